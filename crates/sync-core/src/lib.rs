@@ -1,0 +1,85 @@
+//! The foundation every crate of the sync family builds on.
+//!
+//! A synchronization primitive is only as trustworthy as the interleavings it
+//! was checked under. This crate is the single import point through which the
+//! family's crates reach atomics, cells, threads, spinning and the parking lot,
+//! so that one switch, `RUSTFLAGS="--cfg loom"`, hands every one of them to the
+//! [loom] model checker at once:
+//!
+//! * [`sync`]: atomics, [`UnsafeCell`](sync::cell::UnsafeCell) with
+//!   `with`/`with_mut`, `Arc`, thread spawning, parking and yielding, and the
+//!   spin hint. These are `std` types normally and loom's under `cfg(loom)`.
+//! * [`parking_lot`]: the `parking_lot_core` calls the family uses (`park`,
+//!   `unpark_one`, `unpark_all`, `unpark_filter`, the tokens and results, and
+//!   `SpinWait`). The normal build re-exports `parking_lot_core` itself, so the
+//!   shim costs nothing; the loom build substitutes a small model of the
+//!   parking lot with the same contract, so that a crate's whole protocol,
+//!   including the park/unpark handshake, is explored exhaustively.
+//! * [`model`] (loom builds only): helpers that run a loom model with a
+//!   preemption bound.
+//!
+//! # Examples
+//!
+//! A one-shot flag that a waiter parks on, written once and checked under both
+//! std and loom:
+//!
+//! ```
+//! use sync_core::parking_lot::{self, DEFAULT_PARK_TOKEN, DEFAULT_UNPARK_TOKEN};
+//! use sync_core::sync::atomic::{AtomicBool, Ordering};
+//! use sync_core::sync::{thread, Arc};
+//!
+//! let flag = Arc::new(AtomicBool::new(false));
+//! let key = Arc::as_ptr(&flag) as usize;
+//!
+//! let setter = {
+//!     let flag = Arc::clone(&flag);
+//!     thread::spawn(move || {
+//!         // Release: pairs with the Acquire load in `validate` below.
+//!         flag.store(true, Ordering::Release);
+//!         // SAFETY: the callback neither panics nor calls into the parking lot.
+//!         unsafe { parking_lot::unpark_all(key, DEFAULT_UNPARK_TOKEN) };
+//!     })
+//! };
+//!
+//! while !flag.load(Ordering::Acquire) {
+//!     // SAFETY: `validate` and `timed_out` neither panic nor call into the
+//!     // parking lot; `key` is an address we own for the whole wait.
+//!     unsafe {
+//!         parking_lot::park(
+//!             key,
+//!             || !flag.load(Ordering::Acquire),
+//!             || {},
+//!             |_, _| {},
+//!             DEFAULT_PARK_TOKEN,
+//!             None,
+//!         );
+//!     }
+//! }
+//! setter.join().unwrap();
+//! ```
+//!
+//! # Loom
+//!
+//! Under `--cfg loom`, tests reach loom through this crate ([`model`], and
+//! `sync_core::loom` for anything else), so no other crate needs loom in its
+//! manifest. The model's contract is documented in [`parking_lot`].
+//!
+//! [loom]: https://docs.rs/loom
+#![warn(missing_docs)]
+
+pub mod parking_lot;
+pub mod sync;
+
+#[cfg(loom)]
+pub mod model;
+
+#[doc(hidden)]
+pub mod testing;
+
+/// Loom itself, for loom-only tests (`sync_core::loom::model`, …).
+#[cfg(loom)]
+pub use loom;
+
+/// Pads and aligns a value to the length of a cache line, to keep hot atomics
+/// that different threads write from sharing one line.
+pub use crossbeam_utils::CachePadded;

@@ -1,0 +1,103 @@
+//! The one import point for atomics, cells, `Arc`, threads and spin hints.
+//!
+//! Every crate of the family writes `use sync_core::sync::...` instead of
+//! `std::sync::...`. Normally these are the std types at zero cost; under
+//! `--cfg loom` they are loom's, so loom sees every access that matters.
+//!
+//! The two builds differ in one way users may notice: loom's constructors are
+//! not `const`, so a primitive that wants a `const fn new` must provide it for
+//! `cfg(not(loom))` only.
+
+/// Atomic integer and pointer types, `fence` and `Ordering`.
+pub mod atomic {
+    #[cfg(not(loom))]
+    pub use core::sync::atomic::{
+        AtomicBool, AtomicI32, AtomicI64, AtomicIsize, AtomicPtr, AtomicU8, AtomicU16, AtomicU32,
+        AtomicU64, AtomicUsize, Ordering, fence,
+    };
+    #[cfg(loom)]
+    pub use loom::sync::atomic::{
+        AtomicBool, AtomicI32, AtomicI64, AtomicIsize, AtomicPtr, AtomicU8, AtomicU16, AtomicU32,
+        AtomicU64, AtomicUsize, Ordering, fence,
+    };
+}
+
+#[cfg(not(loom))]
+pub use std::sync::Arc;
+
+#[cfg(loom)]
+pub use loom::sync::Arc;
+
+/// Thread spawning, parking and yielding.
+pub mod thread {
+    #[cfg(not(loom))]
+    pub use std::thread::{JoinHandle, Thread, current, park, spawn, yield_now};
+
+    #[cfg(loom)]
+    pub use loom::thread::{JoinHandle, Thread, current, park, spawn, yield_now};
+}
+
+/// Spin-loop hints.
+pub mod hint {
+    /// Tells the processor that the caller is spinning on a value another
+    /// thread will change.
+    ///
+    /// Under loom this yields to the model's scheduler instead: a loop that
+    /// spins without yielding would make loom explore an unbounded number of
+    /// identical steps.
+    #[inline(always)]
+    pub fn spin_loop() {
+        #[cfg(not(loom))]
+        core::hint::spin_loop();
+        #[cfg(loom)]
+        loom::thread::yield_now();
+    }
+}
+
+/// Interior mutability checked by loom.
+pub mod cell {
+    /// `UnsafeCell` with loom's closure API, so that loom can check every
+    /// access for data races.
+    ///
+    /// Access goes through [`with`](UnsafeCell::with) (shared) and
+    /// [`with_mut`](UnsafeCell::with_mut) (exclusive); the raw pointer each
+    /// closure receives is valid for the closure's duration. The caller keeps
+    /// the usual `UnsafeCell` obligations when it dereferences that pointer.
+    #[cfg(not(loom))]
+    #[derive(Debug, Default)]
+    #[repr(transparent)]
+    pub struct UnsafeCell<T: ?Sized>(core::cell::UnsafeCell<T>);
+
+    #[cfg(not(loom))]
+    impl<T> UnsafeCell<T> {
+        /// Wraps `value`.
+        #[inline(always)]
+        pub const fn new(value: T) -> Self {
+            Self(core::cell::UnsafeCell::new(value))
+        }
+
+        /// Unwraps the value.
+        #[inline(always)]
+        pub fn into_inner(self) -> T {
+            self.0.into_inner()
+        }
+    }
+
+    #[cfg(not(loom))]
+    impl<T: ?Sized> UnsafeCell<T> {
+        /// Runs `f` with a pointer for shared access to the value.
+        #[inline(always)]
+        pub fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0.get())
+        }
+
+        /// Runs `f` with a pointer for exclusive access to the value.
+        #[inline(always)]
+        pub fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+
+    #[cfg(loom)]
+    pub use loom::cell::UnsafeCell;
+}

@@ -1,0 +1,26 @@
+//! Helpers for the family's own tests (not part of the public API).
+
+use std::time::{Duration, Instant};
+
+/// How long a soak test should keep going: `SYNC_SOAK_MINUTES` (set by
+/// `cargo xtask soak --minutes N`), or zero, in which case a soak test runs
+/// its fixed minimum of operations once.
+pub fn soak_duration() -> Duration {
+    let minutes = std::env::var("SYNC_SOAK_MINUTES")
+        .ok()
+        .and_then(|m| m.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    Duration::from_secs_f64(minutes.max(0.0) * 60.0)
+}
+
+/// Runs `round` until it has run at least `min_rounds` times and
+/// [`soak_duration`] has passed; returns the number of rounds.
+pub fn soak(min_rounds: u64, mut round: impl FnMut(u64)) -> u64 {
+    let deadline = Instant::now() + soak_duration();
+    let mut n = 0;
+    while n < min_rounds || Instant::now() < deadline {
+        round(n);
+        n += 1;
+    }
+    n
+}
