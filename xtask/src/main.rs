@@ -1,1 +1,263 @@
-fn main() {}
+//! `cargo xtask`: the workspace's commands.
+//!
+//! * `test`: fmt, clippy, every test (unit, integration, doc, proptest), every
+//!   loom model and the docs; ends with one line `N passed, N failed`.
+//! * `loom [-p CRATE] [--preemptions N]`: the loom models (`tests/loom_*.rs`).
+//! * `soak [-p CRATE] [--minutes N]`: the `#[ignore]` soak tests, release.
+//! * `asan [-p CRATE]`: tests and soak tests under AddressSanitizer.
+//! * `fuzz TARGET [--seconds N]`: one cargo-fuzz target.
+//! * `report [--quick|--full] [--only PREFIX] [--out DIR]`: the benchmark
+//!   report (see `sync-bench`).
+
+mod cargo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::cargo::{Cargo, Tally};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "The sync family's workspace commands")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Everything CI checks: fmt, clippy, tests, loom models, docs.
+    Test {
+        /// Loom's preemption bound for models that set none of their own.
+        #[arg(long, default_value_t = 2)]
+        preemptions: usize,
+    },
+    /// Run the loom models (tests/loom_*.rs) of one crate or of all.
+    Loom {
+        /// The package whose models to run (all crates under crates/ if absent).
+        #[arg(short = 'p', long = "package")]
+        package: Option<String>,
+        /// Loom's preemption bound for models that set none of their own.
+        #[arg(long, default_value_t = 2)]
+        preemptions: usize,
+    },
+    /// Run the #[ignore] soak tests in release mode.
+    Soak {
+        /// The package whose soak tests to run (all crates if absent).
+        #[arg(short = 'p', long = "package")]
+        package: Option<String>,
+        /// Keep each soak test going for at least this many minutes.
+        #[arg(long, default_value_t = 0.0)]
+        minutes: f64,
+    },
+    /// Run the tests and the soak tests under AddressSanitizer.
+    Asan {
+        /// The package to test (all crates if absent).
+        #[arg(short = 'p', long = "package")]
+        package: Option<String>,
+    },
+    /// Run one cargo-fuzz target (installs cargo-fuzz when it is missing).
+    Fuzz {
+        /// The target's name, as in fuzz/fuzz_targets/NAME.rs.
+        target: String,
+        /// How long to fuzz.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
+    /// Run the papers' experiments against the peers and write the report.
+    Report {
+        /// Small sizes, a few minutes in all (the default).
+        #[arg(long, conflicts_with = "full")]
+        quick: bool,
+        /// The papers' sizes.
+        #[arg(long)]
+        full: bool,
+        /// Only the workloads whose id starts with PREFIX.
+        #[arg(long, value_name = "PREFIX")]
+        only: Option<String>,
+        /// Where to write results.json, report.md and the charts.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let cargo = Cargo::new();
+    let tally = match cli.command {
+        Command::Test { preemptions } => test(&cargo, preemptions),
+        Command::Loom {
+            package,
+            preemptions,
+        } => {
+            let mut t = Tally::default();
+            loom(&cargo, package.as_deref(), preemptions, &mut t);
+            t
+        }
+        Command::Soak { package, minutes } => soak(&cargo, package.as_deref(), minutes),
+        Command::Asan { package } => asan(&cargo, package.as_deref()),
+        Command::Fuzz { target, seconds } => fuzz(&cargo, &target, seconds),
+        Command::Report {
+            quick: _,
+            full,
+            only,
+            out,
+        } => report(&cargo, full, only, out),
+    };
+    tally.finish()
+}
+
+fn test(cargo: &Cargo, preemptions: usize) -> Tally {
+    let mut t = Tally::default();
+    t.check("fmt", cargo.cmd(["fmt", "--all", "--", "--check"]));
+    let fuzz_sources = cargo.fuzz_sources();
+    t.check(
+        "fmt (fuzz)",
+        cargo
+            .tool("rustfmt", ["--check", "--edition", "2024"])
+            .args(&fuzz_sources),
+    );
+    t.check(
+        "clippy",
+        cargo.cmd([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    );
+    t.tests(
+        "test",
+        cargo
+            .cmd(["test", "--workspace"])
+            .env("PROPTEST_CASES", "64"),
+    );
+    loom(cargo, None, preemptions, &mut t);
+    t.check(
+        "doc",
+        cargo
+            .cmd(["doc", "--workspace", "--no-deps"])
+            .env("RUSTDOCFLAGS", "-D warnings"),
+    );
+    t.check(
+        "fuzz targets build",
+        cargo
+            .cmd(["check", "--manifest-path", "fuzz/Cargo.toml", "--bins"])
+            .env("CARGO_TARGET_DIR", cargo.root().join("target/fuzz-check")),
+    );
+    t
+}
+
+fn loom(cargo: &Cargo, package: Option<&str>, preemptions: usize, t: &mut Tally) {
+    for (pkg, models) in cargo.test_targets(package, "loom_") {
+        let mut args = vec![
+            "test".to_owned(),
+            "--release".into(),
+            "-p".into(),
+            pkg.clone(),
+        ];
+        for m in &models {
+            args.extend(["--test".to_owned(), m.clone()]);
+        }
+        t.tests(
+            &format!("loom {pkg}"),
+            cargo
+                .cmd(&args)
+                .env("RUSTFLAGS", cargo.rustflags("--cfg loom"))
+                .env("LOOM_MAX_PREEMPTIONS", preemptions.to_string())
+                .env("CARGO_TARGET_DIR", cargo.root().join("target/loom")),
+        );
+    }
+}
+
+fn soak(cargo: &Cargo, package: Option<&str>, minutes: f64) -> Tally {
+    let mut t = Tally::default();
+    for pkg in cargo.crates(package) {
+        t.tests(
+            &format!("soak {pkg}"),
+            cargo
+                .cmd([
+                    "test",
+                    "--release",
+                    "-p",
+                    &pkg,
+                    "--tests",
+                    "--",
+                    "--ignored",
+                ])
+                .env("SYNC_SOAK_MINUTES", minutes.to_string()),
+        );
+    }
+    t
+}
+
+fn asan(cargo: &Cargo, package: Option<&str>) -> Tally {
+    let mut t = Tally::default();
+    let target = cargo.host_triple();
+    for pkg in cargo.crates(package) {
+        t.tests(
+            &format!("asan {pkg}"),
+            cargo
+                .cmd([
+                    "test",
+                    "--release",
+                    "-p",
+                    &pkg,
+                    "--target",
+                    &target,
+                    "--lib",
+                    "--tests",
+                    "--",
+                    "--include-ignored",
+                ])
+                .env("RUSTC_BOOTSTRAP", "1")
+                .env("RUSTFLAGS", cargo.rustflags("-Zsanitizer=address"))
+                .env("ASAN_OPTIONS", "detect_leaks=1")
+                .env("CARGO_TARGET_DIR", cargo.root().join("target/asan")),
+        );
+    }
+    t
+}
+
+fn fuzz(cargo: &Cargo, target: &str, seconds: u64) -> Tally {
+    let mut t = Tally::default();
+    if !cargo.cmd(["fuzz", "--version"]).quiet_ok() {
+        t.check(
+            "install cargo-fuzz",
+            cargo.cmd(["install", "cargo-fuzz", "--locked"]),
+        );
+    }
+    t.check(
+        &format!("fuzz {target}"),
+        cargo
+            .cmd([
+                "fuzz",
+                "run",
+                target,
+                "--",
+                &format!("-max_total_time={seconds}"),
+            ])
+            .current_dir(cargo.root().join("fuzz"))
+            .env("RUSTC_BOOTSTRAP", "1"),
+    );
+    t
+}
+
+fn report(cargo: &Cargo, full: bool, only: Option<String>, out: Option<PathBuf>) -> Tally {
+    let mut args = vec!["run", "--release", "--quiet", "-p", "sync-bench", "--"]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>();
+    args.push(if full { "--full" } else { "--quick" }.into());
+    if let Some(only) = only {
+        args.extend(["--only".into(), only]);
+    }
+    let out = out.unwrap_or_else(|| cargo.root().join("target/report"));
+    args.extend(["--out".into(), out.display().to_string()]);
+    let mut t = Tally::default();
+    t.check("report", cargo.cmd(&args));
+    t
+}

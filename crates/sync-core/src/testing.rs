@@ -24,3 +24,38 @@ pub fn soak(min_rounds: u64, mut round: impl FnMut(u64)) -> u64 {
     }
     n
 }
+
+/// Counts the threads parked on `key` without waking any.
+pub fn parked_on(key: usize) -> usize {
+    let mut n = 0;
+    // SAFETY: the filter only counts and the callback is trivial: neither
+    // panics nor calls into the parking lot.
+    unsafe {
+        crate::parking_lot::unpark_filter(
+            key,
+            |_| {
+                n += 1;
+                crate::parking_lot::FilterOp::Skip
+            },
+            |_| crate::parking_lot::DEFAULT_UNPARK_TOKEN,
+        )
+    };
+    n
+}
+
+/// Waits (yielding) until at least `n` threads are parked on `key`.
+///
+/// # Panics
+///
+/// After ten seconds, so that a test whose threads never park fails instead
+/// of hanging.
+pub fn wait_until_parked(key: usize, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while parked_on(key) < n {
+        assert!(
+            Instant::now() < deadline,
+            "{n} threads never parked on {key:#x}"
+        );
+        crate::sync::thread::yield_now();
+    }
+}

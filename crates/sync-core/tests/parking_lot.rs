@@ -8,38 +8,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use sync_core::parking_lot::{
-    self, DEFAULT_PARK_TOKEN, DEFAULT_UNPARK_TOKEN, FilterOp, ParkResult, ParkToken, SpinWait,
-    UnparkToken,
+    self, DEFAULT_PARK_TOKEN, FilterOp, ParkResult, ParkToken, SpinWait, UnparkToken,
 };
+use sync_core::testing::wait_until_parked;
 
 /// A key per test: tests run in parallel on one global parking lot.
 fn key_of<T>(x: &T) -> usize {
     x as *const T as usize
-}
-
-/// Counts the threads parked on `key` without waking any.
-fn parked_on(key: usize) -> usize {
-    let mut n = 0;
-    // SAFETY: the filter only counts; the callback is trivial.
-    unsafe {
-        parking_lot::unpark_filter(
-            key,
-            |_| {
-                n += 1;
-                FilterOp::Skip
-            },
-            |_| DEFAULT_UNPARK_TOKEN,
-        )
-    };
-    n
-}
-
-fn wait_until_parked(key: usize, n: usize) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while parked_on(key) < n {
-        assert!(Instant::now() < deadline, "threads never parked");
-        thread::yield_now();
-    }
 }
 
 #[test]

@@ -1,0 +1,384 @@
+//! Workloads, implementations and the measuring method.
+
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// How big the experiments are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Small sizes: the whole suite in a few minutes on 2 cores.
+    Quick,
+    /// The papers' sizes.
+    Full,
+}
+
+impl Mode {
+    /// Picks the quick or the full size.
+    pub fn pick<T>(self, quick: T, full: T) -> T {
+        match self {
+            Mode::Quick => quick,
+            Mode::Full => full,
+        }
+    }
+
+    /// Samples per implementation, after the warm-up.
+    pub fn samples(self) -> usize {
+        self.pick(5, 10)
+    }
+
+    /// Warm-up runs per implementation, not recorded.
+    pub fn warmup(self) -> usize {
+        self.pick(1, 2)
+    }
+}
+
+/// The unit a workload reports in (the fixed set of the results schema).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Unit {
+    /// Milliseconds for the whole experiment.
+    #[serde(rename = "ms")]
+    Ms,
+    /// Nanoseconds per operation.
+    #[serde(rename = "ns/op")]
+    NsPerOp,
+    /// Millions of operations per second.
+    #[serde(rename = "Mops/s")]
+    MopsPerSec,
+    /// Millions of graph edges per second.
+    #[serde(rename = "Medges/s")]
+    MedgesPerSec,
+}
+
+impl Unit {
+    /// Whether a smaller or a larger value is better.
+    pub fn better(self) -> Better {
+        match self {
+            Unit::Ms | Unit::NsPerOp => Better::Lower,
+            Unit::MopsPerSec | Unit::MedgesPerSec => Better::Higher,
+        }
+    }
+
+    /// The unit as written in `results.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Ms => "ms",
+            Unit::NsPerOp => "ns/op",
+            Unit::MopsPerSec => "Mops/s",
+            Unit::MedgesPerSec => "Medges/s",
+        }
+    }
+}
+
+/// Which direction of a unit is better.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    /// Smaller values are better (times).
+    Lower,
+    /// Larger values are better (throughputs).
+    Higher,
+}
+
+/// One implementation of a workload: a closure that runs the experiment
+/// once and returns the measurement in the workload's unit.
+pub struct Impl {
+    /// The fixed implementation id (`std`, `parking_lot`, `ast-mutex`, …).
+    pub name: String,
+    sample: Box<dyn FnMut() -> f64>,
+}
+
+/// What a workload is, apart from how to run it: what the report needs.
+#[derive(Clone, Debug, Default)]
+pub struct Meta {
+    /// The fixed workload id, `family/name[/param]`.
+    pub id: String,
+    /// One sentence on what is measured, for the report.
+    pub title: String,
+    /// The unit of every sample.
+    pub unit: Option<Unit>,
+    /// The parameters, recorded in `results.json`.
+    pub params: Map<String, Value>,
+    /// The peers every implementation's ratio is computed against.
+    pub baselines: Vec<String>,
+    /// The paper's own figures for this experiment, shown beside ours.
+    pub paper: Option<String>,
+}
+
+impl Meta {
+    /// The workload's unit.
+    pub fn unit(&self) -> Unit {
+        self.unit.expect("every workload has a unit")
+    }
+
+    /// The family: the id's first segment (`base`, `ast`, `lf`, …).
+    pub fn family(&self) -> &str {
+        self.id.split('/').next().unwrap_or(&self.id)
+    }
+
+    /// For a sweep member such as `ast/waiters/100`: (`ast/waiters`, 100).
+    pub fn sweep(&self) -> Option<(&str, f64)> {
+        let (prefix, last) = self.id.rsplit_once('/')?;
+        let x = last.parse().ok()?;
+        Some((prefix, x))
+    }
+}
+
+/// An experiment with all its implementations.
+pub struct Workload {
+    /// What the report needs to know.
+    pub meta: Meta,
+    /// The implementations, measured in alternation.
+    pub impls: Vec<Impl>,
+}
+
+impl Workload {
+    /// A workload with the given fixed id and unit.
+    pub fn new(id: impl Into<String>, unit: Unit) -> Self {
+        Self {
+            meta: Meta {
+                id: id.into(),
+                unit: Some(unit),
+                ..Meta::default()
+            },
+            impls: Vec::new(),
+        }
+    }
+
+    /// Says what is measured.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.meta.title = title.into();
+        self
+    }
+
+    /// Records a parameter.
+    pub fn param(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.meta.params.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Names an implementation whose median every ratio is taken against.
+    pub fn baseline(mut self, name: &str) -> Self {
+        self.meta.baselines.push(name.to_owned());
+        self
+    }
+
+    /// The paper's own figures, shown beside ours in the report.
+    pub fn paper(mut self, text: impl Into<String>) -> Self {
+        self.meta.paper = Some(text.into());
+        self
+    }
+
+    /// Adds an implementation; `sample` runs the experiment once.
+    pub fn implementation(mut self, name: &str, sample: impl FnMut() -> f64 + 'static) -> Self {
+        self.impls.push(Impl {
+            name: name.to_owned(),
+            sample: Box::new(sample),
+        });
+        self
+    }
+}
+
+/// One implementation's measurements of one workload: a row of
+/// `results.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The workload id.
+    pub workload: String,
+    /// The implementation id.
+    #[serde(rename = "impl")]
+    pub imp: String,
+    /// The unit.
+    pub unit: Unit,
+    /// Whether lower or higher is better.
+    pub better: Better,
+    /// The median of the samples.
+    pub median: f64,
+    /// The smallest sample.
+    pub min: f64,
+    /// The largest sample.
+    pub max: f64,
+    /// How many samples (after the warm-up).
+    pub samples: usize,
+    /// The workload's parameters.
+    pub params: Map<String, Value>,
+}
+
+/// Median, min and max of `values`.
+///
+/// # Panics
+///
+/// If `values` is empty or holds a NaN.
+pub fn summarize(values: &[f64]) -> (f64, f64, f64) {
+    assert!(!values.is_empty(), "no samples to summarize");
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).expect("a sample is NaN"));
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    (median, v[0], v[n - 1])
+}
+
+/// The order in which round `round` runs `n` implementations: rotated by one
+/// each round, so that no implementation always runs first (cold) or right
+/// after the same neighbour.
+pub fn alternation(n: usize, round: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |i| (i + round) % n.max(1))
+}
+
+/// Runs every implementation of `w`: `warmup` unrecorded runs each, then
+/// `samples` rounds in alternation. `tick` is called after every run, with
+/// the implementation's name.
+pub fn measure(
+    w: &mut Workload,
+    warmup: usize,
+    samples: usize,
+    mut tick: impl FnMut(&str),
+) -> Vec<Record> {
+    let n = w.impls.len();
+    for imp in &mut w.impls {
+        for _ in 0..warmup {
+            (imp.sample)();
+            tick(&imp.name);
+        }
+    }
+    let mut values = vec![Vec::with_capacity(samples); n];
+    for round in 0..samples {
+        for i in alternation(n, round) {
+            let imp = &mut w.impls[i];
+            values[i].push((imp.sample)());
+            tick(&imp.name);
+        }
+    }
+    let unit = w.meta.unit();
+    w.impls
+        .iter()
+        .zip(values)
+        .map(|(imp, v)| {
+            let (median, min, max) = summarize(&v);
+            Record {
+                workload: w.meta.id.clone(),
+                imp: imp.name.clone(),
+                unit,
+                better: unit.better(),
+                median,
+                min,
+                max,
+                samples: v.len(),
+                params: w.meta.params.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Runs `partner` on a new thread and `leader` on this one, starting both
+/// together, and returns how long `leader` took. The spawn is not timed.
+pub fn time_pair(partner: impl FnOnce() + Send + 'static, leader: impl FnOnce()) -> Duration {
+    let barrier = Arc::new(Barrier::new(2));
+    let b = Arc::clone(&barrier);
+    let t = thread::spawn(move || {
+        b.wait();
+        partner();
+    });
+    barrier.wait();
+    let start = Instant::now();
+    leader();
+    let elapsed = start.elapsed();
+    t.join().expect("the partner thread panicked");
+    elapsed
+}
+
+/// Nanoseconds per operation.
+pub fn ns_per_op(elapsed: Duration, ops: u64) -> f64 {
+    elapsed.as_nanos() as f64 / ops as f64
+}
+
+/// Millions of operations per second.
+pub fn mops_per_sec(elapsed: Duration, ops: u64) -> f64 {
+    ops as f64 / elapsed.as_secs_f64() / 1e6
+}
+
+/// Milliseconds.
+pub fn ms(elapsed: Duration) -> f64 {
+    elapsed.as_secs_f64() * 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    #[test]
+    fn summarize_takes_median_min_max() {
+        assert_eq!(summarize(&[3.0, 1.0, 2.0]), (2.0, 1.0, 3.0));
+        assert_eq!(summarize(&[4.0, 1.0, 2.0, 3.0]), (2.5, 1.0, 4.0));
+        assert_eq!(summarize(&[7.0]), (7.0, 7.0, 7.0));
+    }
+
+    #[test]
+    fn alternation_rotates_the_first_implementation() {
+        let firsts: Vec<usize> = (0..3).map(|r| alternation(3, r).next().unwrap()).collect();
+        assert_eq!(firsts, [0, 1, 2]);
+        for r in 0..5 {
+            let mut order: Vec<usize> = alternation(3, r).collect();
+            order.sort();
+            assert_eq!(order, [0, 1, 2], "every impl runs once per round");
+        }
+    }
+
+    #[test]
+    fn measure_warms_up_alternates_and_records() {
+        let log = Rc::new(std::cell::RefCell::new(Vec::new()));
+        let counter = Rc::new(Cell::new(0.0));
+        let (la, lb, c) = (Rc::clone(&log), Rc::clone(&log), Rc::clone(&counter));
+        let mut w = Workload::new("test/w", Unit::NsPerOp)
+            .param("threads", 2)
+            .implementation("a", move || {
+                la.borrow_mut().push('a');
+                c.set(c.get() + 1.0);
+                c.get()
+            })
+            .implementation("b", move || {
+                lb.borrow_mut().push('b');
+                10.0
+            });
+        let mut ticks = 0;
+        let records = measure(&mut w, 1, 4, |_| ticks += 1);
+        assert_eq!(ticks, 2 * (1 + 4));
+        let log: String = log.borrow().iter().collect();
+        assert_eq!(
+            log,
+            "ab" /* warm-up */
+                .to_owned()
+                + "abbaabba"
+        );
+        // `a` returned 1 (warm-up, dropped), then 2, 3, 4, 5.
+        let a = &records[0];
+        assert_eq!(
+            (a.imp.as_str(), a.median, a.min, a.max, a.samples),
+            ("a", 3.5, 2.0, 5.0, 4)
+        );
+        assert_eq!(records[1].median, 10.0);
+        assert_eq!(a.better, Better::Lower);
+        assert_eq!(a.params["threads"], 2);
+    }
+
+    #[test]
+    fn sweep_ids_split_into_prefix_and_value() {
+        let w = Workload::new("ast/waiters/100", Unit::Ms);
+        assert_eq!(w.meta.sweep(), Some(("ast/waiters", 100.0)));
+        assert_eq!(w.meta.family(), "ast");
+        assert_eq!(
+            Workload::new("base/park-unpark", Unit::Ms).meta.sweep(),
+            None
+        );
+    }
+}

@@ -1,0 +1,19 @@
+//! The sync family's benchmark harness: the papers' experiments, our
+//! primitives against the peers, measured side by side in one process.
+//!
+//! * [`harness`]: workloads, implementations, and the method (warm-up,
+//!   alternation, at least five samples, median/min/max).
+//! * [`workloads`]: the registry of every workload, one module per paper
+//!   (and `base`, the machine's own limits).
+//! * [`peers`]: one trait per kind of primitive, implemented for every peer
+//!   and for ours, so that a workload is written once.
+//! * [`spin`]: the lock-based twins of the papers' comparisons.
+//! * [`report`]: `results.json`, `report.md` and the SVG charts.
+//!
+//! Run it with `cargo xtask report`.
+
+pub mod harness;
+pub mod peers;
+pub mod report;
+pub mod spin;
+pub mod workloads;

@@ -1,0 +1,151 @@
+//! One trait per kind of primitive, implemented for every peer and (as the
+//! crates land) for ours, so that each workload is written once.
+
+use crate::spin::SpinLock;
+
+/// A mutual-exclusion lock around a value.
+pub trait BenchMutex<T>: Send + Sync + 'static {
+    /// The lock around `value`.
+    fn new(value: T) -> Self;
+    /// Runs `f` with the lock held: one lock and one unlock.
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R;
+}
+
+impl<T: Send + 'static> BenchMutex<T> for std::sync::Mutex<T> {
+    fn new(value: T) -> Self {
+        std::sync::Mutex::new(value)
+    }
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+impl<T: Send + 'static> BenchMutex<T> for parking_lot::Mutex<T> {
+    fn new(value: T) -> Self {
+        parking_lot::Mutex::new(value)
+    }
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.lock())
+    }
+}
+
+impl<T: Send + 'static> BenchMutex<T> for SpinLock<T> {
+    fn new(value: T) -> Self {
+        SpinLock::new(value)
+    }
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        SpinLock::with(self, f)
+    }
+}
+
+/// The two ends of a channel, for the rendezvous workloads.
+pub trait BenchChannel: 'static {
+    /// The sending end.
+    type Tx: Send + 'static;
+    /// The receiving end.
+    type Rx: Send + 'static;
+    /// A channel of capacity `cap` (0: a rendezvous).
+    fn bounded(cap: usize) -> (Self::Tx, Self::Rx);
+    /// Sends, blocking until the value is taken (or buffered).
+    fn send(tx: &Self::Tx, value: u64);
+    /// Receives, blocking until a value comes.
+    fn recv(rx: &Self::Rx) -> u64;
+}
+
+/// `crossbeam-channel`.
+pub struct Crossbeam;
+/// `std::sync::mpsc::sync_channel`.
+pub struct StdSync;
+/// `flume`.
+pub struct Flume;
+
+impl BenchChannel for Crossbeam {
+    type Tx = crossbeam_channel::Sender<u64>;
+    type Rx = crossbeam_channel::Receiver<u64>;
+    fn bounded(cap: usize) -> (Self::Tx, Self::Rx) {
+        crossbeam_channel::bounded(cap)
+    }
+    fn send(tx: &Self::Tx, value: u64) {
+        tx.send(value).expect("receiver alive");
+    }
+    fn recv(rx: &Self::Rx) -> u64 {
+        rx.recv().expect("sender alive")
+    }
+}
+
+impl BenchChannel for StdSync {
+    type Tx = std::sync::mpsc::SyncSender<u64>;
+    type Rx = std::sync::mpsc::Receiver<u64>;
+    fn bounded(cap: usize) -> (Self::Tx, Self::Rx) {
+        std::sync::mpsc::sync_channel(cap)
+    }
+    fn send(tx: &Self::Tx, value: u64) {
+        tx.send(value).expect("receiver alive");
+    }
+    fn recv(rx: &Self::Rx) -> u64 {
+        rx.recv().expect("sender alive")
+    }
+}
+
+impl BenchChannel for Flume {
+    type Tx = flume::Sender<u64>;
+    type Rx = flume::Receiver<u64>;
+    fn bounded(cap: usize) -> (Self::Tx, Self::Rx) {
+        flume::bounded(cap)
+    }
+    fn send(tx: &Self::Tx, value: u64) {
+        tx.send(value).expect("receiver alive");
+    }
+    fn recv(rx: &Self::Rx) -> u64 {
+        rx.recv().expect("sender alive")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn counts_under_contention<M: BenchMutex<u64>>() {
+        let m = Arc::new(M::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let m = Arc::clone(&m);
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        m.with(|v| *v += 1);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(m.with(|v| *v), 40_000);
+    }
+
+    #[test]
+    fn every_mutex_peer_excludes() {
+        counts_under_contention::<std::sync::Mutex<u64>>();
+        counts_under_contention::<parking_lot::Mutex<u64>>();
+        counts_under_contention::<SpinLock<u64>>();
+    }
+
+    fn passes_values<C: BenchChannel>() {
+        let (tx, rx) = C::bounded(0);
+        let t = std::thread::spawn(move || (0..100).for_each(|i| C::send(&tx, i)));
+        let got: Vec<u64> = (0..100).map(|_| C::recv(&rx)).collect();
+        t.join().unwrap();
+        assert_eq!(got, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn every_channel_peer_delivers_in_order() {
+        passes_values::<Crossbeam>();
+        passes_values::<StdSync>();
+        passes_values::<Flume>();
+    }
+}
