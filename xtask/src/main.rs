@@ -42,7 +42,7 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         preemptions: usize,
     },
-    /// Run the #[ignore] soak tests in release mode.
+    /// Run the `#[ignore]` soak tests in release mode.
     Soak {
         /// The package whose soak tests to run (all crates if absent).
         #[arg(short = 'p', long = "package")]

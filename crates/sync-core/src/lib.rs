@@ -15,7 +15,7 @@
 //!   shim costs nothing; the loom build substitutes a small model of the
 //!   parking lot with the same contract, so that a crate's whole protocol,
 //!   including the park/unpark handshake, is explored exhaustively.
-//! * [`model`] (loom builds only): helpers that run a loom model with a
+//! * `model` (loom builds only): helpers that run a loom model with a
 //!   preemption bound.
 //!
 //! # Examples
@@ -60,7 +60,7 @@
 //!
 //! # Loom
 //!
-//! Under `--cfg loom`, tests reach loom through this crate ([`model`], and
+//! Under `--cfg loom`, tests reach loom through this crate (`sync_core::model`, and
 //! `sync_core::loom` for anything else), so no other crate needs loom in its
 //! manifest. The model's contract is documented in [`parking_lot`].
 //!
