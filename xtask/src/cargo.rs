@@ -168,6 +168,15 @@ impl Step {
         self
     }
 
+    /// Runs with inherited output; its exit status as ours.
+    pub fn exit_code(mut self) -> ExitCode {
+        eprintln!("$ {}", describe(&self.0));
+        match self.0.status() {
+            Ok(s) if s.success() => ExitCode::SUCCESS,
+            _ => ExitCode::FAILURE,
+        }
+    }
+
     /// Runs silently; whether it succeeded.
     pub fn quiet_ok(mut self) -> bool {
         self.0

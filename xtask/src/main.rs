@@ -103,7 +103,7 @@ fn main() -> ExitCode {
             full,
             only,
             out,
-        } => report(&cargo, full, only, out),
+        } => return report(&cargo, full, only, out),
     };
     tally.finish()
 }
@@ -112,12 +112,14 @@ fn test(cargo: &Cargo, preemptions: usize) -> Tally {
     let mut t = Tally::default();
     t.check("fmt", cargo.cmd(["fmt", "--all", "--", "--check"]));
     let fuzz_sources = cargo.fuzz_sources();
-    t.check(
-        "fmt (fuzz)",
-        cargo
-            .tool("rustfmt", ["--check", "--edition", "2024"])
-            .args(&fuzz_sources),
-    );
+    if !fuzz_sources.is_empty() {
+        t.check(
+            "fmt (fuzz)",
+            cargo
+                .tool("rustfmt", ["--check", "--edition", "2024"])
+                .args(&fuzz_sources),
+        );
+    }
     t.check(
         "clippy",
         cargo.cmd([
@@ -246,7 +248,7 @@ fn fuzz(cargo: &Cargo, target: &str, seconds: u64) -> Tally {
     t
 }
 
-fn report(cargo: &Cargo, full: bool, only: Option<String>, out: Option<PathBuf>) -> Tally {
+fn report(cargo: &Cargo, full: bool, only: Option<String>, out: Option<PathBuf>) -> ExitCode {
     let mut args = vec!["run", "--release", "--quiet", "-p", "sync-bench", "--"]
         .into_iter()
         .map(String::from)
@@ -255,9 +257,14 @@ fn report(cargo: &Cargo, full: bool, only: Option<String>, out: Option<PathBuf>)
     if let Some(only) = only {
         args.extend(["--only".into(), only]);
     }
-    let out = out.unwrap_or_else(|| cargo.root().join("target/report"));
+    // Cargo runs from the workspace root: anchor a relative --out to where
+    // the user typed it.
+    let out = match out {
+        Some(dir) => std::env::current_dir()
+            .expect("the current directory")
+            .join(dir),
+        None => cargo.root().join("target/report"),
+    };
     args.extend(["--out".into(), out.display().to_string()]);
-    let mut t = Tally::default();
-    t.check("report", cargo.cmd(&args));
-    t
+    cargo.cmd(&args).exit_code()
 }
