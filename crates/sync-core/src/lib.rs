@@ -15,6 +15,7 @@
 //!   shim costs nothing; the loom build substitutes a small model of the
 //!   parking lot with the same contract, so that a crate's whole protocol,
 //!   including the park/unpark handshake, is explored exhaustively.
+//! * [`spin`]: a small spin lock for internal bookkeeping.
 //! * `model` (loom builds only): helpers that run a loom model with a
 //!   preemption bound.
 //!
@@ -68,6 +69,7 @@
 #![warn(missing_docs)]
 
 pub mod parking_lot;
+pub mod spin;
 pub mod sync;
 
 #[cfg(loom)]

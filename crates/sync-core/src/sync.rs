@@ -98,6 +98,63 @@ pub mod cell {
         }
     }
 
+    #[cfg(not(loom))]
+    impl<T: ?Sized> UnsafeCell<T> {
+        /// A pointer for shared access, for guards that outlive a closure.
+        #[inline(always)]
+        pub fn get(&self) -> ConstPtr<T> {
+            ConstPtr(self.0.get())
+        }
+
+        /// A pointer for exclusive access, for guards that outlive a closure.
+        #[inline(always)]
+        pub fn get_mut(&self) -> MutPtr<T> {
+            MutPtr(self.0.get())
+        }
+    }
+
+    /// A shared pointer into an [`UnsafeCell`] (loom tracks its lifetime).
+    #[cfg(not(loom))]
+    #[derive(Debug)]
+    pub struct ConstPtr<T: ?Sized>(*const T);
+
+    #[cfg(not(loom))]
+    impl<T: ?Sized> ConstPtr<T> {
+        /// Dereferences the pointer.
+        ///
+        /// # Safety
+        ///
+        /// No exclusive access to the value may exist while the reference
+        /// lives.
+        #[inline(always)]
+        pub unsafe fn deref(&self) -> &T {
+            // SAFETY: the caller guarantees there is no exclusive access.
+            unsafe { &*self.0 }
+        }
+    }
+
+    /// An exclusive pointer into an [`UnsafeCell`] (loom tracks its
+    /// lifetime).
+    #[cfg(not(loom))]
+    #[derive(Debug)]
+    pub struct MutPtr<T: ?Sized>(*mut T);
+
+    #[cfg(not(loom))]
+    impl<T: ?Sized> MutPtr<T> {
+        /// Dereferences the pointer.
+        ///
+        /// # Safety
+        ///
+        /// No other access to the value may exist while the reference
+        /// lives.
+        #[inline(always)]
+        #[allow(clippy::mut_from_ref)]
+        pub unsafe fn deref(&self) -> &mut T {
+            // SAFETY: the caller guarantees the access is exclusive.
+            unsafe { &mut *self.0 }
+        }
+    }
+
     #[cfg(loom)]
-    pub use loom::cell::UnsafeCell;
+    pub use loom::cell::{ConstPtr, MutPtr, UnsafeCell};
 }

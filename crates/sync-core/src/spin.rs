@@ -1,0 +1,200 @@
+//! A test-and-test-and-set spin lock with backoff, for short internal
+//! critical sections (a waiter table, a twin in a benchmark).
+//!
+//! It never parks: a holder preempted by the scheduler makes the others spin
+//! and then yield. Keep what it guards to a few instructions.
+//!
+//! Under loom the lock is a loom `Mutex`: loom cannot explore a spin loop
+//! (it may keep rescheduling a yielding spinner instead of the preempted
+//! holder, and gives up on the branch count), so the loom build models the
+//! spin lock by its contract, mutual exclusion, and checks the code built on
+//! it. The std build's spinning is exercised by `tests/spin.rs`.
+
+use core::fmt;
+use core::ops::{Deref, DerefMut};
+
+use crate::sync::cell::{MutPtr, UnsafeCell};
+#[cfg(not(loom))]
+use crate::sync::{
+    atomic::{AtomicBool, Ordering},
+    hint, thread,
+};
+
+/// A spin lock around a value.
+///
+/// # Examples
+///
+/// ```
+/// use sync_core::spin::SpinLock;
+///
+/// let counter = SpinLock::new(0);
+/// *counter.lock() += 1;
+/// assert_eq!(*counter.lock(), 1);
+/// ```
+pub struct SpinLock<T: ?Sized> {
+    /// `true` while a guard exists.
+    #[cfg(not(loom))]
+    locked: AtomicBool,
+    #[cfg(loom)]
+    locked: loom::sync::Mutex<()>,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the lock hands the value to one thread at a time, so `T: Send` is
+// enough, as for `std::sync::Mutex`.
+unsafe impl<T: ?Sized + Send> Send for SpinLock<T> {}
+// SAFETY: as above.
+unsafe impl<T: ?Sized + Send> Sync for SpinLock<T> {}
+
+impl<T> SpinLock<T> {
+    /// An unlocked lock around `value`.
+    pub fn new(value: T) -> Self {
+        Self {
+            #[cfg(not(loom))]
+            locked: AtomicBool::new(false),
+            #[cfg(loom)]
+            locked: loom::sync::Mutex::new(()),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Unwraps the value.
+    pub fn into_inner(self) -> T {
+        self.value.into_inner()
+    }
+}
+
+impl<T: Default> Default for SpinLock<T> {
+    fn default() -> Self {
+        Self::new(T::default())
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: ?Sized> SpinLock<T> {
+    /// Spins until the lock is free, then takes it.
+    #[inline]
+    pub fn lock(&self) -> SpinGuard<'_, T> {
+        // Acquire: pairs with the Release store in `SpinGuard::drop`.
+        if self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_contended();
+        }
+        SpinGuard {
+            lock: self,
+            value: self.value.get_mut(),
+        }
+    }
+
+    #[cold]
+    fn lock_contended(&self) {
+        let mut spins = 0u32;
+        loop {
+            // Test before test-and-set: spin on a shared cache line.
+            while self.locked.load(Ordering::Relaxed) {
+                if spins < 6 {
+                    for _ in 0..1 << spins {
+                        hint::spin_loop();
+                    }
+                    spins += 1;
+                } else {
+                    thread::yield_now();
+                }
+            }
+            // Acquire: pairs with the Release store in `SpinGuard::drop`.
+            if self
+                .locked
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Takes the lock if it is free.
+    #[inline]
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        // Acquire: pairs with the Release store in `SpinGuard::drop`.
+        self.locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| SpinGuard {
+                lock: self,
+                value: self.value.get_mut(),
+            })
+    }
+}
+
+#[cfg(loom)]
+impl<T: ?Sized> SpinLock<T> {
+    /// Takes the lock (loom: a blocking loom mutex).
+    pub fn lock(&self) -> SpinGuard<'_, T> {
+        let held = self.locked.lock().unwrap();
+        SpinGuard {
+            value: self.value.get_mut(),
+            _held: held,
+        }
+    }
+
+    /// Takes the lock if it is free.
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        let held = self.locked.try_lock().ok()?;
+        Some(SpinGuard {
+            value: self.value.get_mut(),
+            _held: held,
+        })
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for SpinLock<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.try_lock() {
+            Some(g) => f.debug_struct("SpinLock").field("value", &&*g).finish(),
+            None => f
+                .debug_struct("SpinLock")
+                .field("value", &"<locked>")
+                .finish(),
+        }
+    }
+}
+
+/// Exclusive access to the value of a [`SpinLock`]; unlocks when dropped.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct SpinGuard<'a, T: ?Sized> {
+    #[cfg(not(loom))]
+    lock: &'a SpinLock<T>,
+    // Declared before `_held`: the access ends before loom's mutex unlocks.
+    value: MutPtr<T>,
+    #[cfg(loom)]
+    _held: loom::sync::MutexGuard<'a, ()>,
+}
+
+impl<T: ?Sized> Deref for SpinGuard<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock, so no other access exists.
+        unsafe { self.value.deref() }
+    }
+}
+
+impl<T: ?Sized> DerefMut for SpinGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard holds the lock, so no other access exists.
+        unsafe { self.value.deref() }
+    }
+}
+
+#[cfg(not(loom))]
+impl<T: ?Sized> Drop for SpinGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire CAS in `lock`/`try_lock`.
+        self.lock.locked.store(false, Ordering::Release);
+    }
+}
