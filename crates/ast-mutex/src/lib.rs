@@ -1,0 +1,53 @@
+//! Conditional synchronization by abstract states (Ohki & Kuno's AST-sync).
+//!
+//! Code that waits for a shared object to reach some condition is usually
+//! written as a mutex plus condition variables plus `while !ready { wait }`:
+//! either one condition variable per condition (complex, and impossible
+//! when conditions overlap) or one for all, woken with `notify_all`, so
+//! that every waiter wakes to re-test ("repeated tests"). An [`AstMutex`]
+//! replaces both. The object's *abstract states* (empty / mid / full, say)
+//! are declared with [`states!`]; a thread enters with the *set* of states
+//! in which it can proceed, and leaves naming the next state. Only a waiter
+//! whose set contains that state is woken: never a broadcast.
+//!
+//! ```
+//! use std::collections::VecDeque;
+//! use ast_mutex::AstMutex;
+//!
+//! ast_mutex::states! { pub enum Buf { Empty, Mid, Full } }
+//! const CAP: usize = 2;
+//!
+//! let m = AstMutex::new(Buf::Empty, VecDeque::with_capacity(CAP));
+//! let mut g = m.enter(Buf::Empty | Buf::Mid); // blocks until not full
+//! g.push_back(7);
+//! let next = if g.len() == CAP { Buf::Full } else { Buf::Mid };
+//! g.exit(next);
+//!
+//! let mut g = m.enter(Buf::Mid | Buf::Full); // blocks until not empty
+//! assert_eq!(g.pop_front(), Some(7));
+//! let next = if g.is_empty() { Buf::Empty } else { Buf::Mid };
+//! g.exit(next);
+//! ```
+//!
+//! # How it works
+//!
+//! The abstract state lives in the lock word beside the lock bit, so an
+//! uncontended `enter` and `exit` are one atomic read-modify-write each, and
+//! a waiter can watch for one of its states without taking the lock, which
+//! a condition variable's predicate cannot do. A waiter watches briefly,
+//! then parks in the *group* of its entry set (a parking-lot queue of its
+//! own); an exit wakes a group whose set contains the new state, so its
+//! work depends on the number of distinct entry sets, not on the number of
+//! waiting threads (the paper's kernel version scanned all of them).
+//! [`WakeMode`] chooses between waking a waiter to compete (the default) and
+//! the paper's strict handoff of the lock.
+//!
+//! The crate builds on `parking_lot_core` through `sync-core`, so its whole
+//! protocol, parking included, is model-checked with loom.
+
+mod mutex;
+mod state;
+mod waiters;
+
+pub use mutex::{AstGuard, AstMutex, Config, DEFAULT_SPINS, WakeMode};
+pub use state::{AbstractState, Iter, StateSet};

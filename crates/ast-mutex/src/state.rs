@@ -1,0 +1,330 @@
+//! Abstract states and sets of them.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::ops::{BitAnd, BitOr, BitOrAssign, Not};
+
+/// A small enumeration of the abstract states of a guarded object.
+///
+/// Implement it with [`states!`](crate::states), which also gives the `|`
+/// that builds a [`StateSet`]. A hand-written implementation must number its
+/// states `0..COUNT` with `COUNT <= 64`, and `from_index(s.index()) == s`.
+pub trait AbstractState: Copy + Eq + fmt::Debug + 'static {
+    /// How many states there are (at most 64).
+    const COUNT: u32;
+
+    /// The state's number, in `0..COUNT`.
+    fn index(self) -> u32;
+
+    /// The state numbered `index`.
+    ///
+    /// # Panics
+    ///
+    /// If `index >= COUNT`.
+    fn from_index(index: u32) -> Self;
+}
+
+/// A set of abstract states: an entry set, held as a 64-bit mask.
+///
+/// Build one with `|` between states, from a single state (`From`), or from
+/// [`ALL`](Self::ALL) and [`EMPTY`](Self::EMPTY).
+///
+/// # Examples
+///
+/// ```
+/// ast_mutex::states! { enum Level { Empty, Mid, Full } }
+/// use ast_mutex::StateSet;
+///
+/// let not_full = Level::Empty | Level::Mid;
+/// assert!(not_full.contains(Level::Mid));
+/// assert!(!not_full.contains(Level::Full));
+/// assert_eq!(!not_full, StateSet::from(Level::Full));
+/// assert_eq!(not_full.iter().collect::<Vec<_>>(), [Level::Empty, Level::Mid]);
+/// assert_eq!(StateSet::<Level>::ALL.len(), 3);
+/// ```
+pub struct StateSet<S> {
+    bits: u64,
+    _states: PhantomData<fn() -> S>,
+}
+
+impl<S: AbstractState> StateSet<S> {
+    /// No state: a set that `enter` refuses, since it could never return.
+    pub const EMPTY: Self = Self::from_bits_unchecked(0);
+
+    /// Every state of `S`.
+    pub const ALL: Self = Self::from_bits_unchecked(if S::COUNT >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << S::COUNT) - 1
+    });
+
+    const fn from_bits_unchecked(bits: u64) -> Self {
+        Self {
+            bits,
+            _states: PhantomData,
+        }
+    }
+
+    /// The set whose mask is `bits` (bit `i` for the state numbered `i`).
+    ///
+    /// # Panics
+    ///
+    /// If `bits` names a state `S` does not have.
+    pub fn from_bits(bits: u64) -> Self {
+        assert!(
+            bits & !Self::ALL.bits == 0,
+            "StateSet::from_bits: {bits:#x} names states beyond the {} of {}",
+            S::COUNT,
+            core::any::type_name::<S>()
+        );
+        Self::from_bits_unchecked(bits)
+    }
+
+    /// The mask: bit `i` for the state numbered `i`.
+    pub const fn bits(self) -> u64 {
+        self.bits
+    }
+
+    /// Whether `state` is in the set.
+    pub fn contains(self, state: S) -> bool {
+        self.bits & bit(state) != 0
+    }
+
+    /// Whether the set has no state.
+    pub const fn is_empty(self) -> bool {
+        self.bits == 0
+    }
+
+    /// How many states the set has.
+    pub const fn len(self) -> usize {
+        self.bits.count_ones() as usize
+    }
+
+    /// Adds `state`.
+    pub fn insert(&mut self, state: S) {
+        self.bits |= bit(state);
+    }
+
+    /// Removes `state`.
+    pub fn remove(&mut self, state: S) {
+        self.bits &= !bit(state);
+    }
+
+    /// The states in the set, in index order.
+    pub fn iter(self) -> Iter<S> {
+        Iter {
+            bits: self.bits,
+            _states: PhantomData,
+        }
+    }
+}
+
+fn bit<S: AbstractState>(state: S) -> u64 {
+    let i = state.index();
+    assert!(
+        i < S::COUNT && i < 64,
+        "{state:?}.index() = {i} is not below {}::COUNT = {}",
+        core::any::type_name::<S>(),
+        S::COUNT
+    );
+    1 << i
+}
+
+impl<S> Clone for StateSet<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<S> Copy for StateSet<S> {}
+impl<S> PartialEq for StateSet<S> {
+    fn eq(&self, other: &Self) -> bool {
+        self.bits == other.bits
+    }
+}
+impl<S> Eq for StateSet<S> {}
+impl<S> core::hash::Hash for StateSet<S> {
+    fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
+        self.bits.hash(h);
+    }
+}
+impl<S: AbstractState> Default for StateSet<S> {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+impl<S: AbstractState> fmt::Debug for StateSet<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+impl<S: AbstractState> From<S> for StateSet<S> {
+    fn from(state: S) -> Self {
+        Self::from_bits_unchecked(bit(state))
+    }
+}
+
+impl<S: AbstractState> BitOr for StateSet<S> {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self::from_bits_unchecked(self.bits | rhs.bits)
+    }
+}
+
+impl<S: AbstractState> BitOr<S> for StateSet<S> {
+    type Output = Self;
+    fn bitor(self, rhs: S) -> Self {
+        Self::from_bits_unchecked(self.bits | bit(rhs))
+    }
+}
+
+impl<S: AbstractState> BitOrAssign<S> for StateSet<S> {
+    fn bitor_assign(&mut self, rhs: S) {
+        self.insert(rhs);
+    }
+}
+
+impl<S: AbstractState> BitAnd for StateSet<S> {
+    type Output = Self;
+    fn bitand(self, rhs: Self) -> Self {
+        Self::from_bits_unchecked(self.bits & rhs.bits)
+    }
+}
+
+impl<S: AbstractState> Not for StateSet<S> {
+    type Output = Self;
+    /// The complement within [`ALL`](StateSet::ALL).
+    fn not(self) -> Self {
+        Self::from_bits_unchecked(!self.bits & Self::ALL.bits)
+    }
+}
+
+impl<S: AbstractState> FromIterator<S> for StateSet<S> {
+    fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Self {
+        let mut set = Self::EMPTY;
+        iter.into_iter().for_each(|s| set.insert(s));
+        set
+    }
+}
+
+impl<S: AbstractState> IntoIterator for StateSet<S> {
+    type Item = S;
+    type IntoIter = Iter<S>;
+    fn into_iter(self) -> Iter<S> {
+        self.iter()
+    }
+}
+
+/// The states of a [`StateSet`], in index order.
+#[derive(Clone, Debug)]
+pub struct Iter<S> {
+    bits: u64,
+    _states: PhantomData<fn() -> S>,
+}
+
+impl<S: AbstractState> Iterator for Iter<S> {
+    type Item = S;
+    fn next(&mut self) -> Option<S> {
+        if self.bits == 0 {
+            return None;
+        }
+        let i = self.bits.trailing_zeros();
+        self.bits &= self.bits - 1;
+        Some(S::from_index(i))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.bits.count_ones() as usize;
+        (n, Some(n))
+    }
+}
+
+impl<S: AbstractState> ExactSizeIterator for Iter<S> {}
+
+/// Declares an enumeration of abstract states and implements
+/// [`AbstractState`](crate::AbstractState) and `|` for it.
+///
+/// At most 64 states; more is a compile error.
+///
+/// # Examples
+///
+/// ```
+/// ast_mutex::states! {
+///     /// How full a buffer is.
+///     pub enum Buf { Empty, Mid, Full }
+/// }
+/// use ast_mutex::AbstractState;
+///
+/// assert_eq!(Buf::COUNT, 3);
+/// assert!((Buf::Empty | Buf::Mid).contains(Buf::Empty));
+/// ```
+///
+/// ```compile_fail
+/// ast_mutex::states! { enum TooMany {
+///     S0, S1, S2, S3, S4, S5, S6, S7, S8, S9, S10, S11, S12, S13, S14, S15,
+///     S16, S17, S18, S19, S20, S21, S22, S23, S24, S25, S26, S27, S28, S29, S30, S31,
+///     S32, S33, S34, S35, S36, S37, S38, S39, S40, S41, S42, S43, S44, S45, S46, S47,
+///     S48, S49, S50, S51, S52, S53, S54, S55, S56, S57, S58, S59, S60, S61, S62, S63,
+///     S64,
+/// } }
+/// ```
+#[macro_export]
+macro_rules! states {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $($(#[$vmeta:meta])* $variant:ident),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        $vis enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl $name {
+            const __AST_STATES: &'static [$name] = &[$($name::$variant),+];
+        }
+
+        const _: () = ::core::assert!(
+            $name::__AST_STATES.len() <= 64,
+            "an AstMutex supports at most 64 abstract states"
+        );
+
+        impl $crate::AbstractState for $name {
+            const COUNT: u32 = $name::__AST_STATES.len() as u32;
+
+            #[inline]
+            fn index(self) -> u32 {
+                self as u32
+            }
+
+            #[inline]
+            fn from_index(index: u32) -> Self {
+                match $name::__AST_STATES.get(index as usize) {
+                    ::core::option::Option::Some(s) => *s,
+                    ::core::option::Option::None => ::core::panic!(
+                        "{} has no state numbered {}", ::core::stringify!($name), index
+                    ),
+                }
+            }
+        }
+
+        impl ::core::ops::BitOr for $name {
+            type Output = $crate::StateSet<$name>;
+            #[inline]
+            fn bitor(self, rhs: Self) -> $crate::StateSet<$name> {
+                $crate::StateSet::from(self) | rhs
+            }
+        }
+
+        impl ::core::ops::BitOr<$crate::StateSet<$name>> for $name {
+            type Output = $crate::StateSet<$name>;
+            #[inline]
+            fn bitor(self, rhs: $crate::StateSet<$name>) -> $crate::StateSet<$name> {
+                rhs | self
+            }
+        }
+    };
+}

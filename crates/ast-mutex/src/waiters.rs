@@ -1,0 +1,153 @@
+//! Parked waiters, grouped by entry set.
+//!
+//! Every distinct entry set that has ever waited on a mutex gets a *group*:
+//! a parking key of its own and a count of the threads parked on it. An exit
+//! that names state `s` picks a group whose set contains `s` and wakes the
+//! first thread of that group's queue. Its work depends on the number of
+//! distinct entry sets, never on the number of waiting threads: a thousand
+//! threads waiting with the same set are one group.
+//!
+//! Groups are boxed and never freed while the mutex lives, so a group's key
+//! (the address of its box) is an address the mutex owns: no other object's
+//! waiters can share it, and a stale key can never wake a stranger.
+//!
+//! The table is guarded by a [`SpinLock`]. It is always the innermost lock:
+//! it is taken inside the parking lot's callbacks (under the parking lot's
+//! bucket lock) and alone, never the other way round.
+
+use sync_core::spin::{SpinGuard, SpinLock};
+
+pub(crate) struct Waiters {
+    table: SpinLock<Table>,
+}
+
+pub(crate) struct Table {
+    groups: Vec<Box<Group>>,
+    /// Threads parked in all groups.
+    queued: usize,
+    /// Where the next search for a group to wake starts (round robin).
+    cursor: usize,
+}
+
+struct Group {
+    /// The entry set, as a mask of state bits.
+    mask: u64,
+    /// Threads parked on this group's key.
+    queued: usize,
+}
+
+/// A group of a table: its index and its parking key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GroupId {
+    pub index: usize,
+    pub key: usize,
+}
+
+impl Waiters {
+    pub fn new() -> Self {
+        Self {
+            table: SpinLock::new(Table {
+                groups: Vec::new(),
+                queued: 0,
+                cursor: 0,
+            }),
+        }
+    }
+
+    pub fn lock(&self) -> SpinGuard<'_, Table> {
+        self.table.lock()
+    }
+
+    /// The group for entry set `mask`, created on first use.
+    pub fn group(&self, mask: u64) -> GroupId {
+        let mut t = self.lock();
+        let index = match t.groups.iter().position(|g| g.mask == mask) {
+            Some(i) => i,
+            None => {
+                t.groups.push(Box::new(Group { mask, queued: 0 }));
+                t.groups.len() - 1
+            }
+        };
+        GroupId {
+            index,
+            key: t.key(index),
+        }
+    }
+}
+
+impl Table {
+    fn key(&self, index: usize) -> usize {
+        &*self.groups[index] as *const Group as usize
+    }
+
+    /// Threads parked in all groups.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Counts a thread that is about to park in `g`.
+    pub fn add(&mut self, g: GroupId) {
+        self.groups[g.index].queued += 1;
+        self.queued += 1;
+    }
+
+    /// Uncounts a thread that left `g`'s queue (woken or timed out).
+    pub fn remove(&mut self, g: GroupId) {
+        self.groups[g.index].queued -= 1;
+        self.queued -= 1;
+    }
+
+    /// A group with parked threads whose entry set contains `state_bit`,
+    /// searched round robin so that no such group waits forever behind
+    /// another.
+    pub fn choose(&mut self, state_bit: u64) -> Option<GroupId> {
+        let n = self.groups.len();
+        (0..n)
+            .map(|k| (self.cursor + k) % n)
+            .find(|&i| self.groups[i].queued > 0 && self.groups[i].mask & state_bit != 0)
+            .map(|index| {
+                self.cursor = (index + 1) % n;
+                GroupId {
+                    index,
+                    key: self.key(index),
+                }
+            })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_are_per_entry_set_and_keys_are_stable() {
+        let w = Waiters::new();
+        let a = w.group(0b011);
+        let b = w.group(0b110);
+        assert_ne!(a.key, b.key);
+        for m in 0..100 {
+            w.group(1 << 20 | m); // force the Vec to reallocate
+        }
+        assert_eq!(w.group(0b011), a, "a group's key never moves");
+    }
+
+    #[test]
+    fn choose_skips_empty_and_non_matching_groups_round_robin() {
+        let w = Waiters::new();
+        let a = w.group(0b011);
+        let b = w.group(0b110);
+        let c = w.group(0b100);
+        let mut t = w.lock();
+        assert_eq!(t.choose(0b010), None, "no one is parked");
+        t.add(a);
+        t.add(b);
+        t.add(c);
+        assert_eq!(t.choose(0b001), Some(a));
+        // State 1 matches a and b: round robin alternates between them.
+        let picks: Vec<_> = (0..4).map(|_| t.choose(0b010).unwrap()).collect();
+        assert_eq!(picks, [b, a, b, a]);
+        t.remove(b);
+        assert_eq!(t.choose(0b010), Some(a));
+        assert_eq!(t.queued(), 2);
+    }
+}
