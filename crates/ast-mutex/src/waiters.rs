@@ -22,6 +22,9 @@ pub(crate) struct Waiters {
 }
 
 pub(crate) struct Table {
+    // Boxed on purpose: a group's address is its parking key and must not
+    // move when the Vec grows.
+    #[allow(clippy::vec_box)]
     groups: Vec<Box<Group>>,
     /// Threads parked in all groups.
     queued: usize,
