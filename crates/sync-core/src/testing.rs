@@ -59,3 +59,42 @@ pub fn wait_until_parked(key: usize, n: usize) {
         crate::sync::thread::yield_now();
     }
 }
+
+/// Asserts at compile time that a type implements every listed trait.
+///
+/// ```
+/// sync_core::assert_impl!(std::sync::Mutex<u8>: Send, Sync);
+/// ```
+#[macro_export]
+macro_rules! assert_impl {
+    ($t:ty: $($tr:path),+ $(,)?) => {
+        const _: fn() = || {
+            fn check<T: ?Sized $(+ $tr)+>() {}
+            check::<$t>();
+        };
+    };
+}
+
+/// Asserts at compile time that a type does *not* implement a trait.
+///
+/// ```
+/// sync_core::assert_not_impl!(std::rc::Rc<u8>: Send);
+/// ```
+///
+/// ```compile_fail
+/// sync_core::assert_not_impl!(u8: Send);
+/// ```
+#[macro_export]
+macro_rules! assert_not_impl {
+    ($t:ty: $tr:path) => {
+        const _: fn() = || {
+            // Ambiguous, and so an error, exactly when `$t: $tr`.
+            trait AmbiguousIfImpl<A> {
+                fn some_item() {}
+            }
+            impl<T: ?Sized> AmbiguousIfImpl<()> for T {}
+            impl<T: ?Sized + $tr> AmbiguousIfImpl<u8> for T {}
+            let _ = <$t as AmbiguousIfImpl<_>>::some_item;
+        };
+    };
+}
