@@ -34,8 +34,9 @@
 //! The abstract state lives in the lock word beside the lock bit, so an
 //! uncontended `enter` and `exit` are one atomic read-modify-write each, and
 //! a waiter can watch for one of its states without taking the lock, which
-//! a condition variable's predicate cannot do. A waiter watches briefly,
-//! then parks in the *group* of its entry set (a parking-lot queue of its
+//! a condition variable's predicate cannot do. A waiter watches briefly
+//! (a few spins, then yielding its core to the threads that may change the
+//! state), then parks in the *group* of its entry set (a parking-lot queue of its
 //! own); an exit wakes a group whose set contains the new state, so its
 //! work depends on the number of distinct entry sets, not on the number of
 //! waiting threads (the paper's kernel version scanned all of them).
@@ -49,5 +50,5 @@ mod mutex;
 mod state;
 mod waiters;
 
-pub use mutex::{AstGuard, AstMutex, Config, DEFAULT_SPINS, WakeMode};
+pub use mutex::{AstGuard, AstMutex, Config, DEFAULT_SPINS, DEFAULT_YIELDS, WakeMode};
 pub use state::{AbstractState, Iter, StateSet};

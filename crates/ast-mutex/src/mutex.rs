@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use sync_core::parking_lot::{self, DEFAULT_PARK_TOKEN, ParkResult, UnparkToken};
 use sync_core::sync::atomic::{AtomicU32, Ordering};
 use sync_core::sync::cell::{MutPtr, UnsafeCell};
-use sync_core::sync::hint;
+use sync_core::sync::{hint, thread};
 
 use crate::state::{AbstractState, StateSet};
 use crate::waiters::{GroupId, Table, Waiters};
@@ -21,7 +21,8 @@ const STATE_BITS: u32 = 0x3f;
 const LOCKED: u32 = 1 << 6;
 /// Bit 7: threads are parked. Changed only under the waiter table's lock,
 /// where it equals "the table counts a parked thread" (`validate` sets it
-/// before it counts itself). It makes the holder's exit take the slow path.
+/// before it counts itself), and kept by every release. It makes the
+/// holder's exit look at the parked threads' states.
 const PARKED: u32 = 1 << 7;
 
 /// The unpark token of a waiter woken to compete for the lock.
@@ -29,12 +30,20 @@ const TOKEN_WAKE: UnparkToken = UnparkToken(0);
 /// The unpark token of a waiter handed the lock: `TOKEN_HANDOFF | state`.
 const TOKEN_HANDOFF: usize = 1 << 8;
 
-/// How long a waiter watches the lock word before it parks, by default.
+/// How many times a waiter reads the lock word, with a spin hint between
+/// reads, before it starts yielding, by default.
 ///
-/// Chosen by measurement (`cargo xtask report --only ast/`): on a 2-core
-/// virtual machine a wake-up costs ~30 µs and a cache-line round trip
-/// ~150 ns, so a few microseconds of watching is cheap next to a park.
-pub const DEFAULT_SPINS: u32 = 64;
+/// Chosen by measurement (the `ast/spins/*` and `ast/yields/*` sweeps of
+/// `cargo xtask report`): on a 2-core virtual machine where a wake-up costs
+/// ~30 µs, busy spinning while other threads wait for the core slowed the
+/// oversubscribed buffers down, and yielding sped them up several times.
+pub const DEFAULT_SPINS: u32 = 16;
+
+/// How many times a waiter yields its core (re-reading the lock word after
+/// each yield) before it parks, by default. A yield hands the core to a
+/// thread that may be about to change the state, and costs a system call
+/// when no other thread is runnable; see [`DEFAULT_SPINS`].
+pub const DEFAULT_YIELDS: u32 = 64;
 
 #[inline]
 fn enterable(word: u32, mask: u64) -> bool {
@@ -75,7 +84,7 @@ pub enum WakeMode {
 /// use ast_mutex::{AstMutex, Config, WakeMode};
 /// ast_mutex::states! { enum Door { Open, Closed } }
 ///
-/// let config = Config::new().wake_mode(WakeMode::Handoff).spins(0);
+/// let config = Config::new().wake_mode(WakeMode::Handoff).spins(0).yields(8);
 /// let door = AstMutex::with_config(Door::Closed, (), config);
 /// assert_eq!(door.config(), config);
 /// ```
@@ -83,14 +92,16 @@ pub enum WakeMode {
 pub struct Config {
     wake_mode: WakeMode,
     spins: u32,
+    yields: u32,
 }
 
 impl Config {
-    /// [`WakeMode::Compete`] and [`DEFAULT_SPINS`].
+    /// [`WakeMode::Compete`], [`DEFAULT_SPINS`] and [`DEFAULT_YIELDS`].
     pub const fn new() -> Self {
         Self {
             wake_mode: WakeMode::Compete,
             spins: DEFAULT_SPINS,
+            yields: DEFAULT_YIELDS,
         }
     }
 
@@ -101,9 +112,17 @@ impl Config {
     }
 
     /// How many times a waiter reads the lock word, with a spin hint in
-    /// between, before it parks. 0 parks at once.
+    /// between, before it yields.
     pub const fn spins(mut self, spins: u32) -> Self {
         self.spins = spins;
+        self
+    }
+
+    /// How many times a waiter yields its core, reading the lock word after
+    /// each yield, before it parks. With `spins(0)`, `yields(0)` parks at
+    /// once.
+    pub const fn yields(mut self, yields: u32) -> Self {
+        self.yields = yields;
         self
     }
 }
@@ -397,21 +416,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     #[cold]
     fn lock_slow(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
         let group = self.waiters.group(mask);
-        // Under loom every spin is a scheduling point: one is enough to
-        // explore a waiter that finds the state while watching.
-        let spins = if cfg!(loom) {
-            self.config.spins.min(1)
-        } else {
-            self.config.spins
-        };
         loop {
-            for _ in 0..spins {
-                if let Some(s) = self.try_lock_in(mask) {
-                    return Some(s);
-                }
-                hint::spin_loop();
-            }
-            if let Some(s) = self.try_lock_in(mask) {
+            if let Some(s) = self.watch(mask) {
                 return Some(s);
             }
             // SAFETY: `validate` and `timed_out` take only the waiter
@@ -439,22 +445,57 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         }
     }
 
+    /// Watches the lock word for a state of `mask`, taking the lock if one
+    /// comes: `spins` reads with a spin hint between them, then `yields`
+    /// reads each after a yield.
+    #[inline]
+    fn watch(&self, mask: u64) -> Option<u32> {
+        // Under loom every spin and yield is a scheduling point: one read
+        // after one spin explores a waiter that finds its state while
+        // watching, without multiplying the paths.
+        let (spins, yields) = if cfg!(loom) {
+            (self.config.spins.min(1), 0)
+        } else {
+            (self.config.spins, self.config.yields)
+        };
+        for _ in 0..spins {
+            if let Some(s) = self.try_lock_in(mask) {
+                return Some(s);
+            }
+            hint::spin_loop();
+        }
+        for _ in 0..yields {
+            if let Some(s) = self.try_lock_in(mask) {
+                return Some(s);
+            }
+            thread::yield_now();
+        }
+        self.try_lock_in(mask)
+    }
+
     /// `park`'s validate, under the parking lot's bucket lock: sleep only if
     /// the word does not admit us, counting ourselves in the group.
     fn validate(&self, group: GroupId, mask: u64) -> bool {
         let mut t = self.waiters.lock();
-        // Setting PARKED and reading the word in one RMW: an exit that frees
-        // the word after this sees PARKED and takes the slow path, which
-        // needs the table lock we hold, so it finds us counted.
-        // Acquire: pairs with the Release of the exit that freed the word.
-        let w = self.word.fetch_or(PARKED, Ordering::Acquire);
+        // Count ourselves and publish our states first, then set PARKED and
+        // read the word in one RMW. An exit whose release comes after this
+        // RMW sees PARKED, and either takes the table lock we hold or, in
+        // its fast release, reads the summary after its own RMW on the word,
+        // which reads from ours: it sees our states and wakes. An exit whose
+        // release came before it left the word enterable, and we see that.
+        t.add(group);
+        self.waiters.publish(&t);
+        // AcqRel: Acquire pairs with the Release of the exit that freed the
+        // word; Release carries the summary store to that exit's re-check.
+        let w = self.word.fetch_or(PARKED, Ordering::AcqRel);
         if enterable(w, mask) {
+            t.remove(group);
+            self.waiters.publish(&t);
             if t.queued() == 0 {
                 self.word.fetch_and(!PARKED, Ordering::Relaxed);
             }
             return false;
         }
-        t.add(group);
         true
     }
 
@@ -462,6 +503,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     fn forget_waiter(&self, group: GroupId) {
         let mut t = self.waiters.lock();
         t.remove(group);
+        self.waiters.publish(&t);
         if t.queued() == 0 {
             self.word.fetch_and(!PARKED, Ordering::Relaxed);
         }
@@ -477,7 +519,31 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             .compare_exchange(LOCKED | entered, next, Ordering::Release, Ordering::Relaxed)
             .is_err()
         {
-            self.unlock_slow(next);
+            self.unlock_parked(entered, next);
+        }
+    }
+
+    /// An exit while threads are parked. If none of them accepts `next`,
+    /// release without the table lock: one RMW that clears `LOCKED`, swaps
+    /// the state bits and keeps `PARKED`, then a re-check of the parked
+    /// states for a waiter that counted itself meanwhile (see `validate`).
+    #[cold]
+    fn unlock_parked(&self, entered: u32, next: u32) {
+        let bit = 1u64 << next;
+        // Acquire: pairs with the Release store of the summary in `validate`.
+        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+            return self.unlock_slow(next);
+        }
+        // While we hold the lock the word is `LOCKED | entered | PARKED?`
+        // and only PARKED may change under us, so XOR turns it into
+        // `next | PARKED?`. AcqRel: Release publishes the critical section
+        // (pairs with the Acquire CAS in `try_lock_in` and RMW in
+        // `validate`); Acquire pairs with `validate`'s word RMW, so the
+        // re-check below sees the summary it published.
+        self.word
+            .fetch_xor(LOCKED | (entered ^ next), Ordering::AcqRel);
+        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+            self.wake_pass();
         }
     }
 
@@ -504,6 +570,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 let mut t = self.waiters.lock();
                 if r.unparked_threads != 0 {
                     t.remove(group);
+                    self.waiters.publish(&t);
                     if handoff || r.be_fair {
                         // The woken thread owns the lock, entered in `next`;
                         // its `park` returning is ordered after this.

@@ -11,14 +11,21 @@
 //! (the address of its box) is an address the mutex owns: no other object's
 //! waiters can share it, and a stale key can never wake a stranger.
 //!
+//! Beside the table, [`Waiters::parked_states`] publishes the union of the
+//! entry sets of groups with parked threads, so that an exit to a state no
+//! parked thread accepts can release the lock without the table lock.
+//!
 //! The table is guarded by a [`SpinLock`]. It is always the innermost lock:
 //! it is taken inside the parking lot's callbacks (under the parking lot's
 //! bucket lock) and alone, never the other way round.
 
 use sync_core::spin::{SpinGuard, SpinLock};
+use sync_core::sync::atomic::{AtomicU64, Ordering};
 
 pub(crate) struct Waiters {
     table: SpinLock<Table>,
+    /// `Table::summary`, readable without the table lock; stored under it.
+    parked_states: AtomicU64,
 }
 
 pub(crate) struct Table {
@@ -30,6 +37,8 @@ pub(crate) struct Table {
     queued: usize,
     /// Where the next search for a group to wake starts (round robin).
     cursor: usize,
+    /// Union of the entry sets of groups with parked threads.
+    summary: u64,
 }
 
 struct Group {
@@ -53,8 +62,24 @@ impl Waiters {
                 groups: Vec::new(),
                 queued: 0,
                 cursor: 0,
+                summary: 0,
             }),
+            parked_states: AtomicU64::new(0),
         }
+    }
+
+    /// The states some parked thread accepts (a superset while a thread is
+    /// leaving; never missing a thread counted before `order` pairs).
+    pub fn parked_states(&self, order: Ordering) -> u64 {
+        self.parked_states.load(order)
+    }
+
+    /// Publishes the table's summary; call under the table lock after
+    /// `add` or `remove`.
+    pub fn publish(&self, t: &Table) {
+        // Release: pairs with the Acquire loads in the exits' fast release,
+        // through the word RMW that `validate` does after this store.
+        self.parked_states.store(t.summary, Ordering::Release);
     }
 
     pub fn lock(&self) -> SpinGuard<'_, Table> {
@@ -90,7 +115,9 @@ impl Table {
 
     /// Counts a thread that is about to park in `g`.
     pub fn add(&mut self, g: GroupId) {
-        self.groups[g.index].queued += 1;
+        let group = &mut self.groups[g.index];
+        group.queued += 1;
+        self.summary |= group.mask;
         self.queued += 1;
     }
 
@@ -98,6 +125,13 @@ impl Table {
     pub fn remove(&mut self, g: GroupId) {
         self.groups[g.index].queued -= 1;
         self.queued -= 1;
+        if self.groups[g.index].queued == 0 {
+            self.summary = self
+                .groups
+                .iter()
+                .filter(|g| g.queued > 0)
+                .fold(0, |m, g| m | g.mask);
+        }
     }
 
     /// A group with parked threads whose entry set contains `state_bit`,
@@ -149,8 +183,11 @@ mod tests {
         // State 1 matches a and b: round robin alternates between them.
         let picks: Vec<_> = (0..4).map(|_| t.choose(0b010).unwrap()).collect();
         assert_eq!(picks, [b, a, b, a]);
+        assert_eq!(t.summary, 0b111);
         t.remove(b);
         assert_eq!(t.choose(0b010), Some(a));
         assert_eq!(t.queued(), 2);
+        t.remove(a);
+        assert_eq!(t.summary, 0b100, "b's and a's states have no parked thread");
     }
 }

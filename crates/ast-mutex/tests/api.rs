@@ -106,7 +106,7 @@ fn exit_wakes_only_waiters_that_accept_the_state() {
         let m = Arc::new(AstMutex::with_config(
             S::A,
             Vec::new(),
-            Config::new().wake_mode(mode).spins(0),
+            Config::new().wake_mode(mode).spins(0).yields(0),
         ));
         let started = Arc::new(AtomicUsize::new(0));
         let waiters: Vec<_> = [S::B, S::C]
@@ -148,7 +148,7 @@ fn a_relay_through_many_entry_sets() {
         let m = Arc::new(AstMutex::with_config(
             Relay::Done,
             Vec::new(),
-            Config::new().wake_mode(mode).spins(0),
+            Config::new().wake_mode(mode).spins(0).yields(0),
         ));
         let threads: Vec<_> = (0..8)
             .map(|i| {
@@ -177,7 +177,10 @@ fn handoff_mode_passes_the_entry_state_to_the_woken_thread() {
     let m = Arc::new(AstMutex::with_config(
         S::A,
         0u32,
-        Config::new().wake_mode(WakeMode::Handoff).spins(0),
+        Config::new()
+            .wake_mode(WakeMode::Handoff)
+            .spins(0)
+            .yields(0),
     ));
     let other = {
         let m = Arc::clone(&m);

@@ -16,7 +16,7 @@ ast_mutex::states! { enum St { A, B, C } }
 const MODES: [WakeMode; 2] = [WakeMode::Compete, WakeMode::Handoff];
 
 fn mutex(mode: WakeMode, initial: St) -> Arc<AstMutex<St, usize>> {
-    let config = Config::new().wake_mode(mode).spins(0);
+    let config = Config::new().wake_mode(mode).spins(0).yields(0);
     Arc::new(AstMutex::with_config(initial, 0, config))
 }
 
@@ -161,5 +161,44 @@ fn drop_restores_the_entry_state() {
         mover.join().unwrap();
         assert_eq!(m.state(), Some(St::A));
         assert_eq!(*m.enter(St::A), 2);
+    });
+}
+
+/// A waiter woken for B loses the race to the holder barging back in, which
+/// leaves in C: the exit to C must wake the C waiter, and the B waiter must
+/// park again and be woken by the later exit to B.
+#[test]
+fn a_woken_waiter_that_loses_the_race_strands_no_one() {
+    model::check_with_bound(2, || {
+        let m = mutex(WakeMode::Compete, St::A);
+        let wants_b = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let mut g = m.enter(St::B);
+                *g += 1;
+                g.exit(St::A);
+            })
+        };
+        let wants_c = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let mut g = m.enter(St::C);
+                *g += 10;
+                g.exit(St::B);
+            })
+        };
+        m.enter(St::A).exit(St::B);
+        // Barge back in while B's waiter may still be waking up.
+        if let Some(mut g) = m.try_enter(St::B) {
+            *g += 100;
+            g.exit(St::C);
+        } else {
+            // It already got in; wait for it and send C's waiter on.
+            m.enter(St::A).exit(St::C);
+        }
+        wants_b.join().unwrap();
+        wants_c.join().unwrap();
+        let total = *m.enter(St::A | St::B);
+        assert!(total == 111 || total == 11, "total {total}");
     });
 }

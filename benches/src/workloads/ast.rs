@@ -1,0 +1,343 @@
+//! `ast/`: paper 000 (Ohki & Kuno, AST-sync), tables 3-8, plus the cost of
+//! parked bystanders and the spin limit.
+//!
+//! `(Nw x Cw : Nr x Cr)` is the paper's notation: Nw putters putting Cw
+//! items each, Nr getters getting Cr each; the watermarked buffer adds
+//! marginal putters in the middle. Every sample spawns the threads, starts
+//! them together and times until the last one finishes.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use ast_mutex::{Config, WakeMode};
+
+use crate::buffers::{
+    AstBuffer, AstLike, Buffer, CondvarBuffer, PlMonitor, PortableAst, RepeatedTests, StdMonitor,
+};
+use crate::harness::{Mode, Unit, Workload, ms};
+
+/// Who moves how many items.
+#[derive(Clone, Copy, Debug)]
+struct Mix {
+    putters: (usize, usize),
+    marginal: (usize, usize),
+    getters: (usize, usize),
+}
+
+impl Mix {
+    fn notation(&self) -> String {
+        let (p, m, g) = (self.putters, self.marginal, self.getters);
+        if m.0 == 0 {
+            format!("{}x{}:{}x{}", p.0, p.1, g.0, g.1)
+        } else {
+            format!("{}x{}:{}x{}:{}x{}", p.0, p.1, m.0, m.1, g.0, g.1)
+        }
+    }
+
+    fn items(&self) -> usize {
+        self.getters.0 * self.getters.1
+    }
+}
+
+const STACK: usize = 256 * 1024;
+
+/// Runs the mix on `b` and returns the time from the moment the last thread
+/// is ready until the last one finishes. Threads meet at a yielding barrier
+/// and stamp their own finish, so neither waking them nor joining them is
+/// timed.
+fn transfer<B: Buffer>(b: &Arc<B>, mix: Mix) -> Duration {
+    let (p, m, g) = (mix.putters, mix.marginal, mix.getters);
+    assert_eq!(
+        p.0 * p.1 + m.0 * m.1,
+        g.0 * g.1,
+        "puts and gets must balance"
+    );
+    let n = p.0 + m.0 + g.0;
+    let start = Arc::new(StartLine::new(n));
+    let spawn = |f: Box<dyn FnOnce(&B) + Send>| {
+        let (b, start) = (Arc::clone(b), Arc::clone(&start));
+        thread::Builder::new()
+            .stack_size(STACK)
+            .spawn(move || {
+                start.wait();
+                f(&b);
+                Instant::now()
+            })
+            .expect("spawn a benchmark thread")
+    };
+    let mut threads = Vec::with_capacity(n);
+    for t in 0..p.0 {
+        threads.push(spawn(Box::new(move |b| {
+            (0..p.1).for_each(|i| b.put((t * p.1 + i) as u64))
+        })));
+    }
+    for t in 0..m.0 {
+        threads.push(spawn(Box::new(move |b| {
+            (0..m.1).for_each(|i| b.put_marginal((t * m.1 + i) as u64))
+        })));
+    }
+    for _ in 0..g.0 {
+        threads.push(spawn(Box::new(move |b| {
+            (0..g.1).for_each(|_| {
+                std::hint::black_box(b.get());
+            })
+        })));
+    }
+    let end = threads
+        .into_iter()
+        .map(|t| t.join().expect("a benchmark thread panicked"))
+        .max()
+        .expect("at least one thread");
+    end - start.started()
+}
+
+/// A barrier whose last arrival records the start time; waiters yield.
+struct StartLine {
+    arrived: AtomicUsize,
+    n: usize,
+    at: OnceLock<Instant>,
+}
+
+impl StartLine {
+    fn new(n: usize) -> Self {
+        Self {
+            arrived: AtomicUsize::new(0),
+            n,
+            at: OnceLock::new(),
+        }
+    }
+
+    fn wait(&self) {
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+            self.at.get_or_init(Instant::now);
+        }
+        while self.at.get().is_none() {
+            thread::yield_now();
+        }
+    }
+
+    fn started(&self) -> Instant {
+        *self.at.get().expect("every thread passed the start line")
+    }
+}
+
+fn sample<B: Buffer>(make: impl Fn() -> B + 'static, mix: Mix) -> impl FnMut() -> f64 {
+    move || ms(transfer(&Arc::new(make()), mix))
+}
+
+fn ast(
+    mode: WakeMode,
+) -> impl Fn() -> AstBuffer<ast_mutex::AstMutex<crate::buffers::Level, std::collections::VecDeque<u64>>>
+{
+    move || AstBuffer::with_config(Config::new().wake_mode(mode))
+}
+
+/// A bounded-buffer workload with every implementation that can express it.
+fn buffer_workload(id: &str, title: &str, mix: Mix, watermark: bool, paper: &str) -> Workload {
+    let mut w = Workload::new(id, Unit::Ms)
+        .title(format!("{title} `({})`, capacity 10.", mix.notation()))
+        .param("mix", mix.notation())
+        .param("items", mix.items())
+        .param("capacity", crate::buffers::CAP)
+        .baseline("repeated-tests-std")
+        .paper(paper)
+        .implementation("ast-mutex", sample(ast(WakeMode::Compete), mix))
+        .implementation("ast-mutex-handoff", sample(ast(WakeMode::Handoff), mix));
+    if !watermark {
+        w = w
+            .baseline("condvar-std")
+            .baseline("condvar-parking_lot")
+            .implementation("condvar-std", sample(CondvarBuffer::<StdMonitor>::new, mix))
+            .implementation(
+                "condvar-parking_lot",
+                sample(CondvarBuffer::<PlMonitor>::new, mix),
+            );
+    }
+    w.implementation(
+        "repeated-tests-std",
+        sample(RepeatedTests::<StdMonitor>::new, mix),
+    )
+    .implementation(
+        "repeated-tests-parking_lot",
+        sample(RepeatedTests::<PlMonitor>::new, mix),
+    )
+    .implementation(
+        "portable-ast",
+        sample(|| AstBuffer(PortableAst::new()), mix),
+    )
+}
+
+/// `N` bystanders parked on a state that never comes while one putter and
+/// one getter move `items` through the buffer.
+fn with_bystanders<A: AstLike>(
+    make: impl Fn() -> AstBuffer<A> + 'static,
+    bystanders: usize,
+    items: usize,
+) -> impl FnMut() -> f64 {
+    move || {
+        let b = Arc::new(make());
+        let parked: Vec<_> = (0..bystanders)
+            .map(|_| {
+                let b = Arc::clone(&b);
+                thread::Builder::new()
+                    .stack_size(STACK)
+                    .spawn(move || b.wait_for_never())
+                    .expect("spawn a bystander")
+            })
+            .collect();
+        // Let them reach their wait and park (each watches for a few
+        // microseconds first).
+        thread::sleep(Duration::from_millis(20) + Duration::from_micros(100) * bystanders as u32);
+        let mix = Mix {
+            putters: (1, items),
+            marginal: (0, 0),
+            getters: (1, items),
+        };
+        let elapsed = transfer(&b, mix);
+        // Each released bystander passes `Never` on to the next.
+        b.release_never();
+        parked
+            .into_iter()
+            .for_each(|t| t.join().expect("a bystander panicked"));
+        ms(elapsed)
+    }
+}
+
+/// The `ast/` workloads.
+pub fn workloads(mode: Mode) -> Vec<Workload> {
+    let small = mode.pick(
+        Mix {
+            putters: (16, 500),
+            marginal: (0, 0),
+            getters: (16, 500),
+        },
+        Mix {
+            putters: (500, 100),
+            marginal: (0, 0),
+            getters: (500, 100),
+        },
+    );
+    let large = mode.pick(
+        Mix {
+            putters: (16, 500),
+            marginal: (0, 0),
+            getters: (1, 8000),
+        },
+        Mix {
+            putters: (500, 100),
+            marginal: (0, 0),
+            getters: (1, 50_000),
+        },
+    );
+    let wm_small = mode.pick(
+        Mix {
+            putters: (8, 500),
+            marginal: (8, 500),
+            getters: (16, 500),
+        },
+        Mix {
+            putters: (250, 100),
+            marginal: (250, 100),
+            getters: (500, 100),
+        },
+    );
+    let wm_large = mode.pick(
+        Mix {
+            putters: (8, 500),
+            marginal: (8, 500),
+            getters: (1, 8000),
+        },
+        Mix {
+            putters: (250, 100),
+            marginal: (250, 100),
+            getters: (1, 50_000),
+        },
+    );
+    let mut all = vec![
+        buffer_workload(
+            "ast/bb-small",
+            "Bounded buffer, as many getters as putters",
+            small,
+            false,
+            "table 3 (500x100:500x100, elapsed s, FreeBSD, 2 CPUs): cond. vars 7.16, \
+             repeated tests 20.26, portable AST 19.91, kernel AST 6.41; kernel AST = \
+             0.32x repeated tests, 0.90x cond. vars.",
+        ),
+        buffer_workload(
+            "ast/bb-large",
+            "Bounded buffer, many putters, one getter",
+            large,
+            false,
+            "table 4 (500x100:1x50000, elapsed s): cond. vars 5.80, repeated tests \
+             16.99, portable AST 17.40, kernel AST 5.75; kernel AST = 0.34x repeated \
+             tests, 0.99x cond. vars.",
+        ),
+        buffer_workload(
+            "ast/wm-small",
+            "Watermarked buffer: putters, marginal putters (only below half full), getters",
+            wm_small,
+            true,
+            "table 5 (250x100:250x100:500x100, elapsed s): repeated tests 27.83, \
+             portable AST 26.19, kernel AST 6.38; kernel AST = 0.23x repeated tests.",
+        ),
+        buffer_workload(
+            "ast/wm-large",
+            "Watermarked buffer, one getter",
+            wm_large,
+            true,
+            "table 6 (250x100:250x100:1x50000, elapsed s): repeated tests 19.82, \
+             portable AST 18.27, kernel AST 5.83; kernel AST = 0.29x repeated tests.",
+        ),
+    ];
+
+    // The portable AST wakes every bystander on every exit: about 1.5 ms an
+    // operation with 1000 of them here, so 10^5 items would take it over 5
+    // minutes a sample. 2*10^4 keeps `--full` within an hour's budget.
+    let items = mode.pick(2_000, 20_000);
+    for n in [0, 10, 100, 1000] {
+        all.push(
+            Workload::new(format!("ast/waiters/{n}"), Unit::Ms)
+                .title(format!(
+                    "{n} threads parked on a state that never comes while one putter and \
+                     one getter move {items} items: an exit must not pay for them."
+                ))
+                .param("bystanders", n)
+                .param("items", items)
+                .implementation(
+                    "ast-mutex",
+                    with_bystanders(ast(WakeMode::Compete), n, items),
+                )
+                .implementation(
+                    "portable-ast",
+                    with_bystanders(|| AstBuffer(PortableAst::new()), n, items),
+                ),
+        );
+    }
+
+    // How long to watch before parking, around the defaults (bb-large: the
+    // oversubscribed case, where it matters most).
+    let sweep = |dim: &str, n: u32, config: Config| {
+        Workload::new(format!("ast/{dim}/{n}"), Unit::Ms)
+            .title(format!(
+                "`ast/bb-large` with waiters that watch the lock word with {n} {dim} before \
+                 they park (defaults: {} spins, {} yields).",
+                ast_mutex::DEFAULT_SPINS,
+                ast_mutex::DEFAULT_YIELDS
+            ))
+            .param(dim, n)
+            .param("mix", large.notation())
+            .implementation(
+                "ast-mutex",
+                sample(move || AstBuffer::with_config(config), large),
+            )
+    };
+    for spins in [0, 16, 256, 4096] {
+        all.push(sweep("spins", spins, Config::new().spins(spins)));
+    }
+    for yields in [0, 4, 16, 64, 256] {
+        all.push(sweep("yields", yields, Config::new().yields(yields)));
+    }
+    all
+}
