@@ -510,25 +510,13 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 
     /// Frees the lock in state `next`; `entered` is the holder's entry state.
+    ///
+    /// If no parked thread accepts `next`, one RMW releases the lock: it
+    /// clears `LOCKED`, swaps the state bits and keeps `PARKED`. A re-check
+    /// of the parked states then catches a waiter that counted itself
+    /// meanwhile (see `validate`). Otherwise the slow path wakes one.
     #[inline]
     fn unlock(&self, entered: u32, next: u32) {
-        // Release: pairs with the Acquire CAS in `try_lock_in` and the
-        // Acquire RMW in `validate`, publishing the holder's writes.
-        if self
-            .word
-            .compare_exchange(LOCKED | entered, next, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
-            self.unlock_parked(entered, next);
-        }
-    }
-
-    /// An exit while threads are parked. If none of them accepts `next`,
-    /// release without the table lock: one RMW that clears `LOCKED`, swaps
-    /// the state bits and keeps `PARKED`, then a re-check of the parked
-    /// states for a waiter that counted itself meanwhile (see `validate`).
-    #[cold]
-    fn unlock_parked(&self, entered: u32, next: u32) {
         let bit = 1u64 << next;
         // Acquire: pairs with the Release store of the summary in `validate`.
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
