@@ -2,6 +2,10 @@
 //!
 //! Each program is one scenario under `src/bin/`, run with
 //! `cargo run --release -p sync-examples --bin NAME`, and prints what it
-//! shows. The crates add theirs as they land (a bounded buffer and a
-//! watermarked buffer on `ast-mutex`, tasks sharing a `lockfree-sync` mutex,
-//! …); this library is empty on purpose.
+//! shows. This library is empty on purpose.
+//!
+//! | program | shows |
+//! |---|---|
+//! | `bounded_buffer` | `ast-mutex`: putters enter while not full, getters while not empty; each exit wakes only a thread that can use the new state |
+//! | `watermark_buffer` | `ast-mutex`: marginal putters that only put below half full, an overlapping condition condition variables cannot express |
+//! | `relay_race` | `ast-mutex`: a state machine where each exit names the one runner that may go next |
