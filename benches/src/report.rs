@@ -290,49 +290,89 @@ fn family_chart(path: &Path, results: &Results, metas: &[&Meta]) -> ChartResult 
     Ok(())
 }
 
-/// The median of each implementation against the swept parameter.
+/// The median of each implementation against the swept parameter. The
+/// swept values are evenly spaced (they are usually geometric: 0, 10, 100,
+/// 1000), and the value axis is logarithmic when the medians span more than
+/// 50x, so that a flat line is not crushed against zero by a steep one.
 fn sweep_chart(
     path: &Path,
     prefix: &str,
     results: &Results,
     points: &[(f64, &Meta)],
 ) -> ChartResult {
-    let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    let mut top: f64 = 0.0;
+    let mut xs: Vec<f64> = points.iter().map(|(x, _)| *x).collect();
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    let mut series: BTreeMap<String, Vec<(usize, f64)>> = BTreeMap::new();
     for (x, meta) in points {
+        let i = xs.iter().position(|v| v == x).expect("x was collected");
         for r in rows(results, &meta.id) {
-            series
-                .entry(r.imp.clone())
-                .or_default()
-                .push((*x, r.median));
-            top = top.max(r.median);
+            series.entry(r.imp.clone()).or_default().push((i, r.median));
         }
     }
+    let values = || series.values().flatten().map(|(_, y)| *y);
+    let lo = values().fold(f64::MAX, f64::min).max(f64::MIN_POSITIVE);
+    let hi = values().fold(0.0, f64::max).max(lo);
     let unit = points[0].1.unit();
-    let (lo, hi) = points
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(lo, hi), (x, _)| {
-            (lo.min(*x), hi.max(*x))
-        });
     let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
     root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(format!("{prefix} ({})", unit.as_str()), ("sans-serif", 18))
+    let caption = format!("{prefix} ({})", unit.as_str());
+    let x_desc = prefix.rsplit('/').next().unwrap_or(prefix).to_owned();
+    let x_label = |v: &SegmentValue<usize>| match v {
+        SegmentValue::CenterOf(i) => xs.get(*i).map_or(String::new(), |x| format!("{x}")),
+        _ => String::new(),
+    };
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(caption, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(36)
-        .y_label_area_size(60)
-        .build_cartesian_2d(
-            lo..hi.max(lo + 1.0),
-            0.0..(top * 1.15).max(f64::MIN_POSITIVE),
-        )?;
-    chart
-        .configure_mesh()
-        .x_desc(prefix.rsplit('/').next().unwrap_or(prefix))
-        .y_desc(unit.as_str())
-        .draw()?;
+        .y_label_area_size(70);
+    let x_range = (0..xs.len()).into_segmented();
+    if hi / lo > 50.0 {
+        let mut chart = builder.build_cartesian_2d(x_range, (lo / 1.5..hi * 1.5).log_scale())?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc(format!("{} (log)", unit.as_str()))
+            .x_label_formatter(&x_label)
+            .draw()?;
+        draw_series(&mut chart, series)?;
+    } else {
+        let mut chart = builder.build_cartesian_2d(x_range, 0.0..(hi * 1.15))?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc(unit.as_str())
+            .x_label_formatter(&x_label)
+            .draw()?;
+        draw_series(&mut chart, series)?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn draw_series<'a, Y>(
+    chart: &mut ChartContext<
+        'a,
+        SVGBackend<'a>,
+        Cartesian2d<
+            plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordusize>,
+            Y,
+        >,
+    >,
+    series: BTreeMap<String, Vec<(usize, f64)>>,
+) -> ChartResult
+where
+    Y: Ranged<ValueType = f64>,
+{
     for (i, (name, mut pts)) in series.into_iter().enumerate() {
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        pts.sort_by_key(|p| p.0);
         let color = PALETTE[i % PALETTE.len()];
+        let pts: Vec<_> = pts
+            .into_iter()
+            .map(|(x, y)| (SegmentValue::CenterOf(x), y))
+            .collect();
         chart
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
             .label(name)
@@ -346,7 +386,6 @@ fn sweep_chart(
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
         .draw()?;
-    root.present()?;
     Ok(())
 }
 
