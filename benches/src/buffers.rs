@@ -175,8 +175,22 @@ impl<A: AstLike> AstBuffer<A> {
 pub trait Monitor: Send + Sync + 'static {
     /// A monitor around `queue` with `condvars` condition variables.
     fn new(queue: VecDeque<u64>, condvars: usize) -> Self;
-    /// Locks; waits on condition variable `wait_on` while `!ready`; runs
-    /// `f`; notifies condition variable `notify` (one waiter, or all).
+
+    /// Locks, waits on condition variable `wait_on` while `!ready`, runs
+    /// `f` and unlocks.
+    fn locked<R>(
+        &self,
+        wait_on: usize,
+        ready: impl Fn(&VecDeque<u64>) -> bool,
+        f: impl FnOnce(&mut VecDeque<u64>) -> R,
+    ) -> R;
+
+    /// Wakes one waiter of condition variable `cv`, or all of them.
+    fn notify(&self, cv: usize, all: bool);
+
+    /// [`locked`](Self::locked), then [`notify`](Self::notify) after the
+    /// unlock.
+    #[inline]
     fn run<R>(
         &self,
         wait_on: usize,
@@ -184,7 +198,11 @@ pub trait Monitor: Send + Sync + 'static {
         f: impl FnOnce(&mut VecDeque<u64>) -> R,
         notify: usize,
         all: bool,
-    ) -> R;
+    ) -> R {
+        let r = self.locked(wait_on, ready, f);
+        self.notify(notify, all);
+        r
+    }
 }
 
 /// `std::sync::Mutex` with `std::sync::Condvar`s.
@@ -201,26 +219,26 @@ impl Monitor for StdMonitor {
     }
 
     #[inline]
-    fn run<R>(
+    fn locked<R>(
         &self,
         wait_on: usize,
         ready: impl Fn(&VecDeque<u64>) -> bool,
         f: impl FnOnce(&mut VecDeque<u64>) -> R,
-        notify: usize,
-        all: bool,
     ) -> R {
         let g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let mut g = self.1[wait_on]
             .wait_while(g, |q| !ready(q))
             .unwrap_or_else(PoisonError::into_inner);
-        let r = f(&mut g);
-        drop(g);
+        f(&mut g)
+    }
+
+    #[inline]
+    fn notify(&self, cv: usize, all: bool) {
         if all {
-            self.1[notify].notify_all();
+            self.1[cv].notify_all();
         } else {
-            self.1[notify].notify_one();
+            self.1[cv].notify_one();
         }
-        r
     }
 }
 
@@ -233,24 +251,24 @@ impl Monitor for PlMonitor {
     }
 
     #[inline]
-    fn run<R>(
+    fn locked<R>(
         &self,
         wait_on: usize,
         ready: impl Fn(&VecDeque<u64>) -> bool,
         f: impl FnOnce(&mut VecDeque<u64>) -> R,
-        notify: usize,
-        all: bool,
     ) -> R {
         let mut g = self.0.lock();
         self.1[wait_on].wait_while(&mut g, |q| !ready(q));
-        let r = f(&mut g);
-        drop(g);
+        f(&mut g)
+    }
+
+    #[inline]
+    fn notify(&self, cv: usize, all: bool) {
         if all {
-            self.1[notify].notify_all();
+            self.1[cv].notify_all();
         } else {
-            self.1[notify].notify_one();
+            self.1[cv].notify_one();
         }
-        r
     }
 }
 

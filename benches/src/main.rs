@@ -23,13 +23,17 @@ struct Args {
     /// Only the workloads whose id starts with PREFIX.
     #[arg(long, value_name = "PREFIX")]
     only: Option<String>,
-    /// Where to write results.json, report.md and the charts.
-    #[arg(long, value_name = "DIR", default_value = "target/report")]
-    out: PathBuf,
+    /// Where to write results.json, report.md and the charts [default:
+    /// the workspace's target/report].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let out = args.out.clone().unwrap_or_else(|| {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/report")
+    });
     let mode = if args.full { Mode::Full } else { Mode::Quick };
     let mut selected = workloads::all(mode);
     let known: Vec<String> = selected.iter().map(|w| w.meta.id.clone()).collect();
@@ -70,17 +74,14 @@ fn main() -> ExitCode {
         results: records,
     };
     let metas: Vec<_> = selected.into_iter().map(|w| w.meta).collect();
-    match report::write(&args.out, &results, &metas) {
+    match report::write(&out, &results, &metas) {
         Ok(md) => {
             println!("{md}");
-            println!(
-                "Wrote {}/{{results.json,report.md,*.svg}}",
-                args.out.display()
-            );
+            println!("Wrote {}/{{results.json,report.md,*.svg}}", out.display());
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("could not write the report to {}: {e}", args.out.display());
+            eprintln!("could not write the report to {}: {e}", out.display());
             ExitCode::FAILURE
         }
     }

@@ -11,7 +11,6 @@
 
 mod cargo;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -66,19 +65,13 @@ enum Command {
         seconds: u64,
     },
     /// Run the papers' experiments against the peers and write the report.
+    ///
+    /// The arguments go to sync-bench: [--quick|--full] [--only PREFIX]
+    /// [--out DIR] (`cargo xtask report --help-bench` lists them).
     Report {
-        /// Small sizes, a few minutes in all (the default).
-        #[arg(long, conflicts_with = "full")]
-        quick: bool,
-        /// The papers' sizes.
-        #[arg(long)]
-        full: bool,
-        /// Only the workloads whose id starts with PREFIX.
-        #[arg(long, value_name = "PREFIX")]
-        only: Option<String>,
-        /// Where to write results.json, report.md and the charts.
-        #[arg(long, value_name = "DIR")]
-        out: Option<PathBuf>,
+        /// Arguments for sync-bench.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
 
@@ -98,12 +91,7 @@ fn main() -> ExitCode {
         Command::Soak { package, minutes } => soak(&cargo, package.as_deref(), minutes),
         Command::Asan { package } => asan(&cargo, package.as_deref()),
         Command::Fuzz { target, seconds } => fuzz(&cargo, &target, seconds),
-        Command::Report {
-            quick: _,
-            full,
-            only,
-            out,
-        } => return report(&cargo, full, only, out),
+        Command::Report { args } => return report(&cargo, args),
     };
     tally.finish()
 }
@@ -248,23 +236,25 @@ fn fuzz(cargo: &Cargo, target: &str, seconds: u64) -> Tally {
     t
 }
 
-fn report(cargo: &Cargo, full: bool, only: Option<String>, out: Option<PathBuf>) -> ExitCode {
-    let mut args = vec!["run", "--release", "--quiet", "-p", "sync-bench", "--"]
-        .into_iter()
-        .map(String::from)
-        .collect::<Vec<_>>();
-    args.push(if full { "--full" } else { "--quick" }.into());
-    if let Some(only) = only {
-        args.extend(["--only".into(), only]);
+/// Runs sync-bench from the caller's directory, so a relative `--out` is
+/// where the caller means (the default is the workspace's target/report).
+fn report(cargo: &Cargo, mut args: Vec<String>) -> ExitCode {
+    if let Some(help) = args.iter_mut().find(|a| *a == "--help-bench") {
+        *help = "--help".into();
     }
-    // Cargo runs from the workspace root: anchor a relative --out to where
-    // the user typed it.
-    let out = match out {
-        Some(dir) => std::env::current_dir()
-            .expect("the current directory")
-            .join(dir),
-        None => cargo.root().join("target/report"),
-    };
-    args.extend(["--out".into(), out.display().to_string()]);
-    cargo.cmd(&args).exit_code()
+    let manifest = cargo.root().join("Cargo.toml");
+    let manifest = manifest.to_string_lossy();
+    let mut cargo_args = vec![
+        "run",
+        "--release",
+        "--quiet",
+        "--manifest-path",
+        &*manifest,
+        "-p",
+        "sync-bench",
+        "--",
+    ];
+    cargo_args.extend(args.iter().map(String::as_str));
+    let cwd = std::env::current_dir().expect("the current directory");
+    cargo.cmd(&cargo_args).current_dir(cwd).exit_code()
 }
