@@ -19,11 +19,6 @@ use crate::waiters::{GroupId, Table, Waiters};
 const STATE_BITS: u32 = 0x3f;
 /// Bit 6: the lock is held; the abstract state is "null" (paper, 2.1 step 3).
 const LOCKED: u32 = 1 << 6;
-/// Bit 7: threads are parked. Changed only under the waiter table's lock,
-/// where it equals "the table counts a parked thread" (`validate` sets it
-/// before it counts itself), and kept by every release. It makes the
-/// holder's exit look at the parked threads' states.
-const PARKED: u32 = 1 << 7;
 
 /// The unpark token of a waiter woken to compete for the lock.
 const TOKEN_WAKE: UnparkToken = UnparkToken(0);
@@ -48,11 +43,6 @@ pub const DEFAULT_YIELDS: u32 = 64;
 #[inline]
 fn enterable(word: u32, mask: u64) -> bool {
     word & LOCKED == 0 && (mask >> (word & STATE_BITS)) & 1 != 0
-}
-
-#[inline]
-fn parked_bit(t: &Table) -> u32 {
-    if t.queued() > 0 { PARKED } else { 0 }
 }
 
 /// What an exit does when a waiter accepts the next state.
@@ -190,18 +180,18 @@ impl Default for Config {
 /// There is none: a guard dropped while unwinding restores the state it
 /// entered in, like any guard dropped without [`exit`](AstGuard::exit).
 pub struct AstMutex<S, T: ?Sized> {
-    /// The lock word: state index (bits 0-5), `LOCKED`, `PARKED`.
+    /// The lock word: the state's index (bits 0-5) and `LOCKED` (bit 6).
     ///
-    /// | word                    | meaning                                  |
-    /// |-------------------------|------------------------------------------|
-    /// | `s`                     | free in state `s`, no one parked         |
-    /// | `s | PARKED`            | free in state `s`, waiters parked        |
-    /// | `LOCKED | s`            | held, entered in `s`, no one parked      |
-    /// | `LOCKED | s | PARKED`   | held, entered in `s`, waiters parked     |
+    /// | word         | meaning                           |
+    /// |--------------|-----------------------------------|
+    /// | `s`          | free in state `s`                 |
+    /// | `LOCKED | s` | held, entered in state `s`        |
     ///
-    /// `enter` sets `LOCKED` (CAS from an enterable word); `exit` stores the
-    /// next state without `LOCKED` (CAS when `PARKED` is clear, else under
-    /// the waiter table's lock); a handoff stores `LOCKED | next`.
+    /// `enter` sets `LOCKED` (CAS from an enterable word); `exit` swaps in
+    /// the next state (one RMW, or a store under the waiter table's lock
+    /// when it wakes a waiter); a handoff stores `LOCKED | next` for the
+    /// woken thread. Whether threads are parked, and for which states, is
+    /// in the waiter table and its published summary, not here.
     word: AtomicU32,
     waiters: Waiters,
     config: Config,
@@ -477,23 +467,21 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// the word does not admit us, counting ourselves in the group.
     fn validate(&self, group: GroupId, mask: u64) -> bool {
         let mut t = self.waiters.lock();
-        // Count ourselves and publish our states first, then set PARKED and
-        // read the word in one RMW. An exit whose release comes after this
-        // RMW sees PARKED, and either takes the table lock we hold or, in
-        // its fast release, reads the summary after its own RMW on the word,
-        // which reads from ours: it sees our states and wakes. An exit whose
-        // release came before it left the word enterable, and we see that.
+        // Count ourselves and publish our states first, then read the word
+        // with an RMW that changes nothing. An exit whose release comes
+        // after this RMW in the word's modification order reads the summary
+        // after its own RMW, which reads from ours: it sees our states and
+        // wakes us (or takes the table lock we hold, and finds us counted).
+        // An exit whose release came before it left the word enterable, and
+        // we see that here.
         t.add(group);
         self.waiters.publish(&t);
         // AcqRel: Acquire pairs with the Release of the exit that freed the
         // word; Release carries the summary store to that exit's re-check.
-        let w = self.word.fetch_or(PARKED, Ordering::AcqRel);
+        let w = self.word.fetch_or(0, Ordering::AcqRel);
         if enterable(w, mask) {
             t.remove(group);
             self.waiters.publish(&t);
-            if t.queued() == 0 {
-                self.word.fetch_and(!PARKED, Ordering::Relaxed);
-            }
             return false;
         }
         true
@@ -504,15 +492,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let mut t = self.waiters.lock();
         t.remove(group);
         self.waiters.publish(&t);
-        if t.queued() == 0 {
-            self.word.fetch_and(!PARKED, Ordering::Relaxed);
-        }
     }
 
     /// Frees the lock in state `next`; `entered` is the holder's entry state.
     ///
-    /// If no parked thread accepts `next`, one RMW releases the lock: it
-    /// clears `LOCKED`, swaps the state bits and keeps `PARKED`. A re-check
+    /// If no parked thread accepts `next`, one RMW releases the lock. A re-check
     /// of the parked states then catches a waiter that counted itself
     /// meanwhile (see `validate`). Otherwise the slow path wakes one.
     #[inline]
@@ -522,14 +506,13 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
             return self.unlock_slow(next);
         }
-        // While we hold the lock the word is `LOCKED | entered | PARKED?`
-        // and only PARKED may change under us, so XOR turns it into
-        // `next | PARKED?`. AcqRel: Release publishes the critical section
-        // (pairs with the Acquire CAS in `try_lock_in` and RMW in
-        // `validate`); Acquire pairs with `validate`'s word RMW, so the
-        // re-check below sees the summary it published.
-        self.word
-            .fetch_xor(LOCKED | (entered ^ next), Ordering::AcqRel);
+        // An RMW, not a store, so that it is ordered against `validate`'s.
+        // AcqRel: Release publishes the critical section (pairs with the
+        // Acquire CAS in `try_lock_in` and RMW in `validate`); Acquire pairs
+        // with `validate`'s word RMW, so the re-check below sees the summary
+        // it published.
+        let held = self.word.swap(next, Ordering::AcqRel);
+        debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
             self.wake_pass();
         }
@@ -562,8 +545,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                     if handoff || r.be_fair {
                         // The woken thread owns the lock, entered in `next`;
                         // its `park` returning is ordered after this.
-                        self.word
-                            .store(LOCKED | next | parked_bit(&t), Ordering::Relaxed);
+                        self.word.store(LOCKED | next, Ordering::Relaxed);
                         return UnparkToken(TOKEN_HANDOFF | next as usize);
                     }
                 }
@@ -578,11 +560,13 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         }
     }
 
-    /// Under the table lock: free the word in state `next`.
-    fn release(&self, t: &Table, next: u32) {
+    /// Frees the word in state `next`, under the table lock (`_held` is the
+    /// proof): `validate` reads the word under the same lock, so it sees
+    /// either the held word, and is then counted before we look, or this.
+    fn release(&self, _held: &Table, next: u32) {
         // Release: pairs with the Acquire CAS in `try_lock_in` and the
         // Acquire RMW in `validate`, publishing the holder's writes.
-        self.word.store(next | parked_bit(t), Ordering::Release);
+        self.word.store(next, Ordering::Release);
     }
 
     /// After an exit found no one to wake in the group it chose: while the

@@ -33,8 +33,6 @@ pub(crate) struct Table {
     // move when the Vec grows.
     #[allow(clippy::vec_box)]
     groups: Vec<Box<Group>>,
-    /// Threads parked in all groups.
-    queued: usize,
     /// Where the next search for a group to wake starts (round robin).
     cursor: usize,
     /// Union of the entry sets of groups with parked threads.
@@ -60,7 +58,6 @@ impl Waiters {
         Self {
             table: SpinLock::new(Table {
                 groups: Vec::new(),
-                queued: 0,
                 cursor: 0,
                 summary: 0,
             }),
@@ -108,23 +105,16 @@ impl Table {
         &*self.groups[index] as *const Group as usize
     }
 
-    /// Threads parked in all groups.
-    pub fn queued(&self) -> usize {
-        self.queued
-    }
-
     /// Counts a thread that is about to park in `g`.
     pub fn add(&mut self, g: GroupId) {
         let group = &mut self.groups[g.index];
         group.queued += 1;
         self.summary |= group.mask;
-        self.queued += 1;
     }
 
     /// Uncounts a thread that left `g`'s queue (woken or timed out).
     pub fn remove(&mut self, g: GroupId) {
         self.groups[g.index].queued -= 1;
-        self.queued -= 1;
         if self.groups[g.index].queued == 0 {
             self.summary = self
                 .groups
@@ -186,7 +176,6 @@ mod tests {
         assert_eq!(t.summary, 0b111);
         t.remove(b);
         assert_eq!(t.choose(0b010), Some(a));
-        assert_eq!(t.queued(), 2);
         t.remove(a);
         assert_eq!(t.summary, 0b100, "b's and a's states have no parked thread");
     }
