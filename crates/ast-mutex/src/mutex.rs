@@ -62,7 +62,10 @@ pub enum WakeMode {
     Compete,
     /// Hand the lock to the woken waiter, which returns from `enter` holding
     /// it in the new state (the paper's semantics). Every transfer to a
-    /// parked waiter waits for its wake-up.
+    /// parked waiter waits for its wake-up. When a waiter parks while an
+    /// exit is already releasing, the exit wakes it with the lock if the
+    /// state is still free and unchanged; if another thread entered first,
+    /// the woken waiter competes.
     Handoff,
 }
 
@@ -407,7 +410,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     fn lock_slow(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
         let group = self.waiters.group(mask);
         loop {
-            if let Some(s) = self.watch(mask) {
+            if let Some(s) = self.watch(mask, deadline) {
                 return Some(s);
             }
             // SAFETY: `validate` and `timed_out` take only the waiter
@@ -437,14 +440,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
 
     /// Watches the lock word for a state of `mask`, taking the lock if one
     /// comes: `spins` reads with a spin hint between them, then `yields`
-    /// reads each after a yield.
+    /// reads each after a yield. Past `deadline`, one read.
     #[inline]
-    fn watch(&self, mask: u64) -> Option<u32> {
+    fn watch(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
         // Under loom every spin and yield is a scheduling point: one read
         // after one spin explores a waiter that finds its state while
         // watching, without multiplying the paths.
         let (spins, yields) = if cfg!(loom) {
             (self.config.spins.min(1), 0)
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            (0, 0)
         } else {
             (self.config.spins, self.config.yields)
         };
@@ -499,18 +504,27 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// If no parked thread accepts `next`, one RMW releases the lock. A re-check
     /// of the parked states then catches a waiter that counted itself
     /// meanwhile (see `validate`). Otherwise the slow path wakes one.
+    ///
+    /// Why the re-check cannot miss a waiter: while we hold the lock, every
+    /// other write to the word is an RMW (`validate`'s), so if a waiter's RMW
+    /// precedes our swap in the word's modification order, our swap reads
+    /// from a release sequence headed by it. Its summary store is sequenced
+    /// before its RMW, and our re-check after our swap, so we read that
+    /// summary or a later one. If its RMW follows our swap, it reads our
+    /// release and, when `next` admits it, does not sleep.
     #[inline]
     fn unlock(&self, entered: u32, next: u32) {
         let bit = 1u64 << next;
-        // Acquire: pairs with the Release store of the summary in `validate`.
+        // A first look, to keep the lock for a handoff or a fair exit when a
+        // parked waiter accepts `next`.
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
             return self.unlock_slow(next);
         }
-        // An RMW, not a store, so that it is ordered against `validate`'s.
+        // An RMW, not a store, so that it reads from `validate`'s RMWs.
         // AcqRel: Release publishes the critical section (pairs with the
         // Acquire CAS in `try_lock_in` and RMW in `validate`); Acquire pairs
-        // with `validate`'s word RMW, so the re-check below sees the summary
-        // it published.
+        // with `validate`'s RMW, ordering its summary store before our
+        // re-check.
         let held = self.word.swap(next, Ordering::AcqRel);
         debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
@@ -573,15 +587,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// lock is free, wake one waiter that accepts its state.
     #[cold]
     fn wake_pass(&self) {
+        let handoff = self.config.wake_mode == WakeMode::Handoff;
         loop {
-            let group = {
+            let (group, state) = {
                 let mut t = self.waiters.lock();
                 let w = self.word.load(Ordering::Relaxed);
                 if w & LOCKED != 0 {
                     return; // the holder's exit takes over
                 }
                 match t.choose(1 << (w & STATE_BITS)) {
-                    Some(g) => g,
+                    Some(g) => (g, w & STATE_BITS),
                     None => return,
                 }
             };
@@ -589,10 +604,29 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             // not panic; the key is an address this mutex owns.
             let result = unsafe {
                 parking_lot::unpark_one(group.key, |r| {
-                    if r.unparked_threads != 0 {
-                        self.forget_waiter(group);
+                    if r.unparked_threads == 0 {
+                        return TOKEN_WAKE;
                     }
-                    TOKEN_WAKE
+                    self.forget_waiter(group);
+                    // In Handoff mode, take the free lock for the woken
+                    // thread if the state is still the one we woke it for.
+                    // Acquire: pairs with the Release of the exit that freed
+                    // the word; the woken thread's `park` returns after us.
+                    let taken = handoff
+                        && self
+                            .word
+                            .compare_exchange(
+                                state,
+                                LOCKED | state,
+                                Ordering::Acquire,
+                                Ordering::Relaxed,
+                            )
+                            .is_ok();
+                    if taken {
+                        UnparkToken(TOKEN_HANDOFF | state as usize)
+                    } else {
+                        TOKEN_WAKE
+                    }
                 })
             };
             if result.unparked_threads != 0 {
@@ -671,8 +705,12 @@ impl<S: AbstractState, T: ?Sized> Deref for AstGuard<'_, S, T> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
-        // SAFETY: the guard holds the lock, so no other access exists.
-        unsafe { MutPtr::deref(&self.data) }
+        // SAFETY: the guard holds the lock, so no one else accesses the
+        // data, and `&self` excludes `deref_mut` while this borrow lives.
+        // Shared access straight from the pointer: no `&mut T` is created,
+        // so `&T`s handed out before (perhaps to other threads, the guard
+        // being `Sync`) stay valid.
+        self.data.with(|p| unsafe { &*p })
     }
 }
 

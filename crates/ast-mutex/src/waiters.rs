@@ -65,8 +65,9 @@ impl Waiters {
         }
     }
 
-    /// The states some parked thread accepts (a superset while a thread is
-    /// leaving; never missing a thread counted before `order` pairs).
+    /// The states some parked thread accepts: a superset while a thread is
+    /// leaving, and complete for every waiter whose `validate` RMW on the
+    /// lock word precedes the caller's own RMW on it (see `AstMutex::unlock`).
     pub fn parked_states(&self, order: Ordering) -> u64 {
         self.parked_states.load(order)
     }
@@ -74,8 +75,11 @@ impl Waiters {
     /// Publishes the table's summary; call under the table lock after
     /// `add` or `remove`.
     pub fn publish(&self, t: &Table) {
-        // Release: pairs with the Acquire loads in the exits' fast release,
-        // through the word RMW that `validate` does after this store.
+        // What orders this store before an exit's re-check is not this
+        // pair but the lock word: `validate` does its word RMW after this
+        // store, and the exit reads the summary after its own word RMW,
+        // which reads from `validate`'s (see `AstMutex::unlock`). Release and
+        // Acquire here only keep the summary's own history readable.
         self.parked_states.store(t.summary, Ordering::Release);
     }
 
@@ -84,25 +88,53 @@ impl Waiters {
     }
 
     /// The group for entry set `mask`, created on first use.
+    ///
+    /// Nothing is allocated or freed under the table lock: threads take it
+    /// inside the parking lot's callbacks, and an allocator may itself park.
+    /// A new group and, when the table is full, a larger table are allocated
+    /// with the lock released, then the lookup is tried again.
     pub fn group(&self, mask: u64) -> GroupId {
-        let mut t = self.lock();
-        let index = match t.groups.iter().position(|g| g.mask == mask) {
-            Some(i) => i,
-            None => {
-                t.groups.push(Box::new(Group { mask, queued: 0 }));
-                t.groups.len() - 1
+        let mut new_group: Option<Box<Group>> = None;
+        let mut new_table: Option<Vec<Box<Group>>> = None;
+        loop {
+            let mut t = self.lock();
+            if let Some(index) = t.groups.iter().position(|g| g.mask == mask) {
+                let id = t.id(index);
+                drop(t);
+                return id; // unused allocations are freed after the unlock
             }
-        };
-        GroupId {
-            index,
-            key: t.key(index),
+            let full = t.groups.len() == t.groups.capacity();
+            let table_fits = new_table
+                .as_ref()
+                .is_some_and(|v| v.capacity() > t.groups.len());
+            if let Some(group) = new_group.take_if(|_| !full || table_fits) {
+                let old_table = full.then(|| {
+                    let mut bigger = new_table.take().expect("checked above");
+                    bigger.append(&mut t.groups); // fits: no allocation
+                    std::mem::replace(&mut t.groups, bigger)
+                });
+                t.groups.push(group); // fits: no allocation
+                let id = t.id(t.groups.len() - 1);
+                drop(t);
+                drop(old_table);
+                return id;
+            }
+            let len = t.groups.len();
+            drop(t);
+            new_group.get_or_insert_with(|| Box::new(Group { mask, queued: 0 }));
+            if full && !table_fits {
+                new_table = Some(Vec::with_capacity((2 * len).max(4)));
+            }
         }
     }
 }
 
 impl Table {
-    fn key(&self, index: usize) -> usize {
-        &*self.groups[index] as *const Group as usize
+    fn id(&self, index: usize) -> GroupId {
+        GroupId {
+            index,
+            key: &*self.groups[index] as *const Group as usize,
+        }
     }
 
     /// Counts a thread that is about to park in `g`.
@@ -134,10 +166,7 @@ impl Table {
             .find(|&i| self.groups[i].queued > 0 && self.groups[i].mask & state_bit != 0)
             .map(|index| {
                 self.cursor = (index + 1) % n;
-                GroupId {
-                    index,
-                    key: self.key(index),
-                }
+                self.id(index)
             })
     }
 }

@@ -202,3 +202,38 @@ fn a_woken_waiter_that_loses_the_race_strands_no_one() {
         assert!(total == 111 || total == 11, "total {total}");
     });
 }
+
+/// Two waiters in one group (same entry set), one with a timeout: the
+/// group's count and the published summary must stay right while one of its
+/// threads leaves, so that the other is still woken when B comes.
+#[test]
+fn two_waiters_of_one_group_one_timing_out() {
+    for mode in MODES {
+        model::check_with_bound(2, move || {
+            let m = mutex(mode, St::A);
+            let patient = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || {
+                    let mut g = m.enter(St::B);
+                    *g += 1;
+                    g.exit(St::B);
+                })
+            };
+            let hasty = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || match m.enter_for(St::B, Duration::from_millis(1)) {
+                    Some(mut g) => {
+                        *g += 10;
+                        g.exit(St::B);
+                        true
+                    }
+                    None => false,
+                })
+            };
+            m.enter(St::A).exit(St::B);
+            patient.join().unwrap();
+            let hasty_entered = hasty.join().unwrap();
+            assert_eq!(*m.enter(St::B), if hasty_entered { 11 } else { 1 });
+        });
+    }
+}

@@ -177,8 +177,11 @@ impl<T: ?Sized> Deref for SpinGuard<'_, T> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
-        // SAFETY: the guard holds the lock, so no other access exists.
-        unsafe { self.value.deref() }
+        // SAFETY: the guard holds the lock, so no one else accesses the
+        // value, and `&self` excludes `deref_mut` while this borrow lives.
+        // Shared access straight from the pointer: no `&mut T` is created,
+        // so earlier `&T`s stay valid.
+        self.value.with(|p| unsafe { &*p })
     }
 }
 

@@ -120,6 +120,12 @@ pub mod cell {
 
     #[cfg(not(loom))]
     impl<T: ?Sized> ConstPtr<T> {
+        /// Runs `f` with the raw pointer.
+        #[inline(always)]
+        pub fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+            f(self.0)
+        }
+
         /// Dereferences the pointer.
         ///
         /// # Safety
@@ -141,6 +147,15 @@ pub mod cell {
 
     #[cfg(not(loom))]
     impl<T: ?Sized> MutPtr<T> {
+        /// Runs `f` with the raw pointer. A guard's `Deref` derives `&T`
+        /// from it directly: going through [`deref`](Self::deref) would
+        /// create a `&mut T` first, which invalidates every `&T` handed out
+        /// before it.
+        #[inline(always)]
+        pub fn with<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0)
+        }
+
         /// Dereferences the pointer.
         ///
         /// # Safety
