@@ -8,7 +8,6 @@
 //! * [`peers`]: one trait per kind of primitive, implemented for every peer
 //!   and for ours, so that a workload is written once.
 //! * [`buffers`]: paper 000's bounded buffer in every implementation compared.
-//! * [`spin`]: the lock-based twins of the papers' comparisons.
 //! * [`report`]: `results.json`, `report.md` and the SVG charts.
 //!
 //! Run it with `cargo xtask report`.
@@ -17,5 +16,4 @@ pub mod buffers;
 pub mod harness;
 pub mod peers;
 pub mod report;
-pub mod spin;
 pub mod workloads;

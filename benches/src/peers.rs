@@ -1,7 +1,7 @@
 //! One trait per kind of primitive, implemented for every peer and (as the
 //! crates land) for ours, so that each workload is written once.
 
-use crate::spin::SpinLock;
+use sync_core::spin::SpinLock;
 
 /// A mutual-exclusion lock around a value.
 pub trait BenchMutex<T>: Send + Sync + 'static {
@@ -33,13 +33,33 @@ impl<T: Send + 'static> BenchMutex<T> for parking_lot::Mutex<T> {
     }
 }
 
+/// The spin-lock twin: test-and-test-and-set with crossbeam's `Backoff`.
 impl<T: Send + 'static> BenchMutex<T> for SpinLock<T> {
     fn new(value: T) -> Self {
         SpinLock::new(value)
     }
     #[inline]
     fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        SpinLock::with(self, f)
+        f(&mut self.lock())
+    }
+}
+
+ast_mutex::states! {
+    /// The one state of an `AstMutex` used as a plain mutex.
+    pub enum OneState { Only }
+}
+
+/// `AstMutex` as a plain mutex: enter and exit in its only state.
+impl<T: Send + 'static> BenchMutex<T> for ast_mutex::AstMutex<OneState, T> {
+    fn new(value: T) -> Self {
+        ast_mutex::AstMutex::new(OneState::Only, value)
+    }
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let mut g = self.enter(OneState::Only);
+        let r = f(&mut g);
+        g.exit(OneState::Only);
+        r
     }
 }
 
@@ -132,6 +152,7 @@ mod tests {
         counts_under_contention::<std::sync::Mutex<u64>>();
         counts_under_contention::<parking_lot::Mutex<u64>>();
         counts_under_contention::<SpinLock<u64>>();
+        counts_under_contention::<ast_mutex::AstMutex<OneState, u64>>();
     }
 
     fn passes_values<C: BenchChannel>() {

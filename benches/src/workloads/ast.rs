@@ -11,7 +11,10 @@ use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ast_mutex::{Config, WakeMode};
+use ast_mutex::{AstMutex, Config, WakeMode};
+
+use crate::peers::OneState;
+use crate::workloads::base::uncontended;
 
 use crate::buffers::{
     AstBuffer, AstLike, Buffer, CondvarBuffer, PlMonitor, PortableAst, RepeatedTests, StdMonitor,
@@ -255,7 +258,18 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
             getters: (1, 50_000),
         },
     );
+    let ops = mode.pick(2_000_000, 20_000_000);
     let mut all = vec![
+        Workload::new("ast/uncontended", Unit::NsPerOp)
+            .title(
+                "One enter plus exit by a single thread, no waiters: the fast path, \
+                 against a plain mutex's lock plus unlock.",
+            )
+            .param("ops", ops)
+            .baseline("parking_lot")
+            .implementation("ast-mutex", uncontended::<AstMutex<OneState, u64>>(ops))
+            .implementation("parking_lot", uncontended::<::parking_lot::Mutex<u64>>(ops))
+            .implementation("std", uncontended::<std::sync::Mutex<u64>>(ops)),
         buffer_workload(
             "ast/bb-small",
             "Bounded buffer, as many getters as putters",

@@ -15,7 +15,7 @@ use sync_core::parking_lot::{self, DEFAULT_PARK_TOKEN, DEFAULT_UNPARK_TOKEN};
 
 use crate::harness::{Mode, Unit, Workload, ns_per_op, time_pair};
 use crate::peers::{BenchChannel, BenchMutex, Crossbeam, Flume, StdSync};
-use crate::spin::SpinLock;
+use sync_core::spin::SpinLock;
 
 /// The `base/` workloads.
 pub fn workloads(mode: Mode) -> Vec<Workload> {
@@ -27,25 +27,27 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
     ]
 }
 
+/// One thread locking and unlocking `M` `ops` times: ns per pair.
+pub fn uncontended<M: BenchMutex<u64>>(ops: u64) -> impl FnMut() -> f64 {
+    let m = M::new(0);
+    move || {
+        let start = Instant::now();
+        for _ in 0..ops {
+            m.with(|v| *v = black_box(*v + 1));
+        }
+        ns_per_op(start.elapsed(), ops)
+    }
+}
+
 fn uncontended_pair(mode: Mode) -> Workload {
     let ops = mode.pick(2_000_000, 20_000_000);
-    fn sample<M: BenchMutex<u64>>(ops: u64) -> impl FnMut() -> f64 {
-        let m = M::new(0);
-        move || {
-            let start = Instant::now();
-            for _ in 0..ops {
-                m.with(|v| *v = black_box(*v + 1));
-            }
-            ns_per_op(start.elapsed(), ops)
-        }
-    }
     Workload::new("base/uncontended-pair", Unit::NsPerOp)
         .title("One lock plus unlock by a single thread: the cost of the fast path.")
         .param("ops", ops)
         .baseline("parking_lot")
-        .implementation("std", sample::<std::sync::Mutex<u64>>(ops))
-        .implementation("parking_lot", sample::<::parking_lot::Mutex<u64>>(ops))
-        .implementation("spin", sample::<SpinLock<u64>>(ops))
+        .implementation("std", uncontended::<std::sync::Mutex<u64>>(ops))
+        .implementation("parking_lot", uncontended::<::parking_lot::Mutex<u64>>(ops))
+        .implementation("spin", uncontended::<SpinLock<u64>>(ops))
 }
 
 fn cacheline_pingpong(mode: Mode) -> Workload {

@@ -1,5 +1,6 @@
-//! A test-and-test-and-set spin lock with backoff, for short internal
-//! critical sections (a waiter table, a twin in a benchmark).
+//! A test-and-test-and-set spin lock with crossbeam-utils' `Backoff`, for
+//! short internal critical sections (a waiter table) and as the spin-lock
+//! twin of the benchmarks.
 //!
 //! It never parks: a holder preempted by the scheduler makes the others spin
 //! and then yield. Keep what it guards to a few instructions.
@@ -13,12 +14,11 @@
 use core::fmt;
 use core::ops::{Deref, DerefMut};
 
+#[cfg(not(loom))]
+use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::cell::{MutPtr, UnsafeCell};
 #[cfg(not(loom))]
-use crate::sync::{
-    atomic::{AtomicBool, Ordering},
-    hint, thread,
-};
+use crossbeam_utils::Backoff;
 
 /// A spin lock around a value.
 ///
@@ -91,18 +91,12 @@ impl<T: ?Sized> SpinLock<T> {
 
     #[cold]
     fn lock_contended(&self) {
-        let mut spins = 0u32;
+        // crossbeam's schedule: spin 2^k times (k < 7), then yield.
+        let backoff = Backoff::new();
         loop {
             // Test before test-and-set: spin on a shared cache line.
             while self.locked.load(Ordering::Relaxed) {
-                if spins < 6 {
-                    for _ in 0..1 << spins {
-                        hint::spin_loop();
-                    }
-                    spins += 1;
-                } else {
-                    thread::yield_now();
-                }
+                backoff.snooze();
             }
             // Acquire: pairs with the Release store in `SpinGuard::drop`.
             if self
