@@ -85,7 +85,9 @@ fn cacheline_pingpong(mode: Mode) -> Workload {
 }
 
 fn park_unpark(mode: Mode) -> Workload {
-    let rounds = mode.pick(2_000, 20_000);
+    // Long enough that the partner really falls asleep: in short runs the
+    // other vCPU stays hot and most wake-ups find it still awake.
+    let rounds = mode.pick(10_000, 20_000);
     Workload::new("base/park-unpark", Unit::NsPerOp)
         .title(
             "Two threads hand a turn back and forth, each parking until it is woken: \
