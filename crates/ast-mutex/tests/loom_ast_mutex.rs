@@ -237,3 +237,34 @@ fn two_waiters_of_one_group_one_timing_out() {
         });
     }
 }
+
+/// Compete mode when the parking lot starts asking for fair exits midway:
+/// an exit that wakes a parked waiter then hands it the lock instead of
+/// releasing it, and no waiter is lost either way.
+#[test]
+fn compete_with_fair_exits_switched_on_midway() {
+    model::check_with_bound(2, || {
+        let m = mutex(WakeMode::Compete, St::A);
+        let wants_b = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let mut g = m.enter(St::B);
+                *g += 1;
+                g.exit(St::A);
+            })
+        };
+        let wants_c = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let mut g = m.enter(St::C);
+                *g += 10;
+                g.exit(St::B);
+            })
+        };
+        m.enter(St::A).exit(St::C);
+        sync_core::parking_lot::set_be_fair(true);
+        wants_b.join().unwrap();
+        wants_c.join().unwrap();
+        assert_eq!(*m.enter(St::A), 11);
+    });
+}
