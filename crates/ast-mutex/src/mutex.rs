@@ -705,11 +705,11 @@ impl<S: AbstractState, T: ?Sized> Deref for AstGuard<'_, S, T> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
-        // SAFETY: the guard holds the lock, so no one else accesses the
-        // data, and `&self` excludes `deref_mut` while this borrow lives.
         // Shared access straight from the pointer: no `&mut T` is created,
         // so `&T`s handed out before (perhaps to other threads, the guard
         // being `Sync`) stay valid.
+        // SAFETY: the guard holds the lock, so no one else accesses the
+        // data, and `&self` excludes `deref_mut` while this borrow lives.
         self.data.with(|p| unsafe { &*p })
     }
 }

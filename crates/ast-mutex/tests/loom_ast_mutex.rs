@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use ast_mutex::{AstMutex, Config, WakeMode};
+use ast_mutex::{AstMutex, Config, StateSet, WakeMode};
 use sync_core::model;
 use sync_core::sync::{Arc, thread};
 
@@ -92,42 +92,55 @@ fn newcomer_races_a_handoff() {
     }
 }
 
-/// A waiter with a timeout and one without both want B; the exit to B may
-/// race the timeout. The waiter without a timeout always gets in: if the
-/// exit chose the timed-out waiter's group, its wake passes on.
+/// A patient waiter for B and a hasty one (with a timeout) for `hasty_set`,
+/// while the holder exits to B: the patient one always gets in, and the
+/// count shows whether the hasty one did.
+fn timeout_race(mode: WakeMode, hasty_set: StateSet<St>) {
+    let m = mutex(mode, St::A);
+    let patient = {
+        let m = Arc::clone(&m);
+        thread::spawn(move || {
+            let mut g = m.enter(St::B);
+            *g += 1;
+            g.exit(St::B);
+        })
+    };
+    let hasty = {
+        let m = Arc::clone(&m);
+        thread::spawn(
+            move || match m.enter_for(hasty_set, Duration::from_millis(1)) {
+                Some(mut g) => {
+                    *g += 10;
+                    g.exit(St::B);
+                    true
+                }
+                None => false,
+            },
+        )
+    };
+    m.enter(St::A).exit(St::B);
+    patient.join().unwrap();
+    let hasty_entered = hasty.join().unwrap();
+    assert_eq!(*m.enter(St::B), if hasty_entered { 11 } else { 1 });
+    assert_eq!(m.state(), Some(St::B));
+}
+
+/// The waiters are in different groups; the exit to B may race the
+/// timeout. If the exit chose the timed-out waiter's group, its wake passes
+/// on to the patient one.
 #[test]
 fn timeout_races_an_exit() {
     for mode in MODES {
-        model::check_with_bound(2, move || {
-            let m = mutex(mode, St::A);
-            let patient = {
-                let m = Arc::clone(&m);
-                thread::spawn(move || {
-                    let mut g = m.enter(St::B);
-                    *g += 1;
-                    g.exit(St::B);
-                })
-            };
-            let hasty = {
-                let m = Arc::clone(&m);
-                thread::spawn(
-                    move || match m.enter_for(St::B | St::C, Duration::from_millis(1)) {
-                        Some(mut g) => {
-                            *g += 10;
-                            g.exit(St::B);
-                            true
-                        }
-                        None => false,
-                    },
-                )
-            };
-            m.enter(St::A).exit(St::B);
-            patient.join().unwrap();
-            let hasty_entered = hasty.join().unwrap();
-            let total = *m.enter(St::B);
-            assert_eq!(total, if hasty_entered { 11 } else { 1 });
-            assert_eq!(m.state(), Some(St::B));
-        });
+        model::check_with_bound(2, move || timeout_race(mode, St::B | St::C));
+    }
+}
+
+/// The waiters are in one group: its count and the published summary must
+/// stay right while one of its threads leaves.
+#[test]
+fn two_waiters_of_one_group_one_timing_out() {
+    for mode in MODES {
+        model::check_with_bound(2, move || timeout_race(mode, St::B.into()));
     }
 }
 
@@ -201,41 +214,6 @@ fn a_woken_waiter_that_loses_the_race_strands_no_one() {
         let total = *m.enter(St::A | St::B);
         assert!(total == 111 || total == 11, "total {total}");
     });
-}
-
-/// Two waiters in one group (same entry set), one with a timeout: the
-/// group's count and the published summary must stay right while one of its
-/// threads leaves, so that the other is still woken when B comes.
-#[test]
-fn two_waiters_of_one_group_one_timing_out() {
-    for mode in MODES {
-        model::check_with_bound(2, move || {
-            let m = mutex(mode, St::A);
-            let patient = {
-                let m = Arc::clone(&m);
-                thread::spawn(move || {
-                    let mut g = m.enter(St::B);
-                    *g += 1;
-                    g.exit(St::B);
-                })
-            };
-            let hasty = {
-                let m = Arc::clone(&m);
-                thread::spawn(move || match m.enter_for(St::B, Duration::from_millis(1)) {
-                    Some(mut g) => {
-                        *g += 10;
-                        g.exit(St::B);
-                        true
-                    }
-                    None => false,
-                })
-            };
-            m.enter(St::A).exit(St::B);
-            patient.join().unwrap();
-            let hasty_entered = hasty.join().unwrap();
-            assert_eq!(*m.enter(St::B), if hasty_entered { 11 } else { 1 });
-        });
-    }
 }
 
 /// Compete mode when the parking lot starts asking for fair exits midway:

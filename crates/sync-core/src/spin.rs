@@ -171,10 +171,10 @@ impl<T: ?Sized> Deref for SpinGuard<'_, T> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
-        // SAFETY: the guard holds the lock, so no one else accesses the
-        // value, and `&self` excludes `deref_mut` while this borrow lives.
         // Shared access straight from the pointer: no `&mut T` is created,
         // so earlier `&T`s stay valid.
+        // SAFETY: the guard holds the lock, so no one else accesses the
+        // value, and `&self` excludes `deref_mut` while this borrow lives.
         self.value.with(|p| unsafe { &*p })
     }
 }
