@@ -20,6 +20,21 @@ fn mutex(mode: WakeMode, initial: St) -> Arc<AstMutex<St, usize>> {
     Arc::new(AstMutex::with_config(initial, 0, config))
 }
 
+/// A thread that enters in a state of `want`, adds `add`, and exits in `next`.
+fn waiter(
+    m: &Arc<AstMutex<St, usize>>,
+    want: impl Into<StateSet<St>>,
+    add: usize,
+    next: St,
+) -> thread::JoinHandle<()> {
+    let (m, want) = (Arc::clone(m), want.into());
+    thread::spawn(move || {
+        let mut g = m.enter(want);
+        *g += add;
+        g.exit(next);
+    })
+}
+
 /// Waiters with different entry sets are woken only by a state in their
 /// set, and each sees the state it was promised: A -> B (first waiter) ->
 /// C (second waiter) -> A.
@@ -97,14 +112,7 @@ fn newcomer_races_a_handoff() {
 /// count shows whether the hasty one did.
 fn timeout_race(mode: WakeMode, hasty_set: StateSet<St>) {
     let m = mutex(mode, St::A);
-    let patient = {
-        let m = Arc::clone(&m);
-        thread::spawn(move || {
-            let mut g = m.enter(St::B);
-            *g += 1;
-            g.exit(St::B);
-        })
-    };
+    let patient = waiter(&m, St::B, 1, St::B);
     let hasty = {
         let m = Arc::clone(&m);
         thread::spawn(
@@ -158,14 +166,7 @@ fn drop_restores_the_entry_state() {
                 drop(g); // back to A
             })
         };
-        let mover = {
-            let m = Arc::clone(&m);
-            thread::spawn(move || {
-                let mut g = m.enter(St::A);
-                *g += 1;
-                g.exit(St::B);
-            })
-        };
+        let mover = waiter(&m, St::A, 1, St::B);
         // Whichever order they ran in, B comes once; send it back to A.
         let g = m.enter(St::B);
         assert!(*g >= 1);
@@ -184,22 +185,8 @@ fn drop_restores_the_entry_state() {
 fn a_woken_waiter_that_loses_the_race_strands_no_one() {
     model::check_with_bound(2, || {
         let m = mutex(WakeMode::Compete, St::A);
-        let wants_b = {
-            let m = Arc::clone(&m);
-            thread::spawn(move || {
-                let mut g = m.enter(St::B);
-                *g += 1;
-                g.exit(St::A);
-            })
-        };
-        let wants_c = {
-            let m = Arc::clone(&m);
-            thread::spawn(move || {
-                let mut g = m.enter(St::C);
-                *g += 10;
-                g.exit(St::B);
-            })
-        };
+        let wants_b = waiter(&m, St::B, 1, St::A);
+        let wants_c = waiter(&m, St::C, 10, St::B);
         m.enter(St::A).exit(St::B);
         // Barge back in while B's waiter may still be waking up.
         if let Some(mut g) = m.try_enter(St::B) {
@@ -223,22 +210,8 @@ fn a_woken_waiter_that_loses_the_race_strands_no_one() {
 fn compete_with_fair_exits_switched_on_midway() {
     model::check_with_bound(2, || {
         let m = mutex(WakeMode::Compete, St::A);
-        let wants_b = {
-            let m = Arc::clone(&m);
-            thread::spawn(move || {
-                let mut g = m.enter(St::B);
-                *g += 1;
-                g.exit(St::A);
-            })
-        };
-        let wants_c = {
-            let m = Arc::clone(&m);
-            thread::spawn(move || {
-                let mut g = m.enter(St::C);
-                *g += 10;
-                g.exit(St::B);
-            })
-        };
+        let wants_b = waiter(&m, St::B, 1, St::A);
+        let wants_c = waiter(&m, St::C, 10, St::B);
         m.enter(St::A).exit(St::C);
         sync_core::parking_lot::set_be_fair(true);
         wants_b.join().unwrap();
