@@ -16,6 +16,9 @@
 //!   parking lot with the same contract, so that a crate's whole protocol,
 //!   including the park/unpark handshake, is explored exhaustively.
 //! * [`spin`]: a small spin lock for internal bookkeeping.
+//! * [`waiter`]: a waiter that is a parked thread or a task's `Waker`, and the
+//!   lock-free FIFO queue of waiters that blocking primitives share;
+//!   [`waker`]: the `AtomicWaker` it uses for tasks.
 //! * `model` (loom builds only): helpers that run a loom model with a
 //!   preemption bound.
 //!
@@ -71,6 +74,8 @@
 pub mod parking_lot;
 pub mod spin;
 pub mod sync;
+pub mod waiter;
+pub mod waker;
 
 #[cfg(loom)]
 pub mod model;

@@ -1,0 +1,352 @@
+//! [`Mutex`]: data behind a [`RawMutex`], locked from threads or tasks.
+
+use core::fmt;
+use core::future::Future;
+use core::mem::ManuallyDrop;
+use core::ops::{Deref, DerefMut};
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use sync_core::sync::cell::{MutPtr, UnsafeCell};
+
+use crate::raw_mutex::{Fairness, RawLock, RawMutex};
+
+/// A mutual-exclusion lock whose waiters wait in a lock-free FIFO queue, and
+/// which both threads and async tasks can lock.
+///
+/// * [`lock`](Self::lock) parks the calling thread while the lock is held;
+/// * [`lock_async`](Self::lock_async) returns a future that never blocks the
+///   executor's thread: a task that must wait is queued, and woken when its
+///   turn comes. It works on any executor.
+///
+/// Both kinds of waiter share one queue, so a thread and a task can contend
+/// for the same data.
+///
+/// # Fairness
+///
+/// By default ([`Fairness::Barging`]) an unlock releases the lock and wakes
+/// the oldest waiter, which races newcomers for it; a waiter that has waited
+/// longer than [`STARVATION`](crate::STARVATION) is handed the lock instead.
+/// [`Fairness::Fifo`] (see [`with_fairness`](Self::with_fairness)) is the
+/// paper's strict order: every unlock with waiters hands the lock to the
+/// oldest. [`MutexGuard::unlock_fair`] hands off once, in either mode.
+///
+/// # Progress
+///
+/// The queue of waiters is lock-free: no thread ever holds an internal lock,
+/// so a preempted waiter or unlocker never blocks another thread's progress
+/// except through the user's lock itself. An uncontended `lock`/`unlock` pair
+/// is one CAS each way.
+///
+/// # Poisoning
+///
+/// There is none, as in parking_lot and tokio: a panic while the lock is held
+/// unlocks it (the guard's `Drop`) and leaves the data as the panic left it.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use lockfree_sync::Mutex;
+///
+/// let counter = Arc::new(Mutex::new(0));
+/// let threads: Vec<_> = (0..4)
+///     .map(|_| {
+///         let counter = Arc::clone(&counter);
+///         std::thread::spawn(move || *counter.lock() += 1)
+///     })
+///     .collect();
+/// for t in threads {
+///     t.join().unwrap();
+/// }
+/// assert_eq!(*counter.lock(), 4);
+/// ```
+///
+/// From tasks:
+///
+/// ```
+/// use lockfree_sync::Mutex;
+///
+/// let m = Mutex::new(Vec::new());
+/// futures::executor::block_on(async {
+///     m.lock_async().await.push(1);
+///     m.lock_async().await.push(2);
+/// });
+/// assert_eq!(m.into_inner(), [1, 2]);
+/// ```
+pub struct Mutex<T: ?Sized> {
+    raw: RawMutex,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: the mutex owns a `T`; sending it sends the `T`.
+unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
+// SAFETY: the lock gives one thread at a time access to the `T`, which is
+// then moved into that thread's hands in effect: `T: Send` suffices (as for
+// std's Mutex).
+unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
+
+impl<T> Mutex<T> {
+    /// An unlocked mutex holding `value`, with [`Fairness::Barging`].
+    #[cfg(not(loom))]
+    pub const fn new(value: T) -> Self {
+        Self::with_fairness(value, Fairness::Barging)
+    }
+
+    /// An unlocked mutex holding `value`, with the given fairness.
+    #[cfg(not(loom))]
+    pub const fn with_fairness(value: T, fairness: Fairness) -> Self {
+        Self {
+            raw: RawMutex::with_fairness(fairness),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// An unlocked mutex holding `value`, with [`Fairness::Barging`].
+    #[cfg(loom)]
+    pub fn new(value: T) -> Self {
+        Self::with_fairness(value, Fairness::Barging)
+    }
+
+    /// An unlocked mutex holding `value`, with the given fairness.
+    #[cfg(loom)]
+    pub fn with_fairness(value: T, fairness: Fairness) -> Self {
+        Self {
+            raw: RawMutex::with_fairness(fairness),
+            data: UnsafeCell::new(value),
+        }
+    }
+
+    /// Consumes the mutex and returns the data.
+    pub fn into_inner(self) -> T {
+        self.data.into_inner()
+    }
+}
+
+impl<T: ?Sized> Mutex<T> {
+    /// Locks the mutex, parking the calling thread while another holds it.
+    ///
+    /// Locking a mutex the calling thread already holds deadlocks.
+    #[inline]
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        self.raw.lock();
+        // SAFETY: we just took the lock.
+        unsafe { self.guard() }
+    }
+
+    /// Locks the mutex if it is free.
+    #[inline]
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        if self.raw.try_lock() {
+            // SAFETY: we just took the lock.
+            Some(unsafe { self.guard() })
+        } else {
+            None
+        }
+    }
+
+    /// A future that locks the mutex without blocking the thread.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future at any `.await` point loses nothing: if it was
+    /// queued it is withdrawn; if the lock had already been handed to it, the
+    /// lock is released to the next waiter; if it had been woken to compete,
+    /// the wakeup passes to another waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// # rt.block_on(async {
+    /// use std::sync::Arc;
+    /// use lockfree_sync::Mutex;
+    ///
+    /// let m = Arc::new(Mutex::new(0));
+    /// let tasks: Vec<_> = (0..10)
+    ///     .map(|_| {
+    ///         let m = Arc::clone(&m);
+    ///         tokio::spawn(async move {
+    ///             let mut g = m.lock_async().await;
+    ///             tokio::task::yield_now().await; // held across an .await
+    ///             *g += 1;
+    ///         })
+    ///     })
+    ///     .collect();
+    /// for t in tasks {
+    ///     t.await.unwrap();
+    /// }
+    /// assert_eq!(*m.lock(), 10);
+    /// # });
+    /// ```
+    pub fn lock_async(&self) -> LockFuture<'_, T> {
+        LockFuture {
+            mutex: self,
+            raw: self.raw.lock_async(),
+        }
+    }
+
+    /// The fairness the mutex was made with.
+    pub fn fairness(&self) -> Fairness {
+        self.raw.fairness()
+    }
+
+    /// Whether the mutex is locked (a hint: it may change at once).
+    pub fn is_locked(&self) -> bool {
+        self.raw.is_locked()
+    }
+
+    /// Mutable access without locking: `&mut self` proves no one else can
+    /// hold the lock.
+    pub fn get_mut(&mut self) -> &mut T {
+        // SAFETY: `&mut self` excludes every other access.
+        self.data.with_mut(|p| unsafe { &mut *p })
+    }
+
+    /// The raw lock (for `lock_api` interop or to build other guards).
+    pub fn raw(&self) -> &RawMutex {
+        &self.raw
+    }
+
+    /// # Safety
+    ///
+    /// The caller holds the lock and hands it to the guard.
+    unsafe fn guard(&self) -> MutexGuard<'_, T> {
+        MutexGuard {
+            mutex: self,
+            data: ManuallyDrop::new(self.data.get_mut()),
+        }
+    }
+}
+
+impl<T: Default> Default for Mutex<T> {
+    fn default() -> Self {
+        Self::with_fairness(T::default(), Fairness::Barging)
+    }
+}
+
+impl<T> From<T> for Mutex<T> {
+    fn from(value: T) -> Self {
+        Self::with_fairness(value, Fairness::Barging)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Mutex");
+        match self.try_lock() {
+            Some(guard) => d.field("data", &&*guard),
+            None => d.field("data", &format_args!("<locked>")),
+        };
+        d.field("fairness", &self.fairness()).finish()
+    }
+}
+
+/// The future of [`Mutex::lock_async`].
+///
+/// # Cancel safety
+///
+/// See [`Mutex::lock_async`].
+#[must_use = "futures do nothing unless polled"]
+pub struct LockFuture<'a, T: ?Sized> {
+    mutex: &'a Mutex<T>,
+    raw: RawLock<'a>,
+}
+
+impl<'a, T: ?Sized> Future for LockFuture<'a, T> {
+    type Output = MutexGuard<'a, T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.raw).poll(cx) {
+            // SAFETY: the raw future resolved: we hold the lock.
+            Poll::Ready(()) => Poll::Ready(unsafe { this.mutex.guard() }),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for LockFuture<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockFuture")
+            .field("raw", &self.raw)
+            .finish()
+    }
+}
+
+/// The lock of a [`Mutex`], held: derefs to the data and unlocks on drop.
+///
+/// The guard is `Send` when `T` is, so a task may hold it across an
+/// `.await` on a multi-threaded executor; it is unlocked from whichever
+/// thread drops it.
+#[must_use = "if unused the Mutex will immediately unlock"]
+pub struct MutexGuard<'a, T: ?Sized> {
+    mutex: &'a Mutex<T>,
+    // Dropped before the unlock, so loom sees the access end first.
+    data: ManuallyDrop<MutPtr<T>>,
+}
+
+// SAFETY: the guard gives `&mut T`, and unlocking from another thread is
+// allowed, so sending it is sending the `T`'s access: `T: Send`.
+unsafe impl<T: ?Sized + Send> Send for MutexGuard<'_, T> {}
+// SAFETY: a shared guard only gives `&T`.
+unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
+
+impl<'a, T: ?Sized> MutexGuard<'a, T> {
+    /// Unlocks, handing the lock to the oldest waiter if there is one (a
+    /// one-off [`Fairness::Fifo`] unlock).
+    pub fn unlock_fair(guard: Self) {
+        let mut guard = ManuallyDrop::new(guard);
+        // SAFETY: dropped once, here; the guard's own Drop does not run.
+        unsafe { ManuallyDrop::drop(&mut guard.data) };
+        // SAFETY: the guard holds the lock.
+        unsafe { guard.mutex.raw.unlock_fair() };
+    }
+
+    /// The mutex this guard locks.
+    pub fn mutex(guard: &Self) -> &'a Mutex<T> {
+        guard.mutex
+    }
+}
+
+impl<T: ?Sized> Drop for MutexGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: dropped exactly once, here, and not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.data) };
+        // SAFETY: the guard holds the lock.
+        unsafe { self.mutex.raw.unlock() };
+    }
+}
+
+impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // Shared access straight from the pointer: no `&mut T` is created,
+        // so `&T`s handed out before stay valid.
+        // SAFETY: the guard holds the lock, so no one else accesses the
+        // data, and `&self` excludes `deref_mut` while this borrow lives.
+        self.data.with(|p| unsafe { &*p })
+    }
+}
+
+impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard holds the lock, so no other access exists.
+        unsafe { MutPtr::deref(&self.data) }
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
+    }
+}

@@ -1,0 +1,74 @@
+//! Pieces the mutex and the semaphore share: how long a waiter may wait
+//! before it asks for a handoff, and the dequeue of a waiter that is known to
+//! be on its way.
+
+use core::time::Duration;
+
+use sync_core::sync::Arc;
+use sync_core::sync::{hint, thread};
+use sync_core::waiter::Waiter;
+
+/// How long a waiter of a [`Fairness::Barging`](crate::Fairness::Barging)
+/// mutex competes with newcomers before the lock is handed to it.
+///
+/// One millisecond, as Go's `sync.Mutex`: long enough that handoffs (each
+/// keeps the lock idle for a wakeup) stay rare, short enough that no waiter
+/// is starved.
+pub const STARVATION: Duration = Duration::from_millis(1);
+
+/// A waiter's clock: has it waited longer than [`STARVATION`]?
+///
+/// Under loom, where time is not modelled, a waiter starves after it has lost
+/// one race, so the models reach the handoff path.
+#[derive(Debug, Default)]
+pub(crate) struct Patience {
+    #[cfg(not(loom))]
+    since: Option<std::time::Instant>,
+    #[cfg(loom)]
+    registrations: u32,
+}
+
+impl Patience {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Called each time the waiter (re)queues: whether it now wants a
+    /// handoff.
+    #[cfg(not(loom))]
+    pub(crate) fn starving(&mut self) -> bool {
+        match self.since {
+            None => {
+                self.since = Some(std::time::Instant::now());
+                false
+            }
+            Some(since) => since.elapsed() > STARVATION,
+        }
+    }
+
+    /// Called each time the waiter (re)queues: whether it now wants a
+    /// handoff.
+    #[cfg(loom)]
+    pub(crate) fn starving(&mut self) -> bool {
+        self.registrations += 1;
+        self.registrations > 1
+    }
+}
+
+/// Dequeues a waiter that a counter says is there or on its way: `pop` may
+/// come back empty while the waiter finishes its push, so spin briefly, then
+/// yield to let it run.
+pub(crate) fn pop_counted(mut pop: impl FnMut() -> Option<Arc<Waiter>>) -> Arc<Waiter> {
+    let mut spins = 0u32;
+    loop {
+        if let Some(waiter) = pop() {
+            return waiter;
+        }
+        if spins < 16 {
+            spins += 1;
+            hint::spin_loop();
+        } else {
+            thread::yield_now();
+        }
+    }
+}

@@ -1,0 +1,530 @@
+//! The raw lock behind [`Mutex`](crate::Mutex): Lin & Vella's algorithm 1 in
+//! one atomic word, with a lock-free FIFO queue of waiters.
+//!
+//! # The word
+//!
+//! ```text
+//!  bits 2..  count    waiters counted (registered) and not yet dequeued
+//!  bit 1     WAKING   the one thread allowed to dequeue right now (see below)
+//!  bit 0     LOCKED   the lock is held
+//! ```
+//!
+//! The paper keeps `lock` and `counter` in two words and releases with a
+//! double-word CAS. Here both live in one word, so a single-word CAS does the
+//! same job: `unlock` clears `LOCKED` only if the count is zero at that
+//! instant, and otherwise dequeues a waiter.
+//!
+//! # The protocol
+//!
+//! * **lock**: a CAS from 0 to `LOCKED`. Failing that, a waiter *counts*
+//!   itself (CAS `count + 1`, only while `LOCKED` is set), then enqueues a
+//!   [`Waiter`] and sleeps. The count closes the paper's lost-wakeup window:
+//!   an `unlock` that sees the count knows a waiter is coming and waits for
+//!   its node to appear in the queue, however late it is.
+//! * **unlock**: a CAS from `LOCKED` to 0. Failing that (somebody is
+//!   counted), the unlocker sets `WAKING`, dequeues a waiter, uncounts it and
+//!   notifies it with one of two tokens:
+//!   * `HANDOFF`: the lock stays set and now belongs to the waiter (the
+//!     paper's strict FIFO, [`Fairness::Fifo`]);
+//!   * `COMPETE`: the lock is released and the waiter competes for it with
+//!     newcomers ([`Fairness::Barging`]). `WAKING` stays set until the woken
+//!     waiter clears it, so a stream of unlocks wakes one thread at a time
+//!     instead of a herd.
+//!
+//! `WAKING` also makes the queue's single consumer explicit: only the thread
+//! that set it may dequeue, and it passes the role on with a Release/Acquire
+//! RMW on the word.
+//!
+//! # Fairness
+//!
+//! [`Fairness::Fifo`] is the paper's algorithm: a lock that has waiters is
+//! always handed to the oldest one, so nobody waits for more than the waiters
+//! ahead of it, but every handoff to a sleeping thread keeps the lock idle
+//! for a whole wakeup (about 30 µs on a virtual machine).
+//!
+//! [`Fairness::Barging`] (the default) releases the lock first and lets the
+//! woken waiter race newcomers, as parking_lot and Go do, and a newcomer
+//! spins briefly before it queues. A waiter that has waited more than
+//! [`STARVATION`](crate::STARVATION) is handed the lock when it is dequeued, so no waiter
+//! starves.
+//!
+//! # Progress
+//!
+//! `try_lock` and the uncontended paths are one CAS. No thread ever waits for
+//! a lock *inside* the primitive: the only wait besides the lock itself is an
+//! unlocker waiting for a counted waiter to finish its two-instruction
+//! enqueue, the window the paper's algorithm has too.
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use sync_core::parking_lot::SpinWait;
+use sync_core::sync::Arc;
+use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
+use sync_core::waiter::{Token, Waiter, WaiterQueue};
+
+use crate::patience::{Patience, pop_counted};
+
+const LOCKED: usize = 0b01;
+const WAKING: usize = 0b10;
+/// One counted waiter.
+const ONE: usize = 0b100;
+
+/// The lock is now yours.
+const HANDOFF: Token = 1;
+/// The lock was released: try again.
+const COMPETE: Token = 2;
+
+/// A waiter's `data`: it has waited too long and wants a handoff.
+const STARVING: usize = 1;
+
+/// How a [`Mutex`](crate::Mutex) passes the lock to its waiters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Fairness {
+    /// Release the lock and wake the oldest waiter to compete for it with
+    /// newcomers; a waiter that has waited more than
+    /// [`STARVATION`](crate::STARVATION) is handed
+    /// the lock. The fastest under contention.
+    #[default]
+    Barging,
+    /// The paper's algorithm: while anyone waits, unlock hands the lock to
+    /// the oldest waiter, so the lock is taken in strict FIFO order.
+    Fifo,
+}
+
+/// A raw lock-free-queue lock with a blocking and an async `lock`.
+///
+/// This is the lock of [`Mutex`](crate::Mutex) without data; it implements
+/// [`lock_api::RawMutex`], so `lock_api::Mutex<RawMutex, T>` works too (with
+/// blocking locks only).
+///
+/// # Examples
+///
+/// ```
+/// use lockfree_sync::RawMutex;
+///
+/// let raw = RawMutex::new();
+/// raw.lock();
+/// assert!(!raw.try_lock());
+/// // SAFETY: this thread holds the lock.
+/// unsafe { raw.unlock() };
+/// ```
+#[derive(Debug)]
+pub struct RawMutex {
+    word: AtomicUsize,
+    queue: WaiterQueue,
+    fairness: Fairness,
+}
+
+impl RawMutex {
+    /// An unlocked lock with [`Fairness::Barging`].
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self::with_fairness(Fairness::Barging)
+    }
+
+    /// An unlocked lock with the given fairness.
+    #[cfg(not(loom))]
+    pub const fn with_fairness(fairness: Fairness) -> Self {
+        Self {
+            word: AtomicUsize::new(0),
+            queue: WaiterQueue::new(),
+            fairness,
+        }
+    }
+
+    /// An unlocked lock with [`Fairness::Barging`].
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self::with_fairness(Fairness::Barging)
+    }
+
+    /// An unlocked lock with the given fairness.
+    #[cfg(loom)]
+    pub fn with_fairness(fairness: Fairness) -> Self {
+        Self {
+            word: AtomicUsize::new(0),
+            queue: WaiterQueue::new(),
+            fairness,
+        }
+    }
+
+    /// The fairness this lock was made with.
+    pub fn fairness(&self) -> Fairness {
+        self.fairness
+    }
+
+    /// Whether the lock is held (a hint: it may change at once).
+    pub fn is_locked(&self) -> bool {
+        self.word.load(Relaxed) & LOCKED != 0
+    }
+
+    /// Takes the lock if it is free.
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        let mut w = self.word.load(Relaxed);
+        while w & LOCKED == 0 {
+            // Acquire: pairs with the Release of the unlock that freed it.
+            match self
+                .word
+                .compare_exchange_weak(w, w | LOCKED, Acquire, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(actual) => w = actual,
+            }
+        }
+        false
+    }
+
+    /// Takes the lock, parking the thread while it is held.
+    #[inline]
+    pub fn lock(&self) {
+        // Acquire: pairs with the Release of the unlock that freed it.
+        if self
+            .word
+            .compare_exchange_weak(0, LOCKED, Acquire, Relaxed)
+            .is_err()
+        {
+            self.lock_slow();
+        }
+    }
+
+    /// A future that takes the lock without blocking the thread.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future at any point loses nothing: a queued waiter is
+    /// withdrawn, and a lock (or a wakeup) already handed to it is passed on.
+    pub fn lock_async(&self) -> RawLock<'_> {
+        RawLock {
+            mutex: self,
+            node: None,
+            woken: false,
+            done: false,
+            patience: Patience::new(),
+        }
+    }
+
+    /// Releases the lock.
+    ///
+    /// # Safety
+    ///
+    /// The lock must be held, by this caller's logical owner (the guard it
+    /// took it with).
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        // Release: pairs with the Acquire of the next lock.
+        if self
+            .word
+            .compare_exchange(LOCKED, 0, Release, Relaxed)
+            .is_err()
+        {
+            self.unlock_slow(false);
+        }
+    }
+
+    /// Releases the lock, handing it to the oldest waiter if there is one,
+    /// whatever the lock's [`Fairness`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`unlock`](Self::unlock).
+    pub unsafe fn unlock_fair(&self) {
+        if self
+            .word
+            .compare_exchange(LOCKED, 0, Release, Relaxed)
+            .is_err()
+        {
+            self.unlock_slow(true);
+        }
+    }
+
+    #[cold]
+    fn lock_slow(&self) {
+        let mut spin = SpinWait::new();
+        let mut patience = Patience::new();
+        // Whether we were woken with COMPETE and still carry `WAKING`.
+        let mut woken = false;
+        let mut node = None;
+        loop {
+            let w = self.word.load(Relaxed);
+            let clear = if woken { WAKING } else { 0 };
+            if w & LOCKED == 0 {
+                // AcqRel: Acquire takes the lock; Release passes `WAKING`
+                // (our dequeuer's queue writes) on to the next dequeuer.
+                if self
+                    .word
+                    .compare_exchange_weak(w, (w | LOCKED) & !clear, AcqRel, Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            if self.fairness == Fairness::Barging && (w < ONE || woken) && spin.spin() {
+                continue;
+            }
+            // Allocate before counting: the unlocker that sees the count
+            // waits for the push, so keep that window short.
+            if node.is_none() {
+                let data = if patience.starving() { STARVING } else { 0 };
+                node = Some(Waiter::for_thread(data));
+            }
+            // AcqRel: as above, for the `WAKING` we may clear.
+            if self
+                .word
+                .compare_exchange_weak(w, (w + ONE) & !clear, AcqRel, Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            let waiter = node.take().unwrap_or_else(|| unreachable!());
+            self.queue.push(Arc::clone(&waiter));
+            match waiter.wait() {
+                HANDOFF => return,
+                token => debug_assert_eq!(token, COMPETE),
+            }
+            woken = true;
+            spin.reset();
+        }
+    }
+
+    /// The unlock of a lock somebody is counted on (or that a woken waiter
+    /// is on its way to).
+    #[cold]
+    fn unlock_slow(&self, fair: bool) {
+        let mut w = self.word.load(Relaxed);
+        loop {
+            debug_assert!(w & LOCKED != 0, "unlock of an unlocked RawMutex");
+            if w < ONE || w & WAKING != 0 {
+                // Nobody to wake, or a woken waiter will find the lock free.
+                // Release: pairs with the Acquire of the next lock.
+                match self
+                    .word
+                    .compare_exchange_weak(w, w & !LOCKED, Release, Relaxed)
+                {
+                    Ok(_) => return,
+                    Err(actual) => w = actual,
+                }
+                continue;
+            }
+            // Take the dequeuer's role, keeping the lock for now.
+            // Acquire: pairs with the Release that ended the previous
+            // dequeuer's role, so we see the queue as it left it.
+            match self
+                .word
+                .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
+            {
+                Ok(_) => return self.wake_next(true, fair),
+                Err(actual) => w = actual,
+            }
+        }
+    }
+
+    /// Dequeues and notifies a waiter. The caller holds `WAKING`, and holds
+    /// the lock if `holding`.
+    fn wake_next(&self, mut holding: bool, fair: bool) {
+        loop {
+            let w = self.word.load(Relaxed);
+            if w < ONE || (!holding && w & LOCKED != 0) {
+                // Nobody counted; or another thread holds the lock, and its
+                // unlock will find the count and wake.
+                let drop_bits = WAKING | if holding { LOCKED } else { 0 };
+                // Release: ends our dequeuer role (and our lock).
+                if self
+                    .word
+                    .compare_exchange_weak(w, w & !drop_bits, Release, Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            // SAFETY: we hold `WAKING`, the dequeuer's role; the previous
+            // holder released it (Release) before we acquired it (Acquire).
+            let waiter = pop_counted(|| unsafe { self.queue.pop() });
+            if waiter.is_cancelled() {
+                // A dropped future's node: uncount it and look again.
+                self.word.fetch_sub(ONE, Relaxed);
+                continue;
+            }
+            let handoff =
+                holding && (fair || self.fairness == Fairness::Fifo || waiter.data() == STARVING);
+            let token = if handoff {
+                // The lock stays set: it is the waiter's now. Release: the
+                // critical section happens before the waiter's (also carried
+                // by the notify below).
+                self.word.fetch_sub(ONE | WAKING, Release);
+                HANDOFF
+            } else {
+                // Release the lock (if ours) and keep `WAKING`: the woken
+                // waiter clears it. Release: pairs with the next lock.
+                let lock = if holding { LOCKED } else { 0 };
+                self.word.fetch_sub(ONE | lock, Release);
+                holding = false;
+                COMPETE
+            };
+            if waiter.notify(token) {
+                return;
+            }
+            // Cancelled between our check and the notify: what the token
+            // carried is still ours.
+            if handoff {
+                // We still hold the lock; unlock it again from the start.
+                return self.unlock_slow(fair);
+            }
+            // We still hold `WAKING` (nobody was woken to clear it).
+        }
+    }
+
+    /// Passes on a `WAKING` this thread holds without the lock (a woken
+    /// future that was dropped): wakes another waiter if the lock is free.
+    fn pass_wake(&self) {
+        self.wake_next(false, false);
+    }
+}
+
+#[cfg(not(loom))]
+impl Default for RawMutex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// SAFETY: `lock` and `try_lock` give exclusive ownership until `unlock`
+// (LOCKED is set by one CAS and cleared only by the owner or handed to one
+// waiter); `unlock` may run on any thread, so the guard may be sent.
+#[cfg(not(loom))]
+unsafe impl lock_api::RawMutex for RawMutex {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type GuardMarker = lock_api::GuardSend;
+
+    fn lock(&self) {
+        RawMutex::lock(self);
+    }
+
+    fn try_lock(&self) -> bool {
+        RawMutex::try_lock(self)
+    }
+
+    unsafe fn unlock(&self) {
+        // SAFETY: lock_api's caller holds the lock.
+        unsafe { RawMutex::unlock(self) }
+    }
+
+    fn is_locked(&self) -> bool {
+        RawMutex::is_locked(self)
+    }
+}
+
+// SAFETY: as above; `unlock_fair` is `unlock` with a handoff.
+#[cfg(not(loom))]
+unsafe impl lock_api::RawMutexFair for RawMutex {
+    unsafe fn unlock_fair(&self) {
+        // SAFETY: lock_api's caller holds the lock.
+        unsafe { RawMutex::unlock_fair(self) }
+    }
+}
+
+/// The future of [`RawMutex::lock_async`]: resolves once the lock is held.
+///
+/// # Cancel safety
+///
+/// Dropping it at any point loses nothing: a queued waiter is withdrawn (its
+/// node is freed by the unlocker that reaches it), a lock already handed to
+/// it is unlocked, and a wakeup already sent to it is passed to the next
+/// waiter.
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct RawLock<'a> {
+    mutex: &'a RawMutex,
+    /// Our queued node, while we are counted.
+    node: Option<Arc<Waiter>>,
+    /// Woken with COMPETE: we carry `WAKING` until our next CAS.
+    woken: bool,
+    done: bool,
+    patience: Patience,
+}
+
+impl Future for RawLock<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        assert!(!this.done, "RawLock polled after it completed");
+        if let Some(node) = &this.node {
+            match node.poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(HANDOFF) => {
+                    this.node = None;
+                    this.done = true;
+                    return Poll::Ready(());
+                }
+                Poll::Ready(token) => {
+                    debug_assert_eq!(token, COMPETE);
+                    this.node = None;
+                    this.woken = true;
+                }
+            }
+        }
+        let mutex = this.mutex;
+        let mut w = mutex.word.load(Relaxed);
+        loop {
+            let clear = if this.woken { WAKING } else { 0 };
+            if w & LOCKED == 0 {
+                // AcqRel: as in `lock_slow`.
+                match mutex
+                    .word
+                    .compare_exchange_weak(w, (w | LOCKED) & !clear, AcqRel, Relaxed)
+                {
+                    Ok(_) => {
+                        this.woken = false;
+                        this.done = true;
+                        return Poll::Ready(());
+                    }
+                    Err(actual) => w = actual,
+                }
+                continue;
+            }
+            let starving = if this.patience.starving() {
+                STARVING
+            } else {
+                0
+            };
+            // Registered before it is pushed, so no wake can miss it.
+            let node = Waiter::for_task(cx.waker(), starving);
+            // AcqRel: as in `lock_slow`.
+            match mutex
+                .word
+                .compare_exchange_weak(w, (w + ONE) & !clear, AcqRel, Relaxed)
+            {
+                Ok(_) => {
+                    this.woken = false;
+                    mutex.queue.push(Arc::clone(&node));
+                    this.node = Some(node);
+                    return Poll::Pending;
+                }
+                Err(actual) => w = actual,
+            }
+        }
+    }
+}
+
+impl Drop for RawLock<'_> {
+    fn drop(&mut self) {
+        if let Some(node) = self.node.take() {
+            match node.cancel() {
+                // Withdrawn: the unlocker that dequeues the node uncounts it.
+                Ok(()) => {}
+                // SAFETY: the lock was handed to us, so we hold it.
+                Err(HANDOFF) => unsafe { self.mutex.unlock() },
+                Err(_) => self.mutex.pass_wake(),
+            }
+        } else if self.woken {
+            self.mutex.pass_wake();
+        }
+    }
+}

@@ -1,0 +1,552 @@
+//! [`Semaphore`]: Lin & Vella's algorithm 2, a counter that may go negative
+//! and a lock-free FIFO queue of waiters, usable from threads and tasks.
+//!
+//! # The words
+//!
+//! * `count`: free permits minus the demand nobody has covered yet. An
+//!   acquire that finds too few permits subtracts its request anyway (it is
+//!   *counted*), then enqueues a [`Waiter`] whose `data` is what it still
+//!   needs. A negative `count` therefore says how many permits counted
+//!   waiters still lack, whether or not they have finished enqueueing: the
+//!   paper's lost-wakeup window is closed by the counter, as in the mutex.
+//! * `pending`: permits that releases have taken out of the deficit but not
+//!   yet handed to waiters, shifted left by one, with the `ACTIVE` bit: the
+//!   one thread currently delivering. A release that finds `count` negative
+//!   adds what it covers to `pending`; if nobody is delivering, it becomes
+//!   the deliverer, and hands permits to the waiters in queue order until
+//!   the oldest needs more than `pending` holds. A deliverer retires with a
+//!   CAS on the exact `pending` it last saw, so permits added meanwhile are
+//!   never stranded; other releasers never wait for it.
+//!
+//! The paper lets releasers race each other to dequeue; here the queue has
+//! one consumer at a time (the `ACTIVE` holder), which is what lets the
+//! queue be the simple wait-free-push MPSC queue and lets a request of many
+//! permits wait at the head while releases accumulate for it.
+//!
+//! # Cancellation
+//!
+//! A future dropped while queued marks its node cancelled and returns the
+//! permits it had already taken; its uncovered demand stays in `count` until
+//! the deliverer reaches the node and *folds* it: the demand leaves `count`,
+//! and whatever part of it `pending` had already covered goes back to the
+//! free permits. `pending` may dip below zero for a moment while a releaser
+//! is between its two steps; the sums stay exact.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use sync_core::parking_lot::SpinWait;
+use sync_core::sync::Arc;
+use sync_core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::*};
+use sync_core::sync::cell::UnsafeCell;
+use sync_core::waiter::{Token, Waiter, WaiterQueue};
+
+use crate::patience::pop_counted;
+
+/// `pending`'s deliverer bit.
+const ACTIVE: usize = 1;
+/// The token of a waiter whose permits have all been delivered.
+const GRANTED: Token = 1;
+
+/// A counting semaphore whose waiters wait in a lock-free FIFO queue, and
+/// which both threads and async tasks can acquire.
+///
+/// * [`acquire`](Self::acquire) and [`acquire_many`](Self::acquire_many) park
+///   the calling thread until the permits are available;
+/// * [`acquire_async`](Self::acquire_async) and
+///   [`acquire_many_async`](Self::acquire_many_async) return futures that
+///   never block the executor's thread, on any executor.
+///
+/// Permits come back when the [`SemaphorePermit`] drops, or explicitly with
+/// [`release`](Self::release) (after [`SemaphorePermit::forget`], or to add
+/// permits).
+///
+/// # Fairness
+///
+/// Strict FIFO: a request waits behind every request counted before it, and
+/// a request for many permits is served at the head of the queue as releases
+/// accumulate, so large requests are not starved by small ones. A new
+/// request takes free permits at once only when nobody is waiting.
+///
+/// # Progress
+///
+/// No internal lock. An uncontended acquire or release is one CAS. A release
+/// that finds waiters adds to the delivery and returns; only one releaser at
+/// a time delivers, and it never waits for another releaser, only for a
+/// counted waiter to finish its two-instruction enqueue.
+///
+/// # Examples
+///
+/// ```
+/// use lockfree_sync::Semaphore;
+///
+/// let sem = Semaphore::new(2);
+/// let a = sem.acquire();
+/// let b = sem.try_acquire().expect("a second permit");
+/// assert!(sem.try_acquire().is_none());
+/// drop(a);
+/// assert_eq!(sem.available_permits(), 1);
+/// # drop(b);
+/// ```
+///
+/// Limiting tasks:
+///
+/// ```
+/// use lockfree_sync::Semaphore;
+///
+/// let sem = Semaphore::new(3);
+/// futures::executor::block_on(async {
+///     let p = sem.acquire_many_async(3).await;
+///     assert_eq!(sem.available_permits(), 0);
+///     drop(p);
+/// });
+/// assert_eq!(sem.available_permits(), 3);
+/// ```
+pub struct Semaphore {
+    count: AtomicIsize,
+    pending: AtomicUsize,
+    queue: WaiterQueue,
+    /// The oldest waiter, dequeued but still short of permits. Only the
+    /// `ACTIVE` holder touches it.
+    head: UnsafeCell<Option<Arc<Waiter>>>,
+}
+
+// SAFETY: every field but `head` is an atomic or the (Send + Sync) queue;
+// `head` is only accessed by the thread holding `pending`'s ACTIVE bit, which
+// is passed from one holder to the next with Release/Acquire RMWs.
+unsafe impl Send for Semaphore {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Semaphore {}
+
+impl Semaphore {
+    /// The most permits a semaphore holds, and the most one request may ask
+    /// for: `i32::MAX`, so that the counter of outstanding demand can never
+    /// overflow.
+    pub const MAX_PERMITS: usize = i32::MAX as usize;
+
+    /// A semaphore with `permits` permits.
+    ///
+    /// # Panics
+    ///
+    /// If `permits` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    #[cfg(not(loom))]
+    pub const fn new(permits: usize) -> Self {
+        assert!(
+            permits <= Self::MAX_PERMITS,
+            "Semaphore::new: more permits than Semaphore::MAX_PERMITS"
+        );
+        Self {
+            count: AtomicIsize::new(permits as isize),
+            pending: AtomicUsize::new(0),
+            queue: WaiterQueue::new(),
+            head: UnsafeCell::new(None),
+        }
+    }
+
+    /// A semaphore with `permits` permits.
+    ///
+    /// # Panics
+    ///
+    /// If `permits` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    #[cfg(loom)]
+    pub fn new(permits: usize) -> Self {
+        assert!(
+            permits <= Self::MAX_PERMITS,
+            "Semaphore::new: more permits than Semaphore::MAX_PERMITS"
+        );
+        Self {
+            count: AtomicIsize::new(permits as isize),
+            pending: AtomicUsize::new(0),
+            queue: WaiterQueue::new(),
+            head: UnsafeCell::new(None),
+        }
+    }
+
+    /// The permits free right now (a hint: it may change at once). Permits
+    /// on their way to waiters are not free.
+    pub fn available_permits(&self) -> usize {
+        self.count.load(Relaxed).max(0) as usize
+    }
+
+    /// Takes one permit if one is free and nobody is waiting.
+    #[inline]
+    pub fn try_acquire(&self) -> Option<SemaphorePermit<'_>> {
+        self.try_acquire_many(1)
+    }
+
+    /// Takes `n` permits if they are free and nobody is waiting.
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    #[inline]
+    pub fn try_acquire_many(&self, n: usize) -> Option<SemaphorePermit<'_>> {
+        check_request(n);
+        self.try_take(n).then(|| SemaphorePermit::new(self, n))
+    }
+
+    /// Takes one permit, parking the thread until one is free.
+    #[inline]
+    pub fn acquire(&self) -> SemaphorePermit<'_> {
+        self.acquire_many(1)
+    }
+
+    /// Takes `n` permits at once, parking the thread until they are free.
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS): such a request
+    /// could never be met.
+    #[inline]
+    pub fn acquire_many(&self, n: usize) -> SemaphorePermit<'_> {
+        check_request(n);
+        if !self.try_take(n) {
+            self.acquire_slow(n);
+        }
+        SemaphorePermit::new(self, n)
+    }
+
+    /// A future that takes one permit without blocking the thread.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future at any point loses no permit: a queued request is
+    /// withdrawn (the permits it had taken go back), and permits already
+    /// delivered to it are released.
+    pub fn acquire_async(&self) -> Acquire<'_> {
+        self.acquire_many_async(1)
+    }
+
+    /// A future that takes `n` permits at once without blocking the thread.
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS) (when called, not
+    /// when polled).
+    pub fn acquire_many_async(&self, n: usize) -> Acquire<'_> {
+        check_request(n);
+        Acquire {
+            sem: self,
+            n,
+            held: 0,
+            node: None,
+            done: false,
+        }
+    }
+
+    /// Adds `n` permits: returns forgotten permits, or raises the limit.
+    /// Waiters are served first, oldest first.
+    ///
+    /// # Panics
+    ///
+    /// If the free permits would exceed [`MAX_PERMITS`](Self::MAX_PERMITS).
+    /// The semaphore is left as it was.
+    #[inline]
+    pub fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        if n > Self::MAX_PERMITS {
+            overflow(n);
+        }
+        let mut c = self.count.load(Relaxed);
+        loop {
+            if c > (Self::MAX_PERMITS - n) as isize {
+                overflow(n);
+            }
+            // Release: pairs with the Acquire of whoever takes the permits
+            // (a CAS in `try_take`, or the deliverer's `pending` load).
+            match self
+                .count
+                .compare_exchange_weak(c, c + n as isize, Release, Relaxed)
+            {
+                Ok(_) => break,
+                Err(actual) => c = actual,
+            }
+        }
+        if c < 0 {
+            // The first `-c` of our permits cover counted waiters' demand.
+            self.deliver(n.min(c.unsigned_abs()));
+        }
+    }
+
+    /// Takes `n` permits if free; never counts the caller as a waiter.
+    #[inline]
+    fn try_take(&self, n: usize) -> bool {
+        let n = n as isize;
+        let mut c = self.count.load(Relaxed);
+        while c >= n {
+            // Acquire: pairs with the Release of the release that freed them.
+            match self.count.compare_exchange_weak(c, c - n, Acquire, Relaxed) {
+                Ok(_) => return true,
+                Err(actual) => c = actual,
+            }
+        }
+        false
+    }
+
+    /// Counts the caller as a waiter for `n` permits. `Ok(())` if they were
+    /// free after all; otherwise `Err((held, need))`: the permits it took and
+    /// those it still needs.
+    fn commit(&self, n: usize) -> Result<(), (usize, usize)> {
+        // Acquire: the permits we may take came from a Release.
+        let c = self.count.fetch_sub(n as isize, Acquire);
+        if c >= n as isize {
+            return Ok(());
+        }
+        let held = c.max(0) as usize;
+        Err((held, n - held))
+    }
+
+    #[cold]
+    fn acquire_slow(&self, n: usize) {
+        // Spin while nobody is queued: a permit freed within the spin is
+        // taken without a sleep.
+        let mut spin = SpinWait::new();
+        while self.count.load(Relaxed) >= 0 && spin.spin() {
+            if self.try_take(n) {
+                return;
+            }
+        }
+        let Err((_, need)) = self.commit(n) else {
+            return;
+        };
+        let waiter = Waiter::for_thread(need);
+        self.queue.push(Arc::clone(&waiter));
+        let token = waiter.wait();
+        debug_assert_eq!(token, GRANTED);
+    }
+
+    /// Adds `d` permits to the delivery, and delivers if nobody is.
+    fn deliver(&self, d: usize) {
+        // AcqRel: Release hands our permits to the deliverer, which loads
+        // `pending` with Acquire.
+        let prev = self.pending.fetch_add(d << 1, AcqRel);
+        if prev & ACTIVE != 0 {
+            // The deliverer cannot retire without seeing our addition.
+            return;
+        }
+        // Acquire: pairs with the Release of the previous deliverer's
+        // retirement, so we see the queue and `head` as it left them.
+        if self.pending.fetch_or(ACTIVE, Acquire) & ACTIVE != 0 {
+            return;
+        }
+        self.run_delivery();
+    }
+
+    /// Hands `pending` permits to waiters in order. The caller holds ACTIVE.
+    fn run_delivery(&self) {
+        loop {
+            // Acquire: pairs with releasers' Release additions.
+            let w = self.pending.load(Acquire);
+            let amount = (w as isize) >> 1;
+            if amount > 0 {
+                // `pending` covers demand, so a counted waiter is queued or
+                // about to be.
+                // SAFETY: we hold ACTIVE, the head slot's and the queue's
+                // consumer role.
+                let head = self.head.with_mut(|h| unsafe { (*h).take() });
+                // SAFETY: as above.
+                let head = head.unwrap_or_else(|| pop_counted(|| unsafe { self.queue.pop() }));
+                if head.is_cancelled() {
+                    self.fold(head.data());
+                    continue;
+                }
+                let need = head.data();
+                if amount as usize >= need {
+                    // AcqRel: Acquire is already ours; Release for the next
+                    // deliverer.
+                    self.pending.fetch_sub(need << 1, AcqRel);
+                    if !head.notify(GRANTED) {
+                        // Cancelled meanwhile: take the permits back and fold
+                        // its demand.
+                        self.pending.fetch_add(need << 1, AcqRel);
+                        self.fold(need);
+                    }
+                    continue;
+                }
+                // The oldest waiter needs more than we hold: it waits at the
+                // head for later releases.
+                // SAFETY: as above.
+                self.head.with_mut(|h| unsafe { *h = Some(head) });
+            }
+            // Retire, unless somebody added permits since we looked.
+            // Release: pairs with the next deliverer's Acquire.
+            if self
+                .pending
+                .compare_exchange(w, w & !ACTIVE, Release, Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Removes a cancelled waiter's `need` from the deficit. The part of it
+    /// that `pending` had already covered becomes free permits again.
+    fn fold(&self, need: usize) {
+        // AcqRel: our permits (if `count` turns positive) are published with
+        // Release; Acquire for symmetry with `release`.
+        let old = self.count.fetch_add(need as isize, AcqRel);
+        let uncovered = old.min(0).unsigned_abs();
+        let covered = need.saturating_sub(uncovered);
+        if covered > 0 {
+            // May dip below zero while a releaser has raised `count` but not
+            // yet added to `pending`; its addition restores the balance.
+            self.pending.fetch_sub(covered << 1, AcqRel);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn overflow(n: usize) -> ! {
+    panic!(
+        "Semaphore::release({n}): the free permits would exceed Semaphore::MAX_PERMITS ({})",
+        Semaphore::MAX_PERMITS
+    )
+}
+
+#[inline]
+#[track_caller]
+fn check_request(n: usize) {
+    if n > Semaphore::MAX_PERMITS {
+        request_too_large(n);
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn request_too_large(n: usize) -> ! {
+    panic!(
+        "Semaphore: a request for {n} permits can never be met: it exceeds Semaphore::MAX_PERMITS ({})",
+        Semaphore::MAX_PERMITS
+    )
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("available_permits", &self.available_permits())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Permits taken from a [`Semaphore`]; they go back when it drops.
+#[must_use = "dropping the permit releases it at once"]
+pub struct SemaphorePermit<'a> {
+    sem: &'a Semaphore,
+    permits: usize,
+}
+
+impl<'a> SemaphorePermit<'a> {
+    fn new(sem: &'a Semaphore, permits: usize) -> Self {
+        Self { sem, permits }
+    }
+
+    /// How many permits this holds.
+    pub fn permits(&self) -> usize {
+        self.permits
+    }
+
+    /// The semaphore the permits came from.
+    pub fn semaphore(&self) -> &'a Semaphore {
+        self.sem
+    }
+
+    /// Keeps the permits out of the semaphore for good (until a
+    /// [`release`](Semaphore::release) puts them back).
+    pub fn forget(mut self) {
+        self.permits = 0;
+    }
+}
+
+impl Drop for SemaphorePermit<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.permits > 0 {
+            self.sem.release(self.permits);
+        }
+    }
+}
+
+impl fmt::Debug for SemaphorePermit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SemaphorePermit")
+            .field("permits", &self.permits)
+            .finish()
+    }
+}
+
+/// The future of [`Semaphore::acquire_async`] and
+/// [`Semaphore::acquire_many_async`].
+///
+/// # Cancel safety
+///
+/// Dropping it loses no permit: see [`Semaphore::acquire_async`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Acquire<'a> {
+    sem: &'a Semaphore,
+    n: usize,
+    /// Permits taken when we were counted, before we queued.
+    held: usize,
+    node: Option<Arc<Waiter>>,
+    done: bool,
+}
+
+impl<'a> Future for Acquire<'a> {
+    type Output = SemaphorePermit<'a>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        assert!(!this.done, "Acquire polled after it completed");
+        if let Some(node) = &this.node {
+            let token = core::task::ready!(node.poll(cx));
+            debug_assert_eq!(token, GRANTED);
+            this.node = None;
+        } else if !this.sem.try_take(this.n) {
+            if let Err((held, need)) = this.sem.commit(this.n) {
+                // Registered before it is pushed, so no delivery can miss it.
+                let node = Waiter::for_task(cx.waker(), need);
+                this.sem.queue.push(Arc::clone(&node));
+                this.node = Some(node);
+                this.held = held;
+                return Poll::Pending;
+            }
+        }
+        this.done = true;
+        Poll::Ready(SemaphorePermit::new(this.sem, this.n))
+    }
+}
+
+impl Drop for Acquire<'_> {
+    fn drop(&mut self) {
+        let Some(node) = self.node.take() else {
+            return;
+        };
+        match node.cancel() {
+            // Withdrawn: the deliverer folds our demand when it reaches the
+            // node; the permits we took go back now.
+            Ok(()) => self.sem.release(self.held),
+            // Everything was delivered: give it all back.
+            Err(_) => self.sem.release(self.n),
+        }
+    }
+}
+
+impl fmt::Debug for Acquire<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Acquire")
+            .field("permits", &self.n)
+            .field("queued", &self.node.is_some())
+            .finish()
+    }
+}

@@ -1,0 +1,157 @@
+//! [`AtomicWaker`]: one task's `Waker`, registered by the task and taken by
+//! any thread that wakes it, without a lock.
+//!
+//! This is the algorithm of `futures::task::AtomicWaker` (and tokio's), built
+//! on the [`sync`](crate::sync) shim so that loom checks it together with the
+//! primitives that use it. One task registers (each `poll`); any number of
+//! threads may call [`wake`](AtomicWaker::wake) concurrently.
+
+use core::task::Waker;
+
+use crate::sync::atomic::{AtomicUsize, Ordering::*};
+use crate::sync::cell::UnsafeCell;
+
+/// Nobody is touching the slot.
+const IDLE: usize = 0;
+/// The task is writing the slot.
+const REGISTERING: usize = 0b01;
+/// A waker is taking the slot.
+const WAKING: usize = 0b10;
+
+/// A slot for one `Waker`, written by the task and taken by a waker thread.
+///
+/// # Examples
+///
+/// ```
+/// use std::task::{Context, Waker};
+/// use sync_core::waker::AtomicWaker;
+///
+/// let slot = AtomicWaker::new();
+/// slot.register(Waker::noop());
+/// slot.wake(); // wakes the registered task (a no-op waker here)
+/// ```
+pub struct AtomicWaker {
+    state: AtomicUsize,
+    waker: UnsafeCell<Option<Waker>>,
+}
+
+// SAFETY: the `waker` cell is only accessed by the thread that moved `state`
+// from IDLE to REGISTERING or set WAKING from IDLE: the state machine gives one
+// thread at a time exclusive access, and `Waker` is Send + Sync.
+unsafe impl Send for AtomicWaker {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for AtomicWaker {}
+
+impl AtomicWaker {
+    /// An empty slot.
+    #[cfg(not(loom))]
+    pub const fn new() -> Self {
+        Self {
+            state: AtomicUsize::new(IDLE),
+            waker: UnsafeCell::new(None),
+        }
+    }
+
+    /// An empty slot.
+    #[cfg(loom)]
+    pub fn new() -> Self {
+        Self {
+            state: AtomicUsize::new(IDLE),
+            waker: UnsafeCell::new(None),
+        }
+    }
+
+    /// Stores `waker` to be woken by the next [`wake`](Self::wake).
+    ///
+    /// Only one task may register at a time (the owner of the slot). If a
+    /// wake races this call, `waker` is woken right away, so a wakeup is
+    /// never lost.
+    pub fn register(&self, waker: &Waker) {
+        // Acquire: pairs with the Release that ended the previous register or
+        // take, so this thread sees the slot as they left it.
+        match self
+            .state
+            .compare_exchange(IDLE, REGISTERING, Acquire, Acquire)
+        {
+            Ok(_) => {
+                self.waker.with_mut(|slot| {
+                    // SAFETY: REGISTERING gives this thread exclusive access to
+                    // the slot until it leaves that state.
+                    let slot = unsafe { &mut *slot };
+                    if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                        *slot = Some(waker.clone());
+                    }
+                });
+                // AcqRel: Release publishes the slot to `take`; Acquire (on
+                // failure) sees a concurrent `take`'s WAKING.
+                if let Err(actual) = self
+                    .state
+                    .compare_exchange(REGISTERING, IDLE, AcqRel, Acquire)
+                {
+                    // A wake arrived while we wrote: it could not take the
+                    // waker, so we wake it ourselves.
+                    debug_assert_eq!(actual, REGISTERING | WAKING);
+                    let taken = self.waker.with_mut(|slot| {
+                        // SAFETY: still REGISTERING: the waking thread backed
+                        // off without touching the slot.
+                        unsafe { (*slot).take() }
+                    });
+                    // Release: the next register or take sees the empty slot.
+                    self.state.swap(IDLE, AcqRel);
+                    if let Some(w) = taken {
+                        w.wake();
+                    }
+                }
+            }
+            // A wake is taking the old waker right now: wake the new one
+            // directly, as the old one may belong to a previous poll.
+            Err(WAKING) => waker.wake_by_ref(),
+            // REGISTERING: concurrent registers are the caller's bug; leaving
+            // the slot alone is the safe answer.
+            Err(_) => waker.wake_by_ref(),
+        }
+    }
+
+    /// Takes the registered waker, if any, and wakes it.
+    pub fn wake(&self) {
+        if let Some(waker) = self.take() {
+            waker.wake();
+        }
+    }
+
+    /// Takes the registered waker without waking it.
+    pub fn take(&self) -> Option<Waker> {
+        // AcqRel: Acquire pairs with the Release that ended `register`, so the
+        // slot's contents are visible; Release orders our prior writes (the
+        // reason to wake) before a racing register's re-check.
+        match self.state.fetch_or(WAKING, AcqRel) {
+            IDLE => {
+                let waker = self.waker.with_mut(|slot| {
+                    // SAFETY: we moved IDLE to WAKING, which excludes
+                    // registers and other takes until we clear it.
+                    unsafe { (*slot).take() }
+                });
+                // Release: pairs with the Acquire of the next register.
+                self.state.fetch_and(!WAKING, Release);
+                waker
+            }
+            // REGISTERING: the register sees WAKING and wakes for us.
+            // WAKING: another thread is already taking it.
+            _ => None,
+        }
+    }
+}
+
+impl Default for AtomicWaker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl core::fmt::Debug for AtomicWaker {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AtomicWaker")
+            .field("state", &self.state.load(Relaxed))
+            .finish_non_exhaustive()
+    }
+}

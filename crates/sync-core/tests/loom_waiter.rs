@@ -1,0 +1,179 @@
+//! Loom models of the shared waiting machinery: the lock-free waiter queue,
+//! the notify/cancel race and the `AtomicWaker`. Run with
+//! `cargo xtask loom -p sync-core`.
+#![cfg(loom)]
+
+use std::task::{Context, Poll, Waker};
+
+use sync_core::model;
+use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
+use sync_core::sync::{Arc, thread};
+use sync_core::waiter::{Waiter, WaiterQueue};
+use sync_core::waker::AtomicWaker;
+
+/// Two producers push while the consumer pops: every node comes out exactly
+/// once, each producer's in its own order, and `pop` returning `None` while a
+/// push is half-done never loses a node. Nodes are freed by the consumer
+/// (loom checks the `Arc` counts and the accesses to freed nodes).
+#[test]
+fn queue_two_producers_one_consumer() {
+    model::check(|| {
+        let q = Arc::new(WaiterQueue::new());
+        let producers: Vec<_> = (0..2)
+            .map(|p| {
+                let q = Arc::clone(&q);
+                thread::spawn(move || {
+                    for i in 0..2 {
+                        q.push(Waiter::for_thread(p * 10 + i));
+                    }
+                })
+            })
+            .collect();
+        let mut seen = Vec::new();
+        while seen.len() < 4 {
+            // SAFETY: this thread is the only consumer.
+            match unsafe { q.pop() } {
+                Some(w) => seen.push(w.data()),
+                None => thread::yield_now(),
+            }
+        }
+        for p in producers {
+            p.join().unwrap();
+        }
+        // SAFETY: as above.
+        assert!(unsafe { q.pop() }.is_none());
+        let from = |p: usize| {
+            seen.iter()
+                .filter(|&&d| d / 10 == p)
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(from(0), [0, 1]);
+        assert_eq!(from(1), [10, 11]);
+    });
+}
+
+/// The queue empties and refills while a producer races the consumer's
+/// "last node" CAS; nodes left in the queue are freed by its `Drop`.
+#[test]
+fn queue_refills_after_empty_and_drop_frees_the_rest() {
+    model::check(|| {
+        let q = Arc::new(WaiterQueue::new());
+        q.push(Waiter::for_thread(1));
+        let producer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || q.push(Waiter::for_thread(2)))
+        };
+        // SAFETY: this thread is the only consumer.
+        let first = loop {
+            if let Some(w) = unsafe { q.pop() } {
+                break w;
+            }
+            thread::yield_now();
+        };
+        assert_eq!(first.data(), 1);
+        producer.join().unwrap();
+        // Node 2 stays in the queue; dropping the queue frees it.
+        drop(q);
+    });
+}
+
+/// A notify races a cancel: exactly one wins, and the thread that lost knows
+/// it (the canceller gets the token, or the notifier gets `false`).
+#[test]
+fn notify_races_cancel() {
+    model::check(|| {
+        let waiter = Waiter::for_task(Waker::noop(), 0);
+        let notified = {
+            let waiter = Arc::clone(&waiter);
+            thread::spawn(move || waiter.notify(7))
+        };
+        let cancelled = waiter.cancel();
+        let notified = notified.join().unwrap();
+        match cancelled {
+            Ok(()) => assert!(!notified, "a cancelled waiter was notified"),
+            Err(token) => {
+                assert!(notified);
+                assert_eq!(token, 7);
+            }
+        }
+    });
+}
+
+/// A parked thread is woken by a notify from another thread, whatever the
+/// order of the notify and the park.
+#[test]
+fn thread_waiter_is_woken() {
+    model::check(|| {
+        let waiter = Waiter::for_thread(0);
+        let notifier = {
+            let waiter = Arc::clone(&waiter);
+            thread::spawn(move || assert!(waiter.notify(3)))
+        };
+        assert_eq!(waiter.wait(), 3);
+        notifier.join().unwrap();
+    });
+}
+
+/// A task's waiter: the token set by another thread is seen by a poll, or
+/// the waker registered by the poll is woken (never neither), across a
+/// re-registration with a new waker.
+#[test]
+fn task_waiter_wake_is_not_lost() {
+    model::check(|| {
+        let woken = Arc::new(AtomicUsize::new(0));
+        let waker = counting_waker(&woken);
+        let waiter = Waiter::for_task(Waker::noop(), 0);
+        let notifier = {
+            let waiter = Arc::clone(&waiter);
+            thread::spawn(move || assert!(waiter.notify(5)))
+        };
+        let mut cx = Context::from_waker(&waker);
+        let first = waiter.poll(&mut cx);
+        notifier.join().unwrap();
+        if first.is_pending() {
+            assert_eq!(
+                woken.load(Acquire),
+                1,
+                "pending, and the waker was never woken"
+            );
+        }
+        assert_eq!(waiter.poll(&mut cx), Poll::Ready(5));
+    });
+}
+
+/// `AtomicWaker`: a wake racing a register wakes the new waker or leaves it
+/// for the register to wake: one way or the other, it is woken.
+#[test]
+fn atomic_waker_register_races_wake() {
+    model::check(|| {
+        let flag = Arc::new(AtomicUsize::new(0));
+        let woken = Arc::new(AtomicUsize::new(0));
+        let slot = Arc::new(AtomicWaker::new());
+        let waker = counting_waker(&woken);
+        let waking = {
+            let (slot, flag) = (Arc::clone(&slot), Arc::clone(&flag));
+            thread::spawn(move || {
+                flag.store(1, Release);
+                slot.wake();
+            })
+        };
+        slot.register(&waker);
+        let saw_flag = flag.load(Acquire) == 1;
+        waking.join().unwrap();
+        assert!(
+            saw_flag || woken.load(Acquire) >= 1,
+            "the flag was not seen after register, and the waker was not woken"
+        );
+    });
+}
+
+fn counting_waker(count: &Arc<AtomicUsize>) -> Waker {
+    struct Count(Arc<AtomicUsize>);
+    impl std::task::Wake for Count {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, AcqRel);
+        }
+    }
+    Waker::from(std::sync::Arc::new(Count(Arc::clone(count))))
+}
