@@ -10,7 +10,7 @@
 //!   waiters still lack, whether or not they have finished enqueueing: the
 //!   paper's lost-wakeup window is closed by the counter, as in the mutex.
 //! * `pending`: permits that releases have taken out of the deficit but not
-//!   yet handed to waiters, shifted left by one, with the `ACTIVE` bit: the
+//!   yet handed to waiters, shifted left by two, with the `ACTIVE` bit: the
 //!   one thread currently delivering. A release that finds `count` negative
 //!   adds what it covers to `pending`; if nobody is delivering, it becomes
 //!   the deliverer, and hands permits to the waiters in queue order until
@@ -29,7 +29,10 @@
 //! permits it had already taken; its uncovered demand stays in `count` until
 //! the deliverer reaches the node and *folds* it: the demand leaves `count`,
 //! and whatever part of it `pending` had already covered goes back to the
-//! free permits. `pending` may dip below zero for a moment while a releaser
+//! free permits. The canceller then sets `RECHECK` (running a delivery itself
+//! if nobody is): had it been the head, waiting for more permits, the ones
+//! `pending` already held for it would otherwise sit there until the next
+//! release, while newcomers queue behind a waiter that is gone. `pending` may dip below zero for a moment while a releaser
 //! is between its two steps; the sums stay exact.
 
 use core::fmt;
@@ -46,7 +49,12 @@ use sync_core::waiter::{Token, Waiter, WaiterQueue};
 use crate::patience::pop_counted;
 
 /// `pending`'s deliverer bit.
-const ACTIVE: usize = 1;
+const ACTIVE: usize = 0b01;
+/// `pending`'s "look at the head again" bit, set by a cancelled waiter so
+/// that the deliverer cannot retire past it.
+const RECHECK: usize = 0b10;
+/// Where `pending`'s amount starts.
+const SHIFT: u32 = 2;
 /// The token of a waiter whose permits have all been delivered.
 const GRANTED: Token = 1;
 
@@ -119,6 +127,11 @@ pub struct Semaphore {
 unsafe impl Send for Semaphore {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Semaphore {}
+
+// A panic (bad input, or a waker's) never leaves the counters half-updated:
+// each step is one atomic operation.
+impl core::panic::UnwindSafe for Semaphore {}
+impl core::panic::RefUnwindSafe for Semaphore {}
 
 impl Semaphore {
     /// The most permits a semaphore holds, and the most one request may ask
@@ -327,7 +340,7 @@ impl Semaphore {
     fn deliver(&self, d: usize) {
         // AcqRel: Release hands our permits to the deliverer, which loads
         // `pending` with Acquire.
-        let prev = self.pending.fetch_add(d << 1, AcqRel);
+        let prev = self.pending.fetch_add(d << SHIFT, AcqRel);
         if prev & ACTIVE != 0 {
             // The deliverer cannot retire without seeing our addition.
             return;
@@ -340,12 +353,28 @@ impl Semaphore {
         self.run_delivery();
     }
 
+    /// Called by a waiter that cancelled: if it was the head, permits
+    /// `pending` holds for it must not wait for the next release. Runs a
+    /// delivery, or makes the running deliverer look again.
+    fn recheck(&self) {
+        // AcqRel: Release orders our cancel before the deliverer's next
+        // look; Acquire as in `deliver`, if we become the deliverer.
+        if self.pending.fetch_or(ACTIVE | RECHECK, AcqRel) & ACTIVE == 0 {
+            self.run_delivery();
+        }
+    }
+
     /// Hands `pending` permits to waiters in order. The caller holds ACTIVE.
     fn run_delivery(&self) {
         loop {
             // Acquire: pairs with releasers' Release additions.
-            let w = self.pending.load(Acquire);
-            let amount = (w as isize) >> 1;
+            let mut w = self.pending.load(Acquire);
+            if w & RECHECK != 0 {
+                // A waiter cancelled: this pass looks at the head afresh, and
+                // a later cancel changes the word, failing our retirement.
+                w = self.pending.fetch_and(!RECHECK, AcqRel) & !RECHECK;
+            }
+            let amount = (w as isize) >> SHIFT;
             if amount > 0 {
                 // `pending` covers demand, so a counted waiter is queued or
                 // about to be.
@@ -362,11 +391,11 @@ impl Semaphore {
                 if amount as usize >= need {
                     // AcqRel: Acquire is already ours; Release for the next
                     // deliverer.
-                    self.pending.fetch_sub(need << 1, AcqRel);
+                    self.pending.fetch_sub(need << SHIFT, AcqRel);
                     if !head.notify(GRANTED) {
                         // Cancelled meanwhile: take the permits back and fold
                         // its demand.
-                        self.pending.fetch_add(need << 1, AcqRel);
+                        self.pending.fetch_add(need << SHIFT, AcqRel);
                         self.fold(need);
                     }
                     continue;
@@ -399,7 +428,7 @@ impl Semaphore {
         if covered > 0 {
             // May dip below zero while a releaser has raised `count` but not
             // yet added to `pending`; its addition restores the balance.
-            self.pending.fetch_sub(covered << 1, AcqRel);
+            self.pending.fetch_sub(covered << SHIFT, AcqRel);
         }
     }
 }
@@ -535,7 +564,10 @@ impl Drop for Acquire<'_> {
         match node.cancel() {
             // Withdrawn: the deliverer folds our demand when it reaches the
             // node; the permits we took go back now.
-            Ok(()) => self.sem.release(self.held),
+            Ok(()) => {
+                self.sem.release(self.held);
+                self.sem.recheck();
+            }
             // Everything was delivered: give it all back.
             Err(_) => self.sem.release(self.n),
         }

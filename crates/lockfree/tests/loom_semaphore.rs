@@ -112,3 +112,32 @@ fn async_acquire_completes() {
         assert_eq!(sem.available_permits(), 0);
     });
 }
+
+/// The head request, waiting for two permits, is dropped while a releaser
+/// delivers one to it and a blocking acquirer queues behind it; nobody
+/// releases again. The permit must reach the acquirer (loom reports a
+/// deadlock if it is stranded), also when the deliverer had looked at the
+/// head just before the cancel and is about to retire.
+#[test]
+fn dropped_head_request_does_not_strand_its_pending_permits() {
+    model::check_with_bound(2, || {
+        let sem = Arc::new(Semaphore::new(0));
+        let dropper = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || {
+                let mut fut = pin!(sem.acquire_many_async(2));
+                let mut cx = Context::from_waker(Waker::noop());
+                let _ = fut.as_mut().poll(&mut cx);
+            })
+        };
+        let r = releaser(&sem, 1);
+        let acquirer = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || sem.acquire().forget())
+        };
+        dropper.join().unwrap();
+        r.join().unwrap();
+        acquirer.join().unwrap();
+        assert_eq!(sem.available_permits(), 0);
+    });
+}

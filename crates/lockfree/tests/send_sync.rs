@@ -1,0 +1,59 @@
+//! The Send/Sync promises of the public types, positive and negative.
+#![cfg(not(loom))]
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use lockfree_sync::{
+    Acquire, Fairness, LockFuture, Mutex, MutexGuard, RawLock, RawMutex, Semaphore, SemaphorePermit,
+};
+use sync_core::{assert_impl, assert_not_impl};
+
+// The mutex is shared across threads whenever its data may move across them
+// (as std's: `T: Send` suffices, since one thread at a time has it).
+assert_impl!(Mutex<Vec<u8>>: Send, Sync);
+assert_impl!(Mutex<Cell<u8>>: Send, Sync);
+assert_not_impl!(Mutex<Rc<u8>>: Send);
+assert_not_impl!(Mutex<Rc<u8>>: Sync);
+assert_impl!(RawMutex: Send, Sync);
+
+// A guard may be held across an `.await` on a multi-threaded executor, so it
+// is `Send` when the data is; it is shared like `&T`.
+assert_impl!(MutexGuard<'static, Vec<u8>>: Send, Sync);
+assert_impl!(MutexGuard<'static, Cell<u8>>: Send);
+assert_not_impl!(MutexGuard<'static, Cell<u8>>: Sync);
+assert_not_impl!(MutexGuard<'static, Rc<u8>>: Send);
+
+// The futures can be spawned on multi-threaded executors.
+assert_impl!(LockFuture<'static, Vec<u8>>: Send);
+assert_not_impl!(LockFuture<'static, Rc<u8>>: Send);
+assert_impl!(RawLock<'static>: Send);
+assert_impl!(Acquire<'static>: Send);
+
+// The semaphore and its permits.
+assert_impl!(Semaphore: Send, Sync);
+assert_impl!(SemaphorePermit<'static>: Send, Sync);
+assert_impl!(Fairness: Send, Sync, Copy);
+
+#[test]
+fn a_guard_moves_to_another_thread_and_unlocks_there() {
+    let m = Mutex::new(1);
+    let g = m.lock();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            let mut g = g;
+            *g += 1;
+        });
+    });
+    assert_eq!(*m.try_lock().expect("unlocked by the other thread"), 2);
+}
+
+#[test]
+fn a_permit_moves_to_another_thread_and_is_released_there() {
+    let sem = Semaphore::new(1);
+    let p = sem.acquire();
+    std::thread::scope(|s| {
+        s.spawn(move || drop(p));
+    });
+    assert_eq!(sem.available_permits(), 1);
+}
