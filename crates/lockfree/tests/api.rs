@@ -306,7 +306,7 @@ fn a_request_above_the_maximum_panics() {
 #[test]
 #[should_panic(expected = "exceeds Semaphore::MAX_PERMITS")]
 fn an_async_request_above_the_maximum_panics_when_made() {
-    let _ = Semaphore::new(1).acquire_many_async(Semaphore::MAX_PERMITS + 1);
+    drop(Semaphore::new(1).acquire_many_async(Semaphore::MAX_PERMITS + 1));
 }
 
 #[test]
