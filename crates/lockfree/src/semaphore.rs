@@ -207,6 +207,7 @@ impl Semaphore {
     }
 
     /// Takes `n` permits at once, parking the thread until they are free.
+    /// A request for zero permits returns at once.
     ///
     /// # Panics
     ///
@@ -292,6 +293,10 @@ impl Semaphore {
     /// Takes `n` permits if free; never counts the caller as a waiter.
     #[inline]
     fn try_take(&self, n: usize) -> bool {
+        if n == 0 {
+            // Nothing to wait for, even behind a queue.
+            return true;
+        }
         let n = n as isize;
         let mut c = self.count.load(Relaxed);
         while c >= n {
