@@ -173,11 +173,16 @@ impl Waiter {
     ///
     /// # Panics
     ///
-    /// If this is a task's waiter, or if it was cancelled.
+    /// If this is a task's waiter, if the calling thread is not the one that
+    /// made it (the notify would unpark the wrong thread), or if it was
+    /// cancelled.
     pub fn wait(&self) -> Token {
+        let Wake::Thread(owner) = &self.wake else {
+            panic!("Waiter::wait on a task's waiter");
+        };
         assert!(
-            matches!(self.wake, Wake::Thread(_)),
-            "Waiter::wait on a task's waiter"
+            owner.id() == thread::current().id(),
+            "Waiter::wait called by a thread that is not the thread that made it"
         );
         // A short spin first: a notify that comes within it costs no sleep
         // and no wakeup (about 30 µs on a virtual machine).

@@ -1,0 +1,125 @@
+//! The waiter queue and waiters under real threads: every node comes out
+//! once, in each producer's order, and none leaks (checked by the `Arc`
+//! counts here, and by AddressSanitizer under `cargo xtask asan`).
+#![cfg(not(loom))]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::task::{Context, Poll, Waker};
+use std::thread;
+
+use sync_core::waiter::{Waiter, WaiterQueue};
+
+#[test]
+fn four_producers_one_consumer_keep_order_and_lose_nothing() {
+    const PER: usize = 20_000;
+    let q = Arc::new(WaiterQueue::new());
+    let producers: Vec<_> = (0..4)
+        .map(|p| {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                for i in 0..PER {
+                    q.push(Waiter::for_thread(p * PER + i));
+                }
+            })
+        })
+        .collect();
+    let mut last = [None::<usize>; 4];
+    let mut got = 0;
+    let mut kept = Vec::new();
+    while got < 4 * PER {
+        // SAFETY: this thread is the only consumer.
+        match unsafe { q.pop() } {
+            Some(w) => {
+                let (p, i) = (w.data() / PER, w.data() % PER);
+                assert!(last[p].is_none_or(|l| l < i), "producer {p} out of order");
+                last[p] = Some(i);
+                got += 1;
+                if got % 1000 == 0 {
+                    kept.push(w);
+                }
+            }
+            None => thread::yield_now(),
+        }
+    }
+    for p in producers {
+        p.join().unwrap();
+    }
+    // SAFETY: as above.
+    assert!(unsafe { q.pop() }.is_none());
+    assert!(q.is_empty());
+    // The queue kept no reference to the nodes it handed out.
+    assert!(kept.iter().all(|w| Arc::strong_count(w) == 1));
+}
+
+#[test]
+fn dropping_a_queue_frees_the_nodes_left_in_it() {
+    let q = WaiterQueue::new();
+    let w = Waiter::for_thread(1);
+    q.push(Arc::clone(&w));
+    q.push(Waiter::for_thread(2));
+    assert_eq!(Arc::strong_count(&w), 2);
+    drop(q);
+    assert_eq!(Arc::strong_count(&w), 1);
+}
+
+#[test]
+fn notify_and_cancel_race_with_one_winner() {
+    for _ in 0..2000 {
+        let w = Waiter::for_task(Waker::noop(), 0);
+        let notified = {
+            let w = Arc::clone(&w);
+            thread::spawn(move || w.notify(9))
+        };
+        let cancelled = w.cancel();
+        let notified = notified.join().unwrap();
+        assert_eq!(cancelled.is_err(), notified, "both or neither won");
+        if let Err(token) = cancelled {
+            assert_eq!(token, 9);
+        }
+    }
+}
+
+#[test]
+fn a_parked_thread_wakes_and_a_task_polls_ready() {
+    let done = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = {
+        let done = Arc::clone(&done);
+        thread::spawn(move || {
+            // A thread's waiter is made by the thread that waits on it.
+            let w = Waiter::for_thread(0);
+            tx.send(Arc::clone(&w)).unwrap();
+            let token = w.wait();
+            done.store(true, Release);
+            token
+        })
+    };
+    let w = rx.recv().unwrap();
+    thread::sleep(std::time::Duration::from_millis(5));
+    assert!(!done.load(Acquire));
+    assert!(w.notify(4));
+    assert_eq!(waiter.join().unwrap(), 4);
+
+    let t = Waiter::for_task(Waker::noop(), 0);
+    let mut cx = Context::from_waker(Waker::noop());
+    assert_eq!(t.poll(&mut cx), Poll::Pending);
+    assert!(t.notify(2));
+    assert_eq!(t.poll(&mut cx), Poll::Ready(2));
+}
+
+#[test]
+#[should_panic(expected = "reserved")]
+fn a_reserved_token_panics() {
+    Waiter::for_thread(0).notify(0);
+}
+
+#[test]
+#[should_panic(expected = "not the thread that made it")]
+fn waiting_on_another_threads_waiter_panics() {
+    let w = Waiter::for_thread(0);
+    thread::spawn(move || w.wait())
+        .join()
+        .map_err(|e| std::panic::resume_unwind(e))
+        .unwrap();
+}
