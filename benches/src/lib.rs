@@ -8,6 +8,8 @@
 //! * [`peers`]: one trait per kind of primitive, implemented for every peer
 //!   and for ours, so that a workload is written once.
 //! * [`buffers`]: paper 000's bounded buffer in every implementation compared.
+//! * [`twins`]: paper 001's lock-based semaphore twin and the condvar
+//!   ("system") semaphore.
 //! * [`report`]: `results.json`, `report.md` and the SVG charts.
 //!
 //! Run it with `cargo xtask report`.
@@ -16,4 +18,5 @@ pub mod buffers;
 pub mod harness;
 pub mod peers;
 pub mod report;
+pub mod twins;
 pub mod workloads;

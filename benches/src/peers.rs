@@ -44,6 +44,33 @@ impl<T: Send + 'static> BenchMutex<T> for SpinLock<T> {
     }
 }
 
+/// `lockfree_sync::Mutex` with its default fairness, `Fairness::Barging`.
+impl<T: Send + 'static> BenchMutex<T> for lockfree_sync::Mutex<T> {
+    fn new(value: T) -> Self {
+        lockfree_sync::Mutex::new(value)
+    }
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.lock())
+    }
+}
+
+/// `lockfree_sync::Mutex` with `Fairness::Fifo`: the paper's strict handoff.
+pub struct FifoMutex<T>(pub lockfree_sync::Mutex<T>);
+
+impl<T: Send + 'static> BenchMutex<T> for FifoMutex<T> {
+    fn new(value: T) -> Self {
+        FifoMutex(lockfree_sync::Mutex::with_fairness(
+            value,
+            lockfree_sync::Fairness::Fifo,
+        ))
+    }
+    #[inline]
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        f(&mut self.0.lock())
+    }
+}
+
 ast_mutex::states! {
     /// The one state of an `AstMutex` used as a plain mutex.
     pub enum OneState { Only }
@@ -60,6 +87,69 @@ impl<T: Send + 'static> BenchMutex<T> for ast_mutex::AstMutex<OneState, T> {
         let r = f(&mut g);
         g.exit(OneState::Only);
         r
+    }
+}
+
+/// A counting semaphore used by threads.
+pub trait BenchSemaphore: Send + Sync + 'static {
+    /// A semaphore with `permits` permits.
+    fn new(permits: usize) -> Self;
+    /// Runs `f` holding one permit, waiting (blocking the thread) until one
+    /// is free: one acquire and one release.
+    fn with_permit<R>(&self, f: impl FnOnce() -> R) -> R;
+    /// Runs `f` holding one permit if one is free now; `None` if not.
+    fn try_with_permit<R>(&self, f: impl FnOnce() -> R) -> Option<R>;
+}
+
+/// `lockfree_sync::Semaphore`: `acquire` parks the thread.
+impl BenchSemaphore for lockfree_sync::Semaphore {
+    fn new(permits: usize) -> Self {
+        lockfree_sync::Semaphore::new(permits)
+    }
+    #[inline]
+    fn with_permit<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _permit = self.acquire();
+        f()
+    }
+    #[inline]
+    fn try_with_permit<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let _permit = self.try_acquire()?;
+        Some(f())
+    }
+}
+
+/// `tokio::sync::Semaphore` has no blocking acquire: the blocking form is
+/// `futures::executor::block_on(sem.acquire())`.
+impl BenchSemaphore for tokio::sync::Semaphore {
+    fn new(permits: usize) -> Self {
+        tokio::sync::Semaphore::new(permits)
+    }
+    #[inline]
+    fn with_permit<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _permit = futures::executor::block_on(self.acquire()).expect("never closed");
+        f()
+    }
+    #[inline]
+    fn try_with_permit<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let _permit = self.try_acquire().ok()?;
+        Some(f())
+    }
+}
+
+/// `async_lock::Semaphore`, blocking with `acquire_blocking`.
+impl BenchSemaphore for async_lock::Semaphore {
+    fn new(permits: usize) -> Self {
+        async_lock::Semaphore::new(permits)
+    }
+    #[inline]
+    fn with_permit<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _permit = self.acquire_blocking();
+        f()
+    }
+    #[inline]
+    fn try_with_permit<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        let _permit = self.try_acquire()?;
+        Some(f())
     }
 }
 
@@ -153,6 +243,42 @@ mod tests {
         counts_under_contention::<parking_lot::Mutex<u64>>();
         counts_under_contention::<SpinLock<u64>>();
         counts_under_contention::<ast_mutex::AstMutex<OneState, u64>>();
+        counts_under_contention::<lockfree_sync::Mutex<u64>>();
+        counts_under_contention::<FifoMutex<u64>>();
+    }
+
+    /// At most `permits` threads inside at once, and every permit back.
+    fn limits<S: BenchSemaphore>() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let s = Arc::new((S::new(2), AtomicUsize::new(0), AtomicUsize::new(0)));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || {
+                    for _ in 0..2_000 {
+                        s.0.with_permit(|| {
+                            let inside = s.1.fetch_add(1, Ordering::SeqCst) + 1;
+                            s.2.fetch_max(inside, Ordering::SeqCst);
+                            s.1.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert!(s.2.load(Ordering::SeqCst) <= 2);
+        let nested =
+            s.0.try_with_permit(|| s.0.try_with_permit(|| s.0.try_with_permit(|| ())));
+        assert_eq!(nested, Some(Some(None)), "two permits, both back");
+    }
+
+    #[test]
+    fn every_semaphore_peer_limits() {
+        limits::<lockfree_sync::Semaphore>();
+        limits::<tokio::sync::Semaphore>();
+        limits::<async_lock::Semaphore>();
+        limits::<crate::twins::SpinSemaphore>();
+        limits::<crate::twins::CondvarSemaphore>();
     }
 
     fn passes_values<C: BenchChannel>() {

@@ -97,14 +97,14 @@ fn transfer<B: Buffer>(b: &Arc<B>, mix: Mix) -> Duration {
 }
 
 /// A barrier whose last arrival records the start time; waiters yield.
-struct StartLine {
+pub(crate) struct StartLine {
     arrived: AtomicUsize,
     n: usize,
     at: OnceLock<Instant>,
 }
 
 impl StartLine {
-    fn new(n: usize) -> Self {
+    pub(crate) fn new(n: usize) -> Self {
         Self {
             arrived: AtomicUsize::new(0),
             n,
@@ -112,7 +112,7 @@ impl StartLine {
         }
     }
 
-    fn wait(&self) {
+    pub(crate) fn wait(&self) {
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
             self.at.get_or_init(Instant::now);
         }
@@ -121,7 +121,7 @@ impl StartLine {
         }
     }
 
-    fn started(&self) -> Instant {
+    pub(crate) fn started(&self) -> Instant {
         *self.at.get().expect("every thread passed the start line")
     }
 }

@@ -8,11 +8,13 @@ use crate::harness::{Mode, Workload};
 
 pub mod ast;
 pub mod base;
+pub mod lf;
 
 /// Every workload, sized for `mode`, in report order.
 pub fn all(mode: Mode) -> Vec<Workload> {
     let mut all = Vec::new();
     all.extend(base::workloads(mode));
     all.extend(ast::workloads(mode));
+    all.extend(lf::workloads(mode));
     all
 }
