@@ -4,7 +4,8 @@
 //! # The word
 //!
 //! ```text
-//!  bits 2..  count    waiters counted (registered) and not yet dequeued
+//!  bits 3..  count    waiters counted (registered) and not yet dequeued
+//!  bit 2     STARVE   a waiter has waited too long: hand the lock over
 //!  bit 1     WAKING   the one thread allowed to dequeue right now (see below)
 //!  bit 0     LOCKED   the lock is held
 //! ```
@@ -17,19 +18,21 @@
 //! # The protocol
 //!
 //! * **lock**: a CAS from 0 to `LOCKED`. Failing that, a waiter *counts*
-//!   itself (CAS `count + 1`, only while `LOCKED` is set), then enqueues a
-//!   [`Waiter`] and sleeps. The count closes the paper's lost-wakeup window:
-//!   an `unlock` that sees the count knows a waiter is coming and waits for
-//!   its node to appear in the queue, however late it is.
-//! * **unlock**: a CAS from `LOCKED` to 0. Failing that (somebody is
-//!   counted), the unlocker sets `WAKING`, dequeues a waiter, uncounts it and
-//!   notifies it with one of two tokens:
-//!   * `HANDOFF`: the lock stays set and now belongs to the waiter (the
-//!     paper's strict FIFO, [`Fairness::Fifo`]);
-//!   * `COMPETE`: the lock is released and the waiter competes for it with
-//!     newcomers ([`Fairness::Barging`]). `WAKING` stays set until the woken
-//!     waiter clears it, so a stream of unlocks wakes one thread at a time
-//!     instead of a herd.
+//!   itself (CAS `count + 1`, only while it may not take the lock), then
+//!   enqueues a [`Waiter`] and sleeps. The count closes the paper's
+//!   lost-wakeup window: an unlocker that sees the count knows a waiter is
+//!   coming and waits for its node to appear in the queue, however late it is.
+//! * **unlock**, [`Fairness::Fifo`] (the paper's): a CAS from `LOCKED` to 0.
+//!   Failing that (somebody is counted), the unlocker sets `WAKING`, dequeues
+//!   the oldest waiter, uncounts it and notifies it with `HANDOFF`: the lock
+//!   stays set and now belongs to the waiter.
+//! * **unlock**, [`Fairness::Barging`]: one `fetch_sub` releases the lock.
+//!   If somebody is counted and nobody is `WAKING`, the unlocker then sets
+//!   `WAKING`, dequeues the oldest waiter and notifies it with `COMPETE`: it
+//!   races newcomers for the lock. `WAKING` stays set until the woken waiter
+//!   clears it (when it takes the lock or counts itself again), so a stream
+//!   of unlocks wakes one thread at a time instead of a herd, and costs one
+//!   atomic operation each while a wakeup is in flight.
 //!
 //! `WAKING` also makes the queue's single consumer explicit: only the thread
 //! that set it may dequeue, and it passes the role on with a Release/Acquire
@@ -42,18 +45,20 @@
 //! ahead of it, but every handoff to a sleeping thread keeps the lock idle
 //! for a whole wakeup (about 30 µs on a virtual machine).
 //!
-//! [`Fairness::Barging`] (the default) releases the lock first and lets the
-//! woken waiter race newcomers, as parking_lot and Go do, and a newcomer
-//! spins briefly before it queues. A waiter that has waited more than
-//! [`STARVATION`](crate::STARVATION) is handed the lock when it is dequeued, so no waiter
-//! starves.
+//! [`Fairness::Barging`] (the default) lets the woken waiter race newcomers,
+//! as parking_lot and Go do, and a newcomer spins briefly before it queues.
+//! A waiter that has waited more than [`STARVATION`](crate::STARVATION) sets
+//! `STARVE` when it queues again: until a waiter that received the lock
+//! finds itself not starving or last, unlocks hand the lock to the oldest
+//! waiter and newcomers queue instead of barging (Go's starvation mode). So
+//! no waiter starves, and the common case keeps the barging throughput.
 //!
 //! # Progress
 //!
-//! `try_lock` and the uncontended paths are one CAS. No thread ever waits for
-//! a lock *inside* the primitive: the only wait besides the lock itself is an
-//! unlocker waiting for a counted waiter to finish its two-instruction
-//! enqueue, the window the paper's algorithm has too.
+//! `try_lock` and the uncontended paths are one atomic operation. No thread
+//! ever waits for a lock *inside* the primitive: the only wait besides the
+//! lock itself is an unlocker waiting for a counted waiter to finish its
+//! two-instruction enqueue, the window the paper's algorithm has too.
 
 use core::future::Future;
 use core::pin::Pin;
@@ -66,18 +71,37 @@ use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
 use crate::patience::{Patience, pop_counted};
 
-const LOCKED: usize = 0b01;
-const WAKING: usize = 0b10;
+const LOCKED: usize = 0b001;
+const WAKING: usize = 0b010;
+const STARVE: usize = 0b100;
 /// One counted waiter.
-const ONE: usize = 0b100;
+const ONE: usize = 0b1000;
 
 /// The lock is now yours.
 const HANDOFF: Token = 1;
 /// The lock was released: try again.
 const COMPETE: Token = 2;
 
-/// A waiter's `data`: it has waited too long and wants a handoff.
-const STARVING: usize = 1;
+/// Whether a thread may take the lock in word `w`: it is free, and either
+/// nobody starves, nobody is counted, or the thread was woken to take it.
+#[inline]
+fn may_take(w: usize, woken: bool) -> bool {
+    w & LOCKED == 0 && (w & STARVE == 0 || w < ONE || woken)
+}
+
+/// The word after taking the lock in `w`: `WAKING` handed on if we carried
+/// it; starvation mode over if nobody is counted.
+#[inline]
+fn taken(w: usize, woken: bool) -> usize {
+    let mut new = w | LOCKED;
+    if woken {
+        new &= !WAKING;
+    }
+    if w < ONE {
+        new &= !STARVE;
+    }
+    new
+}
 
 /// How a [`Mutex`](crate::Mutex) passes the lock to its waiters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -161,15 +185,15 @@ impl RawMutex {
         self.word.load(Relaxed) & LOCKED != 0
     }
 
-    /// Takes the lock if it is free.
+    /// Takes the lock if it is free (and no starving waiter is owed it).
     #[inline]
     pub fn try_lock(&self) -> bool {
         let mut w = self.word.load(Relaxed);
-        while w & LOCKED == 0 {
+        while may_take(w, false) {
             // Acquire: pairs with the Release of the unlock that freed it.
             match self
                 .word
-                .compare_exchange_weak(w, w | LOCKED, Acquire, Relaxed)
+                .compare_exchange_weak(w, taken(w, false), Acquire, Relaxed)
             {
                 Ok(_) => return true,
                 Err(actual) => w = actual,
@@ -204,6 +228,7 @@ impl RawMutex {
             woken: false,
             done: false,
             patience: Patience::new(),
+            starving: false,
         }
     }
 
@@ -215,13 +240,19 @@ impl RawMutex {
     /// took it with).
     #[inline]
     pub unsafe fn unlock(&self) {
-        // Release: pairs with the Acquire of the next lock.
-        if self
+        if self.fairness == Fairness::Barging && self.word.load(Relaxed) & STARVE == 0 {
+            // Release: pairs with the Acquire of the next lock.
+            let old = self.word.fetch_sub(LOCKED, Release);
+            if old >= ONE && old & WAKING == 0 {
+                self.wake_released();
+            }
+        } else if self
             .word
             .compare_exchange(LOCKED, 0, Release, Relaxed)
             .is_err()
         {
-            self.unlock_slow(false);
+            // Fifo, or a starving waiter: hand the lock over.
+            self.unlock_slow(true);
         }
     }
 
@@ -247,47 +278,93 @@ impl RawMutex {
         let mut patience = Patience::new();
         // Whether we were woken with COMPETE and still carry `WAKING`.
         let mut woken = false;
-        let mut node = None;
+        let mut node: Option<(Arc<Waiter>, bool)> = None;
         loop {
             let w = self.word.load(Relaxed);
-            let clear = if woken { WAKING } else { 0 };
-            if w & LOCKED == 0 {
+            if may_take(w, woken) {
                 // AcqRel: Acquire takes the lock; Release passes `WAKING`
                 // (our dequeuer's queue writes) on to the next dequeuer.
                 if self
                     .word
-                    .compare_exchange_weak(w, (w | LOCKED) & !clear, AcqRel, Relaxed)
+                    .compare_exchange_weak(w, taken(w, woken), AcqRel, Relaxed)
                     .is_ok()
                 {
                     return;
                 }
                 continue;
             }
-            if self.fairness == Fairness::Barging && (w < ONE || woken) && spin.spin() {
+            if self.fairness == Fairness::Barging
+                && (w < ONE || woken)
+                && w & STARVE == 0
+                && spin.spin()
+            {
                 continue;
             }
             // Allocate before counting: the unlocker that sees the count
             // waits for the push, so keep that window short.
-            if node.is_none() {
-                let data = if patience.starving() { STARVING } else { 0 };
-                node = Some(Waiter::for_thread(data));
-            }
+            let (waiter, starving) = node.get_or_insert_with(|| {
+                let starving = patience.starving();
+                (Waiter::for_thread(starving as usize), starving)
+            });
+            let starving = *starving;
+            let new = self.counted(w, woken, starving);
             // AcqRel: as above, for the `WAKING` we may clear.
             if self
                 .word
-                .compare_exchange_weak(w, (w + ONE) & !clear, AcqRel, Relaxed)
+                .compare_exchange_weak(w, new, AcqRel, Relaxed)
                 .is_err()
             {
                 continue;
             }
-            let waiter = node.take().unwrap_or_else(|| unreachable!());
-            self.queue.push(Arc::clone(&waiter));
-            match waiter.wait() {
-                HANDOFF => return,
-                token => debug_assert_eq!(token, COMPETE),
+            self.queue.push(Arc::clone(waiter));
+            let token = waiter.wait(false);
+            node = None;
+            if token == HANDOFF {
+                self.handed_off(starving);
+                return;
             }
+            debug_assert_eq!(token, COMPETE);
             woken = true;
             spin.reset();
+        }
+    }
+
+    /// The word after a waiter counts itself: one more, `WAKING` handed on
+    /// if it carried it, `STARVE` set if it starves (barging mode only).
+    fn counted(&self, w: usize, woken: bool, starving: bool) -> usize {
+        let starve = if starving && self.fairness == Fairness::Barging {
+            STARVE
+        } else {
+            0
+        };
+        ((w + ONE) & !if woken { WAKING } else { 0 }) | starve
+    }
+
+    /// Called by a waiter that was handed the lock: leaves starvation mode
+    /// if the waiter itself was not starving, or if nobody else waits.
+    fn handed_off(&self, starving: bool) {
+        let w = self.word.load(Relaxed);
+        if w & STARVE != 0 && (!starving || w < ONE) {
+            // Relaxed: we hold the lock; the bit orders nothing.
+            self.word.fetch_and(!STARVE, Relaxed);
+        }
+    }
+
+    /// After a barging unlock that found waiters and nobody waking: wake
+    /// one, unless somebody took the lock meanwhile (its unlock will).
+    #[cold]
+    fn wake_released(&self) {
+        let mut w = self.word.load(Relaxed);
+        while w >= ONE && w & (WAKING | LOCKED) == 0 {
+            // Acquire: pairs with the Release that ended the previous
+            // dequeuer's role, so we see the queue as it left it.
+            match self
+                .word
+                .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
+            {
+                Ok(_) => return self.wake_next(false, false),
+                Err(actual) => w = actual,
+            }
         }
     }
 
@@ -351,7 +428,7 @@ impl RawMutex {
                 continue;
             }
             let handoff =
-                holding && (fair || self.fairness == Fairness::Fifo || waiter.data() == STARVING);
+                holding && (fair || self.fairness == Fairness::Fifo || waiter.data() != 0);
             let token = if handoff {
                 // The lock stays set: it is the waiter's now. Release: the
                 // critical section happens before the waiter's (also carried
@@ -447,6 +524,8 @@ pub struct RawLock<'a> {
     woken: bool,
     done: bool,
     patience: Patience,
+    /// Whether we starved when we last queued.
+    starving: bool,
 }
 
 impl Future for RawLock<'_> {
@@ -461,6 +540,7 @@ impl Future for RawLock<'_> {
                 Poll::Ready(HANDOFF) => {
                     this.node = None;
                     this.done = true;
+                    this.mutex.handed_off(this.starving);
                     return Poll::Ready(());
                 }
                 Poll::Ready(token) => {
@@ -472,13 +552,13 @@ impl Future for RawLock<'_> {
         }
         let mutex = this.mutex;
         let mut w = mutex.word.load(Relaxed);
+        let mut node = None;
         loop {
-            let clear = if this.woken { WAKING } else { 0 };
-            if w & LOCKED == 0 {
+            if may_take(w, this.woken) {
                 // AcqRel: as in `lock_slow`.
                 match mutex
                     .word
-                    .compare_exchange_weak(w, (w | LOCKED) & !clear, AcqRel, Relaxed)
+                    .compare_exchange_weak(w, taken(w, this.woken), AcqRel, Relaxed)
                 {
                     Ok(_) => {
                         this.woken = false;
@@ -489,22 +569,22 @@ impl Future for RawLock<'_> {
                 }
                 continue;
             }
-            let starving = if this.patience.starving() {
-                STARVING
-            } else {
-                0
-            };
             // Registered before it is pushed, so no wake can miss it.
-            let node = Waiter::for_task(cx.waker(), starving);
+            let waiter = node.get_or_insert_with(|| {
+                this.starving = this.patience.starving();
+                Waiter::for_task(cx.waker(), this.starving as usize)
+            });
             // AcqRel: as in `lock_slow`.
-            match mutex
-                .word
-                .compare_exchange_weak(w, (w + ONE) & !clear, AcqRel, Relaxed)
-            {
+            match mutex.word.compare_exchange_weak(
+                w,
+                mutex.counted(w, this.woken, this.starving),
+                AcqRel,
+                Relaxed,
+            ) {
                 Ok(_) => {
                     this.woken = false;
-                    mutex.queue.push(Arc::clone(&node));
-                    this.node = Some(node);
+                    mutex.queue.push(Arc::clone(waiter));
+                    this.node = node;
                     return Poll::Pending;
                 }
                 Err(actual) => w = actual,

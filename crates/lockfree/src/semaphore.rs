@@ -337,7 +337,7 @@ impl Semaphore {
         };
         let waiter = Waiter::for_thread(need);
         self.queue.push(Arc::clone(&waiter));
-        let token = waiter.wait();
+        let token = waiter.wait(true);
         debug_assert_eq!(token, GRANTED);
     }
 

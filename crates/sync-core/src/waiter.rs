@@ -176,7 +176,7 @@ impl Waiter {
     /// If this is a task's waiter, if the calling thread is not the one that
     /// made it (the notify would unpark the wrong thread), or if it was
     /// cancelled.
-    pub fn wait(&self) -> Token {
+    pub fn wait(&self, spin: bool) -> Token {
         let Wake::Thread(owner) = &self.wake else {
             panic!("Waiter::wait on a task's waiter");
         };
@@ -186,12 +186,12 @@ impl Waiter {
         );
         // A short spin first: a notify that comes within it costs no sleep
         // and no wakeup (about 30 µs on a virtual machine).
-        let mut spin = SpinWait::new();
-        loop {
+        let mut spinner = SpinWait::new();
+        while spin {
             if let Some(token) = self.token() {
                 return token;
             }
-            if !spin.spin() {
+            if !spinner.spin() {
                 break;
             }
         }

@@ -110,7 +110,7 @@ fn thread_waiter_is_woken() {
             let waiter = Arc::clone(&waiter);
             thread::spawn(move || assert!(waiter.notify(3)))
         };
-        assert_eq!(waiter.wait(), 3);
+        assert_eq!(waiter.wait(false), 3);
         notifier.join().unwrap();
     });
 }

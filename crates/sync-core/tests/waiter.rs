@@ -90,7 +90,7 @@ fn a_parked_thread_wakes_and_a_task_polls_ready() {
             // A thread's waiter is made by the thread that waits on it.
             let w = Waiter::for_thread(0);
             tx.send(Arc::clone(&w)).unwrap();
-            let token = w.wait();
+            let token = w.wait(true);
             done.store(true, Release);
             token
         })
@@ -118,7 +118,7 @@ fn a_reserved_token_panics() {
 #[should_panic(expected = "not the thread that made it")]
 fn waiting_on_another_threads_waiter_panics() {
     let w = Waiter::for_thread(0);
-    thread::spawn(move || w.wait())
+    thread::spawn(move || w.wait(false))
         .join()
         .map_err(|e| std::panic::resume_unwind(e))
         .unwrap();
