@@ -205,13 +205,20 @@ impl RawMutex {
     /// Takes the lock, parking the thread while it is held.
     #[inline]
     pub fn lock(&self) {
+        // The CAS from 0 is the uncontended path. A failed CAS leaves the
+        // line in our cache, so a second CAS from the word it saw is cheap:
+        // that keeps a wakeup in flight (WAKING set) from sending every lock
+        // of the running thread to the slow path.
         // Acquire: pairs with the Release of the unlock that freed it.
-        if self
-            .word
-            .compare_exchange_weak(0, LOCKED, Acquire, Relaxed)
-            .is_err()
-        {
-            self.lock_slow();
+        if let Err(w) = self.word.compare_exchange_weak(0, LOCKED, Acquire, Relaxed) {
+            if !may_take(w, false)
+                || self
+                    .word
+                    .compare_exchange_weak(w, taken(w, false), Acquire, Relaxed)
+                    .is_err()
+            {
+                self.lock_slow();
+            }
         }
     }
 
@@ -240,18 +247,19 @@ impl RawMutex {
     /// took it with).
     #[inline]
     pub unsafe fn unlock(&self) {
-        if self.fairness == Fairness::Barging && self.word.load(Relaxed) & STARVE == 0 {
+        if self.fairness == Fairness::Barging {
+            // One RMW and no load first: a load of a word another core is
+            // writing would cost a second cache-line transfer.
             // Release: pairs with the Acquire of the next lock.
             let old = self.word.fetch_sub(LOCKED, Release);
-            if old >= ONE && old & WAKING == 0 {
-                self.wake_released();
+            if old >= ONE {
+                self.unlocked_with_waiters(old);
             }
         } else if self
             .word
             .compare_exchange(LOCKED, 0, Release, Relaxed)
             .is_err()
         {
-            // Fifo, or a starving waiter: hand the lock over.
             self.unlock_slow(true);
         }
     }
@@ -279,17 +287,17 @@ impl RawMutex {
         // Whether we were woken with COMPETE and still carry `WAKING`.
         let mut woken = false;
         let mut node: Option<(Arc<Waiter>, bool)> = None;
+        let mut w = self.word.load(Relaxed);
         loop {
-            let w = self.word.load(Relaxed);
             if may_take(w, woken) {
                 // AcqRel: Acquire takes the lock; Release passes `WAKING`
                 // (our dequeuer's queue writes) on to the next dequeuer.
-                if self
+                match self
                     .word
                     .compare_exchange_weak(w, taken(w, woken), AcqRel, Relaxed)
-                    .is_ok()
                 {
-                    return;
+                    Ok(_) => return,
+                    Err(actual) => w = actual,
                 }
                 continue;
             }
@@ -298,6 +306,7 @@ impl RawMutex {
                 && w & STARVE == 0
                 && spin.spin()
             {
+                w = self.word.load(Relaxed);
                 continue;
             }
             // Allocate before counting: the unlocker that sees the count
@@ -309,11 +318,8 @@ impl RawMutex {
             let starving = *starving;
             let new = self.counted(w, woken, starving);
             // AcqRel: as above, for the `WAKING` we may clear.
-            if self
-                .word
-                .compare_exchange_weak(w, new, AcqRel, Relaxed)
-                .is_err()
-            {
+            if let Err(actual) = self.word.compare_exchange_weak(w, new, AcqRel, Relaxed) {
+                w = actual;
                 continue;
             }
             self.queue.push(Arc::clone(waiter));
@@ -326,6 +332,7 @@ impl RawMutex {
             debug_assert_eq!(token, COMPETE);
             woken = true;
             spin.reset();
+            w = self.word.load(Relaxed);
         }
     }
 
@@ -350,11 +357,31 @@ impl RawMutex {
         }
     }
 
-    /// After a barging unlock that found waiters and nobody waking: wake
-    /// one, unless somebody took the lock meanwhile (its unlock will).
+    /// After a barging unlock that found waiters (`old`, the word before it).
     #[cold]
-    fn wake_released(&self) {
+    fn unlocked_with_waiters(&self, old: usize) {
+        if old & WAKING != 0 {
+            // A woken waiter is on its way and will find the lock free.
+            return;
+        }
         let mut w = self.word.load(Relaxed);
+        if old & STARVE != 0 {
+            // Starvation mode: take the lock back to hand it to the oldest
+            // waiter. Newcomers do not take it meanwhile; if a woken waiter
+            // did, its own unlock hands it over.
+            while w & (LOCKED | WAKING) == 0 && w & STARVE != 0 && w >= ONE {
+                // Acquire: we hold the lock again.
+                match self
+                    .word
+                    .compare_exchange_weak(w, w | LOCKED, Acquire, Relaxed)
+                {
+                    Ok(_) => return self.unlock_slow(true),
+                    Err(actual) => w = actual,
+                }
+            }
+        }
+        // Wake one, unless somebody took the lock meanwhile (its unlock will)
+        // or is already waking.
         while w >= ONE && w & (WAKING | LOCKED) == 0 {
             // Acquire: pairs with the Release that ended the previous
             // dequeuer's role, so we see the queue as it left it.
