@@ -260,7 +260,8 @@ impl Semaphore {
     /// # Panics
     ///
     /// If the free permits would exceed [`MAX_PERMITS`](Self::MAX_PERMITS).
-    /// The semaphore is left as it was.
+    /// The permits are taken back before the panic (another thread may see
+    /// them for that instant).
     #[inline]
     pub fn release(&self, n: usize) {
         if n == 0 {
@@ -269,20 +270,15 @@ impl Semaphore {
         if n > Self::MAX_PERMITS {
             overflow(n);
         }
-        let mut c = self.count.load(Relaxed);
-        loop {
-            if c > (Self::MAX_PERMITS - n) as isize {
-                overflow(n);
-            }
-            // Release: pairs with the Acquire of whoever takes the permits
-            // (a CAS in `try_take`, or the deliverer's `pending` load).
-            match self
-                .count
-                .compare_exchange_weak(c, c + n as isize, Release, Relaxed)
-            {
-                Ok(_) => break,
-                Err(actual) => c = actual,
-            }
+        // Release: pairs with the Acquire of whoever takes the permits (a
+        // CAS in `try_take`, `commit`'s fetch_sub, or the deliverer's
+        // `pending` load).
+        let c = self.count.fetch_add(n as isize, Release);
+        if c > (Self::MAX_PERMITS - n) as isize {
+            // Undo before panicking (nobody waits when `c` is that high, so
+            // no delivery was owed).
+            self.count.fetch_sub(n as isize, Relaxed);
+            overflow(n);
         }
         if c < 0 {
             // The first `-c` of our permits cover counted waiters' demand.
@@ -325,18 +321,29 @@ impl Semaphore {
     #[cold]
     fn acquire_slow(&self, n: usize) {
         // Spin while nobody is queued: a permit freed within the spin is
-        // taken without a sleep.
+        // taken without queueing, so a busy semaphore keeps its permits
+        // moving between running threads instead of handing each one to a
+        // thread that must be woken.
         let mut spin = SpinWait::new();
         while self.count.load(Relaxed) >= 0 && spin.spin() {
             if self.try_take(n) {
                 return;
             }
         }
-        let Err((_, need)) = self.commit(n) else {
-            return;
-        };
+        // The paper's wait: one fetch_sub counts us in.
+        if let Err((_, need)) = self.commit(n) {
+            self.wait_for(need);
+        }
+    }
+
+    /// Queues the calling thread for the `need` permits it still lacks
+    /// (it is counted already) and waits for their delivery.
+    #[cold]
+    fn wait_for(&self, need: usize) {
         let waiter = Waiter::for_thread(need);
         self.queue.push(Arc::clone(&waiter));
+        // Spin before parking: a delivery is a handoff, and a releaser
+        // usually comes within microseconds.
         let token = waiter.wait(true);
         debug_assert_eq!(token, GRANTED);
     }
