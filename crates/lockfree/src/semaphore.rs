@@ -350,19 +350,25 @@ impl Semaphore {
 
     /// Adds `d` permits to the delivery, and delivers if nobody is.
     fn deliver(&self, d: usize) {
-        // AcqRel: Release hands our permits to the deliverer, which loads
-        // `pending` with Acquire.
-        let prev = self.pending.fetch_add(d << SHIFT, AcqRel);
-        if prev & ACTIVE != 0 {
-            // The deliverer cannot retire without seeing our addition.
-            return;
+        let add = d << SHIFT;
+        let mut w = self.pending.load(Relaxed);
+        loop {
+            // Add our permits, and take the deliverer's role if it is free:
+            // one RMW either way.
+            let new = w.wrapping_add(add) | ACTIVE;
+            // AcqRel: Release hands our permits (and `count`'s change) to
+            // the deliverer, which loads `pending` with Acquire; Acquire, if
+            // we become the deliverer, pairs with the Release of the previous
+            // one's retirement, so we see the queue and `head` as it left
+            // them.
+            match self.pending.compare_exchange_weak(w, new, AcqRel, Relaxed) {
+                // Somebody is delivering: it cannot retire without seeing
+                // our addition.
+                Ok(prev) if prev & ACTIVE != 0 => return,
+                Ok(_) => return self.run_delivery(),
+                Err(actual) => w = actual,
+            }
         }
-        // Acquire: pairs with the Release of the previous deliverer's
-        // retirement, so we see the queue and `head` as it left them.
-        if self.pending.fetch_or(ACTIVE, Acquire) & ACTIVE != 0 {
-            return;
-        }
-        self.run_delivery();
     }
 
     /// Called by a waiter that cancelled: if it was the head, permits
