@@ -323,7 +323,13 @@ impl RawMutex {
                 continue;
             }
             self.queue.push(Arc::clone(waiter));
-            let token = waiter.wait(false);
+            // Spin before parking only when the lock will be handed over
+            // (FIFO, or starvation mode): a handoff to a spinning thread
+            // costs no wakeup. A barging waiter parks at once: it already
+            // spun, and a woken waiter that never slept only competes with
+            // the holder for the line.
+            let handoff = self.fairness == Fairness::Fifo || new & STARVE != 0;
+            let token = waiter.wait(handoff);
             node = None;
             if token == HANDOFF {
                 self.handed_off(starving);
