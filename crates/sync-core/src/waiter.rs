@@ -48,7 +48,8 @@ use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
 use crate::sync::thread::{self, Thread};
 use crate::waker::AtomicWaker;
 
-/// What a notify carries: any value but [`WAITING`] and [`CANCELLED`].
+/// What a notify carries: any value but 0 and `usize::MAX` (reserved for
+/// "waiting" and "cancelled").
 pub type Token = usize;
 
 /// The state of a waiter nobody has notified or cancelled yet.
