@@ -183,3 +183,33 @@ impl BenchSemaphore for CondvarSemaphore {
         Some(r)
     }
 }
+
+/// Not a semaphore: the floor under every atomic-counter semaphore's
+/// uncontended path, one `fetch_sub` to take a permit and one `fetch_add` to
+/// give it back, with nothing else. It cannot wait, so only
+/// `lf/sem-uncontended` uses it, to show how close each real semaphore
+/// comes to the hardware's cost on this machine.
+pub struct RmwFloor(std::sync::atomic::AtomicIsize);
+
+impl BenchSemaphore for RmwFloor {
+    fn new(permits: usize) -> Self {
+        Self(std::sync::atomic::AtomicIsize::new(permits as isize))
+    }
+
+    fn with_permit<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.try_with_permit(f)
+            .expect("RmwFloor cannot wait: uncontended use only")
+    }
+
+    #[inline]
+    fn try_with_permit<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+        // Acquire/Release: the permit orders the work as a real one would.
+        if self.0.fetch_sub(1, Ordering::Acquire) < 1 {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let r = f();
+        self.0.fetch_add(1, Ordering::Release);
+        Some(r)
+    }
+}

@@ -22,7 +22,7 @@ use tokio::runtime::Runtime;
 
 use crate::harness::{Mode, Unit, Workload, mops_per_sec, ms, ns_per_op};
 use crate::peers::{BenchMutex, BenchSemaphore, FifoMutex};
-use crate::twins::{CondvarSemaphore, SpinSemaphore};
+use crate::twins::{CondvarSemaphore, RmwFloor, SpinSemaphore};
 use crate::workloads::ast::StartLine;
 use crate::workloads::base::uncontended;
 
@@ -367,13 +367,16 @@ fn sem_uncontended(mode: Mode) -> Workload {
              `spin-twin` is the lock-based twin (a spin lock around the count and a queue of \
              parked threads), `std-condvar` the system semaphore's analogue (a \
              `std::sync::Mutex` count and a `Condvar`, whose `notify_one` on every release \
-             is a futex system call even with nobody waiting).",
+             is a futex system call even with nobody waiting). `rmw-floor` is no \
+             semaphore: one bare `fetch_sub` and one `fetch_add` per pair, the least any \
+             atomic-counter semaphore can pay on this machine.",
         )
         .implementation("lockfree-sync", sem_pairs::<lockfree_sync::Semaphore>(ops))
         .implementation("tokio", sem_pairs::<tokio::sync::Semaphore>(ops))
         .implementation("async-lock", sem_pairs::<async_lock::Semaphore>(ops))
         .implementation("spin-twin", sem_pairs::<SpinSemaphore>(ops))
         .implementation("std-condvar", sem_pairs::<CondvarSemaphore>(ops))
+        .implementation("rmw-floor", sem_pairs::<RmwFloor>(ops))
 }
 
 /// `threads` threads holding one of `PERMITS` permits for a short section,
@@ -591,6 +594,7 @@ mod tests {
                     "async-lock",
                     "spin-twin",
                     "std-condvar",
+                    "rmw-floor",
                 ],
             ),
             (
