@@ -25,8 +25,9 @@ use crate::raw_mutex::{Fairness, RawLock, RawMutex};
 /// # Fairness
 ///
 /// By default ([`Fairness::Barging`]) an unlock releases the lock and wakes
-/// the oldest waiter, which races newcomers for it; a waiter that has waited
-/// longer than [`STARVATION`](crate::STARVATION) is handed the lock instead.
+/// the oldest waiter, which races newcomers for it; once a waiter has waited
+/// longer than [`STARVATION`](crate::STARVATION), unlocks hand the lock over
+/// in FIFO order until the long waits are gone (Go's starvation mode).
 /// [`Fairness::Fifo`] (see [`with_fairness`](Self::with_fairness)) is the
 /// paper's strict order: every unlock with waiters hands the lock to the
 /// oldest. [`MutexGuard::unlock_fair`] hands off once, in either mode.
@@ -294,7 +295,8 @@ unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
 
 impl<'a, T: ?Sized> MutexGuard<'a, T> {
     /// Unlocks, handing the lock to the oldest waiter if there is one (a
-    /// one-off [`Fairness::Fifo`] unlock).
+    /// one-off [`Fairness::Fifo`] unlock). If a woken waiter is already on
+    /// its way to the lock, the lock is released for it instead.
     pub fn unlock_fair(guard: Self) {
         let mut guard = ManuallyDrop::new(guard);
         // SAFETY: dropped once, here; the guard's own Drop does not run.

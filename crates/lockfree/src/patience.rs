@@ -46,6 +46,20 @@ impl Patience {
         }
     }
 
+    /// Whether the waiter has waited too long, without counting a new
+    /// registration.
+    #[cfg(not(loom))]
+    pub(crate) fn waited_too_long(&self) -> bool {
+        self.since.is_some_and(|since| since.elapsed() > STARVATION)
+    }
+
+    /// Whether the waiter has waited too long, without counting a new
+    /// registration.
+    #[cfg(loom)]
+    pub(crate) fn waited_too_long(&self) -> bool {
+        self.registrations > 1
+    }
+
     /// Called each time the waiter (re)queues: whether it now wants a
     /// handoff.
     #[cfg(loom)]

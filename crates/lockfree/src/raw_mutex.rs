@@ -12,8 +12,8 @@
 //!
 //! The paper keeps `lock` and `counter` in two words and releases with a
 //! double-word CAS. Here both live in one word, so a single-word CAS does the
-//! same job: `unlock` clears `LOCKED` only if the count is zero at that
-//! instant, and otherwise dequeues a waiter.
+//! same job: a FIFO `unlock` clears `LOCKED` only if the count is zero at
+//! that instant, and otherwise dequeues a waiter.
 //!
 //! # The protocol
 //!
@@ -47,18 +47,29 @@
 //!
 //! [`Fairness::Barging`] (the default) lets the woken waiter race newcomers,
 //! as parking_lot and Go do, and a newcomer spins briefly before it queues.
-//! A waiter that has waited more than [`STARVATION`](crate::STARVATION) sets
-//! `STARVE` when it queues again: until a waiter that received the lock
-//! finds itself not starving or last, unlocks hand the lock to the oldest
-//! waiter and newcomers queue instead of barging (Go's starvation mode). So
-//! no waiter starves, and the common case keeps the barging throughput.
+//! Waiting too long is handled as in Go's starvation mode: a waiter that has
+//! waited more than [`STARVATION`](crate::STARVATION) since it first queued
+//! sets `STARVE` when it queues again, and then unlocks hand the lock to the
+//! oldest waiter and newcomers queue instead of barging; a waiter handed the
+//! lock ends the mode if it waited less than `STARVATION` itself, or if
+//! nobody else waits. A starving waiter that reaches the head while the lock
+//! is free is handed it directly. A starving waiter queues again at the tail
+//! (the queue has no front door), so its wait is bounded by the handoffs to
+//! the waiters ahead of it, which the mode keeps going while any of them has
+//! waited too long.
 //!
 //! # Progress
 //!
 //! `try_lock` and the uncontended paths are one atomic operation. No thread
 //! ever waits for a lock *inside* the primitive: the only wait besides the
 //! lock itself is an unlocker waiting for a counted waiter to finish its
-//! two-instruction enqueue, the window the paper's algorithm has too.
+//! enqueue (a swap and a store; the waiter allocates before it counts
+//! itself), the window the paper's algorithm has too.
+//!
+//! A woken waiter carries `WAKING` until it runs: while it does, unlocks wake
+//! nobody else. A woken *future* that its executor never polls again (nor
+//! drops) therefore holds back later wakeups, as a thread would that never
+//! got scheduled; dropping it passes the wakeup on.
 
 use core::future::Future;
 use core::pin::Pin;
@@ -260,12 +271,13 @@ impl RawMutex {
             .compare_exchange(LOCKED, 0, Release, Relaxed)
             .is_err()
         {
-            self.unlock_slow(true);
+            self.unlock_slow();
         }
     }
 
     /// Releases the lock, handing it to the oldest waiter if there is one,
-    /// whatever the lock's [`Fairness`].
+    /// whatever the lock's [`Fairness`] (unless a woken waiter is already on
+    /// its way to the lock: then it is released for that waiter).
     ///
     /// # Safety
     ///
@@ -276,7 +288,7 @@ impl RawMutex {
             .compare_exchange(LOCKED, 0, Release, Relaxed)
             .is_err()
         {
-            self.unlock_slow(true);
+            self.unlock_slow();
         }
     }
 
@@ -332,7 +344,7 @@ impl RawMutex {
             let token = waiter.wait(handoff);
             node = None;
             if token == HANDOFF {
-                self.handed_off(starving);
+                self.handed_off(patience.waited_too_long());
                 return;
             }
             debug_assert_eq!(token, COMPETE);
@@ -354,7 +366,9 @@ impl RawMutex {
     }
 
     /// Called by a waiter that was handed the lock: leaves starvation mode
-    /// if the waiter itself was not starving, or if nobody else waits.
+    /// if the waiter did not wait too long itself (measured now, so the
+    /// handoffs continue while the queue holds long waiters), or if nobody
+    /// else waits.
     fn handed_off(&self, starving: bool) {
         let w = self.word.load(Relaxed);
         if w & STARVE != 0 && (!starving || w < ONE) {
@@ -381,7 +395,7 @@ impl RawMutex {
                     .word
                     .compare_exchange_weak(w, w | LOCKED, Acquire, Relaxed)
                 {
-                    Ok(_) => return self.unlock_slow(true),
+                    Ok(_) => return self.unlock_slow(),
                     Err(actual) => w = actual,
                 }
             }
@@ -395,7 +409,7 @@ impl RawMutex {
                 .word
                 .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
             {
-                Ok(_) => return self.wake_next(false, false),
+                Ok(_) => return self.wake_next(false),
                 Err(actual) => w = actual,
             }
         }
@@ -404,7 +418,7 @@ impl RawMutex {
     /// The unlock of a lock somebody is counted on (or that a woken waiter
     /// is on its way to).
     #[cold]
-    fn unlock_slow(&self, fair: bool) {
+    fn unlock_slow(&self) {
         let mut w = self.word.load(Relaxed);
         loop {
             debug_assert!(w & LOCKED != 0, "unlock of an unlocked RawMutex");
@@ -427,7 +441,7 @@ impl RawMutex {
                 .word
                 .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
             {
-                Ok(_) => return self.wake_next(true, fair),
+                Ok(_) => return self.wake_next(true),
                 Err(actual) => w = actual,
             }
         }
@@ -435,7 +449,7 @@ impl RawMutex {
 
     /// Dequeues and notifies a waiter. The caller holds `WAKING`, and holds
     /// the lock if `holding`.
-    fn wake_next(&self, mut holding: bool, fair: bool) {
+    fn wake_next(&self, mut holding: bool) {
         loop {
             let w = self.word.load(Relaxed);
             if w < ONE || (!holding && w & LOCKED != 0) {
@@ -460,20 +474,21 @@ impl RawMutex {
                 self.word.fetch_sub(ONE, Relaxed);
                 continue;
             }
-            let handoff =
-                holding && (fair || self.fairness == Fairness::Fifo || waiter.data() != 0);
-            let token = if handoff {
+            if !holding && waiter.data() != 0 {
+                // A starving waiter reached the head while the lock is free:
+                // take the lock for it rather than let it race newcomers
+                // again (it would queue at the tail once more).
+                holding = self.take_for_handoff();
+            }
+            let token = if holding {
                 // The lock stays set: it is the waiter's now. Release: the
                 // critical section happens before the waiter's (also carried
                 // by the notify below).
                 self.word.fetch_sub(ONE | WAKING, Release);
                 HANDOFF
             } else {
-                // Release the lock (if ours) and keep `WAKING`: the woken
-                // waiter clears it. Release: pairs with the next lock.
-                let lock = if holding { LOCKED } else { 0 };
-                self.word.fetch_sub(ONE | lock, Release);
-                holding = false;
+                // Keep `WAKING`: the woken waiter clears it.
+                self.word.fetch_sub(ONE, Release);
                 COMPETE
             };
             if waiter.notify(token) {
@@ -481,18 +496,35 @@ impl RawMutex {
             }
             // Cancelled between our check and the notify: what the token
             // carried is still ours.
-            if handoff {
-                // We still hold the lock; unlock it again from the start.
-                return self.unlock_slow(fair);
+            if holding {
+                // We hold the lock (but no longer `WAKING`): unlock it again
+                // from the start.
+                return self.unlock_slow();
             }
             // We still hold `WAKING` (nobody was woken to clear it).
         }
     }
 
+    /// Takes the lock, if it is free, to hand it to a starving waiter.
+    fn take_for_handoff(&self) -> bool {
+        let mut w = self.word.load(Relaxed);
+        while w & LOCKED == 0 {
+            // Acquire: the unlock that freed it happens before the handoff.
+            match self
+                .word
+                .compare_exchange_weak(w, w | LOCKED, Acquire, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(actual) => w = actual,
+            }
+        }
+        false
+    }
+
     /// Passes on a `WAKING` this thread holds without the lock (a woken
     /// future that was dropped): wakes another waiter if the lock is free.
     fn pass_wake(&self) {
-        self.wake_next(false, false);
+        self.wake_next(false);
     }
 }
 
@@ -573,7 +605,7 @@ impl Future for RawLock<'_> {
                 Poll::Ready(HANDOFF) => {
                     this.node = None;
                     this.done = true;
-                    this.mutex.handed_off(this.starving);
+                    this.mutex.handed_off(this.patience.waited_too_long());
                     return Poll::Ready(());
                 }
                 Poll::Ready(token) => {

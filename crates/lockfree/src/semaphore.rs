@@ -39,6 +39,7 @@ use core::fmt;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use std::panic::{self, AssertUnwindSafe};
 
 use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc;
@@ -73,17 +74,26 @@ const GRANTED: Token = 1;
 ///
 /// # Fairness
 ///
-/// Strict FIFO: a request waits behind every request counted before it, and
-/// a request for many permits is served at the head of the queue as releases
+/// FIFO: a request waits behind every request counted before it, and a
+/// request for many permits is served at the head of the queue as releases
 /// accumulate, so large requests are not starved by small ones. A new
-/// request takes free permits at once only when nobody is waiting.
+/// request takes permits at once only if they are free, which they are not
+/// while a queued request lacks any (the counter is then negative); a blocking
+/// acquire spins briefly for a free permit before it is counted.
+///
+/// # Panics
+///
+/// A task's waker that panics when a release wakes it: the release finishes
+/// delivering permits to every waiter it serves, and then the panic goes on
+/// in the releasing thread.
 ///
 /// # Progress
 ///
-/// No internal lock. An uncontended acquire or release is one CAS. A release
-/// that finds waiters adds to the delivery and returns; only one releaser at
-/// a time delivers, and it never waits for another releaser, only for a
-/// counted waiter to finish its two-instruction enqueue.
+/// No internal lock. An uncontended acquire is one CAS, a release one
+/// `fetch_add`. A release that finds waiters adds to the delivery and
+/// returns; only one releaser at a time delivers, and it never waits for
+/// another releaser, only for a counted waiter to finish its enqueue (a swap
+/// and a store: waiters allocate before they are counted).
 ///
 /// # Examples
 ///
@@ -128,16 +138,20 @@ unsafe impl Send for Semaphore {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Semaphore {}
 
-// A panic (bad input, or a waker's) never leaves the counters half-updated:
-// each step is one atomic operation.
+// A panic (bad input, or a waker's, which the deliverer holds back until it
+// has retired) never leaves the counters half-updated.
 impl core::panic::UnwindSafe for Semaphore {}
 impl core::panic::RefUnwindSafe for Semaphore {}
 
 impl Semaphore {
     /// The most permits a semaphore holds, and the most one request may ask
-    /// for: `i32::MAX`, so that the counter of outstanding demand can never
-    /// overflow.
-    pub const MAX_PERMITS: usize = i32::MAX as usize;
+    /// for: `2^31 - 1` on 64-bit targets (`2^15 - 1` on 32-bit ones).
+    ///
+    /// Waiters count their demand into the semaphore's counter before they
+    /// wait, so the sum of all outstanding requests must fit: half the
+    /// pointer width per request leaves room for billions of waiters on
+    /// 64-bit targets (thousands on 32-bit ones).
+    pub const MAX_PERMITS: usize = usize::MAX >> (usize::BITS / 2 + 1);
 
     /// A semaphore with `permits` permits.
     ///
@@ -330,17 +344,20 @@ impl Semaphore {
                 return;
             }
         }
+        // Allocated before we are counted: a deliverer that sees our count
+        // waits for our push, so keep that window short.
+        let mut waiter = Waiter::for_thread(0);
         // The paper's wait: one fetch_sub counts us in.
         if let Err((_, need)) = self.commit(n) {
-            self.wait_for(need);
+            Waiter::set_data(&mut waiter, need);
+            self.wait_for(waiter);
         }
     }
 
-    /// Queues the calling thread for the `need` permits it still lacks
-    /// (it is counted already) and waits for their delivery.
+    /// Queues the calling thread's `waiter` (counted already, its data the
+    /// permits it still lacks) and waits for their delivery.
     #[cold]
-    fn wait_for(&self, need: usize) {
-        let waiter = Waiter::for_thread(need);
+    fn wait_for(&self, waiter: Arc<Waiter>) {
         self.queue.push(Arc::clone(&waiter));
         // Spin before parking: a delivery is a handoff, and a releaser
         // usually comes within microseconds.
@@ -384,6 +401,7 @@ impl Semaphore {
 
     /// Hands `pending` permits to waiters in order. The caller holds ACTIVE.
     fn run_delivery(&self) {
+        let mut panicked = None;
         loop {
             // Acquire: pairs with releasers' Release additions.
             let mut w = self.pending.load(Acquire);
@@ -410,7 +428,19 @@ impl Semaphore {
                     // AcqRel: Acquire is already ours; Release for the next
                     // deliverer.
                     self.pending.fetch_sub(need << SHIFT, AcqRel);
-                    if !head.notify(GRANTED) {
+                    // A task's waker may panic: the token is set by then, so
+                    // finish the delivery and retire first, and only then let
+                    // the panic go on, or the deliverer's role would be held
+                    // forever.
+                    let notified =
+                        match panic::catch_unwind(AssertUnwindSafe(|| head.notify(GRANTED))) {
+                            Ok(notified) => notified,
+                            Err(payload) => {
+                                panicked.get_or_insert(payload);
+                                true
+                            }
+                        };
+                    if !notified {
                         // Cancelled meanwhile: take the permits back and fold
                         // its demand.
                         self.pending.fetch_add(need << SHIFT, AcqRel);
@@ -430,6 +460,9 @@ impl Semaphore {
                 .compare_exchange(w, w & !ACTIVE, Release, Relaxed)
                 .is_ok()
             {
+                if let Some(payload) = panicked {
+                    panic::resume_unwind(payload);
+                }
                 return;
             }
         }
@@ -560,12 +593,16 @@ impl<'a> Future for Acquire<'a> {
             debug_assert_eq!(token, GRANTED);
             this.node = None;
         } else if !this.sem.try_take(this.n) {
+            // Allocated (and the waker cloned) before we are counted: a
+            // deliverer that sees our count waits for our push, so the
+            // window between them holds no allocation and no user code.
+            // Registered before it is pushed, so no delivery can miss it.
+            let mut node = Waiter::for_task(cx.waker(), 0);
             if let Err((held, need)) = this.sem.commit(this.n) {
-                // Registered before it is pushed, so no delivery can miss it.
-                let node = Waiter::for_task(cx.waker(), need);
+                this.held = held;
+                Waiter::set_data(&mut node, need);
                 this.sem.queue.push(Arc::clone(&node));
                 this.node = Some(node);
-                this.held = held;
                 return Poll::Pending;
             }
         }

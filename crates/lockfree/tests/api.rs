@@ -398,6 +398,40 @@ fn dropping_the_head_request_frees_the_permits_pending_for_it() {
 }
 
 #[test]
+fn a_panicking_waker_does_not_stall_the_semaphore() {
+    struct Panics;
+    impl Wake for Panics {
+        fn wake(self: Arc<Self>) {
+            panic!("a waker that panics");
+        }
+    }
+    let sem = Semaphore::new(0);
+    let bad = Waker::from(Arc::new(Panics));
+    let (count, good) = counting_waker();
+    let mut first = sem.acquire_async();
+    let mut second = sem.acquire_async();
+    assert!(poll_once(&mut first, &bad).is_pending());
+    assert!(poll_once(&mut second, &good).is_pending());
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sem.release(2)));
+    assert!(r.is_err(), "the waker's panic reaches the releaser");
+    // The delivery finished before the panic went on: both were served.
+    assert_eq!(count.0.load(SeqCst), 1);
+    let Poll::Ready(p2) = poll_once(&mut second, &good) else {
+        panic!("the second waiter was not served");
+    };
+    let Poll::Ready(p1) = poll_once(&mut first, &good) else {
+        panic!("the first waiter was not served");
+    };
+    p1.forget();
+    p2.forget();
+    // And the deliverer's role was given up: later releases still deliver.
+    let mut third = sem.acquire_many_async(2);
+    assert!(poll_once(&mut third, &good).is_pending());
+    sem.release(2);
+    assert!(poll_once(&mut third, &good).is_ready());
+}
+
+#[test]
 fn dropping_an_acquire_after_delivery_releases_the_permits() {
     let sem = Semaphore::new(0);
     let (_, waker) = counting_waker();

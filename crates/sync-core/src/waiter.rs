@@ -69,7 +69,7 @@ enum Wake {
 /// One waiting thread or task: a node of a [`WaiterQueue`].
 ///
 /// `data` is the primitive's own word about the waiter (how many permits it
-/// needs, whether it has waited too long), fixed at creation.
+/// needs, whether it has waited too long), fixed before it is shared.
 #[derive(Debug)]
 pub struct Waiter {
     /// The queue link, written by the producer that enqueues after us.
@@ -99,6 +99,19 @@ impl Waiter {
             wake,
             data,
         })
+    }
+
+    /// Sets the primitive's word about this waiter, before anyone else holds
+    /// it: a primitive can allocate the waiter first and learn its word from
+    /// the RMW that counts it in.
+    ///
+    /// # Panics
+    ///
+    /// If the waiter is already shared (pushed, or cloned).
+    pub fn set_data(this: &mut Arc<Self>, data: usize) {
+        Arc::get_mut(this)
+            .expect("Waiter::set_data on a waiter that is already shared")
+            .data = data;
     }
 
     /// The primitive's word about this waiter, given at creation.
