@@ -191,6 +191,14 @@ impl RawMutex {
         self.fairness
     }
 
+    /// The raw word, for loom models to check that nothing (a count, a
+    /// `WAKING`, a `STARVE`) is left behind when every thread is done.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_word(&self) -> usize {
+        self.word.load(Relaxed)
+    }
+
     /// Whether the lock is held (a hint: it may change at once).
     pub fn is_locked(&self) -> bool {
         self.word.load(Relaxed) & LOCKED != 0

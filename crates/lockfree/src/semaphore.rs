@@ -191,6 +191,15 @@ impl Semaphore {
         }
     }
 
+    /// The raw words `(count, pending)`, for loom models to check that no
+    /// demand, delivery or deliverer role is left behind when every thread
+    /// is done.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_state(&self) -> (isize, usize) {
+        (self.count.load(Relaxed), self.pending.load(Relaxed))
+    }
+
     /// The permits free right now (a hint: it may change at once). Permits
     /// on their way to waiters are not free.
     pub fn available_permits(&self) -> usize {
@@ -402,6 +411,10 @@ impl Semaphore {
     /// Hands `pending` permits to waiters in order. The caller holds ACTIVE.
     fn run_delivery(&self) {
         let mut panicked = None;
+        // Whether to fold cancelled waiters at the head even with nothing to
+        // deliver (after a cancel), so that their demand and nodes do not
+        // linger until the next release.
+        let mut sweep = false;
         loop {
             // Acquire: pairs with releasers' Release additions.
             let mut w = self.pending.load(Acquire);
@@ -409,8 +422,28 @@ impl Semaphore {
                 // A waiter cancelled: this pass looks at the head afresh, and
                 // a later cancel changes the word, failing our retirement.
                 w = self.pending.fetch_and(!RECHECK, AcqRel) & !RECHECK;
+                sweep = true;
             }
             let amount = (w as isize) >> SHIFT;
+            if amount <= 0 && sweep {
+                sweep = false;
+                // SAFETY: we hold ACTIVE, the head slot's and the queue's
+                // consumer role. A `None` from `pop` (a push half-done)
+                // just ends the sweep.
+                let head = self
+                    .head
+                    .with_mut(|h| unsafe { (*h).take() })
+                    .or_else(|| unsafe { self.queue.pop() });
+                if let Some(head) = head {
+                    if head.is_cancelled() {
+                        self.fold(head.data());
+                        sweep = true;
+                        continue;
+                    }
+                    // SAFETY: as above.
+                    self.head.with_mut(|h| unsafe { *h = Some(head) });
+                }
+            }
             if amount > 0 {
                 // `pending` covers demand, so a counted waiter is queued or
                 // about to be.

@@ -20,6 +20,13 @@ fn mutex(fairness: Fairness) -> Arc<Mutex<usize>> {
     Arc::new(Mutex::with_fairness(0, fairness))
 }
 
+/// Every thread is done: the word must be back to zero (no count, no
+/// `WAKING`, no `STARVE` left behind), and the lock must still work.
+fn assert_idle(m: &Mutex<usize>) {
+    assert_eq!(m.raw().loom_word(), 0, "state left behind in the lock word");
+    assert!(m.try_lock().is_some());
+}
+
 fn incrementer(m: &Arc<Mutex<usize>>) -> thread::JoinHandle<()> {
     let m = Arc::clone(m);
     thread::spawn(move || *m.lock() += 1)
@@ -39,6 +46,7 @@ fn lock_unlock_three_threads() {
             a.join().unwrap();
             b.join().unwrap();
             assert_eq!(*m.lock(), 3);
+            assert_idle(&m);
         });
     }
 }
@@ -59,7 +67,7 @@ fn waiter_counted_but_not_yet_enqueued() {
             a.join().unwrap();
             b.join().unwrap();
             assert_eq!(*m.lock(), 2);
-            assert!(!m.is_locked() || m.try_lock().is_none());
+            assert_idle(&m);
         });
     }
 }
@@ -89,8 +97,9 @@ fn async_waiter_dropped_while_queued_or_after_handoff() {
             drop(held);
             dropper.join().unwrap();
             blocker.join().unwrap();
-            let g = m.lock();
-            assert!(*g == 1 || *g == 101, "count {}", *g);
+            let n = *m.lock();
+            assert!(n == 1 || n == 101, "count {n}");
+            assert_idle(&m);
         });
     }
 }
@@ -117,6 +126,7 @@ fn async_waiter_completes() {
             task.join().unwrap();
             blocker.join().unwrap();
             assert_eq!(*m.lock(), 2);
+            assert_idle(&m);
         });
     }
 }
@@ -142,6 +152,7 @@ fn unlock_fair_hands_off_against_a_newcomer() {
         newcomer.join().unwrap();
         let n = *m.lock();
         assert!(n == 1 || n == 11, "count {n}");
+        assert_idle(&m);
     });
 }
 
@@ -166,5 +177,37 @@ fn starving_waiter_switches_to_handoffs_and_back() {
         starving.join().unwrap();
         newcomer.join().unwrap();
         assert_eq!(*m.lock(), 1111);
+        assert_idle(&m);
+    });
+}
+
+/// A woken future gives up: it was woken to compete (it carries `WAKING`)
+/// and is dropped instead of polled, while a newcomer may hold the lock and a
+/// thread waits behind it. `pass_wake` must wake the thread if the lock is
+/// free, or leave the waking to the holder's unlock if not.
+#[test]
+fn woken_future_dropped_passes_the_wakeup_on() {
+    model::check_with_bound(2, || {
+        let m = mutex(Fairness::Barging);
+        let held = m.lock();
+        let mut fut = Box::pin(m.lock_async());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        let blocker = incrementer(&m);
+        let newcomer = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                if let Some(mut g) = m.try_lock() {
+                    *g += 10;
+                }
+            })
+        };
+        drop(held); // may wake the future to compete
+        drop(fut); // which gives up: the wakeup passes on
+        blocker.join().unwrap();
+        newcomer.join().unwrap();
+        let n = *m.lock();
+        assert!(n == 1 || n == 11, "count {n}");
+        assert_idle(&m);
     });
 }

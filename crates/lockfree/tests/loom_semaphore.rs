@@ -11,6 +11,19 @@ use lockfree_sync::Semaphore;
 use sync_core::model;
 use sync_core::sync::{Arc, thread};
 
+/// Every thread is done: `free` permits must be there, no more, no less.
+/// Cancelled requests behind a live one may still be counted (they are
+/// folded lazily, when a release reaches them), so one more release must
+/// fold them all and leave exactly `free + 1` permits, no delivery pending
+/// and no deliverer's role held.
+fn assert_idle(sem: &Semaphore, free: usize) {
+    sem.release(1);
+    let all = sem.try_acquire_many(free + 1);
+    assert!(all.is_some(), "fewer than {} permits", free + 1);
+    all.unwrap().forget();
+    assert_eq!(sem.loom_state(), (0, 0), "(count, pending) left behind");
+}
+
 fn releaser(sem: &Arc<Semaphore>, n: usize) -> thread::JoinHandle<()> {
     let sem = Arc::clone(sem);
     thread::spawn(move || sem.release(n))
@@ -21,7 +34,7 @@ fn releaser(sem: &Arc<Semaphore>, n: usize) -> thread::JoinHandle<()> {
 /// releasers never wait for each other, and no permit is created or lost.
 #[test]
 fn two_releasers_race_acquirers() {
-    model::check_with_bound(1, || {
+    model::check_with_bound(2, || {
         let sem = Arc::new(Semaphore::new(0));
         let acquirer = {
             let sem = Arc::clone(&sem);
@@ -35,6 +48,7 @@ fn two_releasers_race_acquirers() {
         r2.join().unwrap();
         assert_eq!(sem.available_permits(), 0);
         assert!(sem.try_acquire().is_none());
+        assert_idle(&sem, 0);
     });
 }
 
@@ -58,6 +72,7 @@ fn many_permit_request_waits_at_the_head() {
         r1.join().unwrap();
         r2.join().unwrap();
         assert_eq!(sem.available_permits(), 3);
+        assert_idle(&sem, 3);
     });
 }
 
@@ -89,6 +104,7 @@ fn async_acquire_dropped_while_queued_or_after_delivery() {
         dropper.join().unwrap();
         blocker.join().unwrap();
         assert_eq!(sem.available_permits(), 2);
+        assert_idle(&sem, 2);
     });
 }
 
@@ -110,6 +126,7 @@ fn async_acquire_completes() {
         task.join().unwrap();
         r.join().unwrap();
         assert_eq!(sem.available_permits(), 0);
+        assert_idle(&sem, 0);
     });
 }
 
@@ -139,5 +156,55 @@ fn dropped_head_request_does_not_strand_its_pending_permits() {
         r.join().unwrap();
         acquirer.join().unwrap();
         assert_eq!(sem.available_permits(), 0);
+        assert_idle(&sem, 0);
+    });
+}
+
+/// A semaphore of one permit guards data (a loom cell: loom reports a data
+/// race if a permit passed by handoff, by a fold or by the counter does not
+/// order the accesses), between two blocking acquirers and an async acquire
+/// dropped at any point.
+#[test]
+fn one_permit_guards_data() {
+    use sync_core::sync::cell::UnsafeCell;
+    struct Guarded {
+        sem: Semaphore,
+        data: UnsafeCell<usize>,
+    }
+    // SAFETY: `data` is only touched while holding the semaphore's only
+    // permit (which is what this model checks).
+    unsafe impl Sync for Guarded {}
+    fn add(g: &Guarded, n: usize) {
+        let _p = g.sem.acquire();
+        // SAFETY: we hold the only permit.
+        g.data.with_mut(|d| unsafe { *d += n });
+    }
+    model::check_with_bound(2, || {
+        let g = Arc::new(Guarded {
+            sem: Semaphore::new(1),
+            data: UnsafeCell::new(0),
+        });
+        let a = {
+            let g = Arc::clone(&g);
+            thread::spawn(move || add(&g, 1))
+        };
+        let dropper = {
+            let g = Arc::clone(&g);
+            thread::spawn(move || {
+                let mut fut = pin!(g.sem.acquire_async());
+                let mut cx = Context::from_waker(Waker::noop());
+                if let Poll::Ready(_p) = fut.as_mut().poll(&mut cx) {
+                    // SAFETY: we hold the only permit.
+                    g.data.with_mut(|d| unsafe { *d += 100 });
+                }
+            })
+        };
+        add(&g, 10);
+        a.join().unwrap();
+        dropper.join().unwrap();
+        // SAFETY: every other thread is done.
+        let n = g.data.with(|d| unsafe { *d });
+        assert!(n == 11 || n == 111, "data {n}");
+        assert_idle(&g.sem, 1);
     });
 }
