@@ -45,7 +45,7 @@ use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
-use sync_core::waiter::{Token, Waiter, WaiterQueue};
+use sync_core::waiter::{Token, Waiter, WaiterQueue, Wakeup};
 
 use crate::patience::pop_counted;
 
@@ -411,6 +411,7 @@ impl Semaphore {
     /// Hands `pending` permits to waiters in order. The caller holds ACTIVE.
     fn run_delivery(&self) {
         let mut panicked = None;
+        let mut wakeups = Wakeups::default();
         // Whether to fold cancelled waiters at the head even with nothing to
         // deliver (after a cancel), so that their demand and nodes do not
         // linger until the next release.
@@ -461,18 +462,14 @@ impl Semaphore {
                     // AcqRel: Acquire is already ours; Release for the next
                     // deliverer.
                     self.pending.fetch_sub(need << SHIFT, AcqRel);
-                    // A task's waker may panic: the token is set by then, so
-                    // finish the delivery and retire first, and only then let
-                    // the panic go on, or the deliverer's role would be held
-                    // forever.
-                    let notified =
-                        match panic::catch_unwind(AssertUnwindSafe(|| head.notify(GRANTED))) {
-                            Ok(notified) => notified,
-                            Err(payload) => {
-                                panicked.get_or_insert(payload);
-                                true
-                            }
-                        };
+                    // The token now, the wakeup after we retire: the role is
+                    // held for less time (a wakeup may schedule a task), and
+                    // a panicking waker cannot leave it held.
+                    let wakeup = Waiter::notify_later(&head, GRANTED);
+                    let notified = wakeup.is_some();
+                    if let Some(wakeup) = wakeup {
+                        wakeups.push(wakeup, &mut panicked);
+                    }
                     if !notified {
                         // Cancelled meanwhile: take the permits back and fold
                         // its demand.
@@ -493,6 +490,7 @@ impl Semaphore {
                 .compare_exchange(w, w & !ACTIVE, Release, Relaxed)
                 .is_ok()
             {
+                wakeups.wake_all(&mut panicked);
                 if let Some(payload) = panicked {
                     panic::resume_unwind(payload);
                 }
@@ -514,6 +512,40 @@ impl Semaphore {
             // yet added to `pending`; its addition restores the balance.
             self.pending.fetch_sub(covered << SHIFT, AcqRel);
         }
+    }
+}
+
+/// The wakeups a deliverer owes, delivered after it retires. A few fit
+/// without allocating; past that they are delivered at once.
+#[derive(Default)]
+struct Wakeups {
+    held: [Option<Wakeup>; 4],
+}
+
+/// A waker's panic, held until the deliverer has retired.
+type Panic = Option<Box<dyn core::any::Any + Send>>;
+
+impl Wakeups {
+    fn push(&mut self, wakeup: Wakeup, panicked: &mut Panic) {
+        match self.held.iter_mut().find(|slot| slot.is_none()) {
+            Some(slot) => *slot = Some(wakeup),
+            None => wake(wakeup, panicked),
+        }
+    }
+
+    fn wake_all(&mut self, panicked: &mut Panic) {
+        for slot in &mut self.held {
+            if let Some(wakeup) = slot.take() {
+                wake(wakeup, panicked);
+            }
+        }
+    }
+}
+
+/// Wakes, catching a waker's panic into `panicked` (the first one wins).
+fn wake(wakeup: Wakeup, panicked: &mut Panic) {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| wakeup.wake())) {
+        panicked.get_or_insert(payload);
     }
 }
 

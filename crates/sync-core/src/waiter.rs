@@ -132,6 +132,42 @@ impl Waiter {
     /// If `token` is 0 or `usize::MAX` (reserved), or if the waiter was
     /// already notified: a waiter is notified once.
     pub fn notify(&self, token: Token) -> bool {
+        let granted = self.set_token(token);
+        if granted {
+            self.wake_now();
+        }
+        granted
+    }
+
+    /// [`notify`](Self::notify) in two steps: hands `token` over now, and
+    /// returns the wakeup to deliver later (`None` if the waiter was
+    /// cancelled first). A primitive that holds a role while it hands out
+    /// tokens wakes after giving the role up, so that the role is held for
+    /// less time and a panicking waker cannot leave it held. Dropping the
+    /// [`Wakeup`] wakes too. A thread is unparked at once (that cannot
+    /// panic); only a task's waker is deferred.
+    ///
+    /// # Panics
+    ///
+    /// As [`notify`](Self::notify).
+    pub fn notify_later(this: &Arc<Self>, token: Token) -> Option<Wakeup> {
+        if !this.set_token(token) {
+            return None;
+        }
+        match this.wake {
+            // Unparking is cheap and cannot panic; doing it now also keeps
+            // the unpark from reaching the thread after it has moved on to
+            // wait for something else (harmless with std, which allows
+            // spurious unparks, but loom's `join` does not).
+            Wake::Thread(_) => {
+                this.wake_now();
+                Some(Wakeup(None))
+            }
+            Wake::Task(_) => Some(Wakeup(Some(Arc::clone(this)))),
+        }
+    }
+
+    fn set_token(&self, token: Token) -> bool {
         assert!(
             token != WAITING && token != CANCELLED,
             "Waiter::notify: token {token:#x} is reserved"
@@ -139,15 +175,16 @@ impl Waiter {
         // AcqRel: Release publishes the notifier's writes to the waiter's
         // Acquire load of `state`; Acquire (on failure) pairs with `cancel`.
         match self.state.compare_exchange(WAITING, token, AcqRel, Acquire) {
-            Ok(_) => {
-                match &self.wake {
-                    Wake::Thread(t) => t.unpark(),
-                    Wake::Task(w) => w.wake(),
-                }
-                true
-            }
+            Ok(_) => true,
             Err(CANCELLED) => false,
             Err(other) => panic!("Waiter::notify: already notified with {other:#x}"),
+        }
+    }
+
+    fn wake_now(&self) {
+        match &self.wake {
+            Wake::Thread(t) => t.unpark(),
+            Wake::Task(w) => w.wake(),
         }
     }
 
@@ -239,6 +276,30 @@ impl Waiter {
         match self.token() {
             Some(token) => Poll::Ready(token),
             None => Poll::Pending,
+        }
+    }
+}
+
+/// A wakeup owed to a [`Waiter`] that was handed its token by
+/// [`Waiter::notify_later`]: [`wake`](Self::wake) it, or drop it (which
+/// wakes too).
+#[must_use = "the waiter sleeps until it is woken"]
+#[derive(Debug)]
+pub struct Wakeup(Option<Arc<Waiter>>);
+
+impl Wakeup {
+    /// Wakes the waiter (it already has its token).
+    pub fn wake(mut self) {
+        if let Some(waiter) = self.0.take() {
+            waiter.wake_now();
+        }
+    }
+}
+
+impl Drop for Wakeup {
+    fn drop(&mut self) {
+        if let Some(waiter) = self.0.take() {
+            waiter.wake_now();
         }
     }
 }
