@@ -14,6 +14,34 @@ use sync_core::spin::SpinLock;
 
 use crate::peers::BenchSemaphore;
 
+/// `BenchSemaphore` for a twin with `new`, `acquire`, `try_acquire` and
+/// `release` of one permit.
+macro_rules! twin_semaphore {
+    ($twin:ty) => {
+        impl BenchSemaphore for $twin {
+            fn new(permits: usize) -> Self {
+                <$twin>::new(permits)
+            }
+            #[inline]
+            fn with_permit<R>(&self, f: impl FnOnce() -> R) -> R {
+                self.acquire();
+                let r = f();
+                self.release();
+                r
+            }
+            #[inline]
+            fn try_with_permit<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
+                if !self.try_acquire() {
+                    return None;
+                }
+                let r = f();
+                self.release();
+                Some(r)
+            }
+        }
+    };
+}
+
 /// A thread waiting for a permit.
 struct Waiter {
     thread: Thread,
@@ -96,27 +124,7 @@ impl SpinSemaphore {
     }
 }
 
-impl BenchSemaphore for SpinSemaphore {
-    fn new(permits: usize) -> Self {
-        SpinSemaphore::new(permits)
-    }
-    #[inline]
-    fn with_permit<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.acquire();
-        let r = f();
-        self.release();
-        r
-    }
-    #[inline]
-    fn try_with_permit<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
-        if !self.try_acquire() {
-            return None;
-        }
-        let r = f();
-        self.release();
-        Some(r)
-    }
-}
+twin_semaphore!(SpinSemaphore);
 
 /// The "system" semaphore: a `std::sync::Mutex` around the count and a
 /// `Condvar` (futexes underneath, as a POSIX semaphore).
@@ -162,27 +170,7 @@ impl CondvarSemaphore {
     }
 }
 
-impl BenchSemaphore for CondvarSemaphore {
-    fn new(permits: usize) -> Self {
-        CondvarSemaphore::new(permits)
-    }
-    #[inline]
-    fn with_permit<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.acquire();
-        let r = f();
-        self.release();
-        r
-    }
-    #[inline]
-    fn try_with_permit<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
-        if !self.try_acquire() {
-            return None;
-        }
-        let r = f();
-        self.release();
-        Some(r)
-    }
-}
+twin_semaphore!(CondvarSemaphore);
 
 /// Not a semaphore: the floor under every atomic-counter semaphore's
 /// uncontended path, one `fetch_sub` to take a permit and one `fetch_add` to

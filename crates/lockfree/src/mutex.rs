@@ -88,33 +88,20 @@ unsafe impl<T: ?Sized + Send> Send for Mutex<T> {}
 unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
 
 impl<T> Mutex<T> {
-    /// An unlocked mutex holding `value`, with [`Fairness::Barging`].
-    #[cfg(not(loom))]
-    pub const fn new(value: T) -> Self {
-        Self::with_fairness(value, Fairness::Barging)
-    }
-
-    /// An unlocked mutex holding `value`, with the given fairness.
-    #[cfg(not(loom))]
-    pub const fn with_fairness(value: T, fairness: Fairness) -> Self {
-        Self {
-            raw: RawMutex::with_fairness(fairness),
-            data: UnsafeCell::new(value),
+    sync_core::const_unless_loom! {
+        /// An unlocked mutex holding `value`, with [`Fairness::Barging`].
+        pub fn new(value: T) -> Self {
+            Self::with_fairness(value, Fairness::Barging)
         }
     }
 
-    /// An unlocked mutex holding `value`, with [`Fairness::Barging`].
-    #[cfg(loom)]
-    pub fn new(value: T) -> Self {
-        Self::with_fairness(value, Fairness::Barging)
-    }
-
-    /// An unlocked mutex holding `value`, with the given fairness.
-    #[cfg(loom)]
-    pub fn with_fairness(value: T, fairness: Fairness) -> Self {
-        Self {
-            raw: RawMutex::with_fairness(fairness),
-            data: UnsafeCell::new(value),
+    sync_core::const_unless_loom! {
+        /// An unlocked mutex holding `value`, with the given fairness.
+        pub fn with_fairness(value: T, fairness: Fairness) -> Self {
+            Self {
+                raw: RawMutex::with_fairness(fairness),
+                data: UnsafeCell::new(value),
+            }
         }
     }
 

@@ -154,35 +154,21 @@ pub struct RawMutex {
 }
 
 impl RawMutex {
-    /// An unlocked lock with [`Fairness::Barging`].
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        Self::with_fairness(Fairness::Barging)
-    }
-
-    /// An unlocked lock with the given fairness.
-    #[cfg(not(loom))]
-    pub const fn with_fairness(fairness: Fairness) -> Self {
-        Self {
-            word: AtomicUsize::new(0),
-            queue: WaiterQueue::new(),
-            fairness,
+    sync_core::const_unless_loom! {
+        /// An unlocked lock with [`Fairness::Barging`].
+        pub fn new() -> Self {
+            Self::with_fairness(Fairness::Barging)
         }
     }
 
-    /// An unlocked lock with [`Fairness::Barging`].
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        Self::with_fairness(Fairness::Barging)
-    }
-
-    /// An unlocked lock with the given fairness.
-    #[cfg(loom)]
-    pub fn with_fairness(fairness: Fairness) -> Self {
-        Self {
-            word: AtomicUsize::new(0),
-            queue: WaiterQueue::new(),
-            fairness,
+    sync_core::const_unless_loom! {
+        /// An unlocked lock with the given fairness.
+        pub fn with_fairness(fairness: Fairness) -> Self {
+            Self {
+                word: AtomicUsize::new(0),
+                queue: WaiterQueue::new(),
+                fairness,
+            }
         }
     }
 

@@ -153,41 +153,23 @@ impl Semaphore {
     /// 64-bit targets (thousands on 32-bit ones).
     pub const MAX_PERMITS: usize = usize::MAX >> (usize::BITS / 2 + 1);
 
-    /// A semaphore with `permits` permits.
-    ///
-    /// # Panics
-    ///
-    /// If `permits` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
-    #[cfg(not(loom))]
-    pub const fn new(permits: usize) -> Self {
-        assert!(
-            permits <= Self::MAX_PERMITS,
-            "Semaphore::new: more permits than Semaphore::MAX_PERMITS"
-        );
-        Self {
-            count: AtomicIsize::new(permits as isize),
-            pending: AtomicUsize::new(0),
-            queue: WaiterQueue::new(),
-            head: UnsafeCell::new(None),
-        }
-    }
-
-    /// A semaphore with `permits` permits.
-    ///
-    /// # Panics
-    ///
-    /// If `permits` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
-    #[cfg(loom)]
-    pub fn new(permits: usize) -> Self {
-        assert!(
-            permits <= Self::MAX_PERMITS,
-            "Semaphore::new: more permits than Semaphore::MAX_PERMITS"
-        );
-        Self {
-            count: AtomicIsize::new(permits as isize),
-            pending: AtomicUsize::new(0),
-            queue: WaiterQueue::new(),
-            head: UnsafeCell::new(None),
+    sync_core::const_unless_loom! {
+        /// A semaphore with `permits` permits.
+        ///
+        /// # Panics
+        ///
+        /// If `permits` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+        pub fn new(permits: usize) -> Self {
+            assert!(
+                permits <= Self::MAX_PERMITS,
+                "Semaphore::new: more permits than Semaphore::MAX_PERMITS"
+            );
+            Self {
+                count: AtomicIsize::new(permits as isize),
+                pending: AtomicUsize::new(0),
+                queue: WaiterQueue::new(),
+                head: UnsafeCell::new(None),
+            }
         }
     }
 

@@ -173,3 +173,35 @@ pub mod cell {
     #[cfg(loom)]
     pub use loom::cell::{ConstPtr, MutPtr, UnsafeCell};
 }
+
+/// Defines a constructor that is a `const fn` normally and a plain `fn`
+/// under loom, whose types have no `const` constructors: written once, so
+/// the two builds cannot drift apart.
+///
+/// ```
+/// use sync_core::sync::atomic::AtomicUsize;
+///
+/// pub struct Counter(AtomicUsize);
+///
+/// impl Counter {
+///     sync_core::const_unless_loom! {
+///         /// A counter at zero.
+///         pub fn new() -> Self {
+///             Self(AtomicUsize::new(0))
+///         }
+///     }
+/// }
+/// # let _ = Counter::new();
+/// ```
+#[macro_export]
+macro_rules! const_unless_loom {
+    ($(#[$attr:meta])* $vis:vis fn $name:ident($($args:tt)*) -> $ret:ty $body:block) => {
+        $(#[$attr])*
+        #[cfg(not(loom))]
+        $vis const fn $name($($args)*) -> $ret $body
+
+        $(#[$attr])*
+        #[cfg(loom)]
+        $vis fn $name($($args)*) -> $ret $body
+    };
+}

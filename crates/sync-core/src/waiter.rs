@@ -344,21 +344,13 @@ unsafe impl Send for WaiterQueue {}
 unsafe impl Sync for WaiterQueue {}
 
 impl WaiterQueue {
-    /// An empty queue.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        Self {
-            head: AtomicPtr::new(ptr::null_mut()),
-            first: AtomicPtr::new(ptr::null_mut()),
-        }
-    }
-
-    /// An empty queue.
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        Self {
-            head: AtomicPtr::new(ptr::null_mut()),
-            first: AtomicPtr::new(ptr::null_mut()),
+    crate::const_unless_loom! {
+        /// An empty queue.
+        pub fn new() -> Self {
+            Self {
+                head: AtomicPtr::new(ptr::null_mut()),
+                first: AtomicPtr::new(ptr::null_mut()),
+            }
         }
     }
 

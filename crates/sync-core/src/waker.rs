@@ -43,21 +43,13 @@ unsafe impl Send for AtomicWaker {}
 unsafe impl Sync for AtomicWaker {}
 
 impl AtomicWaker {
-    /// An empty slot.
-    #[cfg(not(loom))]
-    pub const fn new() -> Self {
-        Self {
-            state: AtomicUsize::new(IDLE),
-            waker: UnsafeCell::new(None),
-        }
-    }
-
-    /// An empty slot.
-    #[cfg(loom)]
-    pub fn new() -> Self {
-        Self {
-            state: AtomicUsize::new(IDLE),
-            waker: UnsafeCell::new(None),
+    crate::const_unless_loom! {
+        /// An empty slot.
+        pub fn new() -> Self {
+            Self {
+                state: AtomicUsize::new(IDLE),
+                waker: UnsafeCell::new(None),
+            }
         }
     }
 
