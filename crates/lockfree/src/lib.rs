@@ -18,9 +18,10 @@
 //! * [`Mutex`] is the paper's algorithm 1: a count of waiters and the lock
 //!   bit in one word (a single-word CAS where the paper needed a double-word
 //!   one), and a release that dequeues a waiter. By default it lets woken
-//!   waiters compete with newcomers, handing the lock over only to a waiter
-//!   that has waited [`STARVATION`]; [`Fairness::Fifo`] is the paper's strict
-//!   handoff. [`RawMutex`] implements [`lock_api::RawMutex`].
+//!   waiters compete with newcomers, and hands the lock over in FIFO order
+//!   only while some waiter has waited more than [`STARVATION`] (Go's
+//!   starvation mode); [`Fairness::Fifo`] is the paper's strict handoff.
+//!   [`RawMutex`] implements [`lock_api::RawMutex`].
 //! * [`Semaphore`] is the paper's algorithm 2: a counter that goes negative
 //!   by the demand of queued waiters, and releasers that deliver permits in
 //!   FIFO order without a lock.

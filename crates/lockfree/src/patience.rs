@@ -9,11 +9,12 @@ use sync_core::sync::{hint, thread};
 use sync_core::waiter::Waiter;
 
 /// How long a waiter of a [`Fairness::Barging`](crate::Fairness::Barging)
-/// mutex competes with newcomers before the lock is handed to it.
+/// mutex competes with newcomers before it switches the mutex to handoffs
+/// (starvation mode).
 ///
 /// One millisecond, as Go's `sync.Mutex`: long enough that handoffs (each
 /// keeps the lock idle for a wakeup) stay rare, short enough that no waiter
-/// is starved.
+/// waits long behind a stream of newcomers.
 pub const STARVATION: Duration = Duration::from_millis(1);
 
 /// A waiter's clock: has it waited longer than [`STARVATION`]?
