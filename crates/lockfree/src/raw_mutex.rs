@@ -240,7 +240,6 @@ impl RawMutex {
             woken: false,
             done: false,
             patience: Patience::new(),
-            starving: false,
         }
     }
 
@@ -292,7 +291,7 @@ impl RawMutex {
         let mut patience = Patience::new();
         // Whether we were woken with COMPETE and still carry `WAKING`.
         let mut woken = false;
-        let mut node: Option<(Arc<Waiter>, bool)> = None;
+        let mut node: Option<Arc<Waiter>> = None;
         let mut w = self.word.load(Relaxed);
         loop {
             if may_take(w, woken) {
@@ -317,12 +316,10 @@ impl RawMutex {
             }
             // Allocate before counting: the unlocker that sees the count
             // waits for the push, so keep that window short.
-            let (waiter, starving) = node.get_or_insert_with(|| {
-                let starving = patience.starving();
-                (Waiter::for_thread(starving as usize), starving)
-            });
-            let starving = *starving;
-            let new = self.counted(w, woken, starving);
+            // Its data: whether it starves (`STARVE` is set as it counts).
+            let waiter =
+                node.get_or_insert_with(|| Waiter::for_thread(patience.starving() as usize));
+            let new = self.counted(w, woken, waiter.data() != 0);
             // AcqRel: as above, for the `WAKING` we may clear.
             if let Err(actual) = self.word.compare_exchange_weak(w, new, AcqRel, Relaxed) {
                 w = actual;
@@ -583,8 +580,6 @@ pub struct RawLock<'a> {
     woken: bool,
     done: bool,
     patience: Patience,
-    /// Whether we starved when we last queued.
-    starving: bool,
 }
 
 impl Future for RawLock<'_> {
@@ -630,13 +625,12 @@ impl Future for RawLock<'_> {
             }
             // Registered before it is pushed, so no wake can miss it.
             let waiter = node.get_or_insert_with(|| {
-                this.starving = this.patience.starving();
-                Waiter::for_task(cx.waker(), this.starving as usize)
+                Waiter::for_task(cx.waker(), this.patience.starving() as usize)
             });
             // AcqRel: as in `lock_slow`.
             match mutex.word.compare_exchange_weak(
                 w,
-                mutex.counted(w, this.woken, this.starving),
+                mutex.counted(w, this.woken, waiter.data() != 0),
                 AcqRel,
                 Relaxed,
             ) {

@@ -392,6 +392,8 @@ impl Semaphore {
 
     /// Hands `pending` permits to waiters in order. The caller holds ACTIVE.
     fn run_delivery(&self) {
+        // Our callers (`deliver`, `recheck`) have just set ACTIVE.
+        let role = Role(self);
         let mut panicked = None;
         let mut wakeups = Wakeups::default();
         // Whether to fold cancelled waiters at the head even with nothing to
@@ -410,31 +412,24 @@ impl Semaphore {
             let amount = (w as isize) >> SHIFT;
             if amount <= 0 && sweep {
                 sweep = false;
-                // SAFETY: we hold ACTIVE, the head slot's and the queue's
-                // consumer role. A `None` from `pop` (a push half-done)
-                // just ends the sweep.
-                let head = self
-                    .head
-                    .with_mut(|h| unsafe { (*h).take() })
-                    .or_else(|| unsafe { self.queue.pop() });
+                // A `None` from `pop` (a push half-done) just ends the
+                // sweep.
+                let head = role.take_head().or_else(|| role.pop());
                 if let Some(head) = head {
                     if head.is_cancelled() {
                         self.fold(head.data());
                         sweep = true;
                         continue;
                     }
-                    // SAFETY: as above.
-                    self.head.with_mut(|h| unsafe { *h = Some(head) });
+                    role.put_head(head);
                 }
             }
             if amount > 0 {
                 // `pending` covers demand, so a counted waiter is queued or
                 // about to be.
-                // SAFETY: we hold ACTIVE, the head slot's and the queue's
-                // consumer role.
-                let head = self.head.with_mut(|h| unsafe { (*h).take() });
-                // SAFETY: as above.
-                let head = head.unwrap_or_else(|| pop_counted(|| unsafe { self.queue.pop() }));
+                let head = role
+                    .take_head()
+                    .unwrap_or_else(|| pop_counted(|| role.pop()));
                 if head.is_cancelled() {
                     self.fold(head.data());
                     continue;
@@ -462,8 +457,7 @@ impl Semaphore {
                 }
                 // The oldest waiter needs more than we hold: it waits at the
                 // head for later releases.
-                // SAFETY: as above.
-                self.head.with_mut(|h| unsafe { *h = Some(head) });
+                role.put_head(head);
             }
             // Retire, unless somebody added permits since we looked.
             // Release: pairs with the next deliverer's Acquire.
@@ -494,6 +488,30 @@ impl Semaphore {
             // yet added to `pending`; its addition restores the balance.
             self.pending.fetch_sub(covered << SHIFT, AcqRel);
         }
+    }
+}
+
+/// The deliverer's role: made only by `run_delivery`, whose callers have
+/// just set `pending`'s ACTIVE bit, and gone before it retires. Holding it
+/// means the `head` slot and the queue's consumer side are this thread's.
+struct Role<'a>(&'a Semaphore);
+
+impl Role<'_> {
+    fn take_head(&self) -> Option<Arc<Waiter>> {
+        // SAFETY: only the ACTIVE holder touches `head`, and ACTIVE passes
+        // from one holder to the next with Release/Acquire RMWs.
+        self.0.head.with_mut(|h| unsafe { (*h).take() })
+    }
+
+    fn put_head(&self, waiter: Arc<Waiter>) {
+        // SAFETY: as in `take_head`.
+        self.0.head.with_mut(|h| unsafe { *h = Some(waiter) });
+    }
+
+    fn pop(&self) -> Option<Arc<Waiter>> {
+        // SAFETY: the ACTIVE holder is the queue's only consumer, and each
+        // holder's pops happen after the previous holder's (see above).
+        unsafe { self.0.queue.pop() }
     }
 }
 

@@ -373,11 +373,11 @@ impl WaiterQueue {
             // Release: pairs with the consumer's Acquire load of `first`.
             self.first.store(node, Release);
         } else {
-            // SAFETY: `prev` was `head`, so the consumer cannot have freed
-            // it: it frees a node only when its `next` is linked (we have not
-            // linked it) or after swinging `head` from it to null (we just
-            // swapped `head` away from it, so that fails).
             // Release: pairs with the consumer's Acquire load of `prev.next`.
+            // `prev` is still alive: the consumer frees a node only once its
+            // `next` is linked (not yet) or after swinging `head` from it to
+            // null (which fails: we just swapped `head` away from it).
+            // SAFETY: `prev` is a live queue node, as just argued.
             unsafe { (*prev).next.store(node, Release) };
         }
     }
