@@ -31,7 +31,7 @@ pub use loom::sync::Arc;
 /// Thread spawning, parking and yielding.
 pub mod thread {
     #[cfg(not(loom))]
-    pub use std::thread::{JoinHandle, Thread, current, park, spawn, yield_now};
+    pub use std::thread::{JoinHandle, Thread, current, park, park_timeout, spawn, yield_now};
 
     #[cfg(loom)]
     pub use loom::thread::{JoinHandle, Thread, current, park, spawn, yield_now};

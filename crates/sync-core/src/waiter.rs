@@ -41,6 +41,7 @@
 
 use core::ptr;
 use core::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use crate::parking_lot::SpinWait;
 use crate::sync::Arc;
@@ -190,6 +191,12 @@ impl Waiter {
 
     /// Withdraws the waiter. `Err(token)` if a notify won the race: the
     /// caller then owns whatever the token stands for.
+    ///
+    /// A withdrawn task's waiter drops its `Waker` at once: the node itself
+    /// stays in its queue until the consumer reaches it, but it no longer
+    /// keeps the task (with an executor such as tokio, the task's whole
+    /// allocation) alive, so what a cancelled wait leaves behind is one small
+    /// fixed-size node.
     pub fn cancel(&self) -> Result<(), Token> {
         // Acquire (on failure): pairs with notify's Release, so the caller
         // sees what the token hands over.
@@ -197,7 +204,14 @@ impl Waiter {
             .state
             .compare_exchange(WAITING, CANCELLED, Acquire, Acquire)
         {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                // Nobody wakes a cancelled waiter (`set_token` fails), and
+                // only the waiting task registers: the waker is dead weight.
+                if let Wake::Task(slot) = &self.wake {
+                    drop(slot.take());
+                }
+                Ok(())
+            }
             Err(token) => {
                 debug_assert_ne!(token, CANCELLED, "a waiter is cancelled once");
                 Err(token)
@@ -229,13 +243,7 @@ impl Waiter {
     /// made it (the notify would unpark the wrong thread), or if it was
     /// cancelled.
     pub fn wait(&self, spin: bool) -> Token {
-        let Wake::Thread(owner) = &self.wake else {
-            panic!("Waiter::wait on a task's waiter");
-        };
-        assert!(
-            owner.id() == thread::current().id(),
-            "Waiter::wait called by a thread that is not the thread that made it"
-        );
+        self.assert_owner();
         // If asked, a short spin first: a notify that comes within it costs
         // no sleep and no wakeup (about 30 µs on a virtual machine).
         if spin {
@@ -255,6 +263,72 @@ impl Waiter {
             // unpark token set, so the park returns at once.
             thread::park();
         }
+    }
+
+    /// [`wait`](Self::wait) with a deadline: `Some(token)` once notified, or
+    /// `None` once `deadline` has passed, with the waiter then
+    /// [cancelled](Self::cancel) (a notify that wins that race is returned as
+    /// `Some`, so nothing it carried is lost). The deadline is checked inside
+    /// the spin too, so the call returns within the deadline plus one
+    /// scheduling quantum whatever `spin` says.
+    ///
+    /// Under `--cfg loom` the deadline's value is ignored: the thread lets
+    /// the others run, then either finds its token or cancels, and loom
+    /// explores both outcomes (as the parking-lot model does with timeouts).
+    ///
+    /// # Panics
+    ///
+    /// As [`wait`](Self::wait).
+    pub fn wait_until(&self, spin: bool, deadline: Instant) -> Option<Token> {
+        self.assert_owner();
+        #[cfg(loom)]
+        {
+            let _ = (spin, deadline);
+            thread::yield_now();
+            return match self.cancel() {
+                Ok(()) => None,
+                Err(token) => Some(token),
+            };
+        }
+        #[cfg(not(loom))]
+        {
+            if spin {
+                let mut spinner = SpinWait::new();
+                while spinner.spin() {
+                    if let Some(token) = self.token() {
+                        return Some(token);
+                    }
+                    if Instant::now() >= deadline {
+                        break;
+                    }
+                }
+            }
+            loop {
+                if let Some(token) = self.token() {
+                    return Some(token);
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    return match self.cancel() {
+                        Ok(()) => None,
+                        Err(token) => Some(token),
+                    };
+                }
+                // As in `wait`: a notify before the park leaves the unpark
+                // token set. Spurious returns only loop.
+                thread::park_timeout(deadline - now);
+            }
+        }
+    }
+
+    fn assert_owner(&self) {
+        let Wake::Thread(owner) = &self.wake else {
+            panic!("Waiter::wait on a task's waiter");
+        };
+        assert!(
+            owner.id() == thread::current().id(),
+            "Waiter::wait called by a thread that is not the thread that made it"
+        );
     }
 
     /// `Ready(token)` once notified; otherwise registers the task's waker

@@ -115,6 +115,29 @@ fn thread_waiter_is_woken() {
     });
 }
 
+/// A timed wait races a notify: either the waiter gets the token (the notify
+/// succeeded), or it times out and the notify fails (the notifier keeps what
+/// the token carried). Never both, never neither.
+#[test]
+fn timed_wait_races_notify() {
+    model::check(|| {
+        let waiter = Waiter::for_thread(0);
+        let notifier = {
+            let waiter = Arc::clone(&waiter);
+            thread::spawn(move || waiter.notify(3))
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3600);
+        let got = waiter.wait_until(false, deadline);
+        let delivered = notifier.join().unwrap();
+        assert_eq!(got.is_some(), delivered, "token lost or duplicated");
+        if let Some(token) = got {
+            assert_eq!(token, 3);
+        } else {
+            assert!(waiter.is_cancelled());
+        }
+    });
+}
+
 /// A task's waiter: the token set by another thread is seen by a poll, or
 /// the waker registered by the poll is woken (never neither), across a
 /// re-registration with a new waker.

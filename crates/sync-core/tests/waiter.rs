@@ -123,3 +123,58 @@ fn waiting_on_another_threads_waiter_panics() {
         .map_err(|e| std::panic::resume_unwind(e))
         .unwrap();
 }
+
+/// A waker that counts its live clones, so a test can see who still holds it.
+struct Task;
+
+impl std::task::Wake for Task {
+    fn wake(self: Arc<Self>) {}
+}
+
+#[test]
+fn a_cancelled_task_waiter_releases_its_waker_at_once() {
+    let q = WaiterQueue::new();
+    let task = Arc::new(Task);
+    let waker = Waker::from(Arc::clone(&task));
+    let nodes: Vec<_> = (0..100).map(|i| Waiter::for_task(&waker, i)).collect();
+    for n in &nodes {
+        q.push(Arc::clone(n));
+    }
+    assert_eq!(Arc::strong_count(&task), 102);
+    for n in &nodes {
+        n.cancel().unwrap();
+    }
+    // Still queued (nobody consumed them), but the task is no longer kept.
+    assert_eq!(
+        Arc::strong_count(&task),
+        2,
+        "cancelled waiters keep the waker"
+    );
+    drop(nodes);
+    assert!(!q.is_empty());
+}
+
+#[test]
+fn a_timed_wait_times_out_cancelled_and_a_notify_then_fails() {
+    let w = Waiter::for_thread(0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(2);
+    assert_eq!(w.wait_until(true, deadline), None);
+    assert!(std::time::Instant::now() >= deadline);
+    assert!(w.is_cancelled());
+    assert!(!w.notify(7), "a notify after the timeout must fail");
+}
+
+#[test]
+fn a_timed_wait_returns_the_token_of_a_notify_from_another_thread() {
+    let w = Waiter::for_thread(0);
+    let notifier = {
+        let w = Arc::clone(&w);
+        thread::spawn(move || {
+            thread::sleep(std::time::Duration::from_millis(5));
+            assert!(w.notify(9));
+        })
+    };
+    let far = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    assert_eq!(w.wait_until(false, far), Some(9));
+    notifier.join().unwrap();
+}
