@@ -15,6 +15,10 @@
 //!
 //! Threads and tasks wait in the same queue, so they can share one lock.
 //!
+//! [`mpsc`] is the paper's algorithm 3: an unbounded message queue whose
+//! send is one wait-free swap and whose receiver sleeps (a thread) or waits
+//! (a task) on the paper's `waiting_mark` handshake, without a lost wakeup.
+//!
 //! * [`Mutex`] is the paper's algorithm 1: a count of waiters and the lock
 //!   bit in one word (a single-word CAS where the paper needed a double-word
 //!   one), and a release that dequeues a waiter. By default it lets woken
@@ -61,6 +65,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod mpsc;
 mod mutex;
 mod patience;
 mod raw_mutex;

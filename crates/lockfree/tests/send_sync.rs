@@ -35,6 +35,19 @@ assert_impl!(Semaphore: Send, Sync);
 assert_impl!(SemaphorePermit<'static>: Send, Sync);
 assert_impl!(Fairness: Send, Sync, Copy);
 
+// The MPSC queue: both ends move to other threads and tasks with their
+// messages; neither is shared (a sender hands out nodes from its own block,
+// and there is one receiver), so neither is `Sync`.
+assert_impl!(lockfree_sync::mpsc::Sender<Vec<u8>>: Send);
+assert_not_impl!(lockfree_sync::mpsc::Sender<Vec<u8>>: Sync);
+assert_not_impl!(lockfree_sync::mpsc::Sender<Rc<u8>>: Send);
+assert_impl!(lockfree_sync::mpsc::Receiver<Vec<u8>>: Send);
+assert_not_impl!(lockfree_sync::mpsc::Receiver<Vec<u8>>: Sync);
+assert_not_impl!(lockfree_sync::mpsc::Receiver<Rc<u8>>: Send);
+assert_impl!(lockfree_sync::mpsc::Recv<'static, Vec<u8>>: Send);
+assert_not_impl!(lockfree_sync::mpsc::Recv<'static, Rc<u8>>: Send);
+assert_impl!(lockfree_sync::mpsc::SendError<Vec<u8>>: Send, Sync, std::error::Error);
+
 #[test]
 fn a_guard_moves_to_another_thread_and_unlocks_there() {
     let m = Mutex::new(1);

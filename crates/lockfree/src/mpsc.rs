@@ -1,0 +1,1077 @@
+//! An unbounded multiple-producer, single-consumer message queue whose
+//! receiver blocks (a thread) or waits (a task) when it is empty: the paper's
+//! algorithm 3.
+//!
+//! # The queue
+//!
+//! Messages travel in Vyukov's intrusive MPSC list: a producer writes its
+//! message into a node, swaps the node into `tail` (one wait-free swap), and
+//! links the previous tail's `next` to it. The receiver owns `head`, a node
+//! whose message it has already taken (the *dummy*), and takes the message of
+//! `head.next`, which then becomes the dummy.
+//!
+//! Nodes come in blocks of [`BLOCK_CAP`], and each [`Sender`] takes its nodes
+//! from a block of its own, so a send allocates once per [`BLOCK_CAP`]
+//! messages and producers never contend for nodes. A block counts the nodes
+//! that are not yet released (`live`): the receiver releases a node when it
+//! moves past it, a sender releases the nodes it never used when it is
+//! dropped, and whoever releases the last one frees the block.
+//!
+//! # Waiting: the paper's `waiting_mark`
+//!
+//! The receiver announces that it is about to sleep by storing its
+//! [`Waiter`] in `parked` (the paper's `waiting_thread` and `waiting_mark` in
+//! one word), then looks at `tail` once more. A producer, after its swap on
+//! `tail`, looks at `parked`, and if a waiter is there, takes it (a swap, so
+//! only one producer wakes it) and wakes it once its message is linked. Both
+//! sides write their word and then read the other's, all `SeqCst` (a Dekker
+//! handshake): either the receiver sees the new tail and does not sleep, or
+//! the producer sees the waiter and wakes it. No lost wakeup, and unlike the
+//! paper's sender, which spins while the mark says WAITING until the
+//! receiver has published itself, no producer ever waits: the waiter is
+//! published *before* the mark, because they are one word.
+
+use core::cell::Cell;
+use core::fmt;
+use core::future::Future;
+use core::marker::PhantomData;
+use core::mem::MaybeUninit;
+use core::pin::Pin;
+use core::ptr;
+use core::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use sync_core::CachePadded;
+use sync_core::parking_lot::SpinWait;
+use sync_core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
+use sync_core::sync::cell::UnsafeCell;
+use sync_core::sync::{Arc, hint, thread};
+use sync_core::waiter::Waiter;
+
+/// Messages per block of nodes (small under loom, so that models cross
+/// block boundaries).
+#[cfg(not(loom))]
+pub const BLOCK_CAP: usize = 32;
+/// Messages per block of nodes (small under loom, so that models cross
+/// block boundaries).
+#[cfg(loom)]
+pub const BLOCK_CAP: usize = 2;
+
+/// The token a producer hands the receiver's waiter: "look again".
+const LOOK: usize = 1;
+
+/// Orders the waiting handshake under loom. The handshake's four accesses
+/// are `SeqCst`, which the memory model totally orders, so that on x86 a
+/// producer pays only its swap and a plain load; loom models `SeqCst`
+/// accesses as `AcqRel`, so under loom a `SeqCst` fence stands between each
+/// side's write and read, which is what the `SeqCst` accesses guarantee.
+#[inline(always)]
+fn handshake_fence() {
+    #[cfg(loom)]
+    sync_core::sync::atomic::fence(SeqCst);
+}
+
+/// One message slot, linked into the queue.
+struct Node<T> {
+    /// The node after this one (null: none yet). Written once, by the
+    /// producer that swapped `tail` away from this node.
+    next: AtomicPtr<Node<T>>,
+    /// The block this node belongs to (null: the channel's first dummy).
+    block: *const Block<T>,
+    /// The message, written by the producer before its swap, read once by
+    /// the receiver.
+    value: UnsafeCell<MaybeUninit<T>>,
+}
+
+impl<T> Node<T> {
+    fn new() -> Self {
+        Self {
+            next: AtomicPtr::new(ptr::null_mut()),
+            block: ptr::null(),
+            value: UnsafeCell::new(MaybeUninit::uninit()),
+        }
+    }
+}
+
+/// [`BLOCK_CAP`] nodes allocated at once, owned by one sender until it has
+/// handed them all out.
+struct Block<T> {
+    /// Nodes not yet released. Starts at [`BLOCK_CAP`]; the receiver
+    /// releases the nodes it moves past, the sender the nodes it never used;
+    /// whoever brings it to zero frees the block.
+    live: AtomicUsize,
+    nodes: [Node<T>; BLOCK_CAP],
+}
+
+impl<T> Block<T> {
+    /// A new block, every node pointing back at it.
+    fn alloc() -> *mut Self {
+        let block = Box::into_raw(Box::new(Self {
+            live: AtomicUsize::new(BLOCK_CAP),
+            nodes: core::array::from_fn(|_| Node::new()),
+        }));
+        for i in 0..BLOCK_CAP {
+            // SAFETY: the block was just allocated and nobody else has it.
+            unsafe { (*block).nodes[i].block = block };
+        }
+        block
+    }
+
+    /// Releases `n` nodes of `block`, freeing it if they were its last.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns `n` unreleased nodes of `block` and never touches
+    /// them again.
+    unsafe fn release(block: *const Self, n: usize) {
+        // AcqRel: Release orders our use of the nodes before the free;
+        // Acquire, for the one that frees, pairs with every other release.
+        // SAFETY: the caller's nodes keep the block alive until this RMW.
+        if unsafe { (*block).live.fetch_sub(n, AcqRel) } == n {
+            // SAFETY: every node is released: nobody uses the block, and
+            // the values were all moved out (nodes never drop them).
+            drop(unsafe { Box::from_raw(block.cast_mut()) });
+        }
+    }
+}
+
+/// What the receiver alone touches: the dummy and a batch of released
+/// nodes.
+struct Consumer<T> {
+    /// The dummy: the node whose message was taken last (or the channel's
+    /// first dummy).
+    head: *mut Node<T>,
+    /// Nodes of `batch_block` the receiver has moved past but not yet
+    /// released: releasing them in one RMW per run of one block keeps the
+    /// receive path free of RMWs.
+    batch_block: *const Block<T>,
+    batch: usize,
+}
+
+impl<T> Consumer<T> {
+    /// Releases `node`, which the receiver has moved past.
+    fn release(&mut self, node: *mut Node<T>) {
+        // SAFETY: `node` is unreleased, so its block is alive.
+        let block = unsafe { (*node).block };
+        if block.is_null() {
+            return; // The channel's first dummy lives in `Shared`.
+        }
+        if block != self.batch_block {
+            self.flush();
+            self.batch_block = block;
+        }
+        self.batch += 1;
+    }
+
+    /// Releases the batch.
+    fn flush(&mut self) {
+        if self.batch > 0 {
+            // SAFETY: the batch is nodes of `batch_block` that we moved
+            // past, never released and never touch again.
+            unsafe { Block::release(self.batch_block, self.batch) };
+            self.batch = 0;
+        }
+        self.batch_block = ptr::null();
+    }
+}
+
+/// What `pop` found.
+enum Pop<T> {
+    Value(T),
+    /// No message: `tail` is the dummy.
+    Empty,
+    /// A producer has swapped `tail` but not yet linked its node.
+    InFlight,
+}
+
+/// The word the receiver and the senders signal each other through.
+struct Signal {
+    /// The receiver's waiter while it sleeps or is about to (null: not
+    /// waiting); holds one reference (`Arc::into_raw`). The paper's
+    /// `waiting_thread` and `waiting_mark` in one word.
+    parked: AtomicPtr<Waiter>,
+    /// The receiver is gone: sends fail.
+    closed: AtomicBool,
+}
+
+struct Shared<T> {
+    /// The last node, where producers append.
+    tail: CachePadded<AtomicPtr<Node<T>>>,
+    /// Read by every send, written when the receiver sleeps or leaves.
+    signal: CachePadded<Signal>,
+    /// Live senders.
+    senders: CachePadded<AtomicUsize>,
+    /// The receiver's state. Only the receiver touches it, then
+    /// `Shared::drop`.
+    consumer: UnsafeCell<Consumer<T>>,
+    /// The first dummy.
+    stub: Node<T>,
+}
+
+// SAFETY: the nodes' values are sent from senders to the receiver (T: Send);
+// the consumer cell is touched by the single receiver (or by `drop`); the
+// rest is atomics.
+unsafe impl<T: Send> Send for Shared<T> {}
+// SAFETY: as for `Send`: shared access is to atomics, and the consumer cell
+// is only used through the `Receiver`, which is not `Sync`.
+unsafe impl<T: Send> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    /// Takes the next message.
+    ///
+    /// # Safety
+    ///
+    /// Only the receiver (or `drop`) calls it.
+    unsafe fn pop(&self) -> Pop<T> {
+        self.consumer.with_mut(|c| {
+            // SAFETY: the caller is the single consumer.
+            let c = unsafe { &mut *c };
+            let head = c.head;
+            // Acquire: pairs with the producer's Release link, so the
+            // message written before it is visible.
+            // SAFETY: the dummy is unreleased, so alive.
+            let next = unsafe { (*head).next.load(Acquire) };
+            if next.is_null() {
+                // Relaxed: only tells the two cases apart; a caller that
+                // sleeps on it looks again with SeqCst.
+                return if self.tail.load(Relaxed) == head {
+                    Pop::Empty
+                } else {
+                    Pop::InFlight
+                };
+            }
+            // SAFETY: `next` is linked, its message was written before the
+            // link and is read once, here; it becomes the dummy.
+            let value = unsafe { (*next).value.with_mut(|v| (*v).assume_init_read()) };
+            c.head = next;
+            c.release(head);
+            Pop::Value(value)
+        })
+    }
+
+    /// Whether the receiver may sleep: nothing queued or on its way, and a
+    /// sender left to wake it. SeqCst: the receiver's half of the
+    /// handshake, after publishing its waiter.
+    fn quiet(&self) -> bool {
+        // SAFETY: read by the receiver, the only writer of `head`.
+        let head = self.consumer.with(|c| unsafe { (*c).head });
+        self.tail.load(SeqCst) == head && self.senders.load(SeqCst) != 0
+    }
+
+    /// Publishes `waiter` as the receiver's, then looks once more. `false`
+    /// (and the waiter withdrawn) if a message or disconnection came first.
+    ///
+    /// Called by the receiver only.
+    fn park_prepare(&self, waiter: &Arc<Waiter>) -> bool {
+        let raw = Arc::into_raw(Arc::clone(waiter)).cast_mut();
+        // SeqCst: the receiver's write in the handshake; pairs with the
+        // SeqCst load in `send` (and the SeqCst fetch_sub of the last
+        // sender's drop).
+        let old = self.signal.parked.swap(raw, SeqCst);
+        if !old.is_null() {
+            // SAFETY: a waiter of an earlier wait that nobody took; the
+            // slot's reference is now ours.
+            drop(unsafe { Arc::from_raw(old) });
+        }
+        handshake_fence();
+        if self.quiet() {
+            return true;
+        }
+        self.withdraw();
+        false
+    }
+
+    /// Takes the receiver's waiter back, if no sender took it.
+    fn withdraw(&self) {
+        // Acquire: pairs with the swap that published it.
+        let old = self.signal.parked.swap(ptr::null_mut(), AcqRel);
+        if !old.is_null() {
+            // SAFETY: the slot held a reference, now ours.
+            drop(unsafe { Arc::from_raw(old) });
+        }
+    }
+
+    /// Wakes the receiver if it is waiting (called by a sender whose
+    /// handshake saw the waiter, or by the last sender to leave).
+    #[cold]
+    fn wake_receiver(&self) {
+        // Acquire: pairs with the receiver's SeqCst swap that published the
+        // waiter. The swap makes us the only sender that wakes it.
+        let raw = self.signal.parked.swap(ptr::null_mut(), AcqRel);
+        if !raw.is_null() {
+            // SAFETY: the slot's reference, now ours.
+            let waiter = unsafe { Arc::from_raw(raw) };
+            // Fails only if the receiver gave up waiting (a timeout or a
+            // dropped future): it looks at the queue again anyway.
+            waiter.notify(LOOK);
+        }
+    }
+
+    /// Drops every message that is linked (the receiver's drop, and the
+    /// channel's).
+    ///
+    /// # Safety
+    ///
+    /// As [`pop`](Self::pop).
+    unsafe fn drain(&self) {
+        // SAFETY: forwarded.
+        while let Pop::Value(v) = unsafe { self.pop() } {
+            drop(v);
+        }
+    }
+}
+
+impl<T> Drop for Shared<T> {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: every sender and the receiver are gone, so
+        // every send has completed and we are the only consumer.
+        unsafe { self.drain() };
+        self.consumer.with_mut(|c| {
+            // SAFETY: exclusive, as above.
+            let c = unsafe { &mut *c };
+            let head = c.head;
+            // The last dummy is released too.
+            c.release(head);
+            c.flush();
+        });
+        // Relaxed: `&mut self`, nobody else is left.
+        let parked = self.signal.parked.load(Relaxed);
+        if !parked.is_null() {
+            // SAFETY: the slot's reference, which nobody took.
+            drop(unsafe { Arc::from_raw(parked) });
+        }
+    }
+}
+
+/// Creates an unbounded channel: any number of [`Sender`]s (clone it), one
+/// [`Receiver`].
+///
+/// # Examples
+///
+/// ```
+/// use lockfree_sync::mpsc;
+///
+/// let (tx, rx) = mpsc::channel();
+/// let producers: Vec<_> = (0..4)
+///     .map(|p| {
+///         let tx = tx.clone();
+///         std::thread::spawn(move || {
+///             for i in 0..100 {
+///                 tx.send((p, i)).unwrap();
+///             }
+///         })
+///     })
+///     .collect();
+/// drop(tx); // the receiver's iterator ends once every sender is gone
+/// assert_eq!(rx.iter().count(), 400);
+/// # for p in producers { p.join().unwrap(); }
+/// ```
+pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let shared = Arc::new(Shared {
+        tail: CachePadded::new(AtomicPtr::new(ptr::null_mut())),
+        signal: CachePadded::new(Signal {
+            parked: AtomicPtr::new(ptr::null_mut()),
+            closed: AtomicBool::new(false),
+        }),
+        senders: CachePadded::new(AtomicUsize::new(1)),
+        consumer: UnsafeCell::new(Consumer {
+            head: ptr::null_mut(),
+            batch_block: ptr::null(),
+            batch: 0,
+        }),
+        stub: Node::new(),
+    });
+    let stub = ptr::from_ref(&shared.stub).cast_mut();
+    // Relaxed: nobody else holds the channel yet; handing an end to another
+    // thread publishes these.
+    shared.tail.store(stub, Relaxed);
+    // SAFETY: nobody else holds the channel yet.
+    shared.consumer.with_mut(|c| unsafe { (*c).head = stub });
+    (
+        Sender::new(Arc::clone(&shared)),
+        Receiver {
+            shared,
+            parked: None,
+            _not_sync: PhantomData,
+        },
+    )
+}
+
+/// The sending end of an [`mpsc::channel`](channel). Clone it for more
+/// producers.
+///
+/// A `Sender` is [`Send`] but not [`Sync`]: each one hands out nodes from a
+/// block of its own without synchronizing, which is what makes a send one
+/// swap. Give each thread or task its own clone.
+///
+/// # Examples
+///
+/// ```
+/// let (tx, rx) = lockfree_sync::mpsc::channel();
+/// let tx2 = tx.clone();
+/// std::thread::spawn(move || tx2.send("from a thread").unwrap());
+/// tx.send("from main").unwrap();
+/// let mut got = vec![rx.recv().unwrap(), rx.recv().unwrap()];
+/// got.sort();
+/// assert_eq!(got, ["from a thread", "from main"]);
+/// ```
+pub struct Sender<T> {
+    shared: Arc<Shared<T>>,
+    /// The block this sender takes nodes from (dangling once every node is
+    /// handed out: it may be freed then).
+    block: Cell<*mut Block<T>>,
+    /// Nodes of `block` handed out; [`BLOCK_CAP`] means "allocate first".
+    used: Cell<usize>,
+}
+
+// SAFETY: the block pointer is this sender's own (its unused nodes are
+// owned by it); messages go to the receiver's thread, hence `T: Send`.
+unsafe impl<T: Send> Send for Sender<T> {}
+
+impl<T> Sender<T> {
+    fn new(shared: Arc<Shared<T>>) -> Self {
+        Self {
+            shared,
+            block: Cell::new(ptr::null_mut()),
+            used: Cell::new(BLOCK_CAP),
+        }
+    }
+
+    /// Sends `value`. Never blocks.
+    ///
+    /// # Errors
+    ///
+    /// `Err(SendError(value))` if the receiver has been dropped: the value
+    /// comes back. A send that races the receiver's drop may succeed
+    /// instead; its message is then dropped with the channel.
+    ///
+    /// # Progress
+    ///
+    /// Wait-free: one swap on the queue's tail and a few plain loads and
+    /// stores, plus an allocation every [`BLOCK_CAP`] sends, and a second
+    /// swap and a wakeup when the receiver sleeps.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = lockfree_sync::mpsc::channel();
+    /// tx.send(1).unwrap();
+    /// drop(rx);
+    /// assert_eq!(tx.send(2).unwrap_err().0, 2);
+    /// ```
+    #[inline]
+    pub fn send(&self, value: T) -> Result<(), SendError<T>> {
+        let shared = &*self.shared;
+        // Relaxed: a hint; a send that races the receiver's drop is dropped
+        // with the channel (documented).
+        if shared.signal.closed.load(Relaxed) {
+            return Err(SendError(value));
+        }
+        let node = self.next_node();
+        // SAFETY: the node is this sender's: unused, unshared until the swap.
+        unsafe { (*node).value.with_mut(|v| (*v).write(value)) };
+        // SeqCst: the producer's write in the handshake (see `park_prepare`);
+        // also AcqRel: Release publishes the message to the producer that
+        // links after us, Acquire makes `prev` ours to link.
+        let prev = shared.tail.swap(node, SeqCst);
+        handshake_fence();
+        // SeqCst: the producer's read in the handshake, pairs with the swap
+        // in `park_prepare`.
+        let parked = shared.signal.parked.load(SeqCst);
+        // Release: pairs with the Acquire load of `next` in `pop`. `prev` is
+        // alive: the receiver releases a node only after moving past it,
+        // which needs this link.
+        // SAFETY: as just argued.
+        unsafe { (*prev).next.store(node, Release) };
+        if !parked.is_null() {
+            shared.wake_receiver();
+        }
+        Ok(())
+    }
+
+    /// A fresh node from this sender's block.
+    #[inline]
+    fn next_node(&self) -> *mut Node<T> {
+        let mut used = self.used.get();
+        if used == BLOCK_CAP {
+            self.block.set(Block::alloc());
+            used = 0;
+        }
+        self.used.set(used + 1);
+        // SAFETY: `used < BLOCK_CAP`: the block still holds this sender's
+        // unused nodes, so it is alive.
+        unsafe { &raw mut (*self.block.get()).nodes[used] }
+    }
+
+    /// Whether the receiver has been dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = lockfree_sync::mpsc::channel::<u8>();
+    /// assert!(!tx.is_closed());
+    /// drop(rx);
+    /// assert!(tx.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.shared.signal.closed.load(Acquire)
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    /// Another sender for the same channel (with a block of its own,
+    /// allocated at its first send).
+    fn clone(&self) -> Self {
+        // Relaxed: as `Arc::clone`; a sender alive now keeps the count above
+        // zero.
+        self.shared.senders.fetch_add(1, Relaxed);
+        Self::new(Arc::clone(&self.shared))
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let used = self.used.get();
+        if used < BLOCK_CAP {
+            // SAFETY: the nodes from `used` on are ours and never used.
+            unsafe { Block::release(self.block.get(), BLOCK_CAP - used) };
+        }
+        // SeqCst: pairs with the receiver's handshake (`quiet` reads the
+        // count after publishing its waiter); Release (in every sender's
+        // decrement) publishes their links to the receiver that reads 0.
+        if self.shared.senders.fetch_sub(1, SeqCst) == 1 {
+            handshake_fence();
+            self.shared.wake_receiver();
+        }
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender")
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The receiving end of an [`mpsc::channel`](channel).
+///
+/// [`Send`] but not [`Sync`]: there is one receiver. Dropping it drops
+/// every queued message and makes later sends fail.
+///
+/// # Examples
+///
+/// ```
+/// let (tx, rx) = lockfree_sync::mpsc::channel();
+/// std::thread::spawn(move || {
+///     for i in 0..3 {
+///         tx.send(i).unwrap();
+///     }
+/// });
+/// assert_eq!(rx.iter().collect::<Vec<_>>(), [0, 1, 2]);
+/// ```
+pub struct Receiver<T> {
+    shared: Arc<Shared<T>>,
+    /// A task's waiter, published by `poll_recv` and not yet woken.
+    parked: Option<Arc<Waiter>>,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+// SAFETY: the receiver moves messages to its own thread (T: Send); the
+// consumer state goes with it.
+unsafe impl<T: Send> Send for Receiver<T> {}
+
+impl<T> Receiver<T> {
+    /// Takes a message if one is queued, without waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`TryRecvError::Empty`] if nothing is queued,
+    /// [`TryRecvError::Disconnected`] if moreover every sender is gone.
+    ///
+    /// # Progress
+    ///
+    /// Returns at once, except when a producer is between its two steps (it
+    /// has swapped the tail but not linked its message): then the message
+    /// counts as sent, and the call waits (spinning, then yielding) for the
+    /// link.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::mpsc::{self, TryRecvError};
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    /// tx.send(7).unwrap();
+    /// drop(tx);
+    /// assert_eq!(rx.try_recv(), Ok(7)); // drained before the disconnection
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+    /// ```
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        let mut spins = 0u32;
+        loop {
+            // SAFETY: we are the receiver (`&self` of a `!Sync` type, and the
+            // future path holds `&mut self`).
+            match unsafe { self.shared.pop() } {
+                Pop::Value(v) => return Ok(v),
+                Pop::InFlight => snooze(&mut spins),
+                Pop::Empty => {
+                    // Acquire: pairs with every sender's decrement, so the
+                    // links of the last sends are visible to the pop below.
+                    if self.shared.senders.load(Acquire) != 0 {
+                        return Err(TryRecvError::Empty);
+                    }
+                    // SAFETY: as above.
+                    return match unsafe { self.shared.pop() } {
+                        Pop::Value(v) => Ok(v),
+                        _ => Err(TryRecvError::Disconnected),
+                    };
+                }
+            }
+        }
+    }
+
+    /// Waits for a message, parking the thread when the queue is empty.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError`] once every sender is gone and every message sent has
+    /// been received.
+    ///
+    /// # Progress
+    ///
+    /// Blocks until a message or the disconnection arrives. It spins
+    /// briefly, then yields, then parks; a sender wakes it (no lost
+    /// wakeup: see the module documentation).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = lockfree_sync::mpsc::channel();
+    /// std::thread::spawn(move || tx.send("hi").unwrap());
+    /// assert_eq!(rx.recv(), Ok("hi"));
+    /// assert!(rx.recv().is_err()); // the sender is gone
+    /// ```
+    pub fn recv(&self) -> Result<T, RecvError> {
+        self.recv_deadline(None).map_err(|_| RecvError)
+    }
+
+    /// [`recv`](Self::recv) that gives up after `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvTimeoutError::Timeout`] if nothing came within `timeout`,
+    /// [`RecvTimeoutError::Disconnected`] as [`recv`](Self::recv).
+    ///
+    /// # Progress
+    ///
+    /// Returns within `timeout` plus a scheduling quantum: the deadline is
+    /// checked inside the spin and the yields, and the park is timed.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lockfree_sync::mpsc::{self, RecvTimeoutError};
+    ///
+    /// let (tx, rx) = mpsc::channel::<u8>();
+    /// let waited = rx.recv_timeout(Duration::from_millis(10));
+    /// assert_eq!(waited, Err(RecvTimeoutError::Timeout));
+    /// drop(tx);
+    /// assert_eq!(rx.recv_timeout(Duration::from_millis(10)), Err(RecvTimeoutError::Disconnected));
+    /// ```
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        // A timeout too large to add means "no deadline".
+        self.recv_deadline(Instant::now().checked_add(timeout))
+    }
+
+    fn recv_deadline(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+        let mut spin = SpinWait::new();
+        loop {
+            match self.try_recv() {
+                Ok(v) => return Ok(v),
+                Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+                Err(TryRecvError::Empty) => {}
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(RecvTimeoutError::Timeout);
+            }
+            // Watch the queue briefly: a message that comes within the spin
+            // costs no sleep and no wakeup.
+            if spin.spin() {
+                continue;
+            }
+            let waiter = Waiter::for_thread(0);
+            if !self.shared.park_prepare(&waiter) {
+                continue;
+            }
+            // A timed-out wait comes back cancelled: a sender that took the
+            // waiter meanwhile finds it so and does not unpark us later.
+            match deadline {
+                None => drop(waiter.wait(false)),
+                Some(d) => drop(waiter.wait_until(false, d)),
+            }
+            self.shared.withdraw();
+            spin.reset();
+        }
+    }
+
+    /// Waits for a message in an async task.
+    ///
+    /// # Errors
+    ///
+    /// The future resolves to [`RecvError`] as [`recv`](Self::recv) returns
+    /// it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: messages stay in the queue until the future returns one,
+    /// so dropping it loses nothing; the next receive takes the message.
+    ///
+    /// # Progress
+    ///
+    /// Pending until a message or the disconnection arrives; a sender wakes
+    /// the task.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures::executor::block_on(async {
+    /// let (tx, mut rx) = lockfree_sync::mpsc::channel();
+    /// tx.send(5).unwrap();
+    /// assert_eq!(rx.recv_async().await, Ok(5));
+    /// # });
+    /// ```
+    pub fn recv_async(&mut self) -> Recv<'_, T> {
+        Recv { rx: self }
+    }
+
+    /// Polls for a message, as a `Stream` would: `Ready(Some(message))`,
+    /// `Ready(None)` once every sender is gone and the queue is drained, or
+    /// `Pending` with the task's waker registered.
+    ///
+    /// # Cancel safety
+    ///
+    /// Messages stay queued until this returns one. A `Pending` poll leaves
+    /// the task's waiter published until the next poll or
+    /// [`recv`](Self::recv)-family call.
+    ///
+    /// # Progress
+    ///
+    /// As [`recv_async`](Self::recv_async).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// # futures::executor::block_on(async {
+    /// let (tx, mut rx) = lockfree_sync::mpsc::channel();
+    /// tx.send('a').unwrap();
+    /// drop(tx);
+    /// assert_eq!(poll_fn(|cx| rx.poll_recv(cx)).await, Some('a'));
+    /// assert_eq!(poll_fn(|cx| rx.poll_recv(cx)).await, None);
+    /// # });
+    /// ```
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        loop {
+            match self.try_recv() {
+                Ok(v) => {
+                    self.stop_waiting();
+                    return Poll::Ready(Some(v));
+                }
+                Err(TryRecvError::Disconnected) => {
+                    self.stop_waiting();
+                    return Poll::Ready(None);
+                }
+                Err(TryRecvError::Empty) => {}
+            }
+            if let Some(waiter) = &self.parked {
+                // Still published: keep the waker current. Ready means a
+                // sender woke us: withdraw and look again.
+                if waiter.poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.stop_waiting();
+                continue;
+            }
+            let waiter = Waiter::for_task(cx.waker(), 0);
+            if self.shared.park_prepare(&waiter) {
+                self.parked = Some(waiter);
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// Withdraws the task's waiter, if published.
+    fn stop_waiting(&mut self) {
+        if let Some(waiter) = self.parked.take() {
+            self.shared.withdraw();
+            // A sender that took it finds it cancelled (or has woken it).
+            let _ = waiter.cancel();
+        }
+    }
+
+    /// A blocking iterator: [`recv`](Self::recv) until disconnection.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = lockfree_sync::mpsc::channel();
+    /// tx.send(1).unwrap();
+    /// tx.send(2).unwrap();
+    /// drop(tx);
+    /// assert_eq!(rx.iter().sum::<i32>(), 3);
+    /// ```
+    pub fn iter(&self) -> Iter<'_, T> {
+        Iter { rx: self }
+    }
+
+    /// An iterator over the messages queued now: [`try_recv`](Self::try_recv)
+    /// until it fails.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = lockfree_sync::mpsc::channel();
+    /// tx.send(1).unwrap();
+    /// tx.send(2).unwrap();
+    /// assert_eq!(rx.try_iter().collect::<Vec<_>>(), [1, 2]);
+    /// assert_eq!(rx.try_iter().next(), None); // the sender is still alive
+    /// ```
+    pub fn try_iter(&self) -> TryIter<'_, T> {
+        TryIter { rx: self }
+    }
+}
+
+/// Short waits for a producer between its swap and its link: spin, then
+/// yield (it may have been preempted).
+fn snooze(spins: &mut u32) {
+    if *spins < 32 {
+        *spins += 1;
+        hint::spin_loop();
+    } else {
+        thread::yield_now();
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        // Release: pairs with `is_closed`'s Acquire.
+        self.shared.signal.closed.store(true, Release);
+        self.stop_waiting();
+        self.shared.withdraw();
+        // SAFETY: we are the receiver. Messages still on their way are
+        // dropped with the channel.
+        unsafe { self.shared.drain() };
+        // SAFETY: the receiver's last touch of the consumer state; the
+        // channel's drop comes after (it owns the last reference).
+        self.shared.consumer.with_mut(|c| unsafe { (*c).flush() });
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver").finish_non_exhaustive()
+    }
+}
+
+/// The future of [`Receiver::recv_async`].
+///
+/// # Cancel safety
+///
+/// Cancel safe: dropping it loses no message.
+#[must_use = "futures do nothing unless polled"]
+pub struct Recv<'a, T> {
+    rx: &'a mut Receiver<T>,
+}
+
+impl<T> Future for Recv<'_, T> {
+    type Output = Result<T, RecvError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().rx.poll_recv(cx).map(|v| v.ok_or(RecvError))
+    }
+}
+
+impl<T> Drop for Recv<'_, T> {
+    fn drop(&mut self) {
+        // Cancelled (or done): withdraw the waiter, so no sender wakes a
+        // task that no longer waits.
+        self.rx.stop_waiting();
+    }
+}
+
+impl<T> fmt::Debug for Recv<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Recv").finish_non_exhaustive()
+    }
+}
+
+/// The blocking iterator of [`Receiver::iter`].
+#[derive(Debug)]
+pub struct Iter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+impl<T> Iterator for Iter<'_, T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+/// The non-blocking iterator of [`Receiver::try_iter`].
+#[derive(Debug)]
+pub struct TryIter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+impl<T> Iterator for TryIter<'_, T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.rx.try_recv().ok()
+    }
+}
+
+/// The owning blocking iterator of a [`Receiver`].
+#[derive(Debug)]
+pub struct IntoIter<T> {
+    rx: Receiver<T>,
+}
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Receiver<T> {
+    type Item = T;
+    type IntoIter = Iter<'a, T>;
+
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}
+
+impl<T> IntoIterator for Receiver<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter { rx: self }
+    }
+}
+
+/// A send on a channel whose receiver is gone: the value comes back.
+///
+/// # Examples
+///
+/// ```
+/// let (tx, rx) = lockfree_sync::mpsc::channel();
+/// drop(rx);
+/// let lockfree_sync::mpsc::SendError(back) = tx.send(String::from("kept")).unwrap_err();
+/// assert_eq!(back, "kept");
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SendError<T>(pub T);
+
+impl<T> fmt::Debug for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SendError(..)")
+    }
+}
+
+impl<T> fmt::Display for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sending on a channel whose receiver is gone")
+    }
+}
+
+impl<T> std::error::Error for SendError<T> {}
+
+/// Every sender is gone and every message has been received.
+///
+/// # Examples
+///
+/// ```
+/// let (tx, rx) = lockfree_sync::mpsc::channel::<u8>();
+/// drop(tx);
+/// assert_eq!(rx.recv(), Err(lockfree_sync::mpsc::RecvError));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecvError;
+
+impl fmt::Display for RecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("receiving on an empty channel whose senders are gone")
+    }
+}
+
+impl std::error::Error for RecvError {}
+
+/// Why [`Receiver::try_recv`] returned no message.
+///
+/// # Examples
+///
+/// ```
+/// use lockfree_sync::mpsc::{self, TryRecvError};
+/// let (_tx, rx) = mpsc::channel::<u8>();
+/// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TryRecvError {
+    /// Nothing is queued now.
+    Empty,
+    /// Nothing is queued and every sender is gone.
+    Disconnected,
+}
+
+impl fmt::Display for TryRecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => f.write_str("receiving on an empty channel"),
+            Self::Disconnected => {
+                f.write_str("receiving on an empty channel whose senders are gone")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TryRecvError {}
+
+/// Why [`Receiver::recv_timeout`] returned no message.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use lockfree_sync::mpsc::{self, RecvTimeoutError};
+/// let (_tx, rx) = mpsc::channel::<u8>();
+/// assert_eq!(rx.recv_timeout(Duration::ZERO), Err(RecvTimeoutError::Timeout));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecvTimeoutError {
+    /// Nothing came before the deadline.
+    Timeout,
+    /// Nothing is queued and every sender is gone.
+    Disconnected,
+}
+
+impl fmt::Display for RecvTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout => f.write_str("timed out waiting on a channel"),
+            Self::Disconnected => {
+                f.write_str("receiving on an empty channel whose senders are gone")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RecvTimeoutError {}

@@ -1,0 +1,180 @@
+//! Loom models of lockfree_sync::mpsc: the paper's algorithm 3, whose
+//! receiver sleeps on a `waiting_mark` handshake with the senders. Under loom
+//! a block holds two nodes, so the models cross block boundaries. Run with
+//! `cargo xtask loom -p lockfree-sync`.
+#![cfg(loom)]
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use lockfree_sync::mpsc::{self, RecvError, TryRecvError};
+use sync_core::model;
+use sync_core::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use sync_core::sync::{Arc, thread};
+
+/// One send racing one blocking receive, in either arrival order: the
+/// receiver that sleeps first is woken (a lost wakeup is a loom deadlock),
+/// the one that comes second takes the message without sleeping; after the
+/// sender leaves, the receiver learns of it.
+#[test]
+fn send_and_recv_in_either_order() {
+    model::check_with_bound(3, || {
+        let (tx, rx) = mpsc::channel();
+        let sender = thread::spawn(move || {
+            tx.send(1).unwrap();
+            tx
+        });
+        assert_eq!(rx.recv(), Ok(1));
+        drop(sender.join().unwrap());
+        assert_eq!(rx.recv(), Err(RecvError));
+    });
+}
+
+/// The `waiting_mark` window: two producers send while the receiver goes to
+/// sleep and wakes repeatedly. Whatever the interleaving of the receiver's
+/// "publish waiter, look at the tail" with each producer's "swap the tail,
+/// look for a waiter", every message is received, in order per producer,
+/// and the receiver never sleeps through one.
+#[test]
+fn waiting_mark_window_two_producers() {
+    model::check_with_bound(2, || {
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        let a = thread::spawn(move || {
+            tx.send(1).unwrap();
+            tx.send(2).unwrap();
+        });
+        let b = thread::spawn(move || tx2.send(10).unwrap());
+        let mut got = [rx.recv().unwrap(), rx.recv().unwrap(), rx.recv().unwrap()];
+        let first_of_a = got.iter().position(|&v| v == 1).unwrap();
+        let second_of_a = got.iter().position(|&v| v == 2).unwrap();
+        assert!(
+            first_of_a < second_of_a,
+            "one producer's messages reordered"
+        );
+        got.sort_unstable();
+        assert_eq!(got, [1, 2, 10]);
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+    });
+}
+
+/// A producer crosses into a new block (three messages, blocks of two)
+/// while the receiver consumes and releases the old one: nothing lost, and
+/// loom's leak check sees every block freed.
+#[test]
+fn producer_crosses_blocks_while_receiving() {
+    model::check_with_bound(2, || {
+        let (tx, rx) = mpsc::channel();
+        let sender = thread::spawn(move || {
+            for i in 0..3 {
+                tx.send(i).unwrap();
+            }
+        });
+        for i in 0..3 {
+            assert_eq!(rx.recv(), Ok(i));
+        }
+        sender.join().unwrap();
+        assert_eq!(rx.recv(), Err(RecvError));
+    });
+}
+
+/// Every sender leaves while the receiver sleeps: the last one wakes it, and
+/// it first drains what was sent.
+#[test]
+fn close_while_receiver_waits() {
+    model::check_with_bound(2, || {
+        let (tx, rx) = mpsc::channel::<u8>();
+        let tx2 = tx.clone();
+        let a = thread::spawn(move || {
+            tx.send(7).unwrap();
+            drop(tx);
+        });
+        let b = thread::spawn(move || drop(tx2));
+        assert_eq!(rx.recv(), Ok(7));
+        assert_eq!(rx.recv(), Err(RecvError));
+        a.join().unwrap();
+        b.join().unwrap();
+    });
+}
+
+/// Counts its drops.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+/// The receiver is dropped while a producer sends: every value is dropped
+/// exactly once, by the receiver, by the channel, or handed back to the
+/// sender in `SendError`.
+#[test]
+fn receiver_dropped_while_sending() {
+    model::check_with_bound(2, || {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel();
+        let sender = {
+            let drops = Arc::clone(&drops);
+            thread::spawn(move || {
+                for _ in 0..3 {
+                    if let Err(back) = tx.send(Counted(Arc::clone(&drops))) {
+                        drop(back); // counted here
+                    }
+                }
+            })
+        };
+        drop(rx);
+        sender.join().unwrap();
+        assert_eq!(drops.load(SeqCst), 3, "a value lost or dropped twice");
+    });
+}
+
+/// A receiving task polls once (its waiter published), then its future is
+/// dropped, racing a send: the message is neither lost nor duplicated, and a
+/// later receive takes it.
+#[test]
+fn cancelled_recv_async() {
+    model::check_with_bound(3, || {
+        let (tx, mut rx) = mpsc::channel();
+        let sender = thread::spawn(move || {
+            tx.send(3).unwrap();
+            tx
+        });
+        let mut cx = Context::from_waker(Waker::noop());
+        let got = {
+            let mut fut = pin!(rx.recv_async());
+            match fut.as_mut().poll(&mut cx) {
+                Poll::Ready(v) => Some(v.unwrap()),
+                Poll::Pending => None,
+            }
+        }; // dropped, perhaps while a sender takes its waiter
+        let tx = sender.join().unwrap();
+        match got {
+            Some(v) => assert_eq!(v, 3),
+            None => assert_eq!(rx.try_recv(), Ok(3)),
+        }
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+        drop(tx);
+        assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+    });
+}
+
+/// A task waits in `recv_async` under an executor while a thread sends: the
+/// task is woken (a lost wakeup leaves the executor blocked: loom deadlock).
+#[test]
+fn recv_async_is_woken() {
+    model::check_with_bound(2, || {
+        let (tx, mut rx) = mpsc::channel();
+        let sender = thread::spawn(move || tx.send(4).unwrap());
+        let got = sync_core::loom::future::block_on(async {
+            let v = rx.recv_async().await;
+            (v, rx.recv_async().await)
+        });
+        assert_eq!(got, (Ok(4), Err(RecvError)));
+        sender.join().unwrap();
+    });
+}

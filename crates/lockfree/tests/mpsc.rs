@@ -1,0 +1,294 @@
+//! lockfree_sync::mpsc under real threads and two executors (tokio and
+//! futures' own).
+#![cfg(not(loom))]
+
+use std::future::poll_fn;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::task::{Context, Poll, Waker};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lockfree_sync::mpsc::{self, BLOCK_CAP, RecvError, RecvTimeoutError, SendError, TryRecvError};
+
+/// Counts its drops.
+#[derive(Debug)]
+struct Counted(Arc<AtomicUsize>, #[allow(dead_code)] u64);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+#[test]
+fn fifo_across_blocks_then_disconnect() {
+    let (tx, rx) = mpsc::channel();
+    let n = BLOCK_CAP as u64 * 5 + 3;
+    for i in 0..n {
+        tx.send(i).unwrap();
+    }
+    drop(tx);
+    for i in 0..n {
+        assert_eq!(rx.recv(), Ok(i));
+    }
+    assert_eq!(rx.recv(), Err(RecvError));
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+}
+
+#[test]
+fn drains_everything_before_reporting_disconnection() {
+    let (tx, rx) = mpsc::channel();
+    let producers: Vec<_> = (0..4u64)
+        .map(|p| {
+            let tx = tx.clone();
+            thread::spawn(move || {
+                for i in 0..10_000u64 {
+                    tx.send((p, i)).unwrap();
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut next = [0u64; 4];
+    for (p, i) in rx.iter() {
+        assert_eq!(next[p as usize], i, "producer {p} out of order");
+        next[p as usize] += 1;
+    }
+    assert_eq!(next, [10_000; 4]);
+    for p in producers {
+        p.join().unwrap();
+    }
+}
+
+#[test]
+fn receiver_wakes_for_a_late_message() {
+    let (tx, rx) = mpsc::channel();
+    let h = thread::spawn(move || rx.recv());
+    thread::sleep(Duration::from_millis(50)); // the receiver is parked by now
+    tx.send(9).unwrap();
+    assert_eq!(h.join().unwrap(), Ok(9));
+}
+
+#[test]
+fn last_sender_leaving_wakes_the_receiver() {
+    let (tx, rx) = mpsc::channel::<u8>();
+    let tx2 = tx.clone();
+    let h = thread::spawn(move || rx.recv());
+    thread::sleep(Duration::from_millis(30));
+    drop(tx);
+    thread::sleep(Duration::from_millis(30));
+    drop(tx2);
+    assert_eq!(h.join().unwrap(), Err(RecvError));
+}
+
+#[test]
+fn send_after_receiver_dropped_hands_the_value_back() {
+    let (tx, rx) = mpsc::channel();
+    drop(rx);
+    assert!(tx.is_closed());
+    assert_eq!(
+        tx.send(String::from("back")),
+        Err(SendError(String::from("back")))
+    );
+}
+
+#[test]
+fn dropping_the_receiver_drops_every_queued_value_once() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel();
+    let n = BLOCK_CAP * 3 + 1;
+    for i in 0..n {
+        tx.send(Counted(Arc::clone(&drops), i as u64)).unwrap();
+    }
+    drop(rx.recv().unwrap()); // one taken and dropped by us
+    drop(rx);
+    assert_eq!(
+        drops.load(SeqCst),
+        n,
+        "queued values dropped with the receiver"
+    );
+    let back = tx.send(Counted(Arc::clone(&drops), 0)).unwrap_err();
+    drop(back);
+    drop(tx);
+    assert_eq!(drops.load(SeqCst), n + 1);
+}
+
+#[test]
+fn dropping_both_ends_with_values_queued_drops_them() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel();
+    let tx2 = tx.clone();
+    for i in 0..5 {
+        tx.send(Counted(Arc::clone(&drops), i)).unwrap();
+        tx2.send(Counted(Arc::clone(&drops), i)).unwrap();
+    }
+    drop(tx);
+    drop(tx2);
+    drop(rx);
+    assert_eq!(drops.load(SeqCst), 10);
+}
+
+#[test]
+fn recv_timeout_times_out_then_receives() {
+    let (tx, rx) = mpsc::channel();
+    let start = Instant::now();
+    assert_eq!(
+        rx.recv_timeout(Duration::from_millis(30)),
+        Err(RecvTimeoutError::Timeout)
+    );
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(30),
+        "returned early: {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(2), "returned late: {waited:?}");
+    let h = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(20));
+        tx.send(1).unwrap();
+        tx
+    });
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(1));
+    drop(h.join().unwrap());
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)),
+        Err(RecvTimeoutError::Disconnected)
+    );
+    // A timeout too large for `Instant` means "no deadline".
+    let (tx, rx) = mpsc::channel();
+    tx.send(2).unwrap();
+    assert_eq!(rx.recv_timeout(Duration::MAX), Ok(2));
+}
+
+#[test]
+fn try_iter_takes_what_is_queued() {
+    let (tx, rx) = mpsc::channel();
+    for i in 0..3 {
+        tx.send(i).unwrap();
+    }
+    assert_eq!(rx.try_iter().collect::<Vec<_>>(), [0, 1, 2]);
+    assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    tx.send(3).unwrap();
+    drop(tx);
+    assert_eq!(rx.into_iter().collect::<Vec<_>>(), [3]);
+}
+
+#[test]
+fn many_short_lived_senders() {
+    let (tx, rx) = mpsc::channel();
+    let threads: Vec<_> = (0..200u64)
+        .map(|i| {
+            let tx = tx.clone();
+            thread::spawn(move || tx.send(i).unwrap())
+        })
+        .collect();
+    drop(tx);
+    let mut got: Vec<u64> = rx.iter().collect();
+    got.sort_unstable();
+    assert_eq!(got, (0..200).collect::<Vec<_>>());
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn poll_recv_registers_and_is_woken() {
+    let (tx, mut rx) = mpsc::channel();
+    let woken = Arc::new(WakeCount::default());
+    let waker = Waker::from(Arc::clone(&woken));
+    let mut cx = Context::from_waker(&waker);
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Pending);
+    tx.send(1).unwrap();
+    assert_eq!(woken.0.load(SeqCst), 1, "the send wakes the task");
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(Some(1)));
+    drop(tx);
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(None));
+}
+
+#[test]
+fn cancelled_recv_async_loses_nothing() {
+    let (tx, mut rx) = mpsc::channel();
+    let woken = Arc::new(WakeCount::default());
+    let waker = Waker::from(Arc::clone(&woken));
+    let mut cx = Context::from_waker(&waker);
+    {
+        let mut fut = pin!(rx.recv_async());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+    } // dropped while waiting
+    tx.send(5).unwrap();
+    assert_eq!(woken.0.load(SeqCst), 0, "a cancelled receive is not woken");
+    assert_eq!(rx.try_recv(), Ok(5));
+}
+
+#[test]
+fn tokio_tasks_fan_in() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let sum = rt.block_on(async {
+        let (tx, mut rx) = mpsc::channel::<u64>();
+        for t in 0..16u64 {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                for i in 0..1_000 {
+                    tx.send(t * 1_000 + i).unwrap();
+                    if i % 100 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let receiver = tokio::spawn(async move {
+            let mut sum = 0;
+            while let Ok(v) = rx.recv_async().await {
+                sum += v;
+            }
+            sum
+        });
+        receiver.await.unwrap()
+    });
+    assert_eq!(sum, (0..16_000u64).sum::<u64>());
+}
+
+#[test]
+fn futures_executor_receives_from_threads() {
+    let (tx, mut rx) = mpsc::channel();
+    let h = thread::spawn(move || {
+        for i in 0..1_000u32 {
+            tx.send(i).unwrap();
+            if i % 97 == 0 {
+                thread::sleep(Duration::from_micros(200));
+            }
+        }
+    });
+    let got = futures::executor::block_on(async {
+        let mut got = Vec::new();
+        while let Some(v) = poll_fn(|cx| rx.poll_recv(cx)).await {
+            got.push(v);
+        }
+        got
+    });
+    assert_eq!(got, (0..1_000).collect::<Vec<_>>());
+    h.join().unwrap();
+}
+
+#[test]
+fn errors_display() {
+    assert!(!SendError(1).to_string().is_empty());
+    assert!(!RecvError.to_string().is_empty());
+    assert!(!TryRecvError::Empty.to_string().is_empty());
+    assert!(!RecvTimeoutError::Timeout.to_string().is_empty());
+    assert_eq!(format!("{:?}", SendError(1)), "SendError(..)");
+}
+
+#[derive(Default)]
+struct WakeCount(AtomicUsize);
+
+impl std::task::Wake for WakeCount {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
