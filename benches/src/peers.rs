@@ -108,12 +108,12 @@ impl BenchSemaphore for lockfree_sync::Semaphore {
     }
     #[inline]
     fn with_permit<R>(&self, f: impl FnOnce() -> R) -> R {
-        let _permit = self.acquire();
+        let _permit = self.acquire().expect("never closed");
         f()
     }
     #[inline]
     fn try_with_permit<R>(&self, f: impl FnOnce() -> R) -> Option<R> {
-        let _permit = self.try_acquire()?;
+        let _permit = self.try_acquire().ok()?;
         Some(f())
     }
 }

@@ -111,14 +111,14 @@ fuzz_target!(|data: &[u8]| {
             6 => {
                 let mut a = Polled::new(sem.acquire_many_async(arg % 4));
                 match a.poll() {
-                    Poll::Ready(p) => permits.push(p),
+                    Poll::Ready(p) => permits.push(p.expect("never closed")),
                     Poll::Pending => acquires.push(a),
                 }
             }
             7 if !acquires.is_empty() => {
                 let i = arg % acquires.len();
                 if let Poll::Ready(p) = acquires[i].poll() {
-                    permits.push(p);
+                    permits.push(p.expect("never closed"));
                     acquires.remove(i);
                 }
             }
@@ -134,7 +134,7 @@ fuzz_target!(|data: &[u8]| {
                 total += arg % 3;
             }
             12 => {
-                if let Some(p) = sem.try_acquire_many(arg % 3) {
+                if let Ok(p) = sem.try_acquire_many(arg % 3) {
                     permits.push(p);
                 }
             }

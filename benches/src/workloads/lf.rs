@@ -450,7 +450,7 @@ impl TaskSemaphore for lockfree_sync::Semaphore {
         lockfree_sync::Semaphore::new(permits)
     }
     async fn hold(&self, work: u64) -> u64 {
-        let _permit = self.acquire_async().await;
+        let _permit = self.acquire_async().await.expect("never closed");
         let n = local_work(work);
         tokio::task::yield_now().await;
         n + local_work(work)

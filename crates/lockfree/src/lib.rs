@@ -66,12 +66,15 @@
 #![warn(missing_docs)]
 
 pub mod mpsc;
+mod error;
 mod mutex;
 mod patience;
 mod raw_mutex;
 mod semaphore;
 
+pub use error::{AcquireError, TryAcquireError};
 pub use mutex::{LockFuture, Mutex, MutexGuard};
 pub use patience::STARVATION;
 pub use raw_mutex::{Fairness, RawLock, RawMutex};
 pub use semaphore::{Acquire, Semaphore, SemaphorePermit};
+pub use semaphore::{AcquireOwned, OwnedSemaphorePermit};

@@ -4,73 +4,111 @@
 //! # The words
 //!
 //! * `count`: free permits minus the demand nobody has covered yet. An
-//!   acquire that finds too few permits subtracts its request anyway (it is
-//!   *counted*), then enqueues a [`Waiter`] whose `data` is what it still
-//!   needs. A negative `count` therefore says how many permits counted
+//!   acquire that finds too few permits subtracts its whole request anyway
+//!   (it is *counted*), then enqueues a [`Waiter`] whose `data` is its whole
+//!   request. A negative `count` therefore says how many permits counted
 //!   waiters still lack, whether or not they have finished enqueueing: the
 //!   paper's lost-wakeup window is closed by the counter, as in the mutex.
 //! * `pending`: permits that releases have taken out of the deficit but not
-//!   yet handed to waiters, shifted left by two, with the `ACTIVE` bit: the
-//!   one thread currently delivering. A release that finds `count` negative
-//!   adds what it covers to `pending`; if nobody is delivering, it becomes
-//!   the deliverer, and hands permits to the waiters in queue order until
-//!   the oldest needs more than `pending` holds. A deliverer retires with a
-//!   CAS on the exact `pending` it last saw, so permits added meanwhile are
-//!   never stranded; other releasers never wait for it.
+//!   yet handed to waiters, shifted left by three, with three flags:
+//!   `ACTIVE` (one thread is delivering), `RECHECK` (a waiter cancelled: look
+//!   at the head again) and `CLOSED` (set once by [`Semaphore::close`], never
+//!   cleared). A release that finds `count` negative adds what it covers to
+//!   `pending`; if nobody is delivering, it becomes the deliverer, and hands
+//!   permits to the waiters in queue order until the oldest needs more than
+//!   `pending` holds. A deliverer retires with a CAS on the exact `pending`
+//!   it last saw, so permits added meanwhile are never stranded; other
+//!   releasers never wait for it.
 //!
 //! The paper lets releasers race each other to dequeue; here the queue has
 //! one consumer at a time (the `ACTIVE` holder), which is what lets the
 //! queue be the simple wait-free-push MPSC queue and lets a request of many
 //! permits wait at the head while releases accumulate for it.
 //!
+//! # No partial holds
+//!
+//! A request for `n` that finds `0 < c < n` permits free takes none of them
+//! for itself: once it is queued it adds the `c` to `pending`, like a
+//! release, so they go to the *oldest* waiter. Permits are only ever held by
+//! a request that has all of them, or waiting in `pending` for the head of
+//! the queue. (Keeping them, as this file once did, let a request counted
+//! later but queued first wait at the head for permits that a request
+//! behind it was sitting on: a deadlock, issue 12.)
+//!
 //! # Cancellation
 //!
-//! A future dropped while queued marks its node cancelled and returns the
-//! permits it had already taken; its uncovered demand stays in `count` until
-//! the deliverer reaches the node and *folds* it: the demand leaves `count`,
-//! and whatever part of it `pending` had already covered goes back to the
-//! free permits. The canceller then sets `RECHECK` (running a delivery itself
-//! if nobody is): had it been the head, waiting for more permits, the ones
-//! `pending` already held for it would otherwise sit there until the next
-//! release, while newcomers queue behind a waiter that is gone. `pending` may dip below zero for a moment while a releaser
+//! A future dropped while queued marks its node cancelled; its demand stays
+//! in `count` until the deliverer reaches the node and *folds* it: the
+//! demand leaves `count`, and whatever part of it `pending` had already
+//! covered goes back to the free permits. The canceller then sets `RECHECK`
+//! (running a delivery itself if nobody is): had it been the head, waiting
+//! for more permits, the ones `pending` already held for it would otherwise
+//! sit there until the next release, while newcomers queue behind a waiter
+//! that is gone. `pending` may dip below zero for a moment while a releaser
 //! is between its two steps; the sums stay exact.
+//!
+//! # Close
+//!
+//! [`Semaphore::close`] sets `CLOSED` and `RECHECK` and runs (or makes the
+//! running deliverer run) a *drain*: every queued waiter's demand is folded
+//! and the waiter is handed the `CLOSED` token, until no demand is left in
+//! `count` or `pending`. A waiter counted while the drain runs is waited
+//! for (its demand is in `count`); one counted after the drain's last look
+//! at `count` (an RMW) sees `CLOSED` when it checks after its push (its
+//! counting RMW comes later in `count`'s order, so it sees everything the
+//! drain saw), and runs a drain itself.
 
 use core::fmt;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use core::time::Duration;
 use std::panic::{self, AssertUnwindSafe};
+use std::time::Instant;
 
 use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
+use sync_core::sync::{hint, thread};
 use sync_core::waiter::{Token, Waiter, WaiterQueue, Wakeup};
 
+use crate::error::{AcquireError, TryAcquireError};
 use crate::patience::pop_counted;
 
 /// `pending`'s deliverer bit.
-const ACTIVE: usize = 0b01;
-/// `pending`'s "look at the head again" bit, set by a cancelled waiter so
-/// that the deliverer cannot retire past it.
-const RECHECK: usize = 0b10;
+const ACTIVE: usize = 0b001;
+/// `pending`'s "look at the head again" bit, set by a cancelled waiter (and
+/// by `close`) so that the deliverer cannot retire past it.
+const RECHECK: usize = 0b010;
+/// `pending`'s closed bit: set once by `close`, never cleared.
+const CLOSED: usize = 0b100;
 /// Where `pending`'s amount starts.
-const SHIFT: u32 = 2;
+const SHIFT: u32 = 3;
 /// The token of a waiter whose permits have all been delivered.
 const GRANTED: Token = 1;
+/// The token of a waiter that a close sent away without permits.
+const CLOSED_TOKEN: Token = 2;
 
 /// A counting semaphore whose waiters wait in a lock-free FIFO queue, and
 /// which both threads and async tasks can acquire.
 ///
 /// * [`acquire`](Self::acquire) and [`acquire_many`](Self::acquire_many) park
 ///   the calling thread until the permits are available;
-/// * [`acquire_async`](Self::acquire_async) and
-///   [`acquire_many_async`](Self::acquire_many_async) return futures that
-///   never block the executor's thread, on any executor.
+///   [`try_acquire_for`](Self::try_acquire_for) and
+///   [`try_acquire_until`](Self::try_acquire_until) park it until a
+///   deadline at most;
+/// * [`acquire_async`](Self::acquire_async),
+///   [`acquire_many_async`](Self::acquire_many_async) and, for a semaphore
+///   in an [`Arc`](std::sync::Arc), [`acquire_owned`](Self::acquire_owned)
+///   return futures that never block the executor's thread, on any
+///   executor.
 ///
-/// Permits come back when the [`SemaphorePermit`] drops, or explicitly with
-/// [`release`](Self::release) (after [`SemaphorePermit::forget`], or to add
-/// permits).
+/// Permits come back when the [`SemaphorePermit`] (or
+/// [`OwnedSemaphorePermit`]) drops, or explicitly with
+/// [`add_permits`](Self::add_permits) (after [`SemaphorePermit::forget`], or
+/// to raise the limit). [`close`](Self::close) sends every waiter away with
+/// an error.
 ///
 /// # Fairness
 ///
@@ -78,8 +116,27 @@ const GRANTED: Token = 1;
 /// request for many permits is served at the head of the queue as releases
 /// accumulate, so large requests are not starved by small ones. A new
 /// request takes permits at once only if they are free, which they are not
-/// while a queued request lacks any (the counter is then negative); a blocking
-/// acquire spins briefly for a free permit before it is counted.
+/// while a queued request lacks any (the counter is then negative); a
+/// blocking acquire spins briefly for a free permit before it is counted.
+///
+/// "Counted before" is exact for every request that had reached the queue
+/// when the later one was counted. Two requests counted within the few
+/// instructions between one's count and its push (no user code runs there)
+/// may reach the queue in the other order, and are then served in queue
+/// order; since a waiting request never holds permits (see the module's
+/// notes), the order they take can delay but never deadlock them.
+///
+/// # Requests larger than the semaphore
+///
+/// A request for more permits than will ever exist (say `acquire_many(5)`
+/// on `Semaphore::new(3)` with no [`add_permits`](Self::add_permits) to
+/// come) waits at the head of the queue for ever, and every request behind
+/// it waits too (FIFO: nobody overtakes it), as in `tokio`. Permits released
+/// meanwhile are kept for it, not lost. [`close`](Self::close) sends it (and
+/// everybody else) away with an error and frees what was kept; dropping its
+/// future or letting a [`try_acquire_many_for`](Self::try_acquire_many_for)
+/// time out withdraws it, and the requests behind it proceed. A request
+/// above [`MAX_PERMITS`](Self::MAX_PERMITS) can never be met and panics.
 ///
 /// # Panics
 ///
@@ -101,9 +158,9 @@ const GRANTED: Token = 1;
 /// use lockfree_sync::Semaphore;
 ///
 /// let sem = Semaphore::new(2);
-/// let a = sem.acquire();
+/// let a = sem.acquire().unwrap();
 /// let b = sem.try_acquire().expect("a second permit");
-/// assert!(sem.try_acquire().is_none());
+/// assert!(sem.try_acquire().is_err());
 /// drop(a);
 /// assert_eq!(sem.available_permits(), 1);
 /// # drop(b);
@@ -116,7 +173,7 @@ const GRANTED: Token = 1;
 ///
 /// let sem = Semaphore::new(3);
 /// futures::executor::block_on(async {
-///     let p = sem.acquire_many_async(3).await;
+///     let p = sem.acquire_many_async(3).await.unwrap();
 ///     assert_eq!(sem.available_permits(), 0);
 ///     drop(p);
 /// });
@@ -143,6 +200,9 @@ unsafe impl Sync for Semaphore {}
 impl core::panic::UnwindSafe for Semaphore {}
 impl core::panic::RefUnwindSafe for Semaphore {}
 
+/// Why a blocking wait ended without permits.
+type Fail = TryAcquireError;
+
 impl Semaphore {
     /// The most permits a semaphore holds, and the most one request may ask
     /// for: `2^31 - 1` on 64-bit targets (`2^15 - 1` on 32-bit ones).
@@ -151,6 +211,13 @@ impl Semaphore {
     /// wait, so the sum of all outstanding requests must fit: half the
     /// pointer width per request leaves room for billions of waiters on
     /// 64-bit targets (thousands on 32-bit ones).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::Semaphore;
+    /// assert!(Semaphore::MAX_PERMITS >= (1 << 15) - 1);
+    /// ```
     pub const MAX_PERMITS: usize = usize::MAX >> (usize::BITS / 2 + 1);
 
     sync_core::const_unless_loom! {
@@ -159,6 +226,14 @@ impl Semaphore {
         /// # Panics
         ///
         /// If `permits` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use lockfree_sync::Semaphore;
+        /// static POOL: Semaphore = Semaphore::new(4);
+        /// assert_eq!(POOL.available_permits(), 4);
+        /// ```
         pub fn new(permits: usize) -> Self {
             assert!(
                 permits <= Self::MAX_PERMITS,
@@ -184,61 +259,322 @@ impl Semaphore {
 
     /// The permits free right now (a hint: it may change at once). Permits
     /// on their way to waiters are not free.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(2);
+    /// let _p = sem.acquire().unwrap();
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
     pub fn available_permits(&self) -> usize {
         self.count.load(Relaxed).max(0) as usize
     }
 
+    /// Whether [`close`](Self::close) has been called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// assert!(!sem.is_closed());
+    /// sem.close();
+    /// assert!(sem.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        // Acquire: pairs with `close`'s AcqRel fetch_or.
+        self.pending.load(Acquire) & CLOSED != 0
+    }
+
+    /// Closes the semaphore: every waiting acquire, thread or task, returns
+    /// [`AcquireError`] (or [`TryAcquireError::Closed`] for a timed one), and
+    /// every later acquire fails at once. Permits already held stay valid
+    /// and come back as usual; permits that were kept for waiters become
+    /// free again (so [`available_permits`](Self::available_permits) still
+    /// counts every permit). Closing twice does nothing more.
+    ///
+    /// This is the way out for a request larger than the semaphore will
+    /// ever be (see the type's docs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockfree_sync::Semaphore;
+    ///
+    /// let sem = Arc::new(Semaphore::new(1));
+    /// let waiter = {
+    ///     let sem = Arc::clone(&sem);
+    ///     std::thread::spawn(move || sem.acquire_many(2).map(|p| p.permits()))
+    /// };
+    /// sem.close();
+    /// assert!(waiter.join().unwrap().is_err());
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
+    pub fn close(&self) {
+        // AcqRel: Release publishes the flag to whoever sees it; Acquire, if
+        // we become the deliverer, pairs with the previous one's retirement.
+        let prev = self.pending.fetch_or(CLOSED | RECHECK | ACTIVE, AcqRel);
+        if prev & ACTIVE == 0 {
+            self.run_delivery();
+        }
+    }
+
     /// Takes one permit if one is free and nobody is waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`TryAcquireError::NoPermits`] if none is free (or others wait for
+    /// it), [`TryAcquireError::Closed`] after [`close`](Self::close).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::{Semaphore, TryAcquireError};
+    /// let sem = Semaphore::new(1);
+    /// let p = sem.try_acquire().unwrap();
+    /// assert_eq!(sem.try_acquire().unwrap_err(), TryAcquireError::NoPermits);
+    /// # drop(p);
+    /// ```
     #[inline]
-    pub fn try_acquire(&self) -> Option<SemaphorePermit<'_>> {
+    pub fn try_acquire(&self) -> Result<SemaphorePermit<'_>, TryAcquireError> {
         self.try_acquire_many(1)
     }
 
     /// Takes `n` permits if they are free and nobody is waiting.
     ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
     /// # Panics
     ///
     /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(3);
+    /// assert_eq!(sem.try_acquire_many(2).unwrap().permits(), 2);
+    /// assert!(sem.try_acquire_many(4).is_err());
+    /// ```
     #[inline]
-    pub fn try_acquire_many(&self, n: usize) -> Option<SemaphorePermit<'_>> {
+    pub fn try_acquire_many(&self, n: usize) -> Result<SemaphorePermit<'_>, TryAcquireError> {
         check_request(n);
-        self.try_take(n).then(|| SemaphorePermit::new(self, n))
+        self.try_take_open(n)?;
+        Ok(SemaphorePermit::new(self, n))
     }
 
     /// Takes one permit, parking the thread until one is free.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError`] if the semaphore is closed, before or while waiting.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// let p = sem.acquire().unwrap();
+    /// assert_eq!(p.permits(), 1);
+    /// ```
     #[inline]
-    pub fn acquire(&self) -> SemaphorePermit<'_> {
+    pub fn acquire(&self) -> Result<SemaphorePermit<'_>, AcquireError> {
         self.acquire_many(1)
     }
 
     /// Takes `n` permits at once, parking the thread until they are free.
     /// A request for zero permits returns at once.
     ///
+    /// # Errors
+    ///
+    /// [`AcquireError`] if the semaphore is closed, before or while waiting.
+    ///
     /// # Panics
     ///
     /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS): such a request
-    /// could never be met.
+    /// could never be met. (A request above the permits that exist but
+    /// within the maximum waits: see the type's docs.)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(3);
+    /// let p = sem.acquire_many(3).unwrap();
+    /// assert_eq!(sem.available_permits(), 0);
+    /// # drop(p);
+    /// ```
     #[inline]
-    pub fn acquire_many(&self, n: usize) -> SemaphorePermit<'_> {
+    pub fn acquire_many(&self, n: usize) -> Result<SemaphorePermit<'_>, AcquireError> {
         check_request(n);
-        if !self.try_take(n) {
-            self.acquire_slow(n);
+        match self.try_take_open(n) {
+            Ok(()) => {}
+            Err(TryAcquireError::Closed) => return Err(AcquireError::closed()),
+            Err(TryAcquireError::NoPermits) => {
+                if self.acquire_slow(n, None).is_err() {
+                    return Err(AcquireError::closed());
+                }
+            }
         }
-        SemaphorePermit::new(self, n)
+        Ok(SemaphorePermit::new(self, n))
+    }
+
+    /// Takes one permit, parking the thread until one is free or `timeout`
+    /// has passed.
+    ///
+    /// # Errors
+    ///
+    /// [`TryAcquireError::NoPermits`] if the time ran out (the request is
+    /// withdrawn: nothing stays counted or queued),
+    /// [`TryAcquireError::Closed`] if the semaphore is closed.
+    ///
+    /// # Progress
+    ///
+    /// Returns within `timeout` plus about one scheduling quantum: the
+    /// deadline is checked inside the spin and yield loops too.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lockfree_sync::{Semaphore, TryAcquireError};
+    ///
+    /// let sem = Semaphore::new(0);
+    /// let r = sem.try_acquire_for(Duration::from_millis(1));
+    /// assert_eq!(r.unwrap_err(), TryAcquireError::NoPermits);
+    /// ```
+    pub fn try_acquire_for(
+        &self,
+        timeout: Duration,
+    ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        self.try_acquire_many_for(1, timeout)
+    }
+
+    /// [`try_acquire_for`](Self::try_acquire_for) for `n` permits at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let sem = lockfree_sync::Semaphore::new(2);
+    /// let p = sem.try_acquire_many_for(2, Duration::from_millis(1)).unwrap();
+    /// assert_eq!(p.permits(), 2);
+    /// ```
+    pub fn try_acquire_many_for(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        // A deadline past what `Instant` holds is no deadline.
+        self.acquire_timed(n, Instant::now().checked_add(timeout))
+    }
+
+    /// Takes one permit, parking the thread until one is free or `deadline`
+    /// has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Progress
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// let p = sem.try_acquire_until(Instant::now() + Duration::from_millis(1));
+    /// assert!(p.is_ok());
+    /// ```
+    pub fn try_acquire_until(
+        &self,
+        deadline: Instant,
+    ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        self.try_acquire_many_until(1, deadline)
+    }
+
+    /// [`try_acquire_until`](Self::try_acquire_until) for `n` permits at
+    /// once.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// assert!(sem.try_acquire_many_until(2, Instant::now()).is_err());
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
+    pub fn try_acquire_many_until(
+        &self,
+        n: usize,
+        deadline: Instant,
+    ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        self.acquire_timed(n, Some(deadline))
+    }
+
+    fn acquire_timed(
+        &self,
+        n: usize,
+        deadline: Option<Instant>,
+    ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        check_request(n);
+        match self.try_take_open(n) {
+            Err(TryAcquireError::NoPermits) => self.acquire_slow(n, deadline)?,
+            other => other?,
+        }
+        Ok(SemaphorePermit::new(self, n))
     }
 
     /// A future that takes one permit without blocking the thread.
     ///
+    /// # Errors
+    ///
+    /// The future returns [`AcquireError`] if the semaphore is closed
+    /// before or while it waits.
+    ///
     /// # Cancel safety
     ///
-    /// Dropping the future at any point loses no permit: a queued request is
-    /// withdrawn (the permits it had taken go back), and permits already
-    /// delivered to it are released.
+    /// Dropping the future at any point loses no permit and no place for
+    /// others: a queued request is withdrawn (its demand is folded, and
+    /// permits kept for it go to the next waiter or back to the free ones),
+    /// and permits already delivered to it are released. The task's waker
+    /// is dropped with it (the queue node that stays behind until a
+    /// deliverer passes holds neither the waker nor the task).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// let p = futures::executor::block_on(sem.acquire_async()).unwrap();
+    /// assert_eq!(p.permits(), 1);
+    /// ```
     pub fn acquire_async(&self) -> Acquire<'_> {
         self.acquire_many_async(1)
     }
 
     /// A future that takes `n` permits at once without blocking the thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_async`](Self::acquire_async).
     ///
     /// # Cancel safety
     ///
@@ -248,14 +584,183 @@ impl Semaphore {
     ///
     /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS) (when called, not
     /// when polled).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(2);
+    /// let p = futures::executor::block_on(sem.acquire_many_async(2)).unwrap();
+    /// assert_eq!(p.permits(), 2);
+    /// ```
     pub fn acquire_many_async(&self, n: usize) -> Acquire<'_> {
         check_request(n);
         Acquire {
             sem: self,
-            n,
-            held: 0,
-            node: None,
-            done: false,
+            state: Request::new(n),
+        }
+    }
+
+    /// A future that takes one permit and returns it as an
+    /// [`OwnedSemaphorePermit`], which keeps the semaphore alive and has no
+    /// lifetime: for tasks that are spawned, or permits moved between tasks.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockfree_sync::Semaphore;
+    ///
+    /// let sem = Arc::new(Semaphore::new(1));
+    /// let p = futures::executor::block_on(sem.acquire_owned()).unwrap();
+    /// let t = std::thread::spawn(move || drop(p)); // 'static
+    /// t.join().unwrap();
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
+    pub fn acquire_owned(self: &std::sync::Arc<Self>) -> AcquireOwned {
+        self.acquire_many_owned(1)
+    }
+
+    /// [`acquire_owned`](Self::acquire_owned) for `n` permits at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS) (when called).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(lockfree_sync::Semaphore::new(3));
+    /// let p = futures::executor::block_on(sem.acquire_many_owned(3)).unwrap();
+    /// assert_eq!(p.permits(), 3);
+    /// ```
+    pub fn acquire_many_owned(self: &std::sync::Arc<Self>, n: usize) -> AcquireOwned {
+        check_request(n);
+        AcquireOwned {
+            sem: std::sync::Arc::clone(self),
+            state: Request::new(n),
+        }
+    }
+
+    /// [`try_acquire`](Self::try_acquire), returning an
+    /// [`OwnedSemaphorePermit`].
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(lockfree_sync::Semaphore::new(1));
+    /// let p = sem.try_acquire_owned().unwrap();
+    /// assert!(sem.try_acquire_owned().is_err());
+    /// # drop(p);
+    /// ```
+    pub fn try_acquire_owned(
+        self: &std::sync::Arc<Self>,
+    ) -> Result<OwnedSemaphorePermit, TryAcquireError> {
+        self.try_acquire_many_owned(1)
+    }
+
+    /// [`try_acquire_many`](Self::try_acquire_many), returning an
+    /// [`OwnedSemaphorePermit`].
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(lockfree_sync::Semaphore::new(2));
+    /// assert_eq!(sem.try_acquire_many_owned(2).unwrap().permits(), 2);
+    /// ```
+    pub fn try_acquire_many_owned(
+        self: &std::sync::Arc<Self>,
+        n: usize,
+    ) -> Result<OwnedSemaphorePermit, TryAcquireError> {
+        check_request(n);
+        self.try_take_open(n)?;
+        Ok(OwnedSemaphorePermit {
+            sem: std::sync::Arc::clone(self),
+            permits: n,
+        })
+    }
+
+    /// Adds `n` permits: returns forgotten permits, or raises the limit.
+    /// Waiters are served first, oldest first. The same as
+    /// [`release`](Self::release).
+    ///
+    /// # Panics
+    ///
+    /// If the free permits would exceed [`MAX_PERMITS`](Self::MAX_PERMITS).
+    /// The permits are taken back before the panic (another thread may see
+    /// them for that instant).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(0);
+    /// sem.add_permits(2);
+    /// assert_eq!(sem.available_permits(), 2);
+    /// ```
+    #[inline]
+    pub fn add_permits(&self, n: usize) {
+        self.release(n);
+    }
+
+    /// Removes up to `n` of the free permits for good, and returns how many
+    /// it removed: lowers the limit without waiting (permits that are held,
+    /// or kept for waiters, are not touched).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(3);
+    /// let held = sem.acquire().unwrap();
+    /// assert_eq!(sem.forget_permits(5), 2);
+    /// assert_eq!(sem.available_permits(), 0);
+    /// drop(held);
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
+    pub fn forget_permits(&self, n: usize) -> usize {
+        let mut c = self.count.load(Relaxed);
+        loop {
+            if c <= 0 || n == 0 {
+                return 0;
+            }
+            let take = n.min(c as usize);
+            // Relaxed: the permits are destroyed, nothing is handed over.
+            match self
+                .count
+                .compare_exchange_weak(c, c - take as isize, Relaxed, Relaxed)
+            {
+                Ok(_) => return take,
+                Err(actual) => c = actual,
+            }
         }
     }
 
@@ -267,6 +772,15 @@ impl Semaphore {
     /// If the free permits would exceed [`MAX_PERMITS`](Self::MAX_PERMITS).
     /// The permits are taken back before the panic (another thread may see
     /// them for that instant).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// sem.acquire().unwrap().forget();
+    /// sem.release(1);
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
     #[inline]
     pub fn release(&self, n: usize) {
         if n == 0 {
@@ -291,6 +805,19 @@ impl Semaphore {
         }
     }
 
+    /// `try_take`, failing on a closed semaphore first.
+    #[inline]
+    fn try_take_open(&self, n: usize) -> Result<(), TryAcquireError> {
+        if self.is_closed() {
+            return Err(TryAcquireError::Closed);
+        }
+        if self.try_take(n) {
+            Ok(())
+        } else {
+            Err(TryAcquireError::NoPermits)
+        }
+    }
+
     /// Takes `n` permits if free; never counts the caller as a waiter.
     #[inline]
     fn try_take(&self, n: usize) -> bool {
@@ -311,49 +838,82 @@ impl Semaphore {
     }
 
     /// Counts the caller as a waiter for `n` permits. `Ok(())` if they were
-    /// free after all; otherwise `Err((held, need))`: the permits it took and
-    /// those it still needs.
-    fn commit(&self, n: usize) -> Result<(), (usize, usize)> {
-        // Acquire: the permits we may take came from a Release.
-        let c = self.count.fetch_sub(n as isize, Acquire);
+    /// free after all; otherwise `Err(found)`: the free permits it found,
+    /// which it must [`enqueue`](Self::enqueue) for the oldest waiter.
+    fn commit(&self, n: usize) -> Result<(), usize> {
+        // AcqRel: Acquire, the permits we may take came from a Release (and,
+        // after a close, we see what the drain saw: see the module's notes);
+        // Release for the drain's RMW that may follow ours.
+        let c = self.count.fetch_sub(n as isize, AcqRel);
         if c >= n as isize {
             return Ok(());
         }
-        let held = c.max(0) as usize;
-        Err((held, n - held))
+        Err(c.max(0) as usize)
+    }
+
+    /// Queues a counted `waiter` (its data its whole request), hands the
+    /// `found` free permits its count absorbed to the delivery (for the
+    /// oldest waiter, which may be this one), and makes sure a close that
+    /// missed it still sends it away.
+    fn enqueue(&self, waiter: Arc<Waiter>, found: usize) {
+        self.queue.push(waiter);
+        if found > 0 {
+            // Like a release that finds `count` negative: `found` of the
+            // deficit is now covered.
+            self.deliver(found);
+        }
+        if self.is_closed() {
+            // The drain may have finished before our push: run it again.
+            self.recheck();
+        }
     }
 
     #[cold]
-    fn acquire_slow(&self, n: usize) {
+    fn acquire_slow(&self, n: usize, deadline: Option<Instant>) -> Result<(), Fail> {
         // Spin while nobody is queued: a permit freed within the spin is
         // taken without queueing, so a busy semaphore keeps its permits
         // moving between running threads instead of handing each one to a
-        // thread that must be woken.
+        // thread that must be woken. The deadline is checked in the spin.
         let mut spin = SpinWait::new();
         while self.count.load(Relaxed) >= 0 && spin.spin() {
             if self.try_take(n) {
-                return;
+                return Ok(());
             }
+            if expired(deadline) {
+                return Err(Fail::NoPermits);
+            }
+        }
+        if expired(deadline) {
+            // Not counted: nothing to withdraw (the caller already tried).
+            return self.try_take_open(n);
         }
         // Allocated before we are counted: a deliverer that sees our count
         // waits for our push, so keep that window short.
         let mut waiter = Waiter::for_thread(0);
         // The paper's wait: one fetch_sub counts us in.
-        if let Err((_, need)) = self.commit(n) {
-            Waiter::set_data(&mut waiter, need);
-            self.wait_for(waiter);
-        }
-    }
-
-    /// Queues the calling thread's `waiter` (counted already, its data the
-    /// permits it still lacks) and waits for their delivery.
-    #[cold]
-    fn wait_for(&self, waiter: Arc<Waiter>) {
-        self.queue.push(Arc::clone(&waiter));
-        // Spin before parking: a delivery is a handoff, and a releaser
-        // usually comes within microseconds.
-        let token = waiter.wait(true);
-        debug_assert_eq!(token, GRANTED);
+        let Err(found) = self.commit(n) else {
+            return Ok(());
+        };
+        Waiter::set_data(&mut waiter, n);
+        self.enqueue(Arc::clone(&waiter), found);
+        let token = match deadline {
+            // Spin before parking: a delivery is a handoff, and a releaser
+            // usually comes within microseconds.
+            None => waiter.wait(true),
+            Some(deadline) => match wait_until(&waiter, deadline) {
+                Some(token) => token,
+                None => match waiter.cancel() {
+                    Ok(()) => {
+                        // Withdrawn: the deliverer folds our demand.
+                        self.recheck();
+                        return Err(Fail::NoPermits);
+                    }
+                    // Served (or closed) just in time.
+                    Err(token) => token,
+                },
+            },
+        };
+        token_result(token).map_err(Fail::from)
     }
 
     /// Adds `d` permits to the delivery, and delivers if nobody is.
@@ -379,20 +939,22 @@ impl Semaphore {
         }
     }
 
-    /// Called by a waiter that cancelled: if it was the head, permits
-    /// `pending` holds for it must not wait for the next release. Runs a
-    /// delivery, or makes the running deliverer look again.
+    /// Called by a waiter that cancelled (or found the semaphore closed
+    /// after its push): if it was the head, permits `pending` holds for it
+    /// must not wait for the next release. Runs a delivery, or makes the
+    /// running deliverer look again.
     fn recheck(&self) {
-        // AcqRel: Release orders our cancel before the deliverer's next
-        // look; Acquire as in `deliver`, if we become the deliverer.
+        // AcqRel: Release orders our cancel (or push) before the deliverer's
+        // next look; Acquire as in `deliver`, if we become the deliverer.
         if self.pending.fetch_or(ACTIVE | RECHECK, AcqRel) & ACTIVE == 0 {
             self.run_delivery();
         }
     }
 
-    /// Hands `pending` permits to waiters in order. The caller holds ACTIVE.
+    /// Hands `pending` permits to waiters in order, or, once closed, sends
+    /// every waiter away. The caller holds ACTIVE.
     fn run_delivery(&self) {
-        // Our callers (`deliver`, `recheck`) have just set ACTIVE.
+        // Our callers (`deliver`, `recheck`, `close`) have just set ACTIVE.
         let role = Role(self);
         let mut panicked = None;
         let mut wakeups = Wakeups::default();
@@ -400,6 +962,7 @@ impl Semaphore {
         // deliver (after a cancel), so that their demand and nodes do not
         // linger until the next release.
         let mut sweep = false;
+        let mut waits = 0u32;
         loop {
             // Acquire: pairs with releasers' Release additions.
             let mut w = self.pending.load(Acquire);
@@ -410,57 +973,77 @@ impl Semaphore {
                 sweep = true;
             }
             let amount = (w as isize) >> SHIFT;
-            if amount <= 0 && sweep {
-                sweep = false;
-                // A `None` from `pop` (a push half-done) just ends the
-                // sweep.
-                let head = role.take_head().or_else(|| role.pop());
-                if let Some(head) = head {
+            if w & CLOSED != 0 {
+                if let Some(head) = role.take_head().or_else(|| role.pop()) {
+                    // Fold first (a waiter sent away finds its demand gone),
+                    // then send it away unless it cancelled meanwhile (its
+                    // canceller leaves the fold to us either way).
+                    self.fold(head.data());
+                    if let Some(wakeup) = Waiter::notify_later(&head, CLOSED_TOKEN) {
+                        wakeups.push(wakeup, &mut panicked);
+                    }
+                    continue;
+                }
+                // The queue looks empty. AcqRel RMW: the last look at
+                // `count`; a waiter counted after it sees CLOSED (module
+                // notes), one counted before it shows here.
+                let c = self.count.fetch_add(0, AcqRel);
+                if c < 0 || amount > 0 {
+                    // A counted waiter has not finished its push.
+                    backoff(&mut waits);
+                    continue;
+                }
+            } else {
+                if amount <= 0 && sweep {
+                    sweep = false;
+                    // A `None` from `pop` (a push half-done) just ends the
+                    // sweep.
+                    let head = role.take_head().or_else(|| role.pop());
+                    if let Some(head) = head {
+                        if head.is_cancelled() {
+                            self.fold(head.data());
+                            sweep = true;
+                            continue;
+                        }
+                        role.put_head(head);
+                    }
+                }
+                if amount > 0 {
+                    // `pending` covers demand, so a counted waiter is queued
+                    // or about to be.
+                    let head = role
+                        .take_head()
+                        .unwrap_or_else(|| pop_counted(|| role.pop()));
                     if head.is_cancelled() {
                         self.fold(head.data());
-                        sweep = true;
                         continue;
                     }
+                    let need = head.data();
+                    if amount as usize >= need {
+                        // AcqRel: Acquire is already ours; Release for the
+                        // next deliverer.
+                        self.pending.fetch_sub(need << SHIFT, AcqRel);
+                        // The token now, the wakeup after we retire: the role
+                        // is held for less time (a wakeup may schedule a
+                        // task), and a panicking waker cannot leave it held.
+                        match Waiter::notify_later(&head, GRANTED) {
+                            Some(wakeup) => wakeups.push(wakeup, &mut panicked),
+                            None => {
+                                // Cancelled meanwhile: take the permits back
+                                // and fold its demand.
+                                self.pending.fetch_add(need << SHIFT, AcqRel);
+                                self.fold(need);
+                            }
+                        }
+                        continue;
+                    }
+                    // The oldest waiter needs more than we hold: it waits at
+                    // the head for later releases.
                     role.put_head(head);
                 }
             }
-            if amount > 0 {
-                // `pending` covers demand, so a counted waiter is queued or
-                // about to be.
-                let head = role
-                    .take_head()
-                    .unwrap_or_else(|| pop_counted(|| role.pop()));
-                if head.is_cancelled() {
-                    self.fold(head.data());
-                    continue;
-                }
-                let need = head.data();
-                if amount as usize >= need {
-                    // AcqRel: Acquire is already ours; Release for the next
-                    // deliverer.
-                    self.pending.fetch_sub(need << SHIFT, AcqRel);
-                    // The token now, the wakeup after we retire: the role is
-                    // held for less time (a wakeup may schedule a task), and
-                    // a panicking waker cannot leave it held.
-                    let wakeup = Waiter::notify_later(&head, GRANTED);
-                    let notified = wakeup.is_some();
-                    if let Some(wakeup) = wakeup {
-                        wakeups.push(wakeup, &mut panicked);
-                    }
-                    if !notified {
-                        // Cancelled meanwhile: take the permits back and fold
-                        // its demand.
-                        self.pending.fetch_add(need << SHIFT, AcqRel);
-                        self.fold(need);
-                    }
-                    continue;
-                }
-                // The oldest waiter needs more than we hold: it waits at the
-                // head for later releases.
-                role.put_head(head);
-            }
-            // Retire, unless somebody added permits since we looked.
-            // Release: pairs with the next deliverer's Acquire.
+            // Retire, unless somebody added permits (or closed) since we
+            // looked. Release: pairs with the next deliverer's Acquire.
             if self
                 .pending
                 .compare_exchange(w, w & !ACTIVE, Release, Relaxed)
@@ -475,7 +1058,7 @@ impl Semaphore {
         }
     }
 
-    /// Removes a cancelled waiter's `need` from the deficit. The part of it
+    /// Removes a queued waiter's `need` from the deficit. The part of it
     /// that `pending` had already covered becomes free permits again.
     fn fold(&self, need: usize) {
         // AcqRel: our permits (if `count` turns positive) are published with
@@ -487,6 +1070,76 @@ impl Semaphore {
             // May dip below zero while a releaser has raised `count` but not
             // yet added to `pending`; its addition restores the balance.
             self.pending.fetch_sub(covered << SHIFT, AcqRel);
+        }
+    }
+}
+
+/// What a waiter's token means.
+fn token_result(token: Token) -> Result<(), AcquireError> {
+    match token {
+        GRANTED => Ok(()),
+        CLOSED_TOKEN => Err(AcquireError::closed()),
+        other => unreachable!("a semaphore waiter got token {other}"),
+    }
+}
+
+/// Whether `deadline` has passed (never, for no deadline).
+///
+/// Never under loom: time is not modelled (and reading the clock would make
+/// a model's branches depend on it); [`wait_until`] times out instead.
+fn expired(deadline: Option<Instant>) -> bool {
+    #[cfg(loom)]
+    {
+        let _ = deadline;
+        false
+    }
+    #[cfg(not(loom))]
+    deadline.is_some_and(|d| Instant::now() >= d)
+}
+
+/// The drain's wait for a counted waiter to finish its push: spin briefly,
+/// then let it run.
+fn backoff(waits: &mut u32) {
+    if *waits < 16 {
+        *waits += 1;
+        hint::spin_loop();
+    } else {
+        thread::yield_now();
+    }
+}
+
+/// Waits for `waiter`'s token until `deadline`: `None` if it passed first
+/// (the waiter is still queued; the caller cancels it). The deadline is
+/// checked inside the spin too, so this returns within the deadline plus a
+/// scheduling quantum.
+///
+/// Under loom, where time is not modelled, the thread lets the others run
+/// once and then times out unless it has its token, so the models explore
+/// the race between a timeout and a delivery.
+fn wait_until(waiter: &Waiter, deadline: Instant) -> Option<Token> {
+    #[cfg(loom)]
+    {
+        let _ = deadline;
+        thread::yield_now();
+        waiter.token()
+    }
+    #[cfg(not(loom))]
+    {
+        let mut spin = SpinWait::new();
+        loop {
+            if let Some(token) = waiter.token() {
+                return Some(token);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            if !spin.spin() {
+                // A delivery before the park leaves the thread's unpark
+                // token set, so the park returns at once; spurious returns
+                // just loop.
+                thread::park_timeout(deadline - now);
+            }
         }
     }
 }
@@ -581,11 +1234,38 @@ impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
             .field("available_permits", &self.available_permits())
+            .field("closed", &self.is_closed())
             .finish_non_exhaustive()
     }
 }
 
+/// A semaphore with no permits (add them with
+/// [`add_permits`](Semaphore::add_permits)).
+///
+/// # Examples
+///
+/// ```
+/// let sem = lockfree_sync::Semaphore::default();
+/// assert_eq!(sem.available_permits(), 0);
+/// ```
+impl Default for Semaphore {
+    fn default() -> Self {
+        Self::new(0)
+    }
+}
+
 /// Permits taken from a [`Semaphore`]; they go back when it drops.
+///
+/// # Examples
+///
+/// ```
+/// let sem = lockfree_sync::Semaphore::new(3);
+/// let mut p = sem.acquire_many(3).unwrap();
+/// let one = p.split(1).unwrap();
+/// assert_eq!((p.permits(), one.permits()), (2, 1));
+/// drop(one);
+/// assert_eq!(sem.available_permits(), 1);
+/// ```
 #[must_use = "dropping the permit releases it at once"]
 pub struct SemaphorePermit<'a> {
     sem: &'a Semaphore,
@@ -598,19 +1278,82 @@ impl<'a> SemaphorePermit<'a> {
     }
 
     /// How many permits this holds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(2);
+    /// assert_eq!(sem.acquire_many(2).unwrap().permits(), 2);
+    /// ```
     pub fn permits(&self) -> usize {
         self.permits
     }
 
     /// The semaphore the permits came from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// let p = sem.acquire().unwrap();
+    /// assert!(std::ptr::eq(p.semaphore(), &sem));
+    /// ```
     pub fn semaphore(&self) -> &'a Semaphore {
         self.sem
     }
 
-    /// Keeps the permits out of the semaphore for good (until a
-    /// [`release`](Semaphore::release) puts them back).
+    /// Keeps the permits out of the semaphore for good (until
+    /// [`add_permits`](Semaphore::add_permits) puts them back).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// sem.acquire().unwrap().forget();
+    /// assert_eq!(sem.available_permits(), 0);
+    /// ```
     pub fn forget(mut self) {
         self.permits = 0;
+    }
+
+    /// Moves `other`'s permits into this one.
+    ///
+    /// # Panics
+    ///
+    /// If the two came from different semaphores.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(2);
+    /// let mut a = sem.acquire().unwrap();
+    /// a.merge(sem.acquire().unwrap());
+    /// assert_eq!(a.permits(), 2);
+    /// ```
+    #[track_caller]
+    pub fn merge(&mut self, mut other: Self) {
+        assert!(
+            core::ptr::eq(self.sem, other.sem),
+            "SemaphorePermit::merge: the permits come from different semaphores"
+        );
+        self.permits += core::mem::take(&mut other.permits);
+    }
+
+    /// Splits `n` permits off into a new permit; `None` (and nothing
+    /// changes) if this holds fewer than `n`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(2);
+    /// let mut a = sem.acquire_many(2).unwrap();
+    /// assert!(a.split(3).is_none());
+    /// let b = a.split(1).unwrap();
+    /// assert_eq!((a.permits(), b.permits()), (1, 1));
+    /// ```
+    pub fn split(&mut self, n: usize) -> Option<Self> {
+        self.permits = self.permits.checked_sub(n)?;
+        Some(Self::new(self.sem, n))
     }
 }
 
@@ -631,74 +1374,298 @@ impl fmt::Debug for SemaphorePermit<'_> {
     }
 }
 
+/// Permits taken from a [`Semaphore`] in an [`Arc`](std::sync::Arc), with
+/// no lifetime: they go back when it drops.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// let sem = Arc::new(lockfree_sync::Semaphore::new(2));
+/// let mut p = sem.try_acquire_many_owned(2).unwrap();
+/// let q = p.split(1).unwrap();
+/// std::thread::spawn(move || drop(q)).join().unwrap();
+/// assert_eq!(sem.available_permits(), 1);
+/// # drop(p);
+/// ```
+#[must_use = "dropping the permit releases it at once"]
+pub struct OwnedSemaphorePermit {
+    sem: std::sync::Arc<Semaphore>,
+    permits: usize,
+}
+
+impl OwnedSemaphorePermit {
+    /// How many permits this holds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(lockfree_sync::Semaphore::new(2));
+    /// assert_eq!(sem.try_acquire_owned().unwrap().permits(), 1);
+    /// ```
+    pub fn permits(&self) -> usize {
+        self.permits
+    }
+
+    /// The semaphore the permits came from.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(lockfree_sync::Semaphore::new(1));
+    /// let p = sem.try_acquire_owned().unwrap();
+    /// assert!(Arc::ptr_eq(p.semaphore(), &sem));
+    /// ```
+    pub fn semaphore(&self) -> &std::sync::Arc<Semaphore> {
+        &self.sem
+    }
+
+    /// Keeps the permits out of the semaphore for good (until
+    /// [`add_permits`](Semaphore::add_permits) puts them back).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(lockfree_sync::Semaphore::new(1));
+    /// sem.try_acquire_owned().unwrap().forget();
+    /// assert_eq!(sem.available_permits(), 0);
+    /// ```
+    pub fn forget(mut self) {
+        self.permits = 0;
+    }
+
+    /// Moves `other`'s permits into this one.
+    ///
+    /// # Panics
+    ///
+    /// If the two came from different semaphores.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(lockfree_sync::Semaphore::new(2));
+    /// let mut a = sem.try_acquire_owned().unwrap();
+    /// a.merge(sem.try_acquire_owned().unwrap());
+    /// assert_eq!(a.permits(), 2);
+    /// ```
+    #[track_caller]
+    pub fn merge(&mut self, mut other: Self) {
+        assert!(
+            std::sync::Arc::ptr_eq(&self.sem, &other.sem),
+            "OwnedSemaphorePermit::merge: the permits come from different semaphores"
+        );
+        self.permits += core::mem::take(&mut other.permits);
+    }
+
+    /// Splits `n` permits off into a new permit; `None` (and nothing
+    /// changes) if this holds fewer than `n`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let sem = Arc::new(lockfree_sync::Semaphore::new(2));
+    /// let mut a = sem.try_acquire_many_owned(2).unwrap();
+    /// let b = a.split(2).unwrap();
+    /// assert_eq!((a.permits(), b.permits()), (0, 2));
+    /// ```
+    pub fn split(&mut self, n: usize) -> Option<Self> {
+        self.permits = self.permits.checked_sub(n)?;
+        Some(Self {
+            sem: std::sync::Arc::clone(&self.sem),
+            permits: n,
+        })
+    }
+}
+
+impl Drop for OwnedSemaphorePermit {
+    #[inline]
+    fn drop(&mut self) {
+        if self.permits > 0 {
+            self.sem.release(self.permits);
+        }
+    }
+}
+
+impl fmt::Debug for OwnedSemaphorePermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnedSemaphorePermit")
+            .field("permits", &self.permits)
+            .finish()
+    }
+}
+
+/// An async request's state, shared by [`Acquire`] and [`AcquireOwned`].
+#[derive(Debug)]
+struct Request {
+    n: usize,
+    node: Option<Arc<Waiter>>,
+    done: bool,
+}
+
+impl Request {
+    fn new(n: usize) -> Self {
+        Self {
+            n,
+            node: None,
+            done: false,
+        }
+    }
+
+    fn poll(&mut self, sem: &Semaphore, cx: &mut Context<'_>) -> Poll<Result<(), AcquireError>> {
+        assert!(!self.done, "an acquire future polled after it completed");
+        let result = if let Some(node) = &self.node {
+            let token = core::task::ready!(node.poll(cx));
+            self.node = None;
+            token_result(token)
+        } else {
+            match sem.try_take_open(self.n) {
+                Ok(()) => Ok(()),
+                Err(TryAcquireError::Closed) => Err(AcquireError::closed()),
+                Err(TryAcquireError::NoPermits) => {
+                    // Allocated (and the waker cloned) before we are
+                    // counted: a deliverer that sees our count waits for our
+                    // push, so the window between them holds no allocation
+                    // and no user code. Registered before it is pushed, so no
+                    // delivery can miss it.
+                    let mut node = Waiter::for_task(cx.waker(), 0);
+                    match sem.commit(self.n) {
+                        Ok(()) => Ok(()),
+                        Err(found) => {
+                            Waiter::set_data(&mut node, self.n);
+                            sem.enqueue(Arc::clone(&node), found);
+                            // Our found permits, or a close, may have served
+                            // us already.
+                            match node.token() {
+                                Some(token) => token_result(token),
+                                None => {
+                                    self.node = Some(node);
+                                    return Poll::Pending;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        self.done = true;
+        Poll::Ready(result)
+    }
+
+    /// The future is dropped: withdraw the request, or give back what it
+    /// was handed.
+    fn cancel(&mut self, sem: &Semaphore) {
+        let Some(node) = self.node.take() else {
+            return;
+        };
+        match node.cancel() {
+            // Withdrawn: the deliverer folds our demand when it reaches the
+            // node (and frees what `pending` kept for it).
+            Ok(()) => sem.recheck(),
+            // Everything was delivered: give it all back.
+            Err(GRANTED) => sem.release(self.n),
+            // Sent away by a close: our demand is folded already.
+            Err(_) => {}
+        }
+    }
+}
+
 /// The future of [`Semaphore::acquire_async`] and
 /// [`Semaphore::acquire_many_async`].
 ///
 /// # Cancel safety
 ///
 /// Dropping it loses no permit: see [`Semaphore::acquire_async`].
+///
+/// # Examples
+///
+/// ```
+/// let sem = lockfree_sync::Semaphore::new(1);
+/// let fut: lockfree_sync::Acquire<'_> = sem.acquire_async();
+/// assert!(futures::executor::block_on(fut).is_ok());
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct Acquire<'a> {
     sem: &'a Semaphore,
-    n: usize,
-    /// Permits taken when we were counted, before we queued.
-    held: usize,
-    node: Option<Arc<Waiter>>,
-    done: bool,
+    state: Request,
 }
 
 impl<'a> Future for Acquire<'a> {
-    type Output = SemaphorePermit<'a>;
+    type Output = Result<SemaphorePermit<'a>, AcquireError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        assert!(!this.done, "Acquire polled after it completed");
-        if let Some(node) = &this.node {
-            let token = core::task::ready!(node.poll(cx));
-            debug_assert_eq!(token, GRANTED);
-            this.node = None;
-        } else if !this.sem.try_take(this.n) {
-            // Allocated (and the waker cloned) before we are counted: a
-            // deliverer that sees our count waits for our push, so the
-            // window between them holds no allocation and no user code.
-            // Registered before it is pushed, so no delivery can miss it.
-            let mut node = Waiter::for_task(cx.waker(), 0);
-            if let Err((held, need)) = this.sem.commit(this.n) {
-                this.held = held;
-                Waiter::set_data(&mut node, need);
-                this.sem.queue.push(Arc::clone(&node));
-                this.node = Some(node);
-                return Poll::Pending;
-            }
-        }
-        this.done = true;
-        Poll::Ready(SemaphorePermit::new(this.sem, this.n))
+        let sem = this.sem;
+        this.state
+            .poll(sem, cx)
+            .map(|r| r.map(|()| SemaphorePermit::new(sem, this.state.n)))
     }
 }
 
 impl Drop for Acquire<'_> {
     fn drop(&mut self) {
-        let Some(node) = self.node.take() else {
-            return;
-        };
-        match node.cancel() {
-            // Withdrawn: the deliverer folds our demand when it reaches the
-            // node; the permits we took go back now.
-            Ok(()) => {
-                self.sem.release(self.held);
-                self.sem.recheck();
-            }
-            // Everything was delivered: give it all back.
-            Err(_) => self.sem.release(self.n),
-        }
+        self.state.cancel(self.sem);
     }
 }
 
 impl fmt::Debug for Acquire<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Acquire")
-            .field("permits", &self.n)
-            .field("queued", &self.node.is_some())
+            .field("permits", &self.state.n)
+            .field("queued", &self.state.node.is_some())
+            .finish()
+    }
+}
+
+/// The future of [`Semaphore::acquire_owned`] and
+/// [`Semaphore::acquire_many_owned`].
+///
+/// # Cancel safety
+///
+/// Dropping it loses no permit: see [`Semaphore::acquire_async`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// let sem = Arc::new(lockfree_sync::Semaphore::new(1));
+/// let fut: lockfree_sync::AcquireOwned = sem.acquire_owned();
+/// assert!(futures::executor::block_on(fut).is_ok());
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct AcquireOwned {
+    sem: std::sync::Arc<Semaphore>,
+    state: Request,
+}
+
+impl Future for AcquireOwned {
+    type Output = Result<OwnedSemaphorePermit, AcquireError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let r = core::task::ready!(this.state.poll(&this.sem, cx));
+        Poll::Ready(r.map(|()| OwnedSemaphorePermit {
+            sem: std::sync::Arc::clone(&this.sem),
+            permits: this.state.n,
+        }))
+    }
+}
+
+impl Drop for AcquireOwned {
+    fn drop(&mut self) {
+        self.state.cancel(&self.sem);
+    }
+}
+
+impl fmt::Debug for AcquireOwned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcquireOwned")
+            .field("permits", &self.state.n)
+            .field("queued", &self.state.node.is_some())
             .finish()
     }
 }

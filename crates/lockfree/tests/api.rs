@@ -284,17 +284,17 @@ fn debug_shows_the_data_or_that_it_is_locked() {
 #[test]
 fn permits_are_counted_forgotten_and_released() {
     let sem = Semaphore::new(3);
-    let a = sem.acquire_many(2);
+    let a = sem.acquire_many(2).unwrap();
     assert_eq!(a.permits(), 2);
     assert_eq!(sem.available_permits(), 1);
-    assert!(sem.try_acquire_many(2).is_none());
+    assert!(sem.try_acquire_many(2).is_err());
     let b = sem.try_acquire().unwrap();
     b.forget();
     drop(a);
     assert_eq!(sem.available_permits(), 2);
     sem.release(1);
     assert_eq!(sem.available_permits(), 3);
-    assert_eq!(sem.acquire_many(0).permits(), 0);
+    assert_eq!(sem.acquire_many(0).unwrap().permits(), 0);
 }
 
 #[test]
@@ -341,13 +341,13 @@ fn waiters_are_served_in_fifo_order_and_big_requests_are_not_overtaken() {
     );
     assert!(poll_once(&mut big, &waker).is_pending());
     sem.release(1);
-    let Poll::Ready(p) = poll_once(&mut big, &waker) else {
+    let Poll::Ready(Ok(p)) = poll_once(&mut big, &waker) else {
         panic!("two permits released, the head request not served");
     };
     assert_eq!(p.permits(), 2);
     assert!(poll_once(&mut small, &waker).is_pending());
     drop(p); // serves `small` and leaves one free
-    let Poll::Ready(q) = poll_once(&mut small, &waker) else {
+    let Poll::Ready(Ok(q)) = poll_once(&mut small, &waker) else {
         panic!("a permit released, the queued request not served");
     };
     assert_eq!(sem.available_permits(), 1);
@@ -367,17 +367,21 @@ fn a_release_wakes_a_queued_task() {
 }
 
 #[test]
-fn dropping_a_queued_acquire_returns_its_partial_permits_and_demand() {
+fn dropping_a_queued_acquire_returns_the_permits_it_found_and_its_demand() {
     let sem = Semaphore::new(1);
     let (_, waker) = counting_waker();
-    let mut fut = sem.acquire_many_async(3); // takes 1, waits for 2
+    let mut fut = sem.acquire_many_async(3); // keeps 1 for the head (itself), waits for 2
     assert!(poll_once(&mut fut, &waker).is_pending());
     assert_eq!(sem.available_permits(), 0);
     drop(fut);
-    assert_eq!(sem.available_permits(), 1, "the permit it held came back");
+    assert_eq!(
+        sem.available_permits(),
+        1,
+        "the permit kept for it came back"
+    );
     sem.release(2); // meets the withdrawn demand, which is folded back
     assert_eq!(sem.available_permits(), 3);
-    assert_eq!(sem.acquire_many(3).permits(), 3);
+    assert_eq!(sem.acquire_many(3).unwrap().permits(), 3);
 }
 
 #[test]
@@ -394,7 +398,7 @@ fn dropping_the_head_request_frees_the_permits_pending_for_it() {
         1,
         "the permit held for a withdrawn request was stranded"
     );
-    assert!(sem.try_acquire().is_some());
+    assert!(sem.try_acquire().is_ok());
 }
 
 #[test]
@@ -416,10 +420,10 @@ fn a_panicking_waker_does_not_stall_the_semaphore() {
     assert!(r.is_err(), "the waker's panic reaches the releaser");
     // The delivery finished before the panic went on: both were served.
     assert_eq!(count.0.load(SeqCst), 1);
-    let Poll::Ready(p2) = poll_once(&mut second, &good) else {
+    let Poll::Ready(Ok(p2)) = poll_once(&mut second, &good) else {
         panic!("the second waiter was not served");
     };
-    let Poll::Ready(p1) = poll_once(&mut first, &good) else {
+    let Poll::Ready(Ok(p1)) = poll_once(&mut first, &good) else {
         panic!("the first waiter was not served");
     };
     p1.forget();
@@ -457,7 +461,7 @@ fn concurrency_never_exceeds_the_permits_on_two_executors() {
             let (sem, inside, max) = (Arc::clone(&sem), Arc::clone(&inside), Arc::clone(&max));
             async move {
                 for _ in 0..50 {
-                    let _p = sem.acquire_async().await;
+                    let _p = sem.acquire_async().await.unwrap();
                     let now = inside.fetch_add(1, SeqCst) + 1;
                     max.fetch_max(now, SeqCst);
                     futures::future::ready(()).await;

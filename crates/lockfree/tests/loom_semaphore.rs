@@ -19,7 +19,7 @@ use sync_core::sync::{Arc, thread};
 fn assert_idle(sem: &Semaphore, free: usize) {
     sem.release(1);
     let all = sem.try_acquire_many(free + 1);
-    assert!(all.is_some(), "fewer than {} permits", free + 1);
+    assert!(all.is_ok(), "fewer than {} permits", free + 1);
     all.unwrap().forget();
     assert_eq!(sem.loom_state(), (0, 0), "(count, pending) left behind");
 }
@@ -38,16 +38,16 @@ fn two_releasers_race_acquirers() {
         let sem = Arc::new(Semaphore::new(0));
         let acquirer = {
             let sem = Arc::clone(&sem);
-            thread::spawn(move || sem.acquire().forget())
+            thread::spawn(move || sem.acquire().unwrap().forget())
         };
         let r1 = releaser(&sem, 1);
         let r2 = releaser(&sem, 1);
-        sem.acquire().forget();
+        sem.acquire().unwrap().forget();
         acquirer.join().unwrap();
         r1.join().unwrap();
         r2.join().unwrap();
         assert_eq!(sem.available_permits(), 0);
-        assert!(sem.try_acquire().is_none());
+        assert!(sem.try_acquire().is_err());
         assert_idle(&sem, 0);
     });
 }
@@ -62,7 +62,7 @@ fn many_permit_request_waits_at_the_head() {
         let big = {
             let sem = Arc::clone(&sem);
             thread::spawn(move || {
-                let p = sem.acquire_many(2);
+                let p = sem.acquire_many(2).unwrap();
                 assert_eq!(p.permits(), 2);
             })
         };
@@ -83,13 +83,13 @@ fn many_permit_request_waits_at_the_head() {
 fn async_acquire_dropped_while_queued_or_after_delivery() {
     model::check_with_bound(2, || {
         let sem = Arc::new(Semaphore::new(1));
-        let held = sem.acquire();
+        let held = sem.acquire().unwrap();
         let dropper = {
             let sem = Arc::clone(&sem);
             thread::spawn(move || {
                 let mut fut = pin!(sem.acquire_many_async(2));
                 let mut cx = Context::from_waker(Waker::noop());
-                if let Poll::Ready(p) = fut.as_mut().poll(&mut cx) {
+                if let Poll::Ready(Ok(p)) = fut.as_mut().poll(&mut cx) {
                     drop(p);
                 }
                 // Dropped here: queued, or already granted.
@@ -97,7 +97,7 @@ fn async_acquire_dropped_while_queued_or_after_delivery() {
         };
         let blocker = {
             let sem = Arc::clone(&sem);
-            thread::spawn(move || drop(sem.acquire()))
+            thread::spawn(move || drop(sem.acquire().unwrap()))
         };
         sem.release(1); // a permit more: two in all
         drop(held);
@@ -118,7 +118,7 @@ fn async_acquire_completes() {
             let sem = Arc::clone(&sem);
             thread::spawn(move || {
                 sync_core::loom::future::block_on(async {
-                    sem.acquire_async().await.forget();
+                    sem.acquire_async().await.unwrap().forget();
                 })
             })
         };
@@ -150,7 +150,7 @@ fn dropped_head_request_does_not_strand_its_pending_permits() {
         let r = releaser(&sem, 1);
         let acquirer = {
             let sem = Arc::clone(&sem);
-            thread::spawn(move || sem.acquire().forget())
+            thread::spawn(move || sem.acquire().unwrap().forget())
         };
         dropper.join().unwrap();
         r.join().unwrap();
@@ -175,7 +175,7 @@ fn one_permit_guards_data() {
     // permit (which is what this model checks).
     unsafe impl Sync for Guarded {}
     fn add(g: &Guarded, n: usize) {
-        let _p = g.sem.acquire();
+        let _p = g.sem.acquire().unwrap();
         // SAFETY: we hold the only permit.
         g.data.with_mut(|d| unsafe { *d += n });
     }
@@ -193,7 +193,7 @@ fn one_permit_guards_data() {
             thread::spawn(move || {
                 let mut fut = pin!(g.sem.acquire_async());
                 let mut cx = Context::from_waker(Waker::noop());
-                if let Poll::Ready(_p) = fut.as_mut().poll(&mut cx) {
+                if let Poll::Ready(Ok(_p)) = fut.as_mut().poll(&mut cx) {
                     // SAFETY: we hold the only permit.
                     g.data.with_mut(|d| unsafe { *d += 100 });
                 }
@@ -206,5 +206,140 @@ fn one_permit_guards_data() {
         let n = g.data.with(|d| unsafe { *d });
         assert!(n == 11 || n == 111, "data {n}");
         assert_idle(&g.sem, 1);
+    });
+}
+
+/// Issue 12, bug 1: `Semaphore::new(2)`, main holds one permit, two threads
+/// each `acquire_many(2)`, then main releases its permit. A request that
+/// found a free permit when it was counted must not sit on it while a
+/// request queued ahead of it waits for that very permit: both requests must
+/// be served (loom reports a deadlock otherwise), and both permits are free
+/// at the end.
+#[test]
+fn two_many_permit_requests_with_a_partial_hold_do_not_deadlock() {
+    model::check_with_bound(2, || {
+        let sem = Arc::new(Semaphore::new(2));
+        let held = sem.acquire().unwrap();
+        let spawn_big = |sem: &Arc<Semaphore>| {
+            let sem = Arc::clone(sem);
+            thread::spawn(move || {
+                let p = sem.acquire_many(2).unwrap();
+                assert_eq!(p.permits(), 2);
+            })
+        };
+        let a = spawn_big(&sem);
+        let b = spawn_big(&sem);
+        drop(held);
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(sem.available_permits(), 2);
+        assert_idle(&sem, 2);
+    });
+}
+
+/// Issue 12, bug 3: a request above every permit in existence waits at the
+/// head for ever, with a small request behind it (or ahead of it); `close`
+/// must send both away (a blocked thread is reported by loom as a deadlock),
+/// free the permit kept for the big one, and leave no deliverer behind.
+#[test]
+fn close_sends_every_waiter_away_even_an_impossible_request() {
+    model::check_with_bound(2, || {
+        let sem = Arc::new(Semaphore::new(1));
+        let big = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || sem.acquire_many(2).map(|p| p.permits()))
+        };
+        let small = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || sem.acquire().map(|p| p.permits()))
+        };
+        sem.close();
+        assert!(big.join().unwrap().is_err(), "two permits never exist");
+        let _ = small.join().unwrap(); // served before the close, or not
+        assert!(sem.is_closed());
+        assert!(sem.acquire().is_err(), "an acquire after close");
+        assert_eq!(sem.available_permits(), 1);
+        let (count, pending) = sem.loom_state();
+        assert_eq!(count, 1);
+        assert_eq!(pending & !0b100, 0, "pending {pending:#b} left behind");
+    });
+}
+
+/// A close racing an async acquire that is being counted and queued, then
+/// dropped: the future is sent away or withdrawn, never left waiting, and
+/// no permit is lost.
+#[test]
+fn close_races_a_queueing_task() {
+    model::check_with_bound(2, || {
+        let sem = Arc::new(Semaphore::new(0));
+        let task = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || {
+                sync_core::loom::future::block_on(async { sem.acquire_async().await.is_err() })
+            })
+        };
+        let r = releaser(&sem, 1);
+        sem.close();
+        let closed_out = task.join().unwrap();
+        r.join().unwrap();
+        // Served before the close (and released) or sent away: either way
+        // the permit is free again.
+        let _ = closed_out;
+        assert_eq!(sem.available_permits(), 1);
+        let (count, pending) = sem.loom_state();
+        assert_eq!(count, 1);
+        assert_eq!(pending & !0b100, 0, "pending {pending:#b} left behind");
+    });
+}
+
+/// A timed acquire at the head races the release that serves it and times
+/// out (loom lets the timeout win or lose): a blocking acquirer behind it
+/// is served either way (the permit is neither stranded nor lost).
+#[test]
+fn timed_acquire_times_out_or_is_served_never_strands_the_permit() {
+    model::check_with_bound(2, || {
+        let sem = Arc::new(Semaphore::new(0));
+        let timed = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || {
+                sem.try_acquire_many_for(2, std::time::Duration::from_millis(1))
+                    .map(|p| p.permits())
+            })
+        };
+        let blocker = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || sem.acquire().unwrap().forget())
+        };
+        sem.release(1);
+        sem.release(1);
+        let _ = timed.join().unwrap();
+        blocker.join().unwrap();
+        assert_eq!(sem.available_permits(), 1);
+        assert_idle(&sem, 1);
+    });
+}
+
+/// A close racing a thread and a task that are being counted and queued on
+/// an empty semaphore, with no release to come: each must be sent away
+/// (loom reports a deadlock if one is left waiting), also when it was
+/// counted after the close's drain had looked for the last time.
+#[test]
+fn close_races_a_queueing_thread_and_task() {
+    model::check_with_bound(2, || {
+        let sem = Arc::new(Semaphore::new(0));
+        let thread_waiter = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || sem.acquire().is_err())
+        };
+        let task = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || {
+                sync_core::loom::future::block_on(async { sem.acquire_async().await.is_err() })
+            })
+        };
+        sem.close();
+        assert!(thread_waiter.join().unwrap());
+        assert!(task.join().unwrap());
+        assert_eq!(sem.loom_state(), (0, 0b100), "(count, pending) left behind");
     });
 }

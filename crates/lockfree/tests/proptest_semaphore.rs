@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use lockfree_sync::{Acquire, Semaphore, SemaphorePermit};
+use lockfree_sync::{Acquire, AcquireError, Semaphore, SemaphorePermit, TryAcquireError};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -25,6 +25,8 @@ enum Op {
     /// Add `n` permits.
     Release(usize),
     TryAcquire(usize),
+    /// Close the semaphore.
+    Close,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -36,6 +38,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(Op::Forget),
         2 => (1..3usize).prop_map(Op::Release),
         1 => (1..3usize).prop_map(Op::TryAcquire),
+        1 => Just(Op::Close),
     ]
 }
 
@@ -50,6 +53,9 @@ struct Model {
     banked: usize,
     /// Requests served and not yet polled: id -> permits.
     served: Vec<(u64, usize)>,
+    /// Requests sent away by a close and not yet polled.
+    refused: Vec<u64>,
+    closed: bool,
 }
 
 impl Model {
@@ -61,11 +67,19 @@ impl Model {
             self.free -= n;
             return true;
         }
-        // Counted: takes what is free, waits for the rest.
+        // Counted: the permits it finds free are banked for the head (which
+        // it is: nothing is free while others wait), never held by it.
         let take = self.free.min(n);
         self.free -= take;
-        self.queue.push_back((id, n - take));
+        self.queue.push_back((id, n));
+        self.banked += take;
         false
+    }
+
+    fn close(&mut self) {
+        self.closed = true;
+        self.free += std::mem::take(&mut self.banked);
+        self.refused.extend(self.queue.drain(..).map(|(id, _)| id));
     }
 
     fn release(&mut self, mut n: usize) {
@@ -87,14 +101,14 @@ impl Model {
     fn cancel(&mut self, id: u64, n: usize) {
         let pos = self.queue.iter().position(|&(i, _)| i == id).unwrap();
         let (_, need) = self.queue.remove(pos).unwrap();
-        // The permits it took when it was counted come back, and if it was
-        // the head, so does what was banked for it.
+        assert_eq!(need, n, "a waiting request holds no permits");
+        // If it was the head, what was banked for it goes on.
         let banked = if pos == 0 {
             std::mem::take(&mut self.banked)
         } else {
             0
         };
-        self.release(n - need + banked);
+        self.release(banked);
     }
 }
 
@@ -104,7 +118,7 @@ struct Pending<'a> {
     fut: Acquire<'a>,
 }
 
-fn poll<'s>(fut: &mut Acquire<'s>) -> Poll<SemaphorePermit<'s>> {
+fn poll<'s>(fut: &mut Acquire<'s>) -> Poll<Result<SemaphorePermit<'s>, AcquireError>> {
     Pin::new(fut).poll(&mut Context::from_waker(Waker::noop()))
 }
 
@@ -122,9 +136,14 @@ proptest! {
                     let id = next_id;
                     next_id += 1;
                     let mut fut = sem.acquire_many_async(n);
+                    if model.closed {
+                        prop_assert!(matches!(poll(&mut fut), Poll::Ready(Err(_))), "acquire after close");
+                        continue;
+                    }
                     let ready = model.acquire(id, n);
                     match poll(&mut fut) {
-                        Poll::Ready(p) => {
+                        Poll::Ready(Err(e)) => prop_assert!(false, "{e} while open"),
+                        Poll::Ready(Ok(p)) => {
                             prop_assert!(ready, "acquire({n}) served, the model queues it");
                             held.push(p);
                         }
@@ -137,15 +156,21 @@ proptest! {
                 Op::Poll(i) if !pending.is_empty() => {
                     let i = i % pending.len();
                     let served = model.served.iter().position(|&(id, _)| id == pending[i].id);
+                    let refused = model.refused.iter().position(|&id| id == pending[i].id);
                     match poll(&mut pending[i].fut) {
-                        Poll::Ready(p) => {
+                        Poll::Ready(Err(_)) => {
+                            prop_assert!(refused.is_some(), "request {} refused while open", pending[i].id);
+                            model.refused.remove(refused.unwrap());
+                            drop(pending.remove(i));
+                        }
+                        Poll::Ready(Ok(p)) => {
                             prop_assert!(served.is_some(), "request {} served early", pending[i].id);
                             model.served.remove(served.unwrap());
                             prop_assert_eq!(p.permits(), pending[i].n);
                             held.push(p);
                             drop(pending.remove(i));
                         }
-                        Poll::Pending => prop_assert!(served.is_none(), "request {} not served", pending[i].id),
+                        Poll::Pending => prop_assert!(served.is_none() && refused.is_none(), "request {} not served", pending[i].id),
                     }
                 }
                 Op::Cancel(i) if !pending.is_empty() => {
@@ -154,6 +179,8 @@ proptest! {
                         // Served but never polled: the permits come back.
                         model.served.remove(pos);
                         model.release(p.n);
+                    } else if let Some(pos) = model.refused.iter().position(|&id| id == p.id) {
+                        model.refused.remove(pos);
                     } else {
                         model.cancel(p.id, p.n);
                     }
@@ -171,12 +198,20 @@ proptest! {
                 }
                 Op::TryAcquire(n) => {
                     let got = sem.try_acquire_many(n);
-                    let can = n == 0 || (model.queue.is_empty() && model.free >= n);
-                    prop_assert_eq!(got.is_some(), can);
-                    if let Some(p) = got {
-                        model.free -= n;
-                        held.push(p);
+                    let can = !model.closed && (n == 0 || (model.queue.is_empty() && model.free >= n));
+                    match got {
+                        Ok(p) => {
+                            prop_assert!(can, "try_acquire_many({}) succeeded", n);
+                            model.free -= n;
+                            held.push(p);
+                        }
+                        Err(TryAcquireError::Closed) => prop_assert!(model.closed),
+                        Err(TryAcquireError::NoPermits) => prop_assert!(!can && !model.closed),
                     }
+                }
+                Op::Close => {
+                    sem.close();
+                    model.close();
                 }
                 _ => {}
             }

@@ -33,6 +33,10 @@ assert_impl!(Acquire<'static>: Send);
 // The semaphore and its permits.
 assert_impl!(Semaphore: Send, Sync);
 assert_impl!(SemaphorePermit<'static>: Send, Sync);
+assert_impl!(lockfree_sync::OwnedSemaphorePermit: Send, Sync);
+assert_impl!(lockfree_sync::AcquireOwned: Send);
+assert_impl!(lockfree_sync::AcquireError: Send, Sync, Copy, std::error::Error);
+assert_impl!(lockfree_sync::TryAcquireError: Send, Sync, Copy, std::error::Error);
 assert_impl!(Fairness: Send, Sync, Copy);
 
 // The MPSC queue: both ends move to other threads and tasks with their
@@ -64,7 +68,7 @@ fn a_guard_moves_to_another_thread_and_unlocks_there() {
 #[test]
 fn a_permit_moves_to_another_thread_and_is_released_there() {
     let sem = Semaphore::new(1);
-    let p = sem.acquire();
+    let p = sem.acquire().unwrap();
     std::thread::scope(|s| {
         s.spawn(move || drop(p));
     });

@@ -35,7 +35,11 @@ struct Pool {
 impl Pool {
     /// Waits for a connection, runs one query on it, puts it back.
     async fn query(&self) -> usize {
-        let _permit = self.permits.acquire_async().await;
+        let _permit = self
+            .permits
+            .acquire_async()
+            .await
+            .expect("the pool closes only after every client");
         let mut conn = self
             .idle
             .lock_async()
@@ -67,7 +71,11 @@ async fn main() {
     let start = Instant::now();
 
     // Maintenance holds every permit while the clients line up.
-    let maintenance = pool.permits.acquire_many_async(CONNECTIONS).await;
+    let maintenance = pool
+        .permits
+        .acquire_many_async(CONNECTIONS)
+        .await
+        .expect("the pool is open");
     let clients: Vec<_> = (0..CLIENTS)
         .map(|_| {
             let pool = Arc::clone(&pool);
@@ -107,4 +115,23 @@ async fn main() {
     assert_eq!(idle.len(), CONNECTIONS, "a connection was not returned");
     assert_eq!(idle.iter().map(|c| c.uses).sum::<usize>(), CLIENTS);
     assert_eq!(served.iter().sum::<usize>(), CLIENTS);
+    drop(idle);
+
+    // Shutting down: `close` sends every waiter away with an error (here, a
+    // request for more connections than exist, which would otherwise wait
+    // for ever), and later requests fail at once.
+    let greedy = {
+        let pool = Arc::clone(&pool);
+        tokio::spawn(async move {
+            pool.permits
+                .acquire_many_async(CONNECTIONS + 1)
+                .await
+                .is_err()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    pool.permits.close();
+    assert!(greedy.await.unwrap(), "close sends the waiter away");
+    assert!(pool.permits.acquire_async().await.is_err());
+    println!("closed: waiters and later requests get an error");
 }
