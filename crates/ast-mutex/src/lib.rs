@@ -46,9 +46,13 @@
 //! The crate builds on `parking_lot_core` through `sync-core`, so its whole
 //! protocol, parking included, is model-checked with loom.
 
+mod future;
+mod guard;
 mod mutex;
 mod state;
 mod waiters;
 
-pub use mutex::{AstGuard, AstMutex, Config, DEFAULT_SPINS, DEFAULT_YIELDS, WakeMode};
+pub use future::{Enter, EnterArc};
+pub use guard::{ArcAstGuard, AstGuard};
+pub use mutex::{AstMutex, Config, DEFAULT_SPINS, DEFAULT_YIELDS, WakeMode};
 pub use state::{AbstractState, Iter, StateSet};

@@ -1,29 +1,42 @@
 //! [`AstMutex`]: a mutex entered with a set of abstract states.
 
 use core::fmt;
-use core::marker::PhantomData;
-use core::mem::ManuallyDrop;
-use core::ops::{Deref, DerefMut};
+use core::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use sync_core::parking_lot::{self, DEFAULT_PARK_TOKEN, ParkResult, UnparkToken};
-use sync_core::sync::atomic::{AtomicU32, Ordering};
-use sync_core::sync::cell::{MutPtr, UnsafeCell};
-use sync_core::sync::{hint, thread};
+// The owned guards' handle is the user's std `Arc` in every build.
+use std::sync::Arc as StdArc;
 
+use sync_core::sync::atomic::{AtomicU32, Ordering};
+use sync_core::sync::cell::UnsafeCell;
+use sync_core::sync::{Arc, hint, thread};
+use sync_core::waiter::{Token, Waiter, Wakeup};
+
+use crate::future::{Enter, EnterArc, Wait};
+use crate::guard::{ArcAstGuard, AstGuard};
 use crate::state::{AbstractState, StateSet};
-use crate::waiters::{GroupId, Table, Waiters};
+use crate::waiters::{Table, Waiters};
 
 /// Bits 0-5 of the lock word: the abstract state's index. While the lock is
 /// held they keep the state the holder entered in.
-const STATE_BITS: u32 = 0x3f;
+pub(crate) const STATE_BITS: u32 = 0x3f;
 /// Bit 6: the lock is held; the abstract state is "null" (paper, 2.1 step 3).
 const LOCKED: u32 = 1 << 6;
+/// Bit 7: free in the state the constructor was given, not yet written as
+/// its index (a `const fn` cannot call [`AbstractState::index`]). The first
+/// operation that reads it writes the index instead ([`AstMutex::resolve`]);
+/// it is never set again.
+const UNRESOLVED: u32 = 1 << 7;
 
-/// The unpark token of a waiter woken to compete for the lock.
-const TOKEN_WAKE: UnparkToken = UnparkToken(0);
-/// The unpark token of a waiter handed the lock: `TOKEN_HANDOFF | state`.
-const TOKEN_HANDOFF: usize = 1 << 8;
+/// The waiter token of a waiter woken to compete for the lock.
+const TOKEN_WAKE: Token = 1;
+/// The waiter token of a waiter handed the lock: `TOKEN_HANDOFF | state`.
+const TOKEN_HANDOFF: Token = 1 << 8;
+
+/// A waiter woken to compete that lost the lock this many times is handed
+/// the lock by the next exit that wakes it, in every wake mode: it cannot
+/// lose for ever.
+const HANDOFF_AFTER_LOSSES: usize = 2;
 
 /// How many times a waiter reads the lock word, with a spin hint between
 /// reads, before it starts yielding, by default.
@@ -42,18 +55,37 @@ pub const DEFAULT_YIELDS: u32 = 64;
 
 #[inline]
 fn enterable(word: u32, mask: u64) -> bool {
-    word & LOCKED == 0 && (mask >> (word & STATE_BITS)) & 1 != 0
+    word & (LOCKED | UNRESOLVED) == 0 && (mask >> (word & STATE_BITS)) & 1 != 0
+}
+
+/// Whether `deadline` has passed. Always `false` under loom, whose models
+/// must not depend on the clock: there a timeout is the nondeterministic
+/// early return of a timed park.
+#[inline]
+fn past(deadline: Option<Instant>) -> bool {
+    !cfg!(loom) && deadline.is_some_and(|d| Instant::now() >= d)
 }
 
 /// What an exit does when a waiter accepts the next state.
+///
+/// # Examples
+///
+/// ```
+/// use ast_mutex::{AstMutex, Config, WakeMode};
+/// ast_mutex::states! { enum Gate { Closed, Open } }
+///
+/// // Opening the gate lets every waiter for `Open` through, one at a time.
+/// let gate = AstMutex::with_config(Gate::Closed, (), Config::new().wake_mode(WakeMode::Broadcast));
+/// gate.enter(Gate::Closed).exit(Gate::Open);
+/// assert_eq!(gate.state(), Some(Gate::Open));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum WakeMode {
-    /// Release the lock, then wake one waiter that accepts the new state; it
-    /// competes with threads arriving meanwhile. If it loses, it watches the
-    /// state again and parks again at the tail of its group. The parking lot
-    /// asks for a fair exit from time to time (about every half
-    /// millisecond), and then the lock is handed to the woken waiter, so no
-    /// waiter loses forever.
+    /// Release the lock, then wake the waiter that accepts the new state
+    /// and has waited longest; it competes with threads arriving meanwhile.
+    /// If it loses, it watches the state again and waits again, keeping its
+    /// place in the queue; a waiter that has lost twice is handed the lock
+    /// by the next exit that wakes it, so no waiter loses for ever.
     ///
     /// The default: a wake-up costs tens of microseconds on a virtual
     /// machine, and letting running threads take the lock meanwhile keeps
@@ -62,11 +94,17 @@ pub enum WakeMode {
     Compete,
     /// Hand the lock to the woken waiter, which returns from `enter` holding
     /// it in the new state (the paper's semantics). Every transfer to a
-    /// parked waiter waits for its wake-up. When a waiter parks while an
+    /// waiting thread waits for its wake-up. When a waiter queues while an
     /// exit is already releasing, the exit wakes it with the lock if the
     /// state is still free and unchanged; if another thread entered first,
     /// the woken waiter competes.
     Handoff,
+    /// Release the lock and wake *every* waiter that accepts the new state;
+    /// they compete, and those that find the state gone wait again. For a
+    /// state that is a gate (`Open`, `Shutdown`) that every waiter of it
+    /// should pass, where the paper's one-waiter wake would leave the
+    /// others asleep until the next exit to that state.
+    Broadcast,
 }
 
 /// How an [`AstMutex`] waits and wakes.
@@ -90,6 +128,13 @@ pub struct Config {
 
 impl Config {
     /// [`WakeMode::Compete`], [`DEFAULT_SPINS`] and [`DEFAULT_YIELDS`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let c = ast_mutex::Config::new();
+    /// assert_eq!(c, ast_mutex::Config::default());
+    /// ```
     pub const fn new() -> Self {
         Self {
             wake_mode: WakeMode::Compete,
@@ -99,21 +144,40 @@ impl Config {
     }
 
     /// What an exit does for a waiter that accepts the next state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let c = ast_mutex::Config::new().wake_mode(ast_mutex::WakeMode::Handoff);
+    /// ```
     pub const fn wake_mode(mut self, mode: WakeMode) -> Self {
         self.wake_mode = mode;
         self
     }
 
     /// How many times a waiter reads the lock word, with a spin hint in
-    /// between, before it yields.
+    /// between, before it yields. A timed wait checks its deadline while it
+    /// spins, so any value is safe with [`AstMutex::enter_for`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let c = ast_mutex::Config::new().spins(0);
+    /// ```
     pub const fn spins(mut self, spins: u32) -> Self {
         self.spins = spins;
         self
     }
 
     /// How many times a waiter yields its core, reading the lock word after
-    /// each yield, before it parks. With `spins(0)`, `yields(0)` parks at
-    /// once.
+    /// each yield, before it waits to be woken. With `spins(0)`, `yields(0)`
+    /// waits at once. A timed wait checks its deadline after every yield.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let c = ast_mutex::Config::new().spins(0).yields(0); // wait at once
+    /// ```
     pub const fn yields(mut self, yields: u32) -> Self {
         self.yields = yields;
         self
@@ -132,7 +196,9 @@ impl Default for Config {
 /// `enter(set)` returns once the lock is free and its state is in `set`;
 /// while the lock is held the state is "null", and [`AstGuard::exit`] names
 /// the next state and wakes only a waiter whose set contains it. One lock
-/// replaces a mutex, its condition variables and their predicates.
+/// replaces a mutex, its condition variables and their predicates. Threads
+/// ([`enter`](Self::enter)) and async tasks ([`enter_async`](Self::enter_async))
+/// wait in the same queues.
 ///
 /// # Examples
 ///
@@ -170,70 +236,137 @@ impl Default for Config {
 ///
 /// # Fairness
 ///
-/// Waiters with the same entry set wake in the order they parked. Among
-/// groups of waiters whose sets contain the new state, exits take turns
-/// (round robin), so no group is passed over forever. In
+/// The waiters that accept a state are woken in the order they arrived,
+/// whatever their entry sets: an exit to `s` wakes the longest-waiting
+/// waiter whose set contains `s`, so every waiter of `s` is reached after
+/// at most as many exits to `s` as there are waiters of `s` ahead of it. In
 /// [`WakeMode::Compete`] a woken waiter can lose the lock to a thread that
-/// arrived meanwhile; the parking lot's periodic fair exit hands the lock to
-/// it instead, bounding how long it can lose. In [`WakeMode::Handoff`] every
-/// exit that wakes a waiter hands the lock to it.
+/// arrived meanwhile; it keeps its place, and after two losses the next
+/// exit that wakes it hands it the lock. In [`WakeMode::Handoff`] every exit
+/// that wakes a waiter hands the lock to it.
 ///
-/// # Poisoning
+/// # Panics
 ///
-/// There is none: a guard dropped while unwinding restores the state it
-/// entered in, like any guard dropped without [`exit`](AstGuard::exit).
+/// There is no poisoning: a guard dropped while unwinding leaves the state
+/// named by [`AstGuard::on_unwind`], by default the state it entered in, and
+/// wakes a waiter that accepts it.
+///
+/// # Progress
+///
+/// Memory and the work of an exit grow with the waiters present (the number
+/// of distinct entry sets among them), never with the history of the mutex:
+/// a waiter that times out or is cancelled leaves no trace.
 pub struct AstMutex<S, T: ?Sized> {
-    /// The lock word: the state's index (bits 0-5) and `LOCKED` (bit 6).
+    /// The lock word: the state's index (bits 0-5), `LOCKED` (bit 6) and
+    /// `UNRESOLVED` (bit 7).
     ///
-    /// | word         | meaning                           |
-    /// |--------------|-----------------------------------|
-    /// | `s`          | free in state `s`                 |
-    /// | `LOCKED | s` | held, entered in state `s`        |
+    /// | word         | meaning                                      |
+    /// |--------------|----------------------------------------------|
+    /// | `UNRESOLVED` | free in `initial` (before the first access)  |
+    /// | `s`          | free in state `s`                            |
+    /// | `LOCKED | s` | held, entered in state `s`                   |
     ///
     /// `enter` sets `LOCKED` (CAS from an enterable word); `exit` swaps in
     /// the next state (one RMW, or a store under the waiter table's lock
     /// when it wakes a waiter); a handoff stores `LOCKED | next` for the
-    /// woken thread. Whether threads are parked, and for which states, is
-    /// in the waiter table and its published summary, not here.
+    /// woken waiter. Who waits, and for which states, is in the waiter
+    /// table and its published summary, not here.
     word: AtomicU32,
     waiters: Waiters,
     config: Config,
-    _states: PhantomData<fn() -> S>,
+    /// The state `UNRESOLVED` stands for.
+    initial: S,
     data: UnsafeCell<T>,
 }
 
 // SAFETY: the mutex hands `&mut T` to one thread at a time, and `T` moves
-// with the mutex, so `T: Send` suffices for both (as for std's Mutex). The
-// state type is only named, never stored.
-unsafe impl<S, T: ?Sized + Send> Send for AstMutex<S, T> {}
-// SAFETY: as above.
-unsafe impl<S, T: ?Sized + Send> Sync for AstMutex<S, T> {}
+// with the mutex, so `T: Send` suffices for the data (as for std's Mutex);
+// the initial state is moved with it and read (copied) by any thread.
+unsafe impl<S: Send, T: ?Sized + Send> Send for AstMutex<S, T> {}
+// SAFETY: as above; threads sharing the mutex copy `initial` through `&S`.
+unsafe impl<S: Sync, T: ?Sized + Send> Sync for AstMutex<S, T> {}
 
 impl<S: AbstractState, T> AstMutex<S, T> {
-    /// A free mutex in state `initial`, guarding `data`.
-    pub fn new(initial: S, data: T) -> Self {
-        Self::with_config(initial, data, Config::new())
+    sync_core::const_unless_loom! {
+        /// A free mutex in state `initial`, guarding `data`. A `const fn`:
+        /// a mutex can be a `static`.
+        ///
+        /// # Panics
+        ///
+        /// Not here, but at the first operation, if `initial.index()` is not
+        /// below `S::COUNT` (a broken hand-written [`AbstractState`]).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use ast_mutex::AstMutex;
+        /// ast_mutex::states! { enum Phase { Setup, Running } }
+        ///
+        /// static PHASE: AstMutex<Phase, u32> = AstMutex::new(Phase::Setup, 0);
+        /// *PHASE.enter(Phase::Setup) += 1;
+        /// assert_eq!(PHASE.state(), Some(Phase::Setup));
+        /// ```
+        pub fn new(initial: S, data: T) -> Self {
+            Self::with_config(initial, data, Config::new())
+        }
     }
 
-    /// A free mutex in state `initial`, guarding `data`, waiting and waking
-    /// as `config` says.
-    pub fn with_config(initial: S, data: T, config: Config) -> Self {
-        Self {
-            word: AtomicU32::new(state_index(initial)),
-            waiters: Waiters::new(),
-            config,
-            _states: PhantomData,
-            data: UnsafeCell::new(data),
+    sync_core::const_unless_loom! {
+        /// A free mutex in state `initial`, guarding `data`, waiting and
+        /// waking as `config` says.
+        ///
+        /// # Panics
+        ///
+        /// As [`new`](Self::new).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use ast_mutex::{AstMutex, Config};
+        /// ast_mutex::states! { enum Phase { Setup, Running } }
+        /// let m = AstMutex::with_config(Phase::Setup, (), Config::new().spins(0));
+        /// ```
+        pub fn with_config(initial: S, data: T, config: Config) -> Self {
+            Self {
+                word: AtomicU32::new(UNRESOLVED),
+                waiters: Waiters::new(),
+                config,
+                initial,
+                data: UnsafeCell::new(data),
+            }
         }
     }
 
     /// Consumes the mutex and returns its data.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum One { Only } }
+    /// let m = ast_mutex::AstMutex::new(One::Only, vec![1]);
+    /// assert_eq!(m.into_inner(), [1]);
+    /// ```
     pub fn into_inner(self) -> T {
         self.data.into_inner()
     }
 }
 
-fn state_index<S: AbstractState>(s: S) -> u32 {
+impl<S: AbstractState, T: Default> Default for AstMutex<S, T> {
+    /// A free mutex in the first state of `S` (numbered 0), guarding
+    /// `T::default()`.
+    fn default() -> Self {
+        Self::new(S::from_index(0), T::default())
+    }
+}
+
+impl<S: AbstractState, T> From<T> for AstMutex<S, T> {
+    /// A free mutex in the first state of `S` (numbered 0), guarding `data`.
+    fn from(data: T) -> Self {
+        Self::new(S::from_index(0), data)
+    }
+}
+
+pub(crate) fn state_index<S: AbstractState>(s: S) -> u32 {
     let i = s.index();
     assert!(
         i < S::COUNT && i < 64,
@@ -244,7 +377,7 @@ fn state_index<S: AbstractState>(s: S) -> u32 {
     i
 }
 
-fn entry_mask<S: AbstractState>(set: StateSet<S>, call: &str) -> u64 {
+pub(crate) fn entry_mask<S: AbstractState>(set: StateSet<S>, call: &str) -> u64 {
     assert!(
         !set.is_empty(),
         "AstMutex::{call} with an empty state set: no state can ever admit it"
@@ -254,6 +387,14 @@ fn entry_mask<S: AbstractState>(set: StateSet<S>, call: &str) -> u64 {
 
 impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// The configuration the mutex was made with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum One { Only } }
+    /// let m = ast_mutex::AstMutex::new(One::Only, ());
+    /// assert_eq!(m.config(), ast_mutex::Config::new());
+    /// ```
     pub fn config(&self) -> Config {
         self.config
     }
@@ -277,13 +418,18 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     #[inline]
     pub fn enter(&self, set: impl Into<StateSet<S>>) -> AstGuard<'_, S, T> {
         let mask = entry_mask(set.into(), "enter");
+        self.enter_mask(mask)
+    }
+
+    #[inline]
+    pub(crate) fn enter_mask(&self, mask: u64) -> AstGuard<'_, S, T> {
         let entered = match self.try_lock_in(mask) {
             Some(s) => s,
             None => self
                 .lock_slow(mask, None)
                 .expect("a wait without a deadline ends holding the lock"),
         };
-        self.guard(entered)
+        AstGuard::new(self, entered)
     }
 
     /// Takes the lock if it is free in a state of `set`; never blocks.
@@ -306,10 +452,15 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     #[inline]
     pub fn try_enter(&self, set: impl Into<StateSet<S>>) -> Option<AstGuard<'_, S, T>> {
         let mask = entry_mask(set.into(), "try_enter");
-        self.try_lock_in(mask).map(|s| self.guard(s))
+        self.try_lock_in(mask).map(|s| AstGuard::new(self, s))
     }
 
     /// Like [`enter`](Self::enter), giving up after `timeout`.
+    ///
+    /// The deadline is checked while the waiter watches the state (between
+    /// spins and after every yield) and after every wake-up, so the call
+    /// returns within `timeout` plus about one scheduling quantum whatever
+    /// the [`Config`].
     ///
     /// # Panics
     ///
@@ -336,11 +487,23 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// Like [`enter`](Self::enter), giving up at `deadline`.
     ///
     /// A waiter handed the lock by an exit returns it even if the deadline
-    /// passed meanwhile.
+    /// passed meanwhile. The deadline is honoured as in
+    /// [`enter_for`](Self::enter_for).
     ///
     /// # Panics
     ///
     /// If `set` is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// ast_mutex::states! { enum Light { Red, Green } }
+    /// let m = ast_mutex::AstMutex::new(Light::Red, ());
+    /// let soon = Instant::now() + Duration::from_millis(5);
+    /// assert!(m.enter_until(Light::Green, soon).is_none());
+    /// assert!(m.enter_until(Light::Red, soon).is_some());
+    /// ```
     pub fn enter_until(
         &self,
         set: impl Into<StateSet<S>>,
@@ -355,42 +518,138 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             Some(s) => s,
             None => self.lock_slow(mask, deadline)?,
         };
-        Some(self.guard(entered))
+        Some(AstGuard::new(self, entered))
+    }
+
+    /// A future that resolves to a guard once the lock is free in a state
+    /// of `set`: [`enter`](Self::enter) for async tasks, on any executor.
+    ///
+    /// The task waits in the same queues as threads, in arrival order, and
+    /// never blocks its executor's thread (it does not spin either).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future at any point loses nothing: a waiting future
+    /// leaves its queue (and frees its node and waker at once); a future
+    /// that was already handed the lock by an exit passes it on (the lock
+    /// is released in the state it was handed in, waking the next waiter
+    /// for it); a future woken to compete passes the wake-up on.
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty (when called, not when polled).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum Buf { Empty, Full } }
+    /// let m = ast_mutex::AstMutex::new(Buf::Empty, None);
+    /// futures::executor::block_on(async {
+    ///     let mut g = m.enter_async(Buf::Empty).await;
+    ///     *g = Some(7);
+    ///     g.exit(Buf::Full);
+    ///     let mut g = m.enter_async(Buf::Full).await;
+    ///     assert_eq!(g.take(), Some(7));
+    ///     g.exit(Buf::Empty);
+    /// });
+    /// ```
+    pub fn enter_async(&self, set: impl Into<StateSet<S>>) -> Enter<'_, S, T> {
+        let mask = entry_mask(set.into(), "enter_async");
+        Enter::new(self, mask)
+    }
+
+    /// Whether the lock is held (a snapshot).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum One { Only } }
+    /// let m = ast_mutex::AstMutex::new(One::Only, ());
+    /// assert!(!m.is_locked());
+    /// let g = m.enter(One::Only);
+    /// assert!(m.is_locked());
+    /// ```
+    pub fn is_locked(&self) -> bool {
+        self.word.load(Ordering::Relaxed) & LOCKED != 0
     }
 
     /// The current state, or `None` while the lock is held.
     ///
     /// A snapshot: another thread may enter as soon as it is read.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum One { Only } }
+    /// let m = ast_mutex::AstMutex::new(One::Only, ());
+    /// assert_eq!(m.state(), Some(One::Only));
+    /// ```
     pub fn state(&self) -> Option<S> {
         // Acquire: pairs with the Release of the exit that stored the state.
-        let w = self.word.load(Ordering::Acquire);
+        let mut w = self.word.load(Ordering::Acquire);
+        if w & UNRESOLVED != 0 {
+            w = self.resolve();
+        }
         (w & LOCKED == 0).then(|| S::from_index(w & STATE_BITS))
     }
 
     /// The data, through exclusive access to the mutex (no locking).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum One { Only } }
+    /// let mut m = ast_mutex::AstMutex::new(One::Only, 1);
+    /// *m.get_mut() += 1;
+    /// assert_eq!(m.into_inner(), 2);
+    /// ```
     pub fn get_mut(&mut self) -> &mut T {
         // SAFETY: `&mut self` excludes every guard and every other access.
         self.data.with_mut(|p| unsafe { &mut *p })
     }
 
-    #[inline]
-    fn guard(&self, entered: u32) -> AstGuard<'_, S, T> {
-        AstGuard {
-            mutex: self,
-            entered,
-            next: entered,
-            data: ManuallyDrop::new(self.data.get_mut()),
+    /// How many distinct entry sets have waiters now, and how many waiters
+    /// are queued: for tests of the reclamation promise.
+    #[doc(hidden)]
+    pub fn waiter_table_size(&self) -> (usize, usize) {
+        let t = self.waiters.lock();
+        (t.groups(), t.waiters())
+    }
+
+    pub(crate) fn data(&self) -> &UnsafeCell<T> {
+        &self.data
+    }
+
+    /// Replaces `UNRESOLVED` by the index of `initial`; returns the word.
+    #[cold]
+    fn resolve(&self) -> u32 {
+        let i = state_index(self.initial);
+        // Relaxed: the two words mean the same state, and nothing is
+        // published; the winner of a race writes what the loser would have.
+        match self
+            .word
+            .compare_exchange(UNRESOLVED, i, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => i,
+            Err(now) => now,
         }
     }
 
     /// Takes the lock if the word is enterable for `mask`; returns the
     /// state entered in.
     #[inline]
-    fn try_lock_in(&self, mask: u64) -> Option<u32> {
+    pub(crate) fn try_lock_in(&self, mask: u64) -> Option<u32> {
         let mut w = self.word.load(Ordering::Relaxed);
-        while enterable(w, mask) {
+        loop {
+            if !enterable(w, mask) {
+                if w & UNRESOLVED == 0 {
+                    return None;
+                }
+                w = self.resolve();
+                continue;
+            }
             // Acquire: pairs with the Release of the exit that freed the word
-            // (the CAS in `unlock` or the store in `release`).
+            // (the swap in `unlock` or the store in `release`).
             match self.word.compare_exchange_weak(
                 w,
                 w | LOCKED,
@@ -401,46 +660,51 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 Err(now) => w = now,
             }
         }
-        None
     }
 
-    /// Watches the word, then parks in the group of `mask` until entered,
+    /// Watches the word, then waits in the group of `mask` until entered,
     /// handed the lock, or past `deadline`.
     #[cold]
     fn lock_slow(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
-        let group = self.waiters.group(mask);
+        let mut ticket = None;
+        let mut losses = 0;
         loop {
             if let Some(s) = self.watch(mask, deadline) {
                 return Some(s);
             }
-            // SAFETY: `validate` and `timed_out` take only the waiter
-            // table's spin lock, which never calls into the parking lot,
-            // and do not panic; the key is an address this mutex owns.
-            let result = unsafe {
-                parking_lot::park(
-                    group.key,
-                    || self.validate(group, mask),
-                    || {},
-                    |_, _| self.forget_waiter(group),
-                    DEFAULT_PARK_TOKEN,
-                    deadline,
-                )
-            };
-            match result {
-                ParkResult::Unparked(UnparkToken(t)) if t & TOKEN_HANDOFF != 0 => {
-                    return Some(t as u32 & STATE_BITS);
-                }
-                // Woken to compete, or the state admitted us before we
-                // slept: try again.
-                ParkResult::Unparked(_) | ParkResult::Invalid => {}
-                ParkResult::TimedOut => return None,
+            if past(deadline) {
+                return None;
             }
+            let waiter = Waiter::for_thread(losses);
+            if !self.enqueue(mask, &mut ticket, &waiter) {
+                continue; // the state admitted us before we queued
+            }
+            let token = match deadline {
+                None => waiter.wait(false),
+                // A notify that wins the race with the timeout is returned:
+                // what it carried (the lock) is ours.
+                Some(deadline) => match waiter.wait_until(false, deadline) {
+                    Some(token) => token,
+                    None => {
+                        // Cancelled: leave the queue (an exit may have
+                        // dropped the node already).
+                        self.dequeue(mask, &waiter);
+                        return None;
+                    }
+                },
+            };
+            if token & TOKEN_HANDOFF != 0 {
+                return Some(token as u32 & STATE_BITS);
+            }
+            // Woken to compete: watch again (once, if past the deadline).
+            losses += 1;
         }
     }
 
     /// Watches the lock word for a state of `mask`, taking the lock if one
     /// comes: `spins` reads with a spin hint between them, then `yields`
-    /// reads each after a yield. Past `deadline`, one read.
+    /// reads each after a yield, checking `deadline` throughout; then one
+    /// last read.
     #[inline]
     fn watch(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
         // Under loom every spin and yield is a scheduling point: one read
@@ -448,14 +712,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         // watching, without multiplying the paths.
         let (spins, yields) = if cfg!(loom) {
             (self.config.spins.min(1), 0)
-        } else if deadline.is_some_and(|d| Instant::now() >= d) {
-            (0, 0)
         } else {
             (self.config.spins, self.config.yields)
         };
-        for _ in 0..spins {
+        for i in 0..spins {
             if let Some(s) = self.try_lock_in(mask) {
                 return Some(s);
+            }
+            // Reading the clock costs about as much as 16 spin hints.
+            if i % 16 == 15 && past(deadline) {
+                return self.try_lock_in(mask);
             }
             hint::spin_loop();
         }
@@ -463,67 +729,129 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             if let Some(s) = self.try_lock_in(mask) {
                 return Some(s);
             }
+            if past(deadline) {
+                break;
+            }
             thread::yield_now();
         }
         self.try_lock_in(mask)
     }
 
-    /// `park`'s validate, under the parking lot's bucket lock: sleep only if
-    /// the word does not admit us, counting ourselves in the group.
-    fn validate(&self, group: GroupId, mask: u64) -> bool {
+    /// Queues `waiter` in the group of `mask` unless the word admits `mask`;
+    /// returns whether it was queued. `ticket` is the waiter's place in line,
+    /// drawn on its first wait and kept when it waits again.
+    pub(crate) fn enqueue(
+        &self,
+        mask: u64,
+        ticket: &mut Option<u64>,
+        waiter: &Arc<Waiter>,
+    ) -> bool {
         let mut t = self.waiters.lock();
-        // Count ourselves and publish our states first, then read the word
+        let tk = match *ticket {
+            Some(tk) => tk,
+            None => *ticket.insert(t.ticket()),
+        };
+        // Queue ourselves and publish our states first, then read the word
         // with an RMW that changes nothing. An exit whose release comes
         // after this RMW in the word's modification order reads the summary
         // after its own RMW, which reads from ours: it sees our states and
-        // wakes us (or takes the table lock we hold, and finds us counted).
-        // An exit whose release came before it left the word enterable, and
-        // we see that here.
-        t.add(group);
+        // wakes us (or takes the table lock, and finds us queued). An exit
+        // whose release came before it left the word enterable, and we see
+        // that here.
+        t.push(mask, tk, Arc::clone(waiter));
         self.waiters.publish(&t);
         // AcqRel: Acquire pairs with the Release of the exit that freed the
         // word; Release carries the summary store to that exit's re-check.
         let w = self.word.fetch_or(0, Ordering::AcqRel);
-        if enterable(w, mask) {
-            t.remove(group);
+        if enterable(w, mask) || w & UNRESOLVED != 0 {
+            // Nobody popped it: pops happen under the table lock we hold.
+            t.remove(mask, waiter);
             self.waiters.publish(&t);
             return false;
         }
         true
     }
 
-    /// `park`'s timed_out, under the bucket lock: we left the queue.
-    fn forget_waiter(&self, group: GroupId) {
+    /// Removes a cancelled `waiter` from the group of `mask` (an exit may
+    /// have dropped it already).
+    pub(crate) fn dequeue(&self, mask: u64, waiter: &Arc<Waiter>) {
         let mut t = self.waiters.lock();
-        t.remove(group);
-        self.waiters.publish(&t);
+        if t.remove(mask, waiter) {
+            self.waiters.publish(&t);
+        }
+    }
+
+    /// A task's wait: `Ready(state)` once it holds the lock, entered in
+    /// `state`.
+    pub(crate) fn poll_enter(&self, wait: &mut Wait, cx: &mut Context<'_>) -> Poll<u32> {
+        loop {
+            if let Some(waiter) = &wait.waiter {
+                match waiter.poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(token) => {
+                        wait.waiter = None;
+                        if token & TOKEN_HANDOFF != 0 {
+                            return Poll::Ready(token as u32 & STATE_BITS);
+                        }
+                        wait.losses += 1; // woken to compete
+                    }
+                }
+            }
+            if let Some(s) = self.try_lock_in(wait.mask) {
+                return Poll::Ready(s);
+            }
+            let waiter = Waiter::for_task(cx.waker(), wait.losses);
+            if self.enqueue(wait.mask, &mut wait.ticket, &waiter) {
+                // A notify from now on wakes the waker registered above.
+                wait.waiter = Some(waiter);
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// A task's wait dropped before it returned a guard: leave the queue,
+    /// or pass on the lock or the wake-up it was given.
+    pub(crate) fn cancel_wait(&self, wait: &mut Wait) {
+        let Some(waiter) = wait.waiter.take() else {
+            return;
+        };
+        match waiter.cancel() {
+            Ok(()) => self.dequeue(wait.mask, &waiter),
+            Err(token) if token & TOKEN_HANDOFF != 0 => {
+                // Handed the lock: release it in the state it was handed in.
+                let s = token as u32 & STATE_BITS;
+                self.unlock(s, s);
+            }
+            // Woken to compete for a free lock: wake someone else for it.
+            Err(_) => self.wake_pass(),
+        }
     }
 
     /// Frees the lock in state `next`; `entered` is the holder's entry state.
     ///
-    /// If no parked thread accepts `next`, one RMW releases the lock. A re-check
-    /// of the parked states then catches a waiter that counted itself
-    /// meanwhile (see `validate`). Otherwise the slow path wakes one.
+    /// If no waiter accepts `next`, one RMW releases the lock. A re-check of
+    /// the waiting states then catches a waiter that queued meanwhile (see
+    /// `enqueue`). Otherwise the slow path wakes one.
     ///
     /// Why the re-check cannot miss a waiter: while we hold the lock, every
-    /// other write to the word is an RMW (`validate`'s), so if a waiter's RMW
+    /// other write to the word is an RMW (`enqueue`'s), so if a waiter's RMW
     /// precedes our swap in the word's modification order, our swap reads
     /// from a release sequence headed by it. Its summary store is sequenced
     /// before its RMW, and our re-check after our swap, so we read that
     /// summary or a later one. If its RMW follows our swap, it reads our
-    /// release and, when `next` admits it, does not sleep.
+    /// release and, when `next` admits it, does not wait.
     #[inline]
-    fn unlock(&self, entered: u32, next: u32) {
+    pub(crate) fn unlock(&self, entered: u32, next: u32) {
         let bit = 1u64 << next;
-        // A first look, to keep the lock for a handoff or a fair exit when a
-        // parked waiter accepts `next`.
+        // A first look, to keep the lock for a handoff when a waiter
+        // accepts `next`.
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
             return self.unlock_slow(next);
         }
-        // An RMW, not a store, so that it reads from `validate`'s RMWs.
+        // An RMW, not a store, so that it reads from `enqueue`'s RMWs.
         // AcqRel: Release publishes the critical section (pairs with the
-        // Acquire CAS in `try_lock_in` and RMW in `validate`); Acquire pairs
-        // with `validate`'s RMW, ordering its summary store before our
+        // Acquire CAS in `try_lock_in` and RMW in `enqueue`); Acquire pairs
+        // with `enqueue`'s RMW, ordering its summary store before our
         // re-check.
         let held = self.word.swap(next, Ordering::AcqRel);
         debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
@@ -532,106 +860,220 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         }
     }
 
-    /// An exit with waiters parked: free the lock in `next` and wake a
-    /// waiter that accepts `next`, or hand it the lock.
+    /// Whether an exit hands the lock to `waiter` rather than let it compete.
+    fn hands_off(&self, waiter: &Waiter) -> bool {
+        self.config.wake_mode == WakeMode::Handoff || waiter.data() >= HANDOFF_AFTER_LOSSES
+    }
+
+    /// An exit with waiters for `next`: wake the one that waited longest
+    /// (every one in Broadcast mode), handing it the lock or freeing the
+    /// lock for it to compete.
     #[cold]
     fn unlock_slow(&self, next: u32) {
-        let group = {
+        let bit = 1u64 << next;
+        let mut wakeups = Wakeups::default();
+        {
             let mut t = self.waiters.lock();
-            match t.choose(1 << next) {
-                Some(g) => g,
-                None => {
-                    // No parked waiter accepts `next`.
+            loop {
+                let Some(waiter) = t.pop(bit) else {
                     self.release(&t, next);
-                    return;
-                }
-            }
-        };
-        let handoff = self.config.wake_mode == WakeMode::Handoff;
-        // SAFETY: the callback takes only the table's spin lock and does not
-        // panic; the key is an address this mutex owns.
-        let result = unsafe {
-            parking_lot::unpark_one(group.key, |r| {
-                let mut t = self.waiters.lock();
-                if r.unparked_threads != 0 {
-                    t.remove(group);
-                    self.waiters.publish(&t);
-                    if handoff || r.be_fair {
-                        // The woken thread owns the lock, entered in `next`;
-                        // its `park` returning is ordered after this.
-                        self.word.store(LOCKED | next, Ordering::Relaxed);
-                        return UnparkToken(TOKEN_HANDOFF | next as usize);
+                    break;
+                };
+                if self.hands_off(&waiter) {
+                    // The woken waiter owns the lock, entered in `next`; the
+                    // notify's Release publishes this store and our
+                    // critical section to it.
+                    self.word.store(LOCKED | next, Ordering::Relaxed);
+                    if let Some(w) = Waiter::notify_later(&waiter, TOKEN_HANDOFF | next as usize) {
+                        wakeups.push(w);
+                        break;
+                    }
+                    // Cancelled: we still hold the lock; try the next one.
+                } else if let Some(w) = Waiter::notify_later(&waiter, TOKEN_WAKE) {
+                    // It cannot act on the wake before we release: if it
+                    // finds the lock held, it queues again under the table
+                    // lock we hold, and then sees the released word.
+                    wakeups.push(w);
+                    if self.config.wake_mode != WakeMode::Broadcast {
+                        self.release(&t, next);
+                        break;
                     }
                 }
-                self.release(&t, next);
-                TOKEN_WAKE
-            })
-        };
-        if result.unparked_threads == 0 {
-            // The group emptied (a timeout) after we chose it; the lock is
-            // free now, so wake whoever else accepts its state.
-            self.wake_pass();
+            }
+            self.waiters.publish(&t);
         }
+        drop(wakeups); // wakes the tasks, with the table lock released
     }
 
     /// Frees the word in state `next`, under the table lock (`_held` is the
-    /// proof): `validate` reads the word under the same lock, so it sees
-    /// either the held word, and is then counted before we look, or this.
+    /// proof): `enqueue` reads the word under the same lock, so it sees
+    /// either the held word, and is then queued before we look, or this.
     fn release(&self, _held: &Table, next: u32) {
         // Release: pairs with the Acquire CAS in `try_lock_in` and the
-        // Acquire RMW in `validate`, publishing the holder's writes.
+        // Acquire RMW in `enqueue`, publishing the holder's writes.
         self.word.store(next, Ordering::Release);
     }
 
-    /// After an exit found no one to wake in the group it chose: while the
-    /// lock is free, wake one waiter that accepts its state.
+    /// After an exit released the lock and then found a waiter for its
+    /// state (or a woken task gave up): while the lock is free, wake a
+    /// waiter that accepts its state (every one in Broadcast mode).
     #[cold]
-    fn wake_pass(&self) {
-        let handoff = self.config.wake_mode == WakeMode::Handoff;
-        loop {
-            let (group, state) = {
-                let mut t = self.waiters.lock();
+    pub(crate) fn wake_pass(&self) {
+        let mut wakeups = Wakeups::default();
+        {
+            let mut t = self.waiters.lock();
+            loop {
                 let w = self.word.load(Ordering::Relaxed);
                 if w & LOCKED != 0 {
-                    return; // the holder's exit takes over
+                    break; // the holder's exit takes over
                 }
-                match t.choose(1 << (w & STATE_BITS)) {
-                    Some(g) => (g, w & STATE_BITS),
-                    None => return,
+                let state = w & STATE_BITS;
+                let Some(waiter) = t.pop(1 << state) else {
+                    break;
+                };
+                let broadcast = self.config.wake_mode == WakeMode::Broadcast;
+                // Take the free lock for the woken waiter if the state is
+                // still the one we woke it for; if someone entered first, it
+                // competes. Acquire: pairs with the Release of the exit that
+                // freed the word; the notify's Release hands it on.
+                let taken = self.hands_off(&waiter)
+                    && self
+                        .word
+                        .compare_exchange(
+                            state,
+                            LOCKED | state,
+                            Ordering::Acquire,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok();
+                let token = if taken {
+                    TOKEN_HANDOFF | state as usize
+                } else {
+                    TOKEN_WAKE
+                };
+                if let Some(wakeup) = Waiter::notify_later(&waiter, token) {
+                    wakeups.push(wakeup);
+                    if taken || !broadcast {
+                        break;
+                    }
+                } else if taken {
+                    // Cancelled: give the lock back and try the next one.
+                    self.release(&t, state);
                 }
-            };
-            // SAFETY: the callback takes only the table's spin lock and does
-            // not panic; the key is an address this mutex owns.
-            let result = unsafe {
-                parking_lot::unpark_one(group.key, |r| {
-                    if r.unparked_threads == 0 {
-                        return TOKEN_WAKE;
-                    }
-                    self.forget_waiter(group);
-                    // In Handoff mode, take the free lock for the woken
-                    // thread if the state is still the one we woke it for.
-                    // Acquire: pairs with the Release of the exit that freed
-                    // the word; the woken thread's `park` returns after us.
-                    let taken = handoff
-                        && self
-                            .word
-                            .compare_exchange(
-                                state,
-                                LOCKED | state,
-                                Ordering::Acquire,
-                                Ordering::Relaxed,
-                            )
-                            .is_ok();
-                    if taken {
-                        UnparkToken(TOKEN_HANDOFF | state as usize)
-                    } else {
-                        TOKEN_WAKE
-                    }
-                })
-            };
-            if result.unparked_threads != 0 {
-                return;
             }
+            self.waiters.publish(&t);
+        }
+        drop(wakeups);
+    }
+
+    /// The state-index form of [`AbstractState::from_index`].
+    pub(crate) fn state_of(index: u32) -> S {
+        S::from_index(index)
+    }
+}
+
+impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
+    /// Blocks until the lock is free in a state of `set`, and takes it,
+    /// returning a guard that owns a reference count of the mutex (it has
+    /// no lifetime: it can be moved into a thread or task).
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// ast_mutex::states! { enum Light { Red, Green } }
+    /// let m = Arc::new(ast_mutex::AstMutex::new(Light::Red, 0));
+    /// let mut g = m.enter_arc(Light::Red);
+    /// std::thread::spawn(move || {
+    ///     *g += 1;
+    ///     g.exit(Light::Green);
+    /// })
+    /// .join()
+    /// .unwrap();
+    /// assert_eq!(*m.enter(Light::Green), 1);
+    /// ```
+    pub fn enter_arc(self: &StdArc<Self>, set: impl Into<StateSet<S>>) -> ArcAstGuard<S, T> {
+        let mask = entry_mask(set.into(), "enter_arc");
+        let entered = match self.try_lock_in(mask) {
+            Some(s) => s,
+            None => self
+                .lock_slow(mask, None)
+                .expect("a wait without a deadline ends holding the lock"),
+        };
+        ArcAstGuard::new(StdArc::clone(self), entered)
+    }
+
+    /// [`try_enter`](Self::try_enter) with an owned guard.
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// ast_mutex::states! { enum Light { Red, Green } }
+    /// let m = Arc::new(ast_mutex::AstMutex::new(Light::Red, ()));
+    /// assert!(m.try_enter_arc(Light::Green).is_none());
+    /// assert!(m.try_enter_arc(Light::Red).is_some());
+    /// ```
+    pub fn try_enter_arc(
+        self: &StdArc<Self>,
+        set: impl Into<StateSet<S>>,
+    ) -> Option<ArcAstGuard<S, T>> {
+        let mask = entry_mask(set.into(), "try_enter_arc");
+        self.try_lock_in(mask)
+            .map(|s| ArcAstGuard::new(StdArc::clone(self), s))
+    }
+
+    /// [`enter_async`](Self::enter_async) with an owned guard: the future
+    /// and its guard are `'static` (when `S` and `T` are), so a spawned task
+    /// can hold them.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`enter_async`](Self::enter_async): dropping the future never
+    /// loses a handed-over lock or a wake-up.
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// ast_mutex::states! { enum Light { Red, Green } }
+    /// let m = Arc::new(ast_mutex::AstMutex::new(Light::Red, 0));
+    /// let wait = m.enter_arc_async(Light::Green);
+    /// m.enter(Light::Red).exit(Light::Green);
+    /// let g = futures::executor::block_on(wait);
+    /// assert_eq!(g.entered_in(), Light::Green);
+    /// ```
+    pub fn enter_arc_async(self: &StdArc<Self>, set: impl Into<StateSet<S>>) -> EnterArc<S, T> {
+        let mask = entry_mask(set.into(), "enter_arc_async");
+        EnterArc::new(StdArc::clone(self), mask)
+    }
+}
+
+/// The wake-ups an exit owes, delivered when dropped (after the table
+/// lock is released). One, except in Broadcast mode: no allocation then.
+#[derive(Default)]
+struct Wakeups {
+    one: Option<Wakeup>,
+    more: Vec<Wakeup>,
+}
+
+impl Wakeups {
+    fn push(&mut self, w: Wakeup) {
+        match self.one {
+            None => self.one = Some(w),
+            Some(_) => self.more.push(w),
         }
     }
 }
@@ -641,7 +1083,7 @@ impl<S: AbstractState, T: ?Sized + fmt::Debug> fmt::Debug for AstMutex<S, T> {
         let mut d = f.debug_struct("AstMutex");
         match self.try_lock_in(StateSet::<S>::ALL.bits()) {
             Some(s) => {
-                let g = self.guard(s);
+                let g = AstGuard::new(self, s);
                 d.field("state", &S::from_index(s)).field("data", &&*g);
             }
             None => {
@@ -649,84 +1091,5 @@ impl<S: AbstractState, T: ?Sized + fmt::Debug> fmt::Debug for AstMutex<S, T> {
             }
         }
         d.finish_non_exhaustive()
-    }
-}
-
-/// The lock of an [`AstMutex`], held: derefs to the data.
-///
-/// [`exit`](Self::exit) names the next state. Dropping the guard without
-/// `exit`, also while unwinding from a panic, restores the state it entered
-/// in ([`entered_in`](Self::entered_in)) and wakes a waiter that accepts it,
-/// if any.
-#[must_use = "dropping the guard exits at once, restoring the entry state"]
-pub struct AstGuard<'a, S: AbstractState, T: ?Sized> {
-    mutex: &'a AstMutex<S, T>,
-    entered: u32,
-    next: u32,
-    // Dropped before the unlock, so loom sees the access end first.
-    data: ManuallyDrop<MutPtr<T>>,
-}
-
-// SAFETY: a shared guard only gives `&T`, so it may be shared across
-// threads when `T` may (as std's MutexGuard). It is not `Send`: the raw
-// pointer inside keeps it on the thread that entered.
-unsafe impl<S: AbstractState, T: ?Sized + Sync> Sync for AstGuard<'_, S, T> {}
-
-impl<S: AbstractState, T: ?Sized> AstGuard<'_, S, T> {
-    /// The state the lock was in when this guard entered (or was handed it).
-    pub fn entered_in(&self) -> S {
-        S::from_index(self.entered)
-    }
-
-    /// Leaves the critical section in state `next`, waking a waiter whose
-    /// entry set contains `next`.
-    ///
-    /// # Panics
-    ///
-    /// If `next.index()` is not below `S::COUNT` (a broken hand-written
-    /// [`AbstractState`]).
-    #[inline]
-    pub fn exit(mut self, next: S) {
-        self.next = state_index(next);
-        // Drop unlocks.
-    }
-}
-
-impl<S: AbstractState, T: ?Sized> Drop for AstGuard<'_, S, T> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: dropped exactly once, here, and not used afterwards.
-        unsafe { ManuallyDrop::drop(&mut self.data) };
-        self.mutex.unlock(self.entered, self.next);
-    }
-}
-
-impl<S: AbstractState, T: ?Sized> Deref for AstGuard<'_, S, T> {
-    type Target = T;
-    #[inline]
-    fn deref(&self) -> &T {
-        // Shared access straight from the pointer: no `&mut T` is created,
-        // so `&T`s handed out before (perhaps to other threads, the guard
-        // being `Sync`) stay valid.
-        // SAFETY: the guard holds the lock, so no one else accesses the
-        // data, and `&self` excludes `deref_mut` while this borrow lives.
-        self.data.with(|p| unsafe { &*p })
-    }
-}
-
-impl<S: AbstractState, T: ?Sized> DerefMut for AstGuard<'_, S, T> {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the guard holds the lock, so no other access exists.
-        unsafe { MutPtr::deref(&self.data) }
-    }
-}
-
-impl<S: AbstractState, T: ?Sized + fmt::Debug> fmt::Debug for AstGuard<'_, S, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AstGuard")
-            .field("entered_in", &self.entered_in())
-            .field("data", &&**self)
-            .finish()
     }
 }

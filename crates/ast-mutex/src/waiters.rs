@@ -1,26 +1,37 @@
-//! Parked waiters, grouped by entry set.
+//! Waiting threads and tasks, grouped by entry set.
 //!
-//! Every distinct entry set that has ever waited on a mutex gets a *group*:
-//! a parking key of its own and a count of the threads parked on it. An exit
-//! that names state `s` picks a group whose set contains `s` and wakes the
-//! first thread of that group's queue. Its work depends on the number of
-//! distinct entry sets, never on the number of waiting threads: a thousand
-//! threads waiting with the same set are one group.
+//! Every distinct entry set with at least one waiter has a *group*: a FIFO
+//! queue of [`Waiter`]s (a parked thread or a task's waker, from
+//! `sync_core::waiter`), so threads and tasks wait in the same queues. An
+//! exit that names state `s` wakes, among the groups whose set contains `s`,
+//! the waiter that has waited longest: every waiter carries a *ticket* (its
+//! arrival number), each group's queue is sorted by ticket, and the exit
+//! compares the heads of the matching groups. So the waiters that accept a
+//! state are served in arrival order whatever their sets, and no group is
+//! passed over for ever (issue 12, bug 1: a global round-robin cursor let
+//! one group take every turn of a state it shared with another).
 //!
-//! Groups are boxed and never freed while the mutex lives, so a group's key
-//! (the address of its box) is an address the mutex owns: no other object's
-//! waiters can share it, and a stale key can never wake a stranger.
+//! A group is created when a waiter of a new set arrives and freed when its
+//! last waiter leaves (woken, timed out or cancelled), and a waiter that
+//! gives up removes its own node: memory and the work of an exit grow with
+//! the waiters present (their distinct sets), never with the history of the
+//! mutex.
 //!
 //! Beside the table, [`Waiters::parked_states`] publishes the union of the
-//! entry sets of groups with parked threads, so that an exit to a state no
-//! parked thread accepts can release the lock without the table lock.
+//! entry sets of groups with waiters, so that an exit to a state no waiter
+//! accepts can release the lock without the table lock.
 //!
-//! The table is guarded by a [`SpinLock`]. It is always the innermost lock:
-//! it is taken inside the parking lot's callbacks (under the parking lot's
-//! bucket lock) and alone, never the other way round.
+//! The table is guarded by a [`SpinLock`] that only this crate takes, and
+//! never while calling out: wakeups are delivered after it is released
+//! ([`Waiter::notify_later`]). A group's queue may allocate under it; an
+//! allocator that blocks can delay, not deadlock, the table.
+
+use std::collections::VecDeque;
 
 use sync_core::spin::{SpinGuard, SpinLock};
+use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicU64, Ordering};
+use sync_core::waiter::Waiter;
 
 pub(crate) struct Waiters {
     table: SpinLock<Table>,
@@ -29,56 +40,55 @@ pub(crate) struct Waiters {
 }
 
 pub(crate) struct Table {
-    // Boxed on purpose: a group's address is its parking key and must not
-    // move when the Vec grows.
-    #[allow(clippy::vec_box)]
-    groups: Vec<Box<Group>>,
-    /// Where the next search for a group to wake starts (round robin).
-    cursor: usize,
-    /// Union of the entry sets of groups with parked threads.
+    /// The groups with at least one waiter, in no particular order.
+    groups: Vec<Group>,
+    /// Union of the entry sets of `groups`.
     summary: u64,
+    /// The ticket of the next waiter to arrive.
+    next_ticket: u64,
 }
 
 struct Group {
     /// The entry set, as a mask of state bits.
     mask: u64,
-    /// Threads parked on this group's key.
-    queued: usize,
+    /// Its waiters, sorted by ticket (oldest first); never empty.
+    queue: VecDeque<Entry>,
 }
 
-/// A group of a table: its index and its parking key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct GroupId {
-    pub index: usize,
-    pub key: usize,
+struct Entry {
+    ticket: u64,
+    waiter: Arc<Waiter>,
 }
 
 impl Waiters {
-    pub fn new() -> Self {
-        Self {
-            table: SpinLock::new(Table {
-                groups: Vec::new(),
-                cursor: 0,
-                summary: 0,
-            }),
-            parked_states: AtomicU64::new(0),
+    sync_core::const_unless_loom! {
+        pub fn new() -> Self {
+            Self {
+                table: SpinLock::new(Table {
+                    groups: Vec::new(),
+                    summary: 0,
+                    next_ticket: 0,
+                }),
+                parked_states: AtomicU64::new(0),
+            }
         }
     }
 
-    /// The states some parked thread accepts: a superset while a thread is
-    /// leaving, and complete for every waiter whose `validate` RMW on the
+    /// The states some waiter accepts: a superset while a waiter is
+    /// leaving, and complete for every waiter whose `enqueue` RMW on the
     /// lock word precedes the caller's own RMW on it (see `AstMutex::unlock`).
+    #[inline]
     pub fn parked_states(&self, order: Ordering) -> u64 {
         self.parked_states.load(order)
     }
 
-    /// Publishes the table's summary; call under the table lock after
-    /// `add` or `remove`.
+    /// Publishes the table's summary; call under the table lock after it
+    /// changed.
     pub fn publish(&self, t: &Table) {
         // What orders this store before an exit's re-check is not this
-        // pair but the lock word: `validate` does its word RMW after this
+        // pair but the lock word: `enqueue` does its word RMW after this
         // store, and the exit reads the summary after its own word RMW,
-        // which reads from `validate`'s (see `AstMutex::unlock`). Release and
+        // which reads from `enqueue`'s (see `AstMutex::unlock`). Release and
         // Acquire here only keep the summary's own history readable.
         self.parked_states.store(t.summary, Ordering::Release);
     }
@@ -86,88 +96,79 @@ impl Waiters {
     pub fn lock(&self) -> SpinGuard<'_, Table> {
         self.table.lock()
     }
-
-    /// The group for entry set `mask`, created on first use.
-    ///
-    /// Nothing is allocated or freed under the table lock: threads take it
-    /// inside the parking lot's callbacks, and an allocator may itself park.
-    /// A new group and, when the table is full, a larger table are allocated
-    /// with the lock released, then the lookup is tried again.
-    pub fn group(&self, mask: u64) -> GroupId {
-        let mut new_group: Option<Box<Group>> = None;
-        let mut new_table: Option<Vec<Box<Group>>> = None;
-        loop {
-            let mut t = self.lock();
-            if let Some(index) = t.groups.iter().position(|g| g.mask == mask) {
-                let id = t.id(index);
-                drop(t);
-                return id; // unused allocations are freed after the unlock
-            }
-            let full = t.groups.len() == t.groups.capacity();
-            let table_fits = new_table
-                .as_ref()
-                .is_some_and(|v| v.capacity() > t.groups.len());
-            if let Some(group) = new_group.take_if(|_| !full || table_fits) {
-                let old_table = full.then(|| {
-                    let mut bigger = new_table.take().expect("checked above");
-                    bigger.append(&mut t.groups); // fits: no allocation
-                    std::mem::replace(&mut t.groups, bigger)
-                });
-                t.groups.push(group); // fits: no allocation
-                let id = t.id(t.groups.len() - 1);
-                drop(t);
-                drop(old_table);
-                return id;
-            }
-            let len = t.groups.len();
-            drop(t);
-            new_group.get_or_insert_with(|| Box::new(Group { mask, queued: 0 }));
-            if full && !table_fits {
-                new_table = Some(Vec::with_capacity((2 * len).max(4)));
-            }
-        }
-    }
 }
 
 impl Table {
-    fn id(&self, index: usize) -> GroupId {
-        GroupId {
-            index,
-            key: &*self.groups[index] as *const Group as usize,
+    /// A fresh ticket, for a waiter arriving now.
+    pub fn ticket(&mut self) -> u64 {
+        let t = self.next_ticket;
+        self.next_ticket += 1;
+        t
+    }
+
+    /// Queues `waiter` in the group of `mask`, in ticket order (a waiter
+    /// that lost a race queues again with its first ticket, ahead of the
+    /// later arrivals).
+    pub fn push(&mut self, mask: u64, ticket: u64, waiter: Arc<Waiter>) {
+        let entry = Entry { ticket, waiter };
+        self.summary |= mask;
+        match self.groups.iter_mut().find(|g| g.mask == mask) {
+            Some(g) => {
+                let at = g.queue.partition_point(|e| e.ticket < ticket);
+                g.queue.insert(at, entry);
+            }
+            None => self.groups.push(Group {
+                mask,
+                queue: VecDeque::from([entry]),
+            }),
         }
     }
 
-    /// Counts a thread that is about to park in `g`.
-    pub fn add(&mut self, g: GroupId) {
-        let group = &mut self.groups[g.index];
-        group.queued += 1;
-        self.summary |= group.mask;
+    /// Removes `waiter` from the group of `mask`, if it is still queued
+    /// (an exit may have taken it already). Returns whether it was.
+    pub fn remove(&mut self, mask: u64, waiter: &Arc<Waiter>) -> bool {
+        let Some(gi) = self.groups.iter().position(|g| g.mask == mask) else {
+            return false;
+        };
+        let queue = &mut self.groups[gi].queue;
+        let Some(at) = queue.iter().position(|e| Arc::ptr_eq(&e.waiter, waiter)) else {
+            return false;
+        };
+        queue.remove(at);
+        self.drop_if_empty(gi);
+        true
     }
 
-    /// Uncounts a thread that left `g`'s queue (woken or timed out).
-    pub fn remove(&mut self, g: GroupId) {
-        self.groups[g.index].queued -= 1;
-        if self.groups[g.index].queued == 0 {
-            self.summary = self
-                .groups
-                .iter()
-                .filter(|g| g.queued > 0)
-                .fold(0, |m, g| m | g.mask);
+    /// Takes the waiter that has waited longest among those whose entry set
+    /// contains `state_bit`.
+    pub fn pop(&mut self, state_bit: u64) -> Option<Arc<Waiter>> {
+        let gi = self
+            .groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.mask & state_bit != 0)
+            .min_by_key(|(_, g)| g.queue.front().map_or(u64::MAX, |e| e.ticket))
+            .map(|(i, _)| i)?;
+        let entry = self.groups[gi].queue.pop_front();
+        self.drop_if_empty(gi);
+        entry.map(|e| e.waiter)
+    }
+
+    fn drop_if_empty(&mut self, gi: usize) {
+        if self.groups[gi].queue.is_empty() {
+            self.groups.swap_remove(gi);
+            self.summary = self.groups.iter().fold(0, |m, g| m | g.mask);
         }
     }
 
-    /// A group with parked threads whose entry set contains `state_bit`,
-    /// searched round robin so that no such group waits forever behind
-    /// another.
-    pub fn choose(&mut self, state_bit: u64) -> Option<GroupId> {
-        let n = self.groups.len();
-        (0..n)
-            .map(|k| (self.cursor + k) % n)
-            .find(|&i| self.groups[i].queued > 0 && self.groups[i].mask & state_bit != 0)
-            .map(|index| {
-                self.cursor = (index + 1) % n;
-                self.id(index)
-            })
+    /// How many groups (distinct entry sets with waiters) there are.
+    pub fn groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// How many waiters are queued (cancelled ones not yet removed included).
+    pub fn waiters(&self) -> usize {
+        self.groups.iter().map(|g| g.queue.len()).sum()
     }
 }
 
@@ -175,37 +176,35 @@ impl Table {
 mod tests {
     use super::*;
 
-    #[test]
-    fn groups_are_per_entry_set_and_keys_are_stable() {
-        let w = Waiters::new();
-        let a = w.group(0b011);
-        let b = w.group(0b110);
-        assert_ne!(a.key, b.key);
-        for m in 0..100 {
-            w.group(1 << 20 | m); // force the Vec to reallocate
-        }
-        assert_eq!(w.group(0b011), a, "a group's key never moves");
+    fn w() -> Arc<Waiter> {
+        Waiter::for_thread(0)
     }
 
     #[test]
-    fn choose_skips_empty_and_non_matching_groups_round_robin() {
-        let w = Waiters::new();
-        let a = w.group(0b011);
-        let b = w.group(0b110);
-        let c = w.group(0b100);
-        let mut t = w.lock();
-        assert_eq!(t.choose(0b010), None, "no one is parked");
-        t.add(a);
-        t.add(b);
-        t.add(c);
-        assert_eq!(t.choose(0b001), Some(a));
-        // State 1 matches a and b: round robin alternates between them.
-        let picks: Vec<_> = (0..4).map(|_| t.choose(0b010).unwrap()).collect();
-        assert_eq!(picks, [b, a, b, a]);
-        assert_eq!(t.summary, 0b111);
-        t.remove(b);
-        assert_eq!(t.choose(0b010), Some(a));
-        t.remove(a);
-        assert_eq!(t.summary, 0b100, "b's and a's states have no parked thread");
+    fn pop_serves_the_oldest_waiter_that_accepts_the_state() {
+        let ws = Waiters::new();
+        let mut t = ws.lock();
+        let (a, ab, b) = (w(), w(), w());
+        let ta = t.ticket();
+        t.push(0b01, ta, a.clone());
+        let tab = t.ticket();
+        t.push(0b11, tab, ab.clone());
+        let tb = t.ticket();
+        t.push(0b10, tb, b.clone());
+        assert_eq!(t.summary, 0b11);
+        assert!(Arc::ptr_eq(&t.pop(0b10).unwrap(), &ab), "oldest B acceptor");
+        // `ab` lost a race and queues again with its first ticket.
+        t.push(0b11, tab, ab.clone());
+        assert!(Arc::ptr_eq(&t.pop(0b10).unwrap(), &ab));
+        assert!(
+            Arc::ptr_eq(&t.pop(0b10).unwrap(), &b),
+            "then the {{B}} group"
+        );
+        assert_eq!(t.groups(), 1, "emptied groups are freed");
+        assert_eq!(t.summary, 0b01);
+        assert!(t.pop(0b10).is_none());
+        assert!(t.remove(0b01, &a));
+        assert!(!t.remove(0b01, &a), "already gone");
+        assert_eq!((t.groups(), t.waiters(), t.summary), (0, 0, 0));
     }
 }

@@ -67,6 +67,8 @@ fn dropping_a_guard_restores_the_entry_state() {
 fn a_panic_inside_restores_the_entry_state_and_wakes_its_waiter() {
     for mode in MODES {
         let m = Arc::new(with_mode(mode));
+        // Entered before the waiter starts, so that the waiter must wait.
+        let mut g = m.enter(S::A);
         let waiter = {
             let m = Arc::clone(&m);
             thread::spawn(move || {
@@ -75,8 +77,7 @@ fn a_panic_inside_restores_the_entry_state_and_wakes_its_waiter() {
                 *g
             })
         };
-        let r = catch_unwind(AssertUnwindSafe(|| {
-            let mut g = m.enter(S::A);
+        let r = catch_unwind(AssertUnwindSafe(move || {
             *g = 42;
             panic!("inside the critical section");
         }));

@@ -1,15 +1,20 @@
-//! Loom models of AstMutex, through sync-core's model of the parking lot.
+//! Loom models of AstMutex.
 //!
-//! Every model runs in both wake modes with spinning off (a waiter parks at
-//! once, so the park/unpark protocol is what loom explores). Run with
+//! Every model runs in the wake modes it concerns with spinning off (a
+//! waiter queues at once, so the queue/notify protocol is what loom
+//! explores). Threads and tasks wait on `sync_core::waiter`, whose loom
+//! build makes a timed wait's timeout a nondeterministic early return. Run with
 //! `cargo xtask loom -p ast-mutex`.
 #![cfg(loom)]
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use ast_mutex::{AstMutex, Config, StateSet, WakeMode};
-use sync_core::model;
 use sync_core::sync::{Arc, thread};
+use sync_core::{loom, model};
 
 ast_mutex::states! { enum St { A, B, C } }
 
@@ -203,19 +208,82 @@ fn a_woken_waiter_that_loses_the_race_strands_no_one() {
     });
 }
 
-/// Compete mode when the parking lot starts asking for fair exits midway:
-/// an exit that wakes a parked waiter then hands it the lock instead of
-/// releasing it, and no waiter is lost either way.
+/// Polls `f` once with a waker that does nothing.
+fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
+    let mut cx = Context::from_waker(Waker::noop());
+    Pin::new(f).poll(&mut cx)
+}
+
+/// A task queued for B is dropped while the holder exits to B, racing the
+/// exit's handoff (or wake-up); a thread waits for B behind it. Whether the
+/// future was still queued, handed the lock, or woken to compete when it
+/// was dropped, the thread gets in, and the lock ends free in B.
 #[test]
-fn compete_with_fair_exits_switched_on_midway() {
+fn a_cancelled_async_waiter_races_an_exit() {
+    for mode in MODES {
+        model::check_with_bound(2, move || {
+            let m = mutex(mode, St::A);
+            let holder = m.enter(St::A);
+            let task = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || {
+                    let mut f = m.enter_async(St::B);
+                    if let Poll::Ready(mut g) = poll_once(&mut f) {
+                        *g += 10;
+                        g.exit(St::B);
+                    }
+                    // Pending: dropped while queued, or after being notified.
+                    drop(f);
+                })
+            };
+            let patient = waiter(&m, St::B, 1, St::B);
+            holder.exit(St::B);
+            task.join().unwrap();
+            patient.join().unwrap();
+            let g = m.enter(St::B);
+            assert!(*g == 1 || *g == 11, "count {}", *g);
+            drop(g);
+            assert_eq!(m.state(), Some(St::B));
+            assert_eq!(m.waiter_table_size(), (0, 0), "nothing left queued");
+        });
+    }
+}
+
+/// A task waits for B and is woken by the exit to B; it must return the
+/// guard, in the state it was promised, whatever the interleaving.
+#[test]
+fn an_async_waiter_is_woken_by_an_exit() {
+    for mode in MODES {
+        model::check_with_bound(2, move || {
+            let m = mutex(mode, St::A);
+            let task = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || {
+                    let mut g = loom::future::block_on(m.enter_async(St::B));
+                    assert_eq!(g.entered_in(), St::B);
+                    *g += 1;
+                    g.exit(St::C);
+                })
+            };
+            m.enter(St::A).exit(St::B);
+            task.join().unwrap();
+            assert_eq!(*m.enter(St::C), 1);
+        });
+    }
+}
+
+/// Broadcast: two waiters of B, one exit to B; both get in (each exits
+/// back to B), and nothing stays queued.
+#[test]
+fn broadcast_lets_every_waiter_of_the_state_through() {
     model::check_with_bound(2, || {
-        let m = mutex(WakeMode::Compete, St::A);
-        let wants_b = waiter(&m, St::B, 1, St::A);
-        let wants_c = waiter(&m, St::C, 10, St::B);
-        m.enter(St::A).exit(St::C);
-        sync_core::parking_lot::set_be_fair(true);
-        wants_b.join().unwrap();
-        wants_c.join().unwrap();
-        assert_eq!(*m.enter(St::A), 11);
+        let m = mutex(WakeMode::Broadcast, St::A);
+        let first = waiter(&m, St::B, 1, St::B);
+        let second = waiter(&m, St::B | St::C, 10, St::B);
+        m.enter(St::A).exit(St::B);
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(*m.enter(St::B), 11);
+        assert_eq!(m.waiter_table_size(), (0, 0));
     });
 }

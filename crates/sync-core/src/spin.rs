@@ -47,14 +47,16 @@ unsafe impl<T: ?Sized + Send> Send for SpinLock<T> {}
 unsafe impl<T: ?Sized + Send> Sync for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
-    /// An unlocked lock around `value`.
-    pub fn new(value: T) -> Self {
-        Self {
-            #[cfg(not(loom))]
-            locked: AtomicBool::new(false),
-            #[cfg(loom)]
-            locked: loom::sync::Mutex::new(()),
-            value: UnsafeCell::new(value),
+    crate::const_unless_loom! {
+        /// An unlocked lock around `value`.
+        pub fn new(value: T) -> Self {
+            Self {
+                #[cfg(not(loom))]
+                locked: AtomicBool::new(false),
+                #[cfg(loom)]
+                locked: loom::sync::Mutex::new(()),
+                value: UnsafeCell::new(value),
+            }
         }
     }
 

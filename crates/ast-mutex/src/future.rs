@@ -1,0 +1,151 @@
+//! The futures of [`AstMutex::enter_async`] and
+//! [`AstMutex::enter_arc_async`]: a task's waiter in the same queues as
+//! threads.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+// The waiter is reference counted with sync-core's `Arc` (loom's in loom
+// builds); the owned future's mutex handle is the user's std `Arc`.
+use std::sync::Arc as StdArc;
+use sync_core::sync::Arc;
+use sync_core::waiter::Waiter;
+
+use crate::guard::{ArcAstGuard, AstGuard};
+use crate::mutex::AstMutex;
+use crate::state::AbstractState;
+
+/// A task's wait: its entry set, its place in line, and its queued waiter.
+pub(crate) struct Wait {
+    pub mask: u64,
+    /// Drawn on the first wait, kept when woken to compete and waiting again.
+    pub ticket: Option<u64>,
+    /// How many times it was woken to compete and lost.
+    pub losses: usize,
+    /// Queued, until it is notified or the future is dropped.
+    pub waiter: Option<Arc<Waiter>>,
+}
+
+impl Wait {
+    fn new(mask: u64) -> Self {
+        Self {
+            mask,
+            ticket: None,
+            losses: 0,
+            waiter: None,
+        }
+    }
+}
+
+/// The future of [`AstMutex::enter_async`]: resolves to an [`AstGuard`].
+///
+/// # Cancel safety
+///
+/// Dropping it loses nothing: see [`AstMutex::enter_async`].
+///
+/// # Examples
+///
+/// ```
+/// ast_mutex::states! { enum One { Only } }
+/// let m = ast_mutex::AstMutex::new(One::Only, 1);
+/// let g = futures::executor::block_on(m.enter_async(One::Only));
+/// assert_eq!(*g, 1);
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct Enter<'a, S: AbstractState, T: ?Sized> {
+    mutex: &'a AstMutex<S, T>,
+    wait: Wait,
+}
+
+impl<'a, S: AbstractState, T: ?Sized> Enter<'a, S, T> {
+    pub(crate) fn new(mutex: &'a AstMutex<S, T>, mask: u64) -> Self {
+        Self {
+            mutex,
+            wait: Wait::new(mask),
+        }
+    }
+}
+
+impl<'a, S: AbstractState, T: ?Sized> Future for Enter<'a, S, T> {
+    type Output = AstGuard<'a, S, T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let mutex = this.mutex;
+        mutex
+            .poll_enter(&mut this.wait, cx)
+            .map(|s| AstGuard::new(mutex, s))
+    }
+}
+
+impl<S: AbstractState, T: ?Sized> Drop for Enter<'_, S, T> {
+    fn drop(&mut self) {
+        self.mutex.cancel_wait(&mut self.wait);
+    }
+}
+
+impl<S: AbstractState, T: ?Sized> fmt::Debug for Enter<'_, S, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Enter")
+            .field("queued", &self.wait.waiter.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The future of [`AstMutex::enter_arc_async`]: resolves to an
+/// [`ArcAstGuard`].
+///
+/// # Cancel safety
+///
+/// Dropping it loses nothing: see [`AstMutex::enter_async`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// ast_mutex::states! { enum One { Only } }
+/// let m = Arc::new(ast_mutex::AstMutex::new(One::Only, 1));
+/// let g = futures::executor::block_on(m.enter_arc_async(One::Only));
+/// assert_eq!(*g, 1);
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct EnterArc<S: AbstractState, T: ?Sized> {
+    mutex: StdArc<AstMutex<S, T>>,
+    wait: Wait,
+}
+
+impl<S: AbstractState, T: ?Sized> EnterArc<S, T> {
+    pub(crate) fn new(mutex: StdArc<AstMutex<S, T>>, mask: u64) -> Self {
+        Self {
+            mutex,
+            wait: Wait::new(mask),
+        }
+    }
+}
+
+impl<S: AbstractState, T: ?Sized> Future for EnterArc<S, T> {
+    type Output = ArcAstGuard<S, T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        this.mutex
+            .poll_enter(&mut this.wait, cx)
+            .map(|s| ArcAstGuard::new(StdArc::clone(&this.mutex), s))
+    }
+}
+
+impl<S: AbstractState, T: ?Sized> Drop for EnterArc<S, T> {
+    fn drop(&mut self) {
+        self.mutex.cancel_wait(&mut self.wait);
+    }
+}
+
+impl<S: AbstractState, T: ?Sized> fmt::Debug for EnterArc<S, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnterArc")
+            .field("queued", &self.wait.waiter.is_some())
+            .finish_non_exhaustive()
+    }
+}
