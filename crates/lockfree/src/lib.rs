@@ -18,6 +18,9 @@
 //! [`mpsc`] is the paper's algorithm 3: an unbounded message queue whose
 //! send is one wait-free swap and whose receiver sleeps (a thread) or waits
 //! (a task) on the paper's `waiting_mark` handshake, without a lost wakeup.
+//! [`csp`] is Vella's wait-free CSP channel: a synchronous point-to-point
+//! rendezvous where each side makes one swap and the value moves straight
+//! from the sender's slot to the receiver's; [`csp::Alt`] is occam's `ALT`.
 //!
 //! * [`Mutex`] is the paper's algorithm 1: a count of waiters and the lock
 //!   bit in one word (a single-word CAS where the paper needed a double-word
@@ -65,6 +68,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod csp;
 pub mod mpsc;
 mod error;
 mod mutex;

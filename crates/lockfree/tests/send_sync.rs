@@ -52,6 +52,21 @@ assert_impl!(lockfree_sync::mpsc::Recv<'static, Vec<u8>>: Send);
 assert_not_impl!(lockfree_sync::mpsc::Recv<'static, Rc<u8>>: Send);
 assert_impl!(lockfree_sync::mpsc::SendError<Vec<u8>>: Send, Sync, std::error::Error);
 
+// The CSP channel: each end moves to another thread or task with the values
+// it sends or receives; the futures can be spawned on multi-threaded
+// executors.
+assert_impl!(lockfree_sync::csp::Sender<Vec<u8>>: Send, Sync);
+assert_not_impl!(lockfree_sync::csp::Sender<Rc<u8>>: Send);
+assert_impl!(lockfree_sync::csp::Receiver<Vec<u8>>: Send, Sync);
+assert_not_impl!(lockfree_sync::csp::Receiver<Rc<u8>>: Send);
+assert_impl!(lockfree_sync::csp::SendFuture<'static, Vec<u8>>: Send);
+assert_not_impl!(lockfree_sync::csp::SendFuture<'static, Rc<u8>>: Send);
+assert_impl!(lockfree_sync::csp::RecvFuture<'static, Vec<u8>>: Send);
+assert_not_impl!(lockfree_sync::csp::RecvFuture<'static, Rc<u8>>: Send);
+assert_not_impl!(lockfree_sync::csp::RecvFuture<'static, Vec<u8>>: Unpin);
+assert_impl!(lockfree_sync::csp::Alt<'static, Vec<u8>>: Send);
+assert_impl!(lockfree_sync::csp::SendError<Vec<u8>>: Send, Sync, std::error::Error);
+
 #[test]
 fn a_guard_moves_to_another_thread_and_unlocks_there() {
     let m = Mutex::new(1);

@@ -1,0 +1,1134 @@
+//! Vella's wait-free CSP channel: a synchronous, point-to-point rendezvous
+//! (occam's `chan`), built on one swap per side; and [`Alt`], occam's `ALT`.
+//!
+//! # The protocol
+//!
+//! The channel is one word. It holds nothing (`EMPTY`), the slot of the
+//! party that arrived first and waits, or `CLOSED`. Each side puts the
+//! address of its own *slot* (on its stack, or inside its pinned future) in
+//! the word with one swap:
+//!
+//! * If the swap returns `EMPTY`, this side came first: it waits for its
+//!   partner to complete its slot.
+//! * If it returns the partner's slot, this side came second: it empties the
+//!   word (a plain store: the partner waits and nobody else uses the
+//!   channel), moves the value (from the sender's slot into the receiver's,
+//!   with no buffer in between), and completes the partner's slot, waking it
+//!   if it sleeps.
+//!
+//! Both sides finish their part in a bounded number of steps, whatever the
+//! other does: the channel is wait-free apart from the wait itself. (After
+//! Vella and KRoC, where the word holds the waiting process's workspace.)
+//!
+//! A slot's `state` says whether it is complete (`DONE`, or `SHUT` when
+//! the other end was dropped), and holds the owner's [`Waiter`] once the
+//! owner stops spinning and sleeps: the completer's swap on `state` both
+//! completes the slot and takes the waiter to wake, so the wake is never
+//! lost. A thread spins briefly before it sleeps (a cache-line round trip is
+//! a hundred nanoseconds or so, a wakeup tens of microseconds).
+//!
+//! # Cancellation
+//!
+//! A future whose slot is published and that is dropped takes the slot back
+//! with a CAS on the word. If the CAS fails, the partner (or an [`Alt`]) has
+//! taken the slot and is a few steps from completing it: the drop waits for
+//! those steps. A receiving future completed that way hands its value to the
+//! [`Receiver`], whose next receive returns it: a value is never lost.
+//!
+//! # Examples
+//!
+//! ```
+//! use lockfree_sync::csp;
+//!
+//! let (mut tx, mut rx) = csp::channel();
+//! let producer = std::thread::spawn(move || {
+//!     for i in 0..3 {
+//!         tx.send(i).unwrap(); // returns once the receiver has taken `i`
+//!     }
+//! });
+//! assert_eq!(rx.recv(), Ok(0));
+//! assert_eq!(rx.recv(), Ok(1));
+//! assert_eq!(rx.recv(), Ok(2));
+//! producer.join().unwrap();
+//! assert!(rx.recv().is_err()); // the sender is gone
+//! ```
+
+use core::fmt;
+use core::future::Future;
+use core::marker::PhantomPinned;
+use core::pin::Pin;
+use core::ptr;
+use core::task::{Context, Poll};
+
+use sync_core::CachePadded;
+use sync_core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
+use sync_core::sync::cell::UnsafeCell;
+use sync_core::sync::{Arc, hint, thread};
+use sync_core::waiter::Waiter;
+
+/// The channel word when nobody waits.
+const EMPTY: *mut u8 = ptr::null_mut();
+/// The channel word once an end has been dropped.
+const CLOSED: *mut u8 = ptr::without_provenance_mut(1);
+/// Tag on the channel word: the waiting party is an [`Alt`] (the word
+/// points at its shared part).
+const ALT_TAG: usize = 0b10;
+
+/// A slot's state once completed by the partner.
+const DONE: *mut Waiter = ptr::without_provenance_mut(1);
+/// A slot's state once completed because the other end is gone.
+const SHUT: *mut Waiter = ptr::without_provenance_mut(2);
+
+/// The token that wakes a slot's owner.
+const COMPLETE: usize = 1;
+
+/// Spins, then yields, before a thread sleeps: worth it when the partner is
+/// running on the other core (a wakeup costs ~30 µs here).
+#[cfg(not(loom))]
+const SPINS: u32 = 200;
+/// Yields after the spin, before sleeping: lets a partner that shares our
+/// core run instead of paying a sleep and a wakeup.
+#[cfg(not(loom))]
+const YIELDS: u32 = 10;
+/// Under loom a spin is a yield to the model's scheduler: one is enough to
+/// explore "the partner came during the spin".
+#[cfg(loom)]
+const SPINS: u32 = 0;
+/// Under loom, one yield before parking.
+#[cfg(loom)]
+const YIELDS: u32 = 1;
+
+/// How a wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// The partner completed the rendezvous.
+    Done,
+    /// The other end was dropped.
+    Shut,
+}
+
+/// One side's half of a rendezvous: published in the channel word while
+/// its owner waits.
+#[repr(align(8))]
+struct Slot<T> {
+    /// Null while the owner waits awake; the owner's waiter (one reference,
+    /// `Arc::into_raw`) once it sleeps; [`DONE`] or [`SHUT`] once complete.
+    state: AtomicPtr<Waiter>,
+    /// The sender's value (in a sender's slot), or where the value goes (in
+    /// a receiver's).
+    value: UnsafeCell<Option<T>>,
+}
+
+impl<T> Slot<T> {
+    fn new(value: Option<T>) -> Self {
+        Self {
+            state: AtomicPtr::new(ptr::null_mut()),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// The outcome, once complete.
+    fn outcome(&self) -> Option<Outcome> {
+        // Acquire: pairs with the completer's swap in `complete`, so its
+        // value move is visible.
+        match self.state.load(Acquire) {
+            DONE => Some(Outcome::Done),
+            SHUT => Some(Outcome::Shut),
+            _ => None,
+        }
+    }
+
+    /// Completes the slot at `slot` and wakes its owner if it sleeps. After
+    /// the swap the owner may return and free the slot: it is not touched
+    /// again.
+    ///
+    /// # Safety
+    ///
+    /// `slot` is a live slot that the caller took out of the channel word
+    /// (so its owner waits for this completion).
+    unsafe fn complete(slot: *const Self, outcome: Outcome) {
+        let to = match outcome {
+            Outcome::Done => DONE,
+            Outcome::Shut => SHUT,
+        };
+        // AcqRel: Release publishes our value move to the owner's Acquire
+        // in `outcome`; Acquire makes the published waiter ours to wake.
+        // SAFETY: the slot is alive until this swap (the caller's promise).
+        let prev = unsafe { (*slot).state.swap(to, AcqRel) };
+        if !prev.is_null() {
+            debug_assert!(prev != DONE && prev != SHUT, "a slot completed twice");
+            // SAFETY: the owner's reference, left in `state` for us.
+            let waiter = unsafe { Arc::from_raw(prev) };
+            // Cannot fail: the owner never cancels a published waiter.
+            waiter.notify(COMPLETE);
+        }
+    }
+
+    /// Waits (spin, yield, park) until the slot is complete. The calling
+    /// thread owns the slot.
+    fn wait(&self) -> Outcome {
+        for i in 0..SPINS + YIELDS {
+            if let Some(outcome) = self.outcome() {
+                return outcome;
+            }
+            if i < SPINS {
+                hint::spin_loop();
+            } else {
+                thread::yield_now();
+            }
+        }
+        let waiter = Waiter::for_thread(0);
+        let raw = Arc::into_raw(Arc::clone(&waiter)).cast_mut();
+        // AcqRel: Release publishes the waiter to the completer's swap;
+        // Acquire (on failure) pairs with it, as `outcome`.
+        match self
+            .state
+            .compare_exchange(ptr::null_mut(), raw, AcqRel, Acquire)
+        {
+            Ok(_) => {
+                waiter.wait(false);
+                self.outcome().expect("a notified slot is complete")
+            }
+            Err(_) => {
+                // SAFETY: the reference we made for `state`, not published.
+                drop(unsafe { Arc::from_raw(raw) });
+                self.outcome()
+                    .expect("a slot leaves null only when complete")
+            }
+        }
+    }
+
+    /// A task's wait: `Ready` once complete; otherwise the task's waker is
+    /// registered (in `parked`, published in `state`).
+    fn poll_wait(&self, parked: &mut Option<Arc<Waiter>>, cx: &mut Context<'_>) -> Poll<Outcome> {
+        if let Some(outcome) = self.outcome() {
+            return Poll::Ready(outcome);
+        }
+        if let Some(waiter) = parked {
+            // Keeps the waker current; Ready once the completer notified.
+            return match waiter.poll(cx) {
+                Poll::Ready(_) => Poll::Ready(self.outcome().expect("a notified slot is complete")),
+                Poll::Pending => Poll::Pending,
+            };
+        }
+        let waiter = Waiter::for_task(cx.waker(), 0);
+        let raw = Arc::into_raw(Arc::clone(&waiter)).cast_mut();
+        // As in `wait`.
+        match self
+            .state
+            .compare_exchange(ptr::null_mut(), raw, AcqRel, Acquire)
+        {
+            Ok(_) => {
+                *parked = Some(waiter);
+                Poll::Pending
+            }
+            Err(_) => {
+                // SAFETY: the reference we made for `state`, not published.
+                drop(unsafe { Arc::from_raw(raw) });
+                Poll::Ready(
+                    self.outcome()
+                        .expect("a slot leaves null only when complete"),
+                )
+            }
+        }
+    }
+
+    /// Takes back a published slot whose owner gives up (a dropped future).
+    /// `None`: retracted, nobody will touch it. `Some(outcome)`: somebody
+    /// had taken it, and has now completed it.
+    fn retract(&self, chan: &Chan) -> Option<Outcome> {
+        let me = ptr::from_ref(self).cast::<u8>().cast_mut();
+        let mut spins = 0u32;
+        loop {
+            // AcqRel: as the swaps on the word. Fails if a partner, an Alt
+            // or a closing end took the slot: it is completing it.
+            if chan
+                .word
+                .compare_exchange(me, EMPTY, AcqRel, Acquire)
+                .is_ok()
+            {
+                // Nobody holds the slot now; reclaim a published waiter.
+                let parked = self.state.swap(ptr::null_mut(), Acquire);
+                if !parked.is_null() {
+                    // SAFETY: the reference we left in `state`, untaken.
+                    drop(unsafe { Arc::from_raw(parked) });
+                }
+                return None;
+            }
+            if let Some(outcome) = self.outcome() {
+                return Some(outcome);
+            }
+            // The taker is a few steps from completing: wait for them.
+            if spins < 64 {
+                spins += 1;
+                hint::spin_loop();
+            } else {
+                thread::yield_now();
+            }
+        }
+    }
+}
+
+/// The channel's word, on a cache line of its own.
+struct Chan {
+    /// [`EMPTY`], [`CLOSED`], a waiting party's `Slot` (untagged), or an
+    /// [`Alt`]'s shared part (tagged [`ALT_TAG`]).
+    word: CachePadded<AtomicPtr<u8>>,
+}
+
+/// What a swap on the word found.
+enum Found<T> {
+    Empty,
+    Closed,
+    Slot(*const Slot<T>),
+    Alt(Arc<AltShared<T>>),
+}
+
+impl Chan {
+    fn found<T>(word: *mut u8) -> Found<T> {
+        if word == EMPTY {
+            Found::Empty
+        } else if word == CLOSED {
+            Found::Closed
+        } else if word.addr() & ALT_TAG != 0 {
+            let raw = word.map_addr(|a| a & !ALT_TAG).cast::<AltShared<T>>();
+            // SAFETY: a tagged word holds one reference to the Alt's shared
+            // part (made by `Alt::enable`), which the swap handed to us.
+            Found::Alt(unsafe { Arc::from_raw(raw) })
+        } else {
+            Found::Slot(word.cast::<Slot<T>>())
+        }
+    }
+
+    /// The channel's identity, as an Alt's claim records it.
+    fn id(&self) -> usize {
+        ptr::from_ref(self).addr()
+    }
+}
+
+/// Creates a CSP channel: a synchronous rendezvous between one [`Sender`]
+/// and one [`Receiver`].
+///
+/// # Examples
+///
+/// ```
+/// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+/// std::thread::spawn(move || tx.send("ping").unwrap());
+/// assert_eq!(rx.recv(), Ok("ping"));
+/// ```
+pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let chan = Arc::new(Chan {
+        word: CachePadded::new(AtomicPtr::new(EMPTY)),
+    });
+    (
+        Sender {
+            chan: Arc::clone(&chan),
+            _t: core::marker::PhantomData,
+        },
+        Receiver { chan, stash: None },
+    )
+}
+
+/// The sending end of a [`csp::channel`](channel). Not `Clone`: the channel
+/// is point to point.
+///
+/// Dropping it wakes a receiver that waits, with [`RecvError`].
+///
+/// # Examples
+///
+/// ```
+/// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+/// let t = std::thread::spawn(move || rx.recv().unwrap());
+/// tx.send(5).unwrap();
+/// assert_eq!(t.join().unwrap(), 5);
+/// ```
+pub struct Sender<T> {
+    chan: Arc<Chan>,
+    /// Values of `T` go to the receiver's thread: `Send` only if `T` is.
+    _t: core::marker::PhantomData<T>,
+}
+
+impl<T> Sender<T> {
+    /// Sends `value` and returns once the receiver has taken it.
+    ///
+    /// # Errors
+    ///
+    /// `Err(SendError(value))` if the receiver is gone (or goes while we
+    /// wait): the value comes back.
+    ///
+    /// # Progress
+    ///
+    /// Blocks until the receiver arrives. Apart from that wait, one swap and
+    /// a bounded number of steps (wait-free). If the receiver is not there,
+    /// the thread spins briefly, yields a few times, then parks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, rx) = lockfree_sync::csp::channel();
+    /// drop(rx);
+    /// assert_eq!(tx.send(1).unwrap_err().0, 1);
+    /// ```
+    pub fn send(&mut self, value: T) -> Result<(), SendError<T>> {
+        let slot = Slot::new(Some(value));
+        match self.offer(&slot) {
+            Some(outcome) => self.finish(&slot, outcome),
+            None => {
+                let outcome = slot.wait();
+                self.finish(&slot, outcome)
+            }
+        }
+    }
+
+    /// Publishes `slot` (ours, holding the value): `Some(outcome)` if the
+    /// rendezvous is over, `None` if we must wait for the receiver.
+    fn offer(&self, slot: &Slot<T>) -> Option<Outcome> {
+        let chan = &*self.chan;
+        let me = ptr::from_ref(slot).cast::<u8>().cast_mut();
+        // AcqRel: Release publishes our slot (and value) to the receiver
+        // that swaps it out; Acquire makes a waiting receiver's slot ours.
+        match Chan::found::<T>(chan.word.swap(me, AcqRel)) {
+            Found::Empty => None,
+            Found::Closed => {
+                // Put the mark back: nobody else uses the word now.
+                chan.word.store(CLOSED, Release);
+                Some(Outcome::Shut)
+            }
+            Found::Slot(receiver) => {
+                // Release: our next use of the word, or the receiver's,
+                // sees it empty (the receiver's also through `complete`).
+                chan.word.store(EMPTY, Release);
+                // SAFETY: our slot, unpublished again; the receiver's slot
+                // waits for our completion, so nobody else touches it.
+                unsafe { move_value(slot, receiver) };
+                // SAFETY: we took the receiver's slot out of the word.
+                unsafe { Slot::complete(receiver, Outcome::Done) };
+                Some(Outcome::Done)
+            }
+            Found::Alt(alt) => {
+                if alt.claim(chan.id()) {
+                    chan.word.store(EMPTY, Release);
+                    // SAFETY: our claim gives us the Alt's slot, whose owner
+                    // waits for our completion.
+                    unsafe { move_value(slot, &alt.slot) };
+                    // SAFETY: as above.
+                    unsafe { Slot::complete(&alt.slot, Outcome::Done) };
+                    Some(Outcome::Done)
+                } else {
+                    // The Alt took another channel: we came first after
+                    // all, and our slot is in the word.
+                    None
+                }
+            }
+        }
+    }
+
+    fn finish(&self, slot: &Slot<T>, outcome: Outcome) -> Result<(), SendError<T>> {
+        match outcome {
+            Outcome::Done => Ok(()),
+            // SAFETY: complete with SHUT: nobody touches the slot any more.
+            Outcome::Shut => Err(SendError(
+                slot.value
+                    .with_mut(|v| unsafe { (*v).take() })
+                    .expect("an unsent value stays in its slot"),
+            )),
+        }
+    }
+
+    /// [`send`](Self::send) for async tasks.
+    ///
+    /// # Errors
+    ///
+    /// As [`send`](Self::send).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it completes either withdraws the offer
+    /// (the value is dropped with the future, never received) or, if the
+    /// receiver had already taken it, leaves it delivered exactly once.
+    ///
+    /// # Progress
+    ///
+    /// As [`send`](Self::send); the task waits without spinning.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures::executor::block_on(async {
+    /// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+    /// let t = std::thread::spawn(move || rx.recv().unwrap());
+    /// tx.send_async(3).await.unwrap();
+    /// assert_eq!(t.join().unwrap(), 3);
+    /// # });
+    /// ```
+    pub fn send_async(&mut self, value: T) -> SendFuture<'_, T> {
+        SendFuture {
+            tx: self,
+            slot: Slot::new(Some(value)),
+            phase: Phase::Idle,
+            parked: None,
+            _pin: PhantomPinned,
+        }
+    }
+
+    /// Whether the receiver has been dropped.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = lockfree_sync::csp::channel::<u8>();
+    /// drop(rx);
+    /// assert!(tx.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.chan.word.load(Acquire) == CLOSED
+    }
+}
+
+/// Moves the value from a sender's slot into a receiver's.
+///
+/// # Safety
+///
+/// The caller has exclusive access to both slots' values.
+unsafe fn move_value<T>(from: *const Slot<T>, to: *const Slot<T>) {
+    // SAFETY: exclusive, by the caller's promise.
+    let value = unsafe { (*from).value.with_mut(|v| (*v).take()) };
+    debug_assert!(value.is_some(), "a sender's slot holds its value");
+    // SAFETY: as above.
+    unsafe { (*to).value.with_mut(|v| *v = value) };
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        shut::<T>(&self.chan);
+    }
+}
+
+/// An end is dropped: mark the word closed and release a waiting partner.
+fn shut<T>(chan: &Chan) {
+    // AcqRel: as the swaps in `offer`/`accept`.
+    match Chan::found::<T>(chan.word.swap(CLOSED, AcqRel)) {
+        Found::Empty | Found::Closed => {}
+        // SAFETY: we took the partner's slot out of the word.
+        Found::Slot(partner) => unsafe { Slot::complete(partner, Outcome::Shut) },
+        Found::Alt(alt) => {
+            if alt.claim(chan.id()) {
+                // SAFETY: our claim gives us the Alt's slot.
+                unsafe { Slot::complete(&alt.slot, Outcome::Shut) };
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender")
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+/// The receiving end of a [`csp::channel`](channel). Not `Clone`.
+///
+/// Dropping it wakes a sender that waits, whose value comes back in
+/// [`SendError`].
+///
+/// # Examples
+///
+/// ```
+/// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+/// std::thread::spawn(move || tx.send([1, 2, 3]).unwrap());
+/// assert_eq!(rx.recv(), Ok([1, 2, 3]));
+/// ```
+pub struct Receiver<T> {
+    chan: Arc<Chan>,
+    /// A value delivered to a receiving future that was dropped at that
+    /// moment: the next receive returns it.
+    stash: Option<T>,
+}
+
+impl<T> Receiver<T> {
+    /// Waits for the sender and takes its value.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError`] if the sender is gone (or goes while we wait).
+    ///
+    /// # Progress
+    ///
+    /// Blocks until the sender arrives; otherwise one swap and a bounded
+    /// number of steps. It spins briefly, yields, then parks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, mut rx) = lockfree_sync::csp::channel::<u8>();
+    /// drop(tx);
+    /// assert!(rx.recv().is_err());
+    /// ```
+    pub fn recv(&mut self) -> Result<T, RecvError> {
+        if let Some(v) = self.stash.take() {
+            return Ok(v);
+        }
+        let slot = Slot::new(None);
+        let outcome = match self.accept(&slot) {
+            Some(outcome) => outcome,
+            None => slot.wait(),
+        };
+        Self::finish(&slot, outcome)
+    }
+
+    /// Publishes our (empty) slot: `Some(outcome)` if the rendezvous is
+    /// over, `None` if we must wait for the sender.
+    fn accept(&self, slot: &Slot<T>) -> Option<Outcome> {
+        let chan = &*self.chan;
+        let me = ptr::from_ref(slot).cast::<u8>().cast_mut();
+        // AcqRel: as in `offer`.
+        match Chan::found::<T>(chan.word.swap(me, AcqRel)) {
+            Found::Empty => None,
+            Found::Closed => {
+                chan.word.store(CLOSED, Release);
+                Some(Outcome::Shut)
+            }
+            Found::Slot(sender) => {
+                // Release: as in `offer`.
+                chan.word.store(EMPTY, Release);
+                // SAFETY: the sender's slot waits for our completion; ours is
+                // unpublished again.
+                unsafe { move_value(sender, slot) };
+                // SAFETY: we took the sender's slot out of the word.
+                unsafe { Slot::complete(sender, Outcome::Done) };
+                Some(Outcome::Done)
+            }
+            Found::Alt(_) => unreachable!("only a receiver's Alt publishes itself"),
+        }
+    }
+
+    fn finish(slot: &Slot<T>, outcome: Outcome) -> Result<T, RecvError> {
+        match outcome {
+            // SAFETY: complete: nobody else touches the slot.
+            Outcome::Done => Ok(slot
+                .value
+                .with_mut(|v| unsafe { (*v).take() })
+                .expect("a completed receive holds its value")),
+            Outcome::Shut => Err(RecvError),
+        }
+    }
+
+    /// [`recv`](Self::recv) for async tasks.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv`](Self::recv).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future either withdraws it before any
+    /// sender saw it (the value stays with the sender), or, if a sender had
+    /// already handed its value over, keeps that value for this receiver's
+    /// next receive. No value is lost or received twice.
+    ///
+    /// # Progress
+    ///
+    /// As [`recv`](Self::recv); the task waits without spinning.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # futures::executor::block_on(async {
+    /// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+    /// std::thread::spawn(move || tx.send('x').unwrap());
+    /// assert_eq!(rx.recv_async().await, Ok('x'));
+    /// # });
+    /// ```
+    pub fn recv_async(&mut self) -> RecvFuture<'_, T> {
+        RecvFuture {
+            rx: self,
+            slot: Slot::new(None),
+            phase: Phase::Idle,
+            parked: None,
+            _pin: PhantomPinned,
+        }
+    }
+
+    /// Whether the sender has been dropped (values it handed over before
+    /// may still be received).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (tx, rx) = lockfree_sync::csp::channel::<u8>();
+    /// drop(tx);
+    /// assert!(rx.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.chan.word.load(Acquire) == CLOSED
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        shut::<T>(&self.chan);
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver")
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a future is in its rendezvous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Not yet offered.
+    Idle,
+    /// Our slot is in the channel word (or taken by the partner).
+    Published,
+    /// Over: the output was returned.
+    Finished,
+}
+
+/// The future of [`Sender::send_async`].
+///
+/// # Cancel safety
+///
+/// See [`Sender::send_async`].
+#[must_use = "futures do nothing unless polled"]
+pub struct SendFuture<'a, T> {
+    tx: &'a mut Sender<T>,
+    /// Our half of the rendezvous; its address is published, so the future
+    /// is `!Unpin`.
+    slot: Slot<T>,
+    phase: Phase,
+    parked: Option<Arc<Waiter>>,
+    _pin: PhantomPinned,
+}
+
+impl<T> Future for SendFuture<'_, T> {
+    type Output = Result<(), SendError<T>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: we never move out of the pinned future; the slot's address
+        // stays valid until `drop` has retracted or awaited it.
+        let this = unsafe { self.get_unchecked_mut() };
+        let outcome = match this.phase {
+            Phase::Idle => match this.tx.offer(&this.slot) {
+                Some(outcome) => outcome,
+                None => {
+                    this.phase = Phase::Published;
+                    core::task::ready!(this.slot.poll_wait(&mut this.parked, cx))
+                }
+            },
+            Phase::Published => core::task::ready!(this.slot.poll_wait(&mut this.parked, cx)),
+            Phase::Finished => panic!("SendFuture polled after it completed"),
+        };
+        this.phase = Phase::Finished;
+        this.parked = None;
+        Poll::Ready(this.tx.finish(&this.slot, outcome))
+    }
+}
+
+impl<T> Drop for SendFuture<'_, T> {
+    fn drop(&mut self) {
+        if self.phase == Phase::Published {
+            // Withdrawn (the value drops with us), or delivered already.
+            let _ = self.slot.retract(&self.tx.chan);
+        }
+    }
+}
+
+impl<T> fmt::Debug for SendFuture<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendFuture")
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The future of [`Receiver::recv_async`].
+///
+/// # Cancel safety
+///
+/// See [`Receiver::recv_async`].
+#[must_use = "futures do nothing unless polled"]
+pub struct RecvFuture<'a, T> {
+    rx: &'a mut Receiver<T>,
+    /// Our half of the rendezvous; its address is published, so the future
+    /// is `!Unpin`.
+    slot: Slot<T>,
+    phase: Phase,
+    parked: Option<Arc<Waiter>>,
+    _pin: PhantomPinned,
+}
+
+impl<T> Future for RecvFuture<'_, T> {
+    type Output = Result<T, RecvError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: as in `SendFuture::poll`.
+        let this = unsafe { self.get_unchecked_mut() };
+        let outcome = match this.phase {
+            Phase::Idle => {
+                if let Some(v) = this.rx.stash.take() {
+                    this.phase = Phase::Finished;
+                    return Poll::Ready(Ok(v));
+                }
+                match this.rx.accept(&this.slot) {
+                    Some(outcome) => outcome,
+                    None => {
+                        this.phase = Phase::Published;
+                        core::task::ready!(this.slot.poll_wait(&mut this.parked, cx))
+                    }
+                }
+            }
+            Phase::Published => core::task::ready!(this.slot.poll_wait(&mut this.parked, cx)),
+            Phase::Finished => panic!("RecvFuture polled after it completed"),
+        };
+        this.phase = Phase::Finished;
+        this.parked = None;
+        Poll::Ready(Receiver::finish(&this.slot, outcome))
+    }
+}
+
+impl<T> Drop for RecvFuture<'_, T> {
+    fn drop(&mut self) {
+        if self.phase == Phase::Published {
+            if let Some(Outcome::Done) = self.slot.retract(&self.rx.chan) {
+                // Handed over as we gave up: keep it for the next receive.
+                // SAFETY: complete: nobody else touches the slot.
+                self.rx.stash = self.slot.value.with_mut(|v| unsafe { (*v).take() });
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for RecvFuture<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecvFuture")
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The part of an [`Alt`] that senders reach through the channel words.
+struct AltShared<T> {
+    /// 0 while open; [`CLAIM_SELF`] when the Alt took a ready sender
+    /// itself; otherwise the [`Chan::id`] of the channel whose sender (or
+    /// whose closing) claimed it.
+    claim: AtomicUsize,
+    /// Where the claiming sender moves its value.
+    slot: Slot<T>,
+}
+
+/// The Alt claimed itself.
+const CLAIM_SELF: usize = 1;
+
+impl<T> AltShared<T> {
+    /// Claims the Alt for channel `id`: only the first claim succeeds.
+    fn claim(&self, id: usize) -> bool {
+        // AcqRel: Acquire pairs with the Alt's Release publication of its
+        // entries; Release orders the claim before our completion.
+        self.claim.compare_exchange(0, id, AcqRel, Acquire).is_ok()
+    }
+}
+
+/// occam's `ALT`: waits on several CSP receivers at once and takes a value
+/// from the first whose sender is ready.
+///
+/// # Fairness
+///
+/// When several senders are ready at once, [`select`](Self::select) looks
+/// at the receivers in turn starting one past the receiver it took last
+/// time, so a receiver whose sender is always ready cannot starve the
+/// others. Among senders that arrive while it waits, the first to claim it
+/// wins.
+///
+/// # Examples
+///
+/// ```
+/// use lockfree_sync::csp::{self, Alt};
+///
+/// let (mut tx1, mut rx1) = csp::channel();
+/// let (mut tx2, mut rx2) = csp::channel();
+/// // Each sender sends once and stays (a dropped sender's channel is ready
+/// // with an error from then on).
+/// let a = std::thread::spawn(move || tx1.send("one").map(|()| tx1));
+/// let b = std::thread::spawn(move || tx2.send("two").map(|()| tx2));
+/// let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+/// let mut got = vec![alt.select(), alt.select()];
+/// got.sort();
+/// assert_eq!(got, [(0, Ok("one")), (1, Ok("two"))]);
+/// # a.join().unwrap().unwrap(); b.join().unwrap().unwrap();
+/// ```
+pub struct Alt<'a, T> {
+    receivers: Vec<&'a mut Receiver<T>>,
+    /// Where the next scan starts.
+    next: usize,
+}
+
+impl<'a, T> Alt<'a, T> {
+    /// An `ALT` over `receivers`; [`select`](Self::select) returns indexes
+    /// into this list.
+    ///
+    /// # Panics
+    ///
+    /// If `receivers` is empty: such an ALT would wait forever.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (_tx, mut rx) = lockfree_sync::csp::channel::<u8>();
+    /// let alt = lockfree_sync::csp::Alt::new(vec![&mut rx]);
+    /// assert_eq!(alt.len(), 1);
+    /// ```
+    pub fn new(receivers: Vec<&'a mut Receiver<T>>) -> Self {
+        assert!(
+            !receivers.is_empty(),
+            "Alt::new: an ALT over no channels would wait forever"
+        );
+        Self { receivers, next: 0 }
+    }
+
+    /// The number of receivers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (_t1, mut r1) = lockfree_sync::csp::channel::<u8>();
+    /// let (_t2, mut r2) = lockfree_sync::csp::channel::<u8>();
+    /// assert_eq!(lockfree_sync::csp::Alt::new(vec![&mut r1, &mut r2]).len(), 2);
+    /// ```
+    pub fn len(&self) -> usize {
+        self.receivers.len()
+    }
+
+    /// Always `false`: an `Alt` has at least one receiver.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (_tx, mut rx) = lockfree_sync::csp::channel::<u8>();
+    /// assert!(!lockfree_sync::csp::Alt::new(vec![&mut rx]).is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.receivers.is_empty()
+    }
+
+    /// Waits until one receiver's sender is ready and takes its value:
+    /// `(index, Ok(value))`, or `(index, Err(RecvError))` if that
+    /// receiver's sender is gone. A closed channel stays ready, so drop it
+    /// from the ALT (make a new one) once it has reported the error.
+    ///
+    /// # Progress
+    ///
+    /// Blocks until a sender is ready (or gone). It spins briefly, yields,
+    /// then parks. A sender that finds the Alt waiting claims it with one
+    /// CAS; the Alt publishes and withdraws itself with one CAS per channel.
+    ///
+    /// # Fairness
+    ///
+    /// See [`Alt`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+    /// let (_tx2, mut rx2) = lockfree_sync::csp::channel();
+    /// std::thread::spawn(move || tx.send(1).unwrap());
+    /// let mut alt = lockfree_sync::csp::Alt::new(vec![&mut rx2, &mut rx]);
+    /// assert_eq!(alt.select(), (1, Ok(1)));
+    /// ```
+    pub fn select(&mut self) -> (usize, Result<T, RecvError>) {
+        loop {
+            if let Some(got) = self.poll_ready() {
+                return got;
+            }
+            if let Some(got) = self.wait() {
+                return got;
+            }
+        }
+    }
+
+    /// The scan order: every index once, starting at `next`.
+    fn order(&self) -> impl Iterator<Item = usize> + use<T> {
+        let (n, start) = (self.receivers.len(), self.next);
+        (0..n).map(move |k| (start + k) % n)
+    }
+
+    fn took(&mut self, i: usize, got: Result<T, RecvError>) -> (usize, Result<T, RecvError>) {
+        self.next = (i + 1) % self.receivers.len();
+        (i, got)
+    }
+
+    /// Takes a ready sender (or a closed channel, or a stashed value)
+    /// without publishing anything.
+    fn poll_ready(&mut self) -> Option<(usize, Result<T, RecvError>)> {
+        for i in self.order() {
+            if let Some(v) = self.receivers[i].stash.take() {
+                return Some(self.took(i, Ok(v)));
+            }
+            let chan = &*self.receivers[i].chan;
+            // Acquire: pairs with the sender's Release swap, so its slot is
+            // readable once we own it.
+            let word = chan.word.load(Acquire);
+            if word == CLOSED {
+                return Some(self.took(i, Err(RecvError)));
+            }
+            if word == EMPTY || word.addr() & ALT_TAG != 0 {
+                continue;
+            }
+            // A sender waits: take its slot (a CAS, since it may withdraw).
+            if chan
+                .word
+                .compare_exchange(word, EMPTY, AcqRel, Acquire)
+                .is_ok()
+            {
+                return Some(self.took(i, Ok(take_from(word.cast()))));
+            }
+        }
+        None
+    }
+
+    /// Publishes the Alt on every channel and waits for a claim. `None`:
+    /// start over (a ready sender withdrew while we took it).
+    fn wait(&mut self) -> Option<(usize, Result<T, RecvError>)> {
+        let shared = Arc::new(AltShared {
+            claim: AtomicUsize::new(0),
+            slot: Slot::new(None),
+        });
+        let entry = Arc::as_ptr(&shared)
+            .cast::<u8>()
+            .cast_mut()
+            .map_addr(|a| a | ALT_TAG);
+        let mut enabled = Vec::with_capacity(self.receivers.len());
+        let mut result = None;
+        let mut retry = false;
+        'enable: for i in self.order() {
+            let chan = &*self.receivers[i].chan;
+            let raw = Arc::into_raw(Arc::clone(&shared));
+            // Release: publishes the Alt to the sender that swaps it out.
+            match chan.word.compare_exchange(EMPTY, entry, AcqRel, Acquire) {
+                Ok(_) => enabled.push(i),
+                Err(word) => {
+                    // SAFETY: the reference we made for the word, unused.
+                    drop(unsafe { Arc::from_raw(raw) });
+                    // A sender is ready (or the channel closed) on a channel
+                    // we had not enabled yet: claim ourselves for it, unless
+                    // a sender on an enabled channel claimed us first.
+                    if !shared.claim(CLAIM_SELF) {
+                        break 'enable;
+                    }
+                    if word == CLOSED {
+                        result = Some((i, Err(RecvError)));
+                    } else if chan
+                        .word
+                        .compare_exchange(word, EMPTY, AcqRel, Acquire)
+                        .is_ok()
+                    {
+                        result = Some((i, Ok(take_from(word.cast()))));
+                    } else {
+                        // It withdrew. Senders that failed to claim us wait
+                        // in their words: start over and find them.
+                        retry = true;
+                    }
+                    break 'enable;
+                }
+            }
+        }
+        if result.is_none() && !retry {
+            let outcome = shared.slot.wait();
+            // Acquire: pairs with the claimer's CAS.
+            let id = shared.claim.load(Acquire);
+            let i = self
+                .receivers
+                .iter()
+                .position(|rx| rx.chan.id() == id)
+                .expect("the claimer is one of our channels");
+            result = Some((i, Receiver::finish(&shared.slot, outcome)));
+        }
+        // Withdraw from every channel where we are still published.
+        for i in enabled {
+            let chan = &*self.receivers[i].chan;
+            if chan
+                .word
+                .compare_exchange(entry, EMPTY, AcqRel, Acquire)
+                .is_ok()
+            {
+                // SAFETY: the word's reference, now ours.
+                drop(unsafe { Arc::from_raw(Arc::as_ptr(&shared)) });
+            }
+            // Otherwise a sender swapped the entry out and owns that
+            // reference.
+        }
+        result.map(|(i, got)| self.took(i, got))
+    }
+}
+
+/// Takes the value from a sender's slot that the caller took out of the
+/// channel word, and completes the slot.
+fn take_from<T>(sender: *const Slot<T>) -> T {
+    // SAFETY: the caller took the slot out of the word: its owner waits for
+    // our completion and nobody else touches it.
+    let value = unsafe { (*sender).value.with_mut(|v| (*v).take()) };
+    // SAFETY: as above.
+    unsafe { Slot::complete(sender, Outcome::Done) };
+    value.expect("a sender's slot holds its value")
+}
+
+impl<T> fmt::Debug for Alt<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Alt")
+            .field("receivers", &self.receivers.len())
+            .finish()
+    }
+}
+
+/// A send whose receiver is gone: the value comes back.
+///
+/// # Examples
+///
+/// ```
+/// let (mut tx, rx) = lockfree_sync::csp::channel();
+/// drop(rx);
+/// let lockfree_sync::csp::SendError(back) = tx.send(vec![1]).unwrap_err();
+/// assert_eq!(back, [1]);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SendError<T>(pub T);
+
+impl<T> fmt::Debug for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SendError(..)")
+    }
+}
+
+impl<T> fmt::Display for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sending on a CSP channel whose receiver is gone")
+    }
+}
+
+impl<T> std::error::Error for SendError<T> {}
+
+/// A receive whose sender is gone.
+///
+/// # Examples
+///
+/// ```
+/// let (tx, mut rx) = lockfree_sync::csp::channel::<u8>();
+/// drop(tx);
+/// assert_eq!(rx.recv(), Err(lockfree_sync::csp::RecvError));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RecvError;
+
+impl fmt::Display for RecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("receiving on a CSP channel whose sender is gone")
+    }
+}
+
+impl std::error::Error for RecvError {}

@@ -1,0 +1,325 @@
+//! lockfree_sync::csp under real threads and two executors.
+#![cfg(not(loom))]
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::task::{Context, Poll, Waker};
+use std::thread;
+use std::time::Duration;
+
+use lockfree_sync::csp::{self, Alt, RecvError, SendError};
+
+/// Counts its drops.
+#[derive(Debug)]
+struct Counted(Arc<AtomicUsize>, u32);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+#[test]
+fn ping_pong_between_threads() {
+    let (mut ping_tx, mut ping_rx) = csp::channel::<u64>();
+    let (mut pong_tx, mut pong_rx) = csp::channel::<u64>();
+    let echo = thread::spawn(move || {
+        while let Ok(v) = ping_rx.recv() {
+            pong_tx.send(v + 1).unwrap();
+        }
+    });
+    for i in 0..20_000 {
+        ping_tx.send(i).unwrap();
+        assert_eq!(pong_rx.recv(), Ok(i + 1));
+    }
+    drop(ping_tx);
+    echo.join().unwrap();
+    assert_eq!(pong_rx.recv(), Err(RecvError));
+}
+
+#[test]
+fn receiver_first_then_sender_first_with_sleeps() {
+    let (mut tx, mut rx) = csp::channel();
+    let r = thread::spawn(move || {
+        let a = rx.recv().unwrap(); // waits (parks) for the sender
+        thread::sleep(Duration::from_millis(50)); // the sender waits for us
+        let b = rx.recv().unwrap();
+        (a, b)
+    });
+    thread::sleep(Duration::from_millis(50));
+    tx.send(1).unwrap();
+    tx.send(2).unwrap();
+    assert_eq!(r.join().unwrap(), (1, 2));
+}
+
+#[test]
+fn send_returns_only_after_the_receive() {
+    let (mut tx, mut rx) = csp::channel();
+    let taken = Arc::new(AtomicUsize::new(0));
+    let t = {
+        let taken = Arc::clone(&taken);
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(30));
+            taken.store(1, SeqCst);
+            rx.recv().unwrap()
+        })
+    };
+    tx.send(9).unwrap();
+    assert_eq!(
+        taken.load(SeqCst),
+        1,
+        "send returned before the receiver came"
+    );
+    assert_eq!(t.join().unwrap(), 9);
+}
+
+#[test]
+fn dropping_the_receiver_hands_a_waiting_sender_its_value() {
+    let (mut tx, rx) = csp::channel();
+    let t = thread::spawn(move || tx.send(String::from("mine")));
+    thread::sleep(Duration::from_millis(30)); // the sender is waiting
+    drop(rx);
+    assert_eq!(t.join().unwrap(), Err(SendError(String::from("mine"))));
+}
+
+#[test]
+fn dropping_the_sender_wakes_a_waiting_receiver() {
+    let (tx, mut rx) = csp::channel::<u8>();
+    let t = thread::spawn(move || rx.recv());
+    thread::sleep(Duration::from_millis(30));
+    drop(tx);
+    assert_eq!(t.join().unwrap(), Err(RecvError));
+}
+
+#[test]
+fn closed_channel_fails_at_once() {
+    let (mut tx, rx) = csp::channel();
+    drop(rx);
+    assert!(tx.is_closed());
+    assert_eq!(tx.send(1).unwrap_err().0, 1);
+    assert_eq!(tx.send(2).unwrap_err().0, 2, "stays closed");
+    let (tx, mut rx) = csp::channel::<u8>();
+    drop(tx);
+    assert!(rx.is_closed());
+    assert_eq!(rx.recv(), Err(RecvError));
+    assert_eq!(rx.recv(), Err(RecvError));
+}
+
+#[test]
+fn no_value_lost_or_dropped_twice() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (mut tx, mut rx) = csp::channel();
+    let d = Arc::clone(&drops);
+    let t = thread::spawn(move || {
+        for i in 0..1_000 {
+            tx.send(Counted(Arc::clone(&d), i)).unwrap();
+        }
+    });
+    for i in 0..1_000 {
+        assert_eq!(rx.recv().unwrap().1, i);
+    }
+    t.join().unwrap();
+    assert_eq!(drops.load(SeqCst), 1_000);
+}
+
+fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    fut.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+#[test]
+fn cancelled_send_async_withdraws_its_value() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (mut tx, mut rx) = csp::channel();
+    {
+        let fut = pin!(tx.send_async(Counted(Arc::clone(&drops), 1)));
+        assert!(poll_once(fut).is_pending());
+    } // dropped: withdrawn
+    assert_eq!(
+        drops.load(SeqCst),
+        1,
+        "the withdrawn value drops with the future"
+    );
+    let t = thread::spawn(move || tx.send(Counted(Arc::new(AtomicUsize::new(0)), 2)).is_ok());
+    assert_eq!(
+        rx.recv().unwrap().1,
+        2,
+        "the withdrawn value is never received"
+    );
+    assert!(t.join().unwrap());
+}
+
+#[test]
+fn cancelled_recv_async_keeps_a_delivered_value() {
+    let (mut tx, mut rx) = csp::channel();
+    let t;
+    {
+        let mut fut = pin!(rx.recv_async());
+        assert!(poll_once(fut.as_mut()).is_pending());
+        // The sender finds our slot and completes the rendezvous.
+        t = thread::spawn(move || {
+            tx.send(7).unwrap();
+            tx
+        });
+        let tx = t.join().unwrap();
+        drop(tx);
+    } // dropped after the value arrived
+    assert_eq!(
+        rx.recv(),
+        Ok(7),
+        "the delivered value is kept for the next receive"
+    );
+    assert_eq!(rx.recv(), Err(RecvError));
+}
+
+#[test]
+fn async_pipeline_on_tokio() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let total = rt.block_on(async {
+        let (mut tx, mut rx) = csp::channel::<u64>();
+        let mut handles = Vec::new();
+        for _ in 0..4 {
+            let (mut next_tx, next_rx) = csp::channel::<u64>();
+            let mut stage_rx = std::mem::replace(&mut rx, next_rx);
+            handles.push(tokio::spawn(async move {
+                while let Ok(v) = stage_rx.recv_async().await {
+                    if next_tx.send_async(v + 1).await.is_err() {
+                        break;
+                    }
+                }
+            }));
+        }
+        let feeder = tokio::spawn(async move {
+            for i in 0..1_000 {
+                tx.send_async(i).await.unwrap();
+            }
+        });
+        let mut total = 0;
+        while let Ok(v) = rx.recv_async().await {
+            total += v;
+        }
+        feeder.await.unwrap();
+        for h in handles {
+            h.await.unwrap();
+        }
+        total
+    });
+    assert_eq!(total, (0..1_000u64).map(|i| i + 4).sum::<u64>());
+}
+
+#[test]
+fn futures_executor_with_a_thread_partner() {
+    let (mut tx, mut rx) = csp::channel();
+    let t = thread::spawn(move || {
+        for i in 0..500u32 {
+            assert_eq!(rx.recv(), Ok(i));
+        }
+    });
+    futures::executor::block_on(async {
+        for i in 0..500u32 {
+            tx.send_async(i).await.unwrap();
+        }
+    });
+    t.join().unwrap();
+}
+
+#[test]
+fn alt_takes_from_whichever_is_ready() {
+    let (mut tx1, mut rx1) = csp::channel();
+    let (mut tx2, mut rx2) = csp::channel();
+    let a = thread::spawn(move || {
+        for i in 0..500 {
+            tx1.send((1, i)).unwrap();
+        }
+    });
+    let b = thread::spawn(move || {
+        for i in 0..500 {
+            tx2.send((2, i)).unwrap();
+        }
+    });
+    let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+    let mut next = [0, 0];
+    let mut closed = 0;
+    while closed < 2 {
+        match alt.select() {
+            (i, Ok((c, v))) => {
+                assert_eq!(c, i + 1, "value from the wrong channel");
+                assert_eq!(next[i], v, "channel {i} out of order");
+                next[i] += 1;
+            }
+            (i, Err(RecvError)) => {
+                assert_eq!(next[i], 500, "closed before its last value");
+                closed += 1;
+                if closed < 2 {
+                    // A closed channel stays ready: wait on the other alone.
+                    let other = 1 - i;
+                    drop(alt);
+                    let rx = if other == 0 { &mut rx1 } else { &mut rx2 };
+                    while let Ok((_, v)) = rx.recv() {
+                        assert_eq!(next[other], v);
+                        next[other] += 1;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    assert_eq!(next, [500, 500]);
+    a.join().unwrap();
+    b.join().unwrap();
+}
+
+#[test]
+// Assigning `None` ends the old future's borrow of the sender.
+#[allow(unused_assignments)]
+fn alt_is_fair_between_always_ready_senders() {
+    // Two sending futures, polled by hand, keep both channels ready before
+    // every select: a round-robin ALT alternates between them.
+    let (mut tx1, mut rx1) = csp::channel::<usize>();
+    let (mut tx2, mut rx2) = csp::channel::<usize>();
+    let mut f1 = Some(Box::pin(tx1.send_async(0)));
+    let mut f2 = Some(Box::pin(tx2.send_async(1)));
+    assert!(poll_once(f1.as_mut().unwrap().as_mut()).is_pending());
+    assert!(poll_once(f2.as_mut().unwrap().as_mut()).is_pending());
+    let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+    let mut picks = Vec::new();
+    for _ in 0..100 {
+        let (i, v) = alt.select();
+        assert_eq!(v, Ok(i));
+        picks.push(i);
+        // The taken sender's future completes; offer again.
+        if i == 0 {
+            assert!(poll_once(f1.as_mut().unwrap().as_mut()).is_ready());
+            f1 = None;
+            f1 = Some(Box::pin(tx1.send_async(0)));
+            assert!(poll_once(f1.as_mut().unwrap().as_mut()).is_pending());
+        } else {
+            assert!(poll_once(f2.as_mut().unwrap().as_mut()).is_ready());
+            f2 = None;
+            f2 = Some(Box::pin(tx2.send_async(1)));
+            assert!(poll_once(f2.as_mut().unwrap().as_mut()).is_pending());
+        }
+    }
+    let zeros = picks.iter().filter(|&&i| i == 0).count();
+    assert_eq!(zeros, 50, "not round robin: {picks:?}");
+    assert!(
+        picks.windows(2).all(|w| w[0] != w[1]),
+        "not round robin: {picks:?}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "no channels")]
+fn alt_over_nothing_panics() {
+    let _ = Alt::<u8>::new(Vec::new());
+}
+
+#[test]
+fn errors_display() {
+    assert!(!SendError(1).to_string().is_empty());
+    assert!(!RecvError.to_string().is_empty());
+    assert_eq!(format!("{:?}", SendError(1)), "SendError(..)");
+}

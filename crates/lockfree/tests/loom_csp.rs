@@ -1,0 +1,187 @@
+//! Loom models of lockfree_sync::csp: Vella's swap-only rendezvous, the
+//! closing of an end, cancelled futures on both ends, and `Alt`. Run with
+//! `cargo xtask loom -p lockfree-sync`.
+#![cfg(loom)]
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+use lockfree_sync::csp::{self, Alt, RecvError};
+use sync_core::model;
+use sync_core::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use sync_core::sync::{Arc, thread};
+
+/// Counts its drops.
+struct Counted(Arc<AtomicUsize>, u8);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+    }
+}
+
+fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+    fut.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// One rendezvous in either arrival order (the one that comes first waits,
+/// spinning, then parked; the second completes it with one swap), then a
+/// second one after which the sender leaves: nothing is lost and the wait
+/// never misses its wakeup (loom reports a deadlock).
+#[test]
+fn rendezvous_in_either_order() {
+    model::check_with_bound(3, || {
+        let (mut tx, mut rx) = csp::channel();
+        let sender = thread::spawn(move || {
+            tx.send(1).unwrap();
+            tx.send(2).unwrap();
+        });
+        assert_eq!(rx.recv(), Ok(1));
+        assert_eq!(rx.recv(), Ok(2));
+        sender.join().unwrap();
+        assert_eq!(rx.recv(), Err(RecvError));
+    });
+}
+
+/// The sender leaves while the receiver waits (or before it comes): the
+/// receiver is woken with an error.
+#[test]
+fn sender_dropped_while_receiver_waits() {
+    model::check_with_bound(3, || {
+        let (tx, mut rx) = csp::channel::<u8>();
+        let closer = thread::spawn(move || drop(tx));
+        assert_eq!(rx.recv(), Err(RecvError));
+        closer.join().unwrap();
+    });
+}
+
+/// The receiver leaves while the sender waits, or after it took the value:
+/// either the value was received (and the send succeeded) or it comes back
+/// to the sender in the error; it is dropped exactly once.
+#[test]
+fn receiver_dropped_while_sender_waits() {
+    model::check_with_bound(3, || {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (mut tx, mut rx) = csp::channel();
+        let receiver = thread::spawn(move || {
+            // Sometimes takes one value, then leaves.
+            let got = rx.recv().ok().map(|v: Counted| v.1);
+            drop(rx);
+            got
+        });
+        let first = tx.send(Counted(Arc::clone(&drops), 1));
+        assert!(first.is_ok(), "the receiver takes the first value");
+        let second = tx.send(Counted(Arc::clone(&drops), 2));
+        let back = second.expect_err("nobody takes the second value");
+        assert_eq!(back.0.1, 2, "the unsent value comes back");
+        drop(back);
+        assert_eq!(receiver.join().unwrap(), Some(1));
+        assert_eq!(drops.load(SeqCst), 2);
+    });
+}
+
+/// A sending task polls once and drops its future, racing the receiver:
+/// the value is received exactly once or withdrawn (dropped with the
+/// future), never both, never lost in between.
+#[test]
+fn cancelled_send_async() {
+    model::check_with_bound(3, || {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (mut tx, mut rx) = csp::channel();
+        let receiver = thread::spawn(move || rx.recv().ok().map(|v: Counted| v.1));
+        let sent = {
+            let fut = pin!(tx.send_async(Counted(Arc::clone(&drops), 1)));
+            poll_once(fut).is_ready()
+        }; // dropped here if still pending
+        drop(tx); // a withdrawn send leaves the receiver to this close
+        let got = receiver.join().unwrap();
+        if sent {
+            assert_eq!(got, Some(1));
+        }
+        assert_eq!(drops.load(SeqCst), 1, "the value dropped once");
+    });
+}
+
+/// A receiving task polls once and drops its future while the sender
+/// comes: a value handed over at that moment is kept for the next receive,
+/// otherwise the sender still holds it; received exactly once either way.
+#[test]
+fn cancelled_recv_async() {
+    model::check_with_bound(3, || {
+        let (mut tx, mut rx) = csp::channel();
+        let sender = thread::spawn(move || {
+            tx.send(5).unwrap();
+            tx
+        });
+        let first = {
+            let fut = pin!(rx.recv_async());
+            match poll_once(fut) {
+                Poll::Ready(v) => Some(v.unwrap()),
+                Poll::Pending => None,
+            }
+        }; // dropped here if still pending
+        let got = match first {
+            Some(v) => v,
+            None => rx.recv().unwrap(),
+        };
+        assert_eq!(got, 5);
+        drop(sender.join().unwrap());
+        assert_eq!(rx.recv(), Err(RecvError), "received twice");
+    });
+}
+
+/// An ALT over two channels whose senders arrive concurrently with it: each
+/// value is taken exactly once, from the right channel; a sender that loses
+/// the claim race waits in its channel and is taken by the next select.
+#[test]
+fn alt_with_two_senders() {
+    model::check_with_bound(2, || {
+        let (mut tx1, mut rx1) = csp::channel();
+        let (mut tx2, mut rx2) = csp::channel();
+        let a = thread::spawn(move || {
+            tx1.send(10).unwrap();
+            tx1
+        });
+        let b = thread::spawn(move || {
+            tx2.send(20).unwrap();
+            tx2
+        });
+        let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+        let mut got = [alt.select(), alt.select()];
+        got.sort();
+        assert_eq!(got, [(0, Ok(10)), (1, Ok(20))]);
+        drop(alt);
+        drop(a.join().unwrap());
+        drop(b.join().unwrap());
+    });
+}
+
+/// An ALT waits while one sender sends and the other channel closes: the
+/// ALT sees the value and the closing, each once.
+#[test]
+fn alt_with_a_closing_sender() {
+    model::check_with_bound(2, || {
+        let (mut tx1, mut rx1) = csp::channel();
+        let (tx2, mut rx2) = csp::channel::<u8>();
+        let a = thread::spawn(move || {
+            tx1.send(1).unwrap();
+            tx1
+        });
+        let b = thread::spawn(move || drop(tx2));
+        let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+        let first = alt.select();
+        let got = if first.0 == 1 {
+            assert_eq!(first.1, Err(RecvError));
+            // The closed channel stays ready: take the value directly.
+            drop(alt);
+            rx1.recv()
+        } else {
+            assert_eq!(alt.select(), (1, Err(RecvError)));
+            first.1
+        };
+        assert_eq!(got, Ok(1));
+        drop(a.join().unwrap());
+        b.join().unwrap();
+    });
+}
