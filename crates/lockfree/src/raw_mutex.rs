@@ -256,7 +256,9 @@ impl RawMutex {
             // writing would cost a second cache-line transfer.
             // Release: pairs with the Acquire of the next lock.
             let old = self.word.fetch_sub(LOCKED, Release);
-            if old >= ONE {
+            // Waiters counted, or a starvation mode to end (`STARVE` sorts
+            // just below `ONE`, so this is the same single comparison).
+            if old >= STARVE {
                 self.unlocked_with_waiters(old);
             }
         } else if self
@@ -368,14 +370,28 @@ impl RawMutex {
         }
     }
 
-    /// After a barging unlock that found waiters (`old`, the word before it).
+    /// After a barging unlock that found waiters or `STARVE` (`old`, the
+    /// word before it).
     #[cold]
     fn unlocked_with_waiters(&self, old: usize) {
         if old & WAKING != 0 {
-            // A woken waiter is on its way and will find the lock free.
+            // A woken waiter is on its way and will find the lock free (and
+            // end a starvation mode nobody else waits in as it takes it).
             return;
         }
         let mut w = self.word.load(Relaxed);
+        // Starvation mode with nobody left to hand the lock to (the last
+        // waiter was handed the lock and left, or was withdrawn): end it.
+        // Relaxed: the bit orders nothing.
+        while w < ONE && w & STARVE != 0 {
+            match self
+                .word
+                .compare_exchange_weak(w, w & !STARVE, Relaxed, Relaxed)
+            {
+                Ok(_) => return,
+                Err(actual) => w = actual,
+            }
+        }
         if old & STARVE != 0 {
             // Starvation mode: take the lock back to hand it to the oldest
             // waiter. Newcomers do not take it meanwhile; if a woken waiter
@@ -414,12 +430,11 @@ impl RawMutex {
         loop {
             debug_assert!(w & LOCKED != 0, "unlock of an unlocked RawMutex");
             if w < ONE || w & WAKING != 0 {
-                // Nobody to wake, or a woken waiter will find the lock free.
+                // Nobody to wake (and so no starvation mode left), or a
+                // woken waiter will find the lock free.
+                let new = w & !if w < ONE { LOCKED | STARVE } else { LOCKED };
                 // Release: pairs with the Acquire of the next lock.
-                match self
-                    .word
-                    .compare_exchange_weak(w, w & !LOCKED, Release, Relaxed)
-                {
+                match self.word.compare_exchange_weak(w, new, Release, Relaxed) {
                     Ok(_) => return,
                     Err(actual) => w = actual,
                 }
@@ -444,9 +459,11 @@ impl RawMutex {
         loop {
             let w = self.word.load(Relaxed);
             if w < ONE || (!holding && w & LOCKED != 0) {
-                // Nobody counted; or another thread holds the lock, and its
-                // unlock will find the count and wake.
-                let drop_bits = WAKING | if holding { LOCKED } else { 0 };
+                // Nobody counted (so no starvation mode either: the last
+                // node may have been a withdrawn one); or another thread
+                // holds the lock, and its unlock will find the count and wake.
+                let drop_bits =
+                    WAKING | if holding { LOCKED } else { 0 } | if w < ONE { STARVE } else { 0 };
                 // Release: ends our dequeuer role (and our lock).
                 if self
                     .word

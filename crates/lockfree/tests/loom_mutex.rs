@@ -211,3 +211,55 @@ fn woken_future_dropped_passes_the_wakeup_on() {
         assert_idle(&m);
     });
 }
+
+/// Starvation mode must end with the last waiter, however that waiter
+/// leaves. Future `a` is woken, beaten by a relock, and queues again as
+/// starving (`STARVE`); future `b` queues behind it. Then `b` leaves either
+/// while still queued (a cancelled node that the unlock skips and uncounts)
+/// or after the lock was handed to it (its drop unlocks without a poll).
+/// When everyone is done the word must be idle, not left at `STARVE`. A
+/// newcomer thread races the whole sequence with `try_lock`.
+#[test]
+fn starvation_mode_ends_when_the_last_waiter_leaves() {
+    for b_leaves_queued in [true, false] {
+        model::check_with_bound(2, move || {
+            let m = mutex(Fairness::Barging);
+            let mut cx = Context::from_waker(Waker::noop());
+            let newcomer = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || {
+                    if let Some(mut g) = m.try_lock() {
+                        *g += 10;
+                    }
+                })
+            };
+            let g = m.lock();
+            let mut a = Box::pin(m.lock_async());
+            let mut b = Some(Box::pin(m.lock_async()));
+            let a_first = a.as_mut().poll(&mut cx); // queued
+            drop(g); // wakes `a` to compete
+            let relock = m.try_lock(); // beats it
+            let a_again = a.as_mut().poll(&mut cx); // queues again, starving
+            let b_first = b.as_mut().unwrap().as_mut().poll(&mut cx); // queues behind it
+            if b_leaves_queued {
+                drop(b.take());
+            }
+            drop(relock); // starvation mode: hands the lock to `a`
+            if let Poll::Ready(mut g) = a_first {
+                *g += 1;
+            }
+            if let Poll::Ready(mut g) = a_again {
+                *g += 1;
+            }
+            drop(a); // handed the lock, never polled again: its drop unlocks
+            if !b_leaves_queued {
+                if let Poll::Ready(mut g) = b_first {
+                    *g += 1;
+                }
+                drop(b.take()); // the same for `b`, the last waiter
+            }
+            newcomer.join().unwrap();
+            assert_idle(&m);
+        });
+    }
+}
