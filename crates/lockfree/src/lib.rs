@@ -69,16 +69,18 @@
 #![warn(missing_docs)]
 
 pub mod csp;
-pub mod mpsc;
 mod error;
+pub mod mpsc;
 mod mutex;
 mod patience;
 mod raw_mutex;
 mod semaphore;
 
 pub use error::{AcquireError, TryAcquireError};
-pub use mutex::{LockFuture, Mutex, MutexGuard};
+pub use mutex::{LockFuture, Mutex, MutexGuard, OwnedMutexGuard};
 pub use patience::STARVATION;
 pub use raw_mutex::{Fairness, RawLock, RawMutex};
+#[cfg(not(loom))]
+pub use raw_mutex::{LockApiMutex, LockApiMutexGuard};
 pub use semaphore::{Acquire, Semaphore, SemaphorePermit};
 pub use semaphore::{AcquireOwned, OwnedSemaphorePermit};

@@ -7,6 +7,9 @@ use core::ops::{Deref, DerefMut};
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use sync_core::sync::cell::{MutPtr, UnsafeCell};
 
 use crate::raw_mutex::{Fairness, RawLock, RawMutex};
@@ -174,6 +177,58 @@ impl<T: ?Sized> Mutex<T> {
         }
     }
 
+    /// Takes the lock, parking the thread while it is held, but gives up at
+    /// `deadline`: `None` if it passed first.
+    ///
+    /// The deadline is checked while the thread spins as well as while it
+    /// is parked, so the call returns within the deadline plus one
+    /// scheduling quantum. A timed-out waiter leaves the queue at once (its
+    /// node, a few words, is freed by the unlock that reaches it), so timed
+    /// attempts in a loop do not pile up memory or wakeups.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use lockfree_sync::Mutex;
+    ///
+    /// let m = Mutex::new(0);
+    /// let held = m.lock();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         let deadline = Instant::now() + Duration::from_millis(5);
+    ///         assert!(m.try_lock_until(deadline).is_none());
+    ///     });
+    /// });
+    /// drop(held);
+    /// assert!(m.try_lock_until(Instant::now()).is_some());
+    /// ```
+    pub fn try_lock_until(&self, deadline: Instant) -> Option<MutexGuard<'_, T>> {
+        // SAFETY: `try_lock_until` returned true: we hold the lock.
+        self.raw
+            .try_lock_until(deadline)
+            .then(|| unsafe { self.guard() })
+    }
+
+    /// [`try_lock_until`](Self::try_lock_until) `timeout` from now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lockfree_sync::Mutex;
+    ///
+    /// let m = Mutex::new(0);
+    /// *m.try_lock_for(Duration::from_millis(1)).unwrap() += 1;
+    /// assert_eq!(*m.lock(), 1);
+    /// ```
+    pub fn try_lock_for(&self, timeout: Duration) -> Option<MutexGuard<'_, T>> {
+        // SAFETY: `try_lock_for` returned true: we hold the lock.
+        self.raw
+            .try_lock_for(timeout)
+            .then(|| unsafe { self.guard() })
+    }
+
     /// The fairness the mutex was made with.
     pub fn fairness(&self) -> Fairness {
         self.raw.fairness()
@@ -204,6 +259,83 @@ impl<T: ?Sized> Mutex<T> {
             mutex: self,
             data: ManuallyDrop::new(self.data.get_mut()),
         }
+    }
+}
+
+/// Guards that own an `Arc` of the mutex instead of borrowing it, for tasks
+/// spawned with `'static` futures and for guards stored in structs.
+impl<T: ?Sized> Mutex<T> {
+    /// [`lock`](Self::lock) through an `Arc`: the guard keeps the mutex
+    /// alive and borrows nothing (parking_lot's `lock_arc`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockfree_sync::{Mutex, OwnedMutexGuard};
+    ///
+    /// let m = Arc::new(Mutex::new(1));
+    /// let mut g: OwnedMutexGuard<i32> = m.lock_arc();
+    /// let t = std::thread::spawn(move || *g += 1); // the guard moves
+    /// t.join().unwrap();
+    /// assert_eq!(*m.lock(), 2);
+    /// ```
+    pub fn lock_arc(self: &Arc<Self>) -> OwnedMutexGuard<T> {
+        self.raw.lock();
+        // SAFETY: we just took the lock.
+        unsafe { OwnedMutexGuard::new(Arc::clone(self)) }
+    }
+
+    /// [`try_lock`](Self::try_lock) through an `Arc`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockfree_sync::Mutex;
+    ///
+    /// let m = Arc::new(Mutex::new(()));
+    /// let g = m.try_lock_arc().unwrap();
+    /// assert!(m.try_lock_arc().is_none());
+    /// drop(g);
+    /// ```
+    pub fn try_lock_arc(self: &Arc<Self>) -> Option<OwnedMutexGuard<T>> {
+        // SAFETY: `try_lock` returned true: we hold the lock.
+        self.raw
+            .try_lock()
+            .then(|| unsafe { OwnedMutexGuard::new(Arc::clone(self)) })
+    }
+
+    /// [`lock_async`](Self::lock_async) for an `Arc` it takes over: the
+    /// future and its guard are `'static` (tokio's `lock_owned`).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock_async`](Self::lock_async): dropping the future at any point
+    /// loses no lock and no wakeup.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// use std::sync::Arc;
+    /// use lockfree_sync::Mutex;
+    ///
+    /// let m = Arc::new(Mutex::new(0));
+    /// let g = Arc::clone(&m).lock_owned().await;
+    /// tokio::spawn(async move {
+    ///     let mut g = g; // 'static: moves into the task
+    ///     *g += 1;
+    /// })
+    /// .await
+    /// .unwrap();
+    /// assert_eq!(*m.lock_async().await, 1);
+    /// # });
+    /// ```
+    pub async fn lock_owned(self: Arc<Self>) -> OwnedMutexGuard<T> {
+        self.raw.lock_async().await;
+        // SAFETY: the raw future resolved: we hold the lock.
+        unsafe { OwnedMutexGuard::new(self) }
     }
 }
 
@@ -298,44 +430,98 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
     }
 }
 
-impl<T: ?Sized> Drop for MutexGuard<'_, T> {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: dropped exactly once, here, and not used afterwards.
-        unsafe { ManuallyDrop::drop(&mut self.data) };
-        // SAFETY: the guard holds the lock.
-        unsafe { self.mutex.raw.unlock() };
-    }
+/// The parts every guard shares: `Drop` unlocks, `Deref`/`DerefMut` give the
+/// data, `Debug`/`Display` show it. `$guard` has a `mutex` field that derefs
+/// to the [`Mutex`] and a `data` field with the cell's pointer.
+macro_rules! guard_impls {
+    ($($guard:ident $(<$lt:lifetime>)?),*) => {$(
+        impl<$($lt,)? T: ?Sized> Drop for $guard<$($lt,)? T> {
+            #[inline]
+            fn drop(&mut self) {
+                // SAFETY: dropped exactly once, here, and not used afterwards.
+                unsafe { ManuallyDrop::drop(&mut self.data) };
+                // SAFETY: the guard holds the lock.
+                unsafe { self.mutex.raw.unlock() };
+            }
+        }
+
+        impl<$($lt,)? T: ?Sized> Deref for $guard<$($lt,)? T> {
+            type Target = T;
+            #[inline]
+            fn deref(&self) -> &T {
+                // Shared access straight from the pointer: no `&mut T` is
+                // created, so `&T`s handed out before stay valid.
+                // SAFETY: the guard holds the lock, so no one else accesses
+                // the data, and `&self` excludes `deref_mut` while this
+                // borrow lives.
+                self.data.with(|p| unsafe { &*p })
+            }
+        }
+
+        impl<$($lt,)? T: ?Sized> DerefMut for $guard<$($lt,)? T> {
+            #[inline]
+            fn deref_mut(&mut self) -> &mut T {
+                // SAFETY: the guard holds the lock, so no other access exists.
+                unsafe { MutPtr::deref(&self.data) }
+            }
+        }
+
+        impl<$($lt,)? T: ?Sized + fmt::Debug> fmt::Debug for $guard<$($lt,)? T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&**self, f)
+            }
+        }
+
+        impl<$($lt,)? T: ?Sized + fmt::Display> fmt::Display for $guard<$($lt,)? T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&**self, f)
+            }
+        }
+    )*};
 }
 
-impl<T: ?Sized> Deref for MutexGuard<'_, T> {
-    type Target = T;
-    #[inline]
-    fn deref(&self) -> &T {
-        // Shared access straight from the pointer: no `&mut T` is created,
-        // so `&T`s handed out before stay valid.
-        // SAFETY: the guard holds the lock, so no one else accesses the
-        // data, and `&self` excludes `deref_mut` while this borrow lives.
-        self.data.with(|p| unsafe { &*p })
-    }
+guard_impls!(MutexGuard<'a>, OwnedMutexGuard);
+
+/// A guard that owns an `Arc` of its [`Mutex`]: from
+/// [`lock_arc`](Mutex::lock_arc), [`try_lock_arc`](Mutex::try_lock_arc) and
+/// [`lock_owned`](Mutex::lock_owned). It borrows nothing, so it can move
+/// into a spawned task or thread; dropping it unlocks.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use lockfree_sync::{Mutex, OwnedMutexGuard};
+///
+/// let m = Arc::new(Mutex::new(String::new()));
+/// let mut g = m.lock_arc();
+/// g.push_str("held");
+/// assert!(Arc::ptr_eq(OwnedMutexGuard::mutex(&g), &m));
+/// ```
+#[must_use = "if unused the Mutex will immediately unlock"]
+pub struct OwnedMutexGuard<T: ?Sized> {
+    mutex: Arc<Mutex<T>>,
+    // Dropped before the unlock, so loom sees the access end first.
+    data: ManuallyDrop<MutPtr<T>>,
 }
 
-impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
-    #[inline]
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the guard holds the lock, so no other access exists.
-        unsafe { MutPtr::deref(&self.data) }
-    }
-}
+// SAFETY: as for `MutexGuard`: the guard gives `&mut T` and may unlock from
+// any thread; the `Arc<Mutex<T>>` it owns is Send when `T: Send`.
+unsafe impl<T: ?Sized + Send> Send for OwnedMutexGuard<T> {}
+// SAFETY: a shared guard only gives `&T`.
+unsafe impl<T: ?Sized + Sync> Sync for OwnedMutexGuard<T> {}
 
-impl<T: ?Sized + fmt::Debug> fmt::Debug for MutexGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
+impl<T: ?Sized> OwnedMutexGuard<T> {
+    /// # Safety
+    ///
+    /// The caller holds `mutex`'s lock and gives it to the guard.
+    unsafe fn new(mutex: Arc<Mutex<T>>) -> Self {
+        let data = ManuallyDrop::new(mutex.data.get_mut());
+        Self { mutex, data }
     }
-}
 
-impl<T: ?Sized + fmt::Display> fmt::Display for MutexGuard<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&**self, f)
+    /// The mutex this guard locks.
+    pub fn mutex(guard: &Self) -> &Arc<Mutex<T>> {
+        &guard.mutex
     }
 }

@@ -74,6 +74,7 @@
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc;
@@ -222,7 +223,7 @@ impl RawMutex {
                     .compare_exchange_weak(w, taken(w, false), Acquire, Relaxed)
                     .is_err()
             {
-                self.lock_slow();
+                self.lock_slow(None);
             }
         }
     }
@@ -287,12 +288,40 @@ impl RawMutex {
         }
     }
 
+    /// Takes the lock, parking the thread while it is held, but gives up at
+    /// `deadline`: `true` if the lock is now held. A waiter handed the lock
+    /// just as its deadline passed keeps it.
+    ///
+    /// The deadline is checked while spinning as well as while parked, so
+    /// the call returns within the deadline plus one scheduling quantum.
+    pub fn try_lock_until(&self, deadline: Instant) -> bool {
+        self.try_lock() || self.lock_slow(Some(deadline))
+    }
+
+    /// [`try_lock_until`](Self::try_lock_until) `timeout` from now. A
+    /// timeout too large for an `Instant` waits without a deadline.
+    pub fn try_lock_for(&self, timeout: Duration) -> bool {
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => self.try_lock_until(deadline),
+            None => {
+                self.lock();
+                true
+            }
+        }
+    }
+
+    /// The slow path of every blocking lock: `true` once the lock is held,
+    /// `false` if `deadline` passed first.
     #[cold]
-    fn lock_slow(&self) {
+    fn lock_slow(&self, deadline: Option<Instant>) -> bool {
         let mut spin = SpinWait::new();
         let mut patience = Patience::new();
         // Whether we were woken with COMPETE and still carry `WAKING`.
         let mut woken = false;
+        // Under loom, where time is not modelled, a timed wait's timer fires
+        // during every wait (see `Waiter::wait_until`): a waiter woken to
+        // compete just as it timed out then gives up unless the lock is free.
+        let mut expired = false;
         let mut node: Option<Arc<Waiter>> = None;
         let mut w = self.word.load(Relaxed);
         loop {
@@ -303,10 +332,19 @@ impl RawMutex {
                     .word
                     .compare_exchange_weak(w, taken(w, woken), AcqRel, Relaxed)
                 {
-                    Ok(_) => return,
+                    Ok(_) => return true,
                     Err(actual) => w = actual,
                 }
                 continue;
+            }
+            if let Some(deadline) = deadline {
+                if expired || Instant::now() >= deadline {
+                    if woken {
+                        // We carry `WAKING`: pass the wakeup on.
+                        self.pass_wake();
+                    }
+                    return false;
+                }
             }
             if self.fairness == Fairness::Barging
                 && (w < ONE || woken)
@@ -334,11 +372,24 @@ impl RawMutex {
             // spun, and a woken waiter that never slept only competes with
             // the holder for the line.
             let handoff = self.fairness == Fairness::Fifo || new & STARVE != 0;
-            let token = waiter.wait(handoff);
+            let token = match deadline {
+                None => waiter.wait(handoff),
+                Some(deadline) => match waiter.wait_until(handoff, deadline) {
+                    Some(token) => {
+                        expired = cfg!(loom);
+                        token
+                    }
+                    None => {
+                        // Withdrawn: the node stays queued, counted, until
+                        // the dequeuer skips and uncounts it.
+                        return false;
+                    }
+                },
+            };
             node = None;
             if token == HANDOFF {
                 self.handed_off(patience.waited_too_long());
-                return;
+                return true;
             }
             debug_assert_eq!(token, COMPETE);
             woken = true;
@@ -570,6 +621,22 @@ unsafe impl lock_api::RawMutex for RawMutex {
     }
 }
 
+// SAFETY: as above; a timed lock that returns `true` holds the lock exactly
+// as `lock` does.
+#[cfg(not(loom))]
+unsafe impl lock_api::RawMutexTimed for RawMutex {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    fn try_lock_for(&self, timeout: Duration) -> bool {
+        RawMutex::try_lock_for(self, timeout)
+    }
+
+    fn try_lock_until(&self, deadline: Instant) -> bool {
+        RawMutex::try_lock_until(self, deadline)
+    }
+}
+
 // SAFETY: as above; `unlock_fair` is `unlock` with a handoff.
 #[cfg(not(loom))]
 unsafe impl lock_api::RawMutexFair for RawMutex {
@@ -578,6 +645,28 @@ unsafe impl lock_api::RawMutexFair for RawMutex {
         unsafe { RawMutex::unlock_fair(self) }
     }
 }
+
+/// [`lock_api::Mutex`] over this crate's [`RawMutex`]: the familiar
+/// parking_lot-style API (blocking locks, `try_lock_for`, `unlock_fair`,
+/// `map`, `lock_arc` with lock_api's `arc_lock` feature) on the lock-free
+/// queue. [`Mutex`](crate::Mutex) adds `lock_async`.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use lockfree_sync::LockApiMutex;
+///
+/// let m = LockApiMutex::new(vec![1]);
+/// m.lock().push(2);
+/// assert_eq!(m.try_lock_for(Duration::from_millis(1)).unwrap().len(), 2);
+/// ```
+#[cfg(not(loom))]
+pub type LockApiMutex<T> = lock_api::Mutex<RawMutex, T>;
+
+/// The guard of a [`LockApiMutex`].
+#[cfg(not(loom))]
+pub type LockApiMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
 
 /// The future of [`RawMutex::lock_async`]: resolves once the lock is held.
 ///

@@ -263,3 +263,34 @@ fn starvation_mode_ends_when_the_last_waiter_leaves() {
         });
     }
 }
+
+/// A timed lock times out while the holder unlocks and a thread waits
+/// behind it. Under loom the timer fires during every timed wait, racing the
+/// unlock: the timed waiter is withdrawn, or keeps a lock handed to it, or
+/// gives up a wakeup sent to it by passing it on. Either way the blocked
+/// thread gets the lock and the word ends idle.
+#[test]
+fn timed_lock_times_out_racing_the_unlock() {
+    for fairness in MODES {
+        model::check_with_bound(2, move || {
+            let m = mutex(fairness);
+            let held = m.lock();
+            let timed = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || {
+                    let far = std::time::Instant::now() + std::time::Duration::from_secs(3600);
+                    if let Some(mut g) = m.try_lock_until(far) {
+                        *g += 100;
+                    }
+                })
+            };
+            let blocker = incrementer(&m);
+            drop(held);
+            timed.join().unwrap();
+            blocker.join().unwrap();
+            let n = *m.lock();
+            assert!(n == 1 || n == 101, "count {n}");
+            assert_idle(&m);
+        });
+    }
+}

@@ -23,6 +23,12 @@ assert_impl!(MutexGuard<'static, Vec<u8>>: Send, Sync);
 assert_impl!(MutexGuard<'static, Cell<u8>>: Send);
 assert_not_impl!(MutexGuard<'static, Cell<u8>>: Sync);
 assert_not_impl!(MutexGuard<'static, Rc<u8>>: Send);
+assert_impl!(lockfree_sync::OwnedMutexGuard<Vec<u8>>: Send, Sync);
+assert_impl!(lockfree_sync::OwnedMutexGuard<Cell<u8>>: Send);
+assert_not_impl!(lockfree_sync::OwnedMutexGuard<Cell<u8>>: Sync);
+assert_not_impl!(lockfree_sync::OwnedMutexGuard<Rc<u8>>: Send);
+assert_impl!(lockfree_sync::LockApiMutex<Vec<u8>>: Send, Sync);
+assert_impl!(lockfree_sync::LockApiMutexGuard<'static, Vec<u8>>: Send, Sync);
 
 // The futures can be spawned on multi-threaded executors.
 assert_impl!(LockFuture<'static, Vec<u8>>: Send);
@@ -88,4 +94,13 @@ fn a_permit_moves_to_another_thread_and_is_released_there() {
         s.spawn(move || drop(p));
     });
     assert_eq!(sem.available_permits(), 1);
+}
+
+/// `lock_owned`'s future can be spawned on a multi-threaded executor.
+#[test]
+fn owned_lock_future_is_send() {
+    fn send<F: Send>(_: &F) {}
+    let m = std::sync::Arc::new(Mutex::new(Vec::<u8>::new()));
+    let fut = m.lock_owned();
+    send(&fut);
 }

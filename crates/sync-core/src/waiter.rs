@@ -285,10 +285,7 @@ impl Waiter {
         {
             let _ = (spin, deadline);
             thread::yield_now();
-            return match self.cancel() {
-                Ok(()) => None,
-                Err(token) => Some(token),
-            };
+            return self.cancel().err();
         }
         #[cfg(not(loom))]
         {
@@ -309,10 +306,7 @@ impl Waiter {
                 }
                 let now = Instant::now();
                 if now >= deadline {
-                    return match self.cancel() {
-                        Ok(()) => None,
-                        Err(token) => Some(token),
-                    };
+                    return self.cancel().err();
                 }
                 // As in `wait`: a notify before the park leaves the unpark
                 // token set. Spurious returns only loop.

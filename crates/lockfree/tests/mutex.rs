@@ -1,0 +1,176 @@
+//! The Mutex's timed and owned faces: `try_lock_for`/`try_lock_until` (and
+//! lock_api's `RawMutexTimed`), `lock_arc`/`try_lock_arc`/`lock_owned`.
+#![cfg(not(loom))]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lockfree_sync::{Fairness, LockApiMutex, Mutex, OwnedMutexGuard};
+
+const MODES: [Fairness; 2] = [Fairness::Barging, Fairness::Fifo];
+
+#[test]
+fn a_timed_lock_of_a_held_mutex_gives_up_after_its_deadline() {
+    for fairness in MODES {
+        let m = Mutex::with_fairness(0, fairness);
+        let _held = m.lock();
+        thread::scope(|s| {
+            s.spawn(|| {
+                let start = Instant::now();
+                assert!(m.try_lock_for(Duration::from_millis(3)).is_none());
+                assert!(start.elapsed() >= Duration::from_millis(3), "gave up early");
+                let deadline = Instant::now() + Duration::from_millis(2);
+                assert!(m.try_lock_until(deadline).is_none());
+                assert!(Instant::now() >= deadline);
+            });
+        });
+    }
+}
+
+#[test]
+fn a_timed_lock_gets_the_lock_released_before_its_deadline() {
+    for fairness in MODES {
+        let m = Mutex::with_fairness(0, fairness);
+        let held = m.lock();
+        thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                *m.try_lock_for(Duration::from_secs(600))
+                    .expect("the lock was released long before the deadline") += 1;
+            });
+            thread::sleep(Duration::from_millis(5));
+            drop(held);
+            waiter.join().unwrap();
+        });
+        assert_eq!(*m.lock(), 1);
+    }
+}
+
+/// A waiter that times out leaves the queue without taking a wakeup with it:
+/// the unlock still reaches the waiter queued behind it.
+#[test]
+fn a_timed_out_waiter_does_not_swallow_the_next_waiters_wakeup() {
+    for fairness in MODES {
+        let m = Arc::new(Mutex::with_fairness(0, fairness));
+        let held = m.lock();
+        let timed = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || m.try_lock_for(Duration::from_millis(20)).is_some())
+        };
+        thread::sleep(Duration::from_millis(2));
+        let blocked = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || *m.lock() += 1)
+        };
+        assert!(!timed.join().unwrap(), "the lock was held all along");
+        drop(held);
+        blocked.join().unwrap();
+        assert_eq!(*m.lock(), 1);
+    }
+}
+
+/// A 1 ms timed lock fires on time while every core is busy and another
+/// waiter keeps the lock contended: the deadline is checked while spinning
+/// too. (A liveness bound, generous for a loaded CI machine; the old
+/// symptom it guards against was a wait of hundreds of milliseconds or
+/// forever.)
+#[test]
+fn a_one_millisecond_timeout_fires_under_cpu_load() {
+    let m = Arc::new(Mutex::new(0u64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy: Vec<_> = (0..4)
+        .map(|_| {
+            let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
+            thread::spawn(move || {
+                while !stop.load(Relaxed) {
+                    let mut g = m.lock();
+                    for _ in 0..10_000 {
+                        *g = std::hint::black_box(*g + 1);
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut worst = Duration::ZERO;
+    for _ in 0..20 {
+        let start = Instant::now();
+        let got = m.try_lock_for(Duration::from_millis(1));
+        worst = worst.max(start.elapsed());
+        drop(got);
+    }
+    stop.store(true, Relaxed);
+    for b in busy {
+        b.join().unwrap();
+    }
+    assert!(
+        worst < Duration::from_millis(500),
+        "a 1 ms timeout took {worst:?}"
+    );
+}
+
+#[test]
+fn lock_api_timed_locks_work_through_the_alias() {
+    let m = Arc::new(LockApiMutex::new(1));
+    let held = m.lock();
+    let m2 = Arc::clone(&m);
+    let t = thread::spawn(move || m2.try_lock_for(Duration::from_millis(2)).is_none());
+    assert!(t.join().unwrap());
+    drop(held);
+    *m.try_lock_until(Instant::now() + Duration::from_secs(1))
+        .unwrap() += 1;
+    assert_eq!(*m.lock(), 2);
+}
+
+#[test]
+fn an_arc_guard_moves_to_another_thread_and_unlocks_there() {
+    let m = Arc::new(Mutex::new(Vec::new()));
+    let mut g: OwnedMutexGuard<Vec<i32>> = m.lock_arc();
+    g.push(1);
+    assert!(m.try_lock_arc().is_none());
+    thread::spawn(move || {
+        let mut g = g;
+        g.push(2);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(*m.try_lock_arc().unwrap(), [1, 2]);
+}
+
+#[test]
+fn owned_lock_futures_are_static_and_cancel_safe() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let m = Arc::new(Mutex::new(0));
+        let held = Arc::clone(&m).lock_owned().await;
+        // A timed-out owned lock (dropped while queued) loses nothing.
+        let timed_out =
+            tokio::time::timeout(Duration::from_millis(2), Arc::clone(&m).lock_owned()).await;
+        assert!(timed_out.is_err());
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let m = Arc::clone(&m);
+                tokio::spawn(async move {
+                    let mut g = m.lock_owned().await;
+                    tokio::task::yield_now().await;
+                    *g += 1;
+                })
+            })
+            .collect();
+        drop(held);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*m.lock_owned().await, 8);
+    });
+    // And on a second executor.
+    let m = Arc::new(Mutex::new(1));
+    futures::executor::block_on(async {
+        *Arc::clone(&m).lock_owned().await += 1;
+    });
+    assert_eq!(*m.lock(), 2);
+}
