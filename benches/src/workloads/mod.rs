@@ -9,6 +9,7 @@ use crate::harness::{Mode, Workload};
 pub mod ast;
 pub mod base;
 pub mod lf;
+pub mod lf_chan;
 
 /// Every workload, sized for `mode`, in report order.
 pub fn all(mode: Mode) -> Vec<Workload> {
@@ -16,5 +17,6 @@ pub fn all(mode: Mode) -> Vec<Workload> {
     all.extend(base::workloads(mode));
     all.extend(ast::workloads(mode));
     all.extend(lf::workloads(mode));
+    all.extend(lf_chan::workloads(mode));
     all
 }
