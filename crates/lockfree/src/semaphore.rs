@@ -63,6 +63,7 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
+use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
 use std::time::Instant;
 
@@ -183,14 +184,39 @@ pub struct Semaphore {
     count: AtomicIsize,
     pending: AtomicUsize,
     queue: WaiterQueue,
-    /// The oldest waiter, dequeued but still short of permits. Only the
-    /// `ACTIVE` holder touches it.
-    head: UnsafeCell<Option<Arc<Waiter>>>,
+    /// Requests withdrawn (cancelled futures, timed-out waits) since the
+    /// deliverer last compacted its line: when they reach half the line, it
+    /// compacts.
+    cancels: AtomicUsize,
+    /// The deliverer's private front of the queue. Only the `ACTIVE` holder
+    /// touches it.
+    line: UnsafeCell<Line>,
 }
 
-// SAFETY: every field but `head` is an atomic or the (Send + Sync) queue;
-// `head` is only accessed by the thread holding `pending`'s ACTIVE bit, which
-// is passed from one holder to the next with Release/Acquire RMWs.
+/// Waiters the deliverer has dequeued, oldest first: the head (still short
+/// of permits) and, after a cancel, those it pulled from the queue behind
+/// it to drop the withdrawn ones.
+///
+/// A lock-free queue cannot unlink a node from its middle, so withdrawn
+/// waiters stuck behind a live head would otherwise keep their nodes until
+/// the head is served: memory that grows with the history of cancels. A
+/// cancel makes the deliverer move what has arrived in the queue into the
+/// line (each node moves once) and, once the withdrawn ones may be half of
+/// it, drop them all (one pass): nodes kept stay under twice the live
+/// waiters (plus those still arriving), at a cost per cancel that is O(1)
+/// amortised.
+#[derive(Debug, Default)]
+struct Line {
+    nodes: VecDeque<Arc<Waiter>>,
+    /// Withdrawn waiters that may be in `nodes` (an over-estimate: cancels
+    /// are counted, whichever path folds them).
+    dead: usize,
+}
+
+// SAFETY: every field but `line` is an atomic or the (Send + Sync) queue;
+// `line` is only accessed by the thread holding `pending`'s ACTIVE bit,
+// which is passed from one holder to the next with Release/Acquire RMWs.
+// The nodes it holds are `Arc<Waiter>`s (Send + Sync).
 unsafe impl Send for Semaphore {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Semaphore {}
@@ -243,7 +269,11 @@ impl Semaphore {
                 count: AtomicIsize::new(permits as isize),
                 pending: AtomicUsize::new(0),
                 queue: WaiterQueue::new(),
-                head: UnsafeCell::new(None),
+                cancels: AtomicUsize::new(0),
+                line: UnsafeCell::new(Line {
+                    nodes: VecDeque::new(),
+                    dead: 0,
+                }),
             }
         }
     }
@@ -905,7 +935,7 @@ impl Semaphore {
                 None => match waiter.cancel() {
                     Ok(()) => {
                         // Withdrawn: the deliverer folds our demand.
-                        self.recheck();
+                        self.withdrawn();
                         return Err(Fail::NoPermits);
                     }
                     // Served (or closed) just in time.
@@ -951,6 +981,14 @@ impl Semaphore {
         }
     }
 
+    /// Called by a waiter that cancelled: counts it for the line's
+    /// compaction, and rechecks.
+    fn withdrawn(&self) {
+        // Relaxed: an estimate; the recheck's RMW orders what matters.
+        self.cancels.fetch_add(1, Relaxed);
+        self.recheck();
+    }
+
     /// Hands `pending` permits to waiters in order, or, once closed, sends
     /// every waiter away. The caller holds ACTIVE.
     fn run_delivery(&self) {
@@ -994,6 +1032,10 @@ impl Semaphore {
                     continue;
                 }
             } else {
+                if sweep && role.compact() {
+                    // Demand was folded: look at the words again.
+                    continue;
+                }
                 if amount <= 0 && sweep {
                     sweep = false;
                     // A `None` from `pop` (a push half-done) just ends the
@@ -1146,19 +1188,60 @@ fn wait_until(waiter: &Waiter, deadline: Instant) -> Option<Token> {
 
 /// The deliverer's role: made only by `run_delivery`, whose callers have
 /// just set `pending`'s ACTIVE bit, and gone before it retires. Holding it
-/// means the `head` slot and the queue's consumer side are this thread's.
+/// means the `line` and the queue's consumer side are this thread's.
 struct Role<'a>(&'a Semaphore);
 
 impl Role<'_> {
-    fn take_head(&self) -> Option<Arc<Waiter>> {
-        // SAFETY: only the ACTIVE holder touches `head`, and ACTIVE passes
-        // from one holder to the next with Release/Acquire RMWs.
-        self.0.head.with_mut(|h| unsafe { (*h).take() })
+    /// Runs `f` on the line.
+    fn line<R>(&self, f: impl FnOnce(&mut Line) -> R) -> R {
+        // SAFETY: only the ACTIVE holder touches `line`, and ACTIVE passes
+        // from one holder to the next with Release/Acquire RMWs; `f` does
+        // not reach `line` again (it pops the queue and folds, which touch
+        // only atomics).
+        self.0.line.with_mut(|l| f(unsafe { &mut *l }))
     }
 
+    /// The oldest waiter the deliverer has dequeued.
+    fn take_head(&self) -> Option<Arc<Waiter>> {
+        self.line(|l| l.nodes.pop_front())
+    }
+
+    /// Puts the oldest waiter back in front.
     fn put_head(&self, waiter: Arc<Waiter>) {
-        // SAFETY: as in `take_head`.
-        self.0.head.with_mut(|h| unsafe { *h = Some(waiter) });
+        self.line(|l| l.nodes.push_front(waiter));
+    }
+
+    /// After a cancel: moves what has arrived in the queue to the line and,
+    /// if the withdrawn waiters may be half of it, folds and drops them
+    /// all. Returns whether it folded any.
+    fn compact(&self) -> bool {
+        let sem = self.0;
+        self.line(|l| {
+            while let Some(waiter) = self.pop() {
+                l.nodes.push_back(waiter);
+            }
+            l.dead += sem.cancels.swap(0, Relaxed);
+            if l.dead == 0 || l.dead * 2 < l.nodes.len() {
+                return false;
+            }
+            l.dead = 0;
+            let before = l.nodes.len();
+            l.nodes.retain(|w| {
+                let withdrawn = w.is_cancelled();
+                if withdrawn {
+                    // Demand behind the head is uncovered (`pending` covers
+                    // the oldest demand first), so this only raises `count`.
+                    sem.fold(w.data());
+                }
+                !withdrawn
+            });
+            // Memory follows the waiters present, not the largest line
+            // there ever was.
+            if l.nodes.capacity() > 4 * l.nodes.len().max(4) {
+                l.nodes.shrink_to(2 * l.nodes.len());
+            }
+            l.nodes.len() < before
+        })
     }
 
     fn pop(&self) -> Option<Arc<Waiter>> {
@@ -1565,7 +1648,7 @@ impl Request {
         match node.cancel() {
             // Withdrawn: the deliverer folds our demand when it reaches the
             // node (and frees what `pending` kept for it).
-            Ok(()) => sem.recheck(),
+            Ok(()) => sem.withdrawn(),
             // Everything was delivered: give it all back.
             Err(GRANTED) => sem.release(self.n),
             // Sent away by a close: our demand is folded already.

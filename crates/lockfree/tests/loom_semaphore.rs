@@ -343,3 +343,33 @@ fn close_races_a_queueing_thread_and_task() {
         assert_eq!(sem.loom_state(), (0, 0b100), "(count, pending) left behind");
     });
 }
+
+/// Issue 12, bug 2: a withdrawn request behind a waiting head is folded and
+/// dropped by the compaction its cancel triggers (not when the head is
+/// served), racing the releases that serve the head: no demand or permit is
+/// lost, the head is served, and the line is left consistent.
+#[test]
+fn cancel_behind_a_waiting_head_is_compacted() {
+    model::check_with_bound(2, || {
+        let sem = Arc::new(Semaphore::new(0));
+        let big = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || sem.acquire_many(2).unwrap().permits())
+        };
+        let dropper = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || {
+                let mut fut = pin!(sem.acquire_async());
+                let mut cx = Context::from_waker(Waker::noop());
+                if let Poll::Ready(p) = fut.as_mut().poll(&mut cx) {
+                    drop(p);
+                }
+            })
+        };
+        sem.release(2);
+        assert_eq!(big.join().unwrap(), 2);
+        dropper.join().unwrap();
+        assert_eq!(sem.available_permits(), 2);
+        assert_idle(&sem, 2);
+    });
+}
