@@ -1,0 +1,266 @@
+//! `enter_async` and `enter_arc_async`: tasks wait in the same queues as
+//! threads, on tokio and on futures' executor, and dropping a future at any
+//! point loses no lock handoff, wake-up or memory.
+#![cfg(not(loom))]
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+use std::time::Duration;
+
+use ast_mutex::{AstMutex, Config, WakeMode};
+
+ast_mutex::states! { enum Buf { Empty, Mid, Full } }
+
+const MODES: [WakeMode; 3] = [WakeMode::Compete, WakeMode::Handoff, WakeMode::Broadcast];
+const CAP: usize = 4;
+
+type Buffer = AstMutex<Buf, VecDeque<u64>>;
+
+fn buffer(mode: WakeMode) -> Arc<Buffer> {
+    let config = Config::new().wake_mode(mode);
+    Arc::new(AstMutex::with_config(
+        Buf::Empty,
+        VecDeque::with_capacity(CAP),
+        config,
+    ))
+}
+
+fn level(q: &VecDeque<u64>) -> Buf {
+    match q.len() {
+        0 => Buf::Empty,
+        CAP => Buf::Full,
+        _ => Buf::Mid,
+    }
+}
+
+/// Tokio tasks put, OS threads get: every item arrives once.
+#[test]
+fn tokio_tasks_and_threads_share_a_bounded_buffer() {
+    const PER: u64 = 2_000;
+    for mode in MODES {
+        let buf = buffer(mode);
+        let getters: Vec<_> = (0..2)
+            .map(|_| {
+                let buf = Arc::clone(&buf);
+                thread::spawn(move || {
+                    let mut sum = 0;
+                    for _ in 0..PER {
+                        let mut g = buf.enter(Buf::Mid | Buf::Full);
+                        sum += g.pop_front().unwrap();
+                        let next = level(&g);
+                        g.exit(next);
+                    }
+                    sum
+                })
+            })
+            .collect();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let putters: Vec<_> = (0..4)
+                .map(|p| {
+                    let buf = Arc::clone(&buf);
+                    tokio::spawn(async move {
+                        for i in 0..PER / 2 {
+                            // The owned guard is Send: held across no await
+                            // here, but the future holding it is spawned.
+                            let mut g = buf.enter_arc_async(Buf::Empty | Buf::Mid).await;
+                            g.push_back(p * PER + i);
+                            let next = level(&g);
+                            g.exit(next);
+                        }
+                    })
+                })
+                .collect();
+            for p in putters {
+                p.await.unwrap();
+            }
+        });
+        let got: u64 = getters.into_iter().map(|g| g.join().unwrap()).sum();
+        let want: u64 = (0..4)
+            .flat_map(|p| (0..PER / 2).map(move |i| p * PER + i))
+            .sum();
+        assert_eq!(got, want, "{mode:?}");
+        assert_eq!(buf.state(), Some(Buf::Empty));
+        assert_eq!(buf.waiter_table_size(), (0, 0));
+    }
+}
+
+/// futures' executor: tasks on their own threads, ping-pong through states
+/// with `enter_async`, against a thread using `enter`.
+#[test]
+fn futures_executor_ping_pong_with_a_thread() {
+    ast_mutex::states! { enum Turn { Ping, Pong } }
+    for mode in MODES {
+        let config = Config::new().wake_mode(mode).spins(0).yields(0);
+        let m = Arc::new(AstMutex::with_config(Turn::Ping, 0u32, config));
+        let task = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                futures::executor::block_on(async {
+                    for _ in 0..500 {
+                        let mut g = m.enter_async(Turn::Pong).await;
+                        *g += 1;
+                        g.exit(Turn::Ping);
+                    }
+                })
+            })
+        };
+        for _ in 0..500 {
+            let mut g = m.enter(Turn::Ping);
+            *g += 1;
+            g.exit(Turn::Pong);
+        }
+        task.join().unwrap();
+        assert_eq!(*m.enter(Turn::Ping), 1000, "{mode:?}");
+    }
+}
+
+/// A waker that counts its clones alive and its wakes.
+struct Counting(AtomicUsize);
+impl Wake for Counting {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn poll_once<F: Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F::Output> {
+    Pin::new(f).poll(&mut Context::from_waker(waker))
+}
+
+/// A future queued for B, then notified by the exit to B (handed the lock
+/// in Handoff mode, woken to compete otherwise), then dropped without being
+/// polled again: the lock and the wake-up pass to the thread waiting for B
+/// behind it.
+#[test]
+fn a_future_dropped_after_it_was_notified_passes_the_lock_on() {
+    for mode in MODES {
+        let config = Config::new().wake_mode(mode).spins(0).yields(0);
+        let m = Arc::new(AstMutex::with_config(Buf::Empty, 0u32, config));
+        let holder = m.enter(Buf::Empty);
+        let counting = Arc::new(Counting(AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&counting));
+        let mut f = m.enter_async(Buf::Full);
+        assert!(poll_once(&mut f, &waker).is_pending());
+        assert_eq!(m.waiter_table_size(), (1, 1));
+        let (done, finished) = std::sync::mpsc::channel();
+        let thread_waiter = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let mut g = m.enter(Buf::Full);
+                *g += 1;
+                g.exit(Buf::Empty);
+                done.send(()).unwrap();
+            })
+        };
+        while m.waiter_table_size().1 < 2 {
+            thread::yield_now();
+        }
+        holder.exit(Buf::Full); // notifies the future first: it came first
+        assert_eq!(
+            counting.0.load(Ordering::Relaxed),
+            1,
+            "{mode:?}: task woken"
+        );
+        if mode == WakeMode::Handoff {
+            assert!(m.is_locked(), "handed to the future");
+        }
+        drop(f);
+        finished
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| {
+                panic!("{mode:?}: the thread behind the dropped future was stranded")
+            });
+        thread_waiter.join().unwrap();
+        assert_eq!(*m.enter(Buf::Empty), 1, "{mode:?}");
+        assert_eq!(m.waiter_table_size(), (0, 0));
+        drop(waker);
+        assert_eq!(Arc::strong_count(&counting), 1, "no waker clone kept");
+    }
+}
+
+/// 10,000 waits for a state that never comes, each cancelled by a tokio
+/// timeout: nothing stays queued, and no waker clone is kept.
+#[test]
+fn cancelled_async_waits_leave_nothing_behind() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let m = Arc::new(AstMutex::new(Buf::Empty, ()));
+    rt.block_on(async {
+        for _ in 0..10_000 {
+            let r = tokio::time::timeout(Duration::ZERO, m.enter_async(Buf::Full)).await;
+            assert!(r.is_err());
+        }
+    });
+    assert_eq!(m.waiter_table_size(), (0, 0));
+
+    let counting = Arc::new(Counting(AtomicUsize::new(0)));
+    let waker = Waker::from(Arc::clone(&counting));
+    for _ in 0..1_000 {
+        let mut f = m.enter_arc_async(Buf::Full);
+        assert!(poll_once(&mut f, &waker).is_pending());
+        drop(f);
+    }
+    assert_eq!(m.waiter_table_size(), (0, 0));
+    assert_eq!(Arc::strong_count(&counting), 2, "only ours and `waker`");
+}
+
+/// A future polled again with another waker wakes the new one.
+#[test]
+fn the_latest_waker_is_woken() {
+    let m = AstMutex::new(Buf::Empty, ());
+    let (a, b) = (
+        Arc::new(Counting(AtomicUsize::new(0))),
+        Arc::new(Counting(AtomicUsize::new(0))),
+    );
+    let (wa, wb) = (Waker::from(Arc::clone(&a)), Waker::from(Arc::clone(&b)));
+    let mut f = m.enter_async(Buf::Full);
+    assert!(poll_once(&mut f, &wa).is_pending());
+    assert!(poll_once(&mut f, &wb).is_pending());
+    m.enter(Buf::Empty).exit(Buf::Full);
+    assert_eq!(
+        (a.0.load(Ordering::Relaxed), b.0.load(Ordering::Relaxed)),
+        (0, 1)
+    );
+    let Poll::Ready(g) = poll_once(&mut f, &wb) else {
+        panic!("woken for Full, which is free");
+    };
+    assert_eq!(g.entered_in(), Buf::Full);
+}
+
+/// An `ArcAstGuard` held across an `.await` in a spawned task (it is Send).
+#[test]
+fn an_owned_guard_is_held_across_an_await() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let m = Arc::new(AstMutex::new(Buf::Empty, 0u32));
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let m = Arc::clone(&m);
+                tokio::spawn(async move {
+                    let mut g = m.enter_arc_async(Buf::Empty).await;
+                    tokio::task::yield_now().await;
+                    *g += 1;
+                    g.exit(Buf::Empty);
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    assert_eq!(*m.enter(Buf::Empty), 8);
+}
