@@ -381,7 +381,8 @@ impl RawMutex {
                     }
                     None => {
                         // Withdrawn: the node stays queued, counted, until
-                        // the dequeuer skips and uncounts it.
+                        // a dequeuer skips and uncounts it.
+                        self.reclaim();
                         return false;
                     }
                 },
@@ -585,6 +586,49 @@ impl RawMutex {
     fn pass_wake(&self) {
         self.wake_next(false);
     }
+
+    /// Called after a waiter withdrew (a dropped future, a timed-out
+    /// thread). Its node stays in the queue, counted, until a dequeuer
+    /// reaches it, and a lock held for long while waits time out would pile
+    /// such nodes up. So the withdrawing thread takes the dequeuer's role
+    /// (`WAKING`) if nobody has it, frees the withdrawn nodes at the front
+    /// of the queue, and passes the role on as a woken waiter that gives up
+    /// would (an unlock that came meanwhile left the waking to us). What
+    /// stays queued is then the live waiters and the withdrawn ones behind
+    /// the first live waiter.
+    #[cold]
+    fn reclaim(&self) {
+        let mut w = self.word.load(Relaxed);
+        loop {
+            if w < ONE || w & WAKING != 0 {
+                // Nothing queued, or a dequeuer will pass the nodes anyway.
+                return;
+            }
+            // Acquire: pairs with the Release that ended the previous
+            // dequeuer's role, so we see the queue as it left it.
+            match self
+                .word
+                .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
+            {
+                Ok(_) => break,
+                Err(actual) => w = actual,
+            }
+        }
+        loop {
+            // SAFETY: we hold `WAKING`, the dequeuer's role; the borrow ends
+            // with this statement, before the `pop`.
+            let withdrawn = unsafe { self.queue.front() }.is_some_and(Waiter::is_cancelled);
+            if !withdrawn {
+                break;
+            }
+            // SAFETY: as above; the previous dequeuer released the role
+            // (Release) before we acquired it (Acquire).
+            let node = pop_counted(|| unsafe { self.queue.pop() });
+            debug_assert!(node.is_cancelled());
+            self.word.fetch_sub(ONE, Relaxed);
+        }
+        self.pass_wake();
+    }
 }
 
 #[cfg(not(loom))]
@@ -756,8 +800,8 @@ impl Drop for RawLock<'_> {
     fn drop(&mut self) {
         if let Some(node) = self.node.take() {
             match node.cancel() {
-                // Withdrawn: the unlocker that dequeues the node uncounts it.
-                Ok(()) => {}
+                // Withdrawn: a dequeuer uncounts and frees the node.
+                Ok(()) => self.mutex.reclaim(),
                 // SAFETY: the lock was handed to us, so we hold it.
                 Err(HANDOFF) => unsafe { self.mutex.unlock() },
                 Err(_) => self.mutex.pass_wake(),

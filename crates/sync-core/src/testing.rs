@@ -98,3 +98,36 @@ macro_rules! assert_not_impl {
         };
     };
 }
+
+/// The system allocator, counting the bytes live: a test binary that
+/// declares `#[global_allocator] static A: CountingAlloc = CountingAlloc;`
+/// can check that what a primitive keeps grows with the waiters present,
+/// not with the history of operations ([`live_bytes`]). Tests that read the
+/// count should run one at a time (hold one lock around each).
+#[derive(Debug)]
+pub struct CountingAlloc;
+
+static LIVE_BYTES: std::sync::atomic::AtomicIsize = std::sync::atomic::AtomicIsize::new(0);
+
+/// The bytes live in this binary, if it uses [`CountingAlloc`].
+pub fn live_bytes() -> isize {
+    LIVE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+// SAFETY: defers every call to `System`, only counting sizes.
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is passed on unchanged.
+        let p = unsafe { std::alloc::System.alloc(layout) };
+        if !p.is_null() {
+            LIVE_BYTES.fetch_add(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        LIVE_BYTES.fetch_sub(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}

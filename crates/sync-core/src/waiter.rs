@@ -497,6 +497,24 @@ impl WaiterQueue {
         }
     }
 
+    /// The first waiter, left in the queue: what the next [`pop`](Self::pop)
+    /// would take (`None` as for `pop`, also while the first producer is
+    /// half-way through `push`). A consumer uses it to free withdrawn
+    /// waiters from the front without dequeuing a live one.
+    ///
+    /// # Safety
+    ///
+    /// As for [`pop`](Self::pop): only the consumer may call it, and the
+    /// reference must be dropped before its next `pop`.
+    pub unsafe fn front(&self) -> Option<&Waiter> {
+        // Acquire: pairs with the Release store of `first` in `push`.
+        let first = self.first.load(Acquire);
+        // SAFETY: a non-null `first` is in the queue, which holds a
+        // reference to it that only the consumer (our caller) releases, by a
+        // `pop` that must come after this borrow ends.
+        unsafe { first.as_ref() }
+    }
+
     /// Whether the queue looks empty (a hint: it may change at once).
     pub fn is_empty(&self) -> bool {
         self.head.load(Relaxed).is_null()
