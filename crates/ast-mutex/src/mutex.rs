@@ -759,14 +759,14 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         // whose release came before it left the word enterable, and we see
         // that here.
         t.push(mask, tk, Arc::clone(waiter));
-        self.waiters.publish(&t);
+        self.waiters.publish(&mut t);
         // AcqRel: Acquire pairs with the Release of the exit that freed the
         // word; Release carries the summary store to that exit's re-check.
         let w = self.word.fetch_or(0, Ordering::AcqRel);
         if enterable(w, mask) || w & UNRESOLVED != 0 {
             // Nobody popped it: pops happen under the table lock we hold.
             t.remove(mask, waiter);
-            self.waiters.publish(&t);
+            self.waiters.publish(&mut t);
             return false;
         }
         true
@@ -777,7 +777,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     pub(crate) fn dequeue(&self, mask: u64, waiter: &Arc<Waiter>) {
         let mut t = self.waiters.lock();
         if t.remove(mask, waiter) {
-            self.waiters.publish(&t);
+            self.waiters.publish(&mut t);
         }
     }
 
@@ -900,7 +900,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                     }
                 }
             }
-            self.waiters.publish(&t);
+            self.waiters.publish(&mut t);
         }
         drop(wakeups); // wakes the tasks, with the table lock released
     }
@@ -961,7 +961,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                     self.release(&t, state);
                 }
             }
-            self.waiters.publish(&t);
+            self.waiters.publish(&mut t);
         }
         drop(wakeups);
     }

@@ -44,6 +44,8 @@ pub(crate) struct Table {
     groups: Vec<Group>,
     /// Union of the entry sets of `groups`.
     summary: u64,
+    /// The summary last stored in `parked_states`.
+    published: u64,
     /// The ticket of the next waiter to arrive.
     next_ticket: u64,
 }
@@ -67,6 +69,7 @@ impl Waiters {
                 table: SpinLock::new(Table {
                     groups: Vec::new(),
                     summary: 0,
+                    published: 0,
                     next_ticket: 0,
                 }),
                 parked_states: AtomicU64::new(0),
@@ -82,9 +85,13 @@ impl Waiters {
         self.parked_states.load(order)
     }
 
-    /// Publishes the table's summary; call under the table lock after it
-    /// changed.
-    pub fn publish(&self, t: &Table) {
+    /// Publishes the table's summary if it changed since the last
+    /// publication; call under the table lock after changing the table.
+    pub fn publish(&self, t: &mut Table) {
+        if t.published == t.summary {
+            return;
+        }
+        t.published = t.summary;
         // What orders this store before an exit's re-check is not this
         // pair but the lock word: `enqueue` does its word RMW after this
         // store, and the exit reads the summary after its own word RMW,
