@@ -2,7 +2,7 @@
 
 use core::fmt;
 use core::marker::PhantomData;
-use core::ops::{BitAnd, BitOr, BitOrAssign, Not};
+use core::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not, Sub, SubAssign};
 
 /// A small enumeration of the abstract states of a guarded object.
 ///
@@ -27,7 +27,16 @@ pub trait AbstractState: Copy + Eq + fmt::Debug + 'static {
 /// A set of abstract states: an entry set, held as a 64-bit mask.
 ///
 /// Build one with `|` between states, from a single state (`From`), or from
-/// [`ALL`](Self::ALL) and [`EMPTY`](Self::EMPTY).
+/// [`ALL`](Self::ALL) and [`EMPTY`](Self::EMPTY). The set operators work
+/// between sets and with single states: `|` and `|=` (union), `&` and `&=`
+/// (intersection), `-` and `-=` (difference), `!` (complement within
+/// [`ALL`](Self::ALL)); [`is_subset`](Self::is_subset) and
+/// [`is_superset`](Self::is_superset) compare.
+///
+/// In a `const`, build sets with the `into_set` method that
+/// [`states!`](crate::states) gives each state, and the `const fn`s
+/// [`union`](Self::union), [`intersection`](Self::intersection),
+/// [`difference`](Self::difference) and [`complement`](Self::complement).
 ///
 /// # Examples
 ///
@@ -41,6 +50,16 @@ pub trait AbstractState: Copy + Eq + fmt::Debug + 'static {
 /// assert_eq!(!not_full, StateSet::from(Level::Full));
 /// assert_eq!(not_full.iter().collect::<Vec<_>>(), [Level::Empty, Level::Mid]);
 /// assert_eq!(StateSet::<Level>::ALL.len(), 3);
+///
+/// let mut set = StateSet::ALL - Level::Full;
+/// assert_eq!(set, not_full);
+/// set &= Level::Mid | Level::Full;
+/// assert_eq!(set, Level::Mid.into());
+/// set |= Level::Empty | Level::Full;
+/// assert!(not_full.is_subset(StateSet::ALL) && !not_full.is_subset(set - Level::Empty));
+///
+/// const NOT_EMPTY: StateSet<Level> = Level::Mid.into_set().union(Level::Full.into_set());
+/// assert_eq!(NOT_EMPTY, Level::Mid | Level::Full);
 /// ```
 pub struct StateSet<S> {
     bits: u64,
@@ -57,6 +76,13 @@ impl<S: AbstractState> StateSet<S> {
     } else {
         (1u64 << S::COUNT) - 1
     });
+
+    #[doc(hidden)]
+    /// For [`states!`](crate::states)' `into_set`: `bits` must name states
+    /// of `S` only.
+    pub const fn __from_bits_unchecked(bits: u64) -> Self {
+        Self::from_bits_unchecked(bits)
+    }
 
     const fn from_bits_unchecked(bits: u64) -> Self {
         Self {
@@ -98,6 +124,92 @@ impl<S: AbstractState> StateSet<S> {
     /// How many states the set has.
     pub const fn len(self) -> usize {
         self.bits.count_ones() as usize
+    }
+
+    /// The states in `self` or `other` (`|`), in a `const`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// const AB: ast_mutex::StateSet<L> = L::A.into_set().union(L::B.into_set());
+    /// assert_eq!(AB, L::A | L::B);
+    /// ```
+    pub const fn union(self, other: Self) -> Self {
+        Self::from_bits_unchecked(self.bits | other.bits)
+    }
+
+    /// The states in both `self` and `other` (`&`), in a `const`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert_eq!((L::A | L::B).intersection(L::B | L::C), L::B.into());
+    /// ```
+    pub const fn intersection(self, other: Self) -> Self {
+        Self::from_bits_unchecked(self.bits & other.bits)
+    }
+
+    /// The states in `self` but not in `other` (`-`), in a `const`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert_eq!((L::A | L::B).difference(L::B.into()), L::A.into());
+    /// ```
+    pub const fn difference(self, other: Self) -> Self {
+        Self::from_bits_unchecked(self.bits & !other.bits)
+    }
+
+    /// The states of `S` not in `self` (`!`), in a `const`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert_eq!((L::A | L::B).complement(), L::C.into());
+    /// ```
+    pub const fn complement(self) -> Self {
+        Self::from_bits_unchecked(!self.bits & Self::ALL.bits)
+    }
+
+    /// Whether every state of `self` is in `other`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert!(ast_mutex::StateSet::from(L::A).is_subset(L::A | L::B));
+    /// assert!(!(L::A | L::C).is_subset(L::A | L::B));
+    /// ```
+    pub const fn is_subset(self, other: Self) -> bool {
+        self.bits & !other.bits == 0
+    }
+
+    /// Whether every state of `other` is in `self`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert!((L::A | L::B).is_superset(L::A.into()));
+    /// ```
+    pub const fn is_superset(self, other: Self) -> bool {
+        other.is_subset(self)
+    }
+
+    /// Whether `self` and `other` have no state in common.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert!((L::A | L::B).is_disjoint(L::C.into()));
+    /// ```
+    pub const fn is_disjoint(self, other: Self) -> bool {
+        self.bits & other.bits == 0
     }
 
     /// Adds `state`.
@@ -192,6 +304,57 @@ impl<S: AbstractState> BitAnd for StateSet<S> {
     }
 }
 
+impl<S: AbstractState> BitOrAssign for StateSet<S> {
+    fn bitor_assign(&mut self, rhs: Self) {
+        self.bits |= rhs.bits;
+    }
+}
+
+impl<S: AbstractState> BitAnd<S> for StateSet<S> {
+    type Output = Self;
+    fn bitand(self, rhs: S) -> Self {
+        Self::from_bits_unchecked(self.bits & bit(rhs))
+    }
+}
+
+impl<S: AbstractState> BitAndAssign for StateSet<S> {
+    fn bitand_assign(&mut self, rhs: Self) {
+        self.bits &= rhs.bits;
+    }
+}
+
+impl<S: AbstractState> BitAndAssign<S> for StateSet<S> {
+    fn bitand_assign(&mut self, rhs: S) {
+        self.bits &= bit(rhs);
+    }
+}
+
+impl<S: AbstractState> Sub for StateSet<S> {
+    type Output = Self;
+    fn sub(self, rhs: Self) -> Self {
+        self.difference(rhs)
+    }
+}
+
+impl<S: AbstractState> Sub<S> for StateSet<S> {
+    type Output = Self;
+    fn sub(self, rhs: S) -> Self {
+        Self::from_bits_unchecked(self.bits & !bit(rhs))
+    }
+}
+
+impl<S: AbstractState> SubAssign for StateSet<S> {
+    fn sub_assign(&mut self, rhs: Self) {
+        self.bits &= !rhs.bits;
+    }
+}
+
+impl<S: AbstractState> SubAssign<S> for StateSet<S> {
+    fn sub_assign(&mut self, rhs: S) {
+        self.remove(rhs);
+    }
+}
+
 impl<S: AbstractState> Not for StateSet<S> {
     type Output = Self;
     /// The complement within [`ALL`](StateSet::ALL).
@@ -242,7 +405,8 @@ impl<S: AbstractState> Iterator for Iter<S> {
 impl<S: AbstractState> ExactSizeIterator for Iter<S> {}
 
 /// Declares an enumeration of abstract states and implements
-/// [`AbstractState`](crate::AbstractState) and `|` for it.
+/// [`AbstractState`](crate::AbstractState) and `|` for it, with a
+/// `const fn into_set(self)` that makes a one-state [`StateSet`](crate::StateSet).
 ///
 /// At most 64 states; more is a compile error.
 ///
@@ -308,6 +472,15 @@ macro_rules! states {
                         "{} has no state numbered {}", ::core::stringify!($name), index
                     ),
                 }
+            }
+        }
+
+        impl $name {
+            /// The set of this one state, in a `const` (`StateSet::from`
+            /// elsewhere).
+            #[allow(dead_code)]
+            pub const fn into_set(self) -> $crate::StateSet<$name> {
+                $crate::StateSet::<$name>::__from_bits_unchecked(1u64 << (self as u32))
             }
         }
 

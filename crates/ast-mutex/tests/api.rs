@@ -253,3 +253,90 @@ fn state_sets() {
 fn from_bits_rejects_unknown_states() {
     let _ = StateSet::<S>::from_bits(0b1000);
 }
+
+#[test]
+fn state_set_operators() {
+    let mut set = StateSet::<S>::EMPTY;
+    set |= S::A | S::B;
+    assert_eq!(set, S::A | S::B);
+    set |= S::C;
+    assert_eq!(set, StateSet::ALL);
+    assert_eq!(set & S::B, S::B.into());
+    assert_eq!(set & (S::A | S::C), S::A | S::C);
+    set &= S::A | S::B;
+    assert_eq!(set, S::A | S::B);
+    set &= S::B;
+    assert_eq!(set, S::B.into());
+    assert_eq!(StateSet::ALL - S::B, S::A | S::C);
+    assert_eq!(StateSet::ALL - (S::A | S::B), S::C.into());
+    let mut s = StateSet::<S>::ALL;
+    s -= S::A;
+    s -= StateSet::from(S::C);
+    assert_eq!(s, S::B.into());
+    assert_eq!(!s, S::A | S::C);
+    assert!(s.is_subset(S::B | S::C) && !(S::A | S::B).is_subset(s));
+    assert!((S::A | S::B).is_superset(s) && StateSet::<S>::EMPTY.is_subset(s));
+    assert!(s.is_disjoint(S::A | S::C) && !s.is_disjoint(StateSet::ALL));
+    const AC: StateSet<S> = S::A.into_set().union(S::C.into_set());
+    const NOT_AC: StateSet<S> = AC.complement();
+    const B: StateSet<S> = StateSet::<S>::ALL.difference(AC).intersection(NOT_AC);
+    assert_eq!((AC, NOT_AC, B), (S::A | S::C, S::B.into(), S::B.into()));
+}
+
+static GLOBAL: AstMutex<S, Vec<u32>> = AstMutex::new(S::B, Vec::new());
+
+#[test]
+fn const_new_makes_a_static_mutex_in_its_initial_state() {
+    assert!(GLOBAL.try_enter(S::A).is_none(), "starts in B");
+    assert_eq!(GLOBAL.state(), Some(S::B));
+    let mut g = GLOBAL.enter(S::B);
+    g.push(1);
+    g.exit(S::C);
+    assert_eq!(*GLOBAL.enter(S::C), [1]);
+}
+
+#[test]
+fn default_from_and_is_locked() {
+    let m: AstMutex<S, u32> = AstMutex::default();
+    assert_eq!(m.state(), Some(S::A), "the first state");
+    assert!(!m.is_locked());
+    let g = m.enter(S::A);
+    assert!(m.is_locked());
+    assert_eq!(m.state(), None);
+    drop(g);
+    assert!(!m.is_locked());
+    let m: AstMutex<S, &str> = "x".into();
+    assert_eq!((m.state(), *m.enter(S::A)), (Some(S::A), "x"));
+}
+
+#[test]
+fn exit_and_enter_waits_like_a_condvar() {
+    for mode in MODES {
+        let m = Arc::new(with_mode(mode));
+        let other = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                for _ in 0..100 {
+                    let mut g = m.enter(S::B);
+                    *g += 1;
+                    g.exit(S::A);
+                }
+            })
+        };
+        let mut g = m.enter(S::A);
+        for i in 0..100 {
+            assert_eq!(*g, i);
+            g = g.exit_and_enter(S::B, S::A);
+        }
+        assert_eq!(*g, 100);
+        drop(g);
+        other.join().unwrap();
+    }
+}
+
+#[test]
+#[should_panic(expected = "AstMutex::exit_and_enter with an empty state set")]
+fn exit_and_enter_with_an_empty_set_panics_before_exiting() {
+    let m = AstMutex::new(S::A, ());
+    let _ = m.enter(S::A).exit_and_enter(S::B, StateSet::EMPTY);
+}

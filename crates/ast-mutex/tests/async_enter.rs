@@ -270,3 +270,37 @@ fn an_owned_guard_is_held_across_an_await() {
     });
     assert_eq!(*m.enter(Buf::Empty), 8);
 }
+
+/// Broadcast: one exit wakes every waiter of the state (here four tasks,
+/// whose wakers count); Compete and Handoff wake one.
+#[test]
+fn broadcast_wakes_every_waiter_of_the_state_at_once() {
+    for (mode, woken) in [
+        (WakeMode::Broadcast, 4),
+        (WakeMode::Compete, 1),
+        (WakeMode::Handoff, 1),
+    ] {
+        let config = Config::new().wake_mode(mode);
+        let m = AstMutex::with_config(Buf::Empty, 0u32, config);
+        let counting = Arc::new(Counting(AtomicUsize::new(0)));
+        let waker = Waker::from(Arc::clone(&counting));
+        let mut futures: Vec<_> = (0..4)
+            .map(|_| m.enter_async(Buf::Full | Buf::Mid))
+            .collect();
+        for f in &mut futures {
+            assert!(poll_once(f, &waker).is_pending());
+        }
+        m.enter(Buf::Empty).exit(Buf::Full);
+        assert_eq!(counting.0.load(Ordering::Relaxed), woken, "{mode:?}");
+        // Each gets in, in turn, and leaves the gate open.
+        for f in &mut futures {
+            let g = loop {
+                if let Poll::Ready(g) = poll_once(f, &waker) {
+                    break g;
+                }
+            };
+            g.exit(Buf::Full);
+        }
+        assert_eq!(m.waiter_table_size(), (0, 0), "{mode:?}");
+    }
+}
