@@ -11,7 +11,8 @@
 //! `head.next`, which then becomes the dummy.
 //!
 //! Nodes come in blocks of [`BLOCK_CAP`], and each [`Sender`] takes its nodes
-//! from a block of its own, so a send allocates once per [`BLOCK_CAP`]
+//! from a range of a block that is its own (a clone takes half of its
+//! parent's range), so a send allocates at most once per [`BLOCK_CAP`]
 //! messages and producers never contend for nodes. A block counts the nodes
 //! that are not yet released (`live`): the receiver releases a node when it
 //! moves past it, a sender releases the nodes it never used when it is
@@ -42,7 +43,6 @@ use core::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use sync_core::CachePadded;
-use sync_core::parking_lot::SpinWait;
 use sync_core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{Arc, hint, thread};
@@ -59,6 +59,21 @@ pub const BLOCK_CAP: usize = 2;
 
 /// The token a producer hands the receiver's waiter: "look again".
 const LOOK: usize = 1;
+
+/// How long a receiver watches an empty queue before it sleeps: spins,
+/// then yields (a wakeup costs tens of microseconds on a virtual machine, a
+/// yield well under one).
+#[cfg(not(loom))]
+const SPINS: u32 = 32;
+/// See [`SPINS`].
+#[cfg(not(loom))]
+const YIELDS: u32 = 128;
+/// Under loom, one yield: enough to explore "the message came meanwhile".
+#[cfg(loom)]
+const SPINS: u32 = 0;
+/// See [`SPINS`].
+#[cfg(loom)]
+const YIELDS: u32 = 1;
 
 /// Orders the waiting handshake under loom. The handshake's four accesses
 /// are `SeqCst`, which the memory model totally orders, so that on x86 a
@@ -417,11 +432,13 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// ```
 pub struct Sender<T> {
     shared: Arc<Shared<T>>,
-    /// The block this sender takes nodes from (dangling once every node is
-    /// handed out: it may be freed then).
+    /// The block this sender takes nodes from (dangling once its range is
+    /// used up: the block may be freed then).
     block: Cell<*mut Block<T>>,
-    /// Nodes of `block` handed out; [`BLOCK_CAP`] means "allocate first".
-    used: Cell<usize>,
+    /// This sender's nodes of `block` are `next..end` (a clone takes half
+    /// of its parent's range); `next == end` means "allocate first".
+    next: Cell<usize>,
+    end: Cell<usize>,
 }
 
 // SAFETY: the block pointer is this sender's own (its unused nodes are
@@ -433,7 +450,8 @@ impl<T> Sender<T> {
         Self {
             shared,
             block: Cell::new(ptr::null_mut()),
-            used: Cell::new(BLOCK_CAP),
+            next: Cell::new(0),
+            end: Cell::new(0),
         }
     }
 
@@ -492,15 +510,34 @@ impl<T> Sender<T> {
     /// A fresh node from this sender's block.
     #[inline]
     fn next_node(&self) -> *mut Node<T> {
-        let mut used = self.used.get();
-        if used == BLOCK_CAP {
-            self.block.set(Block::alloc());
-            used = 0;
+        let mut next = self.next.get();
+        if next == self.end.get() {
+            self.refill();
+            next = 0;
         }
-        self.used.set(used + 1);
-        // SAFETY: `used < BLOCK_CAP`: the block still holds this sender's
-        // unused nodes, so it is alive.
-        unsafe { &raw mut (*self.block.get()).nodes[used] }
+        self.next.set(next + 1);
+        // SAFETY: `next < end`: the block still holds this sender's unused
+        // nodes, so it is alive.
+        unsafe { &raw mut (*self.block.get()).nodes[next] }
+    }
+
+    /// Takes a fresh block, releasing the nodes left in the current one.
+    #[cold]
+    fn refill(&self) {
+        self.release_unused();
+        self.block.set(Block::alloc());
+        self.next.set(0);
+        self.end.set(BLOCK_CAP);
+    }
+
+    /// Releases this sender's unused nodes.
+    fn release_unused(&self) {
+        let unused = self.end.get() - self.next.get();
+        if unused > 0 {
+            // SAFETY: the nodes `next..end` are ours and never used.
+            unsafe { Block::release(self.block.get(), unused) };
+            self.end.set(self.next.get());
+        }
     }
 
     /// Whether the receiver has been dropped.
@@ -519,23 +556,31 @@ impl<T> Sender<T> {
 }
 
 impl<T> Clone for Sender<T> {
-    /// Another sender for the same channel (with a block of its own,
-    /// allocated at its first send).
+    /// Another sender for the same channel. It takes half of this sender's
+    /// unused nodes (this sender takes a fresh block first if it has fewer
+    /// than two), so that a sender cloned for a new thread or task does not
+    /// allocate there: a thread's first allocation is costly.
     fn clone(&self) -> Self {
         // Relaxed: as `Arc::clone`; a sender alive now keeps the count above
         // zero.
         self.shared.senders.fetch_add(1, Relaxed);
-        Self::new(Arc::clone(&self.shared))
+        let clone = Self::new(Arc::clone(&self.shared));
+        if self.end.get() - self.next.get() < 2 {
+            self.refill();
+        }
+        let (next, end) = (self.next.get(), self.end.get());
+        let mid = next + (end - next) / 2;
+        clone.block.set(self.block.get());
+        clone.next.set(mid);
+        clone.end.set(end);
+        self.end.set(mid);
+        clone
     }
 }
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        let used = self.used.get();
-        if used < BLOCK_CAP {
-            // SAFETY: the nodes from `used` on are ours and never used.
-            unsafe { Block::release(self.block.get(), BLOCK_CAP - used) };
-        }
+        self.release_unused();
         // SeqCst: pairs with the receiver's handshake (`quiet` reads the
         // count after publishing its waiter); Release (in every sender's
         // decrement) publishes their links to the receiver that reads 0.
@@ -687,7 +732,7 @@ impl<T> Receiver<T> {
     }
 
     fn recv_deadline(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
-        let mut spin = SpinWait::new();
+        let mut watched = 0u32;
         loop {
             match self.try_recv() {
                 Ok(v) => return Ok(v),
@@ -697,9 +742,17 @@ impl<T> Receiver<T> {
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(RecvTimeoutError::Timeout);
             }
-            // Watch the queue briefly: a message that comes within the spin
-            // costs no sleep and no wakeup.
-            if spin.spin() {
+            // Watch the queue a while, spinning then yielding: a message
+            // that comes meanwhile costs no sleep and no wakeup (tens of
+            // microseconds here), and a yield lets a producer that shares
+            // our core run.
+            if watched < SPINS + YIELDS {
+                if watched < SPINS {
+                    hint::spin_loop();
+                } else {
+                    thread::yield_now();
+                }
+                watched += 1;
                 continue;
             }
             let waiter = Waiter::for_thread(0);
@@ -713,7 +766,7 @@ impl<T> Receiver<T> {
                 Some(d) => drop(waiter.wait_until(false, d)),
             }
             self.shared.withdraw();
-            spin.reset();
+            watched = 0;
         }
     }
 

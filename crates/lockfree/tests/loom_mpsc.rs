@@ -178,3 +178,28 @@ fn recv_async_is_woken() {
         sender.join().unwrap();
     });
 }
+
+/// A clone takes half of its parent's block: two threads send from the two
+/// halves of one block while the receiver consumes, and the block is freed
+/// exactly once, by whoever releases its last node (loom's leak and
+/// data-race checks), whichever order the releases come in.
+#[test]
+fn clones_share_a_block() {
+    model::check_with_bound(2, || {
+        let (tx, rx) = mpsc::channel();
+        tx.send(0).unwrap(); // the parent takes a block and uses one node
+        let tx2 = tx.clone(); // fewer than two left: a fresh block, split
+        let other = thread::spawn(move || {
+            tx2.send(2).unwrap();
+        });
+        tx.send(1).unwrap();
+        let got = [rx.recv().unwrap(), rx.recv().unwrap(), rx.recv().unwrap()];
+        assert_eq!(got[0], 0);
+        let mut rest = [got[1], got[2]];
+        rest.sort_unstable();
+        assert_eq!(rest, [1, 2]);
+        other.join().unwrap();
+        drop(tx);
+        assert_eq!(rx.recv(), Err(RecvError));
+    });
+}
