@@ -10,7 +10,7 @@
 //!
 //! | | blocking (threads) | async (tasks, any executor) |
 //! |---|---|---|
-//! | [`Mutex`] | [`lock`](Mutex::lock), [`try_lock`](Mutex::try_lock) | [`lock_async`](Mutex::lock_async) |
+//! | [`Mutex`] | [`lock`](Mutex::lock), [`try_lock`](Mutex::try_lock), [`try_lock_for`](Mutex::try_lock_for), [`lock_arc`](Mutex::lock_arc) | [`lock_async`](Mutex::lock_async), [`lock_owned`](Mutex::lock_owned) |
 //! | [`Semaphore`] | [`acquire`](Semaphore::acquire), [`acquire_many`](Semaphore::acquire_many), [`try_acquire`](Semaphore::try_acquire) | [`acquire_async`](Semaphore::acquire_async), [`acquire_many_async`](Semaphore::acquire_many_async) |
 //!
 //! Threads and tasks wait in the same queue, so they can share one lock.
@@ -28,7 +28,9 @@
 //!   waiters compete with newcomers, and hands the lock over in FIFO order
 //!   only while some waiter has waited more than [`STARVATION`] (Go's
 //!   starvation mode); [`Fairness::Fifo`] is the paper's strict handoff.
-//!   [`RawMutex`] implements [`lock_api::RawMutex`].
+//!   [`RawMutex`] implements [`lock_api::RawMutex`] and
+//!   [`lock_api::RawMutexTimed`] ([`LockApiMutex`] is lock_api's `Mutex`
+//!   over it).
 //! * [`Semaphore`] is the paper's algorithm 2: a counter that goes negative
 //!   by the demand of queued waiters, and releasers that deliver permits in
 //!   FIFO order without a lock.
