@@ -450,6 +450,8 @@ impl<T> Sender<T> {
     /// Dropping the future before it completes either withdraws the offer
     /// (the value is dropped with the future, never received) or, if the
     /// receiver had already taken it, leaves it delivered exactly once.
+    /// [`SendFuture::cancel`] gives up the same way but hands an undelivered
+    /// value back.
     ///
     /// # Progress
     ///
@@ -732,6 +734,50 @@ impl<T> Future for SendFuture<'_, T> {
         this.phase = Phase::Finished;
         this.parked = None;
         Poll::Ready(this.tx.finish(&this.slot, outcome))
+    }
+}
+
+impl<T> SendFuture<'_, T> {
+    /// Gives up the send and says what became of the value: `Some(value)`
+    /// if the receiver never took it (the offer is withdrawn, or the
+    /// receiver is gone), `None` if it was delivered (perhaps just now, as
+    /// we gave up). Dropping the future instead drops an undelivered value.
+    ///
+    /// # Cancel safety
+    ///
+    /// This is the cancellation that loses nothing: the value is either
+    /// delivered exactly once or handed back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// use std::task::{Context, Waker};
+    ///
+    /// let (mut tx, _rx) = lockfree_sync::csp::channel();
+    /// let mut send = pin!(tx.send_async(String::from("offer")));
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// assert!(send.as_mut().poll(&mut cx).is_pending()); // nobody receives
+    /// assert_eq!(send.cancel(), Some(String::from("offer")));
+    /// ```
+    pub fn cancel(self: Pin<&mut Self>) -> Option<T> {
+        // SAFETY: we do not move out of the pinned future; the slot stays
+        // where it is until it is retracted or completed.
+        let this = unsafe { self.get_unchecked_mut() };
+        let outcome = match this.phase {
+            Phase::Finished => return None,
+            Phase::Idle => None,
+            Phase::Published => this.slot.retract(&this.tx.chan),
+        };
+        this.phase = Phase::Finished;
+        this.parked = None;
+        match outcome {
+            Some(Outcome::Done) => None,
+            // Never offered, withdrawn, or refused by a closing receiver:
+            // nobody else touches the slot.
+            // SAFETY: as just said.
+            None | Some(Outcome::Shut) => this.slot.value.with_mut(|v| unsafe { (*v).take() }),
+        }
     }
 }
 

@@ -323,3 +323,25 @@ fn errors_display() {
     assert!(!RecvError.to_string().is_empty());
     assert_eq!(format!("{:?}", SendError(1)), "SendError(..)");
 }
+
+#[test]
+fn cancel_hands_back_an_undelivered_value_or_reports_delivery() {
+    let (mut tx, mut rx) = csp::channel();
+    {
+        let mut fut = pin!(tx.send_async(String::from("a")));
+        assert!(poll_once(fut.as_mut()).is_pending());
+        assert_eq!(fut.as_mut().cancel(), Some(String::from("a")));
+        assert_eq!(fut.cancel(), None, "a second cancel has nothing");
+    }
+    let t;
+    {
+        let mut fut = pin!(tx.send_async(String::from("b")));
+        assert!(poll_once(fut.as_mut()).is_pending());
+        t = thread::spawn(move || rx.recv());
+        while !t.is_finished() {
+            thread::yield_now();
+        }
+        assert_eq!(fut.cancel(), None, "delivered: nothing comes back");
+    }
+    assert_eq!(t.join().unwrap(), Ok(String::from("b")));
+}

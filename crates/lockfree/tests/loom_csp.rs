@@ -185,3 +185,30 @@ fn alt_with_a_closing_sender() {
         b.join().unwrap();
     });
 }
+
+/// A sending task polls once and then cancels with `SendFuture::cancel`,
+/// racing the receiver: the value is delivered exactly once or comes back,
+/// never both, never neither.
+#[test]
+fn cancelled_send_async_hands_the_value_back() {
+    model::check_with_bound(3, || {
+        let (mut tx, mut rx) = csp::channel();
+        let receiver = thread::spawn(move || rx.recv().ok());
+        let back = {
+            let mut fut = pin!(tx.send_async(1u8));
+            match poll_once(fut.as_mut()) {
+                Poll::Ready(sent) => {
+                    sent.unwrap();
+                    None
+                }
+                Poll::Pending => fut.cancel(),
+            }
+        };
+        drop(tx);
+        let got = receiver.join().unwrap();
+        assert!(
+            got.is_some() != back.is_some(),
+            "delivered {got:?} and handed back {back:?}"
+        );
+    });
+}
