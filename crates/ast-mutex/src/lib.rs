@@ -36,15 +36,30 @@
 //! a waiter can watch for one of its states without taking the lock, which
 //! a condition variable's predicate cannot do. A waiter watches briefly
 //! (a few spins, then yielding its core to the threads that may change the
-//! state), then parks in the *group* of its entry set (a parking-lot queue of its
-//! own); an exit wakes a group whose set contains the new state, so its
-//! work depends on the number of distinct entry sets, not on the number of
-//! waiting threads (the paper's kernel version scanned all of them).
-//! [`WakeMode`] chooses between waking a waiter to compete (the default) and
-//! the paper's strict handoff of the lock.
+//! state), then waits in the *group* of its entry set: a FIFO queue of
+//! `sync_core::waiter` waiters, each a parked thread or a task's waker, so
+//! threads ([`AstMutex::enter`]) and tasks ([`AstMutex::enter_async`]) share
+//! the queues. An exit wakes the waiter that has waited longest among those
+//! whose set contains the new state, so its work depends on the number of
+//! distinct entry sets among the waiters, not on the number of waiters (the
+//! paper's kernel version scanned all of them), and a group is freed with
+//! its last waiter. [`WakeMode`] chooses between waking a waiter to compete
+//! (the default), the paper's strict handoff of the lock, and a broadcast
+//! that lets every waiter of the state through.
 //!
-//! The crate builds on `parking_lot_core` through `sync-core`, so its whole
-//! protocol, parking included, is model-checked with loom.
+//! The whole protocol, waiting and cancellation included, is model-checked
+//! with loom.
+//!
+//! # More than the paper
+//!
+//! * Timed entry ([`AstMutex::enter_for`], [`AstMutex::enter_until`]),
+//!   honoured within about a scheduling quantum whatever the [`Config`].
+//! * Async entry on any executor ([`AstMutex::enter_async`],
+//!   [`AstMutex::enter_arc_async`]), cancel safe.
+//! * Owned guards ([`ArcAstGuard`]); guards are `Send`.
+//! * [`AstGuard::exit_and_enter`], a condition variable's `wait`.
+//! * [`AstGuard::on_unwind`]: the state a panic leaves.
+//! * `const fn` [`AstMutex::new`], for statics.
 
 mod future;
 mod guard;
