@@ -47,6 +47,15 @@
 //! that is gone. `pending` may dip below zero for a moment while a releaser
 //! is between its two steps; the sums stay exact.
 //!
+//! A lock-free queue cannot unlink a node from its middle, so a withdrawn
+//! waiter behind a live head would keep its node until the head is served.
+//! The deliverer therefore keeps a private *line* (the queue's front, which
+//! only it touches): after a cancel it moves what has arrived into the line
+//! and, once the withdrawn waiters may be half of it, folds and drops them
+//! in one pass. Memory stays under twice the waiters present, whatever the
+//! number of cancels (see `Line`). A cancelled task's waker is dropped at
+//! the cancel itself (`sync_core::waiter`).
+//!
 //! # Close
 //!
 //! [`Semaphore::close`] sets `CLOSED` and `RECHECK` and runs (or makes the
@@ -957,7 +966,7 @@ impl Semaphore {
             // AcqRel: Release hands our permits (and `count`'s change) to
             // the deliverer, which loads `pending` with Acquire; Acquire, if
             // we become the deliverer, pairs with the Release of the previous
-            // one's retirement, so we see the queue and `head` as it left
+            // one's retirement, so we see the queue and `line` as it left
             // them.
             match self.pending.compare_exchange_weak(w, new, AcqRel, Relaxed) {
                 // Somebody is delivering: it cannot retire without seeing
