@@ -111,14 +111,18 @@ fuzz_target!(|data: &[u8]| {
             6 => {
                 let mut a = Polled::new(sem.acquire_many_async(arg % 4));
                 match a.poll() {
-                    Poll::Ready(p) => permits.push(p.expect("never closed")),
+                    Poll::Ready(Ok(p)) => permits.push(p),
+                    Poll::Ready(Err(_)) => assert!(sem.is_closed(), "refused while open"),
                     Poll::Pending => acquires.push(a),
                 }
             }
             7 if !acquires.is_empty() => {
                 let i = arg % acquires.len();
                 if let Poll::Ready(p) = acquires[i].poll() {
-                    permits.push(p.expect("never closed"));
+                    match p {
+                        Ok(p) => permits.push(p),
+                        Err(_) => assert!(sem.is_closed(), "refused while open"),
+                    }
                     acquires.remove(i);
                 }
             }
@@ -137,6 +141,20 @@ fuzz_target!(|data: &[u8]| {
                 if let Ok(p) = sem.try_acquire_many(arg % 3) {
                     permits.push(p);
                 }
+            }
+            13 if permits.len() >= 2 => {
+                // Merge two permits, then split part of it off again.
+                let other = permits.pop().unwrap();
+                let last = permits.last_mut().unwrap();
+                last.merge(other);
+                if let Some(part) = last.split(arg % 3) {
+                    permits.push(part);
+                }
+            }
+            14 => total -= sem.forget_permits(arg % 3),
+            15 if arg == 15 => {
+                // Rare: close. Every queued acquire is refused from now on.
+                sem.close();
             }
             _ => {}
         }
