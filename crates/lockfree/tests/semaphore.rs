@@ -251,7 +251,8 @@ fn a_timed_out_head_passes_its_kept_permits_on() {
     assert_eq!(served.join().unwrap(), Ok(2));
     assert_eq!(sem.available_permits(), 2);
 
-    // Now a head that needs 3 of the 2, with a small request behind it.
+    // Now a head that needs 3 of the 2: it keeps both while it waits, and
+    // gives them back when it times out.
     let head = sem.try_acquire_many_until(3, Instant::now() + Duration::from_millis(30));
     assert_eq!(head.unwrap_err(), TryAcquireError::NoPermits);
     assert_eq!(sem.available_permits(), 2, "the kept permits came back");
