@@ -57,7 +57,7 @@
 //!     .map(|i| {
 //!         let (pool, log) = (Arc::clone(&pool), Arc::clone(&log));
 //!         std::thread::spawn(move || {
-//!             let _permit = pool.acquire(); // at most two at a time
+//!             let _permit = pool.acquire().unwrap(); // at most two at a time
 //!             log.lock().push(i);
 //!         })
 //!     })
