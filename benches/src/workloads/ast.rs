@@ -6,6 +6,7 @@
 //! marginal putters in the middle. Every sample spawns the threads, starts
 //! them together and times until the last one finishes.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread;
@@ -17,7 +18,8 @@ use crate::peers::OneState;
 use crate::workloads::base::uncontended;
 
 use crate::buffers::{
-    AstBuffer, AstLike, Buffer, CondvarBuffer, PlMonitor, PortableAst, RepeatedTests, StdMonitor,
+    AstBuffer, AstLike, Buffer, CAP, CondvarBuffer, Level, PlMonitor, PortableAst, RepeatedTests,
+    StdMonitor, level, not_empty, not_full,
 };
 use crate::harness::{Mode, Unit, Workload, ms};
 
@@ -353,5 +355,150 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
     for yields in [0, 4, 16, 64, 256] {
         all.push(sweep("yields", yields, Config::new().yields(yields)));
     }
+    let (producers, per) = mode.pick((16, 500), (250, 400));
+    all.push(
+        Workload::new("ast/bb-tasks", Unit::Ms)
+            .title(format!(
+                "The bounded buffer (capacity {CAP}) on tasks: {producers} putter tasks \
+                 putting {per} items each to one getter task on a 2-worker tokio runtime; \
+                 `enter_async` against tokio's Mutex with two Notify (a condition \
+                 variable pair for tasks)."
+            ))
+            .param("mix", format!("{producers}x{per}:1x{}", producers * per))
+            .implementation("ast-mutex", tasks_ast(WakeMode::Compete, producers, per))
+            .implementation(
+                "ast-mutex-handoff",
+                tasks_ast(WakeMode::Handoff, producers, per),
+            )
+            .implementation("tokio-notify", tasks_tokio(producers, per)),
+    );
     all
+}
+
+fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("build a tokio runtime")
+}
+
+/// `ast/bb-tasks` on an `AstMutex`: tasks wait with `enter_arc_async`.
+fn tasks_ast(mode: WakeMode, producers: u64, per: u64) -> impl FnMut() -> f64 {
+    let rt = two_workers();
+    move || {
+        let config = Config::new().wake_mode(mode);
+        let b = Arc::new(AstMutex::with_config(
+            Level::Empty,
+            VecDeque::with_capacity(CAP),
+            config,
+        ));
+        let start = Instant::now();
+        let sum = rt.block_on(async {
+            let putters: Vec<_> = (0..producers)
+                .map(|p| {
+                    let b = Arc::clone(&b);
+                    tokio::spawn(async move {
+                        for i in 0..per {
+                            let mut g = b.enter_arc_async(not_full()).await;
+                            g.push_back(p * per + i);
+                            let next = level(g.len());
+                            g.exit(next);
+                        }
+                    })
+                })
+                .collect();
+            let getter = {
+                let b = Arc::clone(&b);
+                tokio::spawn(async move {
+                    let mut sum = 0;
+                    for _ in 0..producers * per {
+                        let mut g = b.enter_arc_async(not_empty()).await;
+                        sum += g.pop_front().expect("not empty");
+                        let next = level(g.len());
+                        g.exit(next);
+                    }
+                    sum
+                })
+            };
+            for p in putters {
+                p.await.expect("a putter panicked");
+            }
+            getter.await.expect("the getter panicked")
+        });
+        let elapsed = start.elapsed();
+        assert_eq!(sum, (0..producers * per).sum::<u64>(), "every item once");
+        ms(elapsed)
+    }
+}
+
+/// `ast/bb-tasks` on tokio's Mutex with a `Notify` per condition.
+fn tasks_tokio(producers: u64, per: u64) -> impl FnMut() -> f64 {
+    use tokio::sync::{Mutex, Notify};
+    struct Shared {
+        q: Mutex<VecDeque<u64>>,
+        not_full: Notify,
+        not_empty: Notify,
+    }
+    let rt = two_workers();
+    move || {
+        let b = Arc::new(Shared {
+            q: Mutex::new(VecDeque::with_capacity(CAP)),
+            not_full: Notify::new(),
+            not_empty: Notify::new(),
+        });
+        let start = Instant::now();
+        let sum = rt.block_on(async {
+            let putters: Vec<_> = (0..producers)
+                .map(|p| {
+                    let b = Arc::clone(&b);
+                    tokio::spawn(async move {
+                        for i in 0..per {
+                            loop {
+                                let mut q = b.q.lock().await;
+                                if q.len() < CAP {
+                                    q.push_back(p * per + i);
+                                    drop(q);
+                                    b.not_empty.notify_one();
+                                    break;
+                                }
+                                // A `notify_one` that comes before
+                                // this waits is kept as a permit.
+                                let wait = b.not_full.notified();
+                                drop(q);
+                                wait.await;
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let getter = {
+                let b = Arc::clone(&b);
+                tokio::spawn(async move {
+                    let mut sum = 0;
+                    for _ in 0..producers * per {
+                        loop {
+                            let mut q = b.q.lock().await;
+                            if let Some(x) = q.pop_front() {
+                                drop(q);
+                                b.not_full.notify_one();
+                                sum += x;
+                                break;
+                            }
+                            let wait = b.not_empty.notified();
+                            drop(q);
+                            wait.await;
+                        }
+                    }
+                    sum
+                })
+            };
+            for p in putters {
+                p.await.expect("a putter panicked");
+            }
+            getter.await.expect("the getter panicked")
+        });
+        let elapsed = start.elapsed();
+        assert_eq!(sum, (0..producers * per).sum::<u64>(), "every item once");
+        ms(elapsed)
+    }
 }
