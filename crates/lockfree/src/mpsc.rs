@@ -406,7 +406,7 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
         Sender::new(Arc::clone(&shared)),
         Receiver {
             shared,
-            parked: None,
+            task: Cell::new(None),
             _not_sync: PhantomData,
         },
     )
@@ -617,8 +617,10 @@ impl<T> fmt::Debug for Sender<T> {
 /// ```
 pub struct Receiver<T> {
     shared: Arc<Shared<T>>,
-    /// A task's waiter, published by `poll_recv` and not yet woken.
-    parked: Option<Arc<Waiter>>,
+    /// A task's waiter, published by `poll_recv` and not yet withdrawn. A
+    /// `Cell` so that the blocking methods (`&self`) withdraw it before they
+    /// publish a waiter of their own.
+    task: Cell<Option<Arc<Waiter>>>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -755,6 +757,9 @@ impl<T> Receiver<T> {
                 watched += 1;
                 continue;
             }
+            // A task's waiter left by `poll_recv` goes first: the slot holds
+            // one waiter, and it is about to be ours.
+            self.stop_waiting();
             let waiter = Waiter::for_thread(0);
             if !self.shared.park_prepare(&waiter) {
                 continue;
@@ -839,26 +844,28 @@ impl<T> Receiver<T> {
                 }
                 Err(TryRecvError::Empty) => {}
             }
-            if let Some(waiter) = &self.parked {
+            if let Some(waiter) = self.task.take() {
                 // Still published: keep the waker current. Ready means a
                 // sender woke us: withdraw and look again.
                 if waiter.poll(cx).is_pending() {
+                    self.task.set(Some(waiter));
                     return Poll::Pending;
                 }
+                self.task.set(Some(waiter));
                 self.stop_waiting();
                 continue;
             }
             let waiter = Waiter::for_task(cx.waker(), 0);
             if self.shared.park_prepare(&waiter) {
-                self.parked = Some(waiter);
+                self.task.set(Some(waiter));
                 return Poll::Pending;
             }
         }
     }
 
     /// Withdraws the task's waiter, if published.
-    fn stop_waiting(&mut self) {
-        if let Some(waiter) = self.parked.take() {
+    fn stop_waiting(&self) {
+        if let Some(waiter) = self.task.take() {
             self.shared.withdraw();
             // A sender that took it finds it cancelled (or has woken it).
             let _ = waiter.cancel();

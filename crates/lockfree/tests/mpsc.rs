@@ -292,3 +292,38 @@ impl std::task::Wake for WakeCount {
         self.0.fetch_add(1, SeqCst);
     }
 }
+
+#[test]
+fn blocking_recv_after_a_pending_poll_is_still_woken() {
+    // A task's waiter left published by a Pending poll must not strand a
+    // later blocking receive, nor a later poll.
+    let (tx, mut rx) = mpsc::channel();
+    let mut cx = Context::from_waker(Waker::noop());
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Pending);
+    let h = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(30));
+        tx.send(1).unwrap();
+        thread::sleep(Duration::from_millis(30));
+        tx.send(2).unwrap();
+        tx
+    });
+    assert_eq!(rx.recv(), Ok(1));
+    let woken = Arc::new(WakeCount::default());
+    let waker = Waker::from(Arc::clone(&woken));
+    let mut cx = Context::from_waker(&waker);
+    let got = loop {
+        match rx.poll_recv(&mut cx) {
+            Poll::Ready(v) => break v,
+            Poll::Pending => {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while woken.0.load(SeqCst) == 0 {
+                    assert!(Instant::now() < deadline, "the task was never woken");
+                    thread::yield_now();
+                }
+                woken.0.store(0, SeqCst);
+            }
+        }
+    };
+    assert_eq!(got, Some(2));
+    drop(h.join().unwrap());
+}
