@@ -50,8 +50,14 @@ use sync_core::waiter::Waiter;
 
 /// Messages per block of nodes (small under loom, so that models cross
 /// block boundaries).
+///
+/// 128 nodes (3 KiB for a `u64` message): on two cores a producer that runs
+/// while the receiver is descheduled queues hundreds of thousands of
+/// messages, so blocks are allocated in one thread and freed in another by
+/// the thousand, and the allocator's arena locks start to show (measured
+/// with 32: 2 producers reached half the throughput of 1).
 #[cfg(not(loom))]
-pub const BLOCK_CAP: usize = 32;
+pub const BLOCK_CAP: usize = 128;
 /// Messages per block of nodes (small under loom, so that models cross
 /// block boundaries).
 #[cfg(loom)]
@@ -132,20 +138,115 @@ impl<T> Block<T> {
         block
     }
 
-    /// Releases `n` nodes of `block`, freeing it if they were its last.
+    /// Releases `n` nodes of `block`; if they were its last, the block
+    /// goes to `spares` (or is freed).
     ///
     /// # Safety
     ///
     /// The caller owns `n` unreleased nodes of `block` and never touches
     /// them again.
-    unsafe fn release(block: *const Self, n: usize) {
-        // AcqRel: Release orders our use of the nodes before the free;
-        // Acquire, for the one that frees, pairs with every other release.
+    unsafe fn release(block: *const Self, n: usize, spares: &Spares<T>) {
+        // AcqRel: Release orders our use of the nodes before the block's
+        // reuse or free; Acquire, for the last one, pairs with every other
+        // release.
         // SAFETY: the caller's nodes keep the block alive until this RMW.
         if unsafe { (*block).live.fetch_sub(n, AcqRel) } == n {
             // SAFETY: every node is released: nobody uses the block, and
             // the values were all moved out (nodes never drop them).
-            drop(unsafe { Box::from_raw(block.cast_mut()) });
+            unsafe { spares.put(block.cast_mut()) };
+        }
+    }
+
+    /// Makes a block whose nodes were all released as good as new.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the block (taken from the spares).
+    unsafe fn reset(block: *mut Self) {
+        // Relaxed: the block is ours; a sender publishes its nodes with the
+        // Release of its swap on the tail, after this.
+        // SAFETY: ours, as the caller promises.
+        unsafe {
+            (*block).live.store(BLOCK_CAP, Relaxed);
+            for node in &(*block).nodes {
+                node.next.store(ptr::null_mut(), Relaxed);
+            }
+        }
+    }
+}
+
+/// How many released blocks a channel keeps for reuse.
+#[cfg(not(loom))]
+const SPARES: usize = 4;
+/// How many released blocks a channel keeps for reuse (one under loom).
+#[cfg(loom)]
+const SPARES: usize = 1;
+
+/// Blocks whose nodes are all released, kept for the next sender that needs
+/// one. Blocks are allocated by the senders' threads and released mostly by
+/// the receiver's: freeing them there makes the allocator's arenas contend
+/// (measured on 2 producers: thousands of futex calls a second), reusing
+/// them costs a swap. A bounded number is kept, so memory follows the
+/// messages in flight, not the history.
+struct Spares<T> {
+    /// Null or a released block (owned by the slot).
+    slots: [AtomicPtr<Block<T>>; SPARES],
+}
+
+impl<T> Spares<T> {
+    fn new() -> Self {
+        Self {
+            slots: core::array::from_fn(|_| AtomicPtr::new(ptr::null_mut())),
+        }
+    }
+
+    /// Keeps `block`, or frees it if every slot is taken.
+    ///
+    /// # Safety
+    ///
+    /// Every node of `block` is released: the caller owns it.
+    unsafe fn put(&self, block: *mut Block<T>) {
+        for slot in &self.slots {
+            // Release: pairs with the Acquire swap in `take`, so the next
+            // owner's reset comes after our last use.
+            if slot
+                .compare_exchange(ptr::null_mut(), block, Release, Relaxed)
+                .is_ok()
+            {
+                return;
+            }
+        }
+        // SAFETY: ours (the caller's promise), and every value moved out.
+        drop(unsafe { Box::from_raw(block) });
+    }
+
+    /// A block for a sender: a kept one, reset, or a new one.
+    fn take(&self) -> *mut Block<T> {
+        for slot in &self.slots {
+            // Relaxed: a hint that spares an RMW on an empty slot.
+            if !slot.load(Relaxed).is_null() {
+                // Acquire: pairs with the Release CAS in `put`.
+                let block = slot.swap(ptr::null_mut(), Acquire);
+                if !block.is_null() {
+                    // SAFETY: the swap gave us the slot's block.
+                    unsafe { Block::reset(block) };
+                    return block;
+                }
+            }
+        }
+        Block::alloc()
+    }
+}
+
+impl<T> Drop for Spares<T> {
+    fn drop(&mut self) {
+        for slot in &self.slots {
+            // Relaxed: `&mut self`.
+            let block = slot.load(Relaxed);
+            if !block.is_null() {
+                // SAFETY: the slot owned it; nobody else is left.
+                drop(unsafe { Box::from_raw(block) });
+            }
         }
     }
 }
@@ -165,25 +266,25 @@ struct Consumer<T> {
 
 impl<T> Consumer<T> {
     /// Releases `node`, which the receiver has moved past.
-    fn release(&mut self, node: *mut Node<T>) {
+    fn release(&mut self, node: *mut Node<T>, spares: &Spares<T>) {
         // SAFETY: `node` is unreleased, so its block is alive.
         let block = unsafe { (*node).block };
         if block.is_null() {
             return; // The channel's first dummy lives in `Shared`.
         }
         if block != self.batch_block {
-            self.flush();
+            self.flush(spares);
             self.batch_block = block;
         }
         self.batch += 1;
     }
 
     /// Releases the batch.
-    fn flush(&mut self) {
+    fn flush(&mut self, spares: &Spares<T>) {
         if self.batch > 0 {
             // SAFETY: the batch is nodes of `batch_block` that we moved
             // past, never released and never touch again.
-            unsafe { Block::release(self.batch_block, self.batch) };
+            unsafe { Block::release(self.batch_block, self.batch, spares) };
             self.batch = 0;
         }
         self.batch_block = ptr::null();
@@ -221,6 +322,8 @@ struct Shared<T> {
     consumer: UnsafeCell<Consumer<T>>,
     /// The first dummy.
     stub: Node<T>,
+    /// Released blocks kept for reuse.
+    spares: Spares<T>,
 }
 
 // SAFETY: the nodes' values are sent from senders to the receiver (T: Send);
@@ -259,7 +362,7 @@ impl<T> Shared<T> {
             // link and is read once, here; it becomes the dummy.
             let value = unsafe { (*next).value.with_mut(|v| (*v).assume_init_read()) };
             c.head = next;
-            c.release(head);
+            c.release(head, &self.spares);
             Pop::Value(value)
         })
     }
@@ -346,8 +449,8 @@ impl<T> Drop for Shared<T> {
             let c = unsafe { &mut *c };
             let head = c.head;
             // The last dummy is released too.
-            c.release(head);
-            c.flush();
+            c.release(head, &self.spares);
+            c.flush(&self.spares);
         });
         // Relaxed: `&mut self`, nobody else is left.
         let parked = self.signal.parked.load(Relaxed);
@@ -395,6 +498,7 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
             batch: 0,
         }),
         stub: Node::new(),
+        spares: Spares::new(),
     });
     let stub = ptr::from_ref(&shared.stub).cast_mut();
     // Relaxed: nobody else holds the channel yet; handing an end to another
@@ -525,7 +629,7 @@ impl<T> Sender<T> {
     #[cold]
     fn refill(&self) {
         self.release_unused();
-        self.block.set(Block::alloc());
+        self.block.set(self.shared.spares.take());
         self.next.set(0);
         self.end.set(BLOCK_CAP);
     }
@@ -535,7 +639,7 @@ impl<T> Sender<T> {
         let unused = self.end.get() - self.next.get();
         if unused > 0 {
             // SAFETY: the nodes `next..end` are ours and never used.
-            unsafe { Block::release(self.block.get(), unused) };
+            unsafe { Block::release(self.block.get(), unused, &self.shared.spares) };
             self.end.set(self.next.get());
         }
     }
@@ -926,7 +1030,9 @@ impl<T> Drop for Receiver<T> {
         unsafe { self.shared.drain() };
         // SAFETY: the receiver's last touch of the consumer state; the
         // channel's drop comes after (it owns the last reference).
-        self.shared.consumer.with_mut(|c| unsafe { (*c).flush() });
+        self.shared
+            .consumer
+            .with_mut(|c| unsafe { (*c).flush(&self.shared.spares) });
     }
 }
 

@@ -203,3 +203,24 @@ fn clones_share_a_block() {
         assert_eq!(rx.recv(), Err(RecvError));
     });
 }
+
+/// A released block is kept and reused: the producer's fifth message (third
+/// block, blocks of two) may land in the first block, which the receiver
+/// released while the producer was sending; the reset must not race the
+/// receiver's last reads of it (loom's cell checks), and nothing is lost.
+#[test]
+fn released_blocks_are_reused() {
+    model::check_with_bound(1, || {
+        let (tx, rx) = mpsc::channel();
+        let sender = thread::spawn(move || {
+            for i in 0..5 {
+                tx.send(i).unwrap();
+            }
+        });
+        for i in 0..5 {
+            assert_eq!(rx.recv(), Ok(i));
+        }
+        sender.join().unwrap();
+        assert_eq!(rx.recv(), Err(RecvError));
+    });
+}
