@@ -304,3 +304,68 @@ fn broadcast_wakes_every_waiter_of_the_state_at_once() {
         assert_eq!(m.waiter_table_size(), (0, 0), "{mode:?}");
     }
 }
+
+/// Compete mode: a woken waiter that keeps losing the lock to a barging
+/// thread is handed the lock after two losses, so it cannot lose for ever.
+#[test]
+fn a_waiter_that_lost_twice_is_handed_the_lock() {
+    let m = AstMutex::new(Buf::Empty, 0u32);
+    let counting = Arc::new(Counting(AtomicUsize::new(0)));
+    let waker = Waker::from(Arc::clone(&counting));
+    let mut f = m.enter_async(Buf::Full);
+    assert!(poll_once(&mut f, &waker).is_pending());
+    for loss in 1..=2 {
+        m.enter(Buf::Empty).exit(Buf::Full); // wakes f to compete
+        assert_eq!(counting.0.load(Ordering::Relaxed), loss);
+        assert!(!m.is_locked(), "released for f to compete");
+        // A barging thread takes it first and moves on.
+        m.try_enter(Buf::Full)
+            .expect("free in Full")
+            .exit(Buf::Empty);
+        assert!(poll_once(&mut f, &waker).is_pending(), "f lost");
+    }
+    m.enter(Buf::Empty).exit(Buf::Full);
+    assert!(m.is_locked(), "handed to f this time");
+    assert!(
+        m.try_enter(Buf::Full).is_none(),
+        "no barging past a handoff"
+    );
+    let Poll::Ready(g) = poll_once(&mut f, &waker) else {
+        panic!("f was handed the lock");
+    };
+    assert_eq!(g.entered_in(), Buf::Full);
+}
+
+/// The waiters that accept a state are served in arrival order whatever
+/// their entry sets (a FIFO per state across groups).
+#[test]
+fn waiters_of_a_state_are_served_in_arrival_order_across_sets() {
+    for mode in [WakeMode::Compete, WakeMode::Handoff] {
+        let m = AstMutex::with_config(Buf::Empty, 0u32, Config::new().wake_mode(mode));
+        let sets = [
+            Buf::Mid | Buf::Full,
+            Buf::Full.into(),
+            Buf::Full | Buf::Empty,
+        ];
+        let wakers: Vec<_> = (0..3)
+            .map(|_| Arc::new(Counting(AtomicUsize::new(0))))
+            .collect();
+        let holder = m.enter(Buf::Empty);
+        let mut futures: Vec<_> = sets.iter().map(|&s| m.enter_async(s)).collect();
+        for (f, w) in futures.iter_mut().zip(&wakers) {
+            assert!(poll_once(f, &Waker::from(Arc::clone(w))).is_pending());
+        }
+        holder.exit(Buf::Full);
+        for i in 0..3 {
+            let woken: Vec<_> = wakers.iter().map(|w| w.0.load(Ordering::Relaxed)).collect();
+            let mut want = vec![0; 3];
+            want[..=i].iter_mut().for_each(|x| *x = 1);
+            assert_eq!(woken, want, "{mode:?}: wake {i}");
+            let Poll::Ready(g) = poll_once(&mut futures[i], &Waker::from(Arc::clone(&wakers[i])))
+            else {
+                panic!("{mode:?}: waiter {i} woken for a free Full");
+            };
+            drop(g); // back to Full: the next in line
+        }
+    }
+}

@@ -115,3 +115,87 @@ fn watermark_is_never_broken() {
 fn many_putters_one_getter() {
     sync_core::testing::soak(1, |_| run(WakeMode::Compete, 16, 4, 1));
 }
+
+/// Tokio tasks put (half of them through a short timeout they often hit,
+/// retrying: many cancelled waits), OS threads get, in every wake mode:
+/// every item arrives once, the watermark holds, nothing stays queued.
+#[test]
+#[ignore = "soak test: run with cargo xtask soak"]
+fn tasks_and_threads_with_cancelled_waits() {
+    use std::time::Duration;
+    sync_core::testing::soak(1, |_| {
+        for mode in [WakeMode::Compete, WakeMode::Handoff, WakeMode::Broadcast] {
+            const TASKS: usize = 8;
+            const GETTERS: usize = 4;
+            const PER_TASK: usize = ITEMS / 10 / TASKS;
+            let b = Arc::new(AstMutex::with_config(
+                Level::Empty,
+                VecDeque::with_capacity(CAP),
+                Config::new().wake_mode(mode),
+            ));
+            let getters: Vec<_> = (0..GETTERS)
+                .map(|_| {
+                    let b = Arc::clone(&b);
+                    thread::spawn(move || {
+                        (0..PER_TASK * TASKS / GETTERS)
+                            .map(|_| get(&b))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_time()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let tasks: Vec<_> = (0..TASKS)
+                    .map(|t| {
+                        let b = Arc::clone(&b);
+                        tokio::spawn(async move {
+                            let mut i = 0;
+                            while i < PER_TASK {
+                                let marginal = i % 3 == 0;
+                                let set = if marginal {
+                                    Level::Empty | Level::Low
+                                } else {
+                                    Level::Empty | Level::Low | Level::High
+                                };
+                                let wait = b.enter_arc_async(set);
+                                let mut g = if t % 2 == 1 {
+                                    let timeout = Duration::from_micros(20);
+                                    match tokio::time::timeout(timeout, wait).await {
+                                        Ok(g) => g,
+                                        Err(_) => continue,
+                                    }
+                                } else {
+                                    wait.await
+                                };
+                                if marginal {
+                                    assert!(g.len() < CAP / 2, "the watermark broke");
+                                }
+                                assert!(g.len() < CAP, "a putter entered a full buffer");
+                                g.push_back((t * PER_TASK + i) as u64);
+                                let next = level(g.len());
+                                g.exit(next);
+                                i += 1;
+                            }
+                        })
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await.unwrap();
+                }
+            });
+            let mut got: Vec<u64> = getters
+                .into_iter()
+                .flat_map(|g| g.join().unwrap())
+                .collect();
+            got.sort_unstable();
+            let expected: Vec<u64> = (0..(PER_TASK * TASKS) as u64).collect();
+            assert!(got == expected, "{mode:?}: an item was lost or duplicated");
+            assert_eq!(b.state(), Some(Level::Empty));
+            assert_eq!(b.waiter_table_size(), (0, 0), "{mode:?}");
+        }
+    });
+}
