@@ -30,10 +30,10 @@ proptest! {
     #[test]
     fn behaves_like_the_sequential_model(
         initial in 0u32..4,
-        handoff in any::<bool>(),
+        mode in 0usize..3,
         ops in proptest::collection::vec(op(), 1..60),
     ) {
-        let mode = if handoff { WakeMode::Handoff } else { WakeMode::Compete };
+        let mode = [WakeMode::Compete, WakeMode::Handoff, WakeMode::Broadcast][mode];
         let m = AstMutex::with_config(S::from_index(initial), 0u32, Config::new().wake_mode(mode));
         // The model: the state when free, and the guard's entry state.
         let mut state = initial;
@@ -74,5 +74,33 @@ proptest! {
         drop(held);
         prop_assert_eq!(m.state(), Some(S::from_index(state)));
         prop_assert_eq!(*m.enter(StateSet::ALL), entries);
+    }
+}
+
+proptest! {
+    /// The `StateSet` operators are the bit operations on the mask, within
+    /// the states of `S`.
+    #[test]
+    fn state_set_operators_match_the_mask(a in 0u64..16, b in 0u64..16, s in 0u32..4) {
+        let (x, y) = (StateSet::<S>::from_bits(a), StateSet::<S>::from_bits(b));
+        let st = S::from_index(s);
+        let sb = 1u64 << s;
+        prop_assert_eq!((x | y).bits(), a | b);
+        prop_assert_eq!((x & y).bits(), a & b);
+        prop_assert_eq!((x - y).bits(), a & !b);
+        prop_assert_eq!((!x).bits(), !a & 0xf);
+        prop_assert_eq!((x | st).bits(), a | sb);
+        prop_assert_eq!((x & st).bits(), a & sb);
+        prop_assert_eq!((x - st).bits(), a & !sb);
+        let mut z = x;
+        z |= y;
+        z &= !StateSet::from(st);
+        z -= x & y;
+        prop_assert_eq!(z.bits(), ((a | b) & !sb) & !(a & b));
+        prop_assert_eq!(x.is_subset(y), a & !b == 0);
+        prop_assert_eq!(x.is_superset(y), b & !a == 0);
+        prop_assert_eq!(x.is_disjoint(y), a & b == 0);
+        prop_assert_eq!(x.union(y).intersection(y.complement()), x - y);
+        prop_assert_eq!(x.len(), a.count_ones() as usize);
     }
 }
