@@ -1,5 +1,6 @@
 //! `ast/`: paper 000 (Ohki & Kuno, AST-sync), tables 3-8, plus the cost of
-//! parked bystanders and the spin limit.
+//! parked bystanders, the spin limit, and the bounded buffer on async tasks
+//! (`ast/bb-tasks`: `enter_async` against tokio's Mutex with Notify).
 //!
 //! `(Nw x Cw : Nr x Cr)` is the paper's notation: Nw putters putting Cw
 //! items each, Nr getters getting Cr each; the watermarked buffer adds
