@@ -78,7 +78,7 @@ use std::time::{Duration, Instant};
 
 use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc;
-use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
+use sync_core::sync::atomic::{AtomicUsize, Ordering::*, fence};
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
 use crate::patience::{Patience, pop_counted};
@@ -151,6 +151,11 @@ pub enum Fairness {
 pub struct RawMutex {
     word: AtomicUsize,
     queue: WaiterQueue,
+    /// How many waiters have withdrawn (ever; it wraps). A withdrawing
+    /// waiter that finds the dequeuer's role taken leaves its node to the
+    /// role's holder, which re-reads this after giving the role up and
+    /// reclaims again if it moved (see [`reclaim`](Self::reclaim)).
+    withdrawals: AtomicUsize,
     fairness: Fairness,
 }
 
@@ -168,9 +173,19 @@ impl RawMutex {
             Self {
                 word: AtomicUsize::new(0),
                 queue: WaiterQueue::new(),
+                withdrawals: AtomicUsize::new(0),
                 fairness,
             }
         }
+    }
+
+    /// Whether a thread may take the lock in word `w`: [`may_take`], and in
+    /// FIFO mode only if nobody is counted (or it was woken to take it), so
+    /// that a lock released while a withdrawing waiter holds the dequeuer's
+    /// role still reaches the oldest waiter first.
+    #[inline]
+    fn may(&self, w: usize, woken: bool) -> bool {
+        may_take(w, woken) && (self.fairness == Fairness::Barging || w < ONE || woken)
     }
 
     /// The fairness this lock was made with.
@@ -195,7 +210,7 @@ impl RawMutex {
     #[inline]
     pub fn try_lock(&self) -> bool {
         let mut w = self.word.load(Relaxed);
-        while may_take(w, false) {
+        while self.may(w, false) {
             // Acquire: pairs with the Release of the unlock that freed it.
             match self
                 .word
@@ -217,7 +232,7 @@ impl RawMutex {
         // of the running thread to the slow path.
         // Acquire: pairs with the Release of the unlock that freed it.
         if let Err(w) = self.word.compare_exchange_weak(0, LOCKED, Acquire, Relaxed) {
-            if !may_take(w, false)
+            if !self.may(w, false)
                 || self
                     .word
                     .compare_exchange_weak(w, taken(w, false), Acquire, Relaxed)
@@ -325,7 +340,7 @@ impl RawMutex {
         let mut node: Option<Arc<Waiter>> = None;
         let mut w = self.word.load(Relaxed);
         loop {
-            if may_take(w, woken) {
+            if self.may(w, woken) {
                 // AcqRel: Acquire takes the lock; Release passes `WAKING`
                 // (our dequeuer's queue writes) on to the next dequeuer.
                 match self
@@ -534,10 +549,11 @@ impl RawMutex {
                 self.word.fetch_sub(ONE, Relaxed);
                 continue;
             }
-            if !holding && waiter.data() != 0 {
-                // A starving waiter reached the head while the lock is free:
-                // take the lock for it rather than let it race newcomers
-                // again (it would queue at the tail once more).
+            if !holding && (waiter.data() != 0 || self.fairness == Fairness::Fifo) {
+                // A starving waiter (or any waiter, in FIFO mode) reached the
+                // head while the lock is free: take the lock for it rather
+                // than let it race newcomers (it would queue at the tail
+                // once more).
                 holding = self.take_for_handoff();
             }
             let token = if holding {
@@ -593,41 +609,64 @@ impl RawMutex {
     /// such nodes up. So the withdrawing thread takes the dequeuer's role
     /// (`WAKING`) if nobody has it, frees the withdrawn nodes at the front
     /// of the queue, and passes the role on as a woken waiter that gives up
-    /// would (an unlock that came meanwhile left the waking to us). What
-    /// stays queued is then the live waiters and the withdrawn ones behind
-    /// the first live waiter.
+    /// would (an unlock that came meanwhile left the waking to us). If the
+    /// role is taken, its holder either is a reclaimer, which sees the
+    /// withdrawal and sweeps again, or will dequeue (wake or hand off) soon;
+    /// the node is left to it. What stays queued is then the live waiters,
+    /// the withdrawn ones behind the first live waiter, and those withdrawn
+    /// while a waker held the role (until the next withdrawal or unlock).
     #[cold]
     fn reclaim(&self) {
-        let mut w = self.word.load(Relaxed);
+        // Announce the withdrawal before looking at the role: either we find
+        // `WAKING` free, or its holder finds our announcement when it re-reads
+        // `withdrawals` after giving the role up (Dekker: each side writes,
+        // fences, then reads what the other wrote).
+        // Release: the reclaimer that reads the new count (Acquire, below)
+        // sees our node as cancelled.
+        self.withdrawals.fetch_add(1, Release);
+        fence(SeqCst);
         loop {
-            if w < ONE || w & WAKING != 0 {
-                // Nothing queued, or a dequeuer will pass the nodes anyway.
+            let mut w = self.word.load(Relaxed);
+            loop {
+                if w < ONE || w & WAKING != 0 {
+                    // Nothing queued, or the role's holder will reclaim (or
+                    // pass) our node.
+                    return;
+                }
+                // Acquire: pairs with the Release that ended the previous
+                // dequeuer's role, so we see the queue as it left it.
+                match self
+                    .word
+                    .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
+                {
+                    Ok(_) => break,
+                    Err(actual) => w = actual,
+                }
+            }
+            // Acquire: pairs with the Release increments, so every
+            // withdrawal counted in `seen` shows its node as cancelled.
+            let seen = self.withdrawals.load(Acquire);
+            loop {
+                // SAFETY: we hold `WAKING`, the dequeuer's role; the borrow
+                // ends with this statement, before the `pop`.
+                let withdrawn = unsafe { self.queue.front() }.is_some_and(Waiter::is_cancelled);
+                if !withdrawn {
+                    break;
+                }
+                // SAFETY: as above; the previous dequeuer released the role
+                // (Release) before we acquired it (Acquire).
+                let node = pop_counted(|| unsafe { self.queue.pop() });
+                debug_assert!(node.is_cancelled());
+                self.word.fetch_sub(ONE, Relaxed);
+            }
+            self.pass_wake();
+            // A waiter that withdrew while we held the role left its node to
+            // us: pairs with the fence in its `reclaim`.
+            fence(SeqCst);
+            if self.withdrawals.load(Relaxed) == seen {
                 return;
             }
-            // Acquire: pairs with the Release that ended the previous
-            // dequeuer's role, so we see the queue as it left it.
-            match self
-                .word
-                .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
-            {
-                Ok(_) => break,
-                Err(actual) => w = actual,
-            }
         }
-        loop {
-            // SAFETY: we hold `WAKING`, the dequeuer's role; the borrow ends
-            // with this statement, before the `pop`.
-            let withdrawn = unsafe { self.queue.front() }.is_some_and(Waiter::is_cancelled);
-            if !withdrawn {
-                break;
-            }
-            // SAFETY: as above; the previous dequeuer released the role
-            // (Release) before we acquired it (Acquire).
-            let node = pop_counted(|| unsafe { self.queue.pop() });
-            debug_assert!(node.is_cancelled());
-            self.word.fetch_sub(ONE, Relaxed);
-        }
-        self.pass_wake();
     }
 }
 
@@ -758,7 +797,7 @@ impl Future for RawLock<'_> {
         let mut w = mutex.word.load(Relaxed);
         let mut node = None;
         loop {
-            if may_take(w, this.woken) {
+            if mutex.may(w, this.woken) {
                 // AcqRel: as in `lock_slow`.
                 match mutex
                     .word

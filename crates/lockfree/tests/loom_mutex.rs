@@ -278,8 +278,7 @@ fn timed_lock_times_out_racing_the_unlock() {
             let timed = {
                 let m = Arc::clone(&m);
                 thread::spawn(move || {
-                    let far = std::time::Instant::now() + std::time::Duration::from_secs(3600);
-                    if let Some(mut g) = m.try_lock_until(far) {
+                    if let Some(mut g) = m.try_lock_until(far_deadline()) {
                         *g += 100;
                     }
                 })
@@ -293,4 +292,75 @@ fn timed_lock_times_out_racing_the_unlock() {
             assert_idle(&m);
         });
     }
+}
+
+/// A deadline loom never reaches: under loom a timed wait times out during
+/// the wait itself, whatever its deadline.
+fn far_deadline() -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_secs(3600)
+}
+
+/// FIFO mode keeps its order when a waiter withdraws: B is queued while
+/// main holds the lock; a timed waiter T times out and `reclaim` takes
+/// `WAKING`, so main's unlock releases the lock instead of handing it over;
+/// a newcomer must still not take it ahead of B.
+#[test]
+fn fifo_order_holds_while_a_withdrawing_waiter_holds_the_role() {
+    model::check_with_bound(2, || {
+        let m = Arc::new(Mutex::with_fairness(0usize, Fairness::Fifo));
+        let held = m.lock();
+        let b = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || *m.lock() += 1)
+        };
+        while m.raw().loom_word() < 8 {
+            thread::yield_now();
+        }
+        let t = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                if let Some(mut g) = m.try_lock_until(far_deadline()) {
+                    *g += 100;
+                }
+            })
+        };
+        let n = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                if let Some(mut g) = m.try_lock() {
+                    // FIFO: B was counted before this thread existed; the lock
+                    // may only reach a newcomer after B has had it.
+                    assert_eq!(*g & 1, 1, "FIFO: newcomer took the lock ahead of queued B");
+                    *g += 10;
+                }
+            })
+        };
+        drop(held);
+        b.join().unwrap();
+        t.join().unwrap();
+        n.join().unwrap();
+        assert_eq!(m.raw().loom_word(), 0);
+    });
+}
+
+/// Two timed waiters time out together while the lock is held throughout:
+/// the one that finds the dequeuer's role taken leaves its node to the
+/// other, which must sweep again, so no withdrawn node stays counted.
+#[test]
+fn concurrent_timeouts_leave_no_withdrawn_node_counted() {
+    model::check_with_bound(2, || {
+        let m = Arc::new(Mutex::new(0usize));
+        let held = m.lock();
+        let timed = |m: &Arc<Mutex<usize>>| {
+            let m = Arc::clone(m);
+            thread::spawn(move || assert!(m.try_lock_until(far_deadline()).is_none()))
+        };
+        let t1 = timed(&m);
+        let t2 = timed(&m);
+        t1.join().unwrap();
+        t2.join().unwrap();
+        let w = m.raw().loom_word();
+        drop(held);
+        assert_eq!(w, 1, "withdrawn node(s) left counted/queued: word {w:#x}");
+    });
 }
