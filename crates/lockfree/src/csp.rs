@@ -60,8 +60,7 @@ use core::pin::Pin;
 use core::ptr;
 use core::task::{Context, Poll};
 
-use sync_core::CachePadded;
-use sync_core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
+use sync_core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{Arc, hint, thread};
 use sync_core::waiter::Waiter;
@@ -82,22 +81,28 @@ const SHUT: *mut Waiter = ptr::without_provenance_mut(2);
 /// The token that wakes a slot's owner.
 const COMPLETE: usize = 1;
 
-/// Spins before a thread yields: a partner running on the other core
-/// completes a rendezvous within a few cache-line round trips (~130 ns
-/// each here), while a spin hint costs ~40 ns on this machine: sixteen cover
-/// that, and waste little when the partner is not running.
+/// Spin hints (~40 ns each on this machine) a waiting thread spends before
+/// it yields, when its partner last ran on another processor: a partner
+/// running there completes a rendezvous within a few cache-line round trips
+/// (~130 ns each here). When the partner last ran on our processor,
+/// spinning cannot help (it runs only once we stop), so the thread yields
+/// at once (see `Chan::spins`).
 #[cfg(not(loom))]
-const SPINS: u32 = 16;
-/// Yields after the spin, before sleeping (a yield costs under a
+const SPINS: u32 = 64;
+/// Yields after the spin, at most, before sleeping (a yield costs under a
 /// microsecond, a sleep and wakeup ~30 µs): lets a partner that shares our
-/// core run. Measured on the pipeline workload: more yields (256) make ten
-/// threads on two cores take turns uselessly; fewer park too soon.
+/// processor run.
 #[cfg(not(loom))]
-const YIELDS: u32 = 64;
+const YIELDS: u32 = 1_000;
+/// How long a thread yields at most before it sleeps: several wakeups'
+/// worth, so that two threads that meet often do not fall into a chain of
+/// sleeps and wakeups.
+#[cfg(not(loom))]
+const YIELD_FOR: std::time::Duration = std::time::Duration::from_micros(200);
 /// Under loom a spin is a yield to the model's scheduler: one is enough to
 /// explore "the partner came during the spin".
 #[cfg(loom)]
-const SPINS: u32 = 0;
+const SPINS: u32 = 1;
 /// Under loom, one yield before parking.
 #[cfg(loom)]
 const YIELDS: u32 = 1;
@@ -168,17 +173,28 @@ impl<T> Slot<T> {
         }
     }
 
-    /// Waits (spin, yield, park) until the slot is complete. The calling
-    /// thread owns the slot.
-    fn wait(&self) -> Outcome {
-        for i in 0..SPINS + YIELDS {
+    /// Waits (spin `spins` times, yield, park) until the slot is complete.
+    /// The calling thread owns the slot.
+    fn wait(&self, spins: u32) -> Outcome {
+        for _ in 0..spins {
             if let Some(outcome) = self.outcome() {
                 return outcome;
             }
-            if i < SPINS {
-                hint::spin_loop();
-            } else {
-                thread::yield_now();
+            hint::spin_loop();
+        }
+        // Yield for a while before sleeping: a sleeping partner takes tens
+        // of microseconds to wake, and a wait shorter than that would make
+        // us sleep too, and the next rendezvous wake us in turn.
+        #[cfg(not(loom))]
+        let start = std::time::Instant::now();
+        for _ in 0..YIELDS {
+            thread::yield_now();
+            if let Some(outcome) = self.outcome() {
+                return outcome;
+            }
+            #[cfg(not(loom))]
+            if start.elapsed() > YIELD_FOR {
+                break;
             }
         }
         let waiter = Waiter::for_thread(0);
@@ -273,12 +289,22 @@ impl<T> Slot<T> {
     }
 }
 
-/// The channel's word, on a cache line of its own.
+/// The channel's word and where each side last ran, on a cache line of
+/// their own.
+#[repr(align(128))]
 struct Chan {
     /// [`EMPTY`], [`CLOSED`], a waiting party's `Slot` (untagged), or an
     /// [`Alt`]'s shared part (tagged [`ALT_TAG`]).
-    word: CachePadded<AtomicPtr<u8>>,
+    word: AtomicPtr<u8>,
+    /// The processor each side ([`SENDER`], [`RECEIVER`]) last ran on when
+    /// it used the channel (`u32::MAX`: unknown). A hint for the wait.
+    cpus: [AtomicU32; 2],
 }
+
+/// A side of the channel, for [`Chan::cpus`].
+const SENDER: usize = 0;
+/// See [`SENDER`].
+const RECEIVER: usize = 1;
 
 /// What a swap on the word found.
 enum Found<T> {
@@ -304,6 +330,28 @@ impl Chan {
         }
     }
 
+    /// Notes the processor `side` runs on, before it uses the word (on the
+    /// same cache line, which the use takes anyway).
+    #[inline]
+    fn note_cpu(&self, side: usize) {
+        if let Some(cpu) = thread::current_cpu() {
+            // Relaxed: a hint.
+            self.cpus[side].store(cpu, Relaxed);
+        }
+    }
+
+    /// How long `side` spins before it yields: not at all if its partner
+    /// last ran on this very processor (it cannot run while we spin).
+    #[inline]
+    fn spins(&self, side: usize) -> u32 {
+        // Relaxed: a hint.
+        let partner = self.cpus[1 - side].load(Relaxed);
+        match thread::current_cpu() {
+            Some(cpu) if cpu == partner => 0,
+            _ => SPINS,
+        }
+    }
+
     /// The channel's identity, as an Alt's claim records it.
     fn id(&self) -> usize {
         ptr::from_ref(self).addr()
@@ -322,7 +370,8 @@ impl Chan {
 /// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     let chan = Arc::new(Chan {
-        word: CachePadded::new(AtomicPtr::new(EMPTY)),
+        word: AtomicPtr::new(EMPTY),
+        cpus: [AtomicU32::new(u32::MAX), AtomicU32::new(u32::MAX)],
     });
     (
         Sender {
@@ -378,7 +427,7 @@ impl<T> Sender<T> {
         match self.offer(&slot) {
             Some(outcome) => self.finish(&slot, outcome),
             None => {
-                let outcome = slot.wait();
+                let outcome = slot.wait(self.chan.spins(SENDER));
                 self.finish(&slot, outcome)
             }
         }
@@ -388,6 +437,7 @@ impl<T> Sender<T> {
     /// rendezvous is over, `None` if we must wait for the receiver.
     fn offer(&self, slot: &Slot<T>) -> Option<Outcome> {
         let chan = &*self.chan;
+        chan.note_cpu(SENDER);
         let me = ptr::from_ref(slot).cast::<u8>().cast_mut();
         // AcqRel: Release publishes our slot (and value) to the receiver
         // that swaps it out; Acquire makes a waiting receiver's slot ours.
@@ -579,7 +629,7 @@ impl<T> Receiver<T> {
         let slot = Slot::new(None);
         let outcome = match self.accept(&slot) {
             Some(outcome) => outcome,
-            None => slot.wait(),
+            None => slot.wait(self.chan.spins(RECEIVER)),
         };
         Self::finish(&slot, outcome)
     }
@@ -588,6 +638,7 @@ impl<T> Receiver<T> {
     /// over, `None` if we must wait for the sender.
     fn accept(&self, slot: &Slot<T>) -> Option<Outcome> {
         let chan = &*self.chan;
+        chan.note_cpu(RECEIVER);
         let me = ptr::from_ref(slot).cast::<u8>().cast_mut();
         // AcqRel: as in `offer`.
         match Chan::found::<T>(chan.word.swap(me, AcqRel)) {
@@ -1089,7 +1140,7 @@ impl<'a, T> Alt<'a, T> {
             }
         }
         if result.is_none() && !retry {
-            let outcome = shared.slot.wait();
+            let outcome = shared.slot.wait(SPINS / 4);
             // Acquire: pairs with the claimer's CAS.
             let id = shared.claim.load(Acquire);
             let i = self

@@ -35,6 +35,32 @@ pub mod thread {
 
     #[cfg(loom)]
     pub use loom::thread::{JoinHandle, Thread, current, park, spawn, yield_now};
+
+    /// The processor the calling thread runs on now, if the platform says
+    /// (Linux; a couple of nanoseconds through the vDSO). A hint for
+    /// waiting policies: spinning for a partner that last ran on this very
+    /// processor is wasted, since it cannot run until we stop. `None` under
+    /// loom, which has no processors.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let cpu = sync_core::sync::thread::current_cpu();
+    /// # let _ = cpu;
+    /// ```
+    #[inline]
+    pub fn current_cpu() -> Option<u32> {
+        #[cfg(all(target_os = "linux", not(loom)))]
+        {
+            // SAFETY: `sched_getcpu` has no preconditions.
+            let cpu = unsafe { libc::sched_getcpu() };
+            u32::try_from(cpu).ok()
+        }
+        #[cfg(not(all(target_os = "linux", not(loom))))]
+        {
+            None
+        }
+    }
 }
 
 /// Spin-loop hints.
