@@ -81,14 +81,25 @@ const SHUT: *mut Waiter = ptr::without_provenance_mut(2);
 /// The token that wakes a slot's owner.
 const COMPLETE: usize = 1;
 
-/// Spin hints (~40 ns each on this machine) a waiting thread spends before
-/// it yields, when its partner last ran on another processor: a partner
-/// running there completes a rendezvous within a few cache-line round trips
-/// (~130 ns each here). When the partner last ran on our processor,
-/// spinning cannot help (it runs only once we stop), so the thread yields
-/// at once (see `Chan::spins`).
+/// A channel's first spin budget: spin hints (~40 ns each on this machine)
+/// a waiting thread spends before it yields, when its partner last ran on
+/// another processor. A partner running there completes a rendezvous
+/// within a few cache-line round trips (~130 ns each here). When the
+/// partner last ran on our processor, spinning cannot help (it runs only
+/// once we stop), so the thread yields at once (see `Chan::spins`).
 #[cfg(not(loom))]
 const SPINS: u32 = 64;
+/// The budget doubles after a wait that the spin caught and halves after
+/// one it missed, within these bounds: two threads that meet on two
+/// processors spin long enough (up to ~40 µs, about a sleep and a wakeup)
+/// that a stray delay does not throw them into yields, where each one's
+/// slower answer would make the other yield too; a pipeline whose partners
+/// are often descheduled spins for well under a microsecond.
+#[cfg(not(loom))]
+const MIN_SPINS: u32 = 16;
+/// See [`MIN_SPINS`].
+#[cfg(not(loom))]
+const MAX_SPINS: u32 = 1024;
 /// Yields after the spin, at most, before sleeping (a yield costs under a
 /// microsecond, a sleep and wakeup ~30 µs): lets a partner that shares our
 /// processor run.
@@ -103,6 +114,12 @@ const YIELD_FOR: std::time::Duration = std::time::Duration::from_micros(200);
 /// explore "the partner came during the spin".
 #[cfg(loom)]
 const SPINS: u32 = 1;
+/// See [`SPINS`].
+#[cfg(loom)]
+const MIN_SPINS: u32 = 1;
+/// See [`SPINS`].
+#[cfg(loom)]
+const MAX_SPINS: u32 = 1;
 /// Under loom, one yield before parking.
 #[cfg(loom)]
 const YIELDS: u32 = 1;
@@ -173,14 +190,23 @@ impl<T> Slot<T> {
         }
     }
 
-    /// Waits (spin `spins` times, yield, park) until the slot is complete.
-    /// The calling thread owns the slot.
-    fn wait(&self, spins: u32) -> Outcome {
+    /// Waits (spin, yield, park) until the slot is complete; the calling
+    /// thread owns the slot. It spins `spins` times, and then adjusts
+    /// `budget` (the channel's spin budget) by whether that paid.
+    fn wait(&self, spins: u32, budget: &AtomicU32) -> Outcome {
         for _ in 0..spins {
             if let Some(outcome) = self.outcome() {
+                if spins < MAX_SPINS {
+                    // Relaxed: a hint.
+                    budget.store((spins * 2).min(MAX_SPINS), Relaxed);
+                }
                 return outcome;
             }
             hint::spin_loop();
+        }
+        if spins > MIN_SPINS {
+            // Relaxed: a hint.
+            budget.store((spins / 2).max(MIN_SPINS), Relaxed);
         }
         // Yield for a while before sleeping: a sleeping partner takes tens
         // of microseconds to wake, and a wait shorter than that would make
@@ -299,6 +325,8 @@ struct Chan {
     /// The processor each side ([`SENDER`], [`RECEIVER`]) last ran on when
     /// it used the channel (`u32::MAX`: unknown). A hint for the wait.
     cpus: [AtomicU32; 2],
+    /// The spin budget (see [`MIN_SPINS`]).
+    budget: AtomicU32,
 }
 
 /// A side of the channel, for [`Chan::cpus`].
@@ -341,14 +369,15 @@ impl Chan {
     }
 
     /// How long `side` spins before it yields: not at all if its partner
-    /// last ran on this very processor (it cannot run while we spin).
+    /// last ran on this very processor (it cannot run while we spin),
+    /// otherwise the channel's budget.
     #[inline]
     fn spins(&self, side: usize) -> u32 {
-        // Relaxed: a hint.
+        // Relaxed: hints.
         let partner = self.cpus[1 - side].load(Relaxed);
         match thread::current_cpu() {
             Some(cpu) if cpu == partner => 0,
-            _ => SPINS,
+            _ => self.budget.load(Relaxed).clamp(MIN_SPINS, MAX_SPINS),
         }
     }
 
@@ -372,6 +401,7 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     let chan = Arc::new(Chan {
         word: AtomicPtr::new(EMPTY),
         cpus: [AtomicU32::new(u32::MAX), AtomicU32::new(u32::MAX)],
+        budget: AtomicU32::new(SPINS),
     });
     (
         Sender {
@@ -427,7 +457,7 @@ impl<T> Sender<T> {
         match self.offer(&slot) {
             Some(outcome) => self.finish(&slot, outcome),
             None => {
-                let outcome = slot.wait(self.chan.spins(SENDER));
+                let outcome = slot.wait(self.chan.spins(SENDER), &self.chan.budget);
                 self.finish(&slot, outcome)
             }
         }
@@ -629,7 +659,7 @@ impl<T> Receiver<T> {
         let slot = Slot::new(None);
         let outcome = match self.accept(&slot) {
             Some(outcome) => outcome,
-            None => slot.wait(self.chan.spins(RECEIVER)),
+            None => slot.wait(self.chan.spins(RECEIVER), &self.chan.budget),
         };
         Self::finish(&slot, outcome)
     }
@@ -1140,7 +1170,7 @@ impl<'a, T> Alt<'a, T> {
             }
         }
         if result.is_none() && !retry {
-            let outcome = shared.slot.wait(SPINS / 4);
+            let outcome = shared.slot.wait(MIN_SPINS, &AtomicU32::new(MIN_SPINS));
             // Acquire: pairs with the claimer's CAS.
             let id = shared.claim.load(Acquire);
             let i = self
