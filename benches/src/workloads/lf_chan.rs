@@ -418,8 +418,9 @@ fn mpsc_many_senders(mode: Mode) -> Workload {
             "table 3, sending a message (ns; 25,000 user-level threads, one message each): \
              lock-based 1,217, lock-free 1,202; the paper notes that this includes creating \
              and joining the threads. Here only the send is timed, and each thread is a \
-             new OS thread with a fresh sender, so the first send of a sender (its first \
-             node allocation, a cold cache) is what is measured.",
+             new OS thread with a freshly cloned sender, so a first send (cold caches, \
+             and for a channel that allocates in the sending thread, that thread's first \
+             allocation) is what is measured.
         )
         .implementation("lockfree-sync", many_senders::<LockfreeMpsc>(threads))
         .implementation("crossbeam", many_senders::<CrossbeamMpsc>(threads))
