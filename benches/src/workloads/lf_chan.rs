@@ -420,7 +420,7 @@ fn mpsc_many_senders(mode: Mode) -> Workload {
              and joining the threads. Here only the send is timed, and each thread is a \
              new OS thread with a freshly cloned sender, so a first send (cold caches, \
              and for a channel that allocates in the sending thread, that thread's first \
-             allocation) is what is measured.
+             allocation) is what is measured.",
         )
         .implementation("lockfree-sync", many_senders::<LockfreeMpsc>(threads))
         .implementation("crossbeam", many_senders::<CrossbeamMpsc>(threads))
