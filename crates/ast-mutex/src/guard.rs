@@ -11,6 +11,7 @@ use core::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use sync_core::sync::cell::MutPtr;
 
+use crate::future::{Enter, EnterArc};
 use crate::mutex::{AstMutex, entry_mask, state_index};
 use crate::state::{AbstractState, StateSet};
 
@@ -217,6 +218,37 @@ impl<'a, S: AbstractState, T: ?Sized> AstGuard<'a, S, T> {
         self.exit(next);
         mutex.enter_mask(mask)
     }
+
+    /// [`exit_and_enter`](Self::exit_and_enter) for async tasks: exits in
+    /// `next` at once and returns the future of the next entry.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`AstMutex::enter_async`]; the exit has happened when this
+    /// returns, whatever becomes of the future.
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty (before exiting), or as [`exit`](Self::exit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum Turn { Ping, Pong } }
+    /// let m = ast_mutex::AstMutex::new(Turn::Ping, 0);
+    /// futures::executor::block_on(async {
+    ///     let mut g = m.enter_async(Turn::Ping).await;
+    ///     *g += 1;
+    ///     let wait = g.exit_and_enter_async(Turn::Pong, Turn::Pong);
+    ///     assert_eq!(*wait.await, 1);
+    /// });
+    /// ```
+    pub fn exit_and_enter_async(self, next: S, set: impl Into<StateSet<S>>) -> Enter<'a, S, T> {
+        let mask = entry_mask(set.into(), "exit_and_enter_async");
+        let mutex = self.mutex;
+        self.exit(next);
+        Enter::new(mutex, mask)
+    }
 }
 
 impl<S: AbstractState, T: ?Sized> Drop for AstGuard<'_, S, T> {
@@ -362,6 +394,55 @@ impl<S: AbstractState, T: ?Sized> ArcAstGuard<S, T> {
     /// ```
     pub fn on_unwind(&mut self, state: S) {
         self.lease.unwind = state_index(state);
+    }
+
+    /// As [`AstGuard::exit_and_enter`], returning an owned guard.
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty (before exiting), or as [`exit`](Self::exit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// ast_mutex::states! { enum Light { Red, Green } }
+    /// let m = Arc::new(ast_mutex::AstMutex::new(Light::Red, ()));
+    /// let g = m.enter_arc(Light::Red).exit_and_enter(Light::Green, Light::Green);
+    /// assert_eq!(g.entered_in(), Light::Green);
+    /// ```
+    pub fn exit_and_enter(self, next: S, set: impl Into<StateSet<S>>) -> ArcAstGuard<S, T> {
+        let mask = entry_mask(set.into(), "exit_and_enter");
+        let mutex = Arc::clone(&self.mutex);
+        self.exit(next);
+        mutex.enter_arc_mask(mask)
+    }
+
+    /// As [`AstGuard::exit_and_enter_async`], returning the future of an
+    /// owned guard.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`AstMutex::enter_async`].
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty (before exiting), or as [`exit`](Self::exit).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// ast_mutex::states! { enum Light { Red, Green } }
+    /// let m = Arc::new(ast_mutex::AstMutex::new(Light::Red, ()));
+    /// let wait = m.enter_arc(Light::Red).exit_and_enter_async(Light::Green, Light::Green);
+    /// assert_eq!(futures::executor::block_on(wait).entered_in(), Light::Green);
+    /// ```
+    pub fn exit_and_enter_async(self, next: S, set: impl Into<StateSet<S>>) -> EnterArc<S, T> {
+        let mask = entry_mask(set.into(), "exit_and_enter_async");
+        let mutex = Arc::clone(&self.mutex);
+        self.exit(next);
+        EnterArc::new(mutex, mask)
     }
 }
 

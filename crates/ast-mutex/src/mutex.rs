@@ -998,6 +998,10 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// ```
     pub fn enter_arc(self: &StdArc<Self>, set: impl Into<StateSet<S>>) -> ArcAstGuard<S, T> {
         let mask = entry_mask(set.into(), "enter_arc");
+        self.enter_arc_mask(mask)
+    }
+
+    pub(crate) fn enter_arc_mask(self: &StdArc<Self>, mask: u64) -> ArcAstGuard<S, T> {
         let entered = match self.try_lock_in(mask) {
             Some(s) => s,
             None => self

@@ -369,3 +369,36 @@ fn waiters_of_a_state_are_served_in_arrival_order_across_sets() {
         }
     }
 }
+
+/// `exit_and_enter_async`: a task alternates with a thread through the
+/// states, keeping its place as a Condvar waiter would; the owned form too.
+#[test]
+fn exit_and_enter_async_alternates_with_a_thread() {
+    ast_mutex::states! { enum Turn { Ping, Pong } }
+    for mode in MODES {
+        let config = Config::new().wake_mode(mode).spins(0).yields(0);
+        let m = Arc::new(AstMutex::with_config(Turn::Ping, 0u32, config));
+        let thread = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let mut g = m.enter_arc(Turn::Pong);
+                for _ in 0..199 {
+                    *g += 1;
+                    g = g.exit_and_enter(Turn::Ping, Turn::Pong);
+                }
+                *g += 1;
+                g.exit(Turn::Ping);
+            })
+        };
+        futures::executor::block_on(async {
+            let mut g = m.enter_async(Turn::Ping).await;
+            for i in 0..200 {
+                assert_eq!(*g, 2 * i);
+                *g += 1;
+                g = g.exit_and_enter_async(Turn::Pong, Turn::Ping).await;
+            }
+            assert_eq!(*g, 400, "{mode:?}");
+        });
+        thread.join().unwrap();
+    }
+}
