@@ -926,7 +926,10 @@ impl<T> Receiver<T> {
 
     /// Polls for a message, as a `Stream` would: `Ready(Some(message))`,
     /// `Ready(None)` once every sender is gone and the queue is drained, or
-    /// `Pending` with the task's waker registered.
+    /// `Pending`. The first `Pending` after a message is a yield (the task
+    /// is woken again at once, so that other tasks, producers perhaps, run
+    /// first); the next registers the task's waker, which a sender or the
+    /// last sender's drop wakes.
     ///
     /// # Cancel safety
     ///
