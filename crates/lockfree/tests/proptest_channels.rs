@@ -155,3 +155,65 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// A CSP channel between two threads, each side using the blocking or
+    /// the async form at random, the receiver leaving after `keep` values:
+    /// it gets exactly the first `keep` values in order, the sender's sends
+    /// succeed for exactly those, and the first value it could not hand
+    /// over comes back in the error. With `keep` past the end, the receiver
+    /// sees the disconnection after the last value.
+    #[test]
+    fn csp_matches_a_rendezvous(
+        values in proptest::collection::vec(any::<u16>(), 0..40),
+        keep in 0usize..50,
+        send_async in proptest::collection::vec(any::<bool>(), 40),
+        recv_async in proptest::collection::vec(any::<bool>(), 50),
+    ) {
+        use lockfree_sync::csp;
+        let (mut tx, mut rx) = csp::channel::<u16>();
+        let sent = values.clone();
+        let sender = thread::spawn(move || {
+            for (i, v) in sent.into_iter().enumerate() {
+                let r = if send_async[i] {
+                    futures::executor::block_on(tx.send_async(v))
+                } else {
+                    tx.send(v)
+                };
+                if let Err(back) = r {
+                    return (i, Some(back.0));
+                }
+            }
+            (usize::MAX, None) // every value was taken
+        });
+        let mut got = Vec::new();
+        let mut closed = false;
+        for i in 0..keep {
+            let r = if recv_async[i] {
+                futures::executor::block_on(rx.recv_async())
+            } else {
+                rx.recv()
+            };
+            match r {
+                Ok(v) => got.push(v),
+                Err(_) => {
+                    closed = true;
+                    break;
+                }
+            }
+        }
+        drop(rx);
+        let (stopped_at, back) = sender.join().unwrap();
+        let taken = keep.min(values.len());
+        prop_assert_eq!(&got[..], &values[..taken], "received out of order or lost");
+        prop_assert_eq!(closed, keep > values.len(), "disconnection seen iff past the end");
+        if taken < values.len() {
+            prop_assert_eq!(stopped_at, taken, "a send succeeded without a receive");
+            prop_assert_eq!(back, Some(values[taken]), "the unsent value did not come back");
+        } else {
+            prop_assert_eq!(back, None);
+        }
+    }
+}
