@@ -190,8 +190,8 @@ proptest! {
         });
         let mut got = Vec::new();
         let mut closed = false;
-        for i in 0..keep {
-            let r = if recv_async[i] {
+        for &is_async in &recv_async[..keep] {
+            let r = if is_async {
                 futures::executor::block_on(rx.recv_async())
             } else {
                 rx.recv()
