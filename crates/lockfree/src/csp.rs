@@ -89,14 +89,20 @@ const COMPLETE: usize = 1;
 /// once we stop), so the thread yields at once (see `Chan::spins`).
 #[cfg(not(loom))]
 const SPINS: u32 = 64;
-/// The budget doubles after a wait that the spin caught and halves after
-/// one it missed, within these bounds: two threads that meet on two
-/// processors spin long enough (up to ~40 µs, about a sleep and a wakeup)
-/// that a stray delay does not throw them into yields, where each one's
-/// slower answer would make the other yield too; a pipeline whose partners
-/// are often descheduled spins for well under a microsecond.
+/// The budget doubles after a wait that the spin caught (or just missed:
+/// see [`SOON`]) and halves after one it missed, within these bounds: two
+/// threads that meet on two processors spin long enough (up to ~40 µs,
+/// about a sleep and a wakeup) that a stray delay does not throw them into
+/// yields, where each one's slower answer would make the other yield too;
+/// a pipeline whose partners are often descheduled hardly spins.
 #[cfg(not(loom))]
-const MIN_SPINS: u32 = 16;
+const MIN_SPINS: u32 = 2;
+/// A wait that ends at the first yield, within this time, came "soon": the
+/// partner runs on another processor and a longer spin would have caught
+/// it (a yield with nothing else to run costs well under a microsecond; one
+/// that lets another thread run, its time slice).
+#[cfg(not(loom))]
+const SOON: std::time::Duration = std::time::Duration::from_micros(2);
 /// See [`MIN_SPINS`].
 #[cfg(not(loom))]
 const MAX_SPINS: u32 = 1024;
@@ -204,18 +210,25 @@ impl<T> Slot<T> {
             }
             hint::spin_loop();
         }
-        if spins > MIN_SPINS {
-            // Relaxed: a hint.
-            budget.store((spins / 2).max(MIN_SPINS), Relaxed);
-        }
         // Yield for a while before sleeping: a sleeping partner takes tens
         // of microseconds to wake, and a wait shorter than that would make
         // us sleep too, and the next rendezvous wake us in turn.
         #[cfg(not(loom))]
         let start = std::time::Instant::now();
-        for _ in 0..YIELDS {
+        for i in 0..YIELDS {
             thread::yield_now();
             if let Some(outcome) = self.outcome() {
+                // Came right after the spin, with nobody else running here
+                // (the yield was quick): the partner runs beside us and a
+                // longer spin would have caught it. Otherwise the spin was
+                // wasted.
+                #[cfg(not(loom))]
+                let soon = i == 0 && start.elapsed() < SOON;
+                #[cfg(loom)]
+                let soon = i == 0;
+                let next = if soon { spins * 2 } else { spins / 2 };
+                // Relaxed: a hint.
+                budget.store(next.clamp(MIN_SPINS, MAX_SPINS), Relaxed);
                 return outcome;
             }
             #[cfg(not(loom))]
@@ -223,6 +236,8 @@ impl<T> Slot<T> {
                 break;
             }
         }
+        // Relaxed: a hint.
+        budget.store(MIN_SPINS, Relaxed);
         let waiter = Waiter::for_thread(0);
         let raw = Arc::into_raw(Arc::clone(&waiter)).cast_mut();
         // AcqRel: Release publishes the waiter to the completer's swap;
