@@ -797,7 +797,19 @@ enum Phase {
 ///
 /// # Cancel safety
 ///
-/// See [`Sender::send_async`].
+/// See [`Sender::send_async`] and [`SendFuture::cancel`].
+///
+/// # Examples
+///
+/// ```
+/// # futures::executor::block_on(async {
+/// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+/// let t = std::thread::spawn(move || rx.recv());
+/// let send: lockfree_sync::csp::SendFuture<'_, u8> = tx.send_async(9);
+/// send.await.unwrap();
+/// assert_eq!(t.join().unwrap(), Ok(9));
+/// # });
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct SendFuture<'a, T> {
     tx: &'a mut Sender<T>,
@@ -899,6 +911,17 @@ impl<T> fmt::Debug for SendFuture<'_, T> {
 /// # Cancel safety
 ///
 /// See [`Receiver::recv_async`].
+///
+/// # Examples
+///
+/// ```
+/// # futures::executor::block_on(async {
+/// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+/// std::thread::spawn(move || tx.send(4u8).unwrap());
+/// let recv: lockfree_sync::csp::RecvFuture<'_, u8> = rx.recv_async();
+/// assert_eq!(recv.await, Ok(4));
+/// # });
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct RecvFuture<'a, T> {
     rx: &'a mut Receiver<T>,

@@ -51,6 +51,10 @@ use sync_core::waiter::Waiter;
 /// Messages per block of nodes (small under loom, so that models cross
 /// block boundaries).
 ///
+/// ```
+/// assert!(lockfree_sync::mpsc::BLOCK_CAP >= 2);
+/// ```
+///
 /// 128 nodes (3 KiB for a `u64` message): on two cores a producer that runs
 /// while the receiver is descheduled queues hundreds of thousands of
 /// messages, so blocks are allocated in one thread and freed in another by
@@ -1074,6 +1078,17 @@ impl<T> fmt::Debug for Receiver<T> {
 /// # Cancel safety
 ///
 /// Cancel safe: dropping it loses no message.
+///
+/// # Examples
+///
+/// ```
+/// # futures::executor::block_on(async {
+/// let (tx, mut rx) = lockfree_sync::mpsc::channel();
+/// std::thread::spawn(move || tx.send(1).unwrap());
+/// let recv: lockfree_sync::mpsc::Recv<'_, i32> = rx.recv_async();
+/// assert_eq!(recv.await, Ok(1));
+/// # });
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct Recv<'a, T> {
     rx: &'a mut Receiver<T>,
@@ -1102,6 +1117,15 @@ impl<T> fmt::Debug for Recv<'_, T> {
 }
 
 /// The blocking iterator of [`Receiver::iter`].
+///
+/// # Examples
+///
+/// ```
+/// let (tx, rx) = lockfree_sync::mpsc::channel();
+/// std::thread::spawn(move || (0..3).for_each(|i| tx.send(i).unwrap()));
+/// let all: Vec<i32> = rx.iter().collect(); // ends when the sender is gone
+/// assert_eq!(all, [0, 1, 2]);
+/// ```
 #[derive(Debug)]
 pub struct Iter<'a, T> {
     rx: &'a Receiver<T>,
@@ -1116,6 +1140,15 @@ impl<T> Iterator for Iter<'_, T> {
 }
 
 /// The non-blocking iterator of [`Receiver::try_iter`].
+///
+/// # Examples
+///
+/// ```
+/// let (tx, rx) = lockfree_sync::mpsc::channel();
+/// tx.send(1).unwrap();
+/// let now: Vec<i32> = rx.try_iter().collect(); // what is queued now
+/// assert_eq!(now, [1]);
+/// ```
 #[derive(Debug)]
 pub struct TryIter<'a, T> {
     rx: &'a Receiver<T>,
@@ -1130,6 +1163,17 @@ impl<T> Iterator for TryIter<'_, T> {
 }
 
 /// The owning blocking iterator of a [`Receiver`].
+///
+/// # Examples
+///
+/// ```
+/// let (tx, rx) = lockfree_sync::mpsc::channel();
+/// tx.send('a').unwrap();
+/// drop(tx);
+/// for c in rx {
+///     assert_eq!(c, 'a');
+/// }
+/// ```
 #[derive(Debug)]
 pub struct IntoIter<T> {
     rx: Receiver<T>,
