@@ -992,10 +992,26 @@ struct AltShared<T> {
     slot: Slot<T>,
 }
 
+// SAFETY: the slot's value cell is written by the one sender whose claim
+// succeeded, before it completes the slot, and read by the Alt's owner
+// after it sees the completion (Release/Acquire on the slot's state); the
+// rest is atomics. Values move between threads: `T: Send`.
+unsafe impl<T: Send> Send for AltShared<T> {}
+// SAFETY: as for `Send`.
+unsafe impl<T: Send> Sync for AltShared<T> {}
+
 /// The Alt claimed itself.
 const CLAIM_SELF: usize = 1;
 
 impl<T> AltShared<T> {
+    /// The channel word that names this Alt (its address, tagged).
+    fn entry(&self) -> *mut u8 {
+        ptr::from_ref(self)
+            .cast::<u8>()
+            .cast_mut()
+            .map_addr(|a| a | ALT_TAG)
+    }
+
     /// Claims the Alt for channel `id`: only the first claim succeeds.
     fn claim(&self, id: usize) -> bool {
         // AcqRel: Acquire pairs with the Alt's Release publication of its
@@ -1164,62 +1180,89 @@ impl<'a, T> Alt<'a, T> {
     /// Publishes the Alt on every channel and waits for a claim. `None`:
     /// start over (a ready sender withdrew while we took it).
     fn wait(&mut self) -> Option<(usize, Result<T, RecvError>)> {
+        let mut enabled = self.enable();
+        let result = match enabled.found.take() {
+            Some(found) => Some(found),
+            None if enabled.retry => None,
+            None => {
+                let outcome = enabled
+                    .shared
+                    .slot
+                    .wait(MIN_SPINS, &AtomicU32::new(MIN_SPINS));
+                Some(self.claimed(&enabled.shared, outcome))
+            }
+        };
+        self.disable(&enabled);
+        result.map(|(i, got)| self.took(i, got))
+    }
+
+    /// Publishes the Alt on every channel, in scan order, until a channel
+    /// turns out ready (then the Alt claims itself for it and takes it) or
+    /// a sender claims the Alt.
+    fn enable(&mut self) -> Enabled<T> {
         let shared = Arc::new(AltShared {
             claim: AtomicUsize::new(0),
             slot: Slot::new(None),
         });
-        let entry = Arc::as_ptr(&shared)
-            .cast::<u8>()
-            .cast_mut()
-            .map_addr(|a| a | ALT_TAG);
-        let mut enabled = Vec::with_capacity(self.receivers.len());
-        let mut result = None;
-        let mut retry = false;
-        'enable: for i in self.order() {
+        let entry = shared.entry();
+        let mut enabled = Enabled {
+            shared,
+            channels: Vec::with_capacity(self.receivers.len()),
+            found: None,
+            retry: false,
+        };
+        for i in self.order() {
             let chan = &*self.receivers[i].chan;
-            let raw = Arc::into_raw(Arc::clone(&shared));
+            let raw = Arc::into_raw(Arc::clone(&enabled.shared));
             // Release: publishes the Alt to the sender that swaps it out.
             match chan.word.compare_exchange(EMPTY, entry, AcqRel, Acquire) {
-                Ok(_) => enabled.push(i),
+                Ok(_) => enabled.channels.push(i),
                 Err(word) => {
                     // SAFETY: the reference we made for the word, unused.
                     drop(unsafe { Arc::from_raw(raw) });
                     // A sender is ready (or the channel closed) on a channel
                     // we had not enabled yet: claim ourselves for it, unless
                     // a sender on an enabled channel claimed us first.
-                    if !shared.claim(CLAIM_SELF) {
-                        break 'enable;
+                    if !enabled.shared.claim(CLAIM_SELF) {
+                        break;
                     }
                     if word == CLOSED {
-                        result = Some((i, Err(RecvError)));
+                        enabled.found = Some((i, Err(RecvError)));
                     } else if chan
                         .word
                         .compare_exchange(word, EMPTY, AcqRel, Acquire)
                         .is_ok()
                     {
-                        result = Some((i, Ok(take_from(word.cast()))));
+                        enabled.found = Some((i, Ok(take_from(word.cast()))));
                     } else {
                         // It withdrew. Senders that failed to claim us wait
                         // in their words: start over and find them.
-                        retry = true;
+                        enabled.retry = true;
                     }
-                    break 'enable;
+                    break;
                 }
             }
         }
-        if result.is_none() && !retry {
-            let outcome = shared.slot.wait(MIN_SPINS, &AtomicU32::new(MIN_SPINS));
-            // Acquire: pairs with the claimer's CAS.
-            let id = shared.claim.load(Acquire);
-            let i = self
-                .receivers
-                .iter()
-                .position(|rx| rx.chan.id() == id)
-                .expect("the claimer is one of our channels");
-            result = Some((i, Receiver::finish(&shared.slot, outcome)));
-        }
-        // Withdraw from every channel where we are still published.
-        for i in enabled {
+        enabled
+    }
+
+    /// What a sender (or a closing channel) that claimed the Alt left in
+    /// its slot, and for which receiver.
+    fn claimed(&self, shared: &AltShared<T>, outcome: Outcome) -> (usize, Result<T, RecvError>) {
+        // Acquire: pairs with the claimer's CAS.
+        let id = shared.claim.load(Acquire);
+        let i = self
+            .receivers
+            .iter()
+            .position(|rx| rx.chan.id() == id)
+            .expect("the claimer is one of our channels");
+        (i, Receiver::finish(&shared.slot, outcome))
+    }
+
+    /// Withdraws the Alt from every channel where it is still published.
+    fn disable(&self, enabled: &Enabled<T>) {
+        let entry = enabled.shared.entry();
+        for &i in &enabled.channels {
             let chan = &*self.receivers[i].chan;
             if chan
                 .word
@@ -1227,12 +1270,167 @@ impl<'a, T> Alt<'a, T> {
                 .is_ok()
             {
                 // SAFETY: the word's reference, now ours.
-                drop(unsafe { Arc::from_raw(Arc::as_ptr(&shared)) });
+                drop(unsafe { Arc::from_raw(Arc::as_ptr(&enabled.shared)) });
             }
             // Otherwise a sender swapped the entry out and owns that
             // reference.
         }
-        result.map(|(i, got)| self.took(i, got))
+    }
+
+    /// [`select`](Self::select) for async tasks.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future withdraws the Alt from every
+    /// channel; a value that a sender handed over as it was dropped is kept
+    /// by that receiver for its next receive (or the next select). No value
+    /// is lost or received twice.
+    ///
+    /// # Progress
+    ///
+    /// Pending until a sender is ready (or gone); the sender that claims
+    /// the Alt wakes the task.
+    ///
+    /// # Fairness
+    ///
+    /// As [`select`](Self::select).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::csp::{self, Alt};
+    /// # futures::executor::block_on(async {
+    /// let (_tx1, mut rx1) = csp::channel::<u8>();
+    /// let (mut tx2, mut rx2) = csp::channel();
+    /// std::thread::spawn(move || tx2.send(2u8).unwrap());
+    /// let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+    /// assert_eq!(alt.select_async().await, (1, Ok(2)));
+    /// # });
+    /// ```
+    pub fn select_async(&mut self) -> SelectFuture<'_, 'a, T> {
+        SelectFuture {
+            alt: self,
+            waiting: None,
+            parked: None,
+        }
+    }
+}
+
+/// An Alt published on its channels, waiting for a claim.
+struct Enabled<T> {
+    shared: Arc<AltShared<T>>,
+    /// The receivers (indexes) on whose channels the Alt is published.
+    channels: Vec<usize>,
+    /// A ready channel found while publishing (the Alt claimed itself).
+    found: Option<(usize, Result<T, RecvError>)>,
+    /// A ready sender withdrew while we took it: start over.
+    retry: bool,
+}
+
+/// The future of [`Alt::select_async`].
+///
+/// # Cancel safety
+///
+/// See [`Alt::select_async`].
+///
+/// # Examples
+///
+/// ```
+/// # futures::executor::block_on(async {
+/// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+/// std::thread::spawn(move || tx.send(1u8).unwrap());
+/// let mut alt = lockfree_sync::csp::Alt::new(vec![&mut rx]);
+/// let select: lockfree_sync::csp::SelectFuture<'_, '_, u8> = alt.select_async();
+/// assert_eq!(select.await, (0, Ok(1)));
+/// # });
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct SelectFuture<'s, 'a, T> {
+    alt: &'s mut Alt<'a, T>,
+    /// The Alt published on its channels, while the task waits.
+    waiting: Option<Enabled<T>>,
+    /// The task's waiter, published in the Alt's slot.
+    parked: Option<Arc<Waiter>>,
+}
+
+// Nothing of the future is published by address (the Alt's shared part is
+// on the heap), so it may move between polls.
+impl<T> Unpin for SelectFuture<'_, '_, T> {}
+
+impl<T> Future for SelectFuture<'_, '_, T> {
+    type Output = (usize, Result<T, RecvError>);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            if let Some(enabled) = &this.waiting {
+                let outcome =
+                    core::task::ready!(enabled.shared.slot.poll_wait(&mut this.parked, cx));
+                let enabled = this.waiting.take().expect("just seen");
+                this.parked = None;
+                let (i, got) = this.alt.claimed(&enabled.shared, outcome);
+                this.alt.disable(&enabled);
+                return Poll::Ready(this.alt.took(i, got));
+            }
+            if let Some(got) = this.alt.poll_ready() {
+                return Poll::Ready(got);
+            }
+            let mut enabled = this.alt.enable();
+            if let Some((i, got)) = enabled.found.take() {
+                this.alt.disable(&enabled);
+                return Poll::Ready(this.alt.took(i, got));
+            }
+            if enabled.retry {
+                this.alt.disable(&enabled);
+                continue;
+            }
+            this.waiting = Some(enabled);
+        }
+    }
+}
+
+impl<T> Drop for SelectFuture<'_, '_, T> {
+    fn drop(&mut self) {
+        let Some(enabled) = self.waiting.take() else {
+            return;
+        };
+        let slot = &enabled.shared.slot;
+        if enabled.shared.claim(CLAIM_SELF) {
+            // Nobody will complete the slot: take back the task's waiter
+            // if it is published there.
+            let parked = slot.state.swap(ptr::null_mut(), Acquire);
+            if !parked.is_null() {
+                // SAFETY: our reference, left in `state`, untaken.
+                drop(unsafe { Arc::from_raw(parked) });
+            }
+        } else {
+            // A sender (or a closing end) claimed us and is a few steps
+            // from completing the slot: wait, and keep what it handed over.
+            let mut spins = 0u32;
+            let outcome = loop {
+                if let Some(outcome) = slot.outcome() {
+                    break outcome;
+                }
+                if spins < 64 {
+                    spins += 1;
+                    hint::spin_loop();
+                } else {
+                    thread::yield_now();
+                }
+            };
+            if let (i, Ok(v)) = self.alt.claimed(&enabled.shared, outcome) {
+                self.alt.receivers[i].stash = Some(v);
+            }
+        }
+        self.alt.disable(&enabled);
+    }
+}
+
+impl<T> fmt::Debug for SelectFuture<'_, '_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SelectFuture")
+            .field("waiting", &self.waiting.is_some())
+            .finish_non_exhaustive()
     }
 }
 

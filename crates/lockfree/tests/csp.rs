@@ -345,3 +345,77 @@ fn cancel_hands_back_an_undelivered_value_or_reports_delivery() {
     }
     assert_eq!(t.join().unwrap(), Ok(String::from("b")));
 }
+
+#[test]
+fn select_async_on_tokio() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let got = rt.block_on(async {
+        let (mut tx1, mut rx1) = csp::channel::<u32>();
+        let (mut tx2, mut rx2) = csp::channel::<u32>();
+        // Each sender stays alive (returned) so that its channel does not
+        // close while the other still sends.
+        let a = tokio::spawn(async move {
+            for i in 0..200 {
+                tx1.send_async(i).await.unwrap();
+            }
+            tx1
+        });
+        let b = tokio::spawn(async move {
+            for i in 1_000..1_200 {
+                tx2.send_async(i).await.unwrap();
+            }
+            tx2
+        });
+        let mut got = Vec::new();
+        {
+            let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+            while got.len() < 400 {
+                match alt.select_async().await {
+                    (_, Ok(v)) => got.push(v),
+                    (i, Err(_)) => panic!("channel {i} closed early"),
+                }
+            }
+        }
+        a.await.unwrap();
+        b.await.unwrap();
+        got
+    });
+    let (low, high): (Vec<u32>, Vec<u32>) = got.into_iter().partition(|&v| v < 1_000);
+    assert_eq!(low, (0..200).collect::<Vec<_>>());
+    assert_eq!(high, (1_000..1_200).collect::<Vec<_>>());
+}
+
+#[test]
+fn cancelled_select_async_keeps_a_delivered_value() {
+    let (mut tx1, mut rx1) = csp::channel();
+    let (_tx2, mut rx2) = csp::channel::<u8>();
+    {
+        let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+        {
+            let mut select = pin!(alt.select_async());
+            assert!(poll_once(select.as_mut()).is_pending());
+            // A sender claims the waiting Alt and hands its value over.
+            let t = thread::spawn(move || {
+                tx1.send(5u8).unwrap();
+                tx1
+            });
+            let tx1 = t.join().unwrap();
+            drop(tx1);
+        } // dropped after the value arrived
+        assert_eq!(alt.select(), (0, Ok(5)), "kept for the next select");
+        assert_eq!(alt.select(), (0, Err(RecvError)));
+    }
+    // A select dropped before any sender came withdraws cleanly.
+    let (mut tx, mut rx) = csp::channel();
+    {
+        let mut alt = Alt::new(vec![&mut rx]);
+        let mut select = pin!(alt.select_async());
+        assert!(poll_once(select.as_mut()).is_pending());
+    }
+    let t = thread::spawn(move || tx.send(7u8));
+    assert_eq!(rx.recv(), Ok(7));
+    assert!(t.join().unwrap().is_ok());
+}

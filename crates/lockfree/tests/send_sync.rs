@@ -71,6 +71,8 @@ assert_impl!(lockfree_sync::csp::RecvFuture<'static, Vec<u8>>: Send);
 assert_not_impl!(lockfree_sync::csp::RecvFuture<'static, Rc<u8>>: Send);
 assert_not_impl!(lockfree_sync::csp::RecvFuture<'static, Vec<u8>>: Unpin);
 assert_impl!(lockfree_sync::csp::Alt<'static, Vec<u8>>: Send);
+assert_impl!(lockfree_sync::csp::SelectFuture<'static, 'static, Vec<u8>>: Send, Unpin);
+assert_not_impl!(lockfree_sync::csp::SelectFuture<'static, 'static, Rc<u8>>: Send);
 assert_impl!(lockfree_sync::csp::SendError<Vec<u8>>: Send, Sync, std::error::Error);
 
 #[test]
