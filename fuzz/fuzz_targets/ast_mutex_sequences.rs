@@ -171,6 +171,10 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     drop(futures);
-    assert_eq!(m.waiter_table_size(), (0, 0), "a dropped future left a waiter queued");
+    assert_eq!(
+        m.waiter_table_size(),
+        (0, 0),
+        "a dropped future left a waiter queued"
+    );
     assert!(!m.is_locked());
 });
