@@ -122,7 +122,7 @@ fn test(cargo: &Cargo, preemptions: usize) -> Tally {
     t.tests(
         "test",
         cargo
-            .cmd(["test", "--workspace"])
+            .cmd(["test", "--workspace", "--no-fail-fast"])
             .env("PROPTEST_CASES", "64"),
     );
     loom(cargo, None, preemptions, &mut t);
