@@ -1009,6 +1009,10 @@ impl<T> Receiver<T> {
 
     /// A blocking iterator: [`recv`](Self::recv) until disconnection.
     ///
+    /// # Progress
+    ///
+    /// Each `next` blocks as [`recv`](Self::recv) does.
+    ///
     /// # Examples
     ///
     /// ```
