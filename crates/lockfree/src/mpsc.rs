@@ -140,15 +140,25 @@ struct Block<T> {
 }
 
 impl<T> Block<T> {
-    /// A new block, every node pointing back at it.
+    /// A new block, every node pointing back at it. Built in place on the
+    /// heap: a block is `BLOCK_CAP` messages, too large for a thread's
+    /// stack when messages are large (a block of 16 KiB messages is 2 MiB,
+    /// a spawned thread's whole stack).
     fn alloc() -> *mut Self {
-        let block = Box::into_raw(Box::new(Self {
-            live: AtomicUsize::new(BLOCK_CAP),
-            nodes: core::array::from_fn(|_| Node::new()),
-        }));
-        for i in 0..BLOCK_CAP {
-            // SAFETY: the block was just allocated and nobody else has it.
-            unsafe { (*block).nodes[i].block = block };
+        let block: *mut Self = Box::into_raw(Box::<Self>::new_uninit()).cast();
+        // SAFETY: `block` is a fresh allocation for a `Self`, which nobody
+        // else has: each field is written once, in place, through raw
+        // pointers (no reference to uninitialized memory), before any read.
+        unsafe {
+            (&raw mut (*block).live).write(AtomicUsize::new(BLOCK_CAP));
+            let nodes = (&raw mut (*block).nodes).cast::<Node<T>>();
+            for i in 0..BLOCK_CAP {
+                nodes.add(i).write(Node {
+                    next: AtomicPtr::new(ptr::null_mut()),
+                    block,
+                    value: UnsafeCell::new(MaybeUninit::uninit()),
+                });
+            }
         }
         block
     }

@@ -338,3 +338,29 @@ fn blocking_recv_after_a_pending_poll_is_still_woken() {
     assert_eq!(got, Some(2));
     drop(h.join().unwrap());
 }
+
+/// A block of large messages is built on the heap, not on the sending
+/// thread's stack: with the block built on the stack first, the first send
+/// of a spawned thread (2 MiB stack) overflowed it (4 KiB messages in a
+/// debug build, 16 KiB in release).
+#[test]
+fn large_messages_from_spawned_threads() {
+    fn send_from_a_thread<const N: usize>() {
+        let (tx, rx) = mpsc::channel::<[u8; N]>();
+        thread::spawn(move || {
+            for i in 0..3u8 {
+                tx.send([i; N]).unwrap();
+            }
+        })
+        .join()
+        .unwrap();
+        for i in 0..3u8 {
+            let got = rx.recv().unwrap();
+            assert!(got.iter().all(|&b| b == i));
+        }
+        assert_eq!(rx.recv(), Err(RecvError));
+    }
+    send_from_a_thread::<{ 4 * 1024 }>();
+    send_from_a_thread::<{ 16 * 1024 }>();
+    send_from_a_thread::<{ 64 * 1024 }>();
+}
