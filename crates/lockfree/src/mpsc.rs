@@ -10,10 +10,14 @@
 //! whose message it has already taken (the *dummy*), and takes the message of
 //! `head.next`, which then becomes the dummy.
 //!
-//! Nodes come in blocks of [`BLOCK_CAP`], and each [`Sender`] takes its nodes
+//! Nodes come in blocks of up to [`BLOCK_CAP`] (as many as fit in
+//! [`BLOCK_BYTES`], at least one), and each [`Sender`] takes its nodes
 //! from a range of a block that is its own (a clone takes half of its
-//! parent's range), so a send allocates at most once per [`BLOCK_CAP`]
-//! messages and producers never contend for nodes. A block counts the nodes
+//! parent's range), so a send allocates at most once per block and
+//! producers never contend for nodes. Blocks are sized in bytes, so that
+//! the memory a channel holds follows the messages queued, whatever their
+//! size: with nothing queued, each sender holds at most one block and the
+//! channel keeps at most [`SPARE_BYTES`] of released blocks. A block counts the nodes
 //! that are not yet released (`live`): the receiver releases a node when it
 //! moves past it, a sender releases the nodes it never used when it is
 //! dropped, and whoever releases the last one frees the block.
@@ -40,6 +44,7 @@ use core::mem::MaybeUninit;
 use core::pin::Pin;
 use core::ptr;
 use core::task::{Context, Poll};
+use std::alloc::Layout;
 use std::time::{Duration, Instant};
 
 use sync_core::CachePadded;
@@ -48,8 +53,9 @@ use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{Arc, hint, thread};
 use sync_core::waiter::Waiter;
 
-/// Messages per block of nodes (small under loom, so that models cross
-/// block boundaries).
+/// Messages per block of nodes, at most (small under loom, so that models
+/// cross block boundaries). A block holds fewer when its nodes would take
+/// more than [`BLOCK_BYTES`] (one, for messages that large).
 ///
 /// ```
 /// assert!(lockfree_sync::mpsc::BLOCK_CAP >= 2);
@@ -62,10 +68,28 @@ use sync_core::waiter::Waiter;
 /// with 32: 2 producers reached half the throughput of 1).
 #[cfg(not(loom))]
 pub const BLOCK_CAP: usize = 128;
-/// Messages per block of nodes (small under loom, so that models cross
-/// block boundaries).
+/// Messages per block of nodes, at most (small under loom, so that models
+/// cross block boundaries).
 #[cfg(loom)]
 pub const BLOCK_CAP: usize = 2;
+
+/// The bytes of nodes a block holds at most, unless one node alone is
+/// larger (a block holds at least one): what a sender keeps allocated while
+/// nothing is queued. Small messages (up to about 16 bytes) still get
+/// [`BLOCK_CAP`] nodes per block.
+///
+/// ```
+/// assert_eq!(lockfree_sync::mpsc::BLOCK_BYTES, 4096);
+/// ```
+pub const BLOCK_BYTES: usize = 4096;
+
+/// The bytes of released blocks a channel keeps for reuse, at most (and
+/// at most four blocks). Blocks larger than this are freed once released.
+///
+/// ```
+/// assert_eq!(lockfree_sync::mpsc::SPARE_BYTES, 16 * 1024);
+/// ```
+pub const SPARE_BYTES: usize = 16 * 1024;
 
 /// The token a producer hands the receiver's waiter: "look again".
 const LOOK: usize = 1;
@@ -129,31 +153,79 @@ impl<T> Node<T> {
     }
 }
 
-/// [`BLOCK_CAP`] nodes allocated at once, owned by one sender until it has
-/// handed them all out.
+/// [`Block::CAP`] nodes allocated at once, owned by one sender until it
+/// has handed them all out. The nodes follow the header in the same
+/// allocation (`nodes` only marks where they start).
+#[repr(C)]
 struct Block<T> {
-    /// Nodes not yet released. Starts at [`BLOCK_CAP`]; the receiver
+    /// Nodes not yet released. Starts at [`Block::CAP`]; the receiver
     /// releases the nodes it moves past, the sender the nodes it never used;
     /// whoever brings it to zero frees the block.
     live: AtomicUsize,
-    nodes: [Node<T>; BLOCK_CAP],
+    nodes: [Node<T>; 0],
 }
 
 impl<T> Block<T> {
+    /// Nodes per block: as many as fit in [`BLOCK_BYTES`], within
+    /// `1..=BLOCK_CAP`.
+    const CAP: usize = {
+        let fit = BLOCK_BYTES / size_of::<Node<T>>();
+        if fit < 1 {
+            1
+        } else if fit > BLOCK_CAP {
+            BLOCK_CAP
+        } else {
+            fit
+        }
+    };
+
+    /// The allocation of a block: the header, then [`CAP`](Self::CAP)
+    /// nodes.
+    fn layout() -> Layout {
+        let size = core::mem::offset_of!(Self, nodes) + Self::CAP * size_of::<Node<T>>();
+        Layout::from_size_align(size, align_of::<Self>())
+            .expect("a block of nodes fits in memory")
+            .pad_to_align()
+    }
+
+    /// How many released blocks a channel keeps: [`SPARES`] at most, and
+    /// [`SPARE_BYTES`] at most.
+    fn spares() -> usize {
+        (SPARE_BYTES / Self::layout().size()).min(SPARES)
+    }
+
+    /// Node `i` of `block`.
+    ///
+    /// # Safety
+    ///
+    /// `block` is alive (allocated by [`alloc`](Self::alloc), not freed) and
+    /// `i < CAP`.
+    #[inline]
+    unsafe fn node(block: *mut Self, i: usize) -> *mut Node<T> {
+        debug_assert!(i < Self::CAP);
+        // SAFETY: the nodes follow the header in the block's allocation
+        // (see `layout`), and `i` is in range: the caller's promise. A raw
+        // place projection keeps the provenance of the whole allocation.
+        unsafe { (&raw mut (*block).nodes).cast::<Node<T>>().add(i) }
+    }
+
     /// A new block, every node pointing back at it. Built in place on the
-    /// heap: a block is `BLOCK_CAP` messages, too large for a thread's
-    /// stack when messages are large (a block of 16 KiB messages is 2 MiB,
-    /// a spawned thread's whole stack).
+    /// heap: a block of large messages is too large for a thread's stack.
     fn alloc() -> *mut Self {
-        let block: *mut Self = Box::into_raw(Box::<Self>::new_uninit()).cast();
-        // SAFETY: `block` is a fresh allocation for a `Self`, which nobody
-        // else has: each field is written once, in place, through raw
-        // pointers (no reference to uninitialized memory), before any read.
+        let layout = Self::layout();
+        // SAFETY: the layout's size is not zero (the header is a word).
+        let block = unsafe { std::alloc::alloc(layout) }.cast::<Self>();
+        if block.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: `block` is a fresh allocation of `layout` (a header, then
+        // CAP nodes), which nobody else has: each field is written once, in
+        // place, through raw pointers (no reference to uninitialized
+        // memory), before any read.
         unsafe {
-            (&raw mut (*block).live).write(AtomicUsize::new(BLOCK_CAP));
-            let nodes = (&raw mut (*block).nodes).cast::<Node<T>>();
-            for i in 0..BLOCK_CAP {
-                nodes.add(i).write(Node {
+            (&raw mut (*block).live).write(AtomicUsize::new(Self::CAP));
+            for i in 0..Self::CAP {
+                Self::node(block, i).write(Node {
                     next: AtomicPtr::new(ptr::null_mut()),
                     block,
                     value: UnsafeCell::new(MaybeUninit::uninit()),
@@ -161,6 +233,26 @@ impl<T> Block<T> {
             }
         }
         block
+    }
+
+    /// Frees a block.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns `block` (every node released, every value moved
+    /// out) and never uses it again.
+    unsafe fn free(block: *mut Self) {
+        // SAFETY: ours, as the caller promises, and initialized by `alloc`:
+        // the fields are dropped in place (the nodes' values are
+        // `MaybeUninit`, already moved out), then the allocation of
+        // `layout` freed.
+        unsafe {
+            ptr::drop_in_place(&raw mut (*block).live);
+            for i in 0..Self::CAP {
+                ptr::drop_in_place(Self::node(block, i));
+            }
+            std::alloc::dealloc(block.cast(), Self::layout());
+        }
     }
 
     /// Releases `n` nodes of `block`; if they were its last, the block
@@ -192,15 +284,16 @@ impl<T> Block<T> {
         // Release of its swap on the tail, after this.
         // SAFETY: ours, as the caller promises.
         unsafe {
-            (*block).live.store(BLOCK_CAP, Relaxed);
-            for node in &(*block).nodes {
-                node.next.store(ptr::null_mut(), Relaxed);
+            (*block).live.store(Self::CAP, Relaxed);
+            for i in 0..Self::CAP {
+                (*Self::node(block, i)).next.store(ptr::null_mut(), Relaxed);
             }
         }
     }
 }
 
-/// How many released blocks a channel keeps for reuse.
+/// How many released blocks a channel keeps for reuse, at most (see also
+/// [`SPARE_BYTES`]).
 #[cfg(not(loom))]
 const SPARES: usize = 4;
 /// How many released blocks a channel keeps for reuse (one under loom).
@@ -231,7 +324,7 @@ impl<T> Spares<T> {
     ///
     /// Every node of `block` is released: the caller owns it.
     unsafe fn put(&self, block: *mut Block<T>) {
-        for slot in &self.slots {
+        for slot in &self.slots[..Block::<T>::spares()] {
             // Release: pairs with the Acquire swap in `take`, so the next
             // owner's reset comes after our last use.
             if slot
@@ -242,7 +335,7 @@ impl<T> Spares<T> {
             }
         }
         // SAFETY: ours (the caller's promise), and every value moved out.
-        drop(unsafe { Box::from_raw(block) });
+        unsafe { Block::free(block) };
     }
 
     /// A block for a sender: a kept one, reset, or a new one.
@@ -269,8 +362,9 @@ impl<T> Drop for Spares<T> {
             // Relaxed: `&mut self`.
             let block = slot.load(Relaxed);
             if !block.is_null() {
-                // SAFETY: the slot owned it; nobody else is left.
-                drop(unsafe { Box::from_raw(block) });
+                // SAFETY: the slot owned it; nobody else is left, and every
+                // value was moved out before it was released.
+                unsafe { Block::free(block) };
             }
         }
     }
@@ -596,7 +690,8 @@ impl<T> Sender<T> {
     /// # Progress
     ///
     /// Wait-free: one swap on the queue's tail and a few plain loads and
-    /// stores, plus an allocation every [`BLOCK_CAP`] sends, and a second
+    /// stores, plus an allocation every block ([`BLOCK_CAP`] sends for
+    /// small messages, fewer for large ones: see [`BLOCK_BYTES`]), and a second
     /// swap and a wakeup when the receiver sleeps.
     ///
     /// # Examples
@@ -648,7 +743,7 @@ impl<T> Sender<T> {
         self.next.set(next + 1);
         // SAFETY: `next < end`: the block still holds this sender's unused
         // nodes, so it is alive.
-        unsafe { &raw mut (*self.block.get()).nodes[next] }
+        unsafe { Block::node(self.block.get(), next) }
     }
 
     /// Takes a fresh block, releasing the nodes left in the current one.
@@ -657,7 +752,7 @@ impl<T> Sender<T> {
         self.release_unused();
         self.block.set(self.shared.spares.take());
         self.next.set(0);
-        self.end.set(BLOCK_CAP);
+        self.end.set(Block::<T>::CAP);
     }
 
     /// Releases this sender's unused nodes.
