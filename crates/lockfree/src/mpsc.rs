@@ -105,6 +105,23 @@ const TASK_YIELDS: u32 = 1;
 #[cfg(loom)]
 const TASK_YIELDS: u32 = 0;
 
+/// How many spins a receive spends waiting for a producer that is between
+/// its swap and its link (a running producer links within nanoseconds).
+#[cfg(not(loom))]
+const IN_FLIGHT_SPINS: u32 = 32;
+/// Under loom a spin is a yield: none, so that models stay small.
+#[cfg(loom)]
+const IN_FLIGHT_SPINS: u32 = 0;
+/// How many times a receive yields, after [`IN_FLIGHT_SPINS`], to a
+/// producer between its swap and its link (it may have been preempted on
+/// this processor) before it reports "nothing yet": [`Receiver::try_recv`]
+/// returns [`TryRecvError::Empty`], [`Receiver::poll_recv`] `Pending`.
+#[cfg(not(loom))]
+const IN_FLIGHT_YIELDS: u32 = 4;
+/// See the other definition.
+#[cfg(loom)]
+const IN_FLIGHT_YIELDS: u32 = 1;
+
 /// How long a receiver watches an empty queue before it sleeps: spins,
 /// then yields (a wakeup costs tens of microseconds on a virtual machine, a
 /// yield well under one).
@@ -866,10 +883,14 @@ impl<T> Receiver<T> {
     ///
     /// # Progress
     ///
-    /// Returns at once, except when a producer is between its two steps (it
-    /// has swapped the tail but not linked its message): then the message
-    /// counts as sent, and the call waits (spinning, then yielding) for the
-    /// link.
+    /// Returns without waiting for anybody: a bounded number of steps. When
+    /// the next message's producer is between its two steps (it has swapped
+    /// the tail but not yet linked its message), the call spins a few times
+    /// (a running producer links within nanoseconds) and yields four
+    /// times, then returns [`TryRecvError::Empty`]: the
+    /// producer, preempted perhaps, is alive mid-send, so this is not a
+    /// disconnection, and the message (with every message queued behind
+    /// it) arrives once it links.
     ///
     /// # Examples
     ///
@@ -884,23 +905,44 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        let mut spins = 0u32;
+        self.take().map_err(|missing| match missing {
+            Missing::Empty | Missing::InFlight => TryRecvError::Empty,
+            Missing::Disconnected => TryRecvError::Disconnected,
+        })
+    }
+
+    /// Takes a message if one is queued, in a bounded number of steps: a
+    /// message whose producer does not link it within a short snooze is
+    /// reported [`Missing::InFlight`].
+    fn take(&self) -> Result<T, Missing> {
+        let mut snoozes = 0u32;
         loop {
             // SAFETY: we are the receiver (`&self` of a `!Sync` type, and the
             // future path holds `&mut self`).
             match unsafe { self.shared.pop() } {
                 Pop::Value(v) => return Ok(v),
-                Pop::InFlight => snooze(&mut spins),
+                Pop::InFlight => {
+                    if snoozes == IN_FLIGHT_SPINS + IN_FLIGHT_YIELDS {
+                        return Err(Missing::InFlight);
+                    }
+                    if snoozes < IN_FLIGHT_SPINS {
+                        hint::spin_loop();
+                    } else {
+                        thread::yield_now();
+                    }
+                    snoozes += 1;
+                }
                 Pop::Empty => {
                     // Acquire: pairs with every sender's decrement, so the
                     // links of the last sends are visible to the pop below.
                     if self.shared.senders.load(Acquire) != 0 {
-                        return Err(TryRecvError::Empty);
+                        return Err(Missing::Empty);
                     }
-                    // SAFETY: as above.
+                    // SAFETY: as above. No sender is left, so no send is
+                    // in flight: this finds the last message or nothing.
                     return match unsafe { self.shared.pop() } {
                         Pop::Value(v) => Ok(v),
-                        _ => Err(TryRecvError::Disconnected),
+                        _ => Err(Missing::Disconnected),
                     };
                 }
             }
@@ -942,7 +984,9 @@ impl<T> Receiver<T> {
     /// # Progress
     ///
     /// Returns within `timeout` plus a scheduling quantum: the deadline is
-    /// checked inside the spin and the yields, and the park is timed.
+    /// checked inside the spin and the yields (also while it waits for a
+    /// producer preempted between its two steps, see
+    /// [`try_recv`](Self::try_recv)), and the park is timed.
     ///
     /// # Examples
     ///
@@ -964,13 +1008,21 @@ impl<T> Receiver<T> {
     fn recv_deadline(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         let mut watched = 0u32;
         loop {
-            match self.try_recv() {
+            let in_flight = match self.take() {
                 Ok(v) => return Ok(v),
-                Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
-                Err(TryRecvError::Empty) => {}
-            }
+                Err(Missing::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+                Err(Missing::Empty) => false,
+                Err(Missing::InFlight) => true,
+            };
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(RecvTimeoutError::Timeout);
+            }
+            if in_flight {
+                // A producer preempted between its swap and its link: it
+                // may have looked for a waiter before we publish one, so
+                // sleeping could miss its message. Let it run.
+                thread::yield_now();
+                continue;
             }
             // Watch the queue a while, spinning then yielding: a message
             // that comes meanwhile costs no sleep and no wakeup (tens of
@@ -1018,7 +1070,11 @@ impl<T> Receiver<T> {
     /// # Progress
     ///
     /// Pending until a message or the disconnection arrives; a sender wakes
-    /// the task.
+    /// the task. A poll never blocks the executor's thread: when the next
+    /// message's producer is between its two steps (preempted, perhaps,
+    /// after swapping the tail and before linking its message), the poll
+    /// spins and yields a few times, then wakes its own task and returns
+    /// `Pending`, to look again at the next poll.
     ///
     /// # Examples
     ///
@@ -1064,17 +1120,24 @@ impl<T> Receiver<T> {
     /// ```
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         loop {
-            match self.try_recv() {
+            match self.take() {
                 Ok(v) => {
                     self.stop_waiting();
                     self.task_yields.set(0);
                     return Poll::Ready(Some(v));
                 }
-                Err(TryRecvError::Disconnected) => {
+                Err(Missing::Disconnected) => {
                     self.stop_waiting();
                     return Poll::Ready(None);
                 }
-                Err(TryRecvError::Empty) => {}
+                Err(Missing::InFlight) => {
+                    // A producer preempted between its swap and its link
+                    // may not wake us: poll again soon rather than block
+                    // the executor's thread.
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                Err(Missing::Empty) => {}
             }
             if self.task_yields.get() < TASK_YIELDS && self.task.get_mut().is_none() {
                 // Let the executor run other tasks (producers, perhaps)
@@ -1148,15 +1211,15 @@ impl<T> Receiver<T> {
     }
 }
 
-/// Short waits for a producer between its swap and its link: spin, then
-/// yield (it may have been preempted).
-fn snooze(spins: &mut u32) {
-    if *spins < 32 {
-        *spins += 1;
-        hint::spin_loop();
-    } else {
-        thread::yield_now();
-    }
+/// Why [`Receiver::take`] returned no message.
+enum Missing {
+    /// Nothing queued.
+    Empty,
+    /// A producer has swapped the tail but not linked its message within
+    /// the snooze.
+    InFlight,
+    /// Nothing queued, and every sender is gone.
+    Disconnected,
 }
 
 impl<T> Drop for Receiver<T> {

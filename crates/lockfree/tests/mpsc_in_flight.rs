@@ -1,0 +1,157 @@
+//! A producer preempted between its swap on the tail and its link (the
+//! message is "in flight") must not make the receiver wait for it:
+//! `try_recv` returns `Empty` after a bounded snooze, `recv_timeout`
+//! returns by its deadline, `poll_recv` returns `Pending` (waking its own
+//! task) instead of blocking the executor.
+//!
+//! A real producer is frozen at a random point of its send loop by a
+//! signal whose handler spins until the test releases it; some of the
+//! freezes land between the swap and the link. Before the fix, a receive
+//! made then spun until the producer ran again (here: until the watchdog
+//! released it, a second later).
+#![cfg(all(not(loom), target_os = "linux"))]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::task::{Context, Waker};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use lockfree_sync::mpsc::{self, RecvTimeoutError, TryRecvError};
+
+/// Set by the test before it signals the producer: the handler spins while
+/// it is set.
+static HOLD: AtomicBool = AtomicBool::new(false);
+/// Set by the handler while it holds the producer.
+static HELD: AtomicBool = AtomicBool::new(false);
+/// Bumped by every trial, watched by the watchdog.
+static TRIAL: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn freeze(_: libc::c_int) {
+    // Async-signal-safe: atomics only.
+    HELD.store(true, SeqCst);
+    while HOLD.load(SeqCst) {
+        std::hint::spin_loop();
+    }
+    HELD.store(false, SeqCst);
+}
+
+/// Longer than any receive may take while the producer is frozen, and
+/// shorter than the watchdog's release.
+const PROMPT: Duration = Duration::from_millis(500);
+
+#[test]
+fn receives_do_not_wait_for_a_frozen_producer() {
+    // SAFETY: installs a handler that only touches atomics; SIGUSR1 is not
+    // used elsewhere in this test binary.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = freeze as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
+            0
+        );
+    }
+    let (tx, mut rx) = mpsc::channel::<u64>();
+    let received = std::sync::Arc::new(AtomicU64::new(0));
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (id_tx, id_rx) = std::sync::mpsc::channel();
+    let producer = {
+        let (received, stop) = (received.clone(), stop.clone());
+        thread::spawn(move || {
+            // SAFETY: pthread_self has no preconditions.
+            id_tx.send(unsafe { libc::pthread_self() }).unwrap();
+            let mut i = 0u64;
+            while !stop.load(SeqCst) {
+                // Keep a few blocks in flight at most, so that the producer
+                // reuses spare blocks and hardly ever allocates: a producer
+                // frozen inside the allocator would hold up a receiver that
+                // frees a block (a wait that is not the channel's).
+                if i - received.load(SeqCst) < 200 {
+                    tx.send(i).unwrap();
+                    i += 1;
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        })
+    };
+    let producer_id = id_rx.recv().unwrap();
+    // Releases a frozen producer that a receive waits for (the old
+    // behaviour), so that the test fails instead of hanging.
+    let watchdog_stop = std::sync::Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let stop = watchdog_stop.clone();
+        thread::spawn(move || {
+            let mut seen = (u64::MAX, Instant::now());
+            while !stop.load(SeqCst) {
+                thread::sleep(Duration::from_millis(10));
+                let trial = TRIAL.load(SeqCst);
+                if trial != seen.0 {
+                    seen = (trial, Instant::now());
+                } else if seen.1.elapsed() > Duration::from_secs(1) {
+                    HOLD.store(false, SeqCst);
+                }
+            }
+        })
+    };
+    let mut next = 0u64;
+    let mut take = |v: u64| {
+        assert_eq!(v, next, "messages out of order");
+        next += 1;
+        received.store(next, SeqCst);
+    };
+    let mut cx = Context::from_waker(Waker::noop());
+    for trial in 0..500 {
+        TRIAL.store(trial, SeqCst);
+        // Let the producer run a little, receiving.
+        let until = Instant::now() + Duration::from_micros(200);
+        while Instant::now() < until {
+            if let Ok(v) = rx.try_recv() {
+                take(v);
+            }
+        }
+        HOLD.store(true, SeqCst);
+        // SAFETY: the producer thread is alive (it stops only when told).
+        assert_eq!(unsafe { libc::pthread_kill(producer_id, libc::SIGUSR1) }, 0);
+        while !HELD.load(SeqCst) {
+            thread::yield_now();
+        }
+        // The producer is frozen: each receive below returns promptly.
+        let start = Instant::now();
+        loop {
+            match rx.try_recv() {
+                Ok(v) => take(v),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => panic!("the producer is alive"),
+            }
+        }
+        assert!(
+            start.elapsed() < PROMPT,
+            "try_recv waited for a frozen producer"
+        );
+        let start = Instant::now();
+        assert_eq!(
+            rx.recv_timeout(Duration::from_millis(1)),
+            Err(RecvTimeoutError::Timeout)
+        );
+        assert!(
+            start.elapsed() < PROMPT,
+            "recv_timeout overran its deadline"
+        );
+        let start = Instant::now();
+        assert!(rx.poll_recv(&mut cx).is_pending());
+        assert!(start.elapsed() < PROMPT, "poll_recv blocked the executor");
+        HOLD.store(false, SeqCst);
+        while HELD.load(SeqCst) {
+            thread::yield_now();
+        }
+    }
+    stop.store(true, SeqCst);
+    producer.join().unwrap();
+    watchdog_stop.store(true, SeqCst);
+    // Nothing lost: every message sent arrives, in order.
+    for v in rx.iter() {
+        take(v);
+    }
+    watchdog.join().unwrap();
+}
