@@ -421,9 +421,14 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     (
         Sender {
             chan: Arc::clone(&chan),
+            published: Published::NONE,
             _t: core::marker::PhantomData,
         },
-        Receiver { chan, stash: None },
+        Receiver {
+            chan,
+            stash: None,
+            published: Published::NONE,
+        },
     )
 }
 
@@ -442,6 +447,8 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// ```
 pub struct Sender<T> {
     chan: Arc<Chan>,
+    /// The slot of this sender's [`SendFuture`] while it is published.
+    published: Published<T>,
     /// Values of `T` go to the receiver's thread: `Send` only if `T` is.
     _t: core::marker::PhantomData<T>,
 }
@@ -480,7 +487,8 @@ impl<T> Sender<T> {
 
     /// Publishes `slot` (ours, holding the value): `Some(outcome)` if the
     /// rendezvous is over, `None` if we must wait for the receiver.
-    fn offer(&self, slot: &Slot<T>) -> Option<Outcome> {
+    fn offer(&mut self, slot: &Slot<T>) -> Option<Outcome> {
+        self.reclaim();
         let chan = &*self.chan;
         chan.note_cpu(SENDER);
         let me = ptr::from_ref(slot).cast::<u8>().cast_mut();
@@ -522,6 +530,19 @@ impl<T> Sender<T> {
         }
     }
 
+    /// Takes back the slot of a [`SendFuture`] that was leaked (with
+    /// `mem::forget`) while its offer was published, as its drop would
+    /// have: withdrawn (its value stays with the leaked future), or
+    /// delivered already. Left in the channel word, it would make our next
+    /// offer take it for a receiver's.
+    fn reclaim(&mut self) {
+        if let Some(leaked) = self.published.take() {
+            // SAFETY: see `Published`: the leaked future's slot is alive and
+            // nobody else uses it.
+            let _ = unsafe { &*leaked }.retract(&self.chan);
+        }
+    }
+
     fn finish(&self, slot: &Slot<T>, outcome: Outcome) -> Result<(), SendError<T>> {
         match outcome {
             Outcome::Done => Ok(()),
@@ -546,7 +567,9 @@ impl<T> Sender<T> {
     /// (the value is dropped with the future, never received) or, if the
     /// receiver had already taken it, leaves it delivered exactly once.
     /// [`SendFuture::cancel`] gives up the same way but hands an undelivered
-    /// value back.
+    /// value back. A future leaked (with `mem::forget`) while it waits is
+    /// withdrawn by this sender's next send: its value stays with the leaked
+    /// future, unless the receiver took it before.
     ///
     /// # Progress
     ///
@@ -646,6 +669,8 @@ pub struct Receiver<T> {
     /// A value delivered to a receiving future that was dropped at that
     /// moment: the next receive returns it.
     stash: Option<T>,
+    /// The slot of this receiver's [`RecvFuture`] while it is published.
+    published: Published<T>,
 }
 
 impl<T> Receiver<T> {
@@ -668,6 +693,7 @@ impl<T> Receiver<T> {
     /// assert!(rx.recv().is_err());
     /// ```
     pub fn recv(&mut self) -> Result<T, RecvError> {
+        self.reclaim();
         if let Some(v) = self.stash.take() {
             return Ok(v);
         }
@@ -681,6 +707,24 @@ impl<T> Receiver<T> {
 
     /// Publishes our (empty) slot: `Some(outcome)` if the rendezvous is
     /// over, `None` if we must wait for the sender.
+    /// Takes back the slot of a [`RecvFuture`] that was leaked (with
+    /// `mem::forget`) while it waited, as its drop would have: withdrawn,
+    /// or, if a sender handed its value over, that value is kept for this
+    /// receiver's next receive. Left in the channel word, it would make our
+    /// next receive take it for a sender's.
+    fn reclaim(&mut self) {
+        if let Some(leaked) = self.published.take() {
+            // SAFETY: see `Published`: the leaked future's slot is alive and
+            // nobody else uses it.
+            let slot = unsafe { &*leaked };
+            if let Some(Outcome::Done) = slot.retract(&self.chan) {
+                debug_assert!(self.stash.is_none(), "a published receive had a stash");
+                // SAFETY: complete: nobody else touches the slot.
+                self.stash = slot.value.with_mut(|v| unsafe { (*v).take() });
+            }
+        }
+    }
+
     fn accept(&self, slot: &Slot<T>) -> Option<Outcome> {
         let chan = &*self.chan;
         chan.note_cpu(RECEIVER);
@@ -728,7 +772,9 @@ impl<T> Receiver<T> {
     /// Cancel safe: dropping the future either withdraws it before any
     /// sender saw it (the value stays with the sender), or, if a sender had
     /// already handed its value over, keeps that value for this receiver's
-    /// next receive. No value is lost or received twice.
+    /// next receive. No value is lost or received twice. A future leaked
+    /// (with `mem::forget`) while it waits is withdrawn the same way by this
+    /// receiver's next receive (or an [`Alt`] built on it, or its drop).
     ///
     /// # Progress
     ///
@@ -770,6 +816,8 @@ impl<T> Receiver<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
+        // A value handed to a leaked future is dropped with us.
+        self.reclaim();
         shut::<T>(&self.chan);
     }
 }
@@ -781,6 +829,40 @@ impl<T> fmt::Debug for Receiver<T> {
             .finish_non_exhaustive()
     }
 }
+
+/// The slot of an end's future while it is published in the channel word
+/// (null: none), so that the end can take it back if the future is leaked.
+///
+/// A future dropped while published withdraws its slot. One leaked with
+/// `mem::forget` (after being pinned, say in a `Box`) never does: its slot
+/// would stay in the word, and the end's next send (or receive) would find
+/// a slot of its own side there and take it for the partner's (a send
+/// "delivered" into a leaked sender slot, both values lost). So each end
+/// records its future's slot, and its next operation (or an [`Alt`] built
+/// on it) does what the leaked future's drop would have done.
+struct Published<T>(*const Slot<T>);
+
+impl<T> Published<T> {
+    const NONE: Self = Self(ptr::null());
+
+    /// The slot of a leaked future, if one is recorded.
+    fn take(&mut self) -> Option<*const Slot<T>> {
+        let slot = core::mem::replace(self, Self::NONE).0;
+        (!slot.is_null()).then_some(slot)
+    }
+}
+
+// SAFETY: the pointer is followed only by the end's owner, through `&mut`
+// of the end, and only when the future that recorded it has neither
+// finished nor been dropped (each clears it): that future was leaked. Its
+// memory is then never freed (Pin's drop guarantee: a pinned value whose
+// drop has not run stays valid), and nobody can touch the future again,
+// since it borrowed the end mutably and the end is in use again. Values in
+// the slot move as they would through the future (`T: Send` is required by
+// the ends' own `Send`).
+unsafe impl<T> Send for Published<T> {}
+// SAFETY: as for `Send`: never followed through a shared reference.
+unsafe impl<T> Sync for Published<T> {}
 
 /// Where a future is in its rendezvous.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -833,6 +915,7 @@ impl<T> Future for SendFuture<'_, T> {
                 Some(outcome) => outcome,
                 None => {
                     this.phase = Phase::Published;
+                    this.tx.published = Published(&raw const this.slot);
                     core::task::ready!(this.slot.poll_wait(&mut this.parked, cx))
                 }
             },
@@ -840,6 +923,7 @@ impl<T> Future for SendFuture<'_, T> {
             Phase::Finished => panic!("SendFuture polled after it completed"),
         };
         this.phase = Phase::Finished;
+        this.tx.published = Published::NONE;
         this.parked = None;
         Poll::Ready(this.tx.finish(&this.slot, outcome))
     }
@@ -878,6 +962,7 @@ impl<T> SendFuture<'_, T> {
             Phase::Published => this.slot.retract(&this.tx.chan),
         };
         this.phase = Phase::Finished;
+        this.tx.published = Published::NONE;
         this.parked = None;
         match outcome {
             Some(Outcome::Done) => None,
@@ -894,6 +979,7 @@ impl<T> Drop for SendFuture<'_, T> {
         if self.phase == Phase::Published {
             // Withdrawn (the value drops with us), or delivered already.
             let _ = self.slot.retract(&self.tx.chan);
+            self.tx.published = Published::NONE;
         }
     }
 }
@@ -941,6 +1027,7 @@ impl<T> Future for RecvFuture<'_, T> {
         let this = unsafe { self.get_unchecked_mut() };
         let outcome = match this.phase {
             Phase::Idle => {
+                this.rx.reclaim();
                 if let Some(v) = this.rx.stash.take() {
                     this.phase = Phase::Finished;
                     return Poll::Ready(Ok(v));
@@ -949,6 +1036,7 @@ impl<T> Future for RecvFuture<'_, T> {
                     Some(outcome) => outcome,
                     None => {
                         this.phase = Phase::Published;
+                        this.rx.published = Published(&raw const this.slot);
                         core::task::ready!(this.slot.poll_wait(&mut this.parked, cx))
                     }
                 }
@@ -957,6 +1045,7 @@ impl<T> Future for RecvFuture<'_, T> {
             Phase::Finished => panic!("RecvFuture polled after it completed"),
         };
         this.phase = Phase::Finished;
+        this.rx.published = Published::NONE;
         this.parked = None;
         Poll::Ready(Receiver::finish(&this.slot, outcome))
     }
@@ -965,6 +1054,7 @@ impl<T> Future for RecvFuture<'_, T> {
 impl<T> Drop for RecvFuture<'_, T> {
     fn drop(&mut self) {
         if self.phase == Phase::Published {
+            self.rx.published = Published::NONE;
             if let Some(Outcome::Done) = self.slot.retract(&self.rx.chan) {
                 // Handed over as we gave up: keep it for the next receive.
                 // SAFETY: complete: nobody else touches the slot.
@@ -1069,7 +1159,12 @@ impl<'a, T> Alt<'a, T> {
     /// let alt = lockfree_sync::csp::Alt::new(vec![&mut rx]);
     /// assert_eq!(alt.len(), 1);
     /// ```
-    pub fn new(receivers: Vec<&'a mut Receiver<T>>) -> Self {
+    pub fn new(mut receivers: Vec<&'a mut Receiver<T>>) -> Self {
+        // A receiver's leaked future must not stay published where the
+        // Alt looks for senders.
+        for rx in &mut receivers {
+            rx.reclaim();
+        }
         assert!(
             !receivers.is_empty(),
             "Alt::new: an ALT over no channels would wait forever"

@@ -419,3 +419,94 @@ fn cancelled_select_async_keeps_a_delivered_value() {
     assert_eq!(rx.recv(), Ok(7));
     assert!(t.join().unwrap().is_ok());
 }
+
+/// A published `SendFuture` leaked with `mem::forget` left its slot in the
+/// channel word, and the sender's next send took that sender slot for a
+/// receiver's: it returned `Ok` at once and both values were lost. Now the
+/// next send withdraws the leaked offer first and waits for a real receiver.
+#[test]
+fn a_leaked_send_future_does_not_swallow_the_next_send() {
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    let mut leaked = Box::pin(tx.send_async(1));
+    assert!(poll_once(leaked.as_mut()).is_pending());
+    std::mem::forget(leaked);
+    let receiver = thread::spawn(move || (rx.recv(), rx.recv()));
+    assert_eq!(tx.send(2).map_err(|e| e.0), Ok(()));
+    drop(tx);
+    // 1 stays with the leaked future; 2 is received.
+    assert_eq!(receiver.join().unwrap(), (Ok(2), Err(RecvError)));
+}
+
+/// The same with an async send after the leak, and a value delivered to the
+/// leaked offer before the next send: it counts as sent.
+#[test]
+fn a_leaked_send_future_taken_by_the_receiver_is_delivered() {
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    let mut leaked = Box::pin(tx.send_async(1));
+    assert!(poll_once(leaked.as_mut()).is_pending());
+    std::mem::forget(leaked);
+    assert_eq!(rx.recv(), Ok(1)); // the leaked offer was still published
+    let receiver = thread::spawn(move || rx.recv());
+    futures::executor::block_on(tx.send_async(2)).unwrap();
+    assert_eq!(receiver.join().unwrap(), Ok(2));
+}
+
+/// A published `RecvFuture` leaked with `mem::forget`: a sender that then
+/// delivered into its slot returned `Ok`, and the value was lost (the next
+/// receive waited for another); a receive that found the leaked slot took
+/// it for a sender's and panicked. Now the receiver's next receive takes
+/// the leaked slot back, and returns a value delivered into it.
+#[test]
+fn a_leaked_recv_future_keeps_a_delivered_value_for_the_next_receive() {
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    let mut leaked = Box::pin(rx.recv_async());
+    assert!(poll_once(leaked.as_mut()).is_pending());
+    std::mem::forget(leaked);
+    tx.send(7).unwrap(); // delivered into the leaked future's slot
+    drop(tx);
+    assert_eq!(rx.recv(), Ok(7));
+    assert_eq!(rx.recv(), Err(RecvError));
+}
+
+#[test]
+fn a_leaked_recv_future_is_withdrawn_by_the_next_receive() {
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    let mut leaked = Box::pin(rx.recv_async());
+    assert!(poll_once(leaked.as_mut()).is_pending());
+    std::mem::forget(leaked);
+    let sender = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(20)); // the receiver waits first
+        tx.send(8).map(|()| tx)
+    });
+    assert_eq!(rx.recv(), Ok(8));
+    let tx = sender.join().unwrap().unwrap();
+    // And through a future and an Alt.
+    let mut leaked = Box::pin(rx.recv_async());
+    assert!(poll_once(leaked.as_mut()).is_pending());
+    std::mem::forget(leaked);
+    drop(tx);
+    assert_eq!(futures::executor::block_on(rx.recv_async()), Err(RecvError));
+    let (mut tx2, mut rx2) = csp::channel::<u32>();
+    let mut leaked = Box::pin(rx2.recv_async());
+    assert!(poll_once(leaked.as_mut()).is_pending());
+    std::mem::forget(leaked);
+    let sender = thread::spawn(move || tx2.send(9).map(|()| tx2));
+    let mut alt = Alt::new(vec![&mut rx2]);
+    assert_eq!(alt.select(), (0, Ok(9)));
+    drop(sender.join().unwrap().unwrap());
+}
+
+/// A value delivered to a leaked `RecvFuture` and never received is dropped
+/// with the receiver, once.
+#[test]
+fn a_value_delivered_to_a_leaked_recv_future_drops_with_the_receiver() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (mut tx, mut rx) = csp::channel::<Counted>();
+    let mut leaked = Box::pin(rx.recv_async());
+    assert!(poll_once(leaked.as_mut()).is_pending());
+    std::mem::forget(leaked);
+    tx.send(Counted(drops.clone(), 1)).unwrap();
+    assert_eq!(drops.load(SeqCst), 0);
+    drop(rx);
+    assert_eq!(drops.load(SeqCst), 1);
+}
