@@ -668,13 +668,27 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     fn lock_slow(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
         let mut ticket = None;
         let mut losses = 0;
+        // Woken to compete and not queued since: the wake is ours to pass on
+        // if we give up.
+        let mut woken = false;
         loop {
             if let Some(s) = self.watch(mask, deadline) {
                 return Some(s);
             }
-            if past(deadline) {
+            // Under loom, where time is not modelled, a timed waiter's timer
+            // has fired by the time it was woken (as `Waiter::wait_until`
+            // models it), so the give-up after a wake is explored.
+            if past(deadline) || (cfg!(loom) && deadline.is_some() && woken) {
+                if woken {
+                    // The exit that woke us may still hold the word (it
+                    // notifies before it releases): pass the wake on, after
+                    // that release (`wake_pass` takes the table lock), or a
+                    // waiter of the state would sleep with the lock free.
+                    self.wake_pass();
+                }
                 return None;
             }
+            woken = false;
             let waiter = Waiter::for_thread(losses);
             if !self.enqueue(mask, &mut ticket, &waiter) {
                 continue; // the state admitted us before we queued
@@ -698,6 +712,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             }
             // Woken to compete: watch again (once, if past the deadline).
             losses += 1;
+            woken = true;
         }
     }
 

@@ -291,3 +291,25 @@ fn broadcast_lets_every_waiter_of_the_state_through() {
         assert_eq!(m.waiter_table_size(), (0, 0));
     });
 }
+
+/// A timed waiter woken to compete gives up (its deadline passed while it
+/// slept) while the exit that woke it still holds the word: it must pass
+/// the wake on, or the untimed waiter of the same state sleeps for ever
+/// with the lock free in that state. (Found by an independent review.)
+#[test]
+fn a_timed_waiter_woken_past_its_deadline_passes_the_wake_on() {
+    model::check_with_bound(2, || {
+        let m = mutex(WakeMode::Compete, St::A);
+        let g = m.enter(St::A);
+        let timed = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let _ = m.enter_for(St::B, Duration::from_secs(1));
+            })
+        };
+        let patient = waiter(&m, St::B, 1, St::B);
+        g.exit(St::B);
+        timed.join().unwrap();
+        patient.join().unwrap();
+    });
+}
