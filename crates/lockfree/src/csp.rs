@@ -35,6 +35,12 @@
 //! those steps. A receiving future completed that way hands its value to the
 //! [`Receiver`], whose next receive returns it: a value is never lost.
 //!
+//! A partner's waker is user code and may panic: the side that completes
+//! the rendezvous wakes its partner last, once the value is where the
+//! panic cannot lose it (in the receiver's slot, or in the receiver's
+//! stash, which its next receive returns). The panic then unwinds out of
+//! that side's `send` or `recv`; the value is delivered exactly once.
+//!
 //! # Examples
 //!
 //! ```
@@ -63,7 +69,7 @@ use core::task::{Context, Poll};
 use sync_core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{Arc, hint, thread};
-use sync_core::waiter::Waiter;
+use sync_core::waiter::{Waiter, Wakeup};
 
 /// The channel word when nobody waits.
 const EMPTY: *mut u8 = ptr::null_mut();
@@ -170,15 +176,20 @@ impl<T> Slot<T> {
         }
     }
 
-    /// Completes the slot at `slot` and wakes its owner if it sleeps. After
+    /// Completes the slot at `slot`, and returns the wakeup of its owner if
+    /// it sleeps as a task (a sleeping thread is unparked at once). After
     /// the swap the owner may return and free the slot: it is not touched
     /// again.
+    ///
+    /// The caller delivers the wakeup once every value it holds is where a
+    /// panic cannot lose it: a task's waker is user code, and may panic.
     ///
     /// # Safety
     ///
     /// `slot` is a live slot that the caller took out of the channel word
     /// (so its owner waits for this completion).
-    unsafe fn complete(slot: *const Self, outcome: Outcome) {
+    #[must_use = "the owner sleeps until it is woken"]
+    unsafe fn complete(slot: *const Self, outcome: Outcome) -> Option<Wakeup> {
         let to = match outcome {
             Outcome::Done => DONE,
             Outcome::Shut => SHUT,
@@ -191,9 +202,11 @@ impl<T> Slot<T> {
             debug_assert!(prev != DONE && prev != SHUT, "a slot completed twice");
             // SAFETY: the owner's reference, left in `state` for us.
             let waiter = unsafe { Arc::from_raw(prev) };
-            // Cannot fail: the owner never cancels a published waiter.
-            waiter.notify(COMPLETE);
+            // Cannot fail (`None`): the owner never cancels a published
+            // waiter.
+            return Waiter::notify_later(&waiter, COMPLETE);
         }
+        None
     }
 
     /// Waits (spin, yield, park) until the slot is complete; the calling
@@ -509,7 +522,9 @@ impl<T> Sender<T> {
                 // waits for our completion, so nobody else touches it.
                 unsafe { move_value(slot, receiver) };
                 // SAFETY: we took the receiver's slot out of the word.
-                unsafe { Slot::complete(receiver, Outcome::Done) };
+                // Woken last: the value is the receiver's already, so a
+                // panicking waker (ours to run) loses nothing.
+                drop(unsafe { Slot::complete(receiver, Outcome::Done) });
                 Some(Outcome::Done)
             }
             Found::Alt(alt) => {
@@ -518,8 +533,8 @@ impl<T> Sender<T> {
                     // SAFETY: our claim gives us the Alt's slot, whose owner
                     // waits for our completion.
                     unsafe { move_value(slot, &alt.slot) };
-                    // SAFETY: as above.
-                    unsafe { Slot::complete(&alt.slot, Outcome::Done) };
+                    // SAFETY: as above. Woken last, as above.
+                    drop(unsafe { Slot::complete(&alt.slot, Outcome::Done) });
                     Some(Outcome::Done)
                 } else {
                     // The Alt took another channel: we came first after
@@ -633,12 +648,14 @@ fn shut<T>(chan: &Chan) {
     // AcqRel: as the swaps in `offer`/`accept`.
     match Chan::found::<T>(chan.word.swap(CLOSED, AcqRel)) {
         Found::Empty | Found::Closed => {}
-        // SAFETY: we took the partner's slot out of the word.
-        Found::Slot(partner) => unsafe { Slot::complete(partner, Outcome::Shut) },
+        // SAFETY: we took the partner's slot out of the word. The partner's
+        // value (a sender's) stays in its slot: a panicking waker loses
+        // nothing.
+        Found::Slot(partner) => drop(unsafe { Slot::complete(partner, Outcome::Shut) }),
         Found::Alt(alt) => {
             if alt.claim(chan.id()) {
                 // SAFETY: our claim gives us the Alt's slot.
-                unsafe { Slot::complete(&alt.slot, Outcome::Shut) };
+                drop(unsafe { Slot::complete(&alt.slot, Outcome::Shut) });
             }
         }
     }
@@ -725,7 +742,7 @@ impl<T> Receiver<T> {
         }
     }
 
-    fn accept(&self, slot: &Slot<T>) -> Option<Outcome> {
+    fn accept(&mut self, slot: &Slot<T>) -> Option<Outcome> {
         let chan = &*self.chan;
         chan.note_cpu(RECEIVER);
         let me = ptr::from_ref(slot).cast::<u8>().cast_mut();
@@ -739,11 +756,11 @@ impl<T> Receiver<T> {
             Found::Slot(sender) => {
                 // Release: as in `offer`.
                 chan.word.store(EMPTY, Release);
-                // SAFETY: the sender's slot waits for our completion; ours is
-                // unpublished again.
-                unsafe { move_value(sender, slot) };
-                // SAFETY: we took the sender's slot out of the word.
-                unsafe { Slot::complete(sender, Outcome::Done) };
+                let value = take_from(sender, &mut self.stash);
+                // Ours again (unpublished): the value goes where `finish`
+                // takes it.
+                // SAFETY: our slot, which nobody else touches now.
+                slot.value.with_mut(|v| unsafe { *v = Some(value) });
                 Some(Outcome::Done)
             }
             Found::Alt(_) => unreachable!("only a receiver's Alt publishes itself"),
@@ -1266,7 +1283,8 @@ impl<'a, T> Alt<'a, T> {
                 .compare_exchange(word, EMPTY, AcqRel, Acquire)
                 .is_ok()
             {
-                return Some(self.took(i, Ok(take_from(word.cast()))));
+                let value = take_from(word.cast(), &mut self.receivers[i].stash);
+                return Some(self.took(i, Ok(value)));
             }
         }
         None
@@ -1277,7 +1295,12 @@ impl<'a, T> Alt<'a, T> {
     fn wait(&mut self) -> Option<(usize, Result<T, RecvError>)> {
         let mut enabled = self.enable();
         let result = match enabled.found.take() {
-            Some(found) => Some(found),
+            Some((i, ready)) => {
+                // Withdrawn first, then the ready sender completed (and
+                // woken, which may panic).
+                self.disable(&enabled);
+                return Some(self.take_ready(i, ready));
+            }
             None if enabled.retry => None,
             None => {
                 let outcome = enabled
@@ -1322,13 +1345,15 @@ impl<'a, T> Alt<'a, T> {
                         break;
                     }
                     if word == CLOSED {
-                        enabled.found = Some((i, Err(RecvError)));
+                        enabled.found = Some((i, None));
                     } else if chan
                         .word
                         .compare_exchange(word, EMPTY, AcqRel, Acquire)
                         .is_ok()
                     {
-                        enabled.found = Some((i, Ok(take_from(word.cast()))));
+                        // The sender's slot is ours to complete: done once
+                        // the Alt is withdrawn (`take_ready`).
+                        enabled.found = Some((i, Some(Ready(word.cast()))));
                     } else {
                         // It withdrew. Senders that failed to claim us wait
                         // in their words: start over and find them.
@@ -1339,6 +1364,19 @@ impl<'a, T> Alt<'a, T> {
             }
         }
         enabled
+    }
+
+    /// Completes the rendezvous with a sender found ready while publishing
+    /// (its slot, taken out of the word of receiver `i`), or reports that
+    /// channel closed. Called once the Alt is withdrawn from every channel,
+    /// so that a sender's panicking waker leaves nothing of it published;
+    /// the value waits in the receiver's stash meanwhile.
+    fn take_ready(&mut self, i: usize, ready: Option<Ready<T>>) -> (usize, Result<T, RecvError>) {
+        let got = match ready {
+            Some(Ready(sender)) => Ok(take_from(sender, &mut self.receivers[i].stash)),
+            None => Err(RecvError),
+        };
+        self.took(i, got)
     }
 
     /// What a sender (or a closing channel) that claimed the Alt left in
@@ -1411,13 +1449,26 @@ impl<'a, T> Alt<'a, T> {
     }
 }
 
+/// The slot of a ready sender that an Alt took out of a channel word, to
+/// complete once the Alt is withdrawn.
+struct Ready<T>(*const Slot<T>);
+
+// SAFETY: the Alt that took the slot out of the word is the only one to
+// touch it (its owner waits for the completion); the value moves to the
+// Alt's receiver, as through the channel (`T: Send`).
+unsafe impl<T: Send> Send for Ready<T> {}
+// SAFETY: never used through a shared reference.
+unsafe impl<T: Send> Sync for Ready<T> {}
+
 /// An Alt published on its channels, waiting for a claim.
 struct Enabled<T> {
     shared: Arc<AltShared<T>>,
     /// The receivers (indexes) on whose channels the Alt is published.
     channels: Vec<usize>,
-    /// A ready channel found while publishing (the Alt claimed itself).
-    found: Option<(usize, Result<T, RecvError>)>,
+    /// A ready channel found while publishing (the Alt claimed itself):
+    /// the slot of its sender, which the Alt took out of the word and
+    /// completes with [`Alt::take_ready`], or `None` if it closed.
+    found: Option<(usize, Option<Ready<T>>)>,
     /// A ready sender withdrew while we took it: start over.
     retry: bool,
 }
@@ -1471,9 +1522,9 @@ impl<T> Future for SelectFuture<'_, '_, T> {
                 return Poll::Ready(got);
             }
             let mut enabled = this.alt.enable();
-            if let Some((i, got)) = enabled.found.take() {
+            if let Some((i, ready)) = enabled.found.take() {
                 this.alt.disable(&enabled);
-                return Poll::Ready(this.alt.took(i, got));
+                return Poll::Ready(this.alt.take_ready(i, ready));
             }
             if enabled.retry {
                 this.alt.disable(&enabled);
@@ -1530,14 +1581,19 @@ impl<T> fmt::Debug for SelectFuture<'_, '_, T> {
 }
 
 /// Takes the value from a sender's slot that the caller took out of the
-/// channel word, and completes the slot.
-fn take_from<T>(sender: *const Slot<T>) -> T {
+/// channel word, and completes the slot. The value waits in `stash` (the
+/// receiver's, empty) while the sender is woken: if the sender's waker
+/// panics, the receiver's next receive returns it, and the sender's future
+/// reports it delivered.
+fn take_from<T>(sender: *const Slot<T>, stash: &mut Option<T>) -> T {
+    debug_assert!(stash.is_none(), "a receive with a stashed value");
     // SAFETY: the caller took the slot out of the word: its owner waits for
     // our completion and nobody else touches it.
-    let value = unsafe { (*sender).value.with_mut(|v| (*v).take()) };
+    *stash = unsafe { (*sender).value.with_mut(|v| (*v).take()) };
     // SAFETY: as above.
-    unsafe { Slot::complete(sender, Outcome::Done) };
-    value.expect("a sender's slot holds its value")
+    let wakeup = unsafe { Slot::complete(sender, Outcome::Done) };
+    drop(wakeup); // Wakes the sender's task, if it sleeps as one.
+    stash.take().expect("a sender's slot holds its value")
 }
 
 impl<T> fmt::Debug for Alt<'_, T> {

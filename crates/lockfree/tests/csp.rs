@@ -510,3 +510,98 @@ fn a_value_delivered_to_a_leaked_recv_future_drops_with_the_receiver() {
     drop(rx);
     assert_eq!(drops.load(SeqCst), 1);
 }
+
+/// A waker that panics when woken (user code may).
+struct PanickingWaker;
+
+impl std::task::Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("this waker panics");
+    }
+}
+
+/// A sending task's waker panicked as the receiver completed its slot: the
+/// value had been moved into the receiver's stack slot, so the unwinding
+/// receive dropped it, while the send resolved `Ok` (delivered). Now the
+/// value waits in the receiver's stash while the sender is woken, and the
+/// next receive returns it.
+#[test]
+fn a_panicking_sender_waker_loses_no_value() {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (mut tx, mut rx) = csp::channel::<Counted>();
+    {
+        let mut send = Box::pin(tx.send_async(Counted(drops.clone(), 1)));
+        assert!(
+            send.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        let r = catch_unwind(AssertUnwindSafe(|| rx.recv().map(|c| c.1)));
+        assert!(r.is_err(), "the sender's waker did not panic");
+        assert_eq!(drops.load(SeqCst), 0, "the delivered value was dropped");
+        assert!(matches!(poll_once(send.as_mut()), Poll::Ready(Ok(()))));
+    }
+    assert_eq!(rx.recv().map(|c| c.1), Ok(1));
+    assert_eq!(drops.load(SeqCst), 1);
+    // The same through an async receive and through an Alt.
+    {
+        let mut send = Box::pin(tx.send_async(Counted(drops.clone(), 2)));
+        assert!(
+            send.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            futures::executor::block_on(rx.recv_async()).map(|c| c.1)
+        }));
+        assert!(r.is_err());
+        assert!(matches!(poll_once(send.as_mut()), Poll::Ready(Ok(()))));
+    }
+    assert_eq!(
+        futures::executor::block_on(rx.recv_async()).map(|c| c.1),
+        Ok(2)
+    );
+    for value in [3, 4] {
+        let mut send = Box::pin(tx.send_async(Counted(drops.clone(), value)));
+        assert!(
+            send.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        let (_tx2, mut rx2) = csp::channel::<Counted>();
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let mut alt = Alt::new(vec![&mut rx2, &mut rx]);
+            if value == 3 {
+                alt.select().1.map(|c| c.1)
+            } else {
+                futures::executor::block_on(alt.select_async())
+                    .1
+                    .map(|c| c.1)
+            }
+        }));
+        assert!(r.is_err());
+        assert!(matches!(poll_once(send.as_mut()), Poll::Ready(Ok(()))));
+        let mut alt = Alt::new(vec![&mut rx2, &mut rx]);
+        assert_eq!(alt.select().1.map(|c| c.1), Ok(value));
+    }
+    assert_eq!(drops.load(SeqCst), 4);
+}
+
+/// A receiving task's waker panics as the sender completes its slot: the
+/// send unwinds, but the value is the receiver's already.
+#[test]
+fn a_panicking_receiver_waker_loses_no_value() {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let waker = Waker::from(Arc::new(PanickingWaker));
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    let mut recv = Box::pin(rx.recv_async());
+    assert!(
+        recv.as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    assert!(catch_unwind(AssertUnwindSafe(|| tx.send(5))).is_err());
+    assert_eq!(poll_once(recv.as_mut()), Poll::Ready(Ok(5)));
+}
