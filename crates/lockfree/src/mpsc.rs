@@ -567,28 +567,62 @@ impl<T> Shared<T> {
     /// # Safety
     ///
     /// As [`pop`](Self::pop).
+    /// A message whose drop panics does not stop the drain: the rest are
+    /// dropped as the panic unwinds (a second panic aborts, as with `Vec`).
     unsafe fn drain(&self) {
+        /// Drains the rest if a message's drop panics.
+        struct Rest<'a, T>(&'a Shared<T>);
+        impl<T> Drop for Rest<'_, T> {
+            fn drop(&mut self) {
+                // SAFETY: as `drain`'s caller promises.
+                while let Pop::Value(v) = unsafe { self.0.pop() } {
+                    drop(v);
+                }
+            }
+        }
+        let rest = Rest(self);
         // SAFETY: forwarded.
         while let Pop::Value(v) = unsafe { self.pop() } {
             drop(v);
         }
+        core::mem::forget(rest);
     }
 }
 
 impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
+        /// Frees the blocks and the waiter even if a message's drop panics.
+        struct Free<'a, T>(&'a Shared<T>);
+        impl<T> Drop for Free<'_, T> {
+            fn drop(&mut self) {
+                // SAFETY: `Shared::drop`'s guard, run once.
+                unsafe { self.0.free() };
+            }
+        }
+        let free = Free(self);
         // SAFETY: `&mut self`: every sender and the receiver are gone, so
         // every send has completed and we are the only consumer.
-        unsafe { self.drain() };
+        unsafe { free.0.drain() };
+    }
+}
+
+impl<T> Shared<T> {
+    /// The end of `Shared::drop`, once the messages are drained: releases
+    /// the last dummy and the batch (freeing the blocks), and the waiter.
+    ///
+    /// # Safety
+    ///
+    /// Called once, by `Shared::drop`: nobody else is left.
+    unsafe fn free(&self) {
         self.consumer.with_mut(|c| {
-            // SAFETY: exclusive, as above.
+            // SAFETY: exclusive, as the caller promises.
             let c = unsafe { &mut *c };
             let head = c.head;
             // The last dummy is released too.
             c.release(head, &self.spares);
             c.flush(&self.spares);
         });
-        // Relaxed: `&mut self`, nobody else is left.
+        // Relaxed: nobody else is left (the caller's promise).
         let parked = self.signal.parked.load(Relaxed);
         if !parked.is_null() {
             // SAFETY: the slot's reference, which nobody took.
@@ -703,6 +737,12 @@ impl<T> Sender<T> {
     /// `Err(SendError(value))` if the receiver has been dropped: the value
     /// comes back. A send that races the receiver's drop may succeed
     /// instead; its message is then dropped with the channel.
+    ///
+    /// # Panics
+    ///
+    /// If the receiver waits as a task and its waker panics when this send
+    /// wakes it, the panic propagates out of `send`; the message is queued
+    /// already, and is received.
     ///
     /// # Progress
     ///

@@ -364,3 +364,32 @@ fn large_messages_from_spawned_threads() {
     send_from_a_thread::<{ 16 * 1024 }>();
     send_from_a_thread::<{ 64 * 1024 }>();
 }
+
+/// Panics when dropped if its flag says so, and counts its drops.
+struct PanicsOnDrop(Arc<AtomicUsize>, bool);
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+        if self.1 {
+            panic!("this message panics when dropped");
+        }
+    }
+}
+
+/// A queued message whose drop panics while the receiver's drop drains the
+/// queue does not stop the drain: the rest are dropped too (as a `Vec`
+/// does), not left queued until the last sender goes.
+#[test]
+fn a_panicking_message_drop_does_not_stop_the_receivers_drain() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel();
+    for i in 0..10 {
+        tx.send(PanicsOnDrop(drops.clone(), i == 3)).unwrap();
+    }
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(rx)));
+    assert!(r.is_err(), "the message's drop did not panic");
+    assert_eq!(drops.load(SeqCst), 10, "messages left undropped");
+    drop(tx);
+    assert_eq!(drops.load(SeqCst), 10);
+}
