@@ -307,6 +307,23 @@ impl<T> Slot<T> {
         }
     }
 
+    /// Waits for the completion of a slot that somebody took out of the
+    /// channel word (or claimed): they are a few steps from completing it.
+    fn await_completion(&self) -> Outcome {
+        let mut spins = 0u32;
+        loop {
+            if let Some(outcome) = self.outcome() {
+                return outcome;
+            }
+            if spins < 64 {
+                spins += 1;
+                hint::spin_loop();
+            } else {
+                thread::yield_now();
+            }
+        }
+    }
+
     /// Takes back a published slot whose owner gives up (a dropped future).
     /// `None`: retracted, nobody will touch it. `Some(outcome)`: somebody
     /// had taken it, and has now completed it.
@@ -441,6 +458,7 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
             chan,
             stash: None,
             published: Published::NONE,
+            alt: AltEntry(None),
         },
     )
 }
@@ -688,6 +706,8 @@ pub struct Receiver<T> {
     stash: Option<T>,
     /// The slot of this receiver's [`RecvFuture`] while it is published.
     published: Published<T>,
+    /// The [`Alt`] published on this receiver's channel, while it is.
+    alt: AltEntry<T>,
 }
 
 impl<T> Receiver<T> {
@@ -730,6 +750,9 @@ impl<T> Receiver<T> {
     /// receiver's next receive. Left in the channel word, it would make our
     /// next receive take it for a sender's.
     fn reclaim(&mut self) {
+        if let Some(shared) = self.alt.0.take() {
+            self.reclaim_alt(&shared);
+        }
         if let Some(leaked) = self.published.take() {
             // SAFETY: see `Published`: the leaked future's slot is alive and
             // nobody else uses it.
@@ -739,6 +762,41 @@ impl<T> Receiver<T> {
                 // SAFETY: complete: nobody else touches the slot.
                 self.stash = slot.value.with_mut(|v| unsafe { (*v).take() });
             }
+        }
+    }
+
+    /// Withdraws an Alt whose [`SelectFuture`] was leaked (with
+    /// `mem::forget`) while it was published on this channel, as the
+    /// future's drop would have: if a sender on this channel claimed it,
+    /// the value it handed over is kept for this receiver's next receive.
+    /// (Each receiver of the Alt does this for its own channel.)
+    #[cold]
+    fn reclaim_alt(&mut self, shared: &Arc<AltShared<T>>) {
+        let chan = &*self.chan;
+        // AcqRel: as in `Alt::disable`. Our reference keeps the Alt's
+        // address from being reused meanwhile.
+        if chan
+            .word
+            .compare_exchange(shared.entry(), EMPTY, AcqRel, Acquire)
+            .is_ok()
+        {
+            // SAFETY: the word's reference, now ours.
+            drop(unsafe { Arc::from_raw(Arc::as_ptr(shared)) });
+        }
+        if shared.claim(CLAIM_SELF) {
+            // Nobody will complete the Alt's slot: take back the leaked
+            // task's waiter if it is published there.
+            let parked = shared.slot.state.swap(ptr::null_mut(), Acquire);
+            if !parked.is_null() {
+                // SAFETY: the reference the task left in `state`, untaken.
+                drop(unsafe { Arc::from_raw(parked) });
+            }
+        } else if shared.claim.load(Acquire) == chan.id()
+            && shared.slot.await_completion() == Outcome::Done
+        {
+            debug_assert!(self.stash.is_none(), "a published Alt had a stash");
+            // SAFETY: complete: nobody else touches the slot.
+            self.stash = shared.slot.value.with_mut(|v| unsafe { (*v).take() });
         }
     }
 
@@ -880,6 +938,16 @@ impl<T> Published<T> {
 unsafe impl<T> Send for Published<T> {}
 // SAFETY: as for `Send`: never followed through a shared reference.
 unsafe impl<T> Sync for Published<T> {}
+
+/// The shared part of an [`Alt`] published on a receiver's channel (see
+/// [`Receiver::reclaim_alt`]).
+struct AltEntry<T>(Option<Arc<AltShared<T>>>);
+
+// SAFETY: the Alt's shared part holds at most a value on its way to this
+// receiver (`T: Send`, as the receiver's own `Send` requires).
+unsafe impl<T: Send> Send for AltEntry<T> {}
+// SAFETY: only used through `&mut` of the receiver.
+unsafe impl<T> Sync for AltEntry<T> {}
 
 /// Where a future is in its rendezvous.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1263,6 +1331,11 @@ impl<'a, T> Alt<'a, T> {
     /// Takes a ready sender (or a closed channel, or a stashed value)
     /// without publishing anything.
     fn poll_ready(&mut self) -> Option<(usize, Result<T, RecvError>)> {
+        // A select of this Alt leaked while published (see
+        // `Receiver::reclaim_alt`).
+        for rx in &mut self.receivers {
+            rx.reclaim();
+        }
         for i in self.order() {
             if let Some(v) = self.receivers[i].stash.take() {
                 return Some(self.took(i, Ok(v)));
@@ -1363,6 +1436,11 @@ impl<'a, T> Alt<'a, T> {
                 }
             }
         }
+        for &i in &enabled.channels {
+            // Withdrawn by `disable`; if the select is leaked instead, by the
+            // receiver's next use (`Receiver::reclaim`).
+            self.receivers[i].alt.0 = Some(Arc::clone(&enabled.shared));
+        }
         enabled
     }
 
@@ -1393,9 +1471,10 @@ impl<'a, T> Alt<'a, T> {
     }
 
     /// Withdraws the Alt from every channel where it is still published.
-    fn disable(&self, enabled: &Enabled<T>) {
+    fn disable(&mut self, enabled: &Enabled<T>) {
         let entry = enabled.shared.entry();
         for &i in &enabled.channels {
+            self.receivers[i].alt.0 = None;
             let chan = &*self.receivers[i].chan;
             if chan
                 .word
@@ -1417,7 +1496,9 @@ impl<'a, T> Alt<'a, T> {
     /// Cancel safe: dropping the future withdraws the Alt from every
     /// channel; a value that a sender handed over as it was dropped is kept
     /// by that receiver for its next receive (or the next select). No value
-    /// is lost or received twice.
+    /// is lost or received twice. A future leaked (with `mem::forget`)
+    /// while it waits is withdrawn the same way by the next select, or by
+    /// each receiver's next receive (or drop).
     ///
     /// # Progress
     ///
@@ -1552,18 +1633,7 @@ impl<T> Drop for SelectFuture<'_, '_, T> {
         } else {
             // A sender (or a closing end) claimed us and is a few steps
             // from completing the slot: wait, and keep what it handed over.
-            let mut spins = 0u32;
-            let outcome = loop {
-                if let Some(outcome) = slot.outcome() {
-                    break outcome;
-                }
-                if spins < 64 {
-                    spins += 1;
-                    hint::spin_loop();
-                } else {
-                    thread::yield_now();
-                }
-            };
+            let outcome = slot.await_completion();
             if let (i, Ok(v)) = self.alt.claimed(&enabled.shared, outcome) {
                 self.alt.receivers[i].stash = Some(v);
             }

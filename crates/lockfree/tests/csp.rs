@@ -605,3 +605,40 @@ fn a_panicking_receiver_waker_loses_no_value() {
     assert!(catch_unwind(AssertUnwindSafe(|| tx.send(5))).is_err());
     assert_eq!(poll_once(recv.as_mut()), Poll::Ready(Ok(5)));
 }
+
+/// A `SelectFuture` leaked with `mem::forget` while its Alt was published
+/// left the Alt's entries in the channel words: a sender then claimed the
+/// dead Alt and "delivered" into it (the value lost, the send `Ok`). Now
+/// the receiver's next receive (or the Alt's next select, or a new Alt)
+/// withdraws the leaked Alt, and keeps a value a sender handed to it.
+#[test]
+fn a_leaked_select_future_loses_no_value() {
+    // The sender comes after the leak, before the next receive.
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    {
+        let mut alt = Alt::new(vec![&mut rx]);
+        let mut select = alt.select_async();
+        assert!(poll_once(std::pin::Pin::new(&mut select)).is_pending());
+        std::mem::forget(select);
+    }
+    let sender = thread::spawn(move || tx.send(1)); // then drops tx
+    thread::sleep(Duration::from_millis(20));
+    assert_eq!(rx.recv(), Ok(1));
+    assert!(sender.join().unwrap().is_ok());
+    assert_eq!(rx.recv(), Err(RecvError));
+
+    // The same Alt selects again after the leak; the sender comes later.
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    let (_tx2, mut rx2) = csp::channel::<u32>();
+    let mut alt = Alt::new(vec![&mut rx2, &mut rx]);
+    let mut select = alt.select_async();
+    assert!(poll_once(std::pin::Pin::new(&mut select)).is_pending());
+    std::mem::forget(select);
+    let sender = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(20));
+        tx.send(2).map(|()| tx)
+    });
+    assert_eq!(alt.select(), (1, Ok(2)));
+    drop(sender.join().unwrap().unwrap());
+    assert_eq!(alt.select(), (1, Err(RecvError)));
+}
