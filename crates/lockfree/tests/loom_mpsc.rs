@@ -224,3 +224,53 @@ fn released_blocks_are_reused() {
         assert_eq!(rx.recv(), Err(RecvError));
     });
 }
+
+/// A receive that finds a producer between its swap and its link returns
+/// (try_recv: `Empty`; poll_recv: `Pending`, after waking its task) instead
+/// of waiting for it; the message arrives at a later receive, and the
+/// disconnection only after it.
+#[test]
+fn receives_do_not_wait_for_a_send_in_flight() {
+    model::check_with_bound(2, || {
+        let (tx, mut rx) = mpsc::channel();
+        let sender = thread::spawn(move || tx.send(3u8).unwrap());
+        let mut cx = Context::from_waker(Waker::noop());
+        let got = loop {
+            match rx.try_recv() {
+                Ok(v) => break v,
+                Err(TryRecvError::Empty) => {}
+                Err(TryRecvError::Disconnected) => panic!("disconnected before the message"),
+            }
+            match rx.poll_recv(&mut cx) {
+                Poll::Ready(Some(v)) => break v,
+                Poll::Ready(None) => panic!("disconnected before the message"),
+                Poll::Pending => thread::yield_now(),
+            }
+        };
+        assert_eq!(got, 3);
+        sender.join().unwrap();
+        assert_eq!(rx.recv(), Err(RecvError));
+    });
+}
+
+/// `recv_timeout` racing a send: the timed park may time out (its waiter
+/// cancelled while the sender may be notifying it), or the wait for a send
+/// in flight may reach the deadline; the message is never lost.
+#[test]
+fn recv_timeout_races_send() {
+    model::check_with_bound(2, || {
+        let (tx, rx) = mpsc::channel();
+        let sender = thread::spawn(move || {
+            tx.send(1u8).unwrap();
+            tx
+        });
+        let got = match rx.recv_timeout(std::time::Duration::from_millis(1)) {
+            Ok(v) => v,
+            Err(mpsc::RecvTimeoutError::Timeout) => rx.recv().unwrap(),
+            Err(e) => panic!("{e:?}"),
+        };
+        assert_eq!(got, 1);
+        drop(sender.join().unwrap());
+        assert_eq!(rx.recv(), Err(RecvError));
+    });
+}
