@@ -109,9 +109,10 @@ const TASK_YIELDS: u32 = 0;
 /// its swap and its link (a running producer links within nanoseconds).
 #[cfg(not(loom))]
 const IN_FLIGHT_SPINS: u32 = 32;
-/// Under loom a spin is a yield: none, so that models stay small.
+/// Under loom a spin is a yield: one, and no other yield, so that models
+/// stay small.
 #[cfg(loom)]
-const IN_FLIGHT_SPINS: u32 = 0;
+const IN_FLIGHT_SPINS: u32 = 1;
 /// How many times a receive yields, after [`IN_FLIGHT_SPINS`], to a
 /// producer between its swap and its link (it may have been preempted on
 /// this processor) before it reports "nothing yet": [`Receiver::try_recv`]
@@ -120,7 +121,7 @@ const IN_FLIGHT_SPINS: u32 = 0;
 const IN_FLIGHT_YIELDS: u32 = 4;
 /// See the other definition.
 #[cfg(loom)]
-const IN_FLIGHT_YIELDS: u32 = 1;
+const IN_FLIGHT_YIELDS: u32 = 0;
 
 /// How long a receiver watches an empty queue before it sleeps: spins,
 /// then yields (a wakeup costs tens of microseconds on a virtual machine, a
@@ -130,12 +131,13 @@ const SPINS: u32 = 32;
 /// See [`SPINS`].
 #[cfg(not(loom))]
 const YIELDS: u32 = 128;
-/// Under loom, one yield: enough to explore "the message came meanwhile".
+/// Under loom, one spin (a spin is a yield there): enough to explore "the
+/// message came meanwhile".
 #[cfg(loom)]
-const SPINS: u32 = 0;
+const SPINS: u32 = 1;
 /// See [`SPINS`].
 #[cfg(loom)]
-const YIELDS: u32 = 1;
+const YIELDS: u32 = 0;
 
 /// Orders the waiting handshake under loom. The handshake's four accesses
 /// are `SeqCst`, which the memory model totally orders, so that on x86 a
@@ -1179,7 +1181,10 @@ impl<T> Receiver<T> {
                 }
                 Err(Missing::Empty) => {}
             }
-            if self.task_yields.get() < TASK_YIELDS && self.task.get_mut().is_none() {
+            // Never under loom (TASK_YIELDS is 0 there).
+            #[allow(clippy::absurd_extreme_comparisons)]
+            let may_yield = self.task_yields.get() < TASK_YIELDS;
+            if may_yield && self.task.get_mut().is_none() {
                 // Let the executor run other tasks (producers, perhaps)
                 // once before we sleep: cheaper than publishing a waiter
                 // and being woken, when a message comes meanwhile.
