@@ -1044,10 +1044,13 @@ impl<T> SendFuture<'_, T> {
         let outcome = match this.phase {
             Phase::Finished => return None,
             Phase::Idle => None,
-            Phase::Published => this.slot.retract(&this.tx.chan),
+            Phase::Published => {
+                // Ours (an idle future leaves a leaked one's record alone).
+                this.tx.published = Published::NONE;
+                this.slot.retract(&this.tx.chan)
+            }
         };
         this.phase = Phase::Finished;
-        this.tx.published = Published::NONE;
         this.parked = None;
         match outcome {
             Some(Outcome::Done) => None,

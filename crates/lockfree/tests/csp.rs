@@ -652,3 +652,20 @@ fn a_leaked_select_future_loses_no_value() {
     drop(sender.join().unwrap().unwrap());
     assert_eq!(alt.select(), (1, Err(RecvError)));
 }
+
+/// A later future cancelled before its first poll leaves the record of a
+/// leaked one alone: the next send still withdraws the leaked offer.
+#[test]
+fn cancelling_an_idle_send_future_keeps_a_leaked_offer_withdrawable() {
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    let mut leaked = Box::pin(tx.send_async(1));
+    assert!(poll_once(leaked.as_mut()).is_pending());
+    leak(leaked);
+    let mut idle = Box::pin(tx.send_async(2));
+    assert_eq!(idle.as_mut().cancel(), Some(2));
+    drop(idle);
+    let receiver = thread::spawn(move || (rx.recv(), rx.recv()));
+    assert_eq!(tx.send(3).map_err(|e| e.0), Ok(()));
+    drop(tx);
+    assert_eq!(receiver.join().unwrap(), (Ok(3), Err(RecvError)));
+}
