@@ -2,54 +2,27 @@
 //! size of its blocks: with nothing queued, each sender holds at most one
 //! block of `BLOCK_BYTES` (or one node) and the channel keeps at most
 //! `SPARE_BYTES` of released blocks, whatever the message size. A counting
-//! global allocator measures the bytes live in this test binary.
+//! global allocator (`sync_core::testing::CountingAlloc`) measures the
+//! bytes live in this test binary.
 #![cfg(not(loom))]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering::*};
 use std::thread;
 
 use lockfree_sync::mpsc::{self, BLOCK_BYTES, BLOCK_CAP, SPARE_BYTES};
-
-/// The system allocator, counting the bytes live.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: defers to `System`, only counting sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: the caller's contract is passed on unchanged.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            LIVE.fetch_add(layout.size() as isize, Relaxed);
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Relaxed);
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use sync_core::testing::{CountingAlloc, live_bytes};
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
+static ALLOC: CountingAlloc = CountingAlloc;
 
 /// The tests measure one counter: they run one at a time.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn live() -> isize {
-    LIVE.load(Relaxed)
-}
 
 /// `senders` senders, each of which has sent `BLOCK_CAP` messages of `N`
 /// bytes (enough to move past any block it shared with its parent), every
 /// message received: the bytes the channel holds then, with nothing queued.
 fn idle_bytes<const N: usize>(senders: usize) -> isize {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let before = live();
+    let before = live_bytes();
     let (tx, rx) = mpsc::channel::<[u8; N]>();
     let txs: Vec<_> = (0..senders).map(|_| tx.clone()).collect();
     drop(tx);
@@ -68,7 +41,7 @@ fn idle_bytes<const N: usize>(senders: usize) -> isize {
         );
         while rx.try_recv().is_ok() {}
     }
-    let held = live() - before;
+    let held = live_bytes() - before;
     drop(keep);
     drop(rx);
     held
