@@ -176,7 +176,7 @@ fn mutex_contended(mode: Mode, threads: usize) -> Workload {
              oversubscribe the 2 cores (and 4 already do), so a holder can be preempted: the spin twin then \
              spins and yields, and a strict FIFO handoff (`lockfree-sync-fifo`) wakes a parked \
              thread for every unlock. On this VM a wake-up costs about 30 µs \
-             (`base/park-unpark`) against about 160 ns for a cache-line round trip \
+             (`base/park-unpark`) against a few hundred ns for a cache-line round trip \
              (`base/cacheline-pingpong`), a far larger ratio than on the paper's laptop, so \
              a lock that lets the running thread barge in and keep going wins by more.",
         )
@@ -417,7 +417,7 @@ fn sem_contended(mode: Mode, threads: usize) -> Workload {
              forms: `lockfree-sync` `acquire()` (parks the thread), `async-lock` \
              `acquire_blocking()`; tokio has no blocking acquire, so its every acquire is \
              `futures::executor::block_on(sem.acquire())`. Waking a parked thread costs \
-             about 30 µs on this VM against about 160 ns for a cache-line round trip \
+             about 30 µs on this VM against a few hundred ns for a cache-line round trip \
              (`base/`), so how long a waiter spins before it parks, and whether a release \
              hands its permit to a parked waiter or lets a running thread take it, weigh \
              more than how the queue is built.",
