@@ -525,7 +525,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// of `set`: [`enter`](Self::enter) for async tasks, on any executor.
     ///
     /// The task waits in the same queues as threads, in arrival order, and
-    /// never blocks its executor's thread (it does not spin either).
+    /// does not park or spin on the lock while it waits. Queueing and
+    /// leaving a queue take the mutex's short internal lock on its table of
+    /// waiters (a few instructions under it, no user code); a thread that is
+    /// preempted while it holds that lock delays the poll until it runs.
+    ///
+    /// # Fairness
+    ///
+    /// A future woken to compete carries the wake-up until it is polled (or
+    /// dropped, which passes it on): keep polling an `Enter` you created, as
+    /// with tokio's mutex, or drop it.
     ///
     /// # Cancel safety
     ///
