@@ -470,7 +470,12 @@ impl Semaphore {
     /// # Progress
     ///
     /// Returns within `timeout` plus about one scheduling quantum: the
-    /// deadline is checked inside the spin and yield loops too.
+    /// deadline is checked inside the spin and yield loops too. One
+    /// exception: a request that times out while releases are arriving may
+    /// find it must deliver them to the waiters behind it (the semaphore has
+    /// no lock, so whoever holds the deliverer's role does the delivering),
+    /// and it returns once the releases stop arriving faster than it hands
+    /// them out.
     ///
     /// # Examples
     ///
