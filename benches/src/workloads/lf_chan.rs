@@ -58,84 +58,37 @@ struct CrossfireMpsc;
 struct TokioMpsc;
 struct SpinTwinMpsc;
 
-impl Mpsc for LockfreeMpsc {
-    type Tx = lockfree_sync::mpsc::Sender<u64>;
-    type Rx = lockfree_sync::mpsc::Receiver<u64>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        lockfree_sync::mpsc::channel()
-    }
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-        tx.clone()
-    }
-    fn send(tx: &Self::Tx, value: u64) {
-        tx.send(value).expect("receiver alive");
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.recv().ok()
-    }
-    fn try_recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.try_recv().ok()
-    }
+/// The peers whose std-like API fits the trait as it is: blocking `recv`,
+/// `try_recv`, `send` returning the value on a closed channel.
+macro_rules! std_like_mpsc {
+    ($($peer:ident: $tx:ty, $rx:ty, $channel:expr;)*) => {$(
+        impl Mpsc for $peer {
+            type Tx = $tx;
+            type Rx = $rx;
+            fn channel() -> (Self::Tx, Self::Rx) {
+                $channel
+            }
+            fn clone_tx(tx: &Self::Tx) -> Self::Tx {
+                tx.clone()
+            }
+            fn send(tx: &Self::Tx, value: u64) {
+                tx.send(value).expect("receiver alive");
+            }
+            fn recv(rx: &mut Self::Rx) -> Option<u64> {
+                rx.recv().ok()
+            }
+            fn try_recv(rx: &mut Self::Rx) -> Option<u64> {
+                rx.try_recv().ok()
+            }
+        }
+    )*};
 }
 
-impl Mpsc for StdMpsc {
-    type Tx = std::sync::mpsc::Sender<u64>;
-    type Rx = std::sync::mpsc::Receiver<u64>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        std::sync::mpsc::channel()
-    }
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-        tx.clone()
-    }
-    fn send(tx: &Self::Tx, value: u64) {
-        tx.send(value).expect("receiver alive");
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.recv().ok()
-    }
-    fn try_recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.try_recv().ok()
-    }
-}
-
-impl Mpsc for CrossbeamMpsc {
-    type Tx = crossbeam_channel::Sender<u64>;
-    type Rx = crossbeam_channel::Receiver<u64>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        crossbeam_channel::unbounded()
-    }
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-        tx.clone()
-    }
-    fn send(tx: &Self::Tx, value: u64) {
-        tx.send(value).expect("receiver alive");
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.recv().ok()
-    }
-    fn try_recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.try_recv().ok()
-    }
-}
-
-impl Mpsc for FlumeMpsc {
-    type Tx = flume::Sender<u64>;
-    type Rx = flume::Receiver<u64>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        flume::unbounded()
-    }
-    fn clone_tx(tx: &Self::Tx) -> Self::Tx {
-        tx.clone()
-    }
-    fn send(tx: &Self::Tx, value: u64) {
-        tx.send(value).expect("receiver alive");
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.recv().ok()
-    }
-    fn try_recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.try_recv().ok()
-    }
+std_like_mpsc! {
+    LockfreeMpsc: lockfree_sync::mpsc::Sender<u64>, lockfree_sync::mpsc::Receiver<u64>, lockfree_sync::mpsc::channel();
+    StdMpsc: std::sync::mpsc::Sender<u64>, std::sync::mpsc::Receiver<u64>, std::sync::mpsc::channel();
+    CrossbeamMpsc: crossbeam_channel::Sender<u64>, crossbeam_channel::Receiver<u64>, crossbeam_channel::unbounded();
+    FlumeMpsc: flume::Sender<u64>, flume::Receiver<u64>, flume::unbounded();
 }
 
 impl Mpsc for KanalMpsc {
@@ -579,74 +532,31 @@ struct FlumeZero;
 struct KanalZero;
 struct SpinTwinCsp;
 
-impl Rendezvous for LockfreeCsp {
-    type Tx = lockfree_sync::csp::Sender<u64>;
-    type Rx = lockfree_sync::csp::Receiver<u64>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        lockfree_sync::csp::channel()
-    }
-    fn send(tx: &mut Self::Tx, value: u64) {
-        tx.send(value).expect("receiver alive");
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.recv().ok()
-    }
+/// The rendezvous peers whose std-like API fits the trait as it is.
+macro_rules! std_like_rendezvous {
+    ($($peer:ident: $tx:ty, $rx:ty, $channel:expr;)*) => {$(
+        impl Rendezvous for $peer {
+            type Tx = $tx;
+            type Rx = $rx;
+            fn channel() -> (Self::Tx, Self::Rx) {
+                $channel
+            }
+            fn send(tx: &mut Self::Tx, value: u64) {
+                tx.send(value).expect("receiver alive");
+            }
+            fn recv(rx: &mut Self::Rx) -> Option<u64> {
+                rx.recv().ok()
+            }
+        }
+    )*};
 }
 
-impl Rendezvous for CrossbeamZero {
-    type Tx = crossbeam_channel::Sender<u64>;
-    type Rx = crossbeam_channel::Receiver<u64>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        crossbeam_channel::bounded(0)
-    }
-    fn send(tx: &mut Self::Tx, value: u64) {
-        tx.send(value).expect("receiver alive");
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.recv().ok()
-    }
-}
-
-impl Rendezvous for StdZero {
-    type Tx = std::sync::mpsc::SyncSender<u64>;
-    type Rx = std::sync::mpsc::Receiver<u64>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        std::sync::mpsc::sync_channel(0)
-    }
-    fn send(tx: &mut Self::Tx, value: u64) {
-        tx.send(value).expect("receiver alive");
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.recv().ok()
-    }
-}
-
-impl Rendezvous for FlumeZero {
-    type Tx = flume::Sender<u64>;
-    type Rx = flume::Receiver<u64>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        flume::bounded(0)
-    }
-    fn send(tx: &mut Self::Tx, value: u64) {
-        tx.send(value).expect("receiver alive");
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.recv().ok()
-    }
-}
-
-impl Rendezvous for KanalZero {
-    type Tx = kanal::Sender<u64>;
-    type Rx = kanal::Receiver<u64>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        kanal::bounded(0)
-    }
-    fn send(tx: &mut Self::Tx, value: u64) {
-        tx.send(value).expect("receiver alive");
-    }
-    fn recv(rx: &mut Self::Rx) -> Option<u64> {
-        rx.recv().ok()
-    }
+std_like_rendezvous! {
+    LockfreeCsp: lockfree_sync::csp::Sender<u64>, lockfree_sync::csp::Receiver<u64>, lockfree_sync::csp::channel();
+    CrossbeamZero: crossbeam_channel::Sender<u64>, crossbeam_channel::Receiver<u64>, crossbeam_channel::bounded(0);
+    StdZero: std::sync::mpsc::SyncSender<u64>, std::sync::mpsc::Receiver<u64>, std::sync::mpsc::sync_channel(0);
+    FlumeZero: flume::Sender<u64>, flume::Receiver<u64>, flume::bounded(0);
+    KanalZero: kanal::Sender<u64>, kanal::Receiver<u64>, kanal::bounded(0);
 }
 
 /// The lock-based twin of the CSP channel: a one-value slot behind a spin
