@@ -155,6 +155,10 @@ impl<'a, S: AbstractState, T: ?Sized> AstGuard<'a, S, T> {
     /// before risky work, once the data no longer matches the entry state:
     /// a buffer filled before a panic should not be left `Mid`.
     ///
+    /// "While the thread panics" is `std::thread::panicking()`: a guard
+    /// taken and dropped (without `exit`) inside a `Drop` that runs during
+    /// an unrelated unwind also leaves this state, so exit explicitly there.
+    ///
     /// # Panics
     ///
     /// If `state.index()` is not below `S::COUNT`.
