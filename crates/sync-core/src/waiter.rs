@@ -145,10 +145,8 @@ impl Waiter {
     /// cancelled first). A primitive that holds a role while it hands out
     /// tokens wakes after giving the role up, so that the role is held for
     /// less time and a panicking waker cannot leave it held. Dropping the
-    /// [`Wakeup`] wakes too. A thread's unpark is deferred as well (it is a
-    /// system call when the thread sleeps, so it should not run under a
-    /// primitive's role or internal lock); under `--cfg loom` a thread is
-    /// unparked at once, see below.
+    /// [`Wakeup`] wakes too. A thread is unparked at once (that cannot
+    /// panic); only a task's waker is deferred.
     ///
     /// # Panics
     ///
@@ -158,19 +156,14 @@ impl Waiter {
             return None;
         }
         match this.wake {
-            // A deferred unpark may reach the thread after it has seen its
-            // token and moved on to wait for something else: harmless with
-            // std, whose `park` may return spuriously (every wait here loops
-            // on its token), but loom's `join` does not allow it, so loom
-            // builds unpark at once. Only the timing of the system call
-            // differs; the token protocol loom checks is the same.
-            #[cfg(loom)]
+            // Unparking is cheap and cannot panic; doing it now also keeps
+            // the unpark from reaching the thread after it has moved on to
+            // wait for something else (harmless with std, which allows
+            // spurious unparks, but loom's `join` does not).
             Wake::Thread(_) => {
                 this.wake_now();
                 Some(Wakeup(None))
             }
-            #[cfg(not(loom))]
-            Wake::Thread(_) => Some(Wakeup(Some(Arc::clone(this)))),
             Wake::Task(_) => Some(Wakeup(Some(Arc::clone(this)))),
         }
     }
