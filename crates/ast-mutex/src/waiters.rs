@@ -22,9 +22,10 @@
 //! accepts can release the lock without the table lock.
 //!
 //! The table is guarded by a [`SpinLock`] that only this crate takes, and
-//! never while calling out: wakeups are delivered after it is released
-//! ([`Waiter::notify_later`]). A group's queue may allocate under it; an
-//! allocator that blocks can delay, not deadlock, the table.
+//! never while calling out: a task's waker is called after it is released
+//! ([`Waiter::notify_later`]). A woken thread is unparked under it (a system
+//! call when the thread sleeps), and a group's queue may allocate under it;
+//! either can delay, not deadlock, the table.
 
 use std::collections::VecDeque;
 
