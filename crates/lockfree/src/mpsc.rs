@@ -237,10 +237,10 @@ impl<T> Block<T> {
         if block.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
+        // Each field is written once, in place, through raw pointers (no
+        // reference to uninitialized memory), before any read.
         // SAFETY: `block` is a fresh allocation of `layout` (a header, then
-        // CAP nodes), which nobody else has: each field is written once, in
-        // place, through raw pointers (no reference to uninitialized
-        // memory), before any read.
+        // CAP nodes), which nobody else has.
         unsafe {
             (&raw mut (*block).live).write(AtomicUsize::new(Self::CAP));
             for i in 0..Self::CAP {
@@ -261,10 +261,10 @@ impl<T> Block<T> {
     /// The caller owns `block` (every node released, every value moved
     /// out) and never uses it again.
     unsafe fn free(block: *mut Self) {
-        // SAFETY: ours, as the caller promises, and initialized by `alloc`:
-        // the fields are dropped in place (the nodes' values are
-        // `MaybeUninit`, already moved out), then the allocation of
-        // `layout` freed.
+        // The fields are dropped in place (the nodes' values are
+        // `MaybeUninit`, already moved out), then the allocation freed.
+        // SAFETY: ours, as the caller promises, and initialized by `alloc`
+        // with `layout`.
         unsafe {
             ptr::drop_in_place(&raw mut (*block).live);
             for i in 0..Self::CAP {
@@ -1276,11 +1276,11 @@ impl<T> Drop for Receiver<T> {
         // SAFETY: we are the receiver. Messages still on their way are
         // dropped with the channel.
         unsafe { self.shared.drain() };
+        let spares = &self.shared.spares;
         // SAFETY: the receiver's last touch of the consumer state; the
         // channel's drop comes after (it owns the last reference).
-        self.shared
-            .consumer
-            .with_mut(|c| unsafe { (*c).flush(&self.shared.spares) });
+        let flush = |c: *mut _| unsafe { Consumer::flush(&mut *c, spares) };
+        self.shared.consumer.with_mut(flush);
     }
 }
 

@@ -1208,10 +1208,10 @@ struct Role<'a>(&'a Semaphore);
 impl Role<'_> {
     /// Runs `f` on the line.
     fn line<R>(&self, f: impl FnOnce(&mut Line) -> R) -> R {
+        // `f` does not reach `line` again (it pops the queue and folds,
+        // which touch only atomics).
         // SAFETY: only the ACTIVE holder touches `line`, and ACTIVE passes
-        // from one holder to the next with Release/Acquire RMWs; `f` does
-        // not reach `line` again (it pops the queue and folds, which touch
-        // only atomics).
+        // from one holder to the next with Release/Acquire RMWs.
         self.0.line.with_mut(|l| f(unsafe { &mut *l }))
     }
 
