@@ -6,8 +6,11 @@
 
 use crate::harness::{Mode, Workload};
 
+pub mod adaptive;
+pub mod am;
 pub mod ast;
 pub mod base;
+pub mod classic;
 pub mod lf;
 pub mod lf_chan;
 
@@ -18,5 +21,8 @@ pub fn all(mode: Mode) -> Vec<Workload> {
     all.extend(ast::workloads(mode));
     all.extend(lf::workloads(mode));
     all.extend(lf_chan::workloads(mode));
+    all.extend(adaptive::workloads(mode));
+    all.extend(am::workloads(mode));
+    all.extend(classic::workloads(mode));
     all
 }

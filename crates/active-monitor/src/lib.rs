@@ -1,0 +1,2 @@
+//! Monitors as active objects: delegated critical sections that return
+//! futures (ActiveMonitor). Work in progress (issue 10).
