@@ -107,6 +107,16 @@ pub struct Meta {
     pub baselines: Vec<String>,
     /// The paper's own figures for this experiment, shown beside ours.
     pub paper: Option<String>,
+    /// A one-line description for `--list` (the title's first sentence if
+    /// empty).
+    pub description: String,
+    /// The regime the workload shows (uncontended, threads within the
+    /// cores, oversubscribed...), if the default from its thread count
+    /// ([`Meta::threads`]) does not say it.
+    pub regime: Option<String>,
+    /// Implementations whose [`Origin`] is not the one [`Origin::of`] gives
+    /// their name.
+    pub origins: Vec<(String, Origin)>,
 }
 
 impl Meta {
@@ -125,6 +135,135 @@ impl Meta {
         let (prefix, last) = self.id.rsplit_once('/')?;
         let x = last.parse().ok()?;
         Some((prefix, x))
+    }
+
+    /// The one-line description `--list` prints: [`Workload::description`],
+    /// or else the title's first sentence.
+    pub fn summary(&self) -> String {
+        let text = if self.description.is_empty() {
+            &self.title
+        } else {
+            &self.description
+        };
+        let first = match text.find(". ") {
+            Some(end) => &text[..=end],
+            None => text.as_str(),
+        };
+        first.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    /// How many threads run at once, read from the parameters: `threads`,
+    /// the paper notation `mix` (`500x100:1x50000` is 501 threads), or
+    /// `bystanders` (plus a putter and a getter). `None` if none is given.
+    pub fn threads(&self) -> Option<usize> {
+        let p = &self.params;
+        if let Some(n) = p.get("threads").and_then(Value::as_u64) {
+            return Some(n as usize);
+        }
+        if let Some(mix) = p.get("mix").and_then(Value::as_str) {
+            let counts: Option<Vec<usize>> = mix
+                .split(':')
+                .map(|part| part.split_once('x')?.0.trim().parse().ok())
+                .collect();
+            return counts.map(|c| c.iter().sum());
+        }
+        let bystanders = p.get("bystanders").and_then(Value::as_u64)?;
+        Some(bystanders as usize + 2)
+    }
+
+    /// The regime the workload shows on a machine with `cpus` CPUs: its
+    /// [`Workload::regime`], or one derived from [`Meta::threads`].
+    pub fn regime(&self, cpus: usize) -> String {
+        if let Some(r) = &self.regime {
+            return r.clone();
+        }
+        match self.threads() {
+            None => String::new(),
+            Some(1) => "1 thread: uncontended".to_owned(),
+            Some(n) if n <= cpus => format!("{n} threads on {cpus} CPUs"),
+            Some(n) => format!("{n} threads on {cpus} CPUs: oversubscribed"),
+        }
+    }
+
+    /// Who wrote the implementation `name`: an override given with
+    /// [`Workload::origin`], or else [`Origin::of`] its name.
+    pub fn origin(&self, name: &str) -> Origin {
+        self.origins
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or_else(|| Origin::of(name), |(_, o)| *o)
+    }
+}
+
+/// Whose an implementation is, for the report's summary table (ours against
+/// the best peer; references are shown but not counted).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Origin {
+    /// One of the family's crates (its name starts with one in [`OURS`]).
+    Ours,
+    /// What people use today: a peer crate or std, or a construct built
+    /// from one (a name with a [`PEERS`] entry as a `-`-separated part, such
+    /// as `condvar-std` or `tokio-notify`).
+    Peer,
+    /// Everything else: a paper's twin (`spin-twin`, `portable-ast`), a
+    /// floor (`rmw-floor`), a fixed policy or a sequential run.
+    Reference,
+}
+
+/// The implementation names of the family's crates: `ast-mutex`,
+/// `lockfree-sync`, `adaptive` (adaptive-lock), `am` (active-monitor),
+/// `cp-lockfree`, `cm` and `pcm` (the classic problems on our crates). A
+/// name is ours if it is one of these or starts with one and a `-`
+/// (`ast-mutex-handoff`, `lockfree-sync-fifo`, `am-relaxed`).
+pub const OURS: &[&str] = &[
+    "ast-mutex",
+    "lockfree-sync",
+    "adaptive",
+    "simple-adapt",
+    "am",
+    "ams",
+    "cp-lockfree",
+    "cm",
+    "pcm",
+];
+
+/// The peers: std, the crates users choose between, and the hand-made
+/// peer constructs named in the issues (`lk`: a parking_lot monitor,
+/// `actor`: a server thread fed by a channel).
+pub const PEERS: &[&str] = &[
+    "std",
+    "parking_lot",
+    "parking_lot_core",
+    "crossbeam",
+    "tokio",
+    "flume",
+    "async-lock",
+    "kanal",
+    "crossfire",
+    "lk",
+    "actor",
+];
+
+impl Origin {
+    /// The origin of an implementation by its name (see [`OURS`] and
+    /// [`PEERS`]).
+    pub fn of(name: &str) -> Origin {
+        let prefixed =
+            |p: &str| name == p || name.strip_prefix(p).is_some_and(|r| r.starts_with('-'));
+        if OURS.iter().any(|p| prefixed(p)) {
+            return Origin::Ours;
+        }
+        let part = |p: &str| {
+            prefixed(p)
+                || name.strip_suffix(p).is_some_and(|r| r.ends_with('-'))
+                || name.contains(&format!("-{p}-"))
+        };
+        if PEERS.iter().any(|p| part(p)) {
+            Origin::Peer
+        } else {
+            Origin::Reference
+        }
     }
 }
 
@@ -170,6 +309,27 @@ impl Workload {
     /// The paper's own figures, shown beside ours in the report.
     pub fn paper(mut self, text: impl Into<String>) -> Self {
         self.meta.paper = Some(text.into());
+        self
+    }
+
+    /// The one-line description `--list` prints (default: the title's
+    /// first sentence).
+    pub fn description(mut self, text: impl Into<String>) -> Self {
+        self.meta.description = text.into();
+        self
+    }
+
+    /// Names the regime the workload shows, when its thread count alone
+    /// does not (default: from [`Meta::threads`]).
+    pub fn regime(mut self, text: impl Into<String>) -> Self {
+        self.meta.regime = Some(text.into());
+        self
+    }
+
+    /// Says whose the implementation `name` is, when its name does not
+    /// follow the rule of [`Origin::of`].
+    pub fn origin(mut self, name: &str, origin: Origin) -> Self {
+        self.meta.origins.push((name.to_owned(), origin));
         self
     }
 
@@ -369,6 +529,75 @@ mod tests {
         assert_eq!(records[1].median, 10.0);
         assert_eq!(a.better, Better::Lower);
         assert_eq!(a.params["threads"], 2);
+    }
+
+    #[test]
+    fn origins_follow_the_naming_rule() {
+        for ours in [
+            "ast-mutex",
+            "ast-mutex-handoff",
+            "lockfree-sync-fifo",
+            "adaptive",
+            "am",
+            "am-relaxed",
+            "cm",
+        ] {
+            assert_eq!(Origin::of(ours), Origin::Ours, "{ours}");
+        }
+        for peer in [
+            "std",
+            "condvar-std",
+            "repeated-tests-parking_lot",
+            "tokio-notify",
+            "std-park",
+            "async-lock",
+            "lk-std",
+            "cp-std",
+            "a-kanal-b",
+        ] {
+            assert_eq!(Origin::of(peer), Origin::Peer, "{peer}");
+        }
+        for reference in [
+            "spin-twin",
+            "portable-ast",
+            "rmw-floor",
+            "spin",
+            "block",
+            "sequential",
+            "amsterdam",
+            "stdx",
+        ] {
+            assert_eq!(Origin::of(reference), Origin::Reference, "{reference}");
+        }
+        let w = Workload::new("f/w", Unit::Ms).origin("block", Origin::Ours);
+        assert_eq!(w.meta.origin("block"), Origin::Ours);
+        assert_eq!(w.meta.origin("std"), Origin::Peer);
+    }
+
+    #[test]
+    fn threads_and_regime_come_from_the_parameters() {
+        let w = Workload::new("f/w", Unit::Ms).param("mix", "50x10:50x10");
+        assert_eq!(w.meta.threads(), Some(100));
+        assert_eq!(w.meta.regime(2), "100 threads on 2 CPUs: oversubscribed");
+        let w = Workload::new("f/w", Unit::Ms).param("threads", 2);
+        assert_eq!(w.meta.regime(2), "2 threads on 2 CPUs");
+        let w = Workload::new("f/w", Unit::Ms).param("bystanders", 10);
+        assert_eq!(w.meta.threads(), Some(12));
+        let w = Workload::new("f/w", Unit::Ms)
+            .param("ops", 10)
+            .regime("1 task");
+        assert_eq!(
+            (w.meta.threads(), w.meta.regime(2).as_str()),
+            (None, "1 task")
+        );
+    }
+
+    #[test]
+    fn the_summary_is_the_first_sentence() {
+        let w = Workload::new("f/w", Unit::Ms).title("One thing, measured. More   detail\n here.");
+        assert_eq!(w.meta.summary(), "One thing, measured.");
+        let w = w.description("Short.");
+        assert_eq!(w.meta.summary(), "Short.");
     }
 
     #[test]
