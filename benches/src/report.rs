@@ -497,7 +497,7 @@ pub fn fmt_tick(v: f64, unit: Unit) -> String {
         Unit::MopsPerSec | Unit::MedgesPerSec => return format!("{} {}", short(v), unit.as_str()),
     };
     let (scaled, name) = match ns.abs() {
-        a if a == 0.0 => (0.0, if unit == Unit::Ms { "ms" } else { "ns" }),
+        0.0 => (0.0, if unit == Unit::Ms { "ms" } else { "ns" }),
         a if a < 1e3 => (ns, "ns"),
         a if a < 1e6 => (ns / 1e3, "µs"),
         a if a < 1e9 => (ns / 1e6, "ms"),
