@@ -16,6 +16,8 @@
 //!   parking lot with the same contract, so that a crate's whole protocol,
 //!   including the park/unpark handshake, is explored exhaustively.
 //! * [`spin`]: a small spin lock for internal bookkeeping.
+//! * [`wait`]: the family's one waiting vocabulary, [`WaitPolicy`](wait::WaitPolicy)
+//!   (spin, back-off, yield, park, timeout), and the [`Watch`](wait::Watch) that runs it.
 //! * [`waiter`]: a waiter that is a parked thread or a task's `Waker`, and the
 //!   lock-free FIFO queue of waiters that blocking primitives share;
 //!   [`waker`]: the `AtomicWaker` it uses for tasks.
@@ -74,6 +76,7 @@
 pub mod parking_lot;
 pub mod spin;
 pub mod sync;
+pub mod wait;
 pub mod waiter;
 pub mod waker;
 

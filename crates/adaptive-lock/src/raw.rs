@@ -1,0 +1,1029 @@
+//! The raw adaptive lock: parking_lot's lock word and parking protocol, with
+//! a monitor, a mutable configuration and a policy in the unlock path.
+
+use core::time::Duration;
+use std::time::Instant;
+
+use sync_core::parking_lot::{self, FilterOp, ParkResult, ParkToken, UnparkResult, UnparkToken};
+use sync_core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use sync_core::sync::cell::UnsafeCell;
+use sync_core::wait::{Next, WaitPolicy, Watch};
+
+use crate::config::Config;
+use crate::policy::Policy;
+use crate::stats::{Counters, Stats};
+
+/// The lock is held.
+const LOCKED_BIT: u8 = 0b01;
+/// Threads may be parked on the lock's address.
+const PARKED_BIT: u8 = 0b10;
+
+/// The unpark token of a release that leaves the woken thread to compete.
+const TOKEN_NORMAL: UnparkToken = UnparkToken(0);
+/// The unpark token of a release that hands the lock to the woken thread.
+const TOKEN_HANDOFF: UnparkToken = UnparkToken(1);
+
+/// The sampling rate a policy gets if it does not name one.
+pub const DEFAULT_SAMPLING_RATE: u32 = 64;
+
+/// Weight of the newest sample in the estimates: 1/2^EWMA_SHIFT.
+const EWMA_SHIFT: u32 = 2;
+
+/// What only the lock's holder reads and writes: the monitor's counters and
+/// estimates, the sampling state and the policy. Protected by the lock
+/// itself, so updating it costs plain stores on the lock's own cache line.
+struct Holder<P> {
+    acquisitions: u64,
+    /// The sampling rate minus one (a power of two minus one): acquisition
+    /// `n` is sampled when `n & mask == 0`.
+    mask: u64,
+    /// When the sampled acquisition in progress began, if one is.
+    sampling: bool,
+    sample_start: Option<Instant>,
+    contended: u64,
+    spin_successes: u64,
+    parks: u64,
+    handoffs: u64,
+    hold_ns: u64,
+    spin_polls: u32,
+    park_wait_ns: u64,
+    /// The counters and the time at the previous sample.
+    last: Counters,
+    last_at: Option<Instant>,
+    policy: P,
+}
+
+impl<P> Holder<P> {
+    const fn new(policy: P, rate: u32) -> Self {
+        let rate = if rate <= 1 {
+            1
+        } else {
+            rate.next_power_of_two()
+        };
+        Self {
+            acquisitions: 0,
+            mask: rate as u64 - 1,
+            sampling: false,
+            sample_start: None,
+            contended: 0,
+            spin_successes: 0,
+            parks: 0,
+            handoffs: 0,
+            hold_ns: 0,
+            spin_polls: 0,
+            park_wait_ns: 0,
+            last: Counters {
+                acquisitions: 0,
+                contended: 0,
+                spin_successes: 0,
+                parks: 0,
+                handoffs: 0,
+                timeouts: 0,
+            },
+            last_at: None,
+            policy,
+        }
+    }
+
+    fn counters(&self, timeouts: u64) -> Counters {
+        Counters {
+            acquisitions: self.acquisitions,
+            contended: self.contended,
+            spin_successes: self.spin_successes,
+            parks: self.parks,
+            handoffs: self.handoffs,
+            timeouts,
+        }
+    }
+}
+
+/// The monitor's values as last published by a sample, for
+/// [`RawAdaptiveLock::stats`] while the lock is held.
+struct Published {
+    acquisitions: AtomicU64,
+    contended: AtomicU64,
+    spin_successes: AtomicU64,
+    parks: AtomicU64,
+    handoffs: AtomicU64,
+    hold_ns: AtomicU64,
+    park_wait_ns: AtomicU64,
+    spin_polls: AtomicU32,
+}
+
+impl Published {
+    sync_core::const_unless_loom! {
+        fn new() -> Self {
+            Self {
+                acquisitions: AtomicU64::new(0),
+                contended: AtomicU64::new(0),
+                spin_successes: AtomicU64::new(0),
+                parks: AtomicU64::new(0),
+                handoffs: AtomicU64::new(0),
+                hold_ns: AtomicU64::new(0),
+                park_wait_ns: AtomicU64::new(0),
+                spin_polls: AtomicU32::new(0),
+            }
+        }
+    }
+}
+
+/// A lock that monitors itself and adapts its waiting policy: the raw lock
+/// under [`AdaptiveMutex`](crate::AdaptiveMutex).
+///
+/// # Internal state
+///
+/// `state` is parking_lot's lock word:
+///
+/// | `state` | meaning |
+/// |---|---|
+/// | `0` | free, nobody parked |
+/// | `LOCKED` | held, nobody parked |
+/// | `LOCKED \| PARKED` | held, threads may be parked on the lock's address |
+/// | `PARKED` | free, threads parked (a woken one is on its way, or a timed one leaving) |
+///
+/// `lock` sets `LOCKED` with one CAS from `0`; `unlock` clears it with one
+/// CAS from `LOCKED`. Any other word sends them to the slow paths: a waiter
+/// watches the word as the [`WaitPolicy`] says, then sets `PARKED` and parks
+/// with a validation that the word is still `LOCKED | PARKED` (under the
+/// parking lot's queue lock, so an unlock that follows finds it parked); an
+/// unlock that sees `PARKED` wakes one parked thread and, in the parking
+/// lot's callback, stores `PARKED` or `0` (barging) or leaves `LOCKED` set
+/// and hands the lock to the woken thread (`TOKEN_HANDOFF`).
+///
+/// # Monitor
+///
+/// The counters and estimates live in a cell that only the lock's holder
+/// touches: a contended acquisition records how it waited once it holds the
+/// lock, and the uncontended path adds one to a counter on the lock's own
+/// cache line. Every k-th acquisition (k the policy's sampling rate) reads
+/// the clock at lock and unlock; that unlock runs the policy, stores the
+/// configuration it returns (one relaxed store that every waiter sees at its
+/// next poll) and publishes the counters for [`stats`](Self::stats). The
+/// only shared sensor is `waiting`, which waiters increment and decrement
+/// on the slow path.
+///
+/// # Fairness
+///
+/// By default a released lock may be taken by a running thread before the
+/// parked thread woken for it (barging), as parking_lot's; a thread parked
+/// for long is eventually handed the lock (parking_lot's fairness timer).
+/// [`Scheduler::HANDOFF`](crate::Scheduler::HANDOFF) and
+/// [`unlock_fair`](Self::unlock_fair) hand it over at every release; a
+/// priority scheduler wakes parked waiters by priority. Waiters still
+/// watching (spinning, yielding) are not ordered.
+///
+/// # Examples
+///
+/// ```
+/// use adaptive_lock::{RawAdaptiveLock, Static};
+/// use sync_core::wait::WaitPolicy;
+///
+/// let raw = RawAdaptiveLock::with_policy(Static(WaitPolicy::block()));
+/// raw.lock();
+/// assert!(!raw.try_lock());
+/// // SAFETY: this thread holds the lock.
+/// unsafe { raw.unlock() };
+/// assert_eq!(raw.stats().total.acquisitions, 1);
+/// ```
+#[repr(C)]
+pub struct RawAdaptiveLock<P = crate::Learned> {
+    state: AtomicU8,
+    /// Threads in the slow path of a lock call (the registration sensor).
+    waiting: AtomicU32,
+    /// The current [`Config`], packed.
+    config: AtomicU64,
+    holder: UnsafeCell<Holder<P>>,
+    /// Timed waits that gave up (written by the waiters, which do not hold
+    /// the lock).
+    timeouts: AtomicU64,
+    published: Published,
+}
+
+// SAFETY: the lock word is atomic; `holder` (and the policy in it) is
+// touched only by the thread that holds the lock, one thread at a time, so
+// the policy needs `Send`, as a `Mutex<P>` would.
+unsafe impl<P: Send> Send for RawAdaptiveLock<P> {}
+// SAFETY: as above.
+unsafe impl<P: Send> Sync for RawAdaptiveLock<P> {}
+
+/// The clock, except under loom, whose executions must not depend on it.
+#[inline]
+fn now() -> Option<Instant> {
+    if cfg!(loom) {
+        None
+    } else {
+        Some(Instant::now())
+    }
+}
+
+fn ewma(old: u64, new: u64) -> u64 {
+    if old == 0 {
+        new
+    } else {
+        old - (old >> EWMA_SHIFT) + (new >> EWMA_SHIFT)
+    }
+}
+
+fn cpus() -> u32 {
+    #[cfg(not(loom))]
+    {
+        static CPUS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+        *CPUS.get_or_init(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get() as u32)
+                .unwrap_or(1)
+        })
+    }
+    #[cfg(loom)]
+    {
+        2
+    }
+}
+
+impl<P: Policy> RawAdaptiveLock<P> {
+    sync_core::const_unless_loom! {
+        /// An unlocked lock with the policy's constant ([`Policy::INIT`]),
+        /// the default configuration and sampling rate
+        /// [`DEFAULT_SAMPLING_RATE`]. Use [`with_policy`](Self::with_policy)
+        /// for the policy's own.
+        pub fn new() -> Self {
+            Self {
+                state: AtomicU8::new(0),
+                waiting: AtomicU32::new(0),
+                config: AtomicU64::new(Config::new().to_bits()),
+                holder: UnsafeCell::new(Holder::new(P::INIT, DEFAULT_SAMPLING_RATE)),
+                timeouts: AtomicU64::new(0),
+                published: Published::new(),
+            }
+        }
+    }
+
+    /// An unlocked lock run by `policy`: its initial configuration and its
+    /// sampling rate (rounded up to a power of two).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptive_lock::{RawAdaptiveLock, SimpleAdapt};
+    /// let raw = RawAdaptiveLock::with_policy(SimpleAdapt { threshold: 2, step: 10 });
+    /// assert!(!raw.is_locked());
+    /// ```
+    pub fn with_policy(policy: P) -> Self {
+        let config = policy.initial().to_bits();
+        let rate = policy.sampling_rate();
+        Self {
+            state: AtomicU8::new(0),
+            waiting: AtomicU32::new(0),
+            config: AtomicU64::new(config),
+            holder: UnsafeCell::new(Holder::new(policy, rate)),
+            timeouts: AtomicU64::new(0),
+            published: Published::new(),
+        }
+    }
+
+    /// Takes the lock, waiting as the current configuration says.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// raw.lock();
+    /// assert!(raw.is_locked());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
+    #[inline]
+    pub fn lock(&self) {
+        // Acquire: pairs with the Release of the unlock that freed the lock.
+        if self
+            .state
+            .compare_exchange_weak(0, LOCKED_BIT, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_slow(None, 0);
+        }
+        self.on_acquire();
+    }
+
+    /// Takes the lock with `priority` (higher first): a release under a
+    /// priority scheduler wakes the parked waiter of highest priority. Under
+    /// other schedulers, the same as [`lock`](Self::lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// raw.lock_with_priority(7);
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
+    #[inline]
+    pub fn lock_with_priority(&self, priority: usize) {
+        // Acquire: pairs with the Release of the unlock that freed the lock.
+        if self
+            .state
+            .compare_exchange_weak(0, LOCKED_BIT, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            self.lock_slow(None, priority);
+        }
+        self.on_acquire();
+    }
+
+    /// Takes the lock if it is free now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// assert!(raw.try_lock());
+    /// assert!(!raw.try_lock());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
+    #[inline]
+    pub fn try_lock(&self) -> bool {
+        if self.try_lock_uncounted() {
+            self.on_acquire();
+            true
+        } else {
+            false
+        }
+    }
+
+    #[inline]
+    fn try_lock_uncounted(&self) -> bool {
+        let mut state = self.state.load(Ordering::Relaxed);
+        while state & LOCKED_BIT == 0 {
+            // Acquire: pairs with the Release of the unlock that freed it.
+            match self.state.compare_exchange_weak(
+                state,
+                state | LOCKED_BIT,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(s) => state = s,
+            }
+        }
+        false
+    }
+
+    /// Takes the lock, or gives up at `deadline`. The deadline is checked
+    /// while the waiter watches as well as while it is parked, so the call
+    /// returns within the deadline plus about one scheduling quantum
+    /// whatever the configuration.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// raw.lock();
+    /// assert!(!raw.try_lock_until(Instant::now() + Duration::from_millis(1)));
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
+    #[inline]
+    pub fn try_lock_until(&self, deadline: Instant) -> bool {
+        self.try_lock_with_priority_until(0, deadline)
+    }
+
+    /// Takes the lock with `priority` (see
+    /// [`lock_with_priority`](Self::lock_with_priority)), or gives up at
+    /// `deadline` (see [`try_lock_until`](Self::try_lock_until)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// assert!(raw.try_lock_with_priority_until(5, Instant::now() + Duration::from_millis(1)));
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
+    #[inline]
+    pub fn try_lock_with_priority_until(&self, priority: usize, deadline: Instant) -> bool {
+        // Acquire: pairs with the Release of the unlock that freed the lock.
+        let won = self
+            .state
+            .compare_exchange_weak(0, LOCKED_BIT, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            || self.lock_slow(Some(deadline), priority);
+        if won {
+            self.on_acquire();
+        }
+        won
+    }
+
+    /// Takes the lock, or gives up after `timeout` (see
+    /// [`try_lock_until`](Self::try_lock_until)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// assert!(raw.try_lock_for(Duration::from_millis(1)));
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
+    #[inline]
+    pub fn try_lock_for(&self, timeout: Duration) -> bool {
+        match Instant::now().checked_add(timeout) {
+            Some(deadline) => self.try_lock_until(deadline),
+            None => {
+                self.lock();
+                true
+            }
+        }
+    }
+
+    /// Releases the lock; the scheduler picks who gets it next.
+    ///
+    /// # Safety
+    ///
+    /// The calling context must hold the lock (taken by this lock's `lock`,
+    /// `try_lock` or timed variants and not yet released).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// raw.lock();
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// assert!(!raw.is_locked());
+    /// ```
+    #[inline]
+    pub unsafe fn unlock(&self) {
+        self.on_release();
+        // Release: pairs with the Acquire of the next lock.
+        if self
+            .state
+            .compare_exchange(LOCKED_BIT, 0, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+        self.unlock_slow(false);
+    }
+
+    /// Releases the lock and, if a thread is parked, hands the lock to it
+    /// (whatever the scheduler).
+    ///
+    /// # Safety
+    ///
+    /// As [`unlock`](Self::unlock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// raw.lock();
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock_fair() };
+    /// ```
+    #[inline]
+    pub unsafe fn unlock_fair(&self) {
+        self.on_release();
+        // Release: pairs with the Acquire of the next lock.
+        if self
+            .state
+            .compare_exchange(LOCKED_BIT, 0, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
+        }
+        self.unlock_slow(true);
+    }
+
+    /// Whether the lock is held (a hint: it may change at once).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// assert!(!raw.is_locked());
+    /// ```
+    #[inline]
+    pub fn is_locked(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & LOCKED_BIT != 0
+    }
+
+    /// Whether threads are parked on the lock (a hint).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// assert!(!raw.has_parked());
+    /// ```
+    pub fn has_parked(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & PARKED_BIT != 0
+    }
+
+    /// The configuration in force.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptive_lock::{Config, RawAdaptiveLock, Static};
+    /// let raw = RawAdaptiveLock::with_policy(Static(Default::default()));
+    /// assert_eq!(raw.config(), Config::new());
+    /// ```
+    pub fn config(&self) -> Config {
+        Config::from_bits(self.config.load(Ordering::Relaxed))
+    }
+
+    /// External control: sets the configuration now (one store). Waiters
+    /// take it at their next poll; a parked waiter takes it when it is
+    /// woken. The policy's next adaptation may replace it ([`Static`]
+    /// never does). The fields are clamped as [`Config::clamped`] says.
+    ///
+    /// [`Static`]: crate::Static
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptive_lock::{Config, RawAdaptiveLock, Static};
+    /// use sync_core::wait::WaitPolicy;
+    /// let raw = RawAdaptiveLock::with_policy(Static(Default::default()));
+    /// raw.configure(Config::new().wait(WaitPolicy::block()));
+    /// assert_eq!(raw.config().wait_policy(), WaitPolicy::block());
+    /// ```
+    pub fn configure(&self, config: Config) {
+        // Relaxed: the configuration is advice to waiters; it guards no data.
+        self.config.store(config.to_bits(), Ordering::Relaxed);
+    }
+
+    /// A snapshot of the monitor.
+    ///
+    /// Exact if the lock is free when called (it is taken for the read
+    /// without counting as an acquisition): after the threads that used it
+    /// have been joined, the counters equal what they did. While another
+    /// thread holds it, the values published by the last sample (up to k
+    /// acquisitions old, k the sampling rate; fields may come from different
+    /// samples).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// for _ in 0..3 {
+    ///     raw.lock();
+    ///     // SAFETY: this thread holds the lock.
+    ///     unsafe { raw.unlock() };
+    /// }
+    /// assert_eq!(raw.stats().total.acquisitions, 3);
+    /// ```
+    pub fn stats(&self) -> Stats {
+        let timeouts = self.timeouts.load(Ordering::Relaxed);
+        let waiting = self.waiting.load(Ordering::Relaxed);
+        let config = self.config();
+        if self.try_lock_uncounted() {
+            // SAFETY: we hold the lock, so no other thread touches `holder`.
+            let stats = self.holder.with(|h| unsafe {
+                let h = &*h;
+                let total = h.counters(timeouts);
+                Stats {
+                    waiting,
+                    total,
+                    window: total.since(&h.last),
+                    window_time: Duration::ZERO,
+                    hold_time: Duration::from_nanos(h.hold_ns),
+                    spin_polls: h.spin_polls,
+                    park_wait: Duration::from_nanos(h.park_wait_ns),
+                    config,
+                    cpus: cpus(),
+                }
+            });
+            // Release: pairs with the Acquire of the next lock.
+            if self
+                .state
+                .compare_exchange(LOCKED_BIT, 0, Ordering::Release, Ordering::Relaxed)
+                .is_err()
+            {
+                self.unlock_slow(false);
+            }
+            return stats;
+        }
+        let p = &self.published;
+        // Relaxed: a snapshot that orders nothing.
+        let total = Counters {
+            acquisitions: p.acquisitions.load(Ordering::Relaxed),
+            contended: p.contended.load(Ordering::Relaxed),
+            spin_successes: p.spin_successes.load(Ordering::Relaxed),
+            parks: p.parks.load(Ordering::Relaxed),
+            handoffs: p.handoffs.load(Ordering::Relaxed),
+            timeouts,
+        };
+        Stats {
+            waiting,
+            total,
+            window: Counters::default(),
+            window_time: Duration::ZERO,
+            hold_time: Duration::from_nanos(p.hold_ns.load(Ordering::Relaxed)),
+            spin_polls: p.spin_polls.load(Ordering::Relaxed),
+            park_wait: Duration::from_nanos(p.park_wait_ns.load(Ordering::Relaxed)),
+            config,
+            cpus: cpus(),
+        }
+    }
+
+    /// The monitor's part of an acquisition (the caller now holds the lock).
+    #[inline]
+    fn on_acquire(&self) {
+        // SAFETY: the caller holds the lock, so no other thread touches
+        // `holder`.
+        let sample = self.holder.with_mut(|h| unsafe {
+            let h = &mut *h;
+            h.acquisitions += 1;
+            h.acquisitions & h.mask == 0
+        });
+        if sample {
+            self.begin_sample();
+        }
+    }
+
+    #[cold]
+    fn begin_sample(&self) {
+        let start = now();
+        // SAFETY: the caller holds the lock.
+        self.holder.with_mut(|h| unsafe {
+            (*h).sampling = true;
+            (*h).sample_start = start;
+        });
+    }
+
+    /// The monitor's part of a release (the caller still holds the lock).
+    #[inline]
+    fn on_release(&self) {
+        // SAFETY: the caller holds the lock.
+        let sampling = self.holder.with(|h| unsafe { (*h).sampling });
+        if sampling {
+            self.end_sample();
+        }
+    }
+
+    /// Closes a sampled acquisition: measures its hold time, runs the
+    /// policy (the closely coupled loop) and publishes the counters.
+    #[cold]
+    fn end_sample(&self) {
+        let end = now();
+        let timeouts = self.timeouts.load(Ordering::Relaxed);
+        let waiting = self.waiting.load(Ordering::Relaxed);
+        let current = self.config.load(Ordering::Relaxed);
+        // SAFETY: the caller holds the lock.
+        let next = self.holder.with_mut(|h| unsafe {
+            let h = &mut *h;
+            h.sampling = false;
+            if let (Some(s), Some(e)) = (h.sample_start.take(), end) {
+                let ns = e.duration_since(s).as_nanos().min(u64::MAX as u128) as u64;
+                h.hold_ns = ewma(h.hold_ns, ns.max(1));
+            }
+            let total = h.counters(timeouts);
+            let window_time = match (h.last_at, end) {
+                (Some(a), Some(e)) => e.duration_since(a),
+                _ => Duration::ZERO,
+            };
+            let stats = Stats {
+                waiting,
+                total,
+                window: total.since(&h.last),
+                window_time,
+                hold_time: Duration::from_nanos(h.hold_ns),
+                spin_polls: h.spin_polls,
+                park_wait: Duration::from_nanos(h.park_wait_ns),
+                config: Config::from_bits(current),
+                cpus: cpus(),
+            };
+            h.last = total;
+            h.last_at = end;
+            let p = &self.published;
+            // Relaxed: `stats` reads a snapshot that orders nothing.
+            p.acquisitions.store(total.acquisitions, Ordering::Relaxed);
+            p.contended.store(total.contended, Ordering::Relaxed);
+            p.spin_successes
+                .store(total.spin_successes, Ordering::Relaxed);
+            p.parks.store(total.parks, Ordering::Relaxed);
+            p.handoffs.store(total.handoffs, Ordering::Relaxed);
+            p.hold_ns.store(h.hold_ns, Ordering::Relaxed);
+            p.park_wait_ns.store(h.park_wait_ns, Ordering::Relaxed);
+            p.spin_polls.store(h.spin_polls, Ordering::Relaxed);
+            h.policy.adapt(&stats)
+        });
+        if let Some(next) = next {
+            let bits = next.to_bits();
+            if bits != current {
+                // Relaxed: the configuration is advice; waiters re-read it.
+                self.config.store(bits, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The policy a waiter registered behind `ahead` others runs.
+    fn watch_policy(bits: u64, ahead: u32) -> WaitPolicy {
+        let config = Config::from_bits(bits);
+        match config.watcher_limit() {
+            Some(n) if ahead >= u32::from(n) => WaitPolicy::block(),
+            _ => config.wait_policy(),
+        }
+    }
+
+    /// Waits for the lock; `false` if `deadline` passed first. Registers
+    /// the thread in the `waiting` sensor for the whole wait, and, once it
+    /// holds the lock, records how it waited.
+    #[cold]
+    fn lock_slow(&self, deadline: Option<Instant>, priority: usize) -> bool {
+        // Relaxed: a sensor; the lock word orders the data.
+        let ahead = self.waiting.fetch_add(1, Ordering::Relaxed);
+        let mut bits = self.config.load(Ordering::Relaxed);
+        let mut watch = Watch::new(Self::watch_policy(bits, ahead));
+        let mut parks = 0u64;
+        let mut parked_at = None;
+        let mut handoff = false;
+        let mut state = self.state.load(Ordering::Relaxed);
+        let won = loop {
+            if state & LOCKED_BIT == 0 {
+                // Acquire: pairs with the Release of the unlock that freed
+                // the lock.
+                match self.state.compare_exchange_weak(
+                    state,
+                    state | LOCKED_BIT,
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break true,
+                    Err(s) => state = s,
+                }
+                continue;
+            }
+
+            // Reconfiguration takes effect at the next poll.
+            let latest = self.config.load(Ordering::Relaxed);
+            if latest != bits {
+                bits = latest;
+                watch.reset(Self::watch_policy(bits, 0));
+            }
+            match watch.pause(deadline) {
+                Next::Poll => {
+                    state = self.state.load(Ordering::Relaxed);
+                    continue;
+                }
+                Next::TimedOut => break false,
+                Next::Park => {}
+            }
+
+            // Mark the lock as having parked threads, so that its unlock
+            // takes the slow path and wakes one.
+            if state & PARKED_BIT == 0 {
+                if let Err(s) = self.state.compare_exchange_weak(
+                    state,
+                    state | PARKED_BIT,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    state = s;
+                    continue;
+                }
+            }
+
+            let addr = self as *const Self as usize;
+            // Under the queue lock: if the holder released meanwhile (the
+            // word is no longer LOCKED | PARKED), do not sleep. Pairs with
+            // the unlock's `unpark_one`, which takes the same queue lock.
+            let validate = || self.state.load(Ordering::Relaxed) == LOCKED_BIT | PARKED_BIT;
+            let timed_out = |_, was_last_thread| {
+                // Clear PARKED if we were the last parked thread: nobody is
+                // left to wake.
+                if was_last_thread {
+                    self.state.fetch_and(!PARKED_BIT, Ordering::Relaxed);
+                }
+            };
+            parks += 1;
+            if parked_at.is_none() {
+                parked_at = now();
+            }
+            // SAFETY: `validate` and `timed_out` only touch the lock word:
+            // they neither panic nor call into the parking lot; `addr` is
+            // this lock's address, valid while we wait on it.
+            let result = unsafe {
+                parking_lot::park(
+                    addr,
+                    validate,
+                    || {},
+                    timed_out,
+                    ParkToken(priority),
+                    deadline,
+                )
+            };
+            match result {
+                // The releaser left LOCKED set for us.
+                ParkResult::Unparked(TOKEN_HANDOFF) => {
+                    handoff = true;
+                    break true;
+                }
+                ParkResult::Unparked(_) | ParkResult::Invalid => {}
+                ParkResult::TimedOut => break false,
+            }
+            // Woken to compete: watch again with the configuration in force.
+            bits = self.config.load(Ordering::Relaxed);
+            watch.reset(Self::watch_policy(bits, 0));
+            state = self.state.load(Ordering::Relaxed);
+        };
+        // Relaxed: a sensor.
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        if !won {
+            // Relaxed: a counter.
+            self.timeouts.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let woke = if parks > 0 { now() } else { None };
+        // SAFETY: we hold the lock.
+        self.holder.with_mut(|h| unsafe {
+            let h = &mut *h;
+            h.contended += 1;
+            h.parks += parks;
+            if handoff {
+                h.handoffs += 1;
+            }
+            if parks == 0 {
+                h.spin_successes += 1;
+                h.spin_polls = ewma(u64::from(h.spin_polls), u64::from(watch.polls()).max(1))
+                    .min(u64::from(u32::MAX)) as u32;
+            } else if let (Some(a), Some(b)) = (parked_at, woke) {
+                let ns = b.duration_since(a).as_nanos().min(u64::MAX as u128) as u64;
+                h.park_wait_ns = ewma(h.park_wait_ns, ns.max(1));
+            }
+        });
+        true
+    }
+
+    /// Wakes a parked thread (the scheduler picks which) and releases or
+    /// hands over the lock.
+    #[cold]
+    fn unlock_slow(&self, force_fair: bool) {
+        let config = self.config();
+        let handoff = force_fair || config.scheduler_kind().is_handoff();
+        let addr = self as *const Self as usize;
+        // Runs under the queue lock, after the parking lot chose whom to
+        // wake: either keep LOCKED for the woken thread (handoff) or release.
+        let release = |result: UnparkResult| {
+            if result.unparked_threads != 0 && (handoff || result.be_fair) {
+                if !result.have_more_threads {
+                    // Relaxed: the woken thread's Acquire is the parking
+                    // lot's queue lock, which this callback holds.
+                    self.state.store(LOCKED_BIT, Ordering::Relaxed);
+                }
+                return TOKEN_HANDOFF;
+            }
+            // Release: pairs with the Acquire of the next lock.
+            if result.have_more_threads {
+                self.state.store(PARKED_BIT, Ordering::Release);
+            } else {
+                self.state.store(0, Ordering::Release);
+            }
+            TOKEN_NORMAL
+        };
+        if !config.scheduler_kind().is_priority() {
+            // SAFETY: `release` only stores to the lock word: it neither
+            // panics nor calls into the parking lot.
+            unsafe { parking_lot::unpark_one(addr, release) };
+            return;
+        }
+        loop {
+            // First pass: the highest priority parked now (wakes nobody).
+            let mut best = None;
+            // SAFETY: the filter and callback only read tokens; neither
+            // panics nor calls into the parking lot.
+            unsafe {
+                parking_lot::unpark_filter(
+                    addr,
+                    |ParkToken(p)| {
+                        best = best.max(Some(p));
+                        FilterOp::Skip
+                    },
+                    |_| TOKEN_NORMAL,
+                )
+            };
+            // Second pass: wake the first thread of that priority. If it
+            // left meanwhile (timed out) and others remain, keep the lock
+            // and look again rather than release with nobody woken.
+            let target = best.unwrap_or(0);
+            let mut woken = false;
+            let mut retry = false;
+            let filter = |ParkToken(p)| {
+                if woken {
+                    FilterOp::Stop
+                } else if p >= target {
+                    woken = true;
+                    FilterOp::Unpark
+                } else {
+                    FilterOp::Skip
+                }
+            };
+            let callback = |result: UnparkResult| {
+                if result.unparked_threads == 0 && result.have_more_threads {
+                    retry = true;
+                    return TOKEN_NORMAL;
+                }
+                release(result)
+            };
+            // SAFETY: `filter` only reads the token and `callback` only
+            // stores to the lock word: neither panics nor calls into the
+            // parking lot.
+            unsafe { parking_lot::unpark_filter(addr, filter, callback) };
+            if !retry {
+                return;
+            }
+        }
+    }
+}
+
+impl<P: Policy> Default for RawAdaptiveLock<P> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<P> core::fmt::Debug for RawAdaptiveLock<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("RawAdaptiveLock")
+            .field("state", &self.state.load(Ordering::Relaxed))
+            .field("waiting", &self.waiting.load(Ordering::Relaxed))
+            .field(
+                "config",
+                &Config::from_bits(self.config.load(Ordering::Relaxed)),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: `lock`, `try_lock` and the timed variants give exclusive
+// ownership until `unlock` (LOCKED is set by one CAS and cleared only by
+// the holder, or kept and handed to exactly one woken thread); `unlock` may
+// run on any thread, so guards may be sent.
+unsafe impl<P: Policy> lock_api::RawMutex for RawAdaptiveLock<P> {
+    #[allow(clippy::declare_interior_mutable_const)]
+    const INIT: Self = Self::new();
+    type GuardMarker = lock_api::GuardSend;
+
+    #[inline]
+    fn lock(&self) {
+        RawAdaptiveLock::lock(self);
+    }
+
+    #[inline]
+    fn try_lock(&self) -> bool {
+        RawAdaptiveLock::try_lock(self)
+    }
+
+    #[inline]
+    unsafe fn unlock(&self) {
+        // SAFETY: lock_api's caller holds the lock.
+        unsafe { RawAdaptiveLock::unlock(self) }
+    }
+
+    #[inline]
+    fn is_locked(&self) -> bool {
+        RawAdaptiveLock::is_locked(self)
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: as for `RawMutex`; `unlock_fair` releases like `unlock`.
+unsafe impl<P: Policy> lock_api::RawMutexFair for RawAdaptiveLock<P> {
+    #[inline]
+    unsafe fn unlock_fair(&self) {
+        // SAFETY: lock_api's caller holds the lock.
+        unsafe { RawAdaptiveLock::unlock_fair(self) }
+    }
+
+    #[inline]
+    unsafe fn bump(&self) {
+        if self.has_parked() {
+            // SAFETY: lock_api's caller holds the lock.
+            unsafe { RawAdaptiveLock::unlock_fair(self) };
+            RawAdaptiveLock::lock(self);
+        }
+    }
+}
+
+#[cfg(not(loom))]
+// SAFETY: as for `RawMutex`.
+unsafe impl<P: Policy> lock_api::RawMutexTimed for RawAdaptiveLock<P> {
+    type Duration = Duration;
+    type Instant = Instant;
+
+    #[inline]
+    fn try_lock_for(&self, timeout: Duration) -> bool {
+        RawAdaptiveLock::try_lock_for(self, timeout)
+    }
+
+    #[inline]
+    fn try_lock_until(&self, deadline: Instant) -> bool {
+        RawAdaptiveLock::try_lock_until(self, deadline)
+    }
+}

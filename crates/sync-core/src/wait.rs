@@ -1,0 +1,463 @@
+//! The family's one waiting vocabulary: how a waiter watches a state before
+//! it sleeps.
+//!
+//! Every blocking primitive of the family waits the same way: it *watches*
+//! the state for a while (spinning, perhaps backing off, then yielding its
+//! core), and then *parks* (a thread) or registers a waker (a task) until it
+//! is woken. [`WaitPolicy`] names that watch with the attributes of
+//! Mukherjee & Schwan's adaptive locks (spin-time, delay-time, sleep-time,
+//! timeout), and [`Watch`] runs it, checking the caller's deadline inside the
+//! loop, so a timed wait returns within its deadline plus one scheduling
+//! quantum whatever the policy.
+//!
+//! | paper's lock | constructor |
+//! |---|---|
+//! | pure spin | [`WaitPolicy::spin`] |
+//! | spin with back-off | [`WaitPolicy::spin_backoff`] |
+//! | pure sleep | [`WaitPolicy::block`] |
+//! | conditional sleep/spin with timeout | [`WaitPolicy::conditional`] |
+//! | mixed sleep/spin (combined locks) | [`WaitPolicy::spin_then_block`], [`WaitPolicy::new`] + setters |
+//!
+//! # Examples
+//!
+//! ```
+//! use sync_core::sync::atomic::{AtomicBool, Ordering};
+//! use sync_core::wait::{Next, WaitPolicy, Watch};
+//!
+//! let ready = AtomicBool::new(true);
+//! let mut watch = Watch::new(WaitPolicy::new().spins(10).yields(2));
+//! // Acquire: pairs with the Release store of whoever sets the flag.
+//! while !ready.load(Ordering::Acquire) {
+//!     match watch.pause(None) {
+//!         Next::Poll => continue,
+//!         Next::Park => { /* park until woken, then `watch.reset()` */ break }
+//!         Next::TimedOut => unreachable!("no deadline"),
+//!     }
+//! }
+//! ```
+
+use core::time::Duration;
+use std::time::Instant;
+
+use crate::sync::{hint, thread};
+
+/// The largest back-off exponent: a backed-off poll waits at most 2^6 spin
+/// hints (a few hundred nanoseconds).
+const MAX_BACKOFF_SHIFT: u32 = 6;
+
+/// How a waiter watches a state before it parks: the paper's mutable
+/// attributes.
+///
+/// * `spins` (spin-time): polls of the state with a spin hint between them;
+/// * `backoff` (delay-time): the pause after the i-th spin grows as 2^i
+///   hints, up to 2^6;
+/// * `yields`: polls with a yield of the core between them, after the spins;
+/// * `park` (sleep-time): whether the waiter sleeps once the spins and yields
+///   are spent. Without it the waiter never sleeps: it keeps polling and
+///   yielding (a pure spin lock that lets a preempted holder run);
+/// * `timeout` (conditional waiting): a cap on the whole watch; once it has
+///   passed the waiter parks, even without `park`.
+///
+/// The default is parking_lot's `SpinWait`: 3 spins backing off (2, 4 and 8
+/// hints), 7 yields, then park.
+///
+/// # Examples
+///
+/// ```
+/// use sync_core::wait::WaitPolicy;
+///
+/// let combined = WaitPolicy::spin_then_block(10);
+/// assert_eq!((combined.spin_count(), combined.yield_count(), combined.parks()), (10, 0, true));
+/// assert!(!WaitPolicy::spin().parks());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct WaitPolicy {
+    spins: u32,
+    yields: u32,
+    backoff: bool,
+    park: bool,
+    timeout: Option<Duration>,
+}
+
+impl WaitPolicy {
+    /// parking_lot's watch: 3 backed-off spins, 7 yields, then park.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(sync_core::wait::WaitPolicy::new(), sync_core::wait::WaitPolicy::default());
+    /// ```
+    pub const fn new() -> Self {
+        Self {
+            spins: 3,
+            yields: 7,
+            backoff: true,
+            park: true,
+            timeout: None,
+        }
+    }
+
+    /// Pure spin: poll with a spin hint, and after 100 polls yield between
+    /// polls; never sleep.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(!sync_core::wait::WaitPolicy::spin().parks());
+    /// ```
+    pub const fn spin() -> Self {
+        Self {
+            spins: 100,
+            yields: 0,
+            backoff: false,
+            park: false,
+            timeout: None,
+        }
+    }
+
+    /// Spin with back-off (Anderson et al.): 10 polls with a growing pause,
+    /// then yield between polls; never sleep.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(sync_core::wait::WaitPolicy::spin_backoff().backs_off());
+    /// ```
+    pub const fn spin_backoff() -> Self {
+        Self {
+            spins: 10,
+            yields: 0,
+            backoff: true,
+            park: false,
+            timeout: None,
+        }
+    }
+
+    /// Pure sleep: park at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let p = sync_core::wait::WaitPolicy::block();
+    /// assert_eq!((p.spin_count(), p.yield_count()), (0, 0));
+    /// ```
+    pub const fn block() -> Self {
+        Self {
+            spins: 0,
+            yields: 0,
+            backoff: false,
+            park: true,
+            timeout: None,
+        }
+    }
+
+    /// The paper's combined lock: `spins` polls with a spin hint, then park.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let p = sync_core::wait::WaitPolicy::spin_then_block(50);
+    /// assert_eq!(p.spin_count(), 50);
+    /// ```
+    pub const fn spin_then_block(spins: u32) -> Self {
+        Self {
+            spins,
+            yields: 0,
+            backoff: false,
+            park: true,
+            timeout: None,
+        }
+    }
+
+    /// Conditional spin/sleep: spin (then yield) for at most `timeout`, then
+    /// park.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let p = sync_core::wait::WaitPolicy::conditional(Duration::from_micros(20));
+    /// assert_eq!(p.watch_timeout(), Some(Duration::from_micros(20)));
+    /// ```
+    pub const fn conditional(timeout: Duration) -> Self {
+        Self {
+            spins: u32::MAX,
+            yields: 0,
+            backoff: false,
+            park: true,
+            timeout: Some(timeout),
+        }
+    }
+
+    /// Sets the number of spins (polls with a spin hint between them).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let p = sync_core::wait::WaitPolicy::new().spins(40);
+    /// assert_eq!(p.spin_count(), 40);
+    /// ```
+    pub const fn spins(mut self, spins: u32) -> Self {
+        self.spins = spins;
+        self
+    }
+
+    /// Sets the number of yields after the spins.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let p = sync_core::wait::WaitPolicy::new().yields(0);
+    /// assert_eq!(p.yield_count(), 0);
+    /// ```
+    pub const fn yields(mut self, yields: u32) -> Self {
+        self.yields = yields;
+        self
+    }
+
+    /// Whether the pause after each spin grows exponentially.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let p = sync_core::wait::WaitPolicy::new().backoff(false);
+    /// assert!(!p.backs_off());
+    /// ```
+    pub const fn backoff(mut self, backoff: bool) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Whether the waiter parks once its spins and yields are spent (if not,
+    /// it keeps polling and yielding).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let p = sync_core::wait::WaitPolicy::new().park(false);
+    /// assert!(!p.parks());
+    /// ```
+    pub const fn park(mut self, park: bool) -> Self {
+        self.park = park;
+        self
+    }
+
+    /// Caps the whole watch: once `timeout` has passed since the watch
+    /// began, the waiter parks. `None`: no cap.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let p = sync_core::wait::WaitPolicy::spin().timeout(Some(Duration::from_micros(50)));
+    /// assert_eq!(p.watch_timeout(), Some(Duration::from_micros(50)));
+    /// ```
+    pub const fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The number of spins.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(sync_core::wait::WaitPolicy::new().spin_count(), 3);
+    /// ```
+    pub const fn spin_count(&self) -> u32 {
+        self.spins
+    }
+
+    /// The number of yields after the spins.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(sync_core::wait::WaitPolicy::new().yield_count(), 7);
+    /// ```
+    pub const fn yield_count(&self) -> u32 {
+        self.yields
+    }
+
+    /// Whether spins back off.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(sync_core::wait::WaitPolicy::new().backs_off());
+    /// ```
+    pub const fn backs_off(&self) -> bool {
+        self.backoff
+    }
+
+    /// Whether the waiter parks after the watch.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(sync_core::wait::WaitPolicy::block().parks());
+    /// ```
+    pub const fn parks(&self) -> bool {
+        self.park
+    }
+
+    /// The cap on the watch, if any.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(sync_core::wait::WaitPolicy::new().watch_timeout(), None);
+    /// ```
+    pub const fn watch_timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+}
+
+impl Default for WaitPolicy {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What a waiter does after a [`Watch::pause`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// Poll the state again.
+    Poll,
+    /// The watch is over: park (or register a waker).
+    Park,
+    /// The caller's deadline has passed: give up.
+    TimedOut,
+}
+
+/// One waiter's run of a [`WaitPolicy`]: call [`pause`](Self::pause)
+/// after each poll of the state that found it not ready.
+///
+/// Under loom every pause is one yield to the model's scheduler (a spin hint
+/// is a yield there) and deadlines are left to the parking lot's model,
+/// whose timed park explores both outcomes; keep the policies of models
+/// small (`spins(1)`).
+///
+/// # Examples
+///
+/// ```
+/// use sync_core::wait::{Next, WaitPolicy, Watch};
+///
+/// let mut watch = Watch::new(WaitPolicy::spin_then_block(2));
+/// assert_eq!(watch.pause(None), Next::Poll);
+/// assert_eq!(watch.pause(None), Next::Poll);
+/// assert_eq!(watch.pause(None), Next::Park);
+/// assert_eq!(watch.polls(), 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Watch {
+    policy: WaitPolicy,
+    polls: u32,
+    began: Option<Instant>,
+}
+
+impl Watch {
+    /// A watch that has not begun.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let w = sync_core::wait::Watch::new(Default::default());
+    /// assert_eq!(w.polls(), 0);
+    /// ```
+    pub fn new(policy: WaitPolicy) -> Self {
+        Self {
+            policy,
+            polls: 0,
+            began: None,
+        }
+    }
+
+    /// The policy this watch runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sync_core::wait::{WaitPolicy, Watch};
+    /// assert_eq!(Watch::new(WaitPolicy::block()).policy(), WaitPolicy::block());
+    /// ```
+    pub fn policy(&self) -> WaitPolicy {
+        self.policy
+    }
+
+    /// How many pauses the watch has made since it began (or was reset).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let w = sync_core::wait::Watch::new(Default::default());
+    /// assert_eq!(w.polls(), 0);
+    /// ```
+    pub fn polls(&self) -> u32 {
+        self.polls
+    }
+
+    /// Starts over (after a wake-up), with `policy`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sync_core::wait::{Next, WaitPolicy, Watch};
+    /// let mut w = Watch::new(WaitPolicy::block());
+    /// assert_eq!(w.pause(None), Next::Park);
+    /// w.reset(WaitPolicy::spin_then_block(1));
+    /// assert_eq!(w.pause(None), Next::Poll);
+    /// ```
+    pub fn reset(&mut self, policy: WaitPolicy) {
+        *self = Self::new(policy);
+    }
+
+    /// Waits once, as the policy says for this point of the watch, and
+    /// tells the waiter what to do next. `deadline` is the caller's (a timed
+    /// wait); it is checked before every pause once spinning is over, and
+    /// every 16 spins, so the wait overshoots it by at most one yield.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use sync_core::wait::{Next, WaitPolicy, Watch};
+    ///
+    /// let mut w = Watch::new(WaitPolicy::spin());
+    /// assert_eq!(w.pause(Some(Instant::now())), Next::TimedOut);
+    /// ```
+    pub fn pause(&mut self, deadline: Option<Instant>) -> Next {
+        let p = self.policy;
+        let i = self.polls;
+        let spinning = i < p.spins;
+        if !cfg!(loom) && (deadline.is_some() || p.timeout.is_some()) && (!spinning || i % 16 == 0)
+        {
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Next::TimedOut;
+            }
+            if let Some(t) = p.timeout {
+                let began = *self.began.get_or_insert(now);
+                if now.duration_since(began) >= t {
+                    return Next::Park;
+                }
+            }
+        }
+        if spinning {
+            let hints = if p.backoff {
+                1u32 << (i + 1).min(MAX_BACKOFF_SHIFT)
+            } else {
+                1
+            };
+            for _ in 0..hints {
+                hint::spin_loop();
+            }
+        } else if i - p.spins < p.yields || !p.park {
+            thread::yield_now();
+        } else {
+            return Next::Park;
+        }
+        self.polls = i.saturating_add(1);
+        Next::Poll
+    }
+}
