@@ -53,8 +53,9 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
     all
 }
 
-/// Figure 1's work: `granularity` increments of a counter no one shares.
-fn local_work(granularity: u64) -> u64 {
+/// Figure 1's work: `granularity` increments of a counter no one shares
+/// (also `classic/`'s busy work).
+pub(crate) fn local_work(granularity: u64) -> u64 {
     let mut counter = 0u64;
     for _ in 0..granularity {
         counter = black_box(counter + 1);

@@ -1,0 +1,120 @@
+//! Paper 002's classic problems in one execution model: dining philosophers,
+//! producer/consumer, readers/writers or Jacobi iteration, run as OS threads
+//! with lockfree-sync's semaphores (`cp-lockfree`) or std's Mutex + Condvar
+//! (`cp-std`), as async tasks on one thread that synchronize through `Cell`s
+//! and yields (`cm`), or as two cooperative regions on two threads joined by
+//! lockfree-sync's async semaphores (`pcm`). Each run checks the program's
+//! correctness condition and prints the time.
+//!
+//! ```text
+//! cargo run --release -p sync-examples --bin classic -- \
+//!     --problem dp|pc|rw|ji --model cp-lockfree|cp-std|cm|pcm --work N [--reps N] [--runs N]
+//! ```
+//!
+//! `--work` is the busy work inside and outside each critical section (for
+//! `ji`, the matrix size); `--reps` the meals, items, accesses or JI's
+//! iteration bound (default: the report's quick size); `--model all` runs
+//! every model and prints CM/CP and PCM/CP as the paper does (over the
+//! better CP model).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use sync_bench::harness::{Mode, summarize};
+use sync_bench::workloads::classic::{Config, Model, Program, run};
+
+fn usage() -> ExitCode {
+    eprintln!(
+        "usage: classic --problem dp|pc|rw|ji --model cp-lockfree|cp-std|cm|pcm|all \
+         --work N [--reps N] [--runs N]"
+    );
+    ExitCode::FAILURE
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mut problem, mut models, mut work, mut reps, mut runs) =
+        (None, Some(Model::ALL.to_vec()), None, None, 5usize);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let Some(value) = it.next() else {
+            return usage();
+        };
+        let parsed: Result<(), String> = match flag.as_str() {
+            "--problem" => value.parse().map(|p| problem = Some(p)),
+            "--model" if value == "all" => {
+                models = Some(Model::ALL.to_vec());
+                Ok(())
+            }
+            "--model" => value.parse().map(|m: Model| models = Some(vec![m])),
+            "--work" => value
+                .parse()
+                .map(|w| work = Some(w))
+                .map_err(|e| format!("--work {value}: {e}")),
+            "--reps" => value
+                .parse()
+                .map(|r| reps = Some(r))
+                .map_err(|e| format!("--reps {value}: {e}")),
+            "--runs" => value
+                .parse()
+                .map(|r: usize| runs = r.max(1))
+                .map_err(|e| format!("--runs {value}: {e}")),
+            _ => Err(format!("unknown flag {flag}")),
+        };
+        if let Err(e) = parsed {
+            eprintln!("{e}");
+            return usage();
+        }
+    }
+    let (Some(problem), Some(models)) = (problem, models) else {
+        return usage();
+    };
+    let program: Program = problem;
+    let work = work.unwrap_or(if program == Program::Ji { 128 } else { 1000 });
+    let mut cfg = Config::sized(program, work, Mode::Quick);
+    if let Some(r) = reps {
+        cfg.reps = r;
+    }
+    println!(
+        "{} with work {work}, {} {} (median of {runs} runs, ms):",
+        program.name(),
+        cfg.reps,
+        program.reps_name()
+    );
+    let mut medians = Vec::new();
+    for &model in &models {
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            match run(program, model, &cfg) {
+                Ok(t) => times.push(ms(t)),
+                Err(v) => {
+                    eprintln!("{}: correctness violated: {v}", model.name());
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        let (median, min, max) = summarize(&times);
+        println!(
+            "  {:<12} {median:>10.3}  (min {min:.3}, max {max:.3}); checked",
+            model.name()
+        );
+        medians.push((model, median));
+    }
+    let of = |m: Model| medians.iter().find(|(x, _)| *x == m).map(|&(_, t)| t);
+    if let (Some(a), Some(b)) = (of(Model::CpLockfree), of(Model::CpStd)) {
+        let cp = a.min(b);
+        for (model, label) in [(Model::Cm, "CM/CP"), (Model::Pcm, "PCM/CP")] {
+            if let Some(t) = of(model) {
+                println!(
+                    "  {label} = {:.0}% (over the better CP model)",
+                    100.0 * t / cp
+                );
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
