@@ -20,3 +20,18 @@ pub mod peers;
 pub mod report;
 pub mod twins;
 pub mod workloads;
+
+/// The README's code blocks, compiled and run as doc tests
+/// (`cargo test -p sync-bench --doc`), so that the examples users copy keep
+/// building.
+#[cfg(doctest)]
+pub mod readmes {
+    #[doc = include_str!("../../README.md")]
+    pub struct Workspace;
+    #[doc = include_str!("../../crates/sync-core/README.md")]
+    pub struct SyncCore;
+    #[doc = include_str!("../../crates/ast-mutex/README.md")]
+    pub struct AstMutex;
+    #[doc = include_str!("../../crates/lockfree/README.md")]
+    pub struct LockfreeSync;
+}

@@ -1,5 +1,12 @@
 //! The foundation every crate of the sync family builds on.
 //!
+//! **An internal crate.** It is published only because the family's crates
+//! (`ast-mutex`, `lockfree-sync`, …) depend on it. Its API follows their
+//! needs and may change in any release, semver notwithstanding; depend on
+//! those crates, not on this one. The test helpers (`testing`, and the
+//! `assert_impl!`/`assert_not_impl!` macros) are for the family's own tests
+//! and are hidden from these docs.
+//!
 //! A synchronization primitive is only as trustworthy as the interleavings it
 //! was checked under. This crate is the single import point through which the
 //! family's crates reach atomics, cells, threads, spinning and the parking lot,

@@ -1,4 +1,7 @@
-//! Helpers for the family's own tests (not part of the public API).
+//! Helpers for the family's own tests: not part of the public API, hidden
+//! from the docs, and free to change in any release. The two assertion
+//! macros are exported at the crate root because macros must be, and are
+//! hidden there too.
 
 use std::time::{Duration, Instant};
 
@@ -65,6 +68,7 @@ pub fn wait_until_parked(key: usize, n: usize) {
 /// ```
 /// sync_core::assert_impl!(std::sync::Mutex<u8>: Send, Sync);
 /// ```
+#[doc(hidden)]
 #[macro_export]
 macro_rules! assert_impl {
     ($t:ty: $($tr:path),+ $(,)?) => {
@@ -84,6 +88,7 @@ macro_rules! assert_impl {
 /// ```compile_fail
 /// sync_core::assert_not_impl!(u8: Send);
 /// ```
+#[doc(hidden)]
 #[macro_export]
 macro_rules! assert_not_impl {
     ($t:ty: $tr:path) => {
