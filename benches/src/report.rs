@@ -195,6 +195,8 @@ pub fn markdown(results: &Results, metas: &[Meta], charts: &Charts) -> String {
             let _ = writeln!(md, "The paper: {paper}\n");
         }
     }
+    // Issue 11: the paper's CM/CP and PCM/CP ratios beside ours.
+    md.push_str(&crate::workloads::classic::ratio_table(results));
     md
 }
 

@@ -71,6 +71,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::harness::{Mode, Unit, Workload, ms};
+use crate::report::Results;
 
 pub mod dp;
 pub mod ji;
@@ -283,7 +284,10 @@ fn workload(program: Program, work: u64, mode: Mode) -> Workload {
     } else {
         w.param("work", work)
     };
-    w = w.baseline("cp-lockfree").baseline("cp-std");
+    w = w
+        .regime(regime(program, &cfg))
+        .baseline("cp-lockfree")
+        .baseline("cp-std");
     if let Some(text) = paper(program, work) {
         w = w.paper(text);
     }
@@ -306,6 +310,95 @@ fn workload(program: Program, work: u64, mode: Mode) -> Workload {
         });
     }
     w
+}
+
+/// `report.md`'s table of this family: each workload's medians, our CM/CP
+/// and PCM/CP (over the better CP model, as the paper's ratio) beside the
+/// paper's (tables VI-XIII), and the issue's target (`cm` at most 1.0x the
+/// better CP model for DP and RW at small work). Empty if no `classic/`
+/// workload ran.
+pub fn ratio_table(results: &Results) -> String {
+    let median = |id: &str, imp: &str| {
+        results
+            .results
+            .iter()
+            .find(|r| r.workload == id && r.imp == imp)
+            .map(|r| r.median)
+    };
+    let mut rows = Vec::new();
+    for program in Program::ALL {
+        let works: &[u64] = if program == Program::Ji {
+            &JI_SIZES
+        } else {
+            &WORKS
+        };
+        for &work in works {
+            let id = format!("classic/{}/{work}", program.name());
+            let m: Option<Vec<f64>> = Model::ALL.iter().map(|m| median(&id, m.name())).collect();
+            if let Some(m) = m {
+                rows.push((program, work, id, m));
+            }
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from(
+        "## `classic/`: CM/CP and PCM/CP beside the paper's\n\n\
+         The ratios are over the better of the two CP models, as the paper's are over \
+         the better of SR_IC and SR_TS; below 100% the cooperative model is faster. The \
+         paper's CM/CP is on one CPU (tables VI-IX), its PCM/CP on two (X-XIII); here \
+         every model runs on the same machine, so `cm` has one core where the others \
+         have all of them.\n\n\
+         | workload | cp-lockfree | cp-std | cm | pcm | CM/CP | paper CM/CP | PCM/CP | paper PCM/CP |\n\
+         |---|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+    );
+    let mut target = Vec::new();
+    for (program, work, id, m) in &rows {
+        let cp = m[0].min(m[1]);
+        let (cm, pcm) = (m[2] / cp, m[3] / cp);
+        let (p1, p2) = paper_rows(*program, *work)
+            .map_or((String::new(), String::new()), |(_, a, _, b)| {
+                (format!("{:.0}%", a.3), format!("{:.0}%", b.3))
+            });
+        md.push_str(&format!(
+            "| `{id}` | {:.3} | {:.3} | {:.3} | {:.3} | {:.0}% | {p1} | {:.0}% | {p2} |\n",
+            m[0],
+            m[1],
+            m[2],
+            m[3],
+            100.0 * cm,
+            100.0 * pcm
+        ));
+        if matches!(program, Program::Dp | Program::Rw) && *work <= 1_000 {
+            let verdict = if cm <= 1.0 { "met" } else { "**missed**" };
+            target.push(format!("`{id}` {:.2}x ({verdict})", cm));
+        }
+    }
+    if !target.is_empty() {
+        md.push_str(&format!(
+            "\nTarget, `cm` at most 1.0x the better CP model for DP and RW at small work: {}.\n",
+            target.join(", ")
+        ));
+    }
+    md.push('\n');
+    md
+}
+
+/// The threads each model runs on (they differ, so the harness cannot
+/// derive the regime from one thread count).
+fn regime(program: Program, cfg: &Config) -> String {
+    let processes = match program {
+        Program::Dp => dp::PHILOSOPHERS,
+        Program::Pc => 2,
+        Program::Rw => rw::READERS + rw::WRITERS,
+        Program::Ji => cfg.processes,
+    };
+    format!(
+        "{processes} processes: {processes} threads (cp), 1 thread (cm), 2 regions of {} \
+         tasks (pcm)",
+        processes.div_ceil(2)
+    )
 }
 
 fn title(program: Program, cfg: &Config) -> String {
