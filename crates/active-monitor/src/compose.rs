@@ -1,0 +1,370 @@
+//! OR and AND across monitors (the paper's section 5).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use ast_mutex::AbstractState;
+use sync_core::sync::Arc;
+use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
+use sync_core::sync::cell::UnsafeCell;
+
+use crate::completion::{Completion, HasSlot, Outcome, ResultSlot};
+use crate::error::SameMonitor;
+use crate::monitor::Monitor;
+use crate::order::{self, Order, Pending};
+use crate::task::{AsyncTask, Job, OrShared, OrTask, Plain, Pred, Task};
+
+/// One operand of an [`or`] or an [`and`]: a precondition and a body on one
+/// monitor, not submitted yet. Made by [`Monitor::op`].
+///
+/// # Examples
+///
+/// ```
+/// use active_monitor::{Monitor, or};
+///
+/// let a = Monitor::new(Vec::<u32>::new());
+/// let b = Monitor::new(vec![7]);
+/// let take_a = a.op(|v| !v.is_empty(), |v| v.pop().unwrap());
+/// let take_b = b.op(|v| !v.is_empty(), |v| v.pop().unwrap());
+/// assert_eq!(or((take_a, take_b)).unwrap().wait(), (1, 7));
+/// ```
+#[must_use = "an operand does nothing until given to `or` or `and`"]
+pub struct Op<'m, T, S: AbstractState, P, F> {
+    monitor: &'m Monitor<T, S>,
+    pre: P,
+    body: F,
+}
+
+impl<T, S: AbstractState> Monitor<T, S> {
+    /// An operand for [`or`] / [`and`]: a task with precondition `pre` and
+    /// body `body` on this monitor, submitted when the OR/AND is.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, and};
+    ///
+    /// let a = Monitor::new(1);
+    /// let b = Monitor::new(2);
+    /// let both = and((a.op(|_| true, |n| *n), b.op(|_| true, |n| *n))).unwrap();
+    /// assert_eq!(both.wait(), vec![1, 2]);
+    /// ```
+    pub fn op<P, F, R>(&self, pre: P, body: F) -> Op<'_, T, S, P, F>
+    where
+        P: Fn(&T) -> bool + Send + 'static,
+        F: FnOnce(&mut T) -> R + Send + 'static,
+    {
+        Op {
+            monitor: self,
+            pre,
+            body,
+        }
+    }
+}
+
+mod sealed {
+    use super::*;
+
+    /// The operations on a tuple of operands (sealed).
+    pub trait OperandsImpl<R>: Sized {
+        fn ids(&self) -> Vec<usize>;
+        fn strict(&self) -> bool;
+        fn submit_or(self, shared: &Arc<OrShared<R>>);
+        fn submit_and(self, shared: &Arc<AndShared<R>>);
+    }
+
+    pub trait OneOp<R>: Sized {
+        fn id(&self) -> usize;
+        fn strict(&self) -> bool;
+        fn submit_or(self, index: usize, shared: &Arc<OrShared<R>>);
+        fn submit_and(self, index: usize, shared: &Arc<AndShared<R>>);
+    }
+}
+
+use sealed::{OneOp, OperandsImpl};
+
+/// A tuple of 2 to 4 [`Op`]s with the same result type `R`, on different
+/// monitors: what [`or`] and [`and`] accept.
+pub trait Operands<R>: OperandsImpl<R> {}
+
+impl<R, X: OperandsImpl<R>> Operands<R> for X {}
+
+impl<T, S, P, F, R> OneOp<R> for Op<'_, T, S, P, F>
+where
+    T: 'static,
+    S: AbstractState + Send,
+    P: Fn(&T) -> bool + Send + 'static,
+    F: FnOnce(&mut T) -> R + Send + 'static,
+    R: Send + 'static,
+{
+    fn id(&self) -> usize {
+        self.monitor.id()
+    }
+
+    fn strict(&self) -> bool {
+        self.monitor.order() == Order::Strict
+    }
+
+    fn submit_or(self, index: usize, shared: &Arc<OrShared<R>>) {
+        let task = OrTask::new(Pred(self.pre), Plain(self.body), index, Arc::clone(shared));
+        let task = Task::Shared(Arc::new(task) as Arc<dyn Job<T, S>>);
+        let locked = self.monitor.try_lock();
+        self.monitor.submit_job(task, locked);
+    }
+
+    fn submit_and(self, index: usize, shared: &Arc<AndShared<R>>) {
+        let part = Part {
+            shared: Some(Arc::clone(shared)),
+            index,
+        };
+        let body = self.body;
+        // The part rides in the body: run, it stores the result; dropped
+        // unrun (the monitor discarded the task), it stores `Discarded`.
+        let task: AsyncTask<T, S, _, _, ()> = AsyncTask::new(
+            Pred(self.pre),
+            Plain(move |t: &mut T| {
+                let mut part = part;
+                let outcome = match catch_unwind(AssertUnwindSafe(|| body(t))) {
+                    Ok(r) => Outcome::Value(r),
+                    Err(p) => Outcome::Panicked(p),
+                };
+                part.finish(outcome);
+            }),
+        );
+        let task = Task::Shared(Arc::new(task) as Arc<dyn Job<T, S>>);
+        let locked = self.monitor.try_lock();
+        self.monitor.submit_job(task, locked);
+    }
+}
+
+macro_rules! tuple_operands {
+    ($($name:ident $idx:tt),+) => {
+        impl<R, $($name: OneOp<R>),+> OperandsImpl<R> for ($($name,)+) {
+            fn ids(&self) -> Vec<usize> {
+                vec![$(self.$idx.id()),+]
+            }
+            fn strict(&self) -> bool {
+                false $(|| self.$idx.strict())+
+            }
+            fn submit_or(self, shared: &Arc<OrShared<R>>) {
+                $(self.$idx.submit_or($idx, shared);)+
+            }
+            fn submit_and(self, shared: &Arc<AndShared<R>>) {
+                $(self.$idx.submit_and($idx, shared);)+
+            }
+        }
+    };
+}
+
+tuple_operands!(A 0, B 1);
+tuple_operands!(A 0, B 1, C 2);
+tuple_operands!(A 0, B 1, C 2, D 3);
+
+/// The first two positions naming the same monitor, if any.
+fn same_monitor(ids: &[usize]) -> Option<(usize, usize)> {
+    (0..ids.len()).find_map(|i| {
+        ((i + 1)..ids.len())
+            .find(|&j| ids[i] == ids[j])
+            .map(|j| (i, j))
+    })
+}
+
+/// Runs exactly one of the operands: the first whose precondition holds,
+/// on its own monitor (the paper's OR). The completion gives the operand's
+/// position in the tuple and its result.
+///
+/// Every operand is queued on its monitor as a waiting task that shares
+/// one *taken* flag. The monitor that first finds its operand's
+/// precondition true wins a CAS on the flag and runs it; the others drop
+/// theirs when they next look at them (the next time that monitor runs a
+/// task), so a losing operand's memory lives until then.
+///
+/// # Errors
+///
+/// [`SameMonitor`], with the operands handed back unsubmitted, if two
+/// operands are on the same monitor (the paper rejects this too).
+///
+/// # Panics
+///
+/// A panic in an operand's precondition or body resumes in the
+/// completion's waiter (a panicking precondition ends the OR).
+///
+/// # Examples
+///
+/// ```
+/// use active_monitor::{Monitor, or};
+/// use std::collections::VecDeque;
+///
+/// let q1 = Monitor::new(VecDeque::<i32>::new());
+/// let q2 = Monitor::new(VecDeque::<i32>::new());
+/// let either = or((
+///     q1.op(|q| !q.is_empty(), |q| q.pop_front().unwrap()),
+///     q2.op(|q| !q.is_empty(), |q| q.pop_front().unwrap()),
+/// ))
+/// .unwrap();
+/// q2.submit(|q| q.push_back(5));
+/// assert_eq!(either.wait(), (1, 5));
+/// q1.submit(|q| q.push_back(6)); // the OR is taken: q1 keeps its item
+/// assert_eq!(q1.call(|q| q.len()), 1);
+/// ```
+pub fn or<R, Ops>(ops: Ops) -> Result<Completion<(usize, R)>, SameMonitor<Ops>>
+where
+    Ops: Operands<R>,
+    R: Send + 'static,
+{
+    let ids = ops.ids();
+    if let Some((first, second)) = same_monitor(&ids) {
+        return Err(SameMonitor { ops, first, second });
+    }
+    let strict = ops.strict();
+    if strict {
+        order::before_submit(0);
+    }
+    let shared = Arc::new(OrShared::new(ids.len()));
+    ops.submit_or(&shared);
+    let completion = Completion::shared(Arc::clone(&shared) as Arc<dyn HasSlot<(usize, R)>>);
+    if strict && !completion.is_done() {
+        order::submitted(0, true, shared as Arc<dyn Pending>);
+    }
+    Ok(completion)
+}
+
+/// Runs every operand, each on its own monitor once its precondition holds
+/// (the paper's AND); completes when all have run, with their results in
+/// operand order.
+///
+/// # Errors
+///
+/// [`SameMonitor`], with the operands handed back unsubmitted, if two
+/// operands are on the same monitor.
+///
+/// # Panics
+///
+/// A panic in an operand's body resumes in the completion's waiter once
+/// all operands are finished. If a monitor is dropped with its operand
+/// still waiting, the AND resolves to [`Discarded`](crate::Discarded).
+///
+/// # Examples
+///
+/// ```
+/// use active_monitor::{Monitor, and};
+///
+/// let a = Monitor::new(Vec::new());
+/// let b = Monitor::new(Vec::new());
+/// let both = and((a.op(|_| true, |v| v.push(1)), b.op(|_| true, |v| v.push(2)))).unwrap();
+/// both.wait();
+/// assert_eq!(a.call(|v| v.clone()), [1]);
+/// assert_eq!(b.call(|v| v.clone()), [2]);
+/// ```
+pub fn and<R, Ops>(ops: Ops) -> Result<Completion<Vec<R>>, SameMonitor<Ops>>
+where
+    Ops: Operands<R>,
+    R: Send + 'static,
+{
+    let ids = ops.ids();
+    if let Some((first, second)) = same_monitor(&ids) {
+        return Err(SameMonitor { ops, first, second });
+    }
+    let strict = ops.strict();
+    if strict {
+        order::before_submit(0);
+    }
+    let shared = Arc::new(AndShared::new(ids.len()));
+    ops.submit_and(&shared);
+    let completion = Completion::shared(Arc::clone(&shared) as Arc<dyn HasSlot<Vec<R>>>);
+    if strict && !completion.is_done() {
+        order::submitted(0, true, shared as Arc<dyn Pending>);
+    }
+    Ok(completion)
+}
+
+/// The shared state of one AND: each operand's outcome, and the result.
+pub struct AndShared<R> {
+    remaining: AtomicUsize,
+    parts: Box<[UnsafeCell<Option<Outcome<R>>>]>,
+    slot: ResultSlot<Vec<R>>,
+}
+
+// SAFETY: part `i` is written once by operand `i`'s task (under its
+// monitor) and read by the last operand to finish, after the AcqRel
+// countdown orders every write before it; R crosses threads, hence Send.
+unsafe impl<R: Send> Sync for AndShared<R> {}
+// SAFETY: as for `Sync`.
+unsafe impl<R: Send> Send for AndShared<R> {}
+
+impl<R> AndShared<R> {
+    fn new(n: usize) -> Self {
+        Self {
+            remaining: AtomicUsize::new(n),
+            parts: (0..n).map(|_| UnsafeCell::new(None)).collect(),
+            slot: ResultSlot::new(),
+        }
+    }
+}
+
+impl<R: Send> HasSlot<Vec<R>> for AndShared<R> {
+    fn slot(&self) -> &ResultSlot<Vec<R>> {
+        &self.slot
+    }
+}
+
+impl<R: Send> Pending for AndShared<R> {
+    fn is_done(&self) -> bool {
+        self.slot.is_done()
+    }
+    fn wait_done(&self) {
+        self.slot.wait_done();
+    }
+}
+
+/// Operand `index`'s share of an AND: finishes it once, run or dropped.
+struct Part<R> {
+    shared: Option<Arc<AndShared<R>>>,
+    index: usize,
+}
+
+impl<R> Part<R> {
+    fn finish(&mut self, outcome: Outcome<R>) {
+        let Some(shared) = self.shared.take() else {
+            return;
+        };
+        shared.parts[self.index].with_mut(|p| {
+            // SAFETY: part `index` is written by this operand only, once.
+            unsafe { *p = Some(outcome) };
+        });
+        // AcqRel: Release publishes our part; the last one's Acquire sees
+        // every part.
+        if shared.remaining.fetch_sub(1, AcqRel) != 1 {
+            return;
+        }
+        let mut values = Vec::with_capacity(shared.parts.len());
+        let mut end = None;
+        for part in shared.parts.iter() {
+            let outcome = part.with_mut(|p| {
+                // SAFETY: every operand has finished (countdown at 0).
+                unsafe { (*p).take() }
+            });
+            match outcome {
+                Some(Outcome::Value(v)) => values.push(v),
+                Some(Outcome::Panicked(p)) => {
+                    if !matches!(end, Some(Outcome::Panicked(_))) {
+                        end = Some(Outcome::Panicked(p));
+                    }
+                }
+                Some(Outcome::Discarded) | None => {
+                    if end.is_none() {
+                        end = Some(Outcome::Discarded);
+                    }
+                }
+            }
+        }
+        let outcome = end.unwrap_or(Outcome::Value(values));
+        // SAFETY: the last operand completes the AND, once.
+        unsafe { shared.slot.complete(outcome) };
+    }
+}
+
+impl<R> Drop for Part<R> {
+    fn drop(&mut self) {
+        self.finish(Outcome::Discarded);
+    }
+}

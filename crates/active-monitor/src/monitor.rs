@@ -1,0 +1,999 @@
+//! [`Monitor`]: the active monitor, its combining executor and its builder.
+
+use core::fmt;
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use ast_mutex::{AbstractState, StateSet};
+use sync_core::CachePadded;
+use sync_core::sync::Arc;
+use sync_core::sync::atomic::{AtomicUsize, Ordering::*, fence};
+use sync_core::sync::cell::UnsafeCell;
+use sync_core::sync::hint;
+use sync_core::waiter::{Waiter, WaiterQueue};
+
+use crate::completion::{Completion, HasSlot, Outcome};
+use crate::order::{self, Order, Pending};
+use crate::queue::TaskQueue;
+use crate::task::{
+    Always, AsyncTask, Body, CallJob, Check, DONE, HANDOFF, InSet, Job, Plain, Pre, Pred, Stated,
+    Task,
+};
+
+use crate::NoState;
+
+/// The default [`batch`](Builder::batch): tasks a combiner runs before it
+/// gives way (the paper's five).
+pub const DEFAULT_BATCH: usize = 5;
+/// The default task-queue [`capacity`](Builder::capacity) (the paper's 200).
+pub const DEFAULT_CAPACITY: usize = 200;
+
+/// The lock bit of [`Monitor::lock`]: someone holds the monitor (a combiner
+/// serving, a caller it was handed to, or `Drop`).
+const LOCKED: usize = 1;
+
+/// The token a producer waiting for queue space is woken with.
+const SPACE: usize = 3;
+
+/// A monitor whose critical sections are *tasks*, run by whoever holds it:
+/// the paper's ActiveMonitor.
+///
+/// A task is a closure over the protected data (`&mut T`), optionally with
+/// a precondition. Workers never lock the data themselves:
+///
+/// * [`call`](Self::call) runs a task and returns its result (synchronous
+///   delegation);
+/// * [`submit`](Self::submit) returns a [`Completion`] at once
+///   (asynchronous);
+/// * [`when`](Self::when) submits a task that runs only once its
+///   precondition holds (the paper's `waituntil`); [`when_in`](Self::when_in)
+///   does the same with a set of abstract states (see
+///   [`with_states`](Self::with_states)).
+///
+/// # Execution
+///
+/// Tasks go through a bounded FIFO queue ([`Builder::capacity`], 200 by
+/// default). A worker that finds the monitor idle takes it and becomes the
+/// *combiner*: it runs its own task and the queued ones, then gives way
+/// after [`Builder::batch`] tasks (5 by default): to a worker blocked in
+/// `call` whose task is next (the monitor passes to it, held), or by
+/// releasing the monitor and taking it again only if tasks remain and
+/// nobody else took it. No thread busy-waits for work: an idle monitor is a
+/// word and an empty queue, and waiters sleep.
+///
+/// After every task that runs, the combiner re-checks the waiting tasks'
+/// preconditions itself and runs the first that holds (the paper's relay
+/// invariance): it evaluates predicates, it wakes nobody to evaluate them,
+/// and there is no broadcast. Tasks with entry sets are filed by set, and
+/// only the sets that contain the current state are looked at: no
+/// predicate is evaluated for them at all.
+///
+/// # Fairness
+///
+/// The queue is FIFO, and waiting tasks are re-checked oldest first.
+/// Blocked callers get the monitor in queue order once a combiner has run
+/// its batch.
+///
+/// # Progress
+///
+/// A combiner serves while tasks keep coming and nobody blocked in `call`
+/// is next in line to take over: under a sustained stream of asynchronous
+/// submissions from other threads it can serve for a long time (its own
+/// task has long run by then). A task runs only while someone holds the
+/// monitor, so a task must not block on the monitor it runs on (a `call`
+/// or a result's `wait` on its own monitor from inside one of its tasks
+/// deadlocks).
+///
+/// # Panics in tasks
+///
+/// A panic in a precondition or a body is caught; it resumes in whoever
+/// takes the task's result ([`Completion::wait`], `.await`, or the `call`
+/// itself). The monitor keeps serving. The data is not poisoned: it is left
+/// as the panicking body left it.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use active_monitor::Monitor;
+///
+/// let m = Arc::new(Monitor::new(Vec::new()));
+/// let workers: Vec<_> = (0..4)
+///     .map(|i| {
+///         let m = Arc::clone(&m);
+///         std::thread::spawn(move || {
+///             m.submit(move |v| v.push(i)); // returns at once
+///             m.call(|v| v.len()) // runs after this worker's push
+///         })
+///     })
+///     .collect();
+/// for w in workers {
+///     assert!(w.join().unwrap() >= 1);
+/// }
+/// assert_eq!(m.call(|v| v.len()), 4);
+/// ```
+pub struct Monitor<T, S: AbstractState = NoState> {
+    /// 0: idle; [`LOCKED`]: held. Acquired by a CAS from 0 (Acquire),
+    /// released by a store of 0 (Release), passed without release in a
+    /// handoff.
+    lock: CachePadded<AtomicUsize>,
+    queue: TaskQueue<Task<T, S>>,
+    /// Producers waiting for queue space; popped by the holder.
+    space: WaiterQueue,
+    /// The data, the abstract state and the waiting tasks: the holder's.
+    exec: UnsafeCell<Exec<T, S>>,
+    batch: usize,
+    order: Order,
+}
+
+// SAFETY: the monitor owns a T and tasks that carry closures and results
+// across threads (they are Send by the bounds of the submitting methods).
+unsafe impl<T: Send, S: AbstractState + Send> Send for Monitor<T, S> {}
+// SAFETY: `exec` is accessed only by the holder of `lock` (one thread at a
+// time, ordered by the lock's Acquire/Release), so sharing the monitor
+// shares T between threads one at a time, as a Mutex does: T: Send.
+unsafe impl<T: Send, S: AbstractState + Send> Sync for Monitor<T, S> {}
+
+/// How to build a [`Monitor`]: the combiner's batch, the queue's capacity
+/// and the program order.
+///
+/// # Examples
+///
+/// ```
+/// use active_monitor::{Monitor, Order};
+///
+/// let m = Monitor::builder()
+///     .batch(8)
+///     .capacity(64)
+///     .order(Order::Relaxed)
+///     .build(String::new());
+/// m.submit(|s| s.push('a'));
+/// assert_eq!(m.call(|s| s.clone()), "a");
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Builder {
+    batch: usize,
+    capacity: usize,
+    order: Order,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            batch: DEFAULT_BATCH,
+            capacity: DEFAULT_CAPACITY,
+            order: Order::Strict,
+        }
+    }
+}
+
+impl Builder {
+    /// Tasks a combiner runs before it gives way ([`DEFAULT_BATCH`]).
+    ///
+    /// # Panics
+    ///
+    /// If `batch` is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::builder().batch(1).build(0);
+    /// assert_eq!(m.call(|n| *n), 0);
+    /// ```
+    pub fn batch(mut self, batch: usize) -> Self {
+        assert!(batch > 0, "Monitor batch must be at least 1");
+        self.batch = batch;
+        self
+    }
+
+    /// The task queue's capacity ([`DEFAULT_CAPACITY`]): a submitter that
+    /// finds it full waits for space.
+    ///
+    /// # Panics
+    ///
+    /// If `capacity` is 0.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::builder().capacity(2).build(0);
+    /// assert_eq!(m.call(|n| *n), 0);
+    /// ```
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        assert!(
+            capacity > 0,
+            "Monitor task-queue capacity must be at least 1"
+        );
+        self.capacity = capacity;
+        self
+    }
+
+    /// The program order ([`Order::Strict`] by default).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    /// let m = Monitor::builder().order(Order::Relaxed).build(0);
+    /// assert_eq!(m.call(|n| *n), 0);
+    /// ```
+    pub fn order(mut self, order: Order) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// A monitor over `data`, without abstract states.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::builder().build(1);
+    /// assert_eq!(m.call(|n| *n), 1);
+    /// ```
+    pub fn build<T>(self, data: T) -> Monitor<T> {
+        self.build_with_states(NoState::Any, data)
+    }
+
+    /// A monitor over `data` in abstract state `initial` (see
+    /// [`Monitor::with_states`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum Light { Red, Green } }
+    /// let m = active_monitor::Monitor::builder().build_with_states(Light::Red, ());
+    /// assert_eq!(m.call(|_| 1), 1);
+    /// ```
+    pub fn build_with_states<T, S: AbstractState>(self, initial: S, data: T) -> Monitor<T, S> {
+        Monitor {
+            lock: CachePadded::new(AtomicUsize::new(0)),
+            queue: TaskQueue::new(self.capacity),
+            space: WaiterQueue::new(),
+            exec: UnsafeCell::new(Exec {
+                data,
+                state: initial,
+                waiting: Waiting::default(),
+            }),
+            batch: self.batch,
+            order: self.order,
+        }
+    }
+}
+
+impl<T> Monitor<T> {
+    /// A monitor over `data`, with the defaults ([`Builder`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(0);
+    /// m.submit(|n| *n += 2);
+    /// assert_eq!(m.call(|n| *n), 2);
+    /// ```
+    pub fn new(data: T) -> Self {
+        Builder::default().build(data)
+    }
+}
+
+impl Monitor<()> {
+    /// A [`Builder`] with the defaults (`Monitor::builder()` whatever the
+    /// data type: the builder's `build` chooses it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::builder().capacity(16).build(0);
+    /// assert_eq!(m.call(|n| *n), 0);
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+impl<T, S: AbstractState> Monitor<T, S> {
+    /// A monitor over `data` whose abstract state starts at `initial`.
+    ///
+    /// Abstract states (ast-mutex's [`states!`](ast_mutex::states)) name
+    /// the conditions tasks wait for: a [`when_in`](Self::when_in) task
+    /// gives the set of states it can run in, and names the next state when
+    /// it runs. The monitor then looks only at the tasks whose set contains
+    /// the current state, instead of evaluating predicates (the paper's
+    /// predicate tagging, with the tags given).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::Monitor;
+    ///
+    /// ast_mutex::states! { enum Buf { Empty, Mid, Full } }
+    /// const CAP: usize = 2;
+    ///
+    /// let m = Monitor::with_states(Buf::Empty, Vec::new());
+    /// let next = |v: &Vec<i32>| match v.len() {
+    ///     0 => Buf::Empty,
+    ///     CAP => Buf::Full,
+    ///     _ => Buf::Mid,
+    /// };
+    /// let take = m.when_in(Buf::Mid | Buf::Full, move |v| {
+    ///     let x = v.remove(0);
+    ///     (x, next(v))
+    /// });
+    /// assert!(!take.is_done()); // empty: the task waits
+    /// m.when_in(Buf::Empty | Buf::Mid, move |v| {
+    ///     v.push(7);
+    ///     ((), next(v))
+    /// });
+    /// assert_eq!(take.wait(), 7);
+    /// ```
+    pub fn with_states(initial: S, data: T) -> Self {
+        Builder::default().build_with_states(initial, data)
+    }
+
+    /// The monitor's identity for program order.
+    pub(crate) fn id(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// The combiner's batch.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// The task queue's capacity.
+    pub fn capacity(&self) -> usize {
+        self.queue.capacity()
+    }
+
+    /// The program order.
+    pub fn order(&self) -> Order {
+        self.order
+    }
+
+    /// The data, for the monitor's owner: runs every queued task first (as
+    /// `Drop` does), so the data is as the tasks submitted so far leave it.
+    /// Tasks waiting on preconditions stay waiting.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut m = active_monitor::Monitor::new(0);
+    /// m.submit(|n| *n += 1);
+    /// *m.get_mut() += 1;
+    /// assert_eq!(m.call(|n| *n), 2);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut T {
+        self.run_queued();
+        let exec = self.exec.with_mut(|e| e);
+        // SAFETY: `&mut self`: nobody else holds the monitor.
+        unsafe { &mut (*exec).data }
+    }
+
+    /// Runs a task on the data and returns its result: synchronous
+    /// delegation.
+    ///
+    /// If the monitor is idle, the calling thread runs `f` itself at once,
+    /// then any tasks queued meanwhile (it is the combiner). Otherwise `f`
+    /// is queued and the thread sleeps until a combiner has run it, or until
+    /// the monitor is handed to it.
+    ///
+    /// Under [`Order::Strict`], first waits for this thread's previous
+    /// asynchronous task if it was on another monitor or had a
+    /// precondition.
+    ///
+    /// # Panics
+    ///
+    /// Resumes `f`'s panic (the monitor keeps serving).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(vec![3, 1, 2]);
+    /// let max = m.call(|v| {
+    ///     v.sort();
+    ///     *v.last().unwrap()
+    /// });
+    /// assert_eq!(max, 3);
+    /// ```
+    pub fn call<F, R>(&self, f: F) -> R
+    where
+        F: FnOnce(&mut T) -> R + Send,
+        R: Send,
+    {
+        if self.order == Order::Strict {
+            order::before_submit(self.id());
+        }
+        if self.try_lock() {
+            if self.queue.is_empty() {
+                // Idle: run it here, like a lock.
+                let outcome = self.run_inline(f);
+                self.serve();
+                return unwrap_call(outcome);
+            }
+            return self.call_queued(f, true);
+        }
+        self.call_queued(f, false)
+    }
+
+    /// Runs `f` under the held monitor; the waiting tasks are re-checked.
+    fn run_inline<F, R>(&self, f: F) -> Outcome<R>
+    where
+        F: FnOnce(&mut T) -> R,
+    {
+        self.exec.with_mut(|e| {
+            // SAFETY: we hold the monitor.
+            let exec = unsafe { &mut *e };
+            let outcome = match catch_unwind(AssertUnwindSafe(|| f(&mut exec.data))) {
+                Ok(r) => Outcome::Value(r),
+                Err(p) => Outcome::Panicked(p),
+            };
+            exec.relay();
+            outcome
+        })
+    }
+
+    #[cold]
+    fn call_queued<F, R>(&self, f: F, locked: bool) -> R
+    where
+        F: FnOnce(&mut T) -> R + Send,
+        R: Send,
+    {
+        let job = CallJob::new(f);
+        // SAFETY: `job` stays on this frame until its waiter is notified:
+        // we return only after `wait` gave DONE, or after running it
+        // ourselves following HANDOFF.
+        let task = unsafe { job.task::<T, S>() };
+        if locked {
+            // We hold the monitor, with tasks queued before us: queue ours
+            // behind them (FIFO keeps other workers' and our own earlier
+            // tasks first) and serve.
+            self.push_held(task);
+            self.serve();
+        } else {
+            self.push(task);
+            self.after_push();
+        }
+        match job.wait() {
+            DONE => unwrap_call(job.take_result()),
+            HANDOFF => {
+                // The monitor is ours, held, and our task is the one the
+                // previous holder popped for us: run it here.
+                let f = job.take_body();
+                let outcome = self.run_inline(f);
+                self.serve();
+                unwrap_call(outcome)
+            }
+            t => unreachable!("unexpected token {t}"),
+        }
+    }
+
+    /// Submits a task and returns its [`Completion`] at once: asynchronous
+    /// delegation.
+    ///
+    /// If the monitor is idle, the calling thread runs `f` at once (the
+    /// completion is then ready) and any tasks queued meanwhile. Otherwise
+    /// `f` is queued for the holder; if the queue is full, the thread waits
+    /// for space (helping to run the queue if the monitor becomes idle).
+    ///
+    /// Under [`Order::Strict`], first waits for this thread's previous
+    /// asynchronous task if it was on another monitor or had a
+    /// precondition.
+    ///
+    /// # Panics
+    ///
+    /// Never for `f`'s panic: it resumes in the completion's waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(0u32);
+    /// let c = m.submit(|n| {
+    ///     *n += 1;
+    ///     *n
+    /// });
+    /// assert_eq!(c.wait(), 1);
+    /// ```
+    pub fn submit<F, R>(&self, f: F) -> Completion<R>
+    where
+        F: FnOnce(&mut T) -> R + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        if self.order == Order::Strict {
+            order::before_submit(self.id());
+        }
+        if self.try_lock() {
+            if self.queue.is_empty() {
+                let outcome = self.run_inline(f);
+                self.serve();
+                return Completion::from_outcome(outcome);
+            }
+            return self.submit_task(AsyncTask::new(Always, Plain(f)), false, true);
+        }
+        self.submit_task(AsyncTask::new(Always, Plain(f)), false, false)
+    }
+
+    /// Submits a task that runs once `pre` holds: the paper's `waituntil`.
+    ///
+    /// Whoever holds the monitor evaluates `pre` (the paper's closure of
+    /// predicates): when the task comes out of the queue, and again after
+    /// every task that runs while it waits, until it holds. Then `body` runs
+    /// at once, in the same critical section. Nobody is woken to evaluate a
+    /// predicate; the task's waiter is woken once, with the result.
+    ///
+    /// `pre` should be cheap and must not have side effects: it is evaluated
+    /// any number of times.
+    ///
+    /// Under [`Order::Strict`], the next submission of this thread waits for
+    /// this task to complete.
+    ///
+    /// # Panics
+    ///
+    /// Never for `pre`'s or `body`'s panic: it resumes in the completion's
+    /// waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// let m = Monitor::builder().order(Order::Relaxed).build(0);
+    /// let c = m.when(|n| *n >= 2, |n| *n * 10);
+    /// m.submit(|n| *n += 1);
+    /// assert!(!c.is_done());
+    /// m.submit(|n| *n += 1);
+    /// assert_eq!(c.wait(), 20);
+    /// ```
+    pub fn when<P, F, R>(&self, pre: P, body: F) -> Completion<R>
+    where
+        P: Fn(&T) -> bool + Send + 'static,
+        F: FnOnce(&mut T) -> R + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        if self.order == Order::Strict {
+            order::before_submit(self.id());
+        }
+        let task = AsyncTask::new(Pred(pre), Plain(body));
+        let locked = self.try_lock();
+        self.submit_task(task, true, locked)
+    }
+
+    /// Submits a task that runs once the monitor's abstract state is in
+    /// `set`; its body returns its result and the next abstract state.
+    ///
+    /// Only tasks whose entry set contains the current state are looked at:
+    /// their order of submission decides, and no predicate is evaluated.
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty (the task could never run). A panic in `body`
+    /// resumes in the completion's waiter; the abstract state is then left
+    /// as it was.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::Monitor;
+    ///
+    /// ast_mutex::states! { enum Door { Closed, Open } }
+    ///
+    /// let m = Monitor::with_states(Door::Closed, 0u32);
+    /// let enter = m.when_in(Door::Open, |visits| {
+    ///     *visits += 1;
+    ///     (*visits, Door::Open)
+    /// });
+    /// m.when_in(Door::Closed, |_| ((), Door::Open));
+    /// assert_eq!(enter.wait(), 1);
+    /// ```
+    pub fn when_in<F, R>(&self, set: impl Into<StateSet<S>>, body: F) -> Completion<R>
+    where
+        F: FnOnce(&mut T) -> (R, S) + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+        S: Send,
+    {
+        let set = set.into();
+        assert!(
+            !set.is_empty(),
+            "Monitor::when_in with an empty set of states: the task could never run"
+        );
+        if self.order == Order::Strict {
+            order::before_submit(self.id());
+        }
+        let task = AsyncTask::new(InSet(set.bits()), Stated(body));
+        let locked = self.try_lock();
+        self.submit_task(task, true, locked)
+    }
+
+    /// Queues `task` (or runs it, if `locked` and the queue is empty) and
+    /// returns its completion.
+    fn submit_task<P, B, R>(
+        &self,
+        task: AsyncTask<T, S, P, B, R>,
+        conditional: bool,
+        locked: bool,
+    ) -> Completion<R>
+    where
+        P: Pre<T, S> + 'static,
+        B: Body<T, S, R> + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        let task = Arc::new(task);
+        let completion = Completion::shared(Arc::clone(&task) as Arc<dyn HasSlot<R>>);
+        let pending = (self.order == Order::Strict).then(|| Arc::clone(&task) as Arc<dyn Pending>);
+        self.submit_job(Task::Shared(task as Arc<dyn Job<T, S>>), locked);
+        if let Some(pending) = pending {
+            if !completion.is_done() {
+                order::submitted(self.id(), conditional, pending);
+            }
+        }
+        completion
+    }
+
+    /// Queues `task`, or runs it if `locked` (the caller took the monitor)
+    /// and nothing is queued; serves if it holds the monitor.
+    pub(crate) fn submit_job(&self, task: Task<T, S>, locked: bool) {
+        if locked {
+            if self.queue.is_empty() {
+                self.execute(task);
+            } else {
+                self.push_held(task);
+            }
+            self.serve();
+        } else {
+            self.push(task);
+            self.after_push();
+        }
+    }
+
+    /// Takes the monitor if it is idle.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> bool {
+        // Acquire: pairs with the Release store in `release`, so the
+        // previous holder's writes to the data are visible.
+        self.lock.load(Relaxed) == 0
+            && self
+                .lock
+                .compare_exchange(0, LOCKED, Acquire, Relaxed)
+                .is_ok()
+    }
+
+    /// After publishing a task without holding the monitor: serve it if the
+    /// monitor is idle.
+    #[inline]
+    fn after_push(&self) {
+        // SeqCst fence: pairs with the fence in `release`. Either the
+        // releasing holder sees our published task, or we see the monitor
+        // idle: a task is never stranded in an idle monitor's queue.
+        fence(SeqCst);
+        if self.try_lock() {
+            self.serve();
+        }
+    }
+
+    /// Pushes `task` without holding the monitor; waits for space if the
+    /// queue is full.
+    fn push(&self, mut task: Task<T, S>) {
+        loop {
+            match self.queue.push(task) {
+                Ok(()) => return,
+                Err(t) => task = t,
+            }
+            self.wait_for_space();
+        }
+    }
+
+    #[cold]
+    fn wait_for_space(&self) {
+        if self.try_lock() {
+            // Idle with a full queue: make room ourselves.
+            self.serve();
+            return;
+        }
+        let waiter = Waiter::for_thread(0);
+        self.space.push(Arc::clone(&waiter));
+        // SeqCst fence: pairs with the fence in `release`. Either the
+        // releasing holder sees us in `space` (and wakes us when it makes
+        // room), or we see the room it made, or the monitor idle.
+        fence(SeqCst);
+        if self.queue.has_space() || self.lock.load(Relaxed) == 0 {
+            // Withdraw; a notify that won the race is as good.
+            let _ = waiter.cancel();
+            return;
+        }
+        waiter.wait(false);
+    }
+
+    /// Pushes `task` while holding the monitor (we are the consumer: if the
+    /// queue is full, run the first task to make room).
+    fn push_held(&self, mut task: Task<T, S>) {
+        loop {
+            match self.queue.push(task) {
+                Ok(()) => return,
+                Err(t) => task = t,
+            }
+            match self.pop() {
+                Some(first) => self.execute(first),
+                // The first position's producer is in flight.
+                None => hint::spin_loop(),
+            }
+        }
+    }
+
+    /// Takes the first queued task.
+    fn pop(&self) -> Option<Task<T, S>> {
+        // SAFETY: the caller holds the monitor: the only consumer, after
+        // the previous holder (lock Acquire/Release).
+        unsafe { self.queue.pop() }
+    }
+
+    /// Checks and runs (or files) one task. The caller holds the monitor.
+    fn execute(&self, task: Task<T, S>) {
+        self.exec.with_mut(|e| {
+            // SAFETY: the caller holds the monitor.
+            unsafe { (*e).execute(task) }
+        });
+    }
+
+    /// Serves the queue while holding the monitor; returns once the monitor
+    /// is released or handed off.
+    fn serve(&self) {
+        let mut budget = self.batch;
+        loop {
+            if budget == 0 {
+                // Give way: to a blocked caller whose task is next, held.
+                // SAFETY: we are the consumer; the borrow ends before `pop`.
+                let next_blocks =
+                    unsafe { self.queue.peek() }.is_some_and(|t| t.job().is_blocking());
+                if next_blocks {
+                    self.wake_space();
+                    let task = self.pop().expect("peeked");
+                    // SAFETY: a blocking call's task, not run; we hold the
+                    // monitor and touch it no more after this.
+                    unsafe { task.job().handoff() };
+                    return;
+                }
+                if self.release() {
+                    return;
+                }
+                budget = self.batch;
+                continue;
+            }
+            match self.pop() {
+                Some(task) => {
+                    self.execute(task);
+                    budget -= 1;
+                }
+                None => {
+                    if self.release() {
+                        return;
+                    }
+                    budget = self.batch;
+                }
+            }
+        }
+    }
+
+    /// Releases the monitor. Returns `false` if it took it back because work
+    /// remained (a published task, or producers waiting for space) and
+    /// nobody else had taken it.
+    fn release(&self) -> bool {
+        // Release: pairs with the Acquire CAS in `try_lock` (the next
+        // holder sees the data as we left it).
+        self.lock.store(0, Release);
+        // SeqCst fence: pairs with the fences in `after_push` and
+        // `wait_for_space` (see there).
+        fence(SeqCst);
+        if !self.queue.front_ready() && self.space.is_empty() {
+            return true;
+        }
+        if !self.try_lock() {
+            return true;
+        }
+        self.wake_space();
+        false
+    }
+
+    /// Wakes as many producers waiting for space as there are free slots.
+    /// The caller holds the monitor (the space queue's consumer).
+    fn wake_space(&self) {
+        // SeqCst fence: as in `release`, for a holder that gives way by a
+        // handoff (without releasing).
+        fence(SeqCst);
+        let mut free = self.queue.capacity() - self.queue.len();
+        while free > 0 && !self.space.is_empty() {
+            // SAFETY: we hold the monitor: the only consumer of `space`.
+            match unsafe { self.space.pop() } {
+                Some(w) => {
+                    if w.notify(SPACE) {
+                        free -= 1;
+                    }
+                }
+                // A producer is half-way through its push: it links in a
+                // few instructions.
+                None => hint::spin_loop(),
+            }
+        }
+    }
+
+    /// Runs every queued task (no one else is around).
+    fn run_queued(&mut self) {
+        while let Some(task) = self.pop() {
+            self.execute(task);
+        }
+    }
+}
+
+impl<T, S: AbstractState> Drop for Monitor<T, S> {
+    /// Runs the queued tasks (their completions get their results), then
+    /// discards the tasks still waiting on preconditions (their completions
+    /// resolve to [`Discarded`](crate::Discarded)). Nothing is left waiting.
+    fn drop(&mut self) {
+        self.run_queued();
+        self.exec.with_mut(|e| {
+            // SAFETY: `&mut self`: nobody else holds the monitor.
+            unsafe { (*e).waiting.discard_all() }
+        });
+    }
+}
+
+impl<T, S: AbstractState> fmt::Debug for Monitor<T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Monitor")
+            .field("held", &(self.lock.load(Relaxed) != 0))
+            .field("queued", &self.queue.len())
+            .field("capacity", &self.queue.capacity())
+            .field("batch", &self.batch)
+            .field("order", &self.order)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unwrap_call<R>(outcome: Outcome<R>) -> R {
+    match outcome {
+        Outcome::Value(r) => r,
+        Outcome::Panicked(p) => resume_unwind(p),
+        Outcome::Discarded => unreachable!("a call is never discarded"),
+    }
+}
+
+/// The holder's side of the monitor.
+struct Exec<T, S> {
+    data: T,
+    state: S,
+    waiting: Waiting<T, S>,
+}
+
+impl<T, S: AbstractState> Exec<T, S> {
+    fn execute(&mut self, task: Task<T, S>) {
+        match task.job().check(&self.data, self.state) {
+            Check::Run => {
+                self.run(task);
+                self.relay();
+            }
+            Check::Wait => self.waiting.file(task),
+            Check::Gone => {}
+        }
+    }
+
+    fn run(&mut self, task: Task<T, S>) {
+        // SAFETY: we hold the monitor; `check` said Run in this state.
+        if let Some(next) = unsafe { task.job().run(&mut self.data) } {
+            self.state = next;
+        }
+    }
+
+    /// Relay invariance: after a task ran, run the waiting tasks whose
+    /// precondition now holds, oldest first, until none does.
+    fn relay(&mut self) {
+        while let Some(task) = self.waiting.take_ready(&self.data, self.state) {
+            self.run(task);
+        }
+    }
+}
+
+/// Tasks waiting on their preconditions. Memory grows with the tasks that
+/// wait, never with the history: an entry set's list is dropped with its
+/// last task.
+struct Waiting<T, S> {
+    /// Submission order among waiting tasks.
+    next_seq: u64,
+    /// Tasks with predicates, oldest first.
+    by_pred: VecDeque<(u64, Task<T, S>)>,
+    /// Tasks with entry sets, one FIFO list per distinct set.
+    by_set: Vec<(u64, VecDeque<(u64, Task<T, S>)>)>,
+}
+
+impl<T, S> Default for Waiting<T, S> {
+    fn default() -> Self {
+        Self {
+            next_seq: 0,
+            by_pred: VecDeque::new(),
+            by_set: Vec::new(),
+        }
+    }
+}
+
+impl<T, S: AbstractState> Waiting<T, S> {
+    fn file(&mut self, task: Task<T, S>) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        match task.job().entry() {
+            None => self.by_pred.push_back((seq, task)),
+            Some(mask) => match self.by_set.iter_mut().find(|(m, _)| *m == mask) {
+                Some((_, list)) => list.push_back((seq, task)),
+                None => self.by_set.push((mask, VecDeque::from([(seq, task)]))),
+            },
+        }
+    }
+
+    /// The oldest waiting task whose precondition holds, removed.
+    fn take_ready(&mut self, data: &T, state: S) -> Option<Task<T, S>> {
+        if self.by_pred.is_empty() && self.by_set.is_empty() {
+            return None;
+        }
+        let bit = 1u64 << state.index();
+        // Entry sets: only the lists whose set contains the state; their
+        // fronts are the candidates (OR operands already taken elsewhere
+        // are dropped on the way).
+        let mut best_set: Option<(u64, usize)> = None;
+        let mut i = 0;
+        while i < self.by_set.len() {
+            let (mask, list) = &mut self.by_set[i];
+            if *mask & bit != 0 {
+                while let Some((seq, t)) = list.front() {
+                    match t.job().check(data, state) {
+                        Check::Run => {
+                            if best_set.is_none_or(|(s, _)| *seq < s) {
+                                best_set = Some((*seq, i));
+                            }
+                            break;
+                        }
+                        Check::Gone => {
+                            list.pop_front();
+                        }
+                        Check::Wait => unreachable!("an entry set that contains the state"),
+                    }
+                }
+                if list.is_empty() {
+                    self.by_set.swap_remove(i);
+                    // The last list moved into slot i, unvisited: visit it.
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        // Predicates: the oldest that holds, if older than the set's.
+        let limit = best_set.map_or(u64::MAX, |(s, _)| s);
+        let mut j = 0;
+        while j < self.by_pred.len() {
+            let (seq, t) = &self.by_pred[j];
+            if *seq > limit {
+                break;
+            }
+            match t.job().check(data, state) {
+                Check::Run => return self.by_pred.remove(j).map(|(_, t)| t),
+                Check::Gone => {
+                    self.by_pred.remove(j);
+                }
+                Check::Wait => j += 1,
+            }
+        }
+        let (_, i) = best_set?;
+        let list = &mut self.by_set[i].1;
+        let (_, task) = list.pop_front().expect("a candidate");
+        if list.is_empty() {
+            self.by_set.swap_remove(i);
+        }
+        Some(task)
+    }
+
+    fn discard_all(&mut self) {
+        let sets = self.by_set.drain(..).flat_map(|(_, l)| l);
+        for (_, task) in self.by_pred.drain(..).chain(sets) {
+            // SAFETY: the task never ran and is dropped here.
+            unsafe { task.job().discard() };
+        }
+    }
+}

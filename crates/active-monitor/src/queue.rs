@@ -1,0 +1,210 @@
+//! The monitor's task queue: a bounded FIFO array queue for many producers
+//! (the submitting workers) and one consumer at a time (whoever holds the
+//! monitor: the combiner or the server).
+//!
+//! The paper (section 6.1, appendix C) uses a linked list under a producer
+//! lock with a consumer-side count cache. We keep its contract (bounded,
+//! single consumer, a consumer that touches no shared counter per item) with
+//! Vyukov's bounded array queue, which needs no lock at all:
+//!
+//! * every slot has a sequence number `seq`. Slot `i` starts at `seq = i`;
+//! * a producer reads `tail = t` and the slot `t % cap`. If `seq == t` the
+//!   slot is free for lap `t / cap`: the producer claims position `t` by a
+//!   CAS of `tail` from `t` to `t + 1`, writes the value, then publishes it
+//!   with `seq = t + 1` (Release). If `seq < t` the slot still holds the
+//!   previous lap's value: the queue is full. If `seq > t` another producer
+//!   claimed `t` first: reload `tail`;
+//! * the consumer reads the slot `head % cap`: if `seq == head + 1` the
+//!   value is there; it takes it and frees the slot for the next lap with
+//!   `seq = head + cap` (Release), then advances `head`. Otherwise the queue
+//!   is empty, or the producer of position `head` is between its CAS and its
+//!   publication (in flight).
+//!
+//! So the consumer writes no line that producers write (only `head`, which
+//! producers never read on the fast path, and the slot it frees), and
+//! producers contend only on `tail`. A producer in flight blocks the
+//! consumer at its position; the monitor copes with that (see
+//! `Monitor::serve`): every producer looks at the monitor's lock after it
+//! publishes, so a task is never stranded behind an in-flight producer.
+
+use core::mem::MaybeUninit;
+
+use sync_core::CachePadded;
+use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
+use sync_core::sync::cell::UnsafeCell;
+
+/// One slot of the ring.
+struct Slot<V> {
+    /// `position + 1` once the value of `position` is published; `position
+    /// + cap` once the consumer has taken it (free for the next lap).
+    seq: AtomicUsize,
+    value: UnsafeCell<MaybeUninit<V>>,
+}
+
+/// A bounded multi-producer, single-consumer FIFO queue.
+pub(crate) struct TaskQueue<V> {
+    /// The next position a producer claims. Written by producers (CAS).
+    tail: CachePadded<AtomicUsize>,
+    /// The next position the consumer takes. Written by the consumer only;
+    /// atomic so that anyone may look at it (`is_empty`, `front_ready`).
+    head: CachePadded<AtomicUsize>,
+    slots: Box<[Slot<V>]>,
+}
+
+// SAFETY: values move from producers to the consumer (V: Send); a slot's
+// value is accessed only by the producer that claimed its position (before
+// publication) or by the single consumer (after it), as the slot's `seq`
+// says.
+unsafe impl<V: Send> Send for TaskQueue<V> {}
+// SAFETY: as for `Send`: shared access goes through the atomics.
+unsafe impl<V: Send> Sync for TaskQueue<V> {}
+
+impl<V> TaskQueue<V> {
+    /// An empty queue of `cap` slots.
+    ///
+    /// # Panics
+    ///
+    /// If `cap` is 0 (the monitor's builder checks it first, with a
+    /// clearer message).
+    pub(crate) fn new(cap: usize) -> Self {
+        assert!(cap > 0, "a task queue needs at least one slot");
+        let slots = (0..cap)
+            .map(|i| Slot {
+                seq: AtomicUsize::new(i),
+                value: UnsafeCell::new(MaybeUninit::uninit()),
+            })
+            .collect();
+        Self {
+            tail: CachePadded::new(AtomicUsize::new(0)),
+            head: CachePadded::new(AtomicUsize::new(0)),
+            slots,
+        }
+    }
+
+    /// How many slots the queue has.
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn slot(&self, pos: usize) -> &Slot<V> {
+        &self.slots[pos % self.slots.len()]
+    }
+
+    /// Appends `value`, or hands it back if the queue is full.
+    pub(crate) fn push(&self, value: V) -> Result<(), V> {
+        let mut t = self.tail.load(Relaxed);
+        loop {
+            let slot = self.slot(t);
+            // Acquire: pairs with the consumer's Release store that freed
+            // the slot, so our write of the value comes after its read.
+            let seq = slot.seq.load(Acquire);
+            let diff = seq.wrapping_sub(t) as isize;
+            if diff == 0 {
+                match self
+                    .tail
+                    .compare_exchange_weak(t, t.wrapping_add(1), Relaxed, Relaxed)
+                {
+                    Ok(_) => {
+                        slot.value.with_mut(|v| {
+                            // SAFETY: the CAS made position `t` ours, and the
+                            // consumer does not read it before we publish.
+                            unsafe { (*v).write(value) };
+                        });
+                        // Release: publishes the value to the consumer's
+                        // Acquire load of `seq` in `pop`/`front_ready`.
+                        slot.seq.store(t.wrapping_add(1), Release);
+                        return Ok(());
+                    }
+                    Err(now) => t = now,
+                }
+            } else if diff < 0 {
+                // The slot still holds the value of position `t - cap`.
+                return Err(value);
+            } else {
+                // Another producer claimed `t`.
+                t = self.tail.load(Relaxed);
+            }
+        }
+    }
+
+    /// Takes the first value, if it is published (`None`: empty, or its
+    /// producer is in flight).
+    ///
+    /// # Safety
+    ///
+    /// Only one consumer at a time, each pop happening after the previous
+    /// one (the monitor's lock gives both).
+    pub(crate) unsafe fn pop(&self) -> Option<V> {
+        let h = self.head.load(Relaxed);
+        let slot = self.slot(h);
+        // Acquire: pairs with the producer's Release publication.
+        if slot.seq.load(Acquire) != h.wrapping_add(1) {
+            return None;
+        }
+        let value = slot.value.with(|v| {
+            // SAFETY: `seq == h + 1`: the value of position `h` is published
+            // and, as the only consumer, we take it once.
+            unsafe { (*v).assume_init_read() }
+        });
+        // Release: pairs with the producer's Acquire load of `seq` in `push`
+        // (our read of the value happens before its next write).
+        slot.seq.store(h.wrapping_add(self.slots.len()), Release);
+        // Release: whoever reads `head` and then the slot sees the freed
+        // slot (`has_space`); the next consumer is ordered by the lock.
+        self.head.store(h.wrapping_add(1), Release);
+        Some(value)
+    }
+
+    /// The first value, if published, left in the queue.
+    ///
+    /// # Safety
+    ///
+    /// As for [`pop`](Self::pop); the borrow ends before the next `pop`.
+    pub(crate) unsafe fn peek(&self) -> Option<&V> {
+        let h = self.head.load(Relaxed);
+        let slot = self.slot(h);
+        // Acquire: pairs with the producer's Release publication.
+        if slot.seq.load(Acquire) != h.wrapping_add(1) {
+            return None;
+        }
+        // SAFETY: published and, as the consumer, nobody takes it but us.
+        Some(slot.value.with(|v| unsafe { (*v).assume_init_ref() }))
+    }
+
+    /// Whether the first value is published (a `pop` would succeed). Anyone
+    /// may ask; the answer may change at once.
+    pub(crate) fn front_ready(&self) -> bool {
+        let h = self.head.load(Acquire);
+        self.slot(h).seq.load(Acquire) == h.wrapping_add(1)
+    }
+
+    /// Whether no position is claimed and not taken (including producers in
+    /// flight). A hint for anyone, exact for the consumer when no producer
+    /// runs.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tail.load(Acquire) == self.head.load(Acquire)
+    }
+
+    /// Whether a `push` would find a free slot now (a hint, used after a
+    /// SeqCst fence by a producer about to sleep for space).
+    pub(crate) fn has_space(&self) -> bool {
+        let t = self.tail.load(Acquire);
+        let seq = self.slot(t).seq.load(Acquire);
+        seq.wrapping_sub(t) as isize >= 0
+    }
+
+    /// How many positions are claimed and not yet taken (a hint).
+    pub(crate) fn len(&self) -> usize {
+        let h = self.head.load(Acquire);
+        let t = self.tail.load(Acquire);
+        t.wrapping_sub(h).min(self.slots.len())
+    }
+}
+
+impl<V> Drop for TaskQueue<V> {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no producer is in flight and we are the only
+        // consumer.
+        while unsafe { self.pop() }.is_some() {}
+    }
+}

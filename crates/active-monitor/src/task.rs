@@ -1,0 +1,535 @@
+//! Monitor tasks (the paper's definition 1: a precondition and a body), as
+//! the executor sees them.
+
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use ast_mutex::AbstractState;
+use sync_core::sync::Arc;
+use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use sync_core::sync::cell::UnsafeCell;
+use sync_core::waiter::{Token, Waiter};
+
+use crate::completion::{HasSlot, Outcome, ResultSlot};
+use crate::order::Pending;
+
+/// What the executor learns from a task's precondition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// The precondition holds: run it now.
+    Run,
+    /// It does not: keep the task waiting.
+    Wait,
+    /// The task is finished without running (its precondition panicked and
+    /// the panic is stored, or it is an OR operand whose OR was taken).
+    Gone,
+}
+
+/// A task as the executor drives it. Every method is called by the holder
+/// of the monitor only.
+pub(crate) trait Job<T, S>: Send + Sync {
+    /// The entry set (a mask of abstract states) if the task waits by
+    /// abstract state; `None` if it waits by predicate or has none.
+    fn entry(&self) -> Option<u64>;
+
+    /// Evaluates the precondition in `data` / `state`. Pure, apart from
+    /// finishing a task whose precondition panicked (then `Gone`).
+    fn check(&self, data: &T, state: S) -> Check;
+
+    /// Runs the body, completes the task and returns the next abstract
+    /// state if the body names one.
+    ///
+    /// # Safety
+    ///
+    /// Once per task, by the monitor's holder (exclusive access to `data`),
+    /// after `check` said `Run` in the same state.
+    unsafe fn run(&self, data: &mut T) -> Option<S>;
+
+    /// Finishes the task without running it (its completion resolves to
+    /// `Discarded`).
+    ///
+    /// # Safety
+    ///
+    /// Once per task, instead of `run`.
+    unsafe fn discard(&self);
+
+    /// Whether the task's submitter is blocked in `Monitor::call` waiting
+    /// for it (it can take the monitor over).
+    fn is_blocking(&self) -> bool {
+        false
+    }
+
+    /// Hands the monitor, held, to the blocked caller, who runs the task
+    /// itself.
+    ///
+    /// # Safety
+    ///
+    /// `is_blocking()`; once, instead of `run`; the caller holds the
+    /// monitor and stops touching it.
+    unsafe fn handoff(&self) {
+        unreachable!("only a blocking call's task can be handed off")
+    }
+}
+
+/// A queued task: shared with its [`Completion`](crate::Completion), or a
+/// blocking call's task on its caller's stack.
+pub(crate) enum Task<T, S> {
+    Shared(Arc<dyn Job<T, S>>),
+    /// Valid until its caller has been notified (`DONE` or `HANDOFF`): the
+    /// caller does not return before.
+    Call(NonNull<dyn Job<T, S>>),
+}
+
+// SAFETY: a `Shared` job is Send + Sync; a `Call` job is Send + Sync too
+// (see `CallJob`) and outlives the task by the caller's protocol.
+unsafe impl<T, S> Send for Task<T, S> {}
+
+impl<T, S> Task<T, S> {
+    pub(crate) fn job(&self) -> &dyn Job<T, S> {
+        match self {
+            Task::Shared(j) => &**j,
+            // SAFETY: the caller of `Monitor::call` keeps the job alive until
+            // it is notified, which happens after the last use of the task.
+            Task::Call(p) => unsafe { p.as_ref() },
+        }
+    }
+}
+
+/// A precondition: none, a predicate on the data, or an entry set.
+pub(crate) trait Pre<T, S>: Send {
+    fn entry(&self) -> Option<u64>;
+    fn holds(&self, data: &T, state: S) -> bool;
+}
+
+/// No precondition (the paper's tautology).
+pub(crate) struct Always;
+
+impl<T, S> Pre<T, S> for Always {
+    fn entry(&self) -> Option<u64> {
+        None
+    }
+    fn holds(&self, _: &T, _: S) -> bool {
+        true
+    }
+}
+
+/// A predicate on the data (`waituntil`).
+pub(crate) struct Pred<P>(pub(crate) P);
+
+impl<T, S, P: Fn(&T) -> bool + Send> Pre<T, S> for Pred<P> {
+    fn entry(&self) -> Option<u64> {
+        None
+    }
+    fn holds(&self, data: &T, _: S) -> bool {
+        (self.0)(data)
+    }
+}
+
+/// An entry set of abstract states, as a mask.
+pub(crate) struct InSet(pub(crate) u64);
+
+impl<T, S: AbstractState> Pre<T, S> for InSet {
+    fn entry(&self) -> Option<u64> {
+        Some(self.0)
+    }
+    fn holds(&self, _: &T, state: S) -> bool {
+        self.0 & (1 << state.index()) != 0
+    }
+}
+
+/// A body: returns the result, and the next abstract state if it names one.
+pub(crate) trait Body<T, S, R>: Send {
+    fn call(self, data: &mut T) -> (R, Option<S>);
+}
+
+/// A body that leaves the abstract state as it is.
+pub(crate) struct Plain<F>(pub(crate) F);
+
+impl<T, S, R, F: FnOnce(&mut T) -> R + Send> Body<T, S, R> for Plain<F> {
+    fn call(self, data: &mut T) -> (R, Option<S>) {
+        ((self.0)(data), None)
+    }
+}
+
+/// A body that names the next abstract state (`when_in`).
+pub(crate) struct Stated<F>(pub(crate) F);
+
+impl<T, S, R, F: FnOnce(&mut T) -> (R, S) + Send> Body<T, S, R> for Stated<F> {
+    fn call(self, data: &mut T) -> (R, Option<S>) {
+        let (r, s) = (self.0)(data);
+        (r, Some(s))
+    }
+}
+
+/// Evaluates `pre`, catching a panic.
+fn check_pre<T, S, P: Pre<T, S>>(pre: &P, data: &T, state: S) -> Result<bool, Outcome<()>> {
+    catch_unwind(AssertUnwindSafe(|| pre.holds(data, state))).map_err(Outcome::Panicked)
+}
+
+/// Runs `body`, catching a panic.
+fn run_body<T, S, R, B: Body<T, S, R>>(body: B, data: &mut T) -> (Outcome<R>, Option<S>) {
+    match catch_unwind(AssertUnwindSafe(|| body.call(data))) {
+        Ok((r, s)) => (Outcome::Value(r), s),
+        Err(p) => (Outcome::Panicked(p), None),
+    }
+}
+
+/// An asynchronous task: precondition, body and result slot in one
+/// allocation shared with its `Completion`.
+pub(crate) struct AsyncTask<T, S, P, B, R> {
+    pre: P,
+    /// Taken by `run` (or dropped by `discard`), by the monitor's holder.
+    body: UnsafeCell<Option<B>>,
+    slot: ResultSlot<R>,
+    _data: PhantomData<fn(&mut T, S)>,
+}
+
+// SAFETY: `pre` and `body` are used by the monitor's holder only, one
+// holder at a time with a happens-before edge between holders (the lock),
+// as with a `Mutex<P>`: P, B: Send suffice. The slot is Sync for R: Send.
+unsafe impl<T, S, P: Send, B: Send, R: Send> Sync for AsyncTask<T, S, P, B, R> {}
+
+impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
+    pub(crate) fn new(pre: P, body: B) -> Self {
+        Self {
+            pre,
+            body: UnsafeCell::new(Some(body)),
+            slot: ResultSlot::new(),
+            _data: PhantomData,
+        }
+    }
+}
+
+impl<T, S, P, B, R> Job<T, S> for AsyncTask<T, S, P, B, R>
+where
+    S: Copy,
+    P: Pre<T, S>,
+    B: Body<T, S, R>,
+    R: Send,
+{
+    fn entry(&self) -> Option<u64> {
+        self.pre.entry()
+    }
+
+    fn check(&self, data: &T, state: S) -> Check {
+        match check_pre(&self.pre, data, state) {
+            Ok(true) => Check::Run,
+            Ok(false) => Check::Wait,
+            Err(Outcome::Panicked(p)) => {
+                drop(self.take_body());
+                // SAFETY: the task finishes here, once (it is not kept).
+                unsafe { self.slot.complete(Outcome::Panicked(p)) };
+                Check::Gone
+            }
+            Err(_) => unreachable!(),
+        }
+    }
+
+    unsafe fn run(&self, data: &mut T) -> Option<S> {
+        let body = self.take_body().expect("a task runs once");
+        let (outcome, next) = run_body(body, data);
+        // SAFETY: once, by the holder (our caller's contract).
+        unsafe { self.slot.complete(outcome) };
+        next
+    }
+
+    unsafe fn discard(&self) {
+        drop(self.take_body());
+        // SAFETY: once, instead of `run` (our caller's contract).
+        unsafe { self.slot.complete(Outcome::Discarded) };
+    }
+}
+
+impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
+    fn take_body(&self) -> Option<B> {
+        self.body.with_mut(|b| {
+            // SAFETY: only the monitor's holder touches the body.
+            unsafe { (*b).take() }
+        })
+    }
+}
+
+impl<T, S, P: Send, B: Send, R: Send> HasSlot<R> for AsyncTask<T, S, P, B, R> {
+    fn slot(&self) -> &ResultSlot<R> {
+        &self.slot
+    }
+}
+
+impl<T, S, P: Send, B: Send, R: Send> Pending for AsyncTask<T, S, P, B, R> {
+    fn is_done(&self) -> bool {
+        self.slot.is_done()
+    }
+    fn wait_done(&self) {
+        self.slot.wait_done();
+    }
+}
+
+/// The token for a blocking caller whose task ran.
+pub(crate) const DONE: Token = 1;
+/// The token that hands the monitor, held, to a blocking caller.
+pub(crate) const HANDOFF: Token = 2;
+
+/// A blocking call's task, on the caller's stack.
+pub(crate) struct CallJob<F, R> {
+    body: UnsafeCell<Option<F>>,
+    result: UnsafeCell<Option<Outcome<R>>>,
+    waiter: Arc<Waiter>,
+}
+
+// SAFETY: `body` and `result` are touched by the monitor's holder (run) and
+// by the caller after its notify (Acquire in the waiter): never at once;
+// F and R cross threads, hence Send.
+unsafe impl<F: Send, R: Send> Sync for CallJob<F, R> {}
+
+impl<F, R> CallJob<F, R> {
+    pub(crate) fn new(body: F) -> Self {
+        Self {
+            body: UnsafeCell::new(Some(body)),
+            result: UnsafeCell::new(None),
+            waiter: Waiter::for_thread(0),
+        }
+    }
+
+    /// A task pointing at this job.
+    ///
+    /// # Safety
+    ///
+    /// The job must stay where it is, alive, until its waiter is notified,
+    /// and the task must not be used after that.
+    pub(crate) unsafe fn task<T, S>(&self) -> Task<T, S>
+    where
+        Self: Job<T, S>,
+    {
+        let job: &dyn Job<T, S> = self;
+        // SAFETY: only the lifetime bound of the trait object changes; the
+        // caller's contract keeps the job alive for as long as it is used.
+        let job: NonNull<dyn Job<T, S>> = unsafe { core::mem::transmute(NonNull::from(job)) };
+        Task::Call(job)
+    }
+
+    /// Waits for the notify: `DONE` (result ready) or `HANDOFF`.
+    pub(crate) fn wait(&self) -> Token {
+        self.waiter.wait(true)
+    }
+
+    /// The body, after `HANDOFF` (the job was popped, not run).
+    pub(crate) fn take_body(&self) -> F {
+        self.body
+            .with_mut(|b| {
+                // SAFETY: after HANDOFF nobody else touches the job.
+                unsafe { (*b).take() }
+            })
+            .expect("a handed-off call still has its body")
+    }
+
+    /// The result, once `DONE` was returned by `wait`.
+    pub(crate) fn take_result(&self) -> Outcome<R> {
+        self.result
+            .with_mut(|r| {
+                // SAFETY: notified with DONE (Acquire): the executor wrote
+                // the result before and touches the job no more.
+                unsafe { (*r).take() }
+            })
+            .expect("a call's result is taken once")
+    }
+
+    fn notify(&self, token: Token) {
+        // Clone first: once the token is set, the caller may return and
+        // free the job (and its `waiter` field) at any moment.
+        let waiter = Arc::clone(&self.waiter);
+        waiter.notify(token);
+    }
+}
+
+impl<T, S, F, R> Job<T, S> for CallJob<F, R>
+where
+    F: FnOnce(&mut T) -> R + Send,
+    R: Send,
+{
+    fn entry(&self) -> Option<u64> {
+        None
+    }
+
+    fn check(&self, _: &T, _: S) -> Check {
+        Check::Run
+    }
+
+    unsafe fn run(&self, data: &mut T) -> Option<S> {
+        let body = self
+            .body
+            .with_mut(|b| {
+                // SAFETY: only the holder touches the body, once.
+                unsafe { (*b).take() }
+            })
+            .expect("a call runs once");
+        let (outcome, _) = run_body::<T, S, R, _>(Plain(body), data);
+        self.result.with_mut(|r| {
+            // SAFETY: the caller reads the result only after our notify.
+            unsafe { *r = Some(outcome) };
+        });
+        self.notify(DONE);
+        None
+    }
+
+    unsafe fn discard(&self) {
+        unreachable!("a blocking call is never discarded: its caller keeps the monitor alive")
+    }
+
+    fn is_blocking(&self) -> bool {
+        true
+    }
+
+    unsafe fn handoff(&self) {
+        self.notify(HANDOFF);
+    }
+}
+
+/// The shared state of one OR: the paper's *taken* flag and the result.
+pub struct OrShared<R> {
+    taken: AtomicBool,
+    /// Operands not yet finished; the last one to be discarded without the
+    /// OR taken resolves it to `Discarded`.
+    live: AtomicUsize,
+    slot: ResultSlot<(usize, R)>,
+}
+
+impl<R> OrShared<R> {
+    pub(crate) fn new(operands: usize) -> Self {
+        Self {
+            taken: AtomicBool::new(false),
+            live: AtomicUsize::new(operands),
+            slot: ResultSlot::new(),
+        }
+    }
+}
+
+impl<R: Send> HasSlot<(usize, R)> for OrShared<R> {
+    fn slot(&self) -> &ResultSlot<(usize, R)> {
+        &self.slot
+    }
+}
+
+impl<R: Send> Pending for OrShared<R> {
+    fn is_done(&self) -> bool {
+        self.slot.is_done()
+    }
+    fn wait_done(&self) {
+        self.slot.wait_done();
+    }
+}
+
+/// One operand of an OR, queued on its own monitor.
+pub(crate) struct OrTask<T, S, P, B, R> {
+    pre: P,
+    body: UnsafeCell<Option<B>>,
+    index: usize,
+    shared: Arc<OrShared<R>>,
+    _data: PhantomData<fn(&mut T, S)>,
+}
+
+// SAFETY: as for `AsyncTask`: `pre` and `body` are used by the holder of
+// the operand's monitor only.
+unsafe impl<T, S, P: Send, B: Send, R: Send> Sync for OrTask<T, S, P, B, R> {}
+
+impl<T, S, P, B, R> OrTask<T, S, P, B, R> {
+    pub(crate) fn new(pre: P, body: B, index: usize, shared: Arc<OrShared<R>>) -> Self {
+        Self {
+            pre,
+            body: UnsafeCell::new(Some(body)),
+            index,
+            shared,
+            _data: PhantomData,
+        }
+    }
+
+    fn take_body(&self) -> Option<B> {
+        self.body.with_mut(|b| {
+            // SAFETY: only the monitor's holder touches the body.
+            unsafe { (*b).take() }
+        })
+    }
+
+    /// This operand finishes without running.
+    fn leave(&self) {
+        drop(self.take_body());
+        // AcqRel: the last operand to leave sees every other's leaving and
+        // the taken flag as they left it.
+        if self.shared.live.fetch_sub(1, AcqRel) == 1 && !self.shared.taken.load(Acquire) {
+            // SAFETY: no operand ran (taken is false) and we are the last:
+            // nobody else completes the slot.
+            unsafe { self.shared.slot.complete(Outcome::Discarded) };
+        }
+    }
+}
+
+impl<T, S, P, B, R> Job<T, S> for OrTask<T, S, P, B, R>
+where
+    S: Copy,
+    P: Pre<T, S>,
+    B: Body<T, S, R>,
+    R: Send,
+{
+    fn entry(&self) -> Option<u64> {
+        self.pre.entry()
+    }
+
+    fn check(&self, data: &T, state: S) -> Check {
+        // Acquire: pairs with the winner's AcqRel CAS (nothing to read, but
+        // cheap and clear).
+        if self.shared.taken.load(Acquire) {
+            self.leave();
+            return Check::Gone;
+        }
+        match check_pre(&self.pre, data, state) {
+            Ok(true) => Check::Run,
+            Ok(false) => Check::Wait,
+            Err(Outcome::Panicked(p)) => {
+                drop(self.take_body());
+                // A panicking precondition finishes the whole OR with the
+                // panic, if no operand has taken it.
+                if self
+                    .shared
+                    .taken
+                    .compare_exchange(false, true, AcqRel, Acquire)
+                    .is_ok()
+                {
+                    // SAFETY: we won the taken flag: nobody else completes.
+                    unsafe { self.shared.slot.complete(Outcome::Panicked(p)) };
+                }
+                self.shared.live.fetch_sub(1, AcqRel);
+                Check::Gone
+            }
+            Err(_) => unreachable!(),
+        }
+    }
+
+    unsafe fn run(&self, data: &mut T) -> Option<S> {
+        // AcqRel: the paper's CAS on the taken flag; exactly one operand's
+        // monitor wins it and runs its operand.
+        if self
+            .shared
+            .taken
+            .compare_exchange(false, true, AcqRel, Acquire)
+            .is_err()
+        {
+            self.leave();
+            return None;
+        }
+        let body = self.take_body().expect("an OR operand runs once");
+        let (outcome, next) = run_body(body, data);
+        let outcome = match outcome {
+            Outcome::Value(r) => Outcome::Value((self.index, r)),
+            Outcome::Panicked(p) => Outcome::Panicked(p),
+            Outcome::Discarded => Outcome::Discarded,
+        };
+        // SAFETY: we won the taken flag: the only completion of the slot.
+        unsafe { self.shared.slot.complete(outcome) };
+        self.shared.live.fetch_sub(1, AcqRel);
+        next
+    }
+
+    unsafe fn discard(&self) {
+        self.leave();
+    }
+}
