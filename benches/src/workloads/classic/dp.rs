@@ -242,3 +242,31 @@ fn pcm(cfg: &Config) -> Result<Duration, Violation> {
     let elapsed = run_regions(regions);
     fault.verdict(elapsed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fork_witness_sees_a_shared_fork() {
+        let (held, fault) = (Held::new(), Fault::default());
+        held.take(3, 2, &fault);
+        held.put(3);
+        held.take(3, 3, &fault);
+        assert!(
+            fault.verdict(Duration::ZERO).is_ok(),
+            "one holder at a time"
+        );
+        held.take(3, 2, &fault);
+        let v = fault.verdict(Duration::ZERO).unwrap_err();
+        assert!(v.0.contains("fork 3"), "{v}");
+    }
+
+    #[test]
+    fn the_cooperative_table_sees_a_shared_fork() {
+        let t = Table::new();
+        t.take(5, 4);
+        t.take(5, 5);
+        assert!(t.fault.verdict(Duration::ZERO).is_err());
+    }
+}

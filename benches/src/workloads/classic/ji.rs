@@ -470,3 +470,54 @@ fn pcm(shape: Shape) -> Outcome {
 fn strip_workers(p: usize, r: usize) -> Range<usize> {
     if r == 0 { 0..p / 2 } else { p / 2..p }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config {
+            work: 12,
+            reps: 30,
+            processes: 4,
+            sabotage: false,
+        }
+    }
+
+    #[test]
+    fn a_grid_off_the_reference_is_caught() {
+        let mut reference = reference(12, 30);
+        for model in Model::ALL {
+            assert!(run(model, &cfg(), &reference).is_ok(), "{}", model.name());
+        }
+        reference[5 * 12 + 5] += 1e-12;
+        for model in Model::ALL {
+            let v = run(model, &cfg(), &reference).unwrap_err();
+            assert!(v.0.contains("(5, 5)"), "{}: {v}", model.name());
+        }
+    }
+
+    #[test]
+    fn the_strips_cover_the_inside_rows_once() {
+        for (n, p) in [(12, 4), (128, 8), (256, 2), (13, 3)] {
+            let rows: Vec<usize> = (0..p).flat_map(|w| strip(n, p, w)).collect();
+            assert_eq!(rows, (1..n - 1).collect::<Vec<_>>(), "n {n}, p {p}");
+        }
+    }
+
+    #[test]
+    fn the_run_converges_before_the_bound_on_a_small_grid() {
+        // 5x5 converges (change below EPSILON) long before 10^4 iterations,
+        // so the stop by convergence is exercised in every model too.
+        let cfg = Config {
+            work: 5,
+            reps: 10_000,
+            processes: 3,
+            sabotage: false,
+        };
+        let reference = reference(5, 10_000);
+        for model in Model::ALL {
+            run(model, &cfg, &reference).unwrap_or_else(|v| panic!("{}: {v}", model.name()));
+        }
+    }
+}

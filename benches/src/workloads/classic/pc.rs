@@ -185,3 +185,31 @@ fn pcm(cfg: &Config) -> Result<Duration, Violation> {
     let elapsed = run_regions(regions);
     slot.fault.verdict(elapsed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slot_sees_an_overwrite() {
+        let s = Slot::new();
+        s.put(0);
+        s.put(1);
+        let v = s.fault.verdict(Duration::ZERO).unwrap_err();
+        assert!(v.0.contains("overwrote"), "{v}");
+    }
+
+    #[test]
+    fn the_slot_sees_a_lost_or_repeated_item() {
+        let s = Slot::new();
+        s.put(0);
+        s.take(0);
+        assert!(s.fault.verdict(Duration::ZERO).is_ok());
+        s.take(1); // nothing was put: item 1 is lost
+        assert!(s.fault.verdict(Duration::ZERO).is_err());
+        let s = Slot::new();
+        s.put(0);
+        s.take(1); // item 0 arrived where 1 was due: a repeat
+        assert!(s.fault.verdict(Duration::ZERO).is_err());
+    }
+}

@@ -428,3 +428,37 @@ fn pcm(cfg: &Config) -> Result<Duration, Violation> {
     let elapsed = run_regions(regions);
     db.verdict(elapsed, (WRITERS * reps) as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_witness_sees_a_writer_beside_a_reader() {
+        let db = Db::default();
+        db.reader_in();
+        db.writer_in();
+        let v = db.verdict(Duration::ZERO, 0).unwrap_err();
+        assert!(v.0.contains("reader was inside"), "{v}");
+    }
+
+    #[test]
+    fn the_witness_sees_a_reader_beside_a_writer_and_two_writers() {
+        let db = Db::default();
+        db.writer_in();
+        db.reader_in();
+        assert!(db.verdict(Duration::ZERO, 0).is_err());
+        let db = Db::default();
+        db.writer_in();
+        db.writer_in();
+        assert!(db.verdict(Duration::ZERO, 0).is_err());
+    }
+
+    #[test]
+    fn a_lost_update_shows_in_the_version() {
+        let db = Db::default();
+        db.write();
+        assert!(db.verdict(Duration::ZERO, 1).is_ok());
+        assert!(db.verdict(Duration::ZERO, 2).is_err());
+    }
+}
