@@ -152,13 +152,29 @@ impl Meta {
         first.split_whitespace().collect::<Vec<_>>().join(" ")
     }
 
-    /// How many threads run at once, read from the parameters: `threads`,
-    /// the paper notation `mix` (`500x100:1x50000` is 501 threads), or
-    /// `bystanders` (plus a putter and a getter). `None` if none is given.
+    /// How many threads run at once, read from the parameters: `threads`
+    /// (or `searchers`, `processes`), the paper notation `mix`
+    /// (`500x100:1x50000` is 501 threads), `producers` (plus the receiver),
+    /// `stages` (plus a feeder and a collector) or `bystanders` (plus a
+    /// putter and a getter); 1 for an `uncontended` workload. `None` if
+    /// none is given.
     pub fn threads(&self) -> Option<usize> {
         let p = &self.params;
-        if let Some(n) = p.get("threads").and_then(Value::as_u64) {
-            return Some(n as usize);
+        let get = |k: &str| p.get(k).and_then(Value::as_u64).map(|n| n as usize);
+        if let Some(n) = get("threads")
+            .or_else(|| get("searchers"))
+            .or_else(|| get("processes"))
+        {
+            return Some(n);
+        }
+        if let Some(n) = get("producers") {
+            return Some(n + 1);
+        }
+        if let Some(n) = get("stages") {
+            return Some(n + 2);
+        }
+        if self.id.ends_with("uncontended") {
+            return Some(1);
         }
         if let Some(mix) = p.get("mix").and_then(Value::as_str) {
             let counts: Option<Vec<usize>> = mix
@@ -176,6 +192,14 @@ impl Meta {
     pub fn regime(&self, cpus: usize) -> String {
         if let Some(r) = &self.regime {
             return r.clone();
+        }
+        let p = &self.params;
+        let tasks = p.get("tasks").and_then(Value::as_u64);
+        let workers = p.get("workers").and_then(Value::as_u64);
+        match (self.threads(), tasks, workers) {
+            (None, Some(t), Some(w)) => return format!("{t} tasks on {w} worker threads"),
+            (None, Some(t), None) => return format!("{t} tasks"),
+            _ => {}
         }
         match self.threads() {
             None => String::new(),
@@ -583,6 +607,14 @@ mod tests {
         assert_eq!(w.meta.regime(2), "2 threads on 2 CPUs");
         let w = Workload::new("f/w", Unit::Ms).param("bystanders", 10);
         assert_eq!(w.meta.threads(), Some(12));
+        let w = Workload::new("f/w", Unit::Ms).param("producers", 4);
+        assert_eq!(w.meta.threads(), Some(5));
+        let w = Workload::new("f/uncontended", Unit::Ms).param("ops", 4);
+        assert_eq!(w.meta.regime(2), "1 thread: uncontended");
+        let w = Workload::new("f/w", Unit::Ms)
+            .param("tasks", 60)
+            .param("workers", 2);
+        assert_eq!(w.meta.regime(2), "60 tasks on 2 worker threads");
         let w = Workload::new("f/w", Unit::Ms)
             .param("ops", 10)
             .regime("1 task");
