@@ -394,10 +394,11 @@ fn regime(program: Program, cfg: &Config) -> String {
         Program::Rw => rw::READERS + rw::WRITERS,
         Program::Ji => cfg.processes,
     };
+    let per_region = processes.div_ceil(2);
+    let tasks = if per_region == 1 { "task" } else { "tasks" };
     format!(
-        "{processes} processes: {processes} threads (cp), 1 thread (cm), 2 regions of {} \
-         tasks (pcm)",
-        processes.div_ceil(2)
+        "{processes} processes: {processes} threads (cp), 1 thread (cm), 2 regions of \
+         {per_region} {tasks} (pcm)"
     )
 }
 
