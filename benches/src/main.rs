@@ -37,6 +37,7 @@ struct Args {
 /// cargo uses (`CARGO_TARGET_DIR`, else the workspace's `target/`).
 fn default_out() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
+        .filter(|d| !d.is_empty())
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
     target.join("report")

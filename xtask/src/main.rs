@@ -6,8 +6,9 @@
 //! * `soak [-p CRATE] [--minutes N]`: the `#[ignore]` soak tests, release.
 //! * `asan [-p CRATE]`: tests and soak tests under AddressSanitizer.
 //! * `fuzz TARGET [--seconds N]`: one cargo-fuzz target.
-//! * `report [--quick|--full] [--only PREFIX] [--out DIR]`: the benchmark
-//!   report (see `sync-bench`).
+//! * `report [--quick|--full] [--only PREFIX] [--list] [--out DIR]`: the
+//!   benchmark report (see `sync-bench`); `--list` prints every workload id
+//!   with its one-line description.
 
 mod cargo;
 
@@ -67,7 +68,7 @@ enum Command {
     /// Run the papers' experiments against the peers and write the report.
     ///
     /// The arguments go to sync-bench: [--quick|--full] [--only PREFIX]
-    /// [--out DIR] (`cargo xtask report --help-bench` lists them).
+    /// [--list] [--out DIR] (`cargo xtask report --help-bench` lists them).
     Report {
         /// Arguments for sync-bench.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -237,7 +238,8 @@ fn fuzz(cargo: &Cargo, target: &str, seconds: u64) -> Tally {
 }
 
 /// Runs sync-bench from the caller's directory, so a relative `--out` is
-/// where the caller means (the default is the workspace's target/report).
+/// where the caller means (the default is target/report, under
+/// `CARGO_TARGET_DIR` if set).
 fn report(cargo: &Cargo, mut args: Vec<String>) -> ExitCode {
     if let Some(help) = args.iter_mut().find(|a| *a == "--help-bench") {
         *help = "--help".into();
