@@ -10,10 +10,15 @@ use std::panic::resume_unwind;
 
 use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
-use sync_core::sync::{Arc, thread};
+use sync_core::sync::thread;
 use sync_core::waker::AtomicWaker;
 
 use crate::error::Discarded;
+
+// `std::sync::Arc`, not loom's: tasks are shared as trait objects, and
+// loom's `Arc` cannot be coerced to one (the reference count is std's own,
+// the protocol's atomics are all loom's).
+use std::sync::Arc;
 
 /// What a task ended with.
 pub(crate) enum Outcome<R> {

@@ -3,7 +3,10 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use ast_mutex::AbstractState;
-use sync_core::sync::Arc;
+// `std::sync::Arc`, not loom's: tasks are shared as trait objects, and
+// loom's `Arc` cannot be coerced to one (the reference count is std's own,
+// the protocol's atomics are all loom's).
+use std::sync::Arc;
 use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 

@@ -6,7 +6,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use ast_mutex::{AbstractState, StateSet};
 use sync_core::CachePadded;
-use sync_core::sync::Arc;
+use sync_core::sync::Arc as LoomArc;
+// `std::sync::Arc`, not loom's: tasks are shared as trait objects, and
+// loom's `Arc` cannot be coerced to one (the reference count is std's own,
+// the protocol's atomics are all loom's).
+use std::sync::Arc;
 use sync_core::sync::atomic::{AtomicUsize, Ordering::*, fence};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::hint;
@@ -692,7 +696,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             return;
         }
         let waiter = Waiter::for_thread(0);
-        self.space.push(Arc::clone(&waiter));
+        self.space.push(LoomArc::clone(&waiter));
         // SeqCst fence: pairs with the fence in `release`. Either the
         // releasing holder sees us in `space` (and wakes us when it makes
         // room), or we see the room it made, or the monitor idle.

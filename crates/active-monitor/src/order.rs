@@ -11,7 +11,7 @@
 
 use core::cell::RefCell;
 
-use sync_core::sync::Arc;
+use std::sync::Arc;
 
 /// How a monitor orders a worker's asynchronous tasks.
 ///

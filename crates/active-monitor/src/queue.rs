@@ -7,18 +7,21 @@
 //! single consumer, a consumer that touches no shared counter per item) with
 //! Vyukov's bounded array queue, which needs no lock at all:
 //!
-//! * every slot has a sequence number `seq`. Slot `i` starts at `seq = i`;
-//! * a producer reads `tail = t` and the slot `t % cap`. If `seq == t` the
+//! * every slot has a sequence number `seq`: `2p` when it is free for
+//!   position `p`, `2p + 1` when it holds position `p`'s value (doubling
+//!   keeps the two apart even with one slot, where Vyukov's `p + 1` and
+//!   `p + cap` would coincide). Slot `i` starts at `seq = 2i`;
+//! * a producer reads `tail = t` and the slot `t % cap`. If `seq == 2t` the
 //!   slot is free for lap `t / cap`: the producer claims position `t` by a
 //!   CAS of `tail` from `t` to `t + 1`, writes the value, then publishes it
-//!   with `seq = t + 1` (Release). If `seq < t` the slot still holds the
-//!   previous lap's value: the queue is full. If `seq > t` another producer
+//!   with `seq = 2t + 1` (Release). If `seq < 2t` the slot still holds the
+//!   previous lap's value: the queue is full. If `seq > 2t` another producer
 //!   claimed `t` first: reload `tail`;
-//! * the consumer reads the slot `head % cap`: if `seq == head + 1` the
+//! * the consumer reads the slot `head % cap`: if `seq == 2 head + 1` the
 //!   value is there; it takes it and frees the slot for the next lap with
-//!   `seq = head + cap` (Release), then advances `head`. Otherwise the queue
-//!   is empty, or the producer of position `head` is between its CAS and its
-//!   publication (in flight).
+//!   `seq = 2 (head + cap)` (Release), then advances `head`. Otherwise the
+//!   queue is empty, or the producer of position `head` is between its CAS
+//!   and its publication (in flight).
 //!
 //! So the consumer writes no line that producers write (only `head`, which
 //! producers never read on the fast path, and the slot it frees), and
@@ -33,10 +36,20 @@ use sync_core::CachePadded;
 use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 
+/// The `seq` of a slot free for position `pos`.
+fn free(pos: usize) -> usize {
+    pos.wrapping_mul(2)
+}
+
+/// The `seq` of a slot holding position `pos`'s value.
+fn full(pos: usize) -> usize {
+    pos.wrapping_mul(2).wrapping_add(1)
+}
+
 /// One slot of the ring.
 struct Slot<V> {
-    /// `position + 1` once the value of `position` is published; `position
-    /// + cap` once the consumer has taken it (free for the next lap).
+    /// `2 position` while free for `position`; `2 position + 1` once the
+    /// value of `position` is published.
     seq: AtomicUsize,
     value: UnsafeCell<MaybeUninit<V>>,
 }
@@ -70,7 +83,7 @@ impl<V> TaskQueue<V> {
         assert!(cap > 0, "a task queue needs at least one slot");
         let slots = (0..cap)
             .map(|i| Slot {
-                seq: AtomicUsize::new(i),
+                seq: AtomicUsize::new(free(i)),
                 value: UnsafeCell::new(MaybeUninit::uninit()),
             })
             .collect();
@@ -98,7 +111,7 @@ impl<V> TaskQueue<V> {
             // Acquire: pairs with the consumer's Release store that freed
             // the slot, so our write of the value comes after its read.
             let seq = slot.seq.load(Acquire);
-            let diff = seq.wrapping_sub(t) as isize;
+            let diff = seq.wrapping_sub(free(t)) as isize;
             if diff == 0 {
                 match self
                     .tail
@@ -112,7 +125,7 @@ impl<V> TaskQueue<V> {
                         });
                         // Release: publishes the value to the consumer's
                         // Acquire load of `seq` in `pop`/`front_ready`.
-                        slot.seq.store(t.wrapping_add(1), Release);
+                        slot.seq.store(full(t), Release);
                         return Ok(());
                     }
                     Err(now) => t = now,
@@ -138,7 +151,7 @@ impl<V> TaskQueue<V> {
         let h = self.head.load(Relaxed);
         let slot = self.slot(h);
         // Acquire: pairs with the producer's Release publication.
-        if slot.seq.load(Acquire) != h.wrapping_add(1) {
+        if slot.seq.load(Acquire) != full(h) {
             return None;
         }
         let value = slot.value.with(|v| {
@@ -148,7 +161,8 @@ impl<V> TaskQueue<V> {
         });
         // Release: pairs with the producer's Acquire load of `seq` in `push`
         // (our read of the value happens before its next write).
-        slot.seq.store(h.wrapping_add(self.slots.len()), Release);
+        slot.seq
+            .store(free(h.wrapping_add(self.slots.len())), Release);
         // Release: whoever reads `head` and then the slot sees the freed
         // slot (`has_space`); the next consumer is ordered by the lock.
         self.head.store(h.wrapping_add(1), Release);
@@ -164,7 +178,7 @@ impl<V> TaskQueue<V> {
         let h = self.head.load(Relaxed);
         let slot = self.slot(h);
         // Acquire: pairs with the producer's Release publication.
-        if slot.seq.load(Acquire) != h.wrapping_add(1) {
+        if slot.seq.load(Acquire) != full(h) {
             return None;
         }
         // SAFETY: published and, as the consumer, nobody takes it but us.
@@ -175,7 +189,7 @@ impl<V> TaskQueue<V> {
     /// may ask; the answer may change at once.
     pub(crate) fn front_ready(&self) -> bool {
         let h = self.head.load(Acquire);
-        self.slot(h).seq.load(Acquire) == h.wrapping_add(1)
+        self.slot(h).seq.load(Acquire) == full(h)
     }
 
     /// Whether no position is claimed and not taken (including producers in
@@ -190,7 +204,7 @@ impl<V> TaskQueue<V> {
     pub(crate) fn has_space(&self) -> bool {
         let t = self.tail.load(Acquire);
         let seq = self.slot(t).seq.load(Acquire);
-        seq.wrapping_sub(t) as isize >= 0
+        seq.wrapping_sub(free(t)) as isize >= 0
     }
 
     /// How many positions are claimed and not yet taken (a hint).

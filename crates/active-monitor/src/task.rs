@@ -6,7 +6,11 @@ use core::ptr::NonNull;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use ast_mutex::AbstractState;
-use sync_core::sync::Arc;
+use sync_core::sync::Arc as LoomArc;
+// `std::sync::Arc`, not loom's: tasks are shared as trait objects, and
+// loom's `Arc` cannot be coerced to one (the reference count is std's own,
+// the protocol's atomics are all loom's).
+use std::sync::Arc;
 use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::waiter::{Token, Waiter};
@@ -274,7 +278,7 @@ pub(crate) const HANDOFF: Token = 2;
 pub(crate) struct CallJob<F, R> {
     body: UnsafeCell<Option<F>>,
     result: UnsafeCell<Option<Outcome<R>>>,
-    waiter: Arc<Waiter>,
+    waiter: LoomArc<Waiter>,
 }
 
 // SAFETY: `body` and `result` are touched by the monitor's holder (run) and
@@ -337,7 +341,7 @@ impl<F, R> CallJob<F, R> {
     fn notify(&self, token: Token) {
         // Clone first: once the token is set, the caller may return and
         // free the job (and its `waiter` field) at any moment.
-        let waiter = Arc::clone(&self.waiter);
+        let waiter = LoomArc::clone(&self.waiter);
         waiter.notify(token);
     }
 }
