@@ -13,9 +13,9 @@
 //!
 //! `--work` is the busy work inside and outside each critical section (for
 //! `ji`, the matrix size); `--reps` the meals, items, accesses or JI's
-//! iteration bound (default: the report's quick size); `--model all` runs
-//! every model and prints CM/CP and PCM/CP as the paper does (over the
-//! better CP model).
+//! iteration bound (default: the report's quick size); `--model all` (the
+//! default) runs every model and prints CM/CP and PCM/CP as the paper does
+//! (over the better CP model). Without `--problem`, every problem runs.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -33,7 +33,7 @@ fn usage() -> ExitCode {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mut problem, mut models, mut work, mut reps, mut runs) =
+    let (mut problem, mut models, mut work, mut reps, mut runs): (Option<Program>, _, _, _, _) =
         (None, Some(Model::ALL.to_vec()), None, None, 5usize);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -66,10 +66,26 @@ fn main() -> ExitCode {
             return usage();
         }
     }
-    let (Some(problem), Some(models)) = (problem, models) else {
+    let Some(models) = models else {
         return usage();
     };
-    let program: Program = problem;
+    let programs = problem.map_or(Program::ALL.to_vec(), |p| vec![p]);
+    for program in programs {
+        if let Err(code) = run_one(program, &models, work, reps, runs) {
+            return code;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// Runs `program` in each of `models` `runs` times and prints the medians.
+fn run_one(
+    program: Program,
+    models: &[Model],
+    work: Option<u64>,
+    reps: Option<usize>,
+    runs: usize,
+) -> Result<(), ExitCode> {
     let work = work.unwrap_or(if program == Program::Ji { 128 } else { 1000 });
     let mut cfg = Config::sized(program, work, Mode::Quick);
     if let Some(r) = reps {
@@ -82,14 +98,14 @@ fn main() -> ExitCode {
         program.reps_name()
     );
     let mut medians = Vec::new();
-    for &model in &models {
+    for &model in models {
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
             match run(program, model, &cfg) {
                 Ok(t) => times.push(ms(t)),
                 Err(v) => {
                     eprintln!("{}: correctness violated: {v}", model.name());
-                    return ExitCode::FAILURE;
+                    return Err(ExitCode::FAILURE);
                 }
             }
         }
@@ -112,7 +128,7 @@ fn main() -> ExitCode {
             }
         }
     }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 fn ms(d: Duration) -> f64 {
