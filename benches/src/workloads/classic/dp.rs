@@ -171,13 +171,62 @@ fn cm(cfg: &Config) -> Result<Duration, Violation> {
 /// fork 8 (7 and 8).
 const BORDER_FORKS: [usize; 2] = [0, PHILOSOPHERS / 2];
 
+/// What a PCM philosopher shares: its region's inside forks (`Rc`: one
+/// thread), the two border forks, and the witness.
+struct PcmShared {
+    free: Rc<Vec<Cell<bool>>>,
+    border: Arc<[Semaphore; 2]>,
+    held: Arc<Held>,
+    fault: Arc<Fault>,
+}
+
+async fn pcm_philosopher(p: usize, cfg: Config, s: PcmShared) {
+    let (left, right) = forks_of(p);
+    // `Some((b, inside))`: a border philosopher, its border fork `b` and
+    // its inside fork.
+    let crossing = BORDER_FORKS
+        .iter()
+        .position(|&f| f == left || f == right)
+        .map(|b| (b, if left == BORDER_FORKS[b] { right } else { left }));
+    for _ in 0..cfg.reps {
+        busy(cfg.work); // think
+        match crossing {
+            None => {
+                wait_until(|| s.free[left].get() && s.free[right].get()).await;
+                s.free[left].set(false);
+                s.free[right].set(false);
+            }
+            Some((b, inside)) => {
+                p_async(&s.border[b]).await;
+                wait_until(|| s.free[inside].get()).await;
+                s.free[inside].set(false);
+            }
+        }
+        s.held.take(left, p, &s.fault);
+        s.held.take(right, p, &s.fault);
+        busy(cfg.work); // eat
+        s.held.put(left);
+        s.held.put(right);
+        match crossing {
+            None => {
+                s.free[left].set(true);
+                s.free[right].set(true);
+            }
+            Some((b, inside)) => {
+                s.free[inside].set(true);
+                s.border[b].release(1);
+            }
+        }
+    }
+}
+
 fn pcm(cfg: &Config) -> Result<Duration, Violation> {
     let border: Arc<[Semaphore; 2]> = Arc::new([Semaphore::new(1), Semaphore::new(1)]);
     // The witness spans both regions, so it is atomic (it checks; it does
     // not synchronize).
     let held = Arc::new(Held::new());
     let fault = Arc::new(Fault::default());
-    let (work, meals) = (cfg.work, cfg.reps);
+    let cfg = *cfg;
     let half = PHILOSOPHERS / 2;
     let regions: Vec<Region> = (0..2)
         .map(|r| {
@@ -189,51 +238,13 @@ fn pcm(cfg: &Config) -> Result<Duration, Violation> {
                     Rc::new((0..PHILOSOPHERS).map(|_| Cell::new(true)).collect());
                 (r * half..(r + 1) * half)
                     .map(|p| {
-                        let (border, held, fault, free) = (
-                            Arc::clone(&border),
-                            Arc::clone(&held),
-                            Arc::clone(&fault),
-                            Rc::clone(&free),
-                        );
-                        Box::pin(async move {
-                            let (left, right) = forks_of(p);
-                            let crossing =
-                                BORDER_FORKS.iter().position(|&f| f == left || f == right);
-                            for _ in 0..meals {
-                                busy(work); // think
-                                match crossing {
-                                    None => {
-                                        wait_until(|| free[left].get() && free[right].get()).await;
-                                        free[left].set(false);
-                                        free[right].set(false);
-                                    }
-                                    Some(b) => {
-                                        p_async(&border[b]).await;
-                                        let inside =
-                                            if left == BORDER_FORKS[b] { right } else { left };
-                                        wait_until(|| free[inside].get()).await;
-                                        free[inside].set(false);
-                                    }
-                                }
-                                held.take(left, p, &fault);
-                                held.take(right, p, &fault);
-                                busy(work); // eat
-                                held.put(left);
-                                held.put(right);
-                                match crossing {
-                                    None => {
-                                        free[left].set(true);
-                                        free[right].set(true);
-                                    }
-                                    Some(b) => {
-                                        let inside =
-                                            if left == BORDER_FORKS[b] { right } else { left };
-                                        free[inside].set(true);
-                                        border[b].release(1);
-                                    }
-                                }
-                            }
-                        }) as LocalTask
+                        let shared = PcmShared {
+                            free: Rc::clone(&free),
+                            border: Arc::clone(&border),
+                            held: Arc::clone(&held),
+                            fault: Arc::clone(&fault),
+                        };
+                        Box::pin(pcm_philosopher(p, cfg, shared)) as LocalTask
                     })
                     .collect()
             }) as Region
