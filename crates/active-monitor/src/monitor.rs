@@ -789,7 +789,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // SeqCst fence: pairs with the fences in `after_push` and
         // `wait_for_space` (see there).
         fence(SeqCst);
-        if !self.queue.front_ready() && self.space.is_empty() {
+        // Producers waiting for space matter only if there is space (a
+        // full queue with its first task in flight is served by that task's
+        // producer, after it publishes).
+        if !self.queue.front_ready() && (self.space.is_empty() || !self.queue.has_space()) {
             return true;
         }
         if !self.try_lock() {
