@@ -1,9 +1,812 @@
 //! `am/`: paper 004 (ActiveMonitor). Issue 10.
+//!
+//! The paper's experiments (section 7): the bounded FIFO queue (BQ), the
+//! sorted linked list (SLL), round-robin access (RR), OR over two queues,
+//! plus the cost of one light delegated call. Implementations:
+//!
+//! * `am`: `active-monitor`, asynchronous where the paper is (puts, list
+//!   inserts and deletes), strict program order (rules 2 and 3);
+//! * `am-relaxed`: the same with `Order::Relaxed` (appendix B, "NPO");
+//! * `ams`: `active-monitor` with synchronous delegation only;
+//! * `lk`: the lock-based monitor (parking_lot `Mutex` + `Condvar`, or
+//!   `RwLock` for the list: the paper's LK); `lk-std`: with std's;
+//! * `actor`: the hand-made actor Rust users write today: a server thread
+//!   fed by a crossbeam channel, with a reply channel per call.
+//!
+//! Every sample spawns the threads, starts them together and times until
+//! the last one finishes a fixed number of operations (a time-bounded run
+//! cannot stop blocked consumers cleanly). Counts are chosen so that the
+//! quick mode's `am/` share stays near 90 s on 2 cores, which makes a
+//! sample shorter than the issue's 0.5 s.
 
-use crate::harness::{Mode, Workload};
+use std::collections::VecDeque;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use active_monitor::{Monitor, Order, or};
+use crossbeam_channel as cbc;
+
+use crate::harness::{Mode, Unit, Workload, mops_per_sec, ns_per_op};
+use crate::workloads::ast::StartLine;
+
+const STACK: usize = 256 * 1024;
 
 /// This family's workloads, sized for `mode`.
 pub fn workloads(mode: Mode) -> Vec<Workload> {
-    let _ = mode;
-    Vec::new()
+    let mut all = vec![uncontended(mode)];
+    for cap in [4, 16, 64] {
+        for threads in [2, 4, 8] {
+            all.push(bq(mode, cap, threads));
+        }
+    }
+    for mix in [SllMix::READ, SllMix::WRITE, SllMix::MIXED] {
+        for threads in [2, 4, 8] {
+            all.push(sll(mode, mix, threads));
+        }
+    }
+    for threads in [2, 4, 8] {
+        all.push(rr(mode, threads));
+    }
+    for threads in [2, 4, 8] {
+        all.push(or_queues(mode, threads));
+    }
+    all
+}
+
+/// Runs `work(i)` on `n` threads started together; returns the time from
+/// the start until the last one finished.
+fn run_threads<S: Send + Sync + 'static>(
+    shared: &Arc<S>,
+    n: usize,
+    work: impl Fn(&S, usize) + Copy + Send + 'static,
+) -> Duration {
+    let start = Arc::new(StartLine::new(n));
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let (shared, start) = (Arc::clone(shared), Arc::clone(&start));
+            thread::Builder::new()
+                .stack_size(STACK)
+                .spawn(move || {
+                    start.wait();
+                    work(&shared, i);
+                    Instant::now()
+                })
+                .expect("spawn a benchmark thread")
+        })
+        .collect();
+    let end = handles
+        .into_iter()
+        .map(|h| h.join().expect("a benchmark thread panicked"))
+        .max()
+        .expect("one thread at least");
+    end - start.started()
+}
+
+// ---------------------------------------------------------------- peers --
+
+/// A bounded FIFO queue of `u64`: the BQ and OR experiments' monitor.
+trait BoundedQueue: Send + Sync + 'static {
+    fn new(cap: usize) -> Self;
+    fn put(&self, x: u64);
+    fn take(&self) -> u64;
+}
+
+/// The paper's figure 2 on `active-monitor`: `put` asynchronous (unless
+/// `SYNC`), `take` synchronous, both `waituntil`.
+struct AmQueue<const ORDER_RELAXED: bool, const SYNC: bool> {
+    m: Monitor<VecDeque<u64>>,
+    cap: usize,
+}
+
+impl<const ORDER_RELAXED: bool, const SYNC: bool> BoundedQueue for AmQueue<ORDER_RELAXED, SYNC> {
+    fn new(cap: usize) -> Self {
+        let order = if ORDER_RELAXED {
+            Order::Relaxed
+        } else {
+            Order::Strict
+        };
+        Self {
+            m: Monitor::builder()
+                .order(order)
+                .build(VecDeque::with_capacity(cap)),
+            cap,
+        }
+    }
+    fn put(&self, x: u64) {
+        let cap = self.cap;
+        let c = self.m.when(move |q| q.len() < cap, move |q| q.push_back(x));
+        if SYNC {
+            c.wait();
+        }
+    }
+    fn take(&self) -> u64 {
+        self.m
+            .when(|q| !q.is_empty(), |q| q.pop_front().expect("not empty"))
+            .wait()
+    }
+}
+
+/// The lock-based monitor: a mutex and two condition variables.
+struct LkQueue<M> {
+    m: M,
+    cap: usize,
+}
+
+/// The lock and condition variables a lock-based monitor needs.
+trait LockMonitor: Send + Sync + 'static {
+    fn new() -> Self;
+    /// Waits until `ready` holds (on condition `which`), runs `f`, signals
+    /// the other condition.
+    fn enter<R>(
+        &self,
+        which: usize,
+        ready: impl Fn(&VecDeque<u64>) -> bool,
+        f: impl FnOnce(&mut VecDeque<u64>) -> R,
+    ) -> R;
+}
+
+struct PlMonitor(parking_lot::Mutex<VecDeque<u64>>, [parking_lot::Condvar; 2]);
+
+impl LockMonitor for PlMonitor {
+    fn new() -> Self {
+        Self(parking_lot::Mutex::new(VecDeque::new()), Default::default())
+    }
+    fn enter<R>(
+        &self,
+        which: usize,
+        ready: impl Fn(&VecDeque<u64>) -> bool,
+        f: impl FnOnce(&mut VecDeque<u64>) -> R,
+    ) -> R {
+        let mut g = self.0.lock();
+        while !ready(&g) {
+            self.1[which].wait(&mut g);
+        }
+        let r = f(&mut g);
+        self.1[1 - which].notify_one();
+        r
+    }
+}
+
+struct StdMonitor(std::sync::Mutex<VecDeque<u64>>, [std::sync::Condvar; 2]);
+
+impl LockMonitor for StdMonitor {
+    fn new() -> Self {
+        Self(std::sync::Mutex::new(VecDeque::new()), Default::default())
+    }
+    fn enter<R>(
+        &self,
+        which: usize,
+        ready: impl Fn(&VecDeque<u64>) -> bool,
+        f: impl FnOnce(&mut VecDeque<u64>) -> R,
+    ) -> R {
+        let mut g = self.0.lock().unwrap();
+        while !ready(&g) {
+            g = self.1[which].wait(g).unwrap();
+        }
+        let r = f(&mut g);
+        self.1[1 - which].notify_one();
+        r
+    }
+}
+
+impl<M: LockMonitor> BoundedQueue for LkQueue<M> {
+    fn new(cap: usize) -> Self {
+        Self { m: M::new(), cap }
+    }
+    fn put(&self, x: u64) {
+        let cap = self.cap;
+        self.m.enter(0, |q| q.len() < cap, |q| q.push_back(x));
+    }
+    fn take(&self) -> u64 {
+        self.m
+            .enter(1, |q| !q.is_empty(), |q| q.pop_front().expect("not empty"))
+    }
+}
+
+/// The hand-made actor: a server thread owns the queue and answers
+/// requests from a channel; every call carries its own reply channel.
+struct ActorQueue {
+    tx: cbc::Sender<Req>,
+    server: Option<thread::JoinHandle<()>>,
+}
+
+enum Req {
+    Put(u64, cbc::Sender<()>),
+    Take(cbc::Sender<u64>),
+    Stop,
+}
+
+impl BoundedQueue for ActorQueue {
+    fn new(cap: usize) -> Self {
+        let (tx, rx) = cbc::unbounded::<Req>();
+        let server = thread::spawn(move || {
+            let mut q = VecDeque::with_capacity(cap);
+            let mut puts: VecDeque<(u64, cbc::Sender<()>)> = VecDeque::new();
+            let mut takes: VecDeque<cbc::Sender<u64>> = VecDeque::new();
+            for req in rx {
+                match req {
+                    Req::Put(x, reply) => puts.push_back((x, reply)),
+                    Req::Take(reply) => takes.push_back(reply),
+                    Req::Stop => return,
+                }
+                // Serve whatever can be served now.
+                loop {
+                    let mut progress = false;
+                    if q.len() < cap {
+                        if let Some((x, reply)) = puts.pop_front() {
+                            q.push_back(x);
+                            let _ = reply.send(());
+                            progress = true;
+                        }
+                    }
+                    if !q.is_empty() {
+                        if let Some(reply) = takes.pop_front() {
+                            let _ = reply.send(q.pop_front().expect("not empty"));
+                            progress = true;
+                        }
+                    }
+                    if !progress {
+                        break;
+                    }
+                }
+            }
+        });
+        Self {
+            tx,
+            server: Some(server),
+        }
+    }
+    fn put(&self, x: u64) {
+        let (reply, done) = cbc::bounded(1);
+        self.tx.send(Req::Put(x, reply)).expect("the actor runs");
+        done.recv().expect("the actor replies");
+    }
+    fn take(&self) -> u64 {
+        let (reply, value) = cbc::bounded(1);
+        self.tx.send(Req::Take(reply)).expect("the actor runs");
+        value.recv().expect("the actor replies")
+    }
+}
+
+impl Drop for ActorQueue {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Req::Stop);
+        if let Some(s) = self.server.take() {
+            let _ = s.join();
+        }
+    }
+}
+
+// ------------------------------------------------------------------ BQ --
+
+/// Half the threads put `items` each, half take as many; Mops/s of puts
+/// and takes together.
+fn bq_sample<Q: BoundedQueue>(cap: usize, threads: usize, items: u64) -> impl FnMut() -> f64 {
+    move || {
+        let q = Arc::new(Q::new(cap));
+        let producers = threads / 2;
+        let elapsed = run_threads(&q, threads, move |q, i| {
+            if i < producers {
+                for k in 0..items {
+                    q.put(k);
+                }
+            } else {
+                let mut sum = 0;
+                for _ in 0..items {
+                    sum += q.take();
+                }
+                black_box(sum);
+            }
+        });
+        mops_per_sec(elapsed, 2 * items * producers as u64)
+    }
+}
+
+fn bq(mode: Mode, cap: usize, threads: usize) -> Workload {
+    let items = mode.pick(6_000, 60_000);
+    Workload::new(format!("am/bq/{cap}/{threads}"), Unit::MopsPerSec)
+        .title(format!(
+            "Bounded FIFO queue of capacity {cap}: {} producers put {items} items each, {} \
+             consumers take them; puts asynchronous, takes synchronous (the paper's BQ).",
+            threads / 2,
+            threads / 2
+        ))
+        .param("capacity", cap)
+        .param("threads", threads)
+        .param("items", items)
+        .baseline("lk")
+        .baseline("actor")
+        .paper(
+            "figure 4 (40-core Xeon, Java): for capacities 4 to 16 AM significantly \
+             outperforms LK; at 32 and 64 LK wins (non-fair lock, rare blocking); figure 7: \
+             out-of-program-order (NPO, our `am-relaxed`) improves AM further.",
+        )
+        .implementation(
+            "am",
+            bq_sample::<AmQueue<false, false>>(cap, threads, items),
+        )
+        .implementation(
+            "am-relaxed",
+            bq_sample::<AmQueue<true, false>>(cap, threads, items),
+        )
+        .implementation(
+            "ams",
+            bq_sample::<AmQueue<false, true>>(cap, threads, items),
+        )
+        .implementation("lk", bq_sample::<LkQueue<PlMonitor>>(cap, threads, items))
+        .implementation(
+            "lk-std",
+            bq_sample::<LkQueue<StdMonitor>>(cap, threads, items),
+        )
+        .implementation("actor", bq_sample::<ActorQueue>(cap, threads, items))
+}
+
+// ----------------------------------------------------------------- SLL --
+
+/// A sorted singly linked list of distinct keys.
+#[derive(Default)]
+struct SortedList {
+    head: Option<Box<Node>>,
+}
+
+struct Node {
+    key: u32,
+    next: Option<Box<Node>>,
+}
+
+impl SortedList {
+    fn contains(&self, key: u32) -> bool {
+        let mut cur = &self.head;
+        while let Some(n) = cur {
+            if n.key >= key {
+                return n.key == key;
+            }
+            cur = &n.next;
+        }
+        false
+    }
+
+    fn insert(&mut self, key: u32) -> bool {
+        let mut cur = &mut self.head;
+        while cur.as_ref().is_some_and(|n| n.key < key) {
+            cur = &mut cur.as_mut().expect("checked").next;
+        }
+        if cur.as_ref().is_some_and(|n| n.key == key) {
+            return false;
+        }
+        let next = cur.take();
+        *cur = Some(Box::new(Node { key, next }));
+        true
+    }
+
+    fn remove(&mut self, key: u32) -> bool {
+        let mut cur = &mut self.head;
+        while cur.as_ref().is_some_and(|n| n.key < key) {
+            cur = &mut cur.as_mut().expect("checked").next;
+        }
+        if cur.as_ref().is_some_and(|n| n.key == key) {
+            let next = cur.as_mut().expect("checked").next.take();
+            *cur = next;
+            return true;
+        }
+        false
+    }
+
+    fn prefilled(rng: &mut Rng, entries: usize) -> Self {
+        let mut l = Self::default();
+        let mut n = 0;
+        while n < entries {
+            n += l.insert(rng.below(KEYS)) as usize;
+        }
+        l
+    }
+}
+
+impl Drop for SortedList {
+    fn drop(&mut self) {
+        // Iteratively: a recursive drop of 1000 nodes is fine, of more not.
+        let mut cur = self.head.take();
+        while let Some(mut n) = cur {
+            cur = n.next.take();
+        }
+    }
+}
+
+/// xorshift64*: a small seeded generator, the same sequence for every
+/// implementation.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u32) -> u32 {
+        ((self.next() >> 32) * n as u64 >> 32) as u32
+    }
+}
+
+const KEYS: u32 = 2000;
+const PREFILL: usize = 1000;
+
+/// Reads / inserts / deletes, in percent.
+#[derive(Clone, Copy)]
+struct SllMix {
+    name: &'static str,
+    read: u32,
+    insert: u32,
+}
+
+impl SllMix {
+    const READ: Self = Self {
+        name: "read",
+        read: 90,
+        insert: 9,
+    };
+    const WRITE: Self = Self {
+        name: "write",
+        read: 0,
+        insert: 50,
+    };
+    const MIXED: Self = Self {
+        name: "mixed",
+        read: 70,
+        insert: 20,
+    };
+}
+
+/// The list monitor, as each implementation offers it.
+trait ListMonitor: Send + Sync + 'static {
+    fn new(list: SortedList) -> Self;
+    fn contains(&self, key: u32) -> bool;
+    fn insert(&self, key: u32);
+    fn remove(&self, key: u32);
+    /// Waits for this thread's asynchronous operations (end of a run).
+    fn flush(&self) {}
+}
+
+struct AmList<const SYNC: bool>(Monitor<SortedList>);
+
+impl<const SYNC: bool> ListMonitor for AmList<SYNC> {
+    fn new(list: SortedList) -> Self {
+        Self(Monitor::new(list))
+    }
+    fn contains(&self, key: u32) -> bool {
+        self.0.call(move |l| l.contains(key))
+    }
+    fn insert(&self, key: u32) {
+        if SYNC {
+            self.0.call(move |l| l.insert(key));
+        } else {
+            let _ = self.0.submit(move |l| l.insert(key));
+        }
+    }
+    fn remove(&self, key: u32) {
+        if SYNC {
+            self.0.call(move |l| l.remove(key));
+        } else {
+            let _ = self.0.submit(move |l| l.remove(key));
+        }
+    }
+    fn flush(&self) {
+        // A synchronous call runs after this thread's queued tasks.
+        self.0.call(|_| ());
+    }
+}
+
+struct LkList(parking_lot::RwLock<SortedList>);
+
+impl ListMonitor for LkList {
+    fn new(list: SortedList) -> Self {
+        Self(parking_lot::RwLock::new(list))
+    }
+    fn contains(&self, key: u32) -> bool {
+        self.0.read().contains(key)
+    }
+    fn insert(&self, key: u32) {
+        self.0.write().insert(key);
+    }
+    fn remove(&self, key: u32) {
+        self.0.write().remove(key);
+    }
+}
+
+fn sll_sample<L: ListMonitor>(mix: SllMix, threads: usize, ops: u64) -> impl FnMut() -> f64 {
+    move || {
+        let list = L::new(SortedList::prefilled(&mut Rng::new(7), PREFILL));
+        let list = Arc::new(list);
+        let elapsed = run_threads(&list, threads, move |l, i| {
+            let mut rng = Rng::new(100 + i as u64);
+            for _ in 0..ops {
+                let key = rng.below(KEYS);
+                let dice = rng.below(100);
+                if dice < mix.read {
+                    black_box(l.contains(key));
+                } else if dice < mix.read + mix.insert {
+                    l.insert(key);
+                } else {
+                    l.remove(key);
+                }
+            }
+            l.flush();
+        });
+        mops_per_sec(elapsed, ops * threads as u64)
+    }
+}
+
+fn sll(mode: Mode, mix: SllMix, threads: usize) -> Workload {
+    let ops = mode.pick(3_000, 30_000);
+    let remove = 100 - mix.read - mix.insert;
+    Workload::new(format!("am/sll/{}/{threads}", mix.name), Unit::MopsPerSec)
+        .title(format!(
+            "Sorted linked list, {PREFILL} entries prefilled, keys uniform in 0..{KEYS}: \
+             {threads} threads do {ops} operations each, {}% reads, {}% inserts, {remove}% \
+             deletes; inserts and deletes asynchronous.",
+            mix.read, mix.insert
+        ))
+        .param("threads", threads)
+        .param("ops", ops)
+        .param("mix", format!("{}/{}/{remove}", mix.read, mix.insert))
+        .baseline("lk")
+        .paper(
+            "figure 5 (SLL, 40-core Xeon, Java): AM clearly outperforms LK (a read-write \
+             ReentrantLock monitor) and AMS in every mix: the critical section is heavy \
+             (O(n)), so asynchronous inserts and deletes let workers go on.",
+        )
+        .implementation("am", sll_sample::<AmList<false>>(mix, threads, ops))
+        .implementation("ams", sll_sample::<AmList<true>>(mix, threads, ops))
+        .implementation("lk", sll_sample::<LkList>(mix, threads, ops))
+}
+
+// ------------------------------------------------------------------ RR --
+
+trait Turns: Send + Sync + 'static {
+    fn new(n: usize) -> Self;
+    /// Waits for turn `i`, then passes it on.
+    fn take_turn(&self, i: usize);
+}
+
+struct AmTurns(Monitor<usize>, usize);
+
+impl Turns for AmTurns {
+    fn new(n: usize) -> Self {
+        Self(Monitor::new(0), n)
+    }
+    fn take_turn(&self, i: usize) {
+        let n = self.1;
+        self.0
+            .when(move |t| *t == i, move |t| *t = (i + 1) % n)
+            .wait();
+    }
+}
+
+struct LkTurns(parking_lot::Mutex<usize>, parking_lot::Condvar, usize);
+
+impl Turns for LkTurns {
+    fn new(n: usize) -> Self {
+        Self(parking_lot::Mutex::new(0), parking_lot::Condvar::new(), n)
+    }
+    fn take_turn(&self, i: usize) {
+        let mut t = self.0.lock();
+        while *t != i {
+            self.1.wait(&mut t);
+        }
+        *t = (i + 1) % self.2;
+        // One condition for every thread's turn: signal all (a lock-based
+        // monitor cannot know whose turn it is without one condition
+        // variable per thread).
+        self.1.notify_all();
+    }
+}
+
+fn rr_sample<R: Turns>(threads: usize, rounds: u64) -> impl FnMut() -> f64 {
+    move || {
+        let r = Arc::new(R::new(threads));
+        let elapsed = run_threads(&r, threads, move |r, i| {
+            for _ in 0..rounds {
+                r.take_turn(i);
+            }
+        });
+        mops_per_sec(elapsed, rounds * threads as u64)
+    }
+}
+
+fn rr(mode: Mode, threads: usize) -> Workload {
+    let rounds = mode.pick(3_000, 30_000);
+    Workload::new(format!("am/rr/{threads}"), Unit::MopsPerSec)
+        .title(format!(
+            "Round-robin access: {threads} threads take turns on one monitor in thread-id \
+             order, {rounds} rounds; every access synchronous and conditional."
+        ))
+        .param("threads", threads)
+        .param("rounds", rounds)
+        .baseline("lk")
+        .paper(
+            "figure 5 (RR, from AutoSynch): AM (= AMS, no asynchronous operation) is ~3-4x \
+             faster than LK, which spends its time waiting for lock acquisitions.",
+        )
+        .implementation("am", rr_sample::<AmTurns>(threads, rounds))
+        .implementation("lk", rr_sample::<LkTurns>(threads, rounds))
+}
+
+// ------------------------------------------------------------------ OR --
+
+const OR_CAP: usize = 16;
+
+trait EitherQueue: Send + Sync + 'static {
+    fn new() -> Self;
+    fn put(&self, which: usize, x: u64);
+    fn take_either(&self) -> u64;
+}
+
+struct AmEither([Monitor<VecDeque<u64>>; 2]);
+
+impl EitherQueue for AmEither {
+    fn new() -> Self {
+        Self([(); 2].map(|_| Monitor::new(VecDeque::with_capacity(OR_CAP))))
+    }
+    fn put(&self, which: usize, x: u64) {
+        let _ = self.0[which].when(|q| q.len() < OR_CAP, move |q| q.push_back(x));
+    }
+    fn take_either(&self) -> u64 {
+        let [a, b] = &self.0;
+        let (_, x) = or((
+            a.op(|q| !q.is_empty(), |q| q.pop_front().expect("not empty")),
+            b.op(|q| !q.is_empty(), |q| q.pop_front().expect("not empty")),
+        ))
+        .unwrap_or_else(|_| unreachable!("two monitors"))
+        .wait();
+        x
+    }
+}
+
+/// The best alternative with the peers: two bounded crossbeam channels and
+/// `select!`.
+struct SelectEither([(cbc::Sender<u64>, cbc::Receiver<u64>); 2]);
+
+impl EitherQueue for SelectEither {
+    fn new() -> Self {
+        Self([(); 2].map(|_| cbc::bounded(OR_CAP)))
+    }
+    fn put(&self, which: usize, x: u64) {
+        self.0[which].0.send(x).expect("open");
+    }
+    fn take_either(&self) -> u64 {
+        let [(_, a), (_, b)] = &self.0;
+        cbc::select! {
+            recv(a) -> x => x.expect("open"),
+            recv(b) -> x => x.expect("open"),
+        }
+    }
+}
+
+fn or_sample<E: EitherQueue>(threads: usize, items: u64) -> impl FnMut() -> f64 {
+    move || {
+        let e = Arc::new(E::new());
+        let producers = threads / 2;
+        let elapsed = run_threads(&e, threads, move |e, i| {
+            if i < producers {
+                for k in 0..items {
+                    e.put((k as usize + i) % 2, k);
+                }
+            } else {
+                let mut sum = 0;
+                for _ in 0..items {
+                    sum += e.take_either();
+                }
+                black_box(sum);
+            }
+        });
+        mops_per_sec(elapsed, 2 * items * producers as u64)
+    }
+}
+
+fn or_queues(mode: Mode, threads: usize) -> Workload {
+    let items = mode.pick(4_000, 40_000);
+    Workload::new(format!("am/or/{threads}"), Unit::MopsPerSec)
+        .title(format!(
+            "Take from either of two bounded queues (capacity {OR_CAP}): {} producers put \
+             {items} items each, alternating queues; {} consumers take from whichever has one.",
+            threads / 2,
+            threads / 2
+        ))
+        .param("threads", threads)
+        .param("items", items)
+        .param("capacity", OR_CAP)
+        .baseline("crossbeam-select")
+        .paper(
+            "figure 5 (OR): AM's OR outperforms the lock-based alternatives (the paper found \
+             no working transactional-memory one). Our alternative is the strongest a Rust \
+             user has: two crossbeam bounded channels and `select!`.",
+        )
+        .implementation("am", or_sample::<AmEither>(threads, items))
+        .implementation(
+            "crossbeam-select",
+            or_sample::<SelectEither>(threads, items),
+        )
+}
+
+// -------------------------------------------------------- uncontended --
+
+fn uncontended(mode: Mode) -> Workload {
+    let ops = mode.pick(1_000_000, 10_000_000);
+    let actor_ops = ops / 20;
+    Workload::new("am/uncontended", Unit::NsPerOp)
+        .title("One light delegated call (increment a counter) from one thread: ns per call.")
+        .param("ops", ops)
+        .baseline("parking_lot")
+        .paper(
+            "no figure: the paper notes that light critical sections gain little from \
+             delegation. The target: a light `call` within 3x a bare lock plus unlock.",
+        )
+        .implementation("am", {
+            let m = Monitor::new(0u64);
+            move || {
+                let start = Instant::now();
+                for _ in 0..ops {
+                    let _ = m.submit(|v| *v = black_box(*v + 1));
+                }
+                ns_per_op(start.elapsed(), ops)
+            }
+        })
+        .implementation("ams", {
+            let m = Monitor::new(0u64);
+            move || {
+                let start = Instant::now();
+                for _ in 0..ops {
+                    m.call(|v| *v = black_box(*v + 1));
+                }
+                ns_per_op(start.elapsed(), ops)
+            }
+        })
+        .implementation("lk", {
+            let m = (parking_lot::Mutex::new(0u64), parking_lot::Condvar::new());
+            move || {
+                let start = Instant::now();
+                for _ in 0..ops {
+                    let mut g = m.0.lock();
+                    *g = black_box(*g + 1);
+                    m.1.notify_all();
+                }
+                ns_per_op(start.elapsed(), ops)
+            }
+        })
+        .implementation("actor", move || {
+            let (tx, rx) = cbc::unbounded::<cbc::Sender<u64>>();
+            let server = thread::spawn(move || {
+                let mut v = 0u64;
+                for reply in rx {
+                    v = black_box(v + 1);
+                    let _ = reply.send(v);
+                }
+            });
+            let start = Instant::now();
+            for _ in 0..actor_ops {
+                let (reply, answer) = cbc::bounded(1);
+                tx.send(reply).expect("the actor runs");
+                black_box(answer.recv().expect("the actor replies"));
+            }
+            let t = ns_per_op(start.elapsed(), actor_ops);
+            drop(tx);
+            server.join().expect("the actor thread");
+            t
+        })
+        .implementation("parking_lot", {
+            let m = parking_lot::Mutex::new(0u64);
+            move || {
+                let start = Instant::now();
+                for _ in 0..ops {
+                    let mut g = m.lock();
+                    *g = black_box(*g + 1);
+                }
+                ns_per_op(start.elapsed(), ops)
+            }
+        })
 }
