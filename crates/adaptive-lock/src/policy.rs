@@ -171,31 +171,40 @@ impl Policy for SimpleAdapt {
 /// when threads outnumber cores.
 pub const WAKE_COST: Duration = Duration::from_micros(30);
 
-/// The default policy: a spin budget learned from the lock's own history,
-/// as glibc's adaptive mutex and HotSpot's monitors do, bounded by what a
-/// wake-up costs and by the cores there are.
+/// The learned policy's candidate waiting policies ("arms").
+const ARMS: usize = 3;
+/// Samples an arm is tried for when the policy explores.
+const PROBE: u32 = 3;
+/// Samples the best arm is kept for after a first exploration; doubled
+/// each time an exploration confirms it, up to `MAX_EXPLOIT`.
+const MIN_EXPLOIT: u32 = 12;
+const MAX_EXPLOIT: u32 = 384;
+
+/// The default policy: it learns which way of waiting gives this lock the
+/// most acquisitions per second, online, from the lock's own monitor.
 ///
-/// On every sample (every 64th unlock):
+/// Rules of thumb (spin if the wait is shorter than a wake-up, park if
+/// threads outnumber cores) each lose somewhere: a critical section of
+/// 20 ns contended by two threads is fastest when the waiter parks (the
+/// holder keeps the cache line and re-acquires alone), the same lock with
+/// 1 µs of work outside is fastest when it spins. So the policy measures.
+/// It chooses between three waiting policies (arms):
 ///
-/// * **Who may spin.** Spinning is only useful while the holder runs: with
-///   the holder and the watching waiters no more than the cores, every
-///   registered waiter watches; beyond that, only `cpus - 1` watch and the
-///   rest park at once (so 16 threads on 2 cores do not spin the holder off
-///   its core).
-/// * **How long.** The budget is a time, `conditional(budget)`: twice the
-///   estimated hold time (a waiter arriving at a random point of a hold
-///   waits half of it on average, plus the waiters ahead), between 1 µs and
-///   a cap. The cap is [`WAKE_COST`] when threads outnumber cores (spinning
-///   longer than a wake-up costs more than parking, the 2-competitive
-///   choice); with spare cores, spinning keeps the handover at a cache miss
-///   instead of a wake-up, so the cap is 16 wake-ups.
-/// * **Whether it works.** If fewer than half of the window's contended
-///   acquisitions were won while watching, the budget halves (down to
-///   parking at once); when most are, it returns to the estimate. A lock
-///   whose critical sections are shorter than a cache-line transfer
-///   (`hold_time` under 200 ns) and that is contended by more threads than
-///   cores parks almost at once: the holder then keeps the lock's line
-///   and re-acquires without misses, which is parking_lot's winning regime.
+/// 0. parking_lot's: 3 backed-off spins, 7 yields, park;
+/// 1. a long spin: watch for about twice the estimated hold time plus
+///    2 µs (a waiter arriving at a random point of a hold waits half of it
+///    on average), capped at 16 wake-ups, or at one [`WAKE_COST`] when more
+///    threads wait than there are cores; then park;
+/// 2. park soon: 10 spins, then park.
+///
+/// The monitor samples every 256th acquisition and every 8th contended
+/// one; at each sample the policy adds the window's acquisitions and time
+/// to the arm in force. It explores (each arm for 3 samples), then keeps
+/// the arm with the best rate for 12 samples, explores again, and doubles
+/// the time it keeps an arm each time exploration confirms it (up to 384
+/// samples), so the cost of exploring fades while the load stays the same
+/// and returns when it changes. Windows without contention teach nothing
+/// and are skipped.
 ///
 /// # Examples
 ///
@@ -208,12 +217,22 @@ pub const WAKE_COST: Duration = Duration::from_micros(30);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Learned {
-    /// The spin budget, in nanoseconds (0: park at once).
-    budget_ns: u64,
+    arm: usize,
+    /// Acquisitions and nanoseconds under each arm in its latest run.
+    acquisitions: [u64; ARMS],
+    nanos: [u64; ARMS],
+    /// Samples taken under the current arm.
+    samples: u32,
+    /// Exploring: the arms still to try after the current one.
+    exploring: bool,
+    /// The arm kept after the last exploration, and for how long.
+    kept: usize,
+    keep_for: u32,
 }
 
 impl Learned {
-    /// A learned policy starting from parking_lot's behaviour.
+    /// A learned policy that starts by exploring, from parking_lot's way of
+    /// waiting.
     ///
     /// # Examples
     ///
@@ -222,7 +241,51 @@ impl Learned {
     /// # let _ = p;
     /// ```
     pub const fn new() -> Self {
-        Self { budget_ns: 0 }
+        Self {
+            arm: 0,
+            acquisitions: [0; ARMS],
+            nanos: [0; ARMS],
+            samples: 0,
+            exploring: true,
+            kept: 0,
+            keep_for: MIN_EXPLOIT,
+        }
+    }
+
+    /// The waiting policy of `arm` for the lock `s` describes.
+    fn policy(arm: usize, s: &Stats) -> WaitPolicy {
+        match arm {
+            0 => WaitPolicy::new(),
+            1 => {
+                let crowded = s.waiting + 1 > s.cpus.max(1);
+                let wake = WAKE_COST.as_nanos() as u64;
+                let cap = if crowded { wake } else { 16 * wake };
+                let hold = s.hold_time.as_nanos() as u64;
+                let budget = (2 * hold + 2_000).min(cap);
+                WaitPolicy::conditional(Duration::from_nanos(budget))
+            }
+            _ => WaitPolicy::spin_then_block(10),
+        }
+    }
+
+    /// The arm with the best rate (acquisitions per nanosecond).
+    fn best(&self) -> usize {
+        let rate = |a: usize| self.acquisitions[a] as f64 / self.nanos[a].max(1) as f64;
+        (0..ARMS)
+            .max_by(|&a, &b| rate(a).total_cmp(&rate(b)))
+            .unwrap_or(0)
+    }
+
+    /// The arm whose number this policy is on now (for tests and examples:
+    /// 0 parking_lot's, 1 long spin, 2 park soon).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(adaptive_lock::Learned::new().arm(), 0);
+    /// ```
+    pub fn arm(&self) -> usize {
+        self.arm
     }
 }
 
@@ -237,37 +300,43 @@ impl Policy for Learned {
 
     fn adapt(&mut self, s: &Stats) -> Option<Config> {
         let w = s.window;
-        if w.contended == 0 {
-            // Nothing to learn from: keep what works.
-            return None;
+        let nanos = s.window_time.as_nanos() as u64;
+        if w.contended == 0 || nanos == 0 {
+            // Nothing to learn from (or no clock): keep the arm, refresh
+            // its parameters.
+            return Some(s.config.wait(Self::policy(self.arm, s)));
         }
-        let cpus = s.cpus.max(1);
-        let crowded = s.waiting + 1 > cpus;
-        let hold = s.hold_time.as_nanos() as u64;
-        let cap = if crowded {
-            WAKE_COST.as_nanos() as u64
-        } else {
-            16 * WAKE_COST.as_nanos() as u64
-        };
-        let estimate = (2 * hold).clamp(1_000, cap);
-        let won = w.spin_successes * 2 >= w.contended;
-        self.budget_ns = if !won { self.budget_ns / 2 } else { estimate };
-        if self.budget_ns < 500 {
-            self.budget_ns = 0;
+        if self.samples == 0 {
+            // A new run of this arm: forget its old figures.
+            self.acquisitions[self.arm] = 0;
+            self.nanos[self.arm] = 0;
         }
-        let wait = if self.budget_ns == 0 {
-            // Keep a short watch so a waiter can still win the lock it
-            // sees freed at once (and learn that it can).
-            WaitPolicy::spin_then_block(8)
-        } else {
-            WaitPolicy::conditional(Duration::from_nanos(self.budget_ns))
-        };
-        let watchers = if crowded {
-            Some(cpus.saturating_sub(1).clamp(1, 254) as u8)
-        } else {
-            None
-        };
-        Some(s.config.wait(wait).watchers(watchers))
+        self.acquisitions[self.arm] += w.acquisitions;
+        self.nanos[self.arm] += nanos;
+        self.samples += 1;
+        if self.exploring {
+            if self.samples >= PROBE {
+                self.samples = 0;
+                if self.arm + 1 < ARMS {
+                    self.arm += 1;
+                } else {
+                    let best = self.best();
+                    self.keep_for = if best == self.kept {
+                        (self.keep_for * 2).min(MAX_EXPLOIT)
+                    } else {
+                        MIN_EXPLOIT
+                    };
+                    self.kept = best;
+                    self.arm = best;
+                    self.exploring = false;
+                }
+            }
+        } else if self.samples >= self.keep_for {
+            self.samples = 0;
+            self.arm = 0;
+            self.exploring = true;
+        }
+        Some(s.config.wait(Self::policy(self.arm, s)))
     }
 }
 
@@ -290,5 +359,57 @@ mod tests {
         // Many wait: twenty fewer, down to pure blocking.
         assert_eq!(p.next(Some(30), 3), Some(10));
         assert_eq!(p.next(Some(10), 3), Some(0));
+    }
+
+    fn window(acquisitions: u64, micros: u64, config: Config) -> Stats {
+        let w = crate::stats::Counters {
+            acquisitions,
+            contended: acquisitions / 2,
+            ..Default::default()
+        };
+        Stats {
+            waiting: 1,
+            total: w,
+            window: w,
+            window_time: Duration::from_micros(micros),
+            hold_time: Duration::from_micros(1),
+            spin_polls: 0,
+            park_wait: Duration::ZERO,
+            config,
+            cpus: 2,
+        }
+    }
+
+    /// Explores the three arms, keeps the fastest, and explores again
+    /// after keeping it for a while; keeps it twice as long once confirmed.
+    #[test]
+    fn learned_keeps_the_fastest_arm() {
+        let mut p = Learned::new();
+        let mut c = Config::new();
+        // Arm 1 (long spin) gives 3x the acquisitions per µs.
+        let rate = [10, 30, 5];
+        let step = |p: &mut Learned, c: &mut Config| {
+            let arm = p.arm();
+            *c = p.adapt(&window(rate[arm] * 10, 10, *c)).unwrap();
+            arm
+        };
+        let explored: Vec<usize> = (0..9).map(|_| step(&mut p, &mut c)).collect();
+        assert_eq!(explored, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(p.arm(), 1);
+        assert_eq!(c.wait_policy(), Learned::policy(1, &window(1, 1, c)));
+        let kept = (0..MIN_EXPLOIT).map(|_| step(&mut p, &mut c));
+        assert!(kept.into_iter().all(|a| a == 1));
+        // Exploring again, then kept for twice as long.
+        assert_eq!(p.arm(), 0);
+        (0..9).for_each(|_| {
+            step(&mut p, &mut c);
+        });
+        assert_eq!((p.arm(), p.keep_for), (1, 2 * MIN_EXPLOIT));
+        // Windows without contention teach nothing.
+        let before = p;
+        let mut quiet = window(100, 10, c);
+        quiet.window.contended = 0;
+        p.adapt(&quiet);
+        assert_eq!(p, before);
     }
 }

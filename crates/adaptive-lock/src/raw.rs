@@ -24,7 +24,11 @@ const TOKEN_NORMAL: UnparkToken = UnparkToken(0);
 const TOKEN_HANDOFF: UnparkToken = UnparkToken(1);
 
 /// The sampling rate a policy gets if it does not name one.
-pub const DEFAULT_SAMPLING_RATE: u32 = 64;
+pub const DEFAULT_SAMPLING_RATE: u32 = 256;
+
+/// Every how many contended acquisitions the monitor samples (a power of
+/// two), whatever the sampling rate of uncontended ones.
+const CONTENDED_RATE: u64 = 8;
 
 /// Weight of the newest sample in the estimates: 1/2^EWMA_SHIFT.
 const EWMA_SHIFT: u32 = 2;
@@ -155,8 +159,8 @@ impl Published {
 /// The counters and estimates live in a cell that only the lock's holder
 /// touches: a contended acquisition records how it waited once it holds the
 /// lock, and the uncontended path adds one to a counter on the lock's own
-/// cache line. Every k-th acquisition (k the policy's sampling rate) reads
-/// the clock at lock and unlock; that unlock runs the policy, stores the
+/// cache line. Every k-th acquisition (k the policy's sampling rate), and
+/// every 8th contended one, reads the clock at lock and unlock; that unlock runs the policy, stores the
 /// configuration it returns (one relaxed store that every waiter sees at its
 /// next poll) and publishes the counters for [`stats`](Self::stats). The
 /// only shared sensor is `waiting`, which waiters increment and decrement
@@ -841,7 +845,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
         }
         let woke = if parks > 0 { now() } else { None };
         // SAFETY: we hold the lock.
-        self.holder.with_mut(|h| unsafe {
+        let sample = self.holder.with_mut(|h| unsafe {
             let h = &mut *h;
             h.contended += 1;
             h.parks += parks;
@@ -856,7 +860,14 @@ impl<P: Policy> RawAdaptiveLock<P> {
                 let ns = b.duration_since(a).as_nanos().min(u64::MAX as u128) as u64;
                 h.park_wait_ns = ewma(h.park_wait_ns, ns.max(1));
             }
+            // Contention is what the policy must learn from: sample every
+            // CONTENDED_RATE-th contended acquisition too (already on the
+            // slow path), unless the sampling rate is faster still.
+            h.contended & h.mask.min(CONTENDED_RATE - 1) == 0
         });
+        if sample {
+            self.begin_sample();
+        }
         true
     }
 

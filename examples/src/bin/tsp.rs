@@ -1,0 +1,68 @@
+//! The paper's TSP branch and bound (Mukherjee & Schwan, section 4) on the
+//! adaptive lock: the centralized queue, the distributed queues and the
+//! distributed queues with load balancing, each with the paper's four locks
+//! (`qlock`, `glob-act-lock`, `glob-low-lock`, `globlock`). Prints the tour
+//! and what each lock's monitor saw.
+//!
+//! ```text
+//! cargo run --release -p sync-examples --bin tsp [CITIES] [SEARCHERS]
+//! ```
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use adaptive_lock::{AdaptiveLockExt, Stats};
+use sync_bench::workloads::adaptive::tsp::{self, Problem, Slot, Variant};
+use sync_bench::workloads::adaptive::{Adaptive, BlockPolicy, LearnedPolicy};
+
+type Learned = Adaptive<LearnedPolicy, Slot>;
+type Blocking = Adaptive<BlockPolicy, Slot>;
+
+fn show(name: &str, s: &Stats) {
+    println!(
+        "    {name:<16} {:>8} acquisitions, {:>7} contended, {:>7} won spinning, {:>6} parks, \
+         hold ~{:>6.1?}, now {:?}",
+        s.total.acquisitions,
+        s.total.contended,
+        s.total.spin_successes,
+        s.total.parks,
+        s.hold_time,
+        s.config.wait_policy(),
+    );
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let cities = args
+        .next()
+        .map_or(13, |a| a.parse().expect("CITIES: a number"));
+    let searchers = args
+        .next()
+        .map_or(tsp::SEARCHERS, |a| a.parse().expect("SEARCHERS: a number"));
+    let p = Arc::new(Problem::random(cities, 0x5eed_7591));
+
+    let start = Instant::now();
+    let (best, tour, expanded) = tsp::sequential(&p);
+    println!(
+        "{cities} cities: shortest tour {best}, {tour:?} (sequential: {expanded} nodes in {:.1?})",
+        start.elapsed()
+    );
+
+    for variant in Variant::ALL {
+        let (cost, path, blocking, _) = tsp::solve::<Blocking>(&p, variant, searchers);
+        assert_eq!(cost, best);
+        let (cost, _, adaptive, shared) = tsp::solve::<Learned>(&p, variant, searchers);
+        assert_eq!(cost, best);
+        println!(
+            "\n{} with {searchers} searchers: tour {cost} {path:?}\n  blocking locks {blocking:.1?}, \
+             adaptive locks {adaptive:.1?} ({:+.1}%)",
+            variant.name(),
+            (blocking.as_secs_f64() - adaptive.as_secs_f64()) / blocking.as_secs_f64() * 100.0
+        );
+        println!("  the adaptive locks' monitors:");
+        show("qlock[0]", &shared.queues[0].0.stats());
+        show("glob-act-lock", &shared.active.0.stats());
+        show("glob-low-lock[0]", &shared.low[0].0.stats());
+        show("globlock", &shared.global.0.stats());
+    }
+}
