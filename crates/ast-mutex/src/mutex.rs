@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 // The owned guards' handle is the user's std `Arc` in every build.
 use std::sync::Arc as StdArc;
 
+use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicU32, Ordering};
 use sync_core::sync::cell::UnsafeCell;
-use sync_core::sync::{Arc, hint, thread};
+use sync_core::wait::{Next, WaitPolicy, Watch};
 use sync_core::waiter::{Token, Waiter, Wakeup};
 
 use crate::future::{Enter, EnterArc, Wait};
@@ -122,8 +123,8 @@ pub enum WakeMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Config {
     wake_mode: WakeMode,
-    spins: u32,
-    yields: u32,
+    /// How a waiter watches the word before it waits in the table.
+    wait: WaitPolicy,
 }
 
 impl Config {
@@ -138,8 +139,10 @@ impl Config {
     pub const fn new() -> Self {
         Self {
             wake_mode: WakeMode::Compete,
-            spins: DEFAULT_SPINS,
-            yields: DEFAULT_YIELDS,
+            wait: WaitPolicy::new()
+                .spins(DEFAULT_SPINS)
+                .yields(DEFAULT_YIELDS)
+                .backoff(false),
         }
     }
 
@@ -165,7 +168,7 @@ impl Config {
     /// let c = ast_mutex::Config::new().spins(0);
     /// ```
     pub const fn spins(mut self, spins: u32) -> Self {
-        self.spins = spins;
+        self.wait = self.wait.spins(spins);
         self
     }
 
@@ -179,8 +182,42 @@ impl Config {
     /// let c = ast_mutex::Config::new().spins(0).yields(0); // wait at once
     /// ```
     pub const fn yields(mut self, yields: u32) -> Self {
-        self.yields = yields;
+        self.wait = self.wait.yields(yields);
         self
+    }
+
+    /// Sets the whole watch from the family's waiting vocabulary (spins,
+    /// back-off, yields, park, watch timeout), so that one policy, such as
+    /// an adaptive lock's, can drive an `AstMutex` too. The default is
+    /// [`DEFAULT_SPINS`] spins without back-off and [`DEFAULT_YIELDS`]
+    /// yields, then park. A policy that never parks
+    /// ([`WaitPolicy::park`]`(false)`) makes a thread watch the word until
+    /// it enters (or its deadline passes) instead of waiting in the table;
+    /// a task always registers its waker after the watch.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sync_core::wait::WaitPolicy;
+    /// let c = ast_mutex::Config::new().wait(WaitPolicy::spin_then_block(10));
+    /// assert_eq!(c.wait_policy(), WaitPolicy::spin_then_block(10));
+    /// assert_eq!(ast_mutex::Config::new().spins(10).yields(0), c);
+    /// ```
+    pub const fn wait(mut self, policy: WaitPolicy) -> Self {
+        self.wait = policy;
+        self
+    }
+
+    /// The watch, as a [`WaitPolicy`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let p = ast_mutex::Config::new().wait_policy();
+    /// assert_eq!((p.spin_count(), p.yield_count()), (ast_mutex::DEFAULT_SPINS, ast_mutex::DEFAULT_YIELDS));
+    /// ```
+    pub const fn wait_policy(&self) -> WaitPolicy {
+        self.wait
     }
 }
 
@@ -726,39 +763,31 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 
     /// Watches the lock word for a state of `mask`, taking the lock if one
-    /// comes: `spins` reads with a spin hint between them, then `yields`
-    /// reads each after a yield, checking `deadline` throughout; then one
-    /// last read.
+    /// comes, as the configuration's [`WaitPolicy`] says (by default
+    /// `spins` reads with a spin hint between them, then `yields` reads
+    /// each after a yield), checking `deadline` throughout (the
+    /// [`Watch`] reads the clock every 16 spins and before every yield).
     #[inline]
     fn watch(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
         // Under loom every spin and yield is a scheduling point: one read
         // after one spin explores a waiter that finds its state while
         // watching, without multiplying the paths.
-        let (spins, yields) = if cfg!(loom) {
-            (self.config.spins.min(1), 0)
+        let policy = if cfg!(loom) {
+            let p = self.config.wait;
+            WaitPolicy::spin_then_block(p.spin_count().min(1))
         } else {
-            (self.config.spins, self.config.yields)
+            self.config.wait
         };
-        for i in 0..spins {
+        let mut watch = Watch::new(policy);
+        loop {
             if let Some(s) = self.try_lock_in(mask) {
                 return Some(s);
             }
-            // Reading the clock costs about as much as 16 spin hints.
-            if i % 16 == 15 && past(deadline) {
-                return self.try_lock_in(mask);
+            match watch.pause(deadline) {
+                Next::Poll => {}
+                Next::Park | Next::TimedOut => return None,
             }
-            hint::spin_loop();
         }
-        for _ in 0..yields {
-            if let Some(s) = self.try_lock_in(mask) {
-                return Some(s);
-            }
-            if past(deadline) {
-                break;
-            }
-            thread::yield_now();
-        }
-        self.try_lock_in(mask)
     }
 
     /// Queues `waiter` in the group of `mask` unless the word admits `mask`;
