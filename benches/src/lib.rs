@@ -34,4 +34,6 @@ pub mod readmes {
     pub struct AstMutex;
     #[doc = include_str!("../../crates/lockfree/README.md")]
     pub struct LockfreeSync;
+    #[doc = include_str!("../../crates/adaptive-lock/README.md")]
+    pub struct AdaptiveLock;
 }
