@@ -218,15 +218,17 @@ where
     if let Some((first, second)) = same_monitor(&ids) {
         return Err(SameMonitor { ops, first, second });
     }
-    let strict = ops.strict();
-    if strict {
-        order::before_submit(0);
-    }
+    let order = if ops.strict() {
+        Order::Strict
+    } else {
+        Order::Relaxed
+    };
+    order::before_submit(0, order);
     let shared = Arc::new(OrShared::new(ids.len()));
     ops.submit_or(&shared);
     let completion = Completion::shared(Arc::clone(&shared) as Arc<dyn HasSlot<(usize, R)>>);
-    if strict && !completion.is_done() {
-        order::submitted(0, true, shared as Arc<dyn Pending>);
+    if !completion.is_done() {
+        order::submitted(0, true, shared as Arc<dyn Pending>, order);
     }
     Ok(completion)
 }
@@ -267,15 +269,17 @@ where
     if let Some((first, second)) = same_monitor(&ids) {
         return Err(SameMonitor { ops, first, second });
     }
-    let strict = ops.strict();
-    if strict {
-        order::before_submit(0);
-    }
+    let order = if ops.strict() {
+        Order::Strict
+    } else {
+        Order::Relaxed
+    };
+    order::before_submit(0, order);
     let shared = Arc::new(AndShared::new(ids.len()));
     ops.submit_and(&shared);
     let completion = Completion::shared(Arc::clone(&shared) as Arc<dyn HasSlot<Vec<R>>>);
-    if strict && !completion.is_done() {
-        order::submitted(0, true, shared as Arc<dyn Pending>);
+    if !completion.is_done() {
+        order::submitted(0, true, shared as Arc<dyn Pending>, order);
     }
     Ok(completion)
 }

@@ -403,9 +403,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         F: FnOnce(&mut T) -> R + Send,
         R: Send,
     {
-        if self.order == Order::Strict {
-            order::before_submit(self.id());
-        }
+        order::before_submit(self.id(), self.order);
         if self.try_lock() {
             if self.queue.is_empty() {
                 // Idle: run it here, like a lock.
@@ -502,9 +500,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send + 'static,
         T: 'static,
     {
-        if self.order == Order::Strict {
-            order::before_submit(self.id());
-        }
+        order::before_submit(self.id(), self.order);
         if self.try_lock() {
             if self.queue.is_empty() {
                 let outcome = self.run_inline(f);
@@ -554,9 +550,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send + 'static,
         T: 'static,
     {
-        if self.order == Order::Strict {
-            order::before_submit(self.id());
-        }
+        order::before_submit(self.id(), self.order);
         let task = AsyncTask::new(Pred(pre), Plain(body));
         let locked = self.try_lock();
         self.submit_task(task, true, locked)
@@ -601,9 +595,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             !set.is_empty(),
             "Monitor::when_in with an empty set of states: the task could never run"
         );
-        if self.order == Order::Strict {
-            order::before_submit(self.id());
-        }
+        order::before_submit(self.id(), self.order);
         let task = AsyncTask::new(InSet(set.bits()), Stated(body));
         let locked = self.try_lock();
         self.submit_task(task, true, locked)
@@ -625,11 +617,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
     {
         let task = Arc::new(task);
         let completion = Completion::shared(Arc::clone(&task) as Arc<dyn HasSlot<R>>);
-        let pending = (self.order == Order::Strict).then(|| Arc::clone(&task) as Arc<dyn Pending>);
+        let pending = (self.order == Order::Strict || conditional)
+            .then(|| Arc::clone(&task) as Arc<dyn Pending>);
         self.submit_job(Task::Shared(task as Arc<dyn Job<T, S>>), locked);
         if let Some(pending) = pending {
             if !completion.is_done() {
-                order::submitted(self.id(), conditional, pending);
+                order::submitted(self.id(), conditional, pending, self.order);
             }
         }
         completion

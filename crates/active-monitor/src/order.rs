@@ -10,6 +10,7 @@
 //! needs more awaits its completions, which orders everything.
 
 use core::cell::RefCell;
+use std::collections::VecDeque;
 
 use std::sync::Arc;
 
@@ -39,6 +40,12 @@ pub enum Order {
     /// (the queue is FIFO), but a task that waits on its precondition may
     /// be overtaken, and tasks on different monitors run in any order. A
     /// task's result, once awaited, orders everything after it.
+    ///
+    /// One bound remains: a worker may have at most
+    /// [`RELAXED_WAITING_LIMIT`] tasks waiting on preconditions; its next
+    /// submission then waits for the oldest. Without it a producer could
+    /// pile up waiting tasks without limit (the task queue's back-pressure
+    /// ends where waiting begins), and every task run re-checks them all.
     Relaxed,
 }
 
@@ -48,6 +55,11 @@ pub(crate) trait Pending: Send + Sync {
     fn wait_done(&self);
 }
 
+/// How many of its tasks waiting on preconditions a worker may have
+/// outstanding under [`Order::Relaxed`] before its next submission waits
+/// for the oldest.
+pub const RELAXED_WAITING_LIMIT: usize = 16;
+
 struct Last {
     /// The monitor's address.
     monitor: usize,
@@ -56,37 +68,74 @@ struct Last {
     task: Arc<dyn Pending>,
 }
 
+#[derive(Default)]
+struct Worker {
+    /// Strict: the last asynchronous task.
+    last: Option<Last>,
+    /// Relaxed: the outstanding tasks with preconditions, oldest first.
+    waiting: VecDeque<Arc<dyn Pending>>,
+}
+
 #[cfg(not(loom))]
 std::thread_local! {
-    static LAST: RefCell<Option<Last>> = const { RefCell::new(None) };
+    static WORKER: RefCell<Worker> = RefCell::new(Worker::default());
 }
 
 #[cfg(loom)]
 sync_core::loom::thread_local! {
-    static LAST: RefCell<Option<Last>> = RefCell::new(None);
+    static WORKER: RefCell<Worker> = RefCell::new(Worker::default());
 }
 
-/// Before a submission to `monitor` under strict order: waits for the
-/// worker's previous asynchronous task if rule 3 (or a precondition) says
-/// so, and forgets it.
+/// Before a submission to `monitor` (0 for an OR/AND): under strict order,
+/// waits for the worker's previous asynchronous task if rule 3 (or a
+/// precondition) says so; under relaxed order, waits for the oldest of its
+/// tasks waiting on preconditions if it has [`RELAXED_WAITING_LIMIT`].
 #[inline]
-pub(crate) fn before_submit(monitor: usize) {
-    let last = LAST.with(|l| l.borrow_mut().take());
-    if let Some(last) = last {
-        if (last.monitor != monitor || last.conditional) && !last.task.is_done() {
-            last.task.wait_done();
+pub(crate) fn before_submit(monitor: usize, order: Order) {
+    let wait_for = WORKER.with(|w| {
+        let mut w = w.borrow_mut();
+        match order {
+            Order::Strict => w.last.take().and_then(|last| {
+                ((last.monitor != monitor || last.conditional) && !last.task.is_done())
+                    .then_some(last.task)
+            }),
+            Order::Relaxed => {
+                while w.waiting.front().is_some_and(|t| t.is_done()) {
+                    w.waiting.pop_front();
+                }
+                if w.waiting.len() >= RELAXED_WAITING_LIMIT {
+                    w.waiting.pop_front()
+                } else {
+                    None
+                }
+            }
         }
+    });
+    // Outside the borrow: a task this thread runs meanwhile (as a combiner)
+    // may submit too.
+    if let Some(task) = wait_for {
+        task.wait_done();
     }
 }
 
 /// After an asynchronous submission that did not complete at once.
 #[inline]
-pub(crate) fn submitted(monitor: usize, conditional: bool, task: Arc<dyn Pending>) {
-    LAST.with(|l| {
-        *l.borrow_mut() = Some(Last {
-            monitor,
-            conditional,
-            task,
-        });
+pub(crate) fn submitted(monitor: usize, conditional: bool, task: Arc<dyn Pending>, order: Order) {
+    WORKER.with(|w| {
+        let mut w = w.borrow_mut();
+        match order {
+            Order::Strict => {
+                w.last = Some(Last {
+                    monitor,
+                    conditional,
+                    task,
+                })
+            }
+            Order::Relaxed => {
+                if conditional {
+                    w.waiting.push_back(task);
+                }
+            }
+        }
     });
 }
