@@ -60,6 +60,9 @@
 //!   on 2 cores (`ji/128`), CP pays a semaphore barrier of 8 threads per
 //!   iteration (most of them parked), `cm` and `pcm` a few `Cell` updates.
 //!
+//! To see the paper's one-processor regime, confine the process to one
+//! CPU: `taskset -c 0 cargo run --release -p sync-examples --bin classic`.
+//!
 //! The workload's `× cp-lockfree` and `× cp-std` columns are our ratios to
 //! each CP model; the paper's CM/CP (and PCM/CP) is the ratio to the
 //! better CP model, the larger of the two columns in the `cm` (or `pcm`)

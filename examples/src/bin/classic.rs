@@ -16,6 +16,9 @@
 //! iteration bound (default: the report's quick size); `--model all` (the
 //! default) runs every model and prints CM/CP and PCM/CP as the paper does
 //! (over the better CP model). Without `--problem`, every problem runs.
+//!
+//! The paper compared CM with CP on one processor: `taskset -c 0` before
+//! the command confines every model to one CPU, as there.
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use futures::executor::LocalPool;
 use futures::task::{LocalFutureObj, LocalSpawn};
+use sync_core::parking_lot::SpinWait;
 
 use crate::twins::CondvarSemaphore;
 use crate::workloads::ast::StartLine;
@@ -77,25 +78,28 @@ impl Pv for CondvarSemaphore {
     }
 }
 
-/// How many times [`p_async`] looks for a free permit, yielding between
-/// looks, before it queues.
-const POLLS_BEFORE_QUEUEING: u32 = 32;
-
 /// `P` of the `pcm` model across regions: lockfree-sync's async acquire,
 /// which queues the task and leaves the region's thread to its other tasks.
 ///
-/// It first looks for a free permit a few times, yielding between looks
-/// (the region's other tasks run meanwhile), as the blocking `acquire` of
-/// `cp-lockfree` spins before it parks: when every task of a region waits
-/// on the other region, queueing at once parks the region's thread, and
-/// the other region's `V` then pays a thread wake-up (microseconds) for a
-/// hand-off that polling sees within a few hundred nanoseconds when both
-/// threads are on a core.
+/// It first looks for a free permit the way `cp-lockfree`'s blocking
+/// `acquire` does before it parks (the same [`SpinWait`]: three short
+/// spins, then seven yields of the thread), letting the region's other
+/// tasks run between looks. Queueing at once made every hand-off between
+/// the regions a thread wake-up: when all of a region's tasks wait on the
+/// other region, its thread parks, and the other region's `V` pays the
+/// wake-up (PC at work 100 ran 3-6x slower than `cp-lockfree` that way).
+/// Looking without yielding the thread was worse on a loaded machine: the
+/// looking thread kept the core its partner needed (a 20-50 us budget of
+/// task-only yields made PC 10-50x slower).
 pub(super) async fn p_async(sem: &lockfree_sync::Semaphore) {
-    for _ in 0..POLLS_BEFORE_QUEUEING {
+    let mut spin = SpinWait::new();
+    loop {
         if let Ok(permit) = sem.try_acquire() {
             permit.forget();
             return;
+        }
+        if !spin.spin() {
+            break;
         }
         yield_now().await;
     }
