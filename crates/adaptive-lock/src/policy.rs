@@ -191,11 +191,14 @@ const MAX_EXPLOIT: u32 = 384;
 /// It chooses between three waiting policies (arms):
 ///
 /// 0. parking_lot's: 3 backed-off spins, 7 yields, park;
-/// 1. a long spin: watch for about twice the estimated hold time plus
-///    2 µs (a waiter arriving at a random point of a hold waits half of it
-///    on average), capped at 16 wake-ups, or at one [`WAKE_COST`] when more
+/// 1. a long watch: 100 spins, then yields (so that a preempted holder
+///    can run), for about twice the estimated hold time per waiter ahead
+///    plus 2 µs, capped at 16 wake-ups, or at two [`WAKE_COST`]s when more
 ///    threads wait than there are cores; then park;
 /// 2. park soon: 10 spins, then park.
+///
+/// A long watch is not explored while more threads wait than there are
+/// cores and the lock is held longer than two wake-ups.
 ///
 /// The monitor samples every 256th acquisition and every 8th contended
 /// one; at each sample the policy adds the window's acquisitions and time
@@ -259,16 +262,29 @@ impl Learned {
             1 => {
                 let crowded = s.waiting + 1 > s.cpus.max(1);
                 let wake = WAKE_COST.as_nanos() as u64;
-                let cap = if crowded { wake } else { 16 * wake };
+                let cap = if crowded { 2 * wake } else { 16 * wake };
                 let hold = s.hold_time.as_nanos() as u64;
-                let budget = (2 * hold + 2_000).min(cap);
-                WaitPolicy::conditional(Duration::from_nanos(budget))
+                let budget = (2 * hold * u64::from(s.waiting.max(1)) + 2_000).min(cap);
+                WaitPolicy::new()
+                    .spins(100)
+                    .backoff(false)
+                    .yields(u32::MAX)
+                    .timeout(Some(Duration::from_nanos(budget)))
             }
             _ => WaitPolicy::spin_then_block(10),
         }
     }
 
-    /// The arm with the best rate (acquisitions per nanosecond).
+    /// Whether exploring `arm` can pay: a long watch cannot, when threads
+    /// outnumber cores and the lock is held longer than the watch may last
+    /// (the watcher would burn a core the holder needs, then park anyway).
+    fn worth_trying(arm: usize, s: &Stats) -> bool {
+        let crowded = s.waiting + 1 > s.cpus.max(1);
+        arm != 1 || !crowded || s.hold_time < 2 * WAKE_COST
+    }
+
+    /// The arm with the best rate (acquisitions per nanosecond) among those
+    /// tried in the last exploration.
     fn best(&self) -> usize {
         let rate = |a: usize| self.acquisitions[a] as f64 / self.nanos[a].max(1) as f64;
         (0..ARMS)
@@ -317,8 +333,9 @@ impl Policy for Learned {
         if self.exploring {
             if self.samples >= PROBE {
                 self.samples = 0;
-                if self.arm + 1 < ARMS {
-                    self.arm += 1;
+                let next = (self.arm + 1..ARMS).find(|&a| Self::worth_trying(a, s));
+                if let Some(next) = next {
+                    self.arm = next;
                 } else {
                     let best = self.best();
                     self.keep_for = if best == self.kept {
@@ -335,6 +352,9 @@ impl Policy for Learned {
             self.samples = 0;
             self.arm = 0;
             self.exploring = true;
+            // An arm skipped in this exploration must not win on old figures.
+            self.acquisitions = [0; ARMS];
+            self.nanos = [0; ARMS];
         }
         Some(s.config.wait(Self::policy(self.arm, s)))
     }
