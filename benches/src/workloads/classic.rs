@@ -45,20 +45,37 @@
 //! machine, so `cm` (one thread) gives up the second core that the CP
 //! models use:
 //!
-//! * At small work (100, 1000) synchronization dominates: a CP process
-//!   that finds a fork, the slot or the database taken parks its thread
-//!   (a futex wait and a wake-up, microseconds), where a cooperative task
-//!   yields (tens of nanoseconds). DP and RW are there: `cm` should be
-//!   below both CP models, as in the paper.
-//! * At large work (10^4, 10^5) the busy work dominates and the programs
-//!   are parallel: CP and `pcm` spread it over both cores and `cm` cannot,
-//!   so CM/CP tends to 2 for DP, PC and RW, where the paper's one-processor
-//!   CM/CP tended to 1. PCM/CP is the comparison on equal hardware.
-//! * PC alternates strictly (one slot): each item costs every model a
-//!   hand-off, and for CP and `pcm` a wake-up of the other thread.
+//! * In `cm`, DP and RW never wait: no task yields inside a critical
+//!   section, so a philosopher always finds its forks and a writer an empty
+//!   database (the paper's "a philosopher can run to completion"). `cm`'s
+//!   time is the busy work done serially plus a few `Cell` updates.
+//! * At work 100 (about 25 ns of busy work per section here) the CP
+//!   models' semaphore operations and the parks of threads preempted
+//!   while holding a fork or the baton cost more than the second core
+//!   gains: `cm` is below both CP models for DP and RW, as in the paper
+//!   (measured 57-80%).
+//! * From work 1000 on the busy work outweighs CP's synchronization, which
+//!   is cheap here: an uncontended lockfree-sync P or V costs tens of
+//!   nanoseconds (SR's cost 0.45-3.8 us per P/V pair, table III), and a
+//!   CP thread seldom blocks, since a time slice holds thousands of meals.
+//!   CP then spreads the work over both cores and `cm` cannot, so CM/CP
+//!   rises towards 2 for DP, PC and RW, where the paper's one-processor
+//!   CM/CP tended to 1. Even on one CPU (`taskset`), CP and CM are within
+//!   about 10% of each other at work 1000. PCM/CP is the comparison on
+//!   equal hardware.
+//! * PC alternates strictly (one slot): every item is a hand-off between
+//!   the producer and the consumer. In `cm` that is a yield (tens of ns);
+//!   in CP and `pcm` it is a wake-up of the other thread unless both stay
+//!   awake, so CM/CP is far below 1 at small work and `cp-lockfree` is
+//!   bimodal (below 1 ms when both threads stay on a core, 20-50 ms when
+//!   they fall into parking and waking each other).
 //! * JI is computation plus one barrier per iteration; with 8 processes
 //!   on 2 cores (`ji/128`), CP pays a semaphore barrier of 8 threads per
-//!   iteration (most of them parked), `cm` and `pcm` a few `Cell` updates.
+//!   iteration (most of them parked), `cm` a few `Cell` updates, `pcm` a
+//!   `Cell` barrier per region and one semaphore exchange between them.
+//! * On a loaded machine the scheduler shares the CPUs per thread, so the
+//!   models with more threads (CP: one per process) get more of them than
+//!   `cm` (one) and `pcm` (two): measure on an otherwise idle machine.
 //!
 //! To see the paper's one-processor regime, confine the process to one
 //! CPU: `taskset -c 0 cargo run --release -p sync-examples --bin classic`.
