@@ -539,10 +539,11 @@ fn paper(program: Program, work: u64) -> Option<String> {
         format!("work {work}")
     };
     Some(format!(
-        "{what}: CM/CP {r1:.2}% (table {one}, one 550 MHz CPU: SR_IC {ic} s, SR_TS {ts} s, \
-         SR_CM {cm} s); PCM/CP {r2:.2}% (table {two}, two CPUs: SR_IC {ic2} s, SR_TS {ts2} s, \
-         PCM {pcm} s). CM/CP and PCM/CP are over the better CP implementation: compare the \
-         larger of the `cm` (`pcm`) row's two ratio columns. Here `cm` has one core where CP \
-         has two (see the module docs), so at large work CM/CP tends to 2, not 1."
+        "{what}: CM/CP {r1:.2}% (table {one}, one 550 MHz CPU: SR_IC {ic:.2} s, SR_TS \
+         {ts:.2} s, SR_CM {cm:.2} s); PCM/CP {r2:.2}% (table {two}, two CPUs: SR_IC {ic2:.2} s, \
+         SR_TS {ts2:.2} s, PCM {pcm:.2} s). CM/CP and PCM/CP are over the better CP \
+         implementation: the larger of the `cm` (`pcm`) row's two ratio columns, and the \
+         `classic/` table at the end of the report. Here `cm` has one core where CP has two \
+         (see the module docs), so at large work CM/CP tends to 2, not 1."
     ))
 }
