@@ -273,20 +273,43 @@ pub fn summary_rows(results: &Results, metas: &[Meta]) -> Vec<SummaryRow> {
         .collect()
 }
 
+/// Within this fraction of the peer's median, ours is even with it.
+const EVEN: f64 = 0.05;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Better,
+    Even,
+    Worse,
+}
+
+fn verdict(row: &SummaryRow) -> Verdict {
+    match (row.ratio, row.better) {
+        (Some(r), _) if (r - 1.0).abs() < EVEN => Verdict::Even,
+        (_, Some(true)) => Verdict::Better,
+        _ => Verdict::Worse,
+    }
+}
+
 fn summary(md: &mut String, results: &Results, metas: &[Meta]) {
     let rows = summary_rows(results, metas);
     if rows.is_empty() {
         return;
     }
     let compared: Vec<&SummaryRow> = rows.iter().filter(|r| r.better.is_some()).collect();
-    let wins = compared.iter().filter(|r| r.better == Some(true)).count();
+    let count = |v: Verdict| compared.iter().filter(|r| verdict(r) == v).count();
     let _ = writeln!(md, "## Summary\n");
     let _ = writeln!(
         md,
-        "Our best implementation against the best peer in each workload: better in \
-         {wins} of the {} workloads that have both; `ratio` is ours over the peer's \
-         median (below 1 is better for a time, above 1 for a throughput). Whose an \
-         implementation is follows its name (`sync_bench::harness::Origin`).\n",
+        "Our best implementation against the best peer in each workload that has \
+         both: better in {}, worse in {}, even (within {:.0}%) in {}, of {}. `ratio` \
+         is ours over the peer's median (below 1 is better for a time, above 1 for a \
+         throughput). Whose an implementation is follows its name \
+         (`sync_bench::harness::Origin`); references (twins, floors) are not counted.\n",
+        count(Verdict::Better),
+        count(Verdict::Worse),
+        EVEN * 100.0,
+        count(Verdict::Even),
         compared.len()
     );
     let _ = writeln!(
@@ -302,10 +325,11 @@ fn summary(md: &mut String, results: &Results, metas: &[Meta]) {
             Some((name, median)) => format!("`{name}` {}", fmt_value(*median)),
             None => "—".to_owned(),
         };
-        let verdict = match row.better {
-            Some(true) => "better",
-            Some(false) => "**worse**",
-            None => "",
+        let verdict = match (row.better, verdict(row)) {
+            (None, _) => "",
+            (_, Verdict::Even) => "even",
+            (_, Verdict::Better) => "better",
+            (_, Verdict::Worse) => "**worse**",
         };
         let _ = writeln!(
             md,
@@ -821,7 +845,10 @@ mod tests {
             summary < md.find("### `fam/a`").unwrap(),
             "the summary comes first"
         );
-        assert!(md.contains("better in 2 of the 3 workloads"), "{md}");
+        assert!(
+            md.contains("better in 2, worse in 1, even (within 5%) in 0, of 3"),
+            "{md}"
+        );
         assert!(
             md.contains("| `ours` 5.000 | `std` 10.0 | 0.50 | better |"),
             "{md}"
@@ -830,6 +857,13 @@ mod tests {
             md.contains("| `ours` 1.000 | `std` 2.000 | 0.50 | **worse** |"),
             "{md}"
         );
+        // Within 5% is even, whichever way.
+        let mut even = rows[0].clone();
+        even.ratio = Some(1.03);
+        even.better = Some(false);
+        assert!(verdict(&even) == Verdict::Even);
+        even.ratio = Some(1.08);
+        assert!(verdict(&even) == Verdict::Worse);
         // The reference is not counted as a peer.
         assert!(!md.contains("`spin-twin` 1"), "{md}");
         assert!(md.contains("(#fama-nsop-lower-is-better)"), "{md}");
