@@ -881,19 +881,26 @@ impl<P: Policy> RawAdaptiveLock<P> {
         // Runs under the queue lock, after the parking lot chose whom to
         // wake: either keep LOCKED for the woken thread (handoff) or release.
         let release = |result: UnparkResult| {
+            // The word is written with swaps, not plain stores (as
+            // parking_lot does): a waiter may CAS PARKED in concurrently,
+            // outside the queue lock. Under the memory model the store would
+            // be ordered after that CAS, but loom (0.7) may let a later load
+            // read the CAS past the store, an execution that cannot happen,
+            // and then reports a lost wake-up; an RMW keeps the models exact
+            // and costs nothing next to the wake-up on this path.
             if result.unparked_threads != 0 && (handoff || result.be_fair) {
                 if !result.have_more_threads {
                     // Relaxed: the woken thread's Acquire is the parking
                     // lot's queue lock, which this callback holds.
-                    self.state.store(LOCKED_BIT, Ordering::Relaxed);
+                    self.state.swap(LOCKED_BIT, Ordering::Relaxed);
                 }
                 return TOKEN_HANDOFF;
             }
             // Release: pairs with the Acquire of the next lock.
             if result.have_more_threads {
-                self.state.store(PARKED_BIT, Ordering::Release);
+                self.state.swap(PARKED_BIT, Ordering::Release);
             } else {
-                self.state.store(0, Ordering::Release);
+                self.state.swap(0, Ordering::Release);
             }
             TOKEN_NORMAL
         };

@@ -75,7 +75,7 @@ fn configured(wait: WaitPolicy, scheduler: Scheduler) -> RawAdaptiveLock<Static>
 #[test]
 fn lock_unlock_park_handoff() {
     for scheduler in [Scheduler::FCFS, Scheduler::HANDOFF] {
-        model::check_with_bound(2, move || {
+        model::check_with_bound(3, move || {
             let s = Shared::new(configured(PARK_SOON, scheduler));
             let ts: Vec<_> = (0..2)
                 .map(|_| {
@@ -93,7 +93,7 @@ fn lock_unlock_park_handoff() {
 /// `unlock_fair` hands the lock to a parked thread whatever the scheduler.
 #[test]
 fn unlock_fair_hands_over() {
-    model::check_with_bound(2, || {
+    model::check_with_bound(3, || {
         let s = Shared::new(configured(WaitPolicy::block(), Scheduler::FCFS));
         s.lock.lock();
         let t = {
@@ -117,7 +117,7 @@ fn reconfigure_while_waiting() {
         (NEVER_PARK, WaitPolicy::block()),
         (WaitPolicy::block(), NEVER_PARK),
     ] {
-        model::check_with_bound(2, move || {
+        model::check_with_bound(3, move || {
             let s = Shared::new(configured(from, Scheduler::FCFS));
             s.lock.lock();
             let waiter = {
@@ -166,6 +166,7 @@ impl Policy for Flip {
 
 #[test]
 fn policy_flips_spin_and_park_while_threads_wait() {
+    // Three threads each sampling at every unlock: bound 3 takes minutes.
     model::check_with_bound(2, || {
         let s = Shared::new(RawAdaptiveLock::with_policy(Flip(false)));
         let ts: Vec<_> = (0..2)
@@ -189,7 +190,7 @@ fn policy_flips_spin_and_park_while_threads_wait() {
 #[test]
 fn timeout() {
     for scheduler in [Scheduler::FCFS, Scheduler::PRIORITY] {
-        model::check_with_bound(2, move || {
+        model::check_with_bound(3, move || {
             let s = Shared::new(configured(WaitPolicy::block(), scheduler));
             s.lock.lock();
             let timed = {
