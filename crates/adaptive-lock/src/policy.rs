@@ -58,6 +58,14 @@ pub trait Policy: Send {
         DEFAULT_SAMPLING_RATE
     }
 
+    /// Whether the policy reads the monitor's times (`hold_time`,
+    /// `window_time`). If not, the sampled acquisitions do not read the
+    /// clock and those fields stay zero: the monitor then costs counters
+    /// only. The default is `true`.
+    fn uses_time(&self) -> bool {
+        true
+    }
+
     /// Decides the next configuration from the monitor's view; `None`
     /// keeps the current one (including one set by
     /// [`configure`](crate::RawAdaptiveLock::configure)).
@@ -148,6 +156,11 @@ impl Policy for SimpleAdapt {
     /// The paper samples once every other unlock.
     fn sampling_rate(&self) -> u32 {
         2
+    }
+
+    /// The paper's monitor senses the number of waiting threads only.
+    fn uses_time(&self) -> bool {
+        false
     }
 
     fn adapt(&mut self, stats: &Stats) -> Option<Config> {

@@ -44,6 +44,8 @@ struct Holder<P> {
     /// When the sampled acquisition in progress began, if one is.
     sampling: bool,
     sample_start: Option<Instant>,
+    /// Whether the policy reads times (else the clock is never read).
+    timed: bool,
     contended: u64,
     spin_successes: u64,
     parks: u64,
@@ -69,6 +71,7 @@ impl<P> Holder<P> {
             mask: rate as u64 - 1,
             sampling: false,
             sample_start: None,
+            timed: true,
             contended: 0,
             spin_successes: 0,
             parks: 0,
@@ -275,11 +278,14 @@ impl<P: Policy> RawAdaptiveLock<P> {
     pub fn with_policy(policy: P) -> Self {
         let config = policy.initial().to_bits();
         let rate = policy.sampling_rate();
+        let timed = policy.uses_time();
+        let mut holder = Holder::new(policy, rate);
+        holder.timed = timed;
         Self {
             state: AtomicU8::new(0),
             waiting: AtomicU32::new(0),
             config: AtomicU64::new(config),
-            holder: UnsafeCell::new(Holder::new(policy, rate)),
+            holder: UnsafeCell::new(holder),
             timeouts: AtomicU64::new(0),
             published: Published::new(),
         }
@@ -652,11 +658,11 @@ impl<P: Policy> RawAdaptiveLock<P> {
 
     #[cold]
     fn begin_sample(&self) {
-        let start = now();
         // SAFETY: the caller holds the lock.
         self.holder.with_mut(|h| unsafe {
-            (*h).sampling = true;
-            (*h).sample_start = start;
+            let h = &mut *h;
+            h.sampling = true;
+            h.sample_start = if h.timed { now() } else { None };
         });
     }
 
@@ -674,7 +680,12 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// policy (the closely coupled loop) and publishes the counters.
     #[cold]
     fn end_sample(&self) {
-        let end = now();
+        // SAFETY: the caller holds the lock.
+        let end = if self.holder.with(|h| unsafe { (*h).timed }) {
+            now()
+        } else {
+            None
+        };
         let timeouts = self.timeouts.load(Ordering::Relaxed);
         let waiting = self.waiting.load(Ordering::Relaxed);
         let current = self.config.load(Ordering::Relaxed);
