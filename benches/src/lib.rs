@@ -36,4 +36,6 @@ pub mod readmes {
     pub struct LockfreeSync;
     #[doc = include_str!("../../crates/adaptive-lock/README.md")]
     pub struct AdaptiveLock;
+    #[doc = include_str!("../../crates/active-monitor/README.md")]
+    pub struct ActiveMonitor;
 }
