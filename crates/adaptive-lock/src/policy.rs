@@ -192,6 +192,9 @@ const PROBE: u32 = 3;
 /// each time an exploration confirms it, up to `MAX_EXPLOIT`.
 const MIN_EXPLOIT: u32 = 12;
 const MAX_EXPLOIT: u32 = 384;
+/// An arm whose rate is below this fraction of the best one's sits out
+/// the next explorations.
+const DOMINATED: f64 = 0.7;
 
 /// The default policy: it learns which way of waiting gives this lock the
 /// most acquisitions per second, online, from the lock's own monitor.
@@ -218,7 +221,8 @@ const MAX_EXPLOIT: u32 = 384;
 /// to the arm in force. It explores (each arm for 3 samples), then keeps
 /// the arm with the best rate for 12 samples, explores again, and doubles
 /// the time it keeps an arm each time exploration confirms it (up to 384
-/// samples), so the cost of exploring fades while the load stays the same
+/// samples); an arm that did less than 70% of the best's rate sits out the
+/// next 1, 2, 4 and up to 8 explorations, so the cost of exploring fades while the load stays the same
 /// and returns when it changes. Windows without contention teach nothing
 /// and are skipped.
 ///
@@ -244,6 +248,14 @@ pub struct Learned {
     /// The arm kept after the last exploration, and for how long.
     kept: usize,
     keep_for: u32,
+    /// Explorations each arm sits out: an arm that did less than
+    /// `DOMINATED` of the best's rate sits out 1, then 2, 4 up to 8
+    /// explorations, so that a clearly worse arm costs less and less.
+    rest: [u8; ARMS],
+    /// Explorations in a row in which each arm was dominated.
+    strikes: [u8; ARMS],
+    /// The arms this exploration skips.
+    skip: [bool; ARMS],
 }
 
 impl Learned {
@@ -265,7 +277,15 @@ impl Learned {
             exploring: true,
             kept: 0,
             keep_for: MIN_EXPLOIT,
+            rest: [0; ARMS],
+            strikes: [0; ARMS],
+            skip: [false; ARMS],
         }
+    }
+
+    /// Whether this exploration tries `arm`.
+    fn tries(&self, arm: usize, s: &Stats) -> bool {
+        !self.skip[arm] && Self::worth_trying(arm, s)
     }
 
     /// The waiting policy of `arm` for the lock `s` describes.
@@ -346,11 +366,24 @@ impl Policy for Learned {
         if self.exploring {
             if self.samples >= PROBE {
                 self.samples = 0;
-                let next = (self.arm + 1..ARMS).find(|&a| Self::worth_trying(a, s));
+                let next = (self.arm + 1..ARMS).find(|&a| self.tries(a, s));
                 if let Some(next) = next {
                     self.arm = next;
                 } else {
                     let best = self.best();
+                    let rate = |a: usize| self.acquisitions[a] as f64 / self.nanos[a].max(1) as f64;
+                    for a in 0..ARMS {
+                        if self.nanos[a] == 0 {
+                            continue;
+                        }
+                        if a != best && rate(a) < DOMINATED * rate(best) {
+                            self.strikes[a] = (self.strikes[a] + 1).min(4);
+                            self.rest[a] = 1 << (self.strikes[a] - 1);
+                        } else {
+                            self.strikes[a] = 0;
+                            self.rest[a] = 0;
+                        }
+                    }
                     self.keep_for = if best == self.kept {
                         (self.keep_for * 2).min(MAX_EXPLOIT)
                     } else {
@@ -363,11 +396,17 @@ impl Policy for Learned {
             }
         } else if self.samples >= self.keep_for {
             self.samples = 0;
-            self.arm = 0;
             self.exploring = true;
             // An arm skipped in this exploration must not win on old figures.
             self.acquisitions = [0; ARMS];
             self.nanos = [0; ARMS];
+            for a in 0..ARMS {
+                self.skip[a] = a != self.kept && self.rest[a] > 0;
+                if self.skip[a] {
+                    self.rest[a] -= 1;
+                }
+            }
+            self.arm = (0..ARMS).find(|&a| self.tries(a, s)).unwrap_or(self.kept);
         }
         Some(s.config.wait(Self::policy(self.arm, s)))
     }
@@ -432,12 +471,19 @@ mod tests {
         assert_eq!(c.wait_policy(), Learned::policy(1, &window(1, 1, c)));
         let kept = (0..MIN_EXPLOIT).map(|_| step(&mut p, &mut c));
         assert!(kept.into_iter().all(|a| a == 1));
-        // Exploring again, then kept for twice as long.
-        assert_eq!(p.arm(), 0);
-        (0..9).for_each(|_| {
+        // Exploring again: the two slower arms (under 70% of the best's
+        // rate) sit this one out, so only arm 1 is probed, then kept for
+        // twice as long.
+        let explored: Vec<usize> = (0..PROBE).map(|_| step(&mut p, &mut c)).collect();
+        assert_eq!(explored, [1, 1, 1]);
+        assert_eq!((p.arm(), p.keep_for), (1, 2 * MIN_EXPLOIT));
+        (0..2 * MIN_EXPLOIT).for_each(|_| {
             step(&mut p, &mut c);
         });
-        assert_eq!((p.arm(), p.keep_for), (1, 2 * MIN_EXPLOIT));
+        // The next exploration tries them all again; they then sit out two.
+        let explored: Vec<usize> = (0..9).map(|_| step(&mut p, &mut c)).collect();
+        assert_eq!(explored, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        assert_eq!(p.rest, [2, 0, 2]);
         // Windows without contention teach nothing.
         let before = p;
         let mut quiet = window(100, 10, c);
