@@ -16,7 +16,7 @@ use adaptive_lock::{
 use sync_core::testing::soak;
 
 const THREADS: u64 = 8;
-const PER_THREAD: u64 = 50_000;
+const PER_THREAD: u64 = 200_000;
 
 fn run<P: Policy + 'static>(policy: P, agent: bool) {
     let m = Arc::new(AdaptiveMutex::with_policy((0u64, false), policy));
