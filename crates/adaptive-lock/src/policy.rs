@@ -222,7 +222,9 @@ const DOMINATED: f64 = 0.7;
 /// the arm with the best rate for 12 samples, explores again, and doubles
 /// the time it keeps an arm each time exploration confirms it (up to 384
 /// samples); an arm that did less than 70% of the best's rate sits out the
-/// next 1, 2, 4 and up to 8 explorations, so the cost of exploring fades while the load stays the same
+/// next 1, 2, 4 and up to 8 explorations. When the rate under the kept arm
+/// moves more than 2x (two windows in a row), the load has changed: the
+/// policy forgets and explores at once, so the cost of exploring fades while the load stays the same
 /// and returns when it changes. Windows without contention teach nothing
 /// and are skipped.
 ///
@@ -256,6 +258,10 @@ pub struct Learned {
     strikes: [u8; ARMS],
     /// The arms this exploration skips.
     skip: [bool; ARMS],
+    /// The kept arm's rate when it was chosen (acquisitions per ms), and
+    /// how many windows in a row have strayed from it by more than 2x.
+    kept_rate: u64,
+    strays: u8,
 }
 
 impl Learned {
@@ -280,6 +286,8 @@ impl Learned {
             rest: [0; ARMS],
             strikes: [0; ARMS],
             skip: [false; ARMS],
+            kept_rate: 0,
+            strays: 0,
         }
     }
 
@@ -390,11 +398,29 @@ impl Policy for Learned {
                         MIN_EXPLOIT
                     };
                     self.kept = best;
+                    self.kept_rate = self.acquisitions[best] * 1_000_000 / self.nanos[best].max(1);
+                    self.strays = 0;
                     self.arm = best;
                     self.exploring = false;
                 }
             }
-        } else if self.samples >= self.keep_for {
+        } else {
+            // A change of load (the rate moved more than 2x either way, two
+            // windows in a row) starts a fresh exploration at once.
+            let rate = w.acquisitions * 1_000_000 / nanos;
+            if rate * 2 < self.kept_rate || rate > self.kept_rate * 2 {
+                self.strays += 1;
+            } else {
+                self.strays = 0;
+            }
+            if self.strays >= 2 {
+                self.keep_for = MIN_EXPLOIT;
+                self.rest = [0; ARMS];
+                self.strikes = [0; ARMS];
+                self.samples = self.keep_for;
+            }
+        }
+        if !self.exploring && self.samples >= self.keep_for {
             self.samples = 0;
             self.exploring = true;
             // An arm skipped in this exploration must not win on old figures.
@@ -484,6 +510,18 @@ mod tests {
         let explored: Vec<usize> = (0..9).map(|_| step(&mut p, &mut c)).collect();
         assert_eq!(explored, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
         assert_eq!(p.rest, [2, 0, 2]);
+        // A change of load: two windows at a quarter of the rate start an
+        // exploration at once, with the shortest keep.
+        step(&mut p, &mut c);
+        assert!(!p.exploring);
+        let slow = |p: &mut Learned, c: &mut Config| {
+            *c = p.adapt(&window(rate[p.arm()] * 10, 40, *c)).unwrap();
+        };
+        slow(&mut p, &mut c);
+        assert!(!p.exploring);
+        slow(&mut p, &mut c);
+        assert!(p.exploring);
+        assert_eq!((p.arm(), p.keep_for, p.rest), (0, MIN_EXPLOIT, [0; ARMS]));
         // Windows without contention teach nothing.
         let before = p;
         let mut quiet = window(100, 10, c);
