@@ -4,10 +4,12 @@
 //! (`cp-std`), as async tasks on one thread that synchronize through `Cell`s
 //! and yields (`cm`), or as two cooperative regions on two threads joined by
 //! lockfree-sync's async semaphores (`pcm`). Each run checks the program's
-//! correctness condition and prints the time.
+//! correctness condition and prints the time. (A binary of `sync-bench`,
+//! not of `sync-examples`: it runs the harness's programs, and a
+//! `publish = false` package cannot depend on another.)
 //!
 //! ```text
-//! cargo run --release -p sync-examples --bin classic -- \
+//! cargo run --release -p sync-bench --bin classic -- \
 //!     --problem dp|pc|rw|ji --model cp-lockfree|cp-std|cm|pcm --work N [--reps N] [--runs N]
 //! ```
 //!

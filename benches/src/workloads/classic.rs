@@ -80,7 +80,7 @@
 //!   `cm` (one) and `pcm` (two): measure on an otherwise idle machine.
 //!
 //! To see the paper's one-processor regime, confine the process to one
-//! CPU: `taskset -c 0 cargo run --release -p sync-examples --bin classic`.
+//! CPU: `taskset -c 0 cargo run --release -p sync-bench --bin classic`.
 //!
 //! The workload's `× cp-lockfree` and `× cp-std` columns are our ratios to
 //! each CP model; the paper's CM/CP (and PCM/CP) is the ratio to the
