@@ -61,3 +61,8 @@ pub use policy::{Learned, Policy, SimpleAdapt, Static, WAKE_COST};
 pub use raw::{DEFAULT_SAMPLING_RATE, RawAdaptiveLock};
 pub use stats::{Counters, Stats};
 pub use sync_core::wait::WaitPolicy;
+
+/// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
