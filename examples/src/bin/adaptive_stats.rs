@@ -13,7 +13,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Stats};
-use sync_bench::workloads::adaptive::busy;
+
+/// Busy work for `ns` nanoseconds.
+fn busy(ns: u64) {
+    let end = Instant::now() + Duration::from_nanos(ns);
+    while Instant::now() < end {
+        std::hint::spin_loop();
+    }
+}
 
 /// A phase: how many threads, and the work inside and outside the lock.
 struct Phase {

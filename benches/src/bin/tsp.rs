@@ -2,10 +2,11 @@
 //! adaptive lock: the centralized queue, the distributed queues and the
 //! distributed queues with load balancing, each with the paper's four locks
 //! (`qlock`, `glob-act-lock`, `glob-low-lock`, `globlock`). Prints the tour
-//! and what each lock's monitor saw.
+//! and what each lock's monitor saw. It is a binary of `sync-bench`
+//! because it runs the report's solver (`adaptive/tsp`).
 //!
 //! ```text
-//! cargo run --release -p sync-examples --bin tsp [CITIES] [SEARCHERS]
+//! cargo run --release -p sync-bench --bin tsp [CITIES] [SEARCHERS]
 //! ```
 
 use std::sync::Arc;
