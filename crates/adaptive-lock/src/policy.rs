@@ -305,7 +305,12 @@ impl Learned {
                 let wake = WAKE_COST.as_nanos() as u64;
                 let cap = if crowded { 2 * wake } else { 16 * wake };
                 let hold = s.hold_time.as_nanos() as u64;
-                let budget = (2 * hold * u64::from(s.waiting.max(1)) + 2_000).min(cap);
+                // Rounded up to a power of two (of ns), so that the
+                // configuration, which waiters re-read and which restarts
+                // their watch when it changes, changes rarely.
+                let budget = (2 * hold * u64::from(s.waiting.max(1)) + 2_000)
+                    .next_power_of_two()
+                    .min(cap);
                 WaitPolicy::new()
                     .spins(100)
                     .backoff(false)
