@@ -185,7 +185,7 @@ impl Policy for SimpleAdapt {
 pub const WAKE_COST: Duration = Duration::from_micros(30);
 
 /// The learned policy's candidate waiting policies ("arms").
-const ARMS: usize = 3;
+const ARMS: usize = 4;
 /// Samples an arm is tried for when the policy explores.
 const PROBE: u32 = 3;
 /// Samples the best arm is kept for after a first exploration; doubled
@@ -204,14 +204,17 @@ const DOMINATED: f64 = 0.7;
 /// 20 ns contended by two threads is fastest when the waiter parks (the
 /// holder keeps the cache line and re-acquires alone), the same lock with
 /// 1 µs of work outside is fastest when it spins. So the policy measures.
-/// It chooses between three waiting policies (arms):
+/// It chooses between four waiting policies (arms):
 ///
 /// 0. parking_lot's: 3 backed-off spins, 7 yields, park;
 /// 1. a long watch: 100 spins, then yields (so that a preempted holder
 ///    can run), for about twice the estimated hold time per waiter ahead
 ///    plus 2 µs, capped at 16 wake-ups, or at two [`WAKE_COST`]s when more
 ///    threads wait than there are cores; then park;
-/// 2. park soon: 10 spins, then park.
+/// 2. park soon: 10 spins, then park;
+/// 3. never park: 10 backed-off spins, then yield between polls (wins when
+///    the lock is always contended and a yield hands the core to the
+///    holder, 20 ns or 100 µs critical sections alike).
 ///
 /// A long watch is not explored while more threads wait than there are
 /// cores and the lock is held longer than two wake-ups.
@@ -317,7 +320,8 @@ impl Learned {
                     .yields(u32::MAX)
                     .timeout(Some(Duration::from_nanos(budget)))
             }
-            _ => WaitPolicy::spin_then_block(10),
+            2 => WaitPolicy::spin_then_block(10),
+            _ => WaitPolicy::spin_backoff(),
         }
     }
 
@@ -339,7 +343,7 @@ impl Learned {
     }
 
     /// The arm whose number this policy is on now (for tests and examples:
-    /// 0 parking_lot's, 1 long spin, 2 park soon).
+    /// 0 parking_lot's, 1 long watch, 2 park soon, 3 never park).
     ///
     /// # Examples
     ///
@@ -483,26 +487,26 @@ mod tests {
         }
     }
 
-    /// Explores the three arms, keeps the fastest, and explores again
+    /// Explores the four arms, keeps the fastest, and explores again
     /// after keeping it for a while; keeps it twice as long once confirmed.
     #[test]
     fn learned_keeps_the_fastest_arm() {
         let mut p = Learned::new();
         let mut c = Config::new();
-        // Arm 1 (long spin) gives 3x the acquisitions per µs.
-        let rate = [10, 30, 5];
+        // Arm 1 (long watch) gives 3x the acquisitions per µs.
+        let rate = [10, 30, 5, 12];
         let step = |p: &mut Learned, c: &mut Config| {
             let arm = p.arm();
             *c = p.adapt(&window(rate[arm] * 10, 10, *c)).unwrap();
             arm
         };
-        let explored: Vec<usize> = (0..9).map(|_| step(&mut p, &mut c)).collect();
-        assert_eq!(explored, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        let explored: Vec<usize> = (0..12).map(|_| step(&mut p, &mut c)).collect();
+        assert_eq!(explored, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
         assert_eq!(p.arm(), 1);
         assert_eq!(c.wait_policy(), Learned::policy(1, &window(1, 1, c)));
         let kept = (0..MIN_EXPLOIT).map(|_| step(&mut p, &mut c));
         assert!(kept.into_iter().all(|a| a == 1));
-        // Exploring again: the two slower arms (under 70% of the best's
+        // Exploring again: the three slower arms (under 70% of the best's
         // rate) sit this one out, so only arm 1 is probed, then kept for
         // twice as long.
         let explored: Vec<usize> = (0..PROBE).map(|_| step(&mut p, &mut c)).collect();
@@ -512,9 +516,9 @@ mod tests {
             step(&mut p, &mut c);
         });
         // The next exploration tries them all again; they then sit out two.
-        let explored: Vec<usize> = (0..9).map(|_| step(&mut p, &mut c)).collect();
-        assert_eq!(explored, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
-        assert_eq!(p.rest, [2, 0, 2]);
+        let explored: Vec<usize> = (0..12).map(|_| step(&mut p, &mut c)).collect();
+        assert_eq!(explored, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
+        assert_eq!(p.rest, [2, 0, 2, 2]);
         // A change of load: two windows at a quarter of the rate start an
         // exploration at once, with the shortest keep.
         step(&mut p, &mut c);
