@@ -226,7 +226,7 @@ const DOMINATED: f64 = 0.7;
 /// the time it keeps an arm each time exploration confirms it (up to 384
 /// samples); an arm that did less than 70% of the best's rate sits out the
 /// next 1, 2, 4 and up to 8 explorations. When the rate under the kept arm
-/// moves more than 2x (two windows in a row), the load has changed: the
+/// (smoothed over windows) moves more than 2x, two windows in a row, the load has changed: the
 /// policy forgets and explores at once, so the cost of exploring fades while the load stays the same
 /// and returns when it changes. Windows without contention teach nothing
 /// and are skipped.
@@ -265,6 +265,9 @@ pub struct Learned {
     /// how many windows in a row have strayed from it by more than 2x.
     kept_rate: u64,
     strays: u8,
+    /// The windows' rate under the kept arm, smoothed (weight 1/4), so
+    /// that one short noisy window does not look like a change of load.
+    smoothed: u64,
 }
 
 impl Learned {
@@ -291,6 +294,7 @@ impl Learned {
             skip: [false; ARMS],
             kept_rate: 0,
             strays: 0,
+            smoothed: 0,
         }
     }
 
@@ -409,14 +413,17 @@ impl Policy for Learned {
                     self.kept = best;
                     self.kept_rate = self.acquisitions[best] * 1_000_000 / self.nanos[best].max(1);
                     self.strays = 0;
+                    self.smoothed = self.kept_rate;
                     self.arm = best;
                     self.exploring = false;
                 }
             }
         } else {
-            // A change of load (the rate moved more than 2x either way, two
-            // windows in a row) starts a fresh exploration at once.
+            // A change of load (the smoothed rate moved more than 2x either
+            // way, two windows in a row) starts a fresh exploration at once.
             let rate = w.acquisitions * 1_000_000 / nanos;
+            self.smoothed = self.smoothed - self.smoothed / 4 + rate / 4;
+            let rate = self.smoothed;
             if rate * 2 < self.kept_rate || rate > self.kept_rate * 2 {
                 self.strays += 1;
             } else {
@@ -519,17 +526,24 @@ mod tests {
         let explored: Vec<usize> = (0..12).map(|_| step(&mut p, &mut c)).collect();
         assert_eq!(explored, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
         assert_eq!(p.rest, [2, 0, 2, 2]);
-        // A change of load: two windows at a quarter of the rate start an
-        // exploration at once, with the shortest keep.
+        // A change of load: windows at a tenth of the rate start an
+        // exploration at once (once the smoothed rate has halved, twice),
+        // with the shortest keep; one slow window does not.
         step(&mut p, &mut c);
         assert!(!p.exploring);
         let slow = |p: &mut Learned, c: &mut Config| {
-            *c = p.adapt(&window(rate[p.arm()] * 10, 40, *c)).unwrap();
+            *c = p.adapt(&window(rate[p.arm()] * 10, 100, *c)).unwrap();
         };
         slow(&mut p, &mut c);
+        step(&mut p, &mut c);
+        step(&mut p, &mut c);
         assert!(!p.exploring);
-        slow(&mut p, &mut c);
-        assert!(p.exploring);
+        let mut n = 0;
+        while !p.exploring {
+            slow(&mut p, &mut c);
+            n += 1;
+            assert!(n <= 4, "a tenfold drop went unnoticed");
+        }
         assert_eq!((p.arm(), p.keep_for, p.rest), (0, MIN_EXPLOIT, [0; ARMS]));
         // Windows without contention teach nothing.
         let before = p;
