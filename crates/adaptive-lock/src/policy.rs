@@ -223,7 +223,8 @@ const DOMINATED: f64 = 0.7;
 /// one; at each sample the policy adds the window's acquisitions and time
 /// to the arm in force. It explores (each arm for 3 samples), then keeps
 /// the arm with the best rate for 12 samples, explores again, and doubles
-/// the time it keeps an arm each time exploration confirms it (up to 384
+/// the time it keeps an arm each time exploration confirms it (an arm
+/// stays unless another did 10% better; up to 384
 /// samples); an arm that did less than 70% of the best's rate sits out the
 /// next 1, 2, 4 and up to 8 explorations. When the rate under the kept arm
 /// (smoothed over windows) moves more than 2x, two windows in a row, the load has changed: the
@@ -405,6 +406,16 @@ impl Policy for Learned {
                             self.rest[a] = 0;
                         }
                     }
+                    // Hysteresis: the kept arm stays unless another did
+                    // clearly (10%) better, so that arms that do about as
+                    // well do not take turns, each time with the shortest
+                    // keep (exploring half the time).
+                    let kept = self.kept;
+                    let best = if self.nanos[kept] > 0 && rate(kept) * 1.1 >= rate(best) {
+                        kept
+                    } else {
+                        best
+                    };
                     self.keep_for = if best == self.kept {
                         (self.keep_for * 2).min(MAX_EXPLOIT)
                     } else {
