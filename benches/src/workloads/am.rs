@@ -488,14 +488,14 @@ impl<const SYNC: bool> ListMonitor for AmList<SYNC> {
         if SYNC {
             self.0.call(move |l| l.insert(key));
         } else {
-            let _ = self.0.submit(move |l| l.insert(key));
+            drop(self.0.submit(move |l| l.insert(key)));
         }
     }
     fn remove(&self, key: u32) {
         if SYNC {
             self.0.call(move |l| l.remove(key));
         } else {
-            let _ = self.0.submit(move |l| l.remove(key));
+            drop(self.0.submit(move |l| l.remove(key)));
         }
     }
     fn flush(&self) {
@@ -656,7 +656,7 @@ impl EitherQueue for AmEither {
         Self([(); 2].map(|_| Monitor::new(VecDeque::with_capacity(OR_CAP))))
     }
     fn put(&self, which: usize, x: u64) {
-        let _ = self.0[which].when(|q| q.len() < OR_CAP, move |q| q.push_back(x));
+        drop(self.0[which].when(|q| q.len() < OR_CAP, move |q| q.push_back(x)));
     }
     fn take_either(&self) -> u64 {
         let [a, b] = &self.0;
@@ -754,7 +754,7 @@ fn uncontended(mode: Mode) -> Workload {
             move || {
                 let start = Instant::now();
                 for _ in 0..ops {
-                    let _ = m.submit(|v| *v = black_box(*v + 1));
+                    drop(m.submit(|v| *v = black_box(*v + 1)));
                 }
                 ns_per_op(start.elapsed(), ops)
             }
@@ -946,7 +946,7 @@ impl<const SYNC: bool> SharedPq for AmPq<SYNC> {
         if SYNC {
             self.m.call(push);
         } else {
-            let _ = self.m.submit(push);
+            drop(self.m.submit(push));
         }
     }
     fn take(&self) -> Option<(u64, u32)> {
@@ -966,7 +966,7 @@ impl<const SYNC: bool> SharedPq for AmPq<SYNC> {
         {
             // Nothing pending: a task makes the monitor re-check the
             // waiting takes (their precondition reads `pending`).
-            let _ = self.m.submit(|_| ());
+            drop(self.m.submit(|_| ()));
         }
     }
 }

@@ -194,11 +194,12 @@ fn same_monitor(ids: &[usize]) -> Option<(usize, usize)> {
 /// # Examples
 ///
 /// ```
-/// use active_monitor::{Monitor, or};
+/// use active_monitor::{Monitor, Order, or};
 /// use std::collections::VecDeque;
 ///
-/// let q1 = Monitor::new(VecDeque::<i32>::new());
-/// let q2 = Monitor::new(VecDeque::<i32>::new());
+/// // Relaxed: this thread fills the queues after submitting the OR.
+/// let q1 = Monitor::builder().order(Order::Relaxed).build(VecDeque::<i32>::new());
+/// let q2 = Monitor::builder().order(Order::Relaxed).build(VecDeque::<i32>::new());
 /// let either = or((
 ///     q1.op(|q| !q.is_empty(), |q| q.pop_front().unwrap()),
 ///     q2.op(|q| !q.is_empty(), |q| q.pop_front().unwrap()),

@@ -307,12 +307,16 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// # Examples
     ///
     /// ```
-    /// use active_monitor::Monitor;
+    /// use active_monitor::{Monitor, Order};
     ///
     /// ast_mutex::states! { enum Buf { Empty, Mid, Full } }
     /// const CAP: usize = 2;
     ///
-    /// let m = Monitor::with_states(Buf::Empty, Vec::new());
+    /// // Relaxed: this one thread enables its own waiting task below, which
+    /// // strict order forbids (see `Order::Strict`).
+    /// let m = Monitor::builder()
+    ///     .order(Order::Relaxed)
+    ///     .build_with_states(Buf::Empty, Vec::new());
     /// let next = |v: &Vec<i32>| match v.len() {
     ///     0 => Buf::Empty,
     ///     CAP => Buf::Full,
@@ -571,11 +575,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// # Examples
     ///
     /// ```
-    /// use active_monitor::Monitor;
+    /// use active_monitor::{Monitor, Order};
     ///
     /// ast_mutex::states! { enum Door { Closed, Open } }
     ///
-    /// let m = Monitor::with_states(Door::Closed, 0u32);
+    /// let m = Monitor::builder()
+    ///     .order(Order::Relaxed)
+    ///     .build_with_states(Door::Closed, 0u32);
     /// let enter = m.when_in(Door::Open, |visits| {
     ///     *visits += 1;
     ///     (*visits, Door::Open)
@@ -893,6 +899,9 @@ impl<T, S: AbstractState> Exec<T, S> {
     }
 }
 
+/// Waiting tasks with their submission order, oldest first.
+type Fifo<T, S> = VecDeque<(u64, Task<T, S>)>;
+
 /// Tasks waiting on their preconditions. Memory grows with the tasks that
 /// wait, never with the history: an entry set's list is dropped with its
 /// last task.
@@ -900,9 +909,9 @@ struct Waiting<T, S> {
     /// Submission order among waiting tasks.
     next_seq: u64,
     /// Tasks with predicates, oldest first.
-    by_pred: VecDeque<(u64, Task<T, S>)>,
-    /// Tasks with entry sets, one FIFO list per distinct set.
-    by_set: Vec<(u64, VecDeque<(u64, Task<T, S>)>)>,
+    by_pred: Fifo<T, S>,
+    /// Tasks with entry sets, one FIFO list per distinct set (its mask).
+    by_set: Vec<(u64, Fifo<T, S>)>,
 }
 
 impl<T, S> Default for Waiting<T, S> {

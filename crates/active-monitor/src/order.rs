@@ -33,6 +33,11 @@ pub enum Order {
     /// monitor, or waited on a precondition (a waiting task would otherwise
     /// be overtaken by the worker's next one). The submission blocks the
     /// thread until then.
+    ///
+    /// So a thread that submits a task waiting on a precondition, then a
+    /// task that would make it true, deadlocks: under strict order the
+    /// second submission waits for the first task. Make the precondition
+    /// true from another thread, or use [`Order::Relaxed`].
     #[default]
     Strict,
     /// The paper's appendix B ("NPO"): no waiting for earlier tasks. A

@@ -222,3 +222,124 @@ impl<V> Drop for TaskQueue<V> {
         while unsafe { self.pop() }.is_some() {}
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! The queue's recorded histories checked against a sequential FIFO
+    //! queue: with one consumer, a history is linearizable iff every value
+    //! is taken once, and a value whose push returned before another's push
+    //! began is taken first (which includes each producer's own order), and
+    //! no value is taken before its push began.
+
+    use super::TaskQueue;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+
+    /// (producer, index, push invoked, push returned)
+    type Push = (usize, usize, usize, usize);
+
+    fn history(
+        cap: usize,
+        producers: usize,
+        per: usize,
+    ) -> (Vec<Push>, Vec<(usize, usize, usize)>) {
+        let q = Arc::new(TaskQueue::<(usize, usize)>::new(cap));
+        let clock = Arc::new(AtomicUsize::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let consumer = {
+            let (q, clock, done) = (Arc::clone(&q), Arc::clone(&clock), Arc::clone(&done));
+            std::thread::spawn(move || {
+                let mut pops = Vec::new();
+                loop {
+                    let finished = done.load(SeqCst);
+                    // SAFETY: this thread is the only consumer.
+                    match unsafe { q.pop() } {
+                        Some((p, i)) => pops.push((p, i, clock.fetch_add(1, SeqCst))),
+                        None if finished && q.is_empty() => return pops,
+                        None => std::thread::yield_now(),
+                    }
+                }
+            })
+        };
+        let ps: Vec<_> = (0..producers)
+            .map(|p| {
+                let (q, clock) = (Arc::clone(&q), Arc::clone(&clock));
+                std::thread::spawn(move || {
+                    let mut pushes = Vec::new();
+                    for i in 0..per {
+                        let invoked = clock.fetch_add(1, SeqCst);
+                        while q.push((p, i)).is_err() {
+                            std::thread::yield_now();
+                        }
+                        pushes.push((p, i, invoked, clock.fetch_add(1, SeqCst)));
+                    }
+                    pushes
+                })
+            })
+            .collect();
+        let pushes = ps.into_iter().flat_map(|h| h.join().unwrap()).collect();
+        done.store(true, SeqCst);
+        (pushes, consumer.join().unwrap())
+    }
+
+    #[test]
+    fn histories_are_linearizable_against_a_sequential_queue() {
+        for cap in [1, 2, 3, 8] {
+            let (pushes, pops) = history(cap, 3, 3000);
+            assert_eq!(
+                pops.len(),
+                pushes.len(),
+                "cap {cap}: a value lost or duplicated"
+            );
+            let mut taken_at = std::collections::HashMap::new();
+            for (k, &(p, i, t)) in pops.iter().enumerate() {
+                assert!(
+                    taken_at.insert((p, i), (k, t)).is_none(),
+                    "cap {cap}: taken twice"
+                );
+            }
+            let mut by_return = pushes.clone();
+            by_return.sort_by_key(|&(_, _, _, ret)| ret);
+            // For each push, every push that returned before it began must
+            // be taken before it. Sweep by invocation time.
+            let mut by_invoke = pushes.clone();
+            by_invoke.sort_by_key(|&(_, _, inv, _)| inv);
+            let mut j = 0;
+            let mut latest_taken_before = None::<usize>;
+            for &(p, i, inv, _) in &by_invoke {
+                while j < by_return.len() && by_return[j].3 < inv {
+                    let (q, k, _, _) = by_return[j];
+                    let pos = taken_at[&(q, k)].0;
+                    latest_taken_before =
+                        Some(latest_taken_before.map_or(pos, |m: usize| m.max(pos)));
+                    j += 1;
+                }
+                let (pos, t) = taken_at[&(p, i)];
+                if let Some(m) = latest_taken_before {
+                    assert!(
+                        m < pos,
+                        "cap {cap}: ({p},{i}) overtook a value pushed before it began"
+                    );
+                }
+                assert!(t > inv, "cap {cap}: ({p},{i}) taken before its push began");
+            }
+        }
+    }
+
+    #[test]
+    fn a_full_queue_refuses_and_hands_the_value_back() {
+        let q = TaskQueue::new(2);
+        assert!(q.push(1).is_ok() && q.push(2).is_ok());
+        assert_eq!(q.push(3), Err(3));
+        assert!(!q.has_space());
+        // SAFETY: single-threaded: the only consumer.
+        assert_eq!(unsafe { q.pop() }, Some(1));
+        assert!(q.has_space());
+        assert!(q.push(3).is_ok());
+        let pop = || {
+            // SAFETY: as above.
+            unsafe { q.pop() }
+        };
+        assert_eq!((pop(), pop(), pop()), (Some(2), Some(3), None));
+    }
+}

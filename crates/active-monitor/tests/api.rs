@@ -57,7 +57,7 @@ fn a_relaxed_monitor_loses_nothing_either() {
             let m = Arc::clone(&m);
             thread::spawn(move || {
                 for _ in 0..3000 {
-                    let _ = m.submit(|n| *n += 1);
+                    drop(m.submit(|n| *n += 1));
                 }
             })
         })
@@ -145,7 +145,7 @@ fn waiting_tasks_run_oldest_first_and_relay() {
         .rev()
         .map(|k| m.when(move |v| v.len() as u32 == k, move |v| v.push(k)))
         .collect();
-    let also = m.when(|v| v.len() >= 1, |v| v.len());
+    let also = m.when(|v| !v.is_empty(), |v| v.len());
     m.submit(|v| v.push(0));
     // The younger task was ready as soon as 0 was pushed, but the older
     // ones run first, each enabling the next.
@@ -189,7 +189,7 @@ fn when_in_runs_only_in_its_states_and_sets_the_next() {
 #[should_panic(expected = "empty set of states")]
 fn when_in_an_empty_set_panics() {
     let m = Monitor::with_states(Buf::Empty, ());
-    let _ = m.when_in(ast_mutex::StateSet::EMPTY, |_| ((), Buf::Empty));
+    drop(m.when_in(ast_mutex::StateSet::EMPTY, |_| ((), Buf::Empty)));
 }
 
 #[test]
@@ -204,10 +204,10 @@ fn a_bounded_queue_in_a_monitor_moves_every_item() {
                 let q = Arc::clone(&q);
                 thread::spawn(move || {
                     for i in 0..ITEMS {
-                        let _ = q.when(
+                        drop(q.when(
                             |d: &VecDeque<u64>| d.len() < CAP,
                             move |d| d.push_back(p * ITEMS + i),
-                        );
+                        ));
                     }
                 })
             })

@@ -71,7 +71,7 @@ fn run(order: Order, capacity: usize, programs: Vec<Vec<(usize, Kind)>>) -> Log 
     for w in workers {
         w.join().unwrap();
     }
-    let monitors = Arc::try_unwrap(monitors).ok().expect("workers joined");
+    let monitors = Arc::try_unwrap(monitors).expect("workers joined");
     monitors
         .into_iter()
         .flat_map(|mut m| std::mem::take(m.get_mut()))
@@ -90,7 +90,7 @@ proptest! {
         let mut log = run(Order::Strict, capacity, programs);
         prop_assert_eq!(log.len(), total, "every task ran once");
         log.sort_by_key(|&(_, _, _, stamp)| stamp);
-        let mut next = vec![0usize; 4];
+        let mut next = [0usize; 4];
         for (w, i, _, _) in log {
             prop_assert_eq!(i, next[w], "worker {} ran task {} out of program order", w, i);
             next[w] += 1;

@@ -32,9 +32,10 @@ impl<T: Send + 'static> BoundedQueue<T> {
     fn put(&self, item: T) {
         let size = self.size;
         // The Completion is dropped: the task still runs in its turn.
-        let _ = self
-            .m
-            .when(move |q| q.len() < size, move |q| q.push_back(item));
+        drop(
+            self.m
+                .when(move |q| q.len() < size, move |q| q.push_back(item)),
+        );
     }
 
     /// `T take() { waituntil(count > 0); ... }`

@@ -22,7 +22,7 @@ fn main() {
         thread::spawn(move || {
             for i in 0..n {
                 thread::sleep(Duration::from_millis(every));
-                let _ = q.submit(move |d| d.push_back(format!("{name} #{i}")));
+                drop(q.submit(move |d| d.push_back(format!("{name} #{i}"))));
             }
         })
     };
