@@ -92,8 +92,9 @@ impl Scheduler {
 /// many waiters may watch (spin or yield) at once.
 ///
 /// It is packed into one word that waiters read with one load, so its
-/// fields are bounded: spins above 2^24 - 2 mean "spin without bound",
-/// yields above 254 likewise, the watch timeout is kept in microseconds
+/// fields are bounded: a finite spin count is kept up to 2^24 - 2, a
+/// finite yield count up to 254 (larger finite counts are clamped to
+/// those; only `u32::MAX` means "without bound"), the watch timeout is kept in microseconds
 /// up to about one second (longer is one second), and `watchers` above 254
 /// is unlimited.
 ///
@@ -227,13 +228,21 @@ impl Config {
     /// The configuration as stored in the lock (its fields clamped).
     pub(crate) const fn to_bits(self) -> u64 {
         let w = self.wait;
-        let spins = if w.spin_count() as u64 >= SPIN_MAX {
+        // `u32::MAX` (unbounded) is kept as the field's all-ones value; a
+        // finite count is clamped to the largest finite one, so that a
+        // finite request never becomes unbounded (SimpleAdapt adding spins
+        // would otherwise latch at "spin for ever").
+        let spins = if w.spin_count() == u32::MAX {
             SPIN_MAX
+        } else if w.spin_count() as u64 >= SPIN_MAX {
+            SPIN_MAX - 1
         } else {
             w.spin_count() as u64
         };
-        let yields = if w.yield_count() as u64 >= YIELD_MAX {
+        let yields = if w.yield_count() == u32::MAX {
             YIELD_MAX
+        } else if w.yield_count() as u64 >= YIELD_MAX {
+            YIELD_MAX - 1
         } else {
             w.yield_count() as u64
         };
@@ -315,7 +324,7 @@ impl Config {
     /// use adaptive_lock::Config;
     /// use sync_core::wait::WaitPolicy;
     /// let c = Config::new().wait(WaitPolicy::new().yields(1000));
-    /// assert_eq!(c.clamped().wait_policy().yield_count(), u32::MAX);
+    /// assert_eq!(c.clamped().wait_policy().yield_count(), 254);
     /// ```
     pub fn clamped(self) -> Self {
         Self::from_bits(self.to_bits())

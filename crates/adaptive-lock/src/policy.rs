@@ -16,8 +16,10 @@ use crate::stats::Stats;
 /// waiters with one store.
 ///
 /// `adapt` runs while the lock is held: keep it short (a few comparisons),
-/// and do not lock the same lock in it. A panic in `adapt` unwinds out of
-/// the unlock with the lock still held.
+/// and do not lock the same lock in it. A panic in `adapt` is caught: the
+/// configuration stays as it was, the lock is released, and the panic then
+/// resumes out of the unlock (unless the thread is already unwinding, where
+/// it is dropped rather than abort the process).
 ///
 /// # Examples
 ///
@@ -46,7 +48,9 @@ pub trait Policy: Send {
     const INIT: Self;
 
     /// The configuration of a lock made with this policy, before the first
-    /// sample.
+    /// sample. A lock made by a `const` constructor (with [`INIT`](Self::INIT))
+    /// starts with [`Config::new`] and takes this, and
+    /// [`sampling_rate`](Self::sampling_rate), at its first acquisition.
     fn initial(&self) -> Config {
         Config::new()
     }

@@ -1,6 +1,7 @@
 //! The raw adaptive lock: parking_lot's lock word and parking protocol, with
 //! a monitor, a mutable configuration and a policy in the unlock path.
 
+use core::panic::AssertUnwindSafe;
 use core::time::Duration;
 use std::time::Instant;
 
@@ -37,6 +38,10 @@ const EWMA_SHIFT: u32 = 2;
 /// estimates, the sampling state and the policy. Protected by the lock
 /// itself, so updating it costs plain stores on the lock's own cache line.
 struct Holder<P> {
+    /// Whether the policy's `initial` configuration and sampling rate are
+    /// in force (`false` in a lock made by a `const` constructor, until its
+    /// first sample).
+    configured: bool,
     acquisitions: u64,
     /// The sampling rate minus one (a power of two minus one): acquisition
     /// `n` is sampled when `n & mask == 0`.
@@ -59,16 +64,40 @@ struct Holder<P> {
     policy: P,
 }
 
+/// A panic of the policy, resumed once the lock is released.
+type PanicPayload = Box<dyn core::any::Any + Send + 'static>;
+
+/// Resumes a panic of the policy after the unlock, unless the thread is
+/// already unwinding (a guard dropped during a panic), where a second panic
+/// would abort the process: the policy's panic is then dropped.
+#[cold]
+fn resume_policy_panic(payload: PanicPayload) {
+    if !std::thread::panicking() {
+        std::panic::resume_unwind(payload);
+    }
+}
+
+/// A sampling rate as a power of two: at least 1, at most 2^31 (the largest
+/// power of two of a `u32`, so that `next_power_of_two` cannot overflow).
+const fn rate_of(rate: u32) -> u32 {
+    if rate <= 1 {
+        1
+    } else if rate > 1 << 31 {
+        1 << 31
+    } else {
+        rate.next_power_of_two()
+    }
+}
+
 impl<P> Holder<P> {
-    const fn new(policy: P, rate: u32) -> Self {
-        let rate = if rate <= 1 {
-            1
-        } else {
-            rate.next_power_of_two()
-        };
+    const fn new(policy: P, rate: u32, configured: bool) -> Self {
+        let rate = rate_of(rate);
         Self {
+            configured,
             acquisitions: 0,
-            mask: rate as u64 - 1,
+            // An unconfigured lock samples its first acquisition, which
+            // configures it.
+            mask: if configured { rate as u64 - 1 } else { 0 },
             sampling: false,
             sample_start: None,
             timed: true,
@@ -249,16 +278,18 @@ fn cpus() -> u32 {
 
 impl<P: Policy> RawAdaptiveLock<P> {
     sync_core::const_unless_loom! {
-        /// An unlocked lock with the policy's constant ([`Policy::INIT`]),
-        /// the default configuration and sampling rate
-        /// [`DEFAULT_SAMPLING_RATE`]. Use [`with_policy`](Self::with_policy)
-        /// for the policy's own.
+        /// An unlocked lock with the policy's constant ([`Policy::INIT`]).
+        /// It starts with the default configuration; its first acquisition
+        /// applies the policy's [`initial`](Policy::initial) configuration
+        /// and [`sampling_rate`](Policy::sampling_rate) (a `const fn` cannot
+        /// call them). [`with_policy`](Self::with_policy) applies them at
+        /// once.
         pub fn new() -> Self {
             Self {
                 state: AtomicU8::new(0),
                 waiting: AtomicU32::new(0),
                 config: AtomicU64::new(Config::new().to_bits()),
-                holder: UnsafeCell::new(Holder::new(P::INIT, DEFAULT_SAMPLING_RATE)),
+                holder: UnsafeCell::new(Holder::new(P::INIT, DEFAULT_SAMPLING_RATE, false)),
                 timeouts: AtomicU64::new(0),
                 published: Published::new(),
             }
@@ -266,7 +297,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
     }
 
     /// An unlocked lock run by `policy`: its initial configuration and its
-    /// sampling rate (rounded up to a power of two).
+    /// sampling rate (rounded up to a power of two, at most 2^31).
     ///
     /// # Examples
     ///
@@ -279,7 +310,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
         let config = policy.initial().to_bits();
         let rate = policy.sampling_rate();
         let timed = policy.uses_time();
-        let mut holder = Holder::new(policy, rate);
+        let mut holder = Holder::new(policy, rate, true);
         holder.timed = timed;
         Self {
             state: AtomicU8::new(0),
@@ -467,16 +498,18 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// ```
     #[inline]
     pub unsafe fn unlock(&self) {
-        self.on_release();
+        let panic = self.on_release();
         // Release: pairs with the Acquire of the next lock.
         if self
             .state
             .compare_exchange(LOCKED_BIT, 0, Ordering::Release, Ordering::Relaxed)
-            .is_ok()
+            .is_err()
         {
-            return;
+            self.unlock_slow(false);
         }
-        self.unlock_slow(false);
+        if let Some(payload) = panic {
+            resume_policy_panic(payload);
+        }
     }
 
     /// Releases the lock and, if a thread is parked, hands the lock to it
@@ -496,16 +529,18 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// ```
     #[inline]
     pub unsafe fn unlock_fair(&self) {
-        self.on_release();
+        let panic = self.on_release();
         // Release: pairs with the Acquire of the next lock.
         if self
             .state
             .compare_exchange(LOCKED_BIT, 0, Ordering::Release, Ordering::Relaxed)
-            .is_ok()
+            .is_err()
         {
-            return;
+            self.unlock_slow(true);
         }
-        self.unlock_slow(true);
+        if let Some(payload) = panic {
+            resume_policy_panic(payload);
+        }
     }
 
     /// Whether the lock is held (a hint: it may change at once).
@@ -666,20 +701,42 @@ impl<P: Policy> RawAdaptiveLock<P> {
         });
     }
 
-    /// The monitor's part of a release (the caller still holds the lock).
+    /// The monitor's part of a release (the caller still holds the lock):
+    /// the payload of a panic of the policy, which the caller resumes once
+    /// it has released the lock.
     #[inline]
-    fn on_release(&self) {
+    fn on_release(&self) -> Option<PanicPayload> {
         // SAFETY: the caller holds the lock.
         let sampling = self.holder.with(|h| unsafe { (*h).sampling });
-        if sampling {
-            self.end_sample();
-        }
+        if sampling { self.end_sample() } else { None }
     }
 
     /// Closes a sampled acquisition: measures its hold time, runs the
-    /// policy (the closely coupled loop) and publishes the counters.
+    /// policy (the closely coupled loop) and publishes the counters. A
+    /// panic of the policy is caught and returned, so that the caller
+    /// releases the lock before it resumes; the configuration stays as it
+    /// was.
     #[cold]
-    fn end_sample(&self) {
+    fn end_sample(&self) -> Option<PanicPayload> {
+        // A lock made by the `const` constructor takes its policy's own
+        // configuration and sampling rate at its first sample (a `const fn`
+        // cannot call the policy's methods).
+        // SAFETY: the caller holds the lock.
+        let initial = self.holder.with_mut(|h| unsafe {
+            let h = &mut *h;
+            if h.configured {
+                None
+            } else {
+                h.configured = true;
+                h.mask = u64::from(rate_of(h.policy.sampling_rate())) - 1;
+                h.timed = h.policy.uses_time();
+                Some(h.policy.initial())
+            }
+        });
+        if let Some(config) = initial {
+            // Relaxed: the configuration is advice; waiters re-read it.
+            self.config.store(config.to_bits(), Ordering::Relaxed);
+        }
         // SAFETY: the caller holds the lock.
         let end = if self.holder.with(|h| unsafe { (*h).timed }) {
             now()
@@ -726,14 +783,23 @@ impl<P: Policy> RawAdaptiveLock<P> {
             p.hold_ns.store(h.hold_ns, Ordering::Relaxed);
             p.park_wait_ns.store(h.park_wait_ns, Ordering::Relaxed);
             p.spin_polls.store(h.spin_polls, Ordering::Relaxed);
-            h.policy.adapt(&stats)
+            // AssertUnwindSafe: after a panic the policy is called again at
+            // the next sample, in whatever state the panic left it (as a
+            // lock_api mutex's data after a panic: no poisoning).
+            std::panic::catch_unwind(AssertUnwindSafe(|| h.policy.adapt(&stats)))
         });
-        if let Some(next) = next {
-            let bits = next.to_bits();
-            if bits != current {
-                // Relaxed: the configuration is advice; waiters re-read it.
-                self.config.store(bits, Ordering::Relaxed);
+        match next {
+            Ok(Some(next)) => {
+                let bits = next.to_bits();
+                if bits != current {
+                    // Relaxed: the configuration is advice; waiters re-read
+                    // it.
+                    self.config.store(bits, Ordering::Relaxed);
+                }
+                None
             }
+            Ok(None) => None,
+            Err(payload) => Some(payload),
         }
     }
 
@@ -779,7 +845,11 @@ impl<P: Policy> RawAdaptiveLock<P> {
             let latest = self.config.load(Ordering::Relaxed);
             if latest != bits {
                 bits = latest;
-                watch.reset(Self::watch_policy(bits, 0));
+                // The watch keeps its progress (polls made, time watched):
+                // restarting it at every change would let a policy that
+                // changes faster than the budget keep a waiter from ever
+                // parking.
+                watch.set_policy(Self::watch_policy(bits, ahead));
             }
             match watch.pause(deadline) {
                 Next::Poll => {

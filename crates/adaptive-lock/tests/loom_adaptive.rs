@@ -227,3 +227,30 @@ fn timeout() {
         });
     }
 }
+
+/// `stats()` from a third thread while a waiter parks: `stats` takes and
+/// releases the lock itself (its unlock may wake or hand over), and must not
+/// lose the waiter's wake-up. (From the review: with `stats`' release
+/// replaced by a plain store of 0, every other model still passed.)
+#[test]
+fn stats_while_threads_wait() {
+    for scheduler in [Scheduler::FCFS, Scheduler::HANDOFF] {
+        model::check_with_bound(2, move || {
+            let s = Shared::new(configured(PARK_SOON, scheduler));
+            let waiter = {
+                let s = Arc::clone(&s);
+                thread::spawn(move || s.locked_bump())
+            };
+            let reader = {
+                let s = Arc::clone(&s);
+                thread::spawn(move || {
+                    let _ = s.lock.stats();
+                })
+            };
+            s.locked_bump();
+            waiter.join().unwrap();
+            reader.join().unwrap();
+            s.assert_done(2, 2);
+        });
+    }
+}

@@ -412,6 +412,25 @@ impl Watch {
         *self = Self::new(policy);
     }
 
+    /// Runs `policy` from now on, keeping the watch's progress (the polls
+    /// made and the time watched so far): for a policy that changes while a
+    /// thread waits, so that changes cannot keep the watch from ending.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sync_core::wait::{Next, WaitPolicy, Watch};
+    /// let mut w = Watch::new(WaitPolicy::spin_then_block(2));
+    /// assert_eq!(w.pause(None), Next::Poll);
+    /// assert_eq!(w.pause(None), Next::Poll);
+    /// w.set_policy(WaitPolicy::spin_then_block(3));
+    /// assert_eq!(w.pause(None), Next::Poll); // the third spin, not the first
+    /// assert_eq!(w.pause(None), Next::Park);
+    /// ```
+    pub fn set_policy(&mut self, policy: WaitPolicy) {
+        self.policy = policy;
+    }
+
     /// Waits once, as the policy says for this point of the watch, and
     /// tells the waiter what to do next. `deadline` is the caller's (a timed
     /// wait); it is checked before every pause once spinning is over, and

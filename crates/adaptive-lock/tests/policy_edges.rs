@@ -1,0 +1,138 @@
+//! A hostile policy and configurations at the edges of the lock's word
+//! (found by review): a panicking policy, a huge sampling rate, spin counts
+//! growing past what the word holds, and the `const` constructor.
+
+use std::sync::Arc;
+use std::thread;
+
+use adaptive_lock::{
+    AdaptiveLockExt, AdaptiveMutex, Config, Policy, RawAdaptiveLock, SimpleAdapt, Stats,
+};
+use sync_core::wait::WaitPolicy;
+
+/// Panics at every sample.
+struct Panicky;
+
+impl Policy for Panicky {
+    const INIT: Self = Panicky;
+    fn sampling_rate(&self) -> u32 {
+        1
+    }
+    fn adapt(&mut self, _: &Stats) -> Option<Config> {
+        panic!("policy panic");
+    }
+}
+
+/// A panic in `Policy::adapt` runs in the unlock path: the lock must still
+/// be released, the panic reach the unlocking thread, and the lock keep
+/// serving (before the fix the lock stayed held for ever).
+#[test]
+fn a_panicking_policy_does_not_leave_the_lock_held() {
+    let m = Arc::new(AdaptiveMutex::with_policy(0u32, Panicky));
+    for _ in 0..3 {
+        let m2 = Arc::clone(&m);
+        let r = thread::spawn(move || *m2.lock() += 1).join();
+        let msg = r.expect_err("the policy's panic reaches the unlocking thread");
+        assert_eq!(msg.downcast_ref::<&str>(), Some(&"policy panic"));
+        assert!(!m.is_locked(), "the lock was left held");
+    }
+    // Every critical section ran (the lock served after each panic).
+    let m = Arc::try_unwrap(m).ok().expect("the threads are gone");
+    assert_eq!(m.into_inner(), 3);
+}
+
+/// A guard dropped while its thread already unwinds must not abort the
+/// process when the policy panics too: the policy's panic is dropped.
+#[test]
+fn a_policy_panic_during_an_unwind_does_not_abort() {
+    let m = Arc::new(AdaptiveMutex::with_policy(0u32, Panicky));
+    let m2 = Arc::clone(&m);
+    let r = thread::spawn(move || {
+        let _g = m2.lock();
+        panic!("critical section panic");
+    })
+    .join();
+    let msg = r.expect_err("the critical section's panic");
+    assert_eq!(msg.downcast_ref::<&str>(), Some(&"critical section panic"));
+    assert!(!m.is_locked());
+}
+
+struct HugeRate;
+
+impl Policy for HugeRate {
+    const INIT: Self = HugeRate;
+    fn sampling_rate(&self) -> u32 {
+        u32::MAX
+    }
+    fn adapt(&mut self, _: &Stats) -> Option<Config> {
+        None
+    }
+}
+
+/// A sampling rate above 2^31 is clamped, not an overflow panic.
+#[test]
+fn a_huge_sampling_rate_is_clamped() {
+    let m = AdaptiveMutex::with_policy(0u32, HugeRate);
+    *m.lock() += 1;
+    let c = AdaptiveMutex::<u32, HugeRate>::new(0);
+    *c.lock() += 1;
+    assert_eq!(*m.lock() + *c.lock(), 2);
+}
+
+/// SimpleAdapt adds `step` spins per sample while few threads wait. Past
+/// what the word holds the count used to read back as "unbounded", which
+/// `-2*step` could never bring down: the lock latched at spinning for ever.
+#[test]
+fn simple_adapt_never_latches_at_unbounded_spins() {
+    let raw = RawAdaptiveLock::with_policy(SimpleAdapt::INIT);
+    let mut s = raw.stats();
+    let mut p = SimpleAdapt {
+        threshold: 1,
+        step: 1 << 20,
+    };
+    s.config = Config::new().wait(WaitPolicy::spin_then_block(1)).clamped();
+    s.waiting = 1;
+    for _ in 0..64 {
+        s.config = p.adapt(&s).expect("simple-adapt configures").clamped();
+    }
+    let grown = s.config.wait_policy().spin_count();
+    assert!(grown < u32::MAX, "a finite count became unbounded");
+    s.waiting = 100;
+    for _ in 0..64 {
+        s.config = p.adapt(&s).expect("simple-adapt configures").clamped();
+    }
+    assert!(
+        s.config.wait_policy().parks() && s.config.wait_policy().spin_count() == 0,
+        "heavy contention did not bring the spins down: {:?}",
+        s.config.wait_policy()
+    );
+}
+
+/// Finite counts stay finite in the word.
+#[test]
+fn finite_counts_are_clamped_to_finite_ones() {
+    let c = Config::new()
+        .wait(WaitPolicy::new().spins(u32::MAX - 1).yields(1000))
+        .clamped();
+    assert!(c.wait_policy().spin_count() < u32::MAX);
+    assert_eq!(c.wait_policy().yield_count(), 254);
+    let unbounded = Config::new()
+        .wait(WaitPolicy::new().spins(u32::MAX).yields(u32::MAX))
+        .clamped();
+    assert_eq!(unbounded.wait_policy().spin_count(), u32::MAX);
+    assert_eq!(unbounded.wait_policy().yield_count(), u32::MAX);
+}
+
+/// The `const` constructor applies the policy's initial configuration at
+/// the first acquisition (it used to keep the default for ever).
+#[test]
+fn the_const_constructor_takes_the_policys_initial_configuration() {
+    let m = AdaptiveMutex::<u32, SimpleAdapt>::new(0);
+    let w = AdaptiveMutex::with_policy(0u32, SimpleAdapt::INIT);
+    assert_eq!(w.config(), SimpleAdapt::INIT.initial().clamped());
+    drop(m.lock());
+    // The first sample configured it; the next samples (every other
+    // unlock) adapt it as the policy says: with nobody waiting, pure spin,
+    // which is also SimpleAdapt's initial configuration.
+    assert_eq!(m.config(), w.config());
+}
