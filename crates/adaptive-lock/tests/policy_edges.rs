@@ -37,7 +37,9 @@ fn a_panicking_policy_does_not_leave_the_lock_held() {
         assert!(!m.is_locked(), "the lock was left held");
     }
     // Every critical section ran (the lock served after each panic).
-    let m = Arc::try_unwrap(m).ok().expect("the threads are gone");
+    let Ok(m) = Arc::try_unwrap(m) else {
+        panic!("the threads are gone, so the Arc is unique")
+    };
     assert_eq!(m.into_inner(), 3);
 }
 
