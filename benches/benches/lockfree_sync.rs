@@ -14,6 +14,28 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use lockfree_sync::{Fairness, Mutex, Semaphore, csp, mpsc};
 use sync_bench::peers::{BenchMutex, BenchSemaphore};
 
+/// A two-thread stream benchmark: `$make` builds a fresh channel per
+/// measurement; one thread sends `iters` values, the other receives them.
+macro_rules! stream {
+    ($g:expr, $name:expr, $make:expr) => {
+        $g.bench_function($name, |b| {
+            b.iter_custom(|iters| {
+                #[allow(unused_mut)]
+                let (mut tx, mut rx) = $make;
+                common::pair(
+                    iters,
+                    move |n| (0..n).for_each(|i| tx.send(i).unwrap()),
+                    |n| {
+                        (0..n).for_each(|_| {
+                            black_box(rx.recv().unwrap());
+                        })
+                    },
+                )
+            })
+        })
+    };
+}
+
 fn mutex_uncontended(c: &mut Criterion) {
     let mut g = c.benchmark_group("lockfree_sync/mutex-uncontended");
     let ours = Mutex::new(0u64);
@@ -182,62 +204,10 @@ fn mpsc_same_thread(c: &mut Criterion) {
 /// One thread sends `iters` values, the other receives them.
 fn mpsc_stream(c: &mut Criterion) {
     let mut g = c.benchmark_group("lockfree_sync/mpsc-stream-2");
-    g.bench_function("lockfree-sync", |b| {
-        b.iter_custom(|iters| {
-            let (tx, rx) = mpsc::channel::<u64>();
-            common::pair(
-                iters,
-                move |n| (0..n).for_each(|i| tx.send(i).unwrap()),
-                |n| {
-                    (0..n).for_each(|_| {
-                        black_box(rx.recv().unwrap());
-                    })
-                },
-            )
-        })
-    });
-    g.bench_function("crossbeam", |b| {
-        b.iter_custom(|iters| {
-            let (tx, rx) = crossbeam_channel::unbounded::<u64>();
-            common::pair(
-                iters,
-                move |n| (0..n).for_each(|i| tx.send(i).unwrap()),
-                |n| {
-                    (0..n).for_each(|_| {
-                        black_box(rx.recv().unwrap());
-                    })
-                },
-            )
-        })
-    });
-    g.bench_function("std", |b| {
-        b.iter_custom(|iters| {
-            let (tx, rx) = std::sync::mpsc::channel::<u64>();
-            common::pair(
-                iters,
-                move |n| (0..n).for_each(|i| tx.send(i).unwrap()),
-                |n| {
-                    (0..n).for_each(|_| {
-                        black_box(rx.recv().unwrap());
-                    })
-                },
-            )
-        })
-    });
-    g.bench_function("flume", |b| {
-        b.iter_custom(|iters| {
-            let (tx, rx) = flume::unbounded::<u64>();
-            common::pair(
-                iters,
-                move |n| (0..n).for_each(|i| tx.send(i).unwrap()),
-                |n| {
-                    (0..n).for_each(|_| {
-                        black_box(rx.recv().unwrap());
-                    })
-                },
-            )
-        })
-    });
+    stream!(g, "lockfree-sync", mpsc::channel::<u64>());
+    stream!(g, "crossbeam", crossbeam_channel::unbounded::<u64>());
+    stream!(g, "std", std::sync::mpsc::channel::<u64>());
+    stream!(g, "flume", flume::unbounded::<u64>());
     g.finish();
 }
 
@@ -245,48 +215,9 @@ fn mpsc_stream(c: &mut Criterion) {
 /// buffer), the other receives them: one iteration is one meeting.
 fn rendezvous(c: &mut Criterion) {
     let mut g = c.benchmark_group("lockfree_sync/rendezvous-2");
-    g.bench_function("lockfree-sync", |b| {
-        b.iter_custom(|iters| {
-            let (mut tx, mut rx) = csp::channel::<u64>();
-            common::pair(
-                iters,
-                move |n| (0..n).for_each(|i| tx.send(i).unwrap()),
-                |n| {
-                    (0..n).for_each(|_| {
-                        black_box(rx.recv().unwrap());
-                    })
-                },
-            )
-        })
-    });
-    g.bench_function("crossbeam", |b| {
-        b.iter_custom(|iters| {
-            let (tx, rx) = crossbeam_channel::bounded::<u64>(0);
-            common::pair(
-                iters,
-                move |n| (0..n).for_each(|i| tx.send(i).unwrap()),
-                |n| {
-                    (0..n).for_each(|_| {
-                        black_box(rx.recv().unwrap());
-                    })
-                },
-            )
-        })
-    });
-    g.bench_function("std", |b| {
-        b.iter_custom(|iters| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(0);
-            common::pair(
-                iters,
-                move |n| (0..n).for_each(|i| tx.send(i).unwrap()),
-                |n| {
-                    (0..n).for_each(|_| {
-                        black_box(rx.recv().unwrap());
-                    })
-                },
-            )
-        })
-    });
+    stream!(g, "lockfree-sync", csp::channel::<u64>());
+    stream!(g, "crossbeam", crossbeam_channel::bounded::<u64>(0));
+    stream!(g, "std", std::sync::mpsc::sync_channel::<u64>(0));
     g.finish();
 }
 
