@@ -95,6 +95,34 @@ fn a_full_queue_wakes_its_waiting_producers() {
     });
 }
 
+/// A queue of two slots: producers are woken only once it is half full
+/// (here: one task left), and still never left asleep.
+#[test]
+fn a_half_drained_queue_wakes_its_waiting_producers() {
+    check_with_bound(2, || {
+        let m = Arc::new(relaxed(2, 1));
+        let hs: Vec<_> = (0..2)
+            .map(|_| {
+                let m = Arc::clone(&m);
+                thread::spawn(move || {
+                    let a = m.submit(|n| *n += 1);
+                    let b = m.submit(|n| *n += 1);
+                    let c = m.submit(|n| *n += 1);
+                    assert!(c.is_done() || m.call(|_| true));
+                    (a, b)
+                })
+            })
+            .collect();
+        // Join both before looking: a thread's second task may be run by
+        // the other thread, still serving.
+        let cs: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        for (a, b) in cs {
+            assert!(a.is_done() && b.is_done(), "a task was stranded: {m:?}");
+        }
+        assert_eq!(m.call(|n| *n), 6);
+    });
+}
+
 /// A `when` task queued while another thread changes the state: it runs as
 /// soon as its precondition holds, with nobody running the monitor again.
 #[test]
