@@ -479,6 +479,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// completion is then ready) and any tasks queued meanwhile. Otherwise
     /// `f` is queued for the holder; if the queue is full, the thread waits
     /// for space (helping to run the queue if the monitor becomes idle).
+    /// That wait parks the thread even in async code: an asynchronous
+    /// submit that yields to the executor instead is not written yet, so
+    /// size [`Builder::capacity`] for the burst an async caller may make.
     ///
     /// Under [`Order::Strict`], first waits for this thread's previous
     /// asynchronous task if it was on another monitor or had a
