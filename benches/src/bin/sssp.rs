@@ -6,7 +6,8 @@
 //! queue under synchronous delegation and under a Mutex + Condvar, and
 //! checked against sequential Dijkstra.
 //!
-//! `cargo run --release -p sync-examples --bin sssp`
+//! `cargo run --release -p sync-bench --bin sssp` (a sync-bench binary: it
+//! runs the report's solver)
 
 use std::sync::Arc;
 use std::time::Instant;
