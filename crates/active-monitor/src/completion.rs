@@ -15,6 +15,7 @@ use sync_core::sync::thread;
 use sync_core::waker::AtomicWaker;
 
 use crate::error::Discarded;
+use crate::unwind;
 
 // `std::sync::Arc`, not loom's: tasks are shared as trait objects, and
 // loom's `Arc` cannot be coerced to one (the reference count is std's own,
@@ -84,8 +85,10 @@ impl<R> ResultSlot<R> {
         self.state.store(READY, Release);
         // The AtomicWaker's RMW orders this wake after the store for a
         // register that looks at `state` after registering.
-        self.order.wake();
-        self.waker.wake();
+        // A waker is user code: a panic in it is resumed once the monitor
+        // is let go of (see `unwind`).
+        unwind::caught(|| self.order.wake());
+        unwind::caught(|| self.waker.wake());
     }
 
     pub(crate) fn is_done(&self) -> bool {

@@ -63,6 +63,7 @@ mod monitor;
 mod order;
 mod queue;
 mod task;
+mod unwind;
 
 pub use completion::Completion;
 pub use compose::{Op, Operands, and, or};

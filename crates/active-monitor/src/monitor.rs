@@ -23,6 +23,7 @@ use crate::task::{
     Always, AsyncTask, Body, CallJob, Check, DONE, HANDOFF, InSet, Job, Plain, Pre, Pred, Stated,
     Task,
 };
+use crate::unwind;
 
 use crate::NoState;
 
@@ -94,6 +95,12 @@ const SPACE: usize = 3;
 /// takes the task's result ([`Completion::wait`], `.await`, or the `call`
 /// itself). The monitor keeps serving. The data is not poisoned: it is left
 /// as the panicking body left it.
+///
+/// A panic in a drop the monitor makes (a body never run, a result whose
+/// [`Completion`] was dropped, a precondition) or in a completion's waker
+/// is caught too: the monitor stays consistent and is let go of, then the
+/// panic resumes in the thread that was holding it, when its `call` or
+/// submission returns (or is dropped if that thread already unwinds).
 ///
 /// # Examples
 ///
@@ -425,16 +432,21 @@ impl<T, S: AbstractState> Monitor<T, S> {
     where
         F: FnOnce(&mut T) -> R,
     {
-        self.exec.with_mut(|e| {
-            // SAFETY: we hold the monitor.
-            let exec = unsafe { &mut *e };
-            let outcome = match catch_unwind(AssertUnwindSafe(|| f(&mut exec.data))) {
-                Ok(r) => Outcome::Value(r),
-                Err(p) => Outcome::Panicked(p),
-            };
-            exec.relay();
-            outcome
-        })
+        let guard = Unlock(self);
+        let outcome = unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: we hold the monitor.
+                let exec = unsafe { &mut *e };
+                let outcome = match catch_unwind(AssertUnwindSafe(|| f(&mut exec.data))) {
+                    Ok(r) => Outcome::Value(r),
+                    Err(p) => Outcome::Panicked(p),
+                };
+                exec.relay();
+                outcome
+            })
+        });
+        core::mem::forget(guard);
+        outcome
     }
 
     #[cold]
@@ -736,15 +748,32 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     /// Checks and runs (or files) one task. The caller holds the monitor.
     fn execute(&self, task: Task<T, S>) {
-        self.exec.with_mut(|e| {
-            // SAFETY: the caller holds the monitor.
-            unsafe { (*e).execute(task) }
+        let guard = Unlock(self);
+        self.execute_unguarded(task);
+        core::mem::forget(guard);
+    }
+
+    /// `execute`, without letting go of the monitor if it unwinds (for the
+    /// owner, who holds no lock).
+    fn execute_unguarded(&self, task: Task<T, S>) {
+        unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: the caller holds the monitor.
+                unsafe { (*e).execute(task) }
+            })
         });
     }
 
     /// Serves the queue while holding the monitor; returns once the monitor
-    /// is released or handed off.
+    /// is released or handed off. Then resumes a panic caught in a drop or
+    /// a waker meanwhile (see `unwind`), unless a task body of another
+    /// monitor runs below us on this thread (its own serve resumes it).
     fn serve(&self) {
+        self.serve_loop();
+        unwind::resume_deferred();
+    }
+
+    fn serve_loop(&self) {
         let mut budget = self.batch;
         loop {
             if budget == 0 {
@@ -842,7 +871,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// Runs every queued task (no one else is around).
     fn run_queued(&mut self) {
         while let Some(task) = self.pop() {
-            self.execute(task);
+            self.execute_unguarded(task);
         }
     }
 }
@@ -857,6 +886,7 @@ impl<T, S: AbstractState> Drop for Monitor<T, S> {
             // SAFETY: `&mut self`: nobody else holds the monitor.
             unsafe { (*e).waiting.discard_all() }
         });
+        unwind::resume_deferred();
     }
 }
 
@@ -869,6 +899,20 @@ impl<T, S: AbstractState> fmt::Debug for Monitor<T, S> {
             .field("batch", &self.batch)
             .field("order", &self.order)
             .finish_non_exhaustive()
+    }
+}
+
+/// Lets go of the monitor if the holder unwinds (a panic that escaped
+/// every catch: none is known, user code is caught where it runs), then
+/// serves what remains if nobody else took it, so the monitor is never
+/// left held by a thread that has gone.
+struct Unlock<'a, T, S: AbstractState>(&'a Monitor<T, S>);
+
+impl<T, S: AbstractState> Drop for Unlock<'_, T, S> {
+    fn drop(&mut self) {
+        if !self.0.release() {
+            self.0.serve_loop();
+        }
     }
 }
 
@@ -895,7 +939,7 @@ impl<T, S: AbstractState> Exec<T, S> {
                 self.relay();
             }
             Check::Wait => self.waiting.file(task),
-            Check::Gone => {}
+            Check::Gone => unwind::drop_caught(task),
         }
     }
 
@@ -904,6 +948,9 @@ impl<T, S: AbstractState> Exec<T, S> {
         if let Some(next) = unsafe { task.job().run(&mut self.data) } {
             self.state = next;
         }
+        // The last reference to a task whose completion was dropped: its
+        // result and precondition are user values.
+        unwind::drop_caught(task);
     }
 
     /// Relay invariance: after a task ran, run the waiting tasks whose
@@ -975,9 +1022,7 @@ impl<T, S: AbstractState> Waiting<T, S> {
                             }
                             break;
                         }
-                        Check::Gone => {
-                            list.pop_front();
-                        }
+                        Check::Gone => unwind::drop_caught(list.pop_front()),
                         Check::Wait => unreachable!("an entry set that contains the state"),
                     }
                 }
@@ -999,9 +1044,7 @@ impl<T, S: AbstractState> Waiting<T, S> {
             }
             match t.job().check(data, state) {
                 Check::Run => return self.by_pred.remove(j).map(|(_, t)| t),
-                Check::Gone => {
-                    self.by_pred.remove(j);
-                }
+                Check::Gone => unwind::drop_caught(self.by_pred.remove(j)),
                 Check::Wait => j += 1,
             }
         }
@@ -1019,6 +1062,7 @@ impl<T, S: AbstractState> Waiting<T, S> {
         for (_, task) in self.by_pred.drain(..).chain(sets) {
             // SAFETY: the task never ran and is dropped here.
             unsafe { task.job().discard() };
+            unwind::drop_caught(task);
         }
     }
 }

@@ -17,6 +17,7 @@ use sync_core::waiter::{Token, Waiter};
 
 use crate::completion::{HasSlot, Outcome, ResultSlot};
 use crate::order::Pending;
+use crate::unwind;
 
 /// What the executor learns from a task's precondition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,7 +222,7 @@ where
             Ok(true) => Check::Run,
             Ok(false) => Check::Wait,
             Err(Outcome::Panicked(p)) => {
-                drop(self.take_body());
+                unwind::drop_caught(self.take_body());
                 // SAFETY: the task finishes here, once (it is not kept).
                 unsafe { self.slot.complete(Outcome::Panicked(p)) };
                 Check::Gone
@@ -239,7 +240,7 @@ where
     }
 
     unsafe fn discard(&self) {
-        drop(self.take_body());
+        unwind::drop_caught(self.take_body());
         // SAFETY: once, instead of `run` (our caller's contract).
         unsafe { self.slot.complete(Outcome::Discarded) };
     }
@@ -456,7 +457,7 @@ impl<T, S, P, B, R> OrTask<T, S, P, B, R> {
 
     /// This operand finishes without running.
     fn leave(&self) {
-        drop(self.take_body());
+        unwind::drop_caught(self.take_body());
         // AcqRel: the last operand to leave sees every other's leaving and
         // the taken flag as they left it.
         if self.shared.live.fetch_sub(1, AcqRel) == 1 && !self.shared.taken.load(Acquire) {
@@ -489,7 +490,7 @@ where
             Ok(true) => Check::Run,
             Ok(false) => Check::Wait,
             Err(Outcome::Panicked(p)) => {
-                drop(self.take_body());
+                unwind::drop_caught(self.take_body());
                 // A panicking precondition finishes the whole OR with the
                 // panic, if no operand has taken it.
                 if self

@@ -1,0 +1,105 @@
+//! Panics in user code that runs while a monitor is held but outside any
+//! task's `catch_unwind`: the drop of a body, a precondition or a result
+//! nobody took, and a completion's waker. Such a panic must not unwind
+//! through the executor (the monitor would stay held for ever), so it is
+//! caught, kept in a thread-local, and resumed once the thread has let go of
+//! every monitor (at the end of the outermost `serve`, the drop of
+//! `get_mut`'s guard or of the monitor). If the thread is already unwinding
+//! then, it is dropped. Only the first such panic of an episode is kept.
+//!
+//! The same thread-local records which monitor's task body the thread is
+//! running (innermost), so that a task submitting to its own full monitor
+//! is told so instead of sleeping for ever.
+
+use core::any::Any;
+use core::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+type Payload = Box<dyn Any + Send + 'static>;
+
+struct State {
+    /// The first panic caught and not resumed yet.
+    deferred: Cell<Option<Payload>>,
+    /// The monitor (its address) whose task body runs on this thread,
+    /// innermost; 0 if none.
+    running: Cell<usize>,
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    static STATE: State = const { State { deferred: Cell::new(None), running: Cell::new(0) } };
+}
+
+#[cfg(loom)]
+sync_core::loom::thread_local! {
+    static STATE: State = State { deferred: Cell::new(None), running: Cell::new(0) };
+}
+
+/// Keeps `payload` to resume later (the first one only).
+fn defer(payload: Payload) {
+    let extra = STATE.with(|s| {
+        let old = s.deferred.take();
+        match old {
+            None => {
+                s.deferred.set(Some(payload));
+                None
+            }
+            Some(first) => {
+                s.deferred.set(Some(first));
+                Some(payload)
+            }
+        }
+    });
+    if let Some(extra) = extra {
+        // A payload whose own drop panics is leaked rather than unwound.
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(extra))) {
+            core::mem::forget(p);
+        }
+    }
+}
+
+/// Runs `f` (user code: a drop, a wake); a panic is deferred.
+#[inline]
+pub(crate) fn caught(f: impl FnOnce()) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+        defer(p);
+    }
+}
+
+/// Drops `x` (which may run user code); a panic is deferred.
+#[inline]
+pub(crate) fn drop_caught<X>(x: X) {
+    caught(move || drop(x));
+}
+
+/// Resumes the deferred panic, if any, once this thread runs no task body
+/// (it holds no monitor then, but for one whose own caller resumes later);
+/// drops it if the thread is already unwinding.
+pub(crate) fn resume_deferred() {
+    let p = STATE.with(|s| {
+        if s.running.get() != 0 {
+            return None;
+        }
+        s.deferred.take()
+    });
+    if let Some(p) = p {
+        if std::thread::panicking() {
+            drop_caught(p);
+        } else {
+            resume_unwind(p);
+        }
+    }
+}
+
+/// Runs `f`, a task body on `monitor`, recorded as the innermost running.
+#[inline]
+pub(crate) fn running<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            STATE.with(|s| s.running.set(self.0));
+        }
+    }
+    let _restore = Restore(STATE.with(|s| s.running.replace(monitor)));
+    f()
+}

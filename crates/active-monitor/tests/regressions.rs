@@ -1,0 +1,133 @@
+#![cfg(not(loom))]
+//! Regressions from the review of issue 10: each test here failed (hung or
+//! asserted) on the code before its fix.
+
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::task::{Context, Wake, Waker};
+use std::thread;
+use std::time::Duration;
+
+use active_monitor::{Monitor, Order, or};
+
+/// Runs `f` on a thread; `None` if it has not finished within `secs` (the
+/// thread is leaked: the test then fails, it does not hang).
+fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs)).ok()
+}
+
+/// A value whose drop panics (unless the thread already unwinds).
+struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            panic!("drop of a user value");
+        }
+    }
+}
+
+/// Holds `m` on another thread (a long `call`) while `queue` queues tasks
+/// behind it; returns whether the holder's call panicked.
+fn behind_a_holder(m: &Arc<Monitor<u32>>, queue: impl FnOnce(&Monitor<u32>)) -> bool {
+    let (started_tx, started_rx) = mpsc::channel();
+    let m1 = Arc::clone(m);
+    let holder = thread::spawn(move || {
+        catch_unwind(AssertUnwindSafe(|| {
+            m1.call(|_| {
+                started_tx.send(()).unwrap();
+                thread::sleep(Duration::from_millis(100));
+            })
+        }))
+        .is_err()
+    });
+    started_rx.recv().unwrap();
+    queue(m);
+    holder.join().unwrap()
+}
+
+// MED 4: a result nobody took is dropped by the combiner; its drop panicked
+// out of `serve` and left the monitor held for ever.
+#[test]
+fn a_panicking_drop_of_a_result_does_not_wedge_the_monitor() {
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u32));
+    let holder_panicked = behind_a_holder(&m, |m| drop(m.submit(|_| PanicOnDrop)));
+    // The panic is resumed in the combiner, once it let go of the monitor.
+    assert!(holder_panicked, "the drop's panic was lost");
+    let m2 = Arc::clone(&m);
+    assert_eq!(
+        within(3, move || m2.call(|n| *n + 1)),
+        Some(1),
+        "monitor wedged"
+    );
+}
+
+struct PanickingWaker;
+
+impl Wake for PanickingWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("waker");
+    }
+}
+
+// MED 4: a completion's waker is user code, woken by the combiner.
+#[test]
+fn a_panicking_waker_does_not_wedge_the_monitor() {
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u32));
+    let mut c = None;
+    let holder_panicked = behind_a_holder(&m, |m| {
+        let mut fut = m.submit(|n| *n + 7);
+        let waker = Waker::from(Arc::new(PanickingWaker));
+        let mut cx = Context::from_waker(&waker);
+        assert!(std::pin::Pin::new(&mut fut).poll(&mut cx).is_pending());
+        c = Some(fut);
+    });
+    assert!(holder_panicked, "the waker's panic was lost");
+    assert_eq!(c.unwrap().wait(), 7);
+    let m2 = Arc::clone(&m);
+    assert_eq!(
+        within(3, move || m2.call(|n| *n + 1)),
+        Some(1),
+        "monitor wedged"
+    );
+}
+
+// MED 4: an OR operand that lost drops its body when its monitor finds it
+// taken.
+#[test]
+fn a_panicking_drop_of_a_losing_or_body_does_not_wedge_the_monitor() {
+    let a = Monitor::builder().order(Order::Relaxed).build(0u32);
+    let b = Monitor::builder().order(Order::Relaxed).build(0u32);
+    let body = PanicOnDrop;
+    let c = or((
+        b.op(
+            |n| *n > 0,
+            move |n| {
+                let _keep = &body;
+                *n
+            },
+        ),
+        a.op(|_| true, |n| *n + 1),
+    ))
+    .unwrap();
+    assert_eq!(c.wait(), (1, 1));
+    // b's operand is found taken at b's next task: its body drops there.
+    let b = Arc::new(b);
+    let b1 = Arc::clone(&b);
+    let r = within(3, move || {
+        catch_unwind(AssertUnwindSafe(|| b1.call(|n| *n = 1))).is_err()
+    });
+    assert_eq!(r, Some(true), "hung, or the drop's panic was lost");
+    let b2 = Arc::clone(&b);
+    assert_eq!(
+        within(3, move || b2.call(|n| *n)),
+        Some(1),
+        "monitor wedged"
+    );
+}
