@@ -68,7 +68,7 @@ mod unwind;
 pub use completion::Completion;
 pub use compose::{Op, Operands, and, or};
 pub use error::{Discarded, SameMonitor};
-pub use monitor::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY, Monitor};
+pub use monitor::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY, DataMut, Monitor};
 pub use order::{Order, RELAXED_WAITING_LIMIT};
 
 ast_mutex::states! {

@@ -368,19 +368,31 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// `Drop` does), so the data is as the tasks submitted so far leave it.
     /// Tasks waiting on preconditions stay waiting.
     ///
+    /// The guard derefs to the data. When it is dropped, the waiting tasks'
+    /// preconditions are re-checked, and those that now hold run (relay
+    /// invariance, as after any task): a change made here enables them as a
+    /// task's would.
+    ///
+    /// # Panics
+    ///
+    /// The guard's drop resumes a panic caught in a drop or a waker while
+    /// the queued or enabled tasks ran (see [`Monitor`]'s "Panics in
+    /// tasks"); a task's own panic resumes in its waiter.
+    ///
     /// # Examples
     ///
     /// ```
-    /// let mut m = active_monitor::Monitor::new(0);
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// let mut m = Monitor::builder().order(Order::Relaxed).build(0);
     /// m.submit(|n| *n += 1);
-    /// *m.get_mut() += 1;
-    /// assert_eq!(m.call(|n| *n), 2);
+    /// let c = m.when(|n| *n >= 2, |n| *n * 10);
+    /// *m.get_mut() += 1; // the guard's drop runs the enabled task
+    /// assert_eq!(c.wait(), 20);
     /// ```
-    pub fn get_mut(&mut self) -> &mut T {
+    pub fn get_mut(&mut self) -> DataMut<'_, T, S> {
         self.run_queued();
-        let exec = self.exec.with_mut(|e| e);
-        // SAFETY: `&mut self`: nobody else holds the monitor.
-        unsafe { &mut (*exec).data }
+        DataMut { monitor: self }
     }
 
     /// Runs a task on the data and returns its result: synchronous
@@ -913,6 +925,58 @@ impl<T, S: AbstractState> Drop for Unlock<'_, T, S> {
         if !self.0.release() {
             self.0.serve_loop();
         }
+    }
+}
+
+/// The monitor's data, borrowed by its owner ([`Monitor::get_mut`]); its
+/// drop runs the waiting tasks the change enabled.
+///
+/// # Examples
+///
+/// ```
+/// let mut m = active_monitor::Monitor::new(vec![1]);
+/// m.get_mut().push(2);
+/// assert_eq!(m.call(|v| v.len()), 2);
+/// ```
+#[must_use = "the guard is the data; dropping it at once changes nothing"]
+pub struct DataMut<'a, T, S: AbstractState = NoState> {
+    monitor: &'a mut Monitor<T, S>,
+}
+
+impl<T, S: AbstractState> core::ops::Deref for DataMut<'_, T, S> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        let exec = self.monitor.exec.with(|e| e);
+        // SAFETY: the guard borrows the monitor mutably: nobody holds it.
+        unsafe { &(*exec).data }
+    }
+}
+
+impl<T, S: AbstractState> core::ops::DerefMut for DataMut<'_, T, S> {
+    fn deref_mut(&mut self) -> &mut T {
+        let exec = self.monitor.exec.with_mut(|e| e);
+        // SAFETY: as for `deref`, and `&mut self` makes it unique.
+        unsafe { &mut (*exec).data }
+    }
+}
+
+impl<T, S: AbstractState> Drop for DataMut<'_, T, S> {
+    fn drop(&mut self) {
+        let id = self.monitor.id();
+        unwind::running(id, || {
+            self.monitor.exec.with_mut(|e| {
+                // SAFETY: `&mut` monitor: nobody else holds it.
+                unsafe { (*e).relay() }
+            })
+        });
+        unwind::resume_deferred();
+    }
+}
+
+impl<T: fmt::Debug, S: AbstractState> fmt::Debug for DataMut<'_, T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
     }
 }
 

@@ -74,7 +74,7 @@ fn run(order: Order, capacity: usize, programs: Vec<Vec<(usize, Kind)>>) -> Log 
     let monitors = Arc::try_unwrap(monitors).expect("workers joined");
     monitors
         .into_iter()
-        .flat_map(|mut m| std::mem::take(m.get_mut()))
+        .flat_map(|mut m| std::mem::take(&mut *m.get_mut()))
         .collect()
 }
 

@@ -131,3 +131,17 @@ fn a_panicking_drop_of_a_losing_or_body_does_not_wedge_the_monitor() {
         "monitor wedged"
     );
 }
+
+// MED 3: `get_mut` changed the data without re-checking the waiting tasks:
+// a task whose precondition it made true waited for ever.
+#[test]
+fn get_mut_runs_the_waiting_tasks_it_enables() {
+    let r = within(3, || {
+        let mut m = Monitor::builder().order(Order::Relaxed).build(0);
+        let c = m.when(|n| *n > 0, |n| *n * 10);
+        *m.get_mut() = 1;
+        // Nobody submits anything after this.
+        c.wait()
+    });
+    assert_eq!(r, Some(10), "the enabled task never ran");
+}
