@@ -1029,12 +1029,20 @@ impl<T, S: AbstractState> Exec<T, S> {
 /// Waiting tasks with their submission order, oldest first.
 type Fifo<T, S> = VecDeque<(u64, Task<T, S>)>;
 
+/// The fewest waiting tasks that trigger a sweep of forsaken ones.
+const SWEEP_MIN: usize = 32;
+
 /// Tasks waiting on their preconditions. Memory grows with the tasks that
 /// wait, never with the history: an entry set's list is dropped with its
-/// last task.
+/// last task, and OR operands whose OR was taken on another monitor are
+/// swept out whenever the lists have doubled since the last sweep (they
+/// would otherwise stay until a task runs here, and pile up on a monitor
+/// where nothing runs).
 struct Waiting<T, S> {
     /// Submission order among waiting tasks.
     next_seq: u64,
+    /// The number of waiting tasks at which `file` sweeps next.
+    sweep_at: usize,
     /// Tasks with predicates, oldest first.
     by_pred: Fifo<T, S>,
     /// Tasks with entry sets, one FIFO list per distinct set (its mask).
@@ -1045,6 +1053,7 @@ impl<T, S> Default for Waiting<T, S> {
     fn default() -> Self {
         Self {
             next_seq: 0,
+            sweep_at: SWEEP_MIN,
             by_pred: VecDeque::new(),
             by_set: Vec::new(),
         }
@@ -1061,6 +1070,44 @@ impl<T, S: AbstractState> Waiting<T, S> {
                 Some((_, list)) => list.push_back((seq, task)),
                 None => self.by_set.push((mask, VecDeque::from([(seq, task)]))),
             },
+        }
+        let len = self.len();
+        if len >= self.sweep_at {
+            self.sweep();
+            // Amortised: the next sweep only after as many new filings
+            // again as tasks are left.
+            self.sweep_at = SWEEP_MIN.max(2 * self.len());
+        }
+    }
+
+    /// How many tasks wait.
+    fn len(&self) -> usize {
+        self.by_pred.len() + self.by_set.iter().map(|(_, l)| l.len()).sum::<usize>()
+    }
+
+    /// Drops the forsaken tasks (OR operands taken elsewhere), keeping the
+    /// others in order.
+    fn sweep(&mut self) {
+        let mut gone = Vec::new();
+        let mut split = |list: &mut Fifo<T, S>| {
+            for (seq, t) in core::mem::take(list) {
+                if t.job().is_forsaken() {
+                    // SAFETY: the task never ran; it leaves the list here.
+                    unsafe { t.job().discard() };
+                    gone.push(t);
+                } else {
+                    list.push_back((seq, t));
+                }
+            }
+        };
+        split(&mut self.by_pred);
+        for (_, list) in &mut self.by_set {
+            split(list);
+        }
+        self.by_set.retain(|(_, l)| !l.is_empty());
+        // Their drops are user code (see `unwind`).
+        for t in gone {
+            unwind::drop_caught(t);
         }
     }
 

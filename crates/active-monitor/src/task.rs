@@ -59,6 +59,13 @@ pub(crate) trait Job<T, S>: Send + Sync {
     /// Once per task, instead of `run`.
     unsafe fn discard(&self);
 
+    /// Whether the task can never run whatever the data (an OR operand
+    /// whose OR another operand took): a waiting list drops it, by
+    /// [`discard`](Self::discard), without evaluating its precondition.
+    fn is_forsaken(&self) -> bool {
+        false
+    }
+
     /// Whether the task's submitter is blocked in `Monitor::call` waiting
     /// for it (it can take the monitor over).
     fn is_blocking(&self) -> bool {
@@ -536,5 +543,10 @@ where
 
     unsafe fn discard(&self) {
         self.leave();
+    }
+
+    fn is_forsaken(&self) -> bool {
+        // Acquire: as in `check`.
+        self.shared.taken.load(Acquire)
     }
 }

@@ -145,3 +145,46 @@ fn get_mut_runs_the_waiting_tasks_it_enables() {
     });
     assert_eq!(r, Some(10), "the enabled task never ran");
 }
+
+/// `n` ORs whose operand on `b` never holds and whose operand on `a` runs
+/// at once; how many of b's operands are still alive after (counted by a
+/// value each captures).
+fn or_losers_left(b_first: bool, n: usize) -> usize {
+    let a = Monitor::builder().order(Order::Relaxed).build(0u64);
+    let b = Monitor::builder().order(Order::Relaxed).build(0u64);
+    let sentinel = Arc::new(());
+    for _ in 0..n {
+        let s = Arc::clone(&sentinel);
+        let never = b.op(
+            move |_| {
+                let _ = &s;
+                false
+            },
+            |n| *n,
+        );
+        let c = if b_first {
+            or((never, a.op(|_| true, |n| *n))).unwrap()
+        } else {
+            or((a.op(|_| true, |n| *n), never)).unwrap()
+        };
+        assert_eq!(c.wait().0, usize::from(b_first));
+    }
+    // Nothing ever runs on b: only filing sweeps it.
+    Arc::strong_count(&sentinel) - 1
+}
+
+// MED 5: OR operands that lost stayed filed on a monitor where nothing runs:
+// memory grew with the number of ORs ever made, not with the live ones.
+#[test]
+fn losing_or_operands_do_not_pile_up_on_an_idle_monitor() {
+    for b_first in [true, false] {
+        let left_small = or_losers_left(b_first, 1_000);
+        let left_large = or_losers_left(b_first, 10_000);
+        // Amortised sweep: at most about twice the sweep threshold,
+        // whatever the history.
+        assert!(
+            left_small <= 64 && left_large <= 64,
+            "b_first {b_first}: {left_small} / {left_large} dead operands still filed"
+        );
+    }
+}
