@@ -30,7 +30,8 @@ use crate::NoState;
 /// The default [`batch`](Builder::batch): tasks a combiner runs before it
 /// gives way (the paper's five).
 pub const DEFAULT_BATCH: usize = 5;
-/// The default task-queue [`capacity`](Builder::capacity) (the paper's 200).
+/// The default task-queue [`capacity`](Builder::capacity) asked for (the
+/// paper's 200; the queue rounds it up to 256).
 pub const DEFAULT_CAPACITY: usize = 200;
 
 /// The lock bit of [`Monitor::lock`]: someone holds the monitor (a combiner
@@ -198,22 +199,29 @@ impl Builder {
     }
 
     /// The task queue's capacity ([`DEFAULT_CAPACITY`]): a submitter that
-    /// finds it full waits for space.
+    /// finds it full waits for space. It is rounded up to a power of two
+    /// (the queue's slot index is a mask, exact when positions wrap around
+    /// `usize`); [`Monitor::capacity`] tells the rounded value.
     ///
     /// # Panics
     ///
-    /// If `capacity` is 0.
+    /// If `capacity` is 0 or above `usize::MAX / 4 + 1`.
     ///
     /// # Examples
     ///
     /// ```
-    /// let m = active_monitor::Monitor::builder().capacity(2).build(0);
+    /// let m = active_monitor::Monitor::builder().capacity(3).build(0);
+    /// assert_eq!(m.capacity(), 4);
     /// assert_eq!(m.call(|n| *n), 0);
     /// ```
     pub fn capacity(mut self, capacity: usize) -> Self {
         assert!(
             capacity > 0,
             "Monitor task-queue capacity must be at least 1"
+        );
+        assert!(
+            capacity <= usize::MAX / 4 + 1,
+            "Monitor task-queue capacity must be at most usize::MAX / 4 + 1"
         );
         self.capacity = capacity;
         self
@@ -354,7 +362,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.batch
     }
 
-    /// The task queue's capacity.
+    /// The task queue's capacity (the builder's, rounded up to a power of
+    /// two).
     pub fn capacity(&self) -> usize {
         self.queue.capacity()
     }

@@ -73,14 +73,22 @@ unsafe impl<V: Send> Send for TaskQueue<V> {}
 unsafe impl<V: Send> Sync for TaskQueue<V> {}
 
 impl<V> TaskQueue<V> {
-    /// An empty queue of `cap` slots.
+    /// An empty queue of at least `cap` slots: `cap` rounded up to a power
+    /// of two, so that a position's slot (`pos & (cap - 1)`) stays the same
+    /// when positions wrap around `usize` (with `pos % cap` and a `cap`
+    /// that does not divide 2^64, two positions of one lap would share a
+    /// slot there).
     ///
     /// # Panics
     ///
     /// If `cap` is 0 (the monitor's builder checks it first, with a
-    /// clearer message).
+    /// clearer message) or above `usize::MAX / 4 + 1`.
     pub(crate) fn new(cap: usize) -> Self {
         assert!(cap > 0, "a task queue needs at least one slot");
+        let cap = cap
+            .checked_next_power_of_two()
+            .filter(|&c| c <= usize::MAX / 4 + 1)
+            .expect("a task queue of at most usize::MAX / 4 + 1 slots");
         let slots = (0..cap)
             .map(|i| Slot {
                 seq: AtomicUsize::new(free(i)),
@@ -100,7 +108,8 @@ impl<V> TaskQueue<V> {
     }
 
     fn slot(&self, pos: usize) -> &Slot<V> {
-        &self.slots[pos % self.slots.len()]
+        // The length is a power of two (`new`).
+        &self.slots[pos & (self.slots.len() - 1)]
     }
 
     /// Appends `value`, or hands it back if the queue is full.
@@ -323,6 +332,57 @@ mod tests {
                 }
                 assert!(t > inv, "cap {cap}: ({p},{i}) taken before its push began");
             }
+        }
+    }
+
+    /// A queue of `cap` slots whose positions are about to wrap around
+    /// `usize` (as if `usize::MAX - 1` values had gone through it).
+    fn near_wrap(cap: usize) -> TaskQueue<u32> {
+        let q = TaskQueue::new(cap);
+        let start = usize::MAX - 1;
+        q.head.store(start, SeqCst);
+        q.tail.store(start, SeqCst);
+        for k in 0..q.capacity() {
+            let p = start.wrapping_add(k);
+            q.slot(p).seq.store(super::free(p), SeqCst);
+        }
+        q
+    }
+
+    // Review LOW 10: with 3 slots, positions usize::MAX and 0 shared a slot
+    // (`pos % 3`): the queue refused a push into an empty queue there.
+    #[test]
+    fn fifo_across_the_usize_wraparound_whatever_the_capacity() {
+        for cap in [1, 3, 4, 200] {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let q = near_wrap(cap);
+                let mut out = Vec::new();
+                for v in 0..(2 * q.capacity() as u32 + 4) {
+                    assert!(q.push(v).is_ok(), "cap {cap}: push {v} refused");
+                    assert!(q.push(v + 1000).is_ok() || q.capacity() == 1);
+                    // SAFETY: this thread is the only consumer.
+                    out.push(unsafe { q.pop() });
+                    if q.capacity() > 1 {
+                        // SAFETY: as above.
+                        out.push(unsafe { q.pop() });
+                    }
+                }
+                let _ = tx.send(out);
+            });
+            let out = rx
+                .recv_timeout(std::time::Duration::from_secs(2))
+                .unwrap_or_else(|_| panic!("cap {cap}: hung or panicked across the wrap"));
+            let want: Vec<_> = (0..(out.len() as u32 / if cap == 1 { 1 } else { 2 }))
+                .flat_map(|v| {
+                    if cap == 1 {
+                        vec![Some(v)]
+                    } else {
+                        vec![Some(v), Some(v + 1000)]
+                    }
+                })
+                .collect();
+            assert_eq!(out, want, "cap {cap}");
         }
     }
 
