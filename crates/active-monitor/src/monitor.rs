@@ -86,9 +86,12 @@ const SPACE: usize = 3;
 /// is next in line to take over: under a sustained stream of asynchronous
 /// submissions from other threads it can serve for a long time (its own
 /// task has long run by then). A task runs only while someone holds the
-/// monitor, so a task must not block on the monitor it runs on (a `call`
-/// or a result's `wait` on its own monitor from inside one of its tasks
-/// deadlocks).
+/// monitor, so a task must not block on the monitor it runs on: a `call`
+/// on its own monitor from inside one of its tasks panics, and so does a
+/// `submit`, `when` or `when_in` that finds the queue full (both would
+/// wait for ever); a result's `wait` on its own monitor deadlocks. (Only
+/// the innermost monitor is known: a task of `a` that calls into `b`,
+/// whose task then blocks on `a`, deadlocks.)
 ///
 /// # Panics in tasks
 ///
@@ -418,7 +421,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///
     /// # Panics
     ///
-    /// Resumes `f`'s panic (the monitor keeps serving).
+    /// Resumes `f`'s panic (the monitor keeps serving). Panics if called
+    /// from inside a task of this same monitor (it would wait for ever; the
+    /// panic then resumes in that task's waiter).
     ///
     /// # Examples
     ///
@@ -445,6 +450,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
             return self.call_queued(f, true);
         }
+        assert!(
+            !unwind::is_running(self.id()),
+            "Monitor::call from a task of the same monitor: it would wait for ever"
+        );
         self.call_queued(f, false)
     }
 
@@ -522,7 +531,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///
     /// # Panics
     ///
-    /// Never for `f`'s panic: it resumes in the completion's waiter.
+    /// Never for `f`'s panic: it resumes in the completion's waiter. Panics
+    /// if called from inside a task of this same monitor while its queue is
+    /// full: only the task's own thread could make room, and it is busy
+    /// running the task (the panic then resumes in that task's waiter).
     ///
     /// # Examples
     ///
@@ -725,6 +737,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     #[cold]
     fn wait_for_space(&self) {
+        // Nobody else can make room while we hold the monitor, and we
+        // cannot run tasks while one of ours has the data.
+        assert!(
+            !unwind::is_running(self.id()),
+            "a task submitted to its own monitor whose queue is full: it would wait for ever \
+             (raise the monitor's capacity, or submit from outside the task)"
+        );
         if self.try_lock() {
             // Idle with a full queue: make room ourselves.
             self.serve();

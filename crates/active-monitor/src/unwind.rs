@@ -103,3 +103,9 @@ pub(crate) fn running<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
     let _restore = Restore(STATE.with(|s| s.running.replace(monitor)));
     f()
 }
+
+/// Whether this thread is running a task of `monitor` (innermost: a task of
+/// another monitor called from it hides it).
+pub(crate) fn is_running(monitor: usize) -> bool {
+    STATE.with(|s| s.running.get() == monitor)
+}

@@ -188,3 +188,54 @@ fn losing_or_operands_do_not_pile_up_on_an_idle_monitor() {
         );
     }
 }
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default()
+}
+
+// LOW 9: a task submitting to its own monitor with the queue full waited
+// for space that only its own thread could make: a deadlock. It now panics
+// with a clear message, resumed in the task's waiter, and the monitor keeps
+// serving.
+#[test]
+fn a_nested_submit_on_a_full_queue_panics_instead_of_deadlocking() {
+    let r = within(3, || {
+        let m = Arc::new(
+            Monitor::builder()
+                .order(Order::Relaxed)
+                .capacity(1)
+                .build(0u64),
+        );
+        let m1 = Arc::clone(&m);
+        let err = catch_unwind(AssertUnwindSafe(|| {
+            m.call(move |_| {
+                drop(m1.submit(|n| *n += 1)); // queued: the queue is full now
+                drop(m1.submit(|n| *n += 1));
+            })
+        }))
+        .map_err(|p| panic_message(&*p));
+        (err, m.call(|n| *n))
+    });
+    let (err, n) = r.expect("nested submit deadlocked");
+    let msg = err.expect_err("the second nested submit must panic");
+    assert!(msg.contains("its own monitor whose queue is full"), "{msg}");
+    assert_eq!(n, 1, "the first nested submit ran");
+}
+
+// LOW 9, same for a nested call (documented as a deadlock before).
+#[test]
+fn a_call_from_a_task_of_the_same_monitor_panics_instead_of_deadlocking() {
+    let r = within(3, || {
+        let m = Arc::new(Monitor::new(0u64));
+        let m1 = Arc::clone(&m);
+        let err = catch_unwind(AssertUnwindSafe(|| m.call(move |_| m1.call(|n| *n))))
+            .map_err(|p| panic_message(&*p));
+        (err, m.call(|n| *n + 1))
+    });
+    let (err, n) = r.expect("nested call deadlocked");
+    assert!(err.expect_err("must panic").contains("same monitor"));
+    assert_eq!(n, 1);
+}
