@@ -664,8 +664,13 @@ fn cancelling_an_idle_send_future_keeps_a_leaked_offer_withdrawable() {
     let mut idle = Box::pin(tx.send_async(2));
     assert_eq!(idle.as_mut().cancel(), Some(2));
     drop(idle);
+    // The next send's first poll withdraws the leaked offer and posts its
+    // own, before the receiver exists: a receiver started earlier could
+    // legitimately take the leaked offer first (a flake seen in CI).
+    let mut third = Box::pin(tx.send_async(3));
+    assert!(poll_once(third.as_mut()).is_pending());
     let receiver = thread::spawn(move || (rx.recv(), rx.recv()));
-    assert_eq!(tx.send(3).map_err(|e| e.0), Ok(()));
+    assert_eq!(futures::executor::block_on(third).map_err(|e| e.0), Ok(()));
     drop(tx);
     assert_eq!(receiver.join().unwrap(), (Ok(3), Err(RecvError)));
 }
