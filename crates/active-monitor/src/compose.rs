@@ -1,6 +1,8 @@
 //! OR and AND across monitors (the paper's section 5).
 
+use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Mutex, PoisonError};
 
 use ast_mutex::AbstractState;
 // `std::sync::Arc`, not loom's: tasks are shared as trait objects, and
@@ -120,12 +122,36 @@ where
             index,
         };
         let body = self.body;
+        let pre = self.pre;
+        // A panic in the precondition is kept here, and the precondition
+        // then says "holds": the body runs at once (same critical section)
+        // and finishes the part with the panic instead of running the
+        // operand's body. (Were the panic left to the task, the part would
+        // be dropped unrun and the AND would resolve to `Discarded`.)
+        let pre_panic: Arc<PrePanic> = Arc::default();
+        let kept = Arc::clone(&pre_panic);
+        let pre = move |t: &T| match catch_unwind(AssertUnwindSafe(|| pre(t))) {
+            Ok(holds) => holds,
+            Err(p) => {
+                *kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(p);
+                true
+            }
+        };
         // The part rides in the body: run, it stores the result; dropped
         // unrun (the monitor discarded the task), it stores `Discarded`.
         let task: AsyncTask<T, S, _, _, ()> = AsyncTask::new(
-            Pred(self.pre),
+            Pred(pre),
             Plain(move |t: &mut T| {
                 let mut part = part;
+                let panicked = pre_panic
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                if let Some(p) = panicked {
+                    drop(body);
+                    part.finish(Outcome::Panicked(p));
+                    return;
+                }
                 let outcome = match catch_unwind(AssertUnwindSafe(|| body(t))) {
                     Ok(r) => Outcome::Value(r),
                     Err(p) => Outcome::Panicked(p),
@@ -245,8 +271,8 @@ where
 ///
 /// # Panics
 ///
-/// A panic in an operand's body resumes in the completion's waiter once
-/// all operands are finished. If a monitor is dropped with its operand
+/// A panic in an operand's precondition or body resumes in the
+/// completion's waiter once all operands are finished. If a monitor is dropped with its operand
 /// still waiting, the AND resolves to [`Discarded`](crate::Discarded).
 ///
 /// # Examples
@@ -284,6 +310,9 @@ where
     }
     Ok(completion)
 }
+
+/// A panic of an AND operand's precondition, kept for its body.
+type PrePanic = Mutex<Option<Box<dyn Any + Send + 'static>>>;
 
 /// The shared state of one AND: each operand's outcome, and the result.
 pub struct AndShared<R> {

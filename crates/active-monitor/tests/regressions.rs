@@ -239,3 +239,20 @@ fn a_call_from_a_task_of_the_same_monitor_panics_instead_of_deadlocking() {
     assert!(err.expect_err("must panic").contains("same monitor"));
     assert_eq!(n, 1);
 }
+
+// LOW 8: an AND whose operand's precondition panicked resolved to
+// `Discarded`: the panic was lost.
+#[test]
+fn an_and_whose_precondition_panics_resumes_the_panic() {
+    let a = Monitor::builder().order(Order::Relaxed).build(0u64);
+    let b = Monitor::builder().order(Order::Relaxed).build(0u64);
+    let c = active_monitor::and((
+        a.op(|_| true, |n| *n),
+        b.op(|_| -> bool { panic!("pre boom") }, |n| *n),
+    ))
+    .unwrap();
+    let err = catch_unwind(AssertUnwindSafe(|| c.wait())).unwrap_err();
+    assert_eq!(panic_message(&*err), "pre boom");
+    // Both monitors keep serving.
+    assert_eq!(a.call(|n| *n + 1) + b.call(|n| *n + 1), 2);
+}
