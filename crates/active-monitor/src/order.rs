@@ -10,7 +10,6 @@
 //! needs more awaits its completions, which orders everything.
 
 use core::cell::RefCell;
-use std::collections::VecDeque;
 
 use std::sync::Arc;
 
@@ -46,11 +45,17 @@ pub enum Order {
     /// be overtaken, and tasks on different monitors run in any order. A
     /// task's result, once awaited, orders everything after it.
     ///
-    /// One bound remains: a worker may have at most
-    /// [`RELAXED_WAITING_LIMIT`] tasks waiting on preconditions; its next
-    /// submission then waits for the oldest. Without it a producer could
-    /// pile up waiting tasks without limit (the task queue's back-pressure
-    /// ends where waiting begins), and every task run re-checks them all.
+    /// A submission never waits for an earlier task, so any number of
+    /// async tasks may wait on preconditions from one executor thread (a
+    /// per-thread bound used to park the thread: with a single-threaded
+    /// runtime that was a deadlock). The trade-off: the task queue's
+    /// back-pressure ends where waiting begins, so the waiting tasks are
+    /// bounded only by what the application keeps outstanding (memory
+    /// grows with the tasks waiting, not with the history), and every task
+    /// that runs re-checks the waiting predicates (all of them when none
+    /// holds; tasks with entry sets, [`Monitor::when_in`](crate::Monitor::when_in),
+    /// are looked at only in their states). Bound your outstanding waits,
+    /// e.g. by awaiting results, if they can grow large.
     Relaxed,
 }
 
@@ -59,11 +64,6 @@ pub(crate) trait Pending: Send + Sync {
     fn is_done(&self) -> bool;
     fn wait_done(&self);
 }
-
-/// How many of its tasks waiting on preconditions a worker may have
-/// outstanding under [`Order::Relaxed`] before its next submission waits
-/// for the oldest.
-pub const RELAXED_WAITING_LIMIT: usize = 16;
 
 struct Last {
     /// The monitor's address.
@@ -77,8 +77,6 @@ struct Last {
 struct Worker {
     /// Strict: the last asynchronous task.
     last: Option<Last>,
-    /// Relaxed: the outstanding tasks with preconditions, oldest first.
-    waiting: VecDeque<Arc<dyn Pending>>,
 }
 
 #[cfg(not(loom))]
@@ -93,28 +91,17 @@ sync_core::loom::thread_local! {
 
 /// Before a submission to `monitor` (0 for an OR/AND): under strict order,
 /// waits for the worker's previous asynchronous task if rule 3 (or a
-/// precondition) says so; under relaxed order, waits for the oldest of its
-/// tasks waiting on preconditions if it has [`RELAXED_WAITING_LIMIT`].
+/// precondition) says so; under relaxed order, does nothing.
 #[inline]
 pub(crate) fn before_submit(monitor: usize, order: Order) {
+    if order == Order::Relaxed {
+        return;
+    }
     let wait_for = WORKER.with(|w| {
-        let mut w = w.borrow_mut();
-        match order {
-            Order::Strict => w.last.take().and_then(|last| {
-                ((last.monitor != monitor || last.conditional) && !last.task.is_done())
-                    .then_some(last.task)
-            }),
-            Order::Relaxed => {
-                while w.waiting.front().is_some_and(|t| t.is_done()) {
-                    w.waiting.pop_front();
-                }
-                if w.waiting.len() >= RELAXED_WAITING_LIMIT {
-                    w.waiting.pop_front()
-                } else {
-                    None
-                }
-            }
-        }
+        w.borrow_mut().last.take().and_then(|last| {
+            ((last.monitor != monitor || last.conditional) && !last.task.is_done())
+                .then_some(last.task)
+        })
     });
     // Outside the borrow: a task this thread runs meanwhile (as a combiner)
     // may submit too.
@@ -123,24 +110,18 @@ pub(crate) fn before_submit(monitor: usize, order: Order) {
     }
 }
 
-/// After an asynchronous submission that did not complete at once.
+/// After an asynchronous submission that did not complete at once (strict
+/// order only records it).
 #[inline]
 pub(crate) fn submitted(monitor: usize, conditional: bool, task: Arc<dyn Pending>, order: Order) {
+    if order == Order::Relaxed {
+        return;
+    }
     WORKER.with(|w| {
-        let mut w = w.borrow_mut();
-        match order {
-            Order::Strict => {
-                w.last = Some(Last {
-                    monitor,
-                    conditional,
-                    task,
-                })
-            }
-            Order::Relaxed => {
-                if conditional {
-                    w.waiting.push_back(task);
-                }
-            }
-        }
+        w.borrow_mut().last = Some(Last {
+            monitor,
+            conditional,
+            task,
+        })
     });
 }

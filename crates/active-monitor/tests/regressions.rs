@@ -256,3 +256,95 @@ fn an_and_whose_precondition_panics_resumes_the_panic() {
     // Both monitors keep serving.
     assert_eq!(a.call(|n| *n + 1) + b.call(|n| *n + 1), 2);
 }
+
+// HIGH 2: under relaxed order, a thread's 17th task waiting on a
+// precondition parked the thread until the oldest ran: one thread that
+// then submits the enabling tasks deadlocked.
+#[test]
+fn relaxed_order_lets_one_thread_wait_on_many_preconditions() {
+    let r = within(3, || {
+        let m = Monitor::builder().order(Order::Relaxed).build(0u32);
+        let cs: Vec<_> = (0..100).map(|_| m.when(|n| *n > 0, |n| *n -= 1)).collect();
+        for _ in 0..100 {
+            drop(m.submit(|n| *n += 1));
+        }
+        cs.into_iter().for_each(|c| c.wait());
+        m.call(|n| *n)
+    });
+    assert_eq!(r, Some(0), "the thread was parked by its own waiting tasks");
+}
+
+// HIGH 2, async: 17 consumers awaiting `when` on one current-thread
+// runtime, then a producer task on the same thread: the producer's
+// submission parked the runtime's only thread.
+#[test]
+fn relaxed_order_many_async_consumers_on_one_thread() {
+    let r = within(5, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            use std::collections::VecDeque;
+            let q = Arc::new(
+                Monitor::builder()
+                    .order(Order::Relaxed)
+                    .build(VecDeque::<u32>::new()),
+            );
+            let consumers: Vec<_> = (0..40)
+                .map(|_| {
+                    let q = Arc::clone(&q);
+                    tokio::spawn(async move {
+                        q.when(|d| !d.is_empty(), |d| d.pop_front().unwrap()).await
+                    })
+                })
+                .collect();
+            tokio::task::yield_now().await;
+            let q2 = Arc::clone(&q);
+            tokio::spawn(async move {
+                for i in 0..40 {
+                    q2.submit(move |d| d.push_back(i)).await;
+                }
+            })
+            .await
+            .unwrap();
+            let mut sum = 0;
+            for c in consumers {
+                sum += c.await.unwrap();
+            }
+            sum
+        })
+    });
+    assert_eq!(r, Some((0..40).sum()), "the runtime's thread was parked");
+}
+
+// HIGH 2, futures' executor: same, with a local pool on one thread.
+#[test]
+fn relaxed_order_many_consumers_on_a_local_pool() {
+    let r = within(5, || {
+        use futures::task::LocalSpawnExt;
+        let mut pool = futures::executor::LocalPool::new();
+        let spawner = pool.spawner();
+        let q = Arc::new(
+            Monitor::builder()
+                .order(Order::Relaxed)
+                .build(Vec::<u32>::new()),
+        );
+        let total = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        for _ in 0..40 {
+            let (q, total) = (Arc::clone(&q), Arc::clone(&total));
+            spawner
+                .spawn_local(async move {
+                    let v = q.when(|d| !d.is_empty(), |d| d.pop().unwrap()).await;
+                    total.fetch_add(v, std::sync::atomic::Ordering::Relaxed);
+                })
+                .unwrap();
+        }
+        pool.run_until_stalled();
+        for i in 0..40 {
+            drop(q.submit(move |d| d.push(i)));
+        }
+        pool.run();
+        total.load(std::sync::atomic::Ordering::Relaxed)
+    });
+    assert_eq!(r, Some((0..40).sum()));
+}
