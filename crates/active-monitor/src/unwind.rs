@@ -17,39 +17,42 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 type Payload = Box<dyn Any + Send + 'static>;
 
+/// The per-task part: no destructor, so each access is a plain
+/// thread-local read (it runs around every task).
 struct State {
-    /// The first panic caught and not resumed yet.
-    deferred: Cell<Option<Payload>>,
-    /// The monitor (its address) whose task body runs on this thread,
-    /// innermost; 0 if none.
+    /// The monitor (its address) whose task runs on this thread, innermost;
+    /// 0 if none.
     running: Cell<usize>,
+    /// Whether `DEFERRED` holds a panic.
+    deferred: Cell<bool>,
 }
 
 #[cfg(not(loom))]
 std::thread_local! {
-    static STATE: State = const { State { deferred: Cell::new(None), running: Cell::new(0) } };
+    static STATE: State = const { State { running: Cell::new(0), deferred: Cell::new(false) } };
+    /// The first panic caught and not resumed yet.
+    static DEFERRED: Cell<Option<Payload>> = const { Cell::new(None) };
 }
 
 #[cfg(loom)]
 sync_core::loom::thread_local! {
-    static STATE: State = State { deferred: Cell::new(None), running: Cell::new(0) };
+    static STATE: State = State { running: Cell::new(0), deferred: Cell::new(false) };
+    static DEFERRED: Cell<Option<Payload>> = Cell::new(None);
 }
 
 /// Keeps `payload` to resume later (the first one only).
 fn defer(payload: Payload) {
-    let extra = STATE.with(|s| {
-        let old = s.deferred.take();
-        match old {
-            None => {
-                s.deferred.set(Some(payload));
-                None
-            }
-            Some(first) => {
-                s.deferred.set(Some(first));
-                Some(payload)
-            }
+    let extra = DEFERRED.with(|d| match d.take() {
+        None => {
+            d.set(Some(payload));
+            None
+        }
+        Some(first) => {
+            d.set(Some(first));
+            Some(payload)
         }
     });
+    STATE.with(|s| s.deferred.set(true));
     if let Some(extra) = extra {
         // A payload whose own drop panics is leaked rather than unwound.
         if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(extra))) {
@@ -76,13 +79,17 @@ pub(crate) fn drop_caught<X>(x: X) {
 /// (it holds no monitor then, but for one whose own caller resumes later);
 /// drops it if the thread is already unwinding.
 pub(crate) fn resume_deferred() {
-    let p = STATE.with(|s| {
-        if s.running.get() != 0 {
-            return None;
+    let ours = STATE.with(|s| {
+        let ours = s.running.get() == 0 && s.deferred.get();
+        if ours {
+            s.deferred.set(false);
         }
-        s.deferred.take()
+        ours
     });
-    if let Some(p) = p {
+    if !ours {
+        return;
+    }
+    if let Some(p) = DEFERRED.with(Cell::take) {
         if std::thread::panicking() {
             drop_caught(p);
         } else {
