@@ -69,7 +69,7 @@ pub use completion::Completion;
 pub use compose::{Op, Operands, and, or};
 pub use error::{Discarded, SameMonitor};
 pub use monitor::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY, DataMut, Monitor};
-pub use order::Order;
+pub use order::{Order, RELAXED_WAITING_LIMIT};
 
 ast_mutex::states! {
     /// The one abstract state of a monitor built without states

@@ -671,7 +671,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
     {
         let task = Arc::new(task);
         let completion = Completion::shared(Arc::clone(&task) as Arc<dyn HasSlot<R>>);
-        let pending = (self.order == Order::Strict).then(|| Arc::clone(&task) as Arc<dyn Pending>);
+        let pending = (self.order == Order::Strict || conditional)
+            .then(|| Arc::clone(&task) as Arc<dyn Pending>);
         self.submit_job(Task::Shared(task as Arc<dyn Job<T, S>>), locked);
         if let Some(pending) = pending {
             if !completion.is_done() {

@@ -458,3 +458,26 @@ fn a_zero_capacity_panics() {
 fn a_zero_batch_panics() {
     let _ = Monitor::builder().batch(0);
 }
+
+#[test]
+fn relaxed_order_bounds_a_workers_waiting_tasks() {
+    use active_monitor::RELAXED_WAITING_LIMIT;
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    let worker = {
+        let m = Arc::clone(&m);
+        thread::spawn(move || {
+            let cs: Vec<_> = (0..RELAXED_WAITING_LIMIT)
+                .map(|_| m.when(|open| *open, |_| ()))
+                .collect();
+            // One too many: waits until the oldest has run.
+            let c = m.submit(|open| *open);
+            (cs, c.wait())
+        })
+    };
+    thread::sleep(Duration::from_millis(50));
+    assert!(!worker.is_finished(), "the worker was not held back");
+    m.call(|open| *open = true);
+    let (cs, saw_open) = worker.join().unwrap();
+    assert!(saw_open);
+    assert!(cs.iter().all(|c| c.is_done()));
+}
