@@ -127,6 +127,22 @@ fn test(cargo: &Cargo, preemptions: usize) -> Tally {
             .env("PROPTEST_CASES", "64"),
     );
     loom(cargo, None, preemptions, &mut t);
+    // The report's command line, in the test build: `cargo xtask report`
+    // is the README's main command, and the test suite does not run it
+    // otherwise (it once broke when sync-bench gained a second binary).
+    t.check(
+        "report --list",
+        cargo.cmd([
+            "run",
+            "--quiet",
+            "-p",
+            "sync-bench",
+            "--bin",
+            "sync-bench",
+            "--",
+            "--list",
+        ]),
+    );
     t.check(
         "doc",
         cargo
@@ -253,6 +269,8 @@ fn report(cargo: &Cargo, mut args: Vec<String>) -> ExitCode {
         "--manifest-path",
         &*manifest,
         "-p",
+        "sync-bench",
+        "--bin",
         "sync-bench",
         "--",
     ];
