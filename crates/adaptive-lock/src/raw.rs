@@ -498,18 +498,10 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// ```
     #[inline]
     pub unsafe fn unlock(&self) {
-        let panic = self.on_release();
-        // Release: pairs with the Acquire of the next lock.
-        if self
-            .state
-            .compare_exchange(LOCKED_BIT, 0, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
-            self.unlock_slow(false);
+        if self.sampling() {
+            return self.unlock_sampled(false);
         }
-        if let Some(payload) = panic {
-            resume_policy_panic(payload);
-        }
+        self.release(false);
     }
 
     /// Releases the lock and, if a thread is parked, hands the lock to it
@@ -529,18 +521,10 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// ```
     #[inline]
     pub unsafe fn unlock_fair(&self) {
-        let panic = self.on_release();
-        // Release: pairs with the Acquire of the next lock.
-        if self
-            .state
-            .compare_exchange(LOCKED_BIT, 0, Ordering::Release, Ordering::Relaxed)
-            .is_err()
-        {
-            self.unlock_slow(true);
+        if self.sampling() {
+            return self.unlock_sampled(true);
         }
-        if let Some(payload) = panic {
-            resume_policy_panic(payload);
-        }
+        self.release(true);
     }
 
     /// Whether the lock is held (a hint: it may change at once).
@@ -701,14 +685,38 @@ impl<P: Policy> RawAdaptiveLock<P> {
         });
     }
 
-    /// The monitor's part of a release (the caller still holds the lock):
-    /// the payload of a panic of the policy, which the caller resumes once
-    /// it has released the lock.
+    /// Whether the acquisition being released is sampled (the caller holds
+    /// the lock).
     #[inline]
-    fn on_release(&self) -> Option<PanicPayload> {
+    fn sampling(&self) -> bool {
         // SAFETY: the caller holds the lock.
-        let sampling = self.holder.with(|h| unsafe { (*h).sampling });
-        if sampling { self.end_sample() } else { None }
+        self.holder.with(|h| unsafe { (*h).sampling })
+    }
+
+    /// Frees the lock word, waking a parked thread if there is one (the
+    /// caller holds the lock and has done the monitor's part).
+    #[inline]
+    fn release(&self, fair: bool) {
+        // Release: pairs with the Acquire of the next lock.
+        if self
+            .state
+            .compare_exchange(LOCKED_BIT, 0, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+        {
+            self.unlock_slow(fair);
+        }
+    }
+
+    /// The release of a sampled acquisition, off the fast path: the monitor
+    /// and the policy run, the lock is released, and only then does a panic
+    /// of the policy resume.
+    #[cold]
+    fn unlock_sampled(&self, fair: bool) {
+        let panic = self.end_sample();
+        self.release(fair);
+        if let Some(payload) = panic {
+            resume_policy_panic(payload);
+        }
     }
 
     /// Closes a sampled acquisition: measures its hold time, runs the
