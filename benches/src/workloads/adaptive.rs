@@ -29,10 +29,8 @@ use sync_core::wait::WaitPolicy;
 
 use crate::harness::{Mode, Unit, Workload, ms};
 use crate::peers::BenchMutex;
-use crate::workloads::ast::StartLine;
+use crate::workloads::ast::run_threads;
 use crate::workloads::base::uncontended;
-
-const STACK: usize = 256 * 1024;
 
 /// The `adaptive/` workloads.
 pub fn workloads(mode: Mode) -> Vec<Workload> {
@@ -190,37 +188,21 @@ fn run_rounds<M: BenchMutex<u64>>(
     out_ns: u64,
 ) -> Duration {
     let before = m.with(|v| *v);
-    let start = Arc::new(StartLine::new(threads));
-    let handles: Vec<_> = (0..threads)
-        .map(|_| {
-            let (m, start) = (Arc::clone(m), Arc::clone(&start));
-            thread::Builder::new()
-                .stack_size(STACK)
-                .spawn(move || {
-                    start.wait();
-                    for _ in 0..per_thread {
-                        m.with(|v| {
-                            busy(cs_ns);
-                            *v += 1;
-                        });
-                        busy(out_ns);
-                    }
-                    Instant::now()
-                })
-                .expect("spawn a benchmark thread")
-        })
-        .collect();
-    let end = handles
-        .into_iter()
-        .map(|h| h.join().expect("a benchmark thread panicked"))
-        .max()
-        .expect("at least one thread");
+    let elapsed = run_threads(m, threads, move |m, _| {
+        for _ in 0..per_thread {
+            m.with(|v| {
+                busy(cs_ns);
+                *v += 1;
+            });
+            busy(out_ns);
+        }
+    });
     assert_eq!(
         m.with(|v| *v) - before,
         threads as u64 * per_thread,
         "a lost update"
     );
-    end - start.started()
+    elapsed
 }
 
 /// Acquisitions in all for a critical section of `cs_us`: about the same
@@ -348,42 +330,19 @@ fn phase_list(mode: Mode) -> Vec<Phase> {
 
 /// All threads go through the phases together (a barrier between them).
 fn run_phases<M: BenchMutex<u64>>(m: &Arc<M>, phases: &[Phase]) -> Duration {
-    let barrier = Arc::new(Barrier::new(PHASE_THREADS));
-    let start = Arc::new(StartLine::new(PHASE_THREADS));
-    let phases: Arc<[Phase]> = phases.into();
-    let handles: Vec<_> = (0..PHASE_THREADS)
-        .map(|_| {
-            let (m, start, barrier, phases) = (
-                Arc::clone(m),
-                Arc::clone(&start),
-                Arc::clone(&barrier),
-                Arc::clone(&phases),
-            );
-            thread::Builder::new()
-                .stack_size(STACK)
-                .spawn(move || {
-                    start.wait();
-                    for p in phases.iter() {
-                        for _ in 0..p.rounds {
-                            m.with(|v| {
-                                busy(p.cs_ns);
-                                *v += 1;
-                            });
-                            busy(p.out_ns);
-                        }
-                        barrier.wait();
-                    }
-                    Instant::now()
-                })
-                .expect("spawn a benchmark thread")
-        })
-        .collect();
-    let end = handles
-        .into_iter()
-        .map(|h| h.join().expect("a benchmark thread panicked"))
-        .max()
-        .expect("threads");
-    end - start.started()
+    let run = Arc::new((Arc::clone(m), Barrier::new(PHASE_THREADS), phases.to_vec()));
+    run_threads(&run, PHASE_THREADS, |(m, barrier, phases), _| {
+        for p in phases {
+            for _ in 0..p.rounds {
+                m.with(|v| {
+                    busy(p.cs_ns);
+                    *v += 1;
+                });
+                busy(p.out_ns);
+            }
+            barrier.wait();
+        }
+    })
 }
 
 fn phases(mode: Mode) -> Workload {

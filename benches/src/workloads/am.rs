@@ -29,9 +29,7 @@ use active_monitor::{Monitor, Order, or};
 use crossbeam_channel as cbc;
 
 use crate::harness::{Mode, Unit, Workload, mops_per_sec, ns_per_op};
-use crate::workloads::ast::StartLine;
-
-const STACK: usize = 256 * 1024;
+use crate::workloads::ast::run_threads;
 
 /// This family's workloads, sized for `mode`.
 pub fn workloads(mode: Mode) -> Vec<Workload> {
@@ -56,35 +54,6 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
         all.push(sssp(mode, degree));
     }
     all
-}
-
-/// Runs `work(i)` on `n` threads started together; returns the time from
-/// the start until the last one finished.
-fn run_threads<S: Send + Sync + 'static>(
-    shared: &Arc<S>,
-    n: usize,
-    work: impl Fn(&S, usize) + Copy + Send + 'static,
-) -> Duration {
-    let start = Arc::new(StartLine::new(n));
-    let handles: Vec<_> = (0..n)
-        .map(|i| {
-            let (shared, start) = (Arc::clone(shared), Arc::clone(&start));
-            thread::Builder::new()
-                .stack_size(STACK)
-                .spawn(move || {
-                    start.wait();
-                    work(&shared, i);
-                    Instant::now()
-                })
-                .expect("spawn a benchmark thread")
-        })
-        .collect();
-    let end = handles
-        .into_iter()
-        .map(|h| h.join().expect("a benchmark thread panicked"))
-        .max()
-        .expect("one thread at least");
-    end - start.started()
 }
 
 // ---------------------------------------------------------------- peers --

@@ -99,6 +99,35 @@ fn transfer<B: Buffer>(b: &Arc<B>, mix: Mix) -> Duration {
     end - start.started()
 }
 
+/// Runs `work(i)` on `n` threads started together; returns the time from
+/// the start until the last one finished.
+pub(crate) fn run_threads<S: Send + Sync + 'static>(
+    shared: &Arc<S>,
+    n: usize,
+    work: impl Fn(&S, usize) + Copy + Send + 'static,
+) -> Duration {
+    let start = Arc::new(StartLine::new(n));
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let (shared, start) = (Arc::clone(shared), Arc::clone(&start));
+            thread::Builder::new()
+                .stack_size(STACK)
+                .spawn(move || {
+                    start.wait();
+                    work(&shared, i);
+                    Instant::now()
+                })
+                .expect("spawn a benchmark thread")
+        })
+        .collect();
+    let end = handles
+        .into_iter()
+        .map(|h| h.join().expect("a benchmark thread panicked"))
+        .max()
+        .expect("one thread at least");
+    end - start.started()
+}
+
 /// A barrier whose last arrival records the start time; waiters yield.
 pub(crate) struct StartLine {
     arrived: AtomicUsize,
