@@ -1,6 +1,7 @@
 //! [`Monitor`]: the active monitor, its combining executor and its builder.
 
 use core::fmt;
+use core::marker::PhantomData;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
@@ -404,7 +405,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// ```
     pub fn get_mut(&mut self) -> DataMut<'_, T, S> {
         self.run_queued();
-        DataMut { monitor: self }
+        DataMut {
+            monitor: self,
+            _sync_only_if_t_is: PhantomData,
+        }
     }
 
     /// Runs a task on the data and returns its result: synchronous
@@ -969,6 +973,12 @@ impl<T, S: AbstractState> Drop for Unlock<'_, T, S> {
 #[must_use = "the guard is the data; dropping it at once changes nothing"]
 pub struct DataMut<'a, T, S: AbstractState = NoState> {
     monitor: &'a mut Monitor<T, S>,
+    /// `&DataMut` hands out `&T`, so `DataMut` may be shared between
+    /// threads only when `T: Sync` (as std's `MutexGuard`); `&mut Monitor`
+    /// alone is `Sync` whenever `T: Send`. `RwLock<T>` is `Send` when
+    /// `T: Send` and `Sync` when `T: Send + Sync`: exactly the bounds
+    /// wanted, without an `unsafe impl`.
+    _sync_only_if_t_is: PhantomData<std::sync::RwLock<T>>,
 }
 
 impl<T, S: AbstractState> core::ops::Deref for DataMut<'_, T, S> {

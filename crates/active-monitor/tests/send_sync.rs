@@ -5,7 +5,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use active_monitor::{Builder, Completion, Discarded, Monitor, NoState, Order, SameMonitor};
+use active_monitor::{
+    Builder, Completion, DataMut, Discarded, Monitor, NoState, Order, SameMonitor,
+};
 use sync_core::{assert_impl, assert_not_impl};
 
 ast_mutex::states! { enum S { A, B } }
@@ -24,6 +26,14 @@ assert_impl!(Completion<Vec<u8>>: Send, Unpin);
 assert_impl!(Completion<Cell<u8>>: Send);
 assert_not_impl!(Completion<Vec<u8>>: Sync);
 assert_not_impl!(Completion<Rc<u8>>: Send);
+
+// The owner's borrow of the data hands out `&T` through a shared
+// reference, as a MutexGuard does: Sync only when the data is (a
+// `DataMut<Cell<_>>` shared between scoped threads would race).
+assert_impl!(DataMut<'static, Vec<u8>>: Send, Sync);
+assert_impl!(DataMut<'static, Cell<u8>>: Send);
+assert_not_impl!(DataMut<'static, Cell<u8>>: Sync);
+assert_not_impl!(DataMut<'static, Rc<u8>>: Send);
 
 // Plain values.
 assert_impl!(Builder: Send, Sync, Copy);
