@@ -976,7 +976,12 @@ impl<P: Policy> RawAdaptiveLock<P> {
             // be ordered after that CAS, but loom (0.7) may let a later load
             // read the CAS past the store, an execution that cannot happen,
             // and then reports a lost wake-up; an RMW keeps the models exact
-            // and costs nothing next to the wake-up on this path.
+            // and costs nothing next to the wake-up on this path. This is
+            // loom's known bug tokio-rs/loom#254 (RMW atomicity not applied
+            // to a concurrent store; fix proposed in loom#391): a two-thread
+            // model where a relaxed CAS 1 -> 3 succeeds and the other
+            // thread's `store(0)` is then followed by its own load of 3
+            // fails under loom 0.7.2, though coherence forbids it.
             if result.unparked_threads != 0 && (handoff || result.be_fair) {
                 if !result.have_more_threads {
                     // Relaxed: the woken thread's Acquire is the parking
