@@ -7,12 +7,8 @@
 
 mod common;
 
-use std::hint::black_box;
-use std::sync::Arc;
-
 use adaptive_lock::AdaptiveMutex;
 use criterion::{Criterion, criterion_group, criterion_main};
-use sync_bench::peers::BenchMutex;
 use sync_bench::workloads::adaptive::{
     Adaptive, BlockPolicy, LearnedPolicy, SimplePolicy, SpinPolicy,
 };
@@ -37,36 +33,26 @@ fn uncontended(c: &mut Criterion) {
     g.finish();
 }
 
-/// Two threads each lock and increment `iters` times.
-fn contended<M: BenchMutex<u64>>(iters: u64) -> std::time::Duration {
-    let m = Arc::new(M::new(0));
-    let m2 = Arc::clone(&m);
-    let work = |m: &M, n: u64| {
-        for _ in 0..n {
-            m.with(|v| *v = black_box(*v + 1));
-        }
-    };
-    common::pair(iters, move |n| work(&m2, n), |n| work(&m, n))
-}
-
 fn contended_pair(c: &mut Criterion) {
     let mut g = c.benchmark_group("adaptive_lock/contended-2");
     g.bench_function("adaptive", |b| {
-        b.iter_custom(contended::<Adaptive<LearnedPolicy, u64>>)
+        b.iter_custom(common::contended::<Adaptive<LearnedPolicy, u64>>)
     });
     g.bench_function("simple-adapt", |b| {
-        b.iter_custom(contended::<Adaptive<SimplePolicy, u64>>)
+        b.iter_custom(common::contended::<Adaptive<SimplePolicy, u64>>)
     });
     g.bench_function("spin", |b| {
-        b.iter_custom(contended::<Adaptive<SpinPolicy, u64>>)
+        b.iter_custom(common::contended::<Adaptive<SpinPolicy, u64>>)
     });
     g.bench_function("block", |b| {
-        b.iter_custom(contended::<Adaptive<BlockPolicy, u64>>)
+        b.iter_custom(common::contended::<Adaptive<BlockPolicy, u64>>)
     });
     g.bench_function("parking_lot", |b| {
-        b.iter_custom(contended::<parking_lot::Mutex<u64>>)
+        b.iter_custom(common::contended::<parking_lot::Mutex<u64>>)
     });
-    g.bench_function("std", |b| b.iter_custom(contended::<std::sync::Mutex<u64>>));
+    g.bench_function("std", |b| {
+        b.iter_custom(common::contended::<std::sync::Mutex<u64>>)
+    });
     g.finish();
 }
 

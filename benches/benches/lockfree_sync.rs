@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use lockfree_sync::{Fairness, Mutex, Semaphore, csp, mpsc};
-use sync_bench::peers::{BenchMutex, BenchSemaphore};
+use sync_bench::peers::BenchSemaphore;
 
 /// A two-thread stream benchmark: `$make` builds a fresh channel per
 /// measurement; one thread sends `iters` values, the other receives them.
@@ -81,28 +81,20 @@ fn mutex_async(c: &mut Criterion) {
     g.finish();
 }
 
-/// Two threads each lock and increment `iters` times.
-fn contended<M: BenchMutex<u64>>(iters: u64) -> std::time::Duration {
-    let m = Arc::new(M::new(0));
-    let m2 = Arc::clone(&m);
-    let work = |m: &M, n: u64| {
-        for _ in 0..n {
-            m.with(|v| *v = black_box(*v + 1));
-        }
-    };
-    common::pair(iters, move |n| work(&m2, n), |n| work(&m, n))
-}
-
 fn mutex_contended(c: &mut Criterion) {
     let mut g = c.benchmark_group("lockfree_sync/mutex-contended-2");
-    g.bench_function("lockfree-sync", |b| b.iter_custom(contended::<Mutex<u64>>));
+    g.bench_function("lockfree-sync", |b| {
+        b.iter_custom(common::contended::<Mutex<u64>>)
+    });
     g.bench_function("lockfree-sync-fifo", |b| {
-        b.iter_custom(contended::<sync_bench::peers::FifoMutex<u64>>)
+        b.iter_custom(common::contended::<sync_bench::peers::FifoMutex<u64>>)
     });
     g.bench_function("parking_lot", |b| {
-        b.iter_custom(contended::<parking_lot::Mutex<u64>>)
+        b.iter_custom(common::contended::<parking_lot::Mutex<u64>>)
     });
-    g.bench_function("std", |b| b.iter_custom(contended::<std::sync::Mutex<u64>>));
+    g.bench_function("std", |b| {
+        b.iter_custom(common::contended::<std::sync::Mutex<u64>>)
+    });
     g.finish();
 }
 

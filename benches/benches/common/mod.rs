@@ -6,11 +6,14 @@
 #![allow(dead_code)] // each bench file uses a part of it
 
 use std::future::Future;
+use std::hint::black_box;
 use std::pin::pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use criterion::Criterion;
+use sync_bench::peers::BenchMutex;
 
 /// Short warm-up and measurement: these are fast paths, measured to catch
 /// regressions, not the papers' experiments (that is `cargo xtask report`).
@@ -48,4 +51,17 @@ pub fn pair(
     leader: impl FnOnce(u64),
 ) -> Duration {
     sync_bench::harness::time_pair(move || partner(iters), move || leader(iters))
+}
+
+/// Two threads each lock the mutex and increment its counter `iters` times:
+/// the contended handoff of `iter_custom`.
+pub fn contended<M: BenchMutex<u64>>(iters: u64) -> Duration {
+    let m = Arc::new(M::new(0));
+    let m2 = Arc::clone(&m);
+    let work = |m: &M, n: u64| {
+        for _ in 0..n {
+            m.with(|v| *v = black_box(*v + 1));
+        }
+    };
+    pair(iters, move |n| work(&m2, n), |n| work(&m, n))
 }
