@@ -245,19 +245,10 @@ where
     if let Some((first, second)) = same_monitor(&ids) {
         return Err(SameMonitor { ops, first, second });
     }
-    let order = if ops.strict() {
-        Order::Strict
-    } else {
-        Order::Relaxed
-    };
-    order::before_submit(0, order);
+    let order = composed_order(&ops);
     let shared = Arc::new(OrShared::new(ids.len()));
     ops.submit_or(&shared);
-    let completion = Completion::shared(Arc::clone(&shared) as Arc<dyn HasSlot<(usize, R)>>);
-    if !completion.is_done() {
-        order::submitted(0, true, shared as Arc<dyn Pending>, order);
-    }
-    Ok(completion)
+    Ok(composed_completion(shared, order))
 }
 
 /// Runs every operand, each on its own monitor once its precondition holds
@@ -296,19 +287,35 @@ where
     if let Some((first, second)) = same_monitor(&ids) {
         return Err(SameMonitor { ops, first, second });
     }
+    let order = composed_order(&ops);
+    let shared = Arc::new(AndShared::new(ids.len()));
+    ops.submit_and(&shared);
+    Ok(composed_completion(shared, order))
+}
+
+/// The program order of an OR or AND (`Operands::strict`),
+/// after waiting as that order says before a new submission.
+fn composed_order<R, Ops: Operands<R>>(ops: &Ops) -> Order {
     let order = if ops.strict() {
         Order::Strict
     } else {
         Order::Relaxed
     };
     order::before_submit(0, order);
-    let shared = Arc::new(AndShared::new(ids.len()));
-    ops.submit_and(&shared);
-    let completion = Completion::shared(Arc::clone(&shared) as Arc<dyn HasSlot<Vec<R>>>);
+    order
+}
+
+/// The completion of a submitted OR or AND, recorded as the worker's
+/// pending task if it has not completed at once.
+fn composed_completion<T, S>(shared: Arc<S>, order: Order) -> Completion<T>
+where
+    S: HasSlot<T> + Pending + 'static,
+{
+    let completion = Completion::shared(Arc::clone(&shared) as Arc<dyn HasSlot<T>>);
     if !completion.is_done() {
         order::submitted(0, true, shared as Arc<dyn Pending>, order);
     }
-    Ok(completion)
+    completion
 }
 
 /// A panic of an AND operand's precondition, kept for its body.
