@@ -89,6 +89,15 @@ proptest! {
                     lock.configure(c);
                     prop_assert_eq!(lock.config(), c.clamped());
                     prop_assert_eq!(c.clamped().clamped(), c.clamped());
+                    // What fits the word is kept exactly; what does not is
+                    // clamped, and a finite count stays finite.
+                    let kept = lock.config();
+                    let w = kept.wait_policy();
+                    prop_assert_eq!(w.spin_count(), s % 2000);
+                    prop_assert_eq!(w.yield_count(), if y == u32::MAX { y } else { y.min(254) });
+                    prop_assert_eq!((w.backs_off(), w.parks()), (b, p));
+                    prop_assert_eq!(kept.scheduler_kind(), scheduler);
+                    prop_assert_eq!(kept.watcher_limit(), Some(k));
                 }
             }
             prop_assert_eq!(lock.is_locked(), held);
