@@ -830,7 +830,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     let task = self.pop().expect("peeked");
                     // SAFETY: a blocking call's task, not run; we hold the
                     // monitor and touch it no more after this.
-                    unsafe { task.job().handoff() };
+                    unsafe { task.handoff() };
                     return;
                 }
                 if self.release() {
@@ -1046,6 +1046,9 @@ impl<T, S: AbstractState> Exec<T, S> {
     }
 
     fn run(&mut self, task: Task<T, S>) {
+        // A blocking caller is notified only once nothing refers to its job
+        // (on its stack) any more: not from inside `run(&self)`.
+        let caller = task.caller();
         // SAFETY: we hold the monitor; `check` said Run in this state.
         if let Some(next) = unsafe { task.job().run(&mut self.data) } {
             self.state = next;
@@ -1053,6 +1056,11 @@ impl<T, S: AbstractState> Exec<T, S> {
         // The last reference to a task whose completion was dropped: its
         // result and precondition are user values.
         unwind::drop_caught(task);
+        if let Some(waiter) = caller {
+            // Release (in `notify`): the result written by `run` happens
+            // before the caller's Acquire of the token.
+            waiter.notify(DONE);
+        }
     }
 
     /// Relay invariance: after a task ran, run the waiting tasks whose

@@ -72,15 +72,10 @@ pub(crate) trait Job<T, S>: Send + Sync {
         false
     }
 
-    /// Hands the monitor, held, to the blocked caller, who runs the task
-    /// itself.
-    ///
-    /// # Safety
-    ///
-    /// `is_blocking()`; once, instead of `run`; the caller holds the
-    /// monitor and stops touching it.
-    unsafe fn handoff(&self) {
-        unreachable!("only a blocking call's task can be handed off")
+    /// A blocking call's waiter (a new reference to it), which the executor
+    /// notifies once it is done with the job: `None` for other tasks.
+    fn caller(&self) -> Option<LoomArc<Waiter>> {
+        None
     }
 }
 
@@ -105,6 +100,36 @@ impl<T, S> Task<T, S> {
             // it is notified, which happens after the last use of the task.
             Task::Call(p) => unsafe { p.as_ref() },
         }
+    }
+
+    /// A blocking call's waiter, to notify once the task (and every
+    /// reference into the caller's job) is gone: the caller may return and
+    /// free the job as soon as it sees the token, so the notify must not
+    /// come from a method of the job, whose `&self` would still be live
+    /// (rust-lang/rust#55005). `None` for a shared task.
+    #[inline]
+    pub(crate) fn caller(&self) -> Option<LoomArc<Waiter>> {
+        match self {
+            Task::Shared(_) => None,
+            Task::Call(_) => self.job().caller(),
+        }
+    }
+
+    /// Hands the monitor, held, to the blocked caller whose task this is:
+    /// it runs the task itself.
+    ///
+    /// # Safety
+    ///
+    /// A blocking call's task (`job().is_blocking()`), not run; the caller
+    /// of `handoff` holds the monitor and stops touching it.
+    pub(crate) unsafe fn handoff(self) {
+        let waiter = self
+            .caller()
+            .expect("only a blocking call's task can be handed off");
+        // The task (a pointer into the caller's frame) is dead before the
+        // caller can see the token.
+        drop(self);
+        waiter.notify(HANDOFF);
     }
 }
 
@@ -345,13 +370,6 @@ impl<F, R> CallJob<F, R> {
             })
             .expect("a call's result is taken once")
     }
-
-    fn notify(&self, token: Token) {
-        // Clone first: once the token is set, the caller may return and
-        // free the job (and its `waiter` field) at any moment.
-        let waiter = LoomArc::clone(&self.waiter);
-        waiter.notify(token);
-    }
 }
 
 impl<T, S, F, R> Job<T, S> for CallJob<F, R>
@@ -377,10 +395,10 @@ where
             .expect("a call runs once");
         let (outcome, _) = run_body::<T, S, R, _>(Plain(body), data);
         self.result.with_mut(|r| {
-            // SAFETY: the caller reads the result only after our notify.
+            // SAFETY: the caller reads the result only after the executor's
+            // notify (`Task::caller`), which comes after this returns.
             unsafe { *r = Some(outcome) };
         });
-        self.notify(DONE);
         None
     }
 
@@ -392,8 +410,8 @@ where
         true
     }
 
-    unsafe fn handoff(&self) {
-        self.notify(HANDOFF);
+    fn caller(&self) -> Option<LoomArc<Waiter>> {
+        Some(LoomArc::clone(&self.waiter))
     }
 }
 
