@@ -9,9 +9,11 @@ use core::task::{Context, Poll, Waker};
 use std::panic::resume_unwind;
 
 use sync_core::parking_lot::SpinWait;
-use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
+use sync_core::sync::Arc as LoomArc;
+use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*, fence};
 use sync_core::sync::cell::UnsafeCell;
-use sync_core::sync::thread;
+use sync_core::sync::{hint, thread};
+use sync_core::waiter::{Token, Waiter, WaiterQueue};
 use sync_core::waker::AtomicWaker;
 
 use crate::error::Discarded;
@@ -33,27 +35,263 @@ pub(crate) enum Outcome<R> {
     Discarded,
 }
 
-/// The slot is empty.
+/// [`Finish::state`]: the task has not started; it can still be cancelled.
 const PENDING: usize = 0;
+/// The executor has claimed the task (it is running, or finishing with a
+/// panic or `Discarded`): too late to cancel.
+const STARTED: usize = 1;
 /// The outcome is written and published.
-const READY: usize = 1;
+const READY: usize = 2;
+/// The task was withdrawn before it started ([`Completion::cancel`]): it
+/// never runs and has no outcome.
+const CANCELLED: usize = 3;
+
+/// The token an order waiter is notified with: the task has finished.
+const FINISHED: Token = 1;
+
+/// How a task ends, for everyone who waits for it to end without taking its
+/// result: the workers that must wait for it under strict program order
+/// (several may: async tasks sharing a thread's worker record, or a thread
+/// and such a task).
+///
+/// `state`: [`PENDING`] → [`STARTED`] → [`READY`] by the executor
+/// ([`claim`](Self::claim), then [`ResultSlot::complete`]), or
+/// [`PENDING`] → [`CANCELLED`] by the completion's owner
+/// ([`cancel`](Self::cancel)); an OR, whose taken flag decides instead,
+/// goes straight to `READY` or `CANCELLED`. `READY` and `CANCELLED` are
+/// final: the task is *finished*.
+///
+/// The waiters are a [`WaiterQueue`] of thread or task [`Waiter`]s, all
+/// notified once the task finishes (a broadcast, so their order does not
+/// matter). The queue's consumer role is the `consumer` flag: the finisher
+/// takes it to notify everybody, and a newcomer takes it to free the
+/// waiters that withdrew (futures dropped while waiting), so the queue
+/// holds the live waiters, not the history of cancelled waits. Whoever
+/// holds the role re-checks after letting go, so a finish that found the
+/// role taken is never left undelivered.
+pub(crate) struct Finish {
+    state: AtomicUsize,
+    waiters: WaiterQueue,
+    /// The waiter queue's consumer role: true while somebody pops.
+    consumer: AtomicBool,
+}
+
+impl Finish {
+    fn new() -> Self {
+        Self {
+            state: AtomicUsize::new(PENDING),
+            waiters: WaiterQueue::new(),
+            consumer: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the task has finished (ran, was discarded, or cancelled).
+    pub(crate) fn is_finished(&self) -> bool {
+        // Acquire: pairs with the Release store (or CAS) that finished it.
+        self.state.load(Acquire) >= READY
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.state.load(Acquire) == CANCELLED
+    }
+
+    /// The executor claims the task before it runs (or finishes) it.
+    /// `false` if it was cancelled first: then it must not run.
+    pub(crate) fn claim(&self) -> bool {
+        // AcqRel: the CAS races `cancel`'s on the same word; whoever wins
+        // owns the task's body (Acquire on failure pairs with `cancel`'s
+        // Release, so the body the canceller took is seen as taken).
+        match self
+            .state
+            .compare_exchange(PENDING, STARTED, AcqRel, Acquire)
+        {
+            Ok(_) => true,
+            Err(CANCELLED) => false,
+            Err(s) => unreachable!("a task is claimed once (state {s})"),
+        }
+    }
+
+    /// Withdraws a task that has not started. `false` if the executor
+    /// claimed it first.
+    pub(crate) fn cancel(&self) -> bool {
+        // AcqRel: pairs with `claim`'s CAS (exactly one wins) and publishes
+        // the cancellation to the order waiters' Acquire loads.
+        let won = self
+            .state
+            .compare_exchange(PENDING, CANCELLED, AcqRel, Acquire)
+            .is_ok();
+        if won {
+            self.finished();
+        }
+        won
+    }
+
+    /// An OR whose taken flag its owner won: it finishes cancelled.
+    pub(crate) fn set_cancelled(&self) {
+        // Release: pairs with the order waiters' Acquire loads.
+        self.state.store(CANCELLED, Release);
+        self.finished();
+    }
+
+    /// Publishes READY (the outcome is written) and notifies the waiters.
+    fn set_ready(&self) {
+        // Release: pairs with the Acquire loads in `is_finished` and
+        // `ResultSlot::is_done` (the outcome was written before).
+        self.state.store(READY, Release);
+        self.finished();
+    }
+
+    /// After the state became final: notify every waiter.
+    fn finished(&self) {
+        // SeqCst fence: pairs with the fence in `push_waiter`. Either the
+        // waiter sees the final state after pushing, or we see its node.
+        fence(SeqCst);
+        if !self.waiters.is_empty() {
+            self.serve_waiters();
+        }
+    }
+
+    /// Takes the consumer role, if free, and pops every waiter: notifies
+    /// them all if the task has finished, otherwise frees the withdrawn
+    /// ones and puts the others back. Re-checks after letting go of the
+    /// role, for a finisher that found it taken.
+    fn serve_waiters(&self) {
+        // Acquire: pairs with the Release that ended the previous holder's
+        // turn (its pops happen before ours).
+        while self
+            .consumer
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_ok()
+        {
+            let finished = self.is_finished();
+            let mut keep = Vec::new();
+            while !self.waiters.is_empty() {
+                // SAFETY: we hold the consumer role (one consumer at a
+                // time; Acquire/Release on `consumer` orders the turns).
+                match unsafe { self.waiters.pop() } {
+                    // A waker is user code: a panic in it is caught (see
+                    // `unwind`), so the role is always given back.
+                    Some(w) if finished => unwind::caught(|| {
+                        w.notify(FINISHED);
+                    }),
+                    Some(w) => {
+                        if !w.is_cancelled() {
+                            keep.push(w);
+                        }
+                    }
+                    // A producer is half-way through its push. A finisher
+                    // waits for the few instructions it needs; a sweeper
+                    // leaves the node to the next one.
+                    None if finished => hint::spin_loop(),
+                    None => break,
+                }
+            }
+            for w in keep {
+                self.waiters.push(w);
+            }
+            // Release: pairs with the next holder's Acquire.
+            self.consumer.store(false, Release);
+            // SeqCst fence: pairs with the fence in `finished`. A finisher
+            // whose CAS on `consumer` failed (we held it) fenced before
+            // that; after our fence we see its final state, and serve
+            // again if a waiter is left.
+            fence(SeqCst);
+            if !(self.is_finished() && !self.waiters.is_empty()) {
+                return;
+            }
+        }
+    }
+
+    /// Adds `waiter` (not notified yet) and returns whether the task is
+    /// still unfinished: if it has finished, the waiter is withdrawn (a
+    /// notify that won the race is as good) and need not wait.
+    fn push_waiter(&self, waiter: &LoomArc<Waiter>) -> bool {
+        self.waiters.push(LoomArc::clone(waiter));
+        // Frees the waiters that withdrew, so the queue holds live ones.
+        self.serve_waiters();
+        // SeqCst fence: pairs with the fence in `finished` (see there).
+        fence(SeqCst);
+        if self.is_finished() {
+            let _ = waiter.cancel();
+            return false;
+        }
+        true
+    }
+
+    /// Parks the calling thread until the task has finished.
+    pub(crate) fn wait(&self) {
+        // A short spin first: a combiner usually finishes the task within
+        // microseconds, and a park plus unpark costs tens.
+        let mut spin = SpinWait::new();
+        while spin.spin() {
+            if self.is_finished() {
+                return;
+            }
+        }
+        if self.is_finished() {
+            return;
+        }
+        let waiter = Waiter::for_thread(0);
+        if self.push_waiter(&waiter) {
+            waiter.wait(false);
+        }
+    }
+
+    /// `Ready` once the task has finished; otherwise registers the task in
+    /// `cx` (first poll: a new waiter in `waiter`) and returns `Pending`.
+    /// Dropping `waiter` without [`withdraw`](Self::withdraw) is a leak of
+    /// one node until the next sweep, never a lost wake-up.
+    pub(crate) fn poll_finished(
+        &self,
+        waiter: &mut Option<LoomArc<Waiter>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
+        if self.is_finished() {
+            Self::withdraw(waiter);
+            return Poll::Ready(());
+        }
+        match waiter {
+            Some(w) => {
+                if w.poll(cx).is_ready() {
+                    *waiter = None;
+                    return Poll::Ready(());
+                }
+                Poll::Pending
+            }
+            None => {
+                let w = Waiter::for_task(cx.waker(), 0);
+                if !self.push_waiter(&w) {
+                    return Poll::Ready(());
+                }
+                *waiter = Some(w);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// A waiting future goes away: its node is withdrawn (and freed by the
+    /// next sweep or the finisher). A notify that came first carried
+    /// nothing to pass on: every waiter is notified.
+    pub(crate) fn withdraw(waiter: &mut Option<LoomArc<Waiter>>) {
+        if let Some(w) = waiter.take() {
+            let _ = w.cancel();
+        }
+    }
+}
 
 /// A one-shot result slot: written once by the executor, read once by the
 /// [`Completion`].
 ///
-/// `state`: [`PENDING`] → [`READY`] (once, by [`complete`](Self::complete)).
-/// Two wake slots: `waker` for the completion's owner (a task, or a thread
-/// in [`Completion::wait`]), `order` for the worker that submitted the task
-/// and must wait for it before its next submission under strict program
-/// order (a different party, possibly at the same time).
+/// Its [`Finish`] says how far the task got and wakes the workers waiting
+/// for it under strict program order; `waker` is the completion owner's (a
+/// task, or a thread in [`Completion::wait`]).
 pub(crate) struct ResultSlot<R> {
-    state: AtomicUsize,
+    finish: Finish,
     value: UnsafeCell<Option<Outcome<R>>>,
     waker: AtomicWaker,
-    order: AtomicWaker,
 }
 
-// SAFETY: `value` is written once by the executor before `state` becomes
+// SAFETY: `value` is written once by the executor before the state becomes
 // READY (Release) and read by the single owner of the completion after it
 // sees READY (Acquire); R crosses threads, hence R: Send.
 unsafe impl<R: Send> Send for ResultSlot<R> {}
@@ -63,37 +301,39 @@ unsafe impl<R: Send> Sync for ResultSlot<R> {}
 impl<R> ResultSlot<R> {
     pub(crate) fn new() -> Self {
         Self {
-            state: AtomicUsize::new(PENDING),
+            finish: Finish::new(),
             value: UnsafeCell::new(None),
             waker: AtomicWaker::new(),
-            order: AtomicWaker::new(),
         }
+    }
+
+    pub(crate) fn finish(&self) -> &Finish {
+        &self.finish
     }
 
     /// Stores the outcome and wakes the waiters.
     ///
     /// # Safety
     ///
-    /// Called at most once, by the executor that owns the task.
+    /// Called at most once, by the executor that owns the task (it claimed
+    /// it, or won an OR's taken flag).
     pub(crate) unsafe fn complete(&self, outcome: Outcome<R>) {
         self.value.with_mut(|v| {
             // SAFETY: only the executor writes, once, before READY; the
             // reader waits for READY.
             unsafe { *v = Some(outcome) };
         });
-        // Release: pairs with the Acquire load in `is_done`/`take`.
-        self.state.store(READY, Release);
-        // The AtomicWaker's RMW orders this wake after the store for a
-        // register that looks at `state` after registering.
+        self.finish.set_ready();
+        // The AtomicWaker's RMW orders this wake after the READY store for
+        // a register that looks at the state after registering.
         // A waker is user code: a panic in it is resumed once the monitor
         // is let go of (see `unwind`).
-        unwind::caught(|| self.order.wake());
         unwind::caught(|| self.waker.wake());
     }
 
     pub(crate) fn is_done(&self) -> bool {
-        // Acquire: pairs with the Release store in `complete`.
-        self.state.load(Acquire) == READY
+        // Acquire: pairs with the Release store in `Finish::set_ready`.
+        self.finish.state.load(Acquire) == READY
     }
 
     /// Takes the outcome.
@@ -112,20 +352,18 @@ impl<R> ResultSlot<R> {
             .expect("a completion's outcome is taken once")
     }
 
-    fn poll_done(&self, waker: &AtomicWaker, cx: &Waker) -> bool {
+    fn poll_done(&self, cx: &Waker) -> bool {
         if self.is_done() {
             return true;
         }
-        waker.register(cx);
+        self.waker.register(cx);
         // A completion between the first look and the register may have
         // found no waker: look again.
         self.is_done()
     }
 
-    /// Parks the calling thread until the outcome is ready, woken through
-    /// `which` (the owner's slot or the order slot).
-    fn block(&self, order: bool) {
-        let which = if order { &self.order } else { &self.waker };
+    /// Parks the calling thread until the outcome is ready.
+    fn block(&self) {
         // A short spin, then yields, first: a combiner usually finishes the
         // task within microseconds, and a park plus unpark costs tens.
         let mut spin = SpinWait::new();
@@ -138,16 +376,11 @@ impl<R> ResultSlot<R> {
             }
         }
         let waker = thread_waker();
-        while !self.poll_done(which, &waker) {
+        while !self.poll_done(&waker) {
             // A wake between the register and the park leaves the thread's
             // unpark token set: the park returns at once.
             thread::park();
         }
-    }
-
-    /// Blocks until done without taking the outcome (strict program order).
-    pub(crate) fn wait_done(&self) {
-        self.block(true);
     }
 }
 
@@ -169,6 +402,13 @@ fn thread_waker() -> Waker {
 /// task and its completion share one allocation.
 pub(crate) trait HasSlot<R>: Send + Sync {
     fn slot(&self) -> &ResultSlot<R>;
+
+    /// Withdraws the task if it has not started ([`Completion::cancel`]):
+    /// `true` if it will never run (its body is dropped, by now or by the
+    /// executors that still hold it). The default refuses.
+    fn cancel(&self) -> bool {
+        false
+    }
 }
 
 impl<R: Send> HasSlot<R> for ResultSlot<R> {
@@ -197,7 +437,12 @@ enum Inner<R> {
 /// # Cancel safety
 ///
 /// Dropping a `Completion`, awaited or not, does not cancel its task: the
-/// task still runs in its turn, and its result is dropped.
+/// task still runs in its turn, and its result is dropped (fire and forget:
+/// `m.submit(f);` is the paper's asynchronous call). Awaiting `&mut c` in a
+/// `select!` loses nothing either: the completion stays, with its result.
+/// To give up on a task, [`cancel`](Self::cancel) it: it is withdrawn if it
+/// has not started, and handed back with its result to come if it has, so a
+/// timeout never loses a task's effect (see the example there).
 ///
 /// # Panics
 ///
@@ -276,6 +521,84 @@ impl<R> Completion<R> {
         }
     }
 
+    /// Withdraws the task if it has not started: `Ok(())` if it never runs
+    /// (its body is dropped, here or, for an [`or`](crate::or), by the
+    /// operands' monitors when they next look at them), `Err(self)` if it
+    /// has already started or finished, so that its result can still be
+    /// taken. Exactly one of the task's run and its cancellation happens:
+    /// nothing is lost.
+    ///
+    /// * A task from [`submit`](crate::Monitor::submit),
+    ///   [`when`](crate::Monitor::when) or
+    ///   [`when_in`](crate::Monitor::when_in) is withdrawn until its
+    ///   executor claims it to run it (a `when` task can be withdrawn
+    ///   while it waits on its precondition).
+    /// * An [`or`](crate::or) is withdrawn by winning its *taken* flag (the
+    ///   CAS its operands race for): then no operand runs.
+    /// * An [`and`](crate::and) is never withdrawn (`Err(self)`): its
+    ///   operands start independently on their monitors.
+    ///
+    /// A withdrawn task counts as finished for program order: a strict
+    /// worker's next submission does not wait for it.
+    ///
+    /// # Errors
+    ///
+    /// `Err(self)` if the task started or finished (or is an AND, or ran
+    /// inline at submission).
+    ///
+    /// # Panics
+    ///
+    /// If dropping the withdrawn body panics (the panic is the body's own).
+    ///
+    /// # Cancel safety
+    ///
+    /// This is what makes a timeout lose nothing: cancel, and on `Err`
+    /// take the result after all.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let m = Monitor::builder().order(Order::Relaxed).build(Vec::<u32>::new());
+    /// let mut take = m.when(|q| !q.is_empty(), |q| q.remove(0));
+    /// let item = tokio::select! {
+    ///     item = &mut take => Some(item),
+    ///     _ = tokio::time::sleep(Duration::from_millis(1)) => match take.cancel() {
+    ///         Ok(()) => None,               // withdrawn: it will never take an item
+    ///         Err(take) => Some(take.await), // it took one meanwhile: keep it
+    ///     },
+    /// };
+    /// assert_eq!(item, None);
+    /// # });
+    /// ```
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// let m = Monitor::builder().order(Order::Relaxed).build(0);
+    /// let c = m.when(|n| *n > 0, |n| *n * 10);
+    /// assert!(c.cancel().is_ok()); // it had not run: it never will
+    /// m.submit(|n| *n = 1);
+    /// let c = m.submit(|n| *n + 1); // ran at once: too late to withdraw
+    /// assert_eq!(c.cancel().unwrap_err().wait(), 2);
+    /// ```
+    pub fn cancel(self) -> Result<(), Self> {
+        let withdrawn = match &self.inner {
+            Inner::Ready(_) => false,
+            Inner::Shared(s) => s.cancel(),
+        };
+        if withdrawn {
+            // A waker's panic caught while notifying the order waiters.
+            unwind::resume_deferred();
+            Ok(())
+        } else {
+            Err(self)
+        }
+    }
+
     /// [`wait`](Self::wait), with a discarded task as an error instead of a
     /// panic.
     ///
@@ -303,7 +626,7 @@ impl<R> Completion<R> {
             Inner::Ready(o) => o.take().expect("a completion's outcome is taken once"),
             Inner::Shared(s) => {
                 let slot = s.slot();
-                slot.block(false);
+                slot.block();
                 // SAFETY: done, and `self` is the single owner (consumed).
                 unsafe { slot.take() }
             }
@@ -329,7 +652,7 @@ impl<R> Future for Completion<R> {
             Inner::Ready(o) => o.take().expect("Completion polled after it returned Ready"),
             Inner::Shared(s) => {
                 let slot = s.slot();
-                if !slot.poll_done(&slot.waker, cx.waker()) {
+                if !slot.poll_done(cx.waker()) {
                     return Poll::Pending;
                 }
                 // A Ready outcome is taken once: mark it so by becoming Ready(None).

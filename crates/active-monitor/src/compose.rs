@@ -12,7 +12,7 @@ use std::sync::Arc;
 use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 
-use crate::completion::{Completion, HasSlot, Outcome, ResultSlot};
+use crate::completion::{Completion, Finish, HasSlot, Outcome, ResultSlot};
 use crate::error::SameMonitor;
 use crate::monitor::Monitor;
 use crate::order::{self, Order, Pending};
@@ -352,11 +352,8 @@ impl<R: Send> HasSlot<Vec<R>> for AndShared<R> {
 }
 
 impl<R: Send> Pending for AndShared<R> {
-    fn is_done(&self) -> bool {
-        self.slot.is_done()
-    }
-    fn wait_done(&self) {
-        self.slot.wait_done();
+    fn finish(&self) -> &Finish {
+        self.slot.finish()
     }
 }
 

@@ -62,6 +62,7 @@ mod error;
 mod monitor;
 mod order;
 mod queue;
+mod submit;
 mod task;
 mod unwind;
 
@@ -69,7 +70,8 @@ pub use completion::Completion;
 pub use compose::{Op, Operands, and, or};
 pub use error::{Discarded, SameMonitor};
 pub use monitor::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY, DataMut, Monitor};
-pub use order::{Order, RELAXED_WAITING_LIMIT};
+pub use order::{Order, RELAXED_WAITING_LIMIT, Worker, worker};
+pub use submit::{CallAsync, Submit};
 
 ast_mutex::states! {
     /// The one abstract state of a monitor built without states

@@ -2,6 +2,7 @@
 
 use core::fmt;
 use core::marker::PhantomData;
+use core::task::Context;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
@@ -20,6 +21,7 @@ use sync_core::waiter::{Waiter, WaiterQueue};
 use crate::completion::{Completion, HasSlot, Outcome};
 use crate::order::{self, Order, Pending};
 use crate::queue::TaskQueue;
+use crate::submit::{CallAsync, Submit};
 use crate::task::{
     Always, AsyncTask, Body, CallJob, Check, DONE, HANDOFF, InSet, Job, Plain, Pre, Pred, Stated,
     Task,
@@ -659,6 +661,162 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.submit_task(task, true, locked)
     }
 
+    /// [`submit`](Self::submit) for async code: a future that submits the
+    /// task without blocking the thread, and outputs its [`Completion`].
+    ///
+    /// Where `submit` parks the thread (the queue is full, or program order
+    /// makes it wait for an earlier task of this worker), the future awaits
+    /// instead: it registers its task's waker and returns `Pending`, and the
+    /// executor runs its other tasks meanwhile. See [`Submit`] for the
+    /// steps.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it is ready withdraws the submission (the
+    /// task is never queued; see [`Submit`]). The [`Completion`] it returns
+    /// behaves as `submit`'s.
+    ///
+    /// # Panics
+    ///
+    /// As [`Submit`]. `f`'s panic resumes in the completion's waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(0u32);
+    /// let r = futures::executor::block_on(async {
+    ///     let c = m.submit_async(|n| {
+    ///         *n += 1;
+    ///         *n
+    ///     });
+    ///     c.await.await // submitted, then its result
+    /// });
+    /// assert_eq!(r, 1);
+    /// ```
+    pub fn submit_async<F, R>(&self, f: F) -> Submit<'_, T, S, R>
+    where
+        F: FnOnce(&mut T) -> R + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        Submit::new(self, AsyncTask::new(Always, Plain(f)), false)
+    }
+
+    /// [`when`](Self::when) for async code: a future that submits the task
+    /// without blocking the thread (see [`submit_async`](Self::submit_async)),
+    /// and outputs its [`Completion`], which is ready once `pre` held and
+    /// `body` ran.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`submit_async`](Self::submit_async). A `when` task that waits on
+    /// its precondition can be withdrawn with [`Completion::cancel`].
+    ///
+    /// # Panics
+    ///
+    /// As [`Submit`]. `pre`'s or `body`'s panic resumes in the completion's
+    /// waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// let m = Monitor::builder().order(Order::Relaxed).build(0);
+    /// futures::executor::block_on(async {
+    ///     let c = m.when_async(|n| *n > 0, |n| *n * 10).await;
+    ///     m.submit_async(|n| *n = 4).await;
+    ///     assert_eq!(c.await, 40);
+    /// });
+    /// ```
+    pub fn when_async<P, F, R>(&self, pre: P, body: F) -> Submit<'_, T, S, R>
+    where
+        P: Fn(&T) -> bool + Send + 'static,
+        F: FnOnce(&mut T) -> R + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        Submit::new(self, AsyncTask::new(Pred(pre), Plain(body)), true)
+    }
+
+    /// [`when_in`](Self::when_in) for async code: a future that submits the
+    /// task without blocking the thread (see
+    /// [`submit_async`](Self::submit_async)).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`when_async`](Self::when_async).
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty (at once, not when polled); otherwise as
+    /// [`Submit`]. `body`'s panic resumes in the completion's waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// ast_mutex::states! { enum Door { Closed, Open } }
+    ///
+    /// let m = Monitor::builder()
+    ///     .order(Order::Relaxed)
+    ///     .build_with_states(Door::Closed, 0u32);
+    /// futures::executor::block_on(async {
+    ///     let enter = m.when_in_async(Door::Open, |n| (*n + 1, Door::Open)).await;
+    ///     m.when_in_async(Door::Closed, |_| ((), Door::Open)).await;
+    ///     assert_eq!(enter.await, 1);
+    /// });
+    /// ```
+    pub fn when_in_async<F, R>(&self, set: impl Into<StateSet<S>>, body: F) -> Submit<'_, T, S, R>
+    where
+        F: FnOnce(&mut T) -> (R, S) + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+        S: Send,
+    {
+        let set = set.into();
+        assert!(
+            !set.is_empty(),
+            "Monitor::when_in_async with an empty set of states: the task could never run"
+        );
+        Submit::new(self, AsyncTask::new(InSet(set.bits()), Stated(body)), true)
+    }
+
+    /// [`call`](Self::call) for async code: submits `f` as
+    /// [`submit_async`](Self::submit_async) does, then awaits its result.
+    /// Unlike `call`, the task may outlive the caller's frame (the future
+    /// can be dropped while the task is queued), hence `'static`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future withdraws the task if it has not started; if it
+    /// has, it runs to its end and its result is dropped (see
+    /// [`CallAsync`]).
+    ///
+    /// # Panics
+    ///
+    /// Resumes `f`'s panic; otherwise as [`Submit`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(vec![3, 1, 2]);
+    /// let max = futures::executor::block_on(m.call_async(|v| {
+    ///     v.sort();
+    ///     *v.last().unwrap()
+    /// }));
+    /// assert_eq!(max, 3);
+    /// ```
+    pub fn call_async<F, R>(&self, f: F) -> CallAsync<'_, T, S, R>
+    where
+        F: FnOnce(&mut T) -> R + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        CallAsync::new(self.submit_async(f))
+    }
+
     /// Queues `task` (or runs it, if `locked` and the queue is empty) and
     /// returns its completion.
     fn submit_task<P, B, R>(
@@ -741,6 +899,23 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     #[cold]
     fn wait_for_space(&self) {
+        if let Some(waiter) = self.enqueue_for_space(|| Waiter::for_thread(0)) {
+            waiter.wait(false);
+        }
+    }
+
+    /// [`wait_for_space`](Self::wait_for_space) for a task: `Some(waiter)`
+    /// registered in `space` (poll it), or `None` if there is room to try
+    /// again at once.
+    #[cold]
+    pub(crate) fn wait_for_space_async(&self, cx: &mut Context<'_>) -> Option<LoomArc<Waiter>> {
+        self.enqueue_for_space(|| Waiter::for_task(cx.waker(), 0))
+    }
+
+    /// Registers a waiter (made by `make`) in `space` to be woken when the
+    /// queue has room; `None` if it need not wait: the monitor was idle
+    /// (we served it, which made room) or room appeared meanwhile.
+    fn enqueue_for_space(&self, make: impl FnOnce() -> LoomArc<Waiter>) -> Option<LoomArc<Waiter>> {
         // Nobody else can make room while we hold the monitor, and we
         // cannot run tasks while one of ours has the data.
         assert!(
@@ -751,9 +926,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
         if self.try_lock() {
             // Idle with a full queue: make room ourselves.
             self.serve();
-            return;
+            return None;
         }
-        let waiter = Waiter::for_thread(0);
+        let waiter = make();
         self.space.push(LoomArc::clone(&waiter));
         // SeqCst fence: pairs with the fence in `release`. Either the
         // releasing holder sees us in `space` (and wakes us when it makes
@@ -762,9 +937,32 @@ impl<T, S: AbstractState> Monitor<T, S> {
         if self.queue.has_space() || self.lock.load(Relaxed) == 0 {
             // Withdraw; a notify that won the race is as good.
             let _ = waiter.cancel();
-            return;
+            return None;
         }
-        waiter.wait(false);
+        Some(waiter)
+    }
+
+    /// A producer woken for space (its waiter was notified) gives up
+    /// without pushing: the wake-up is passed on. If the monitor is idle we
+    /// take it and serve, and its release wakes the next producers while
+    /// there is room; if it is held, the holder's release does (it looks at
+    /// `space` after its SeqCst fence, which pairs with ours).
+    #[cold]
+    pub(crate) fn pass_space_on(&self) {
+        self.after_push();
+    }
+
+    /// The asynchronous submissions' step ([`Submit`]): runs `task` if the
+    /// monitor is idle (serving what is queued), or queues it;
+    /// `Err(task)` if the queue is full.
+    pub(crate) fn try_submit(&self, task: Task<T, S>) -> Result<(), Task<T, S>> {
+        if self.try_lock() {
+            self.submit_job(task, true);
+            return Ok(());
+        }
+        self.queue.push(task)?;
+        self.after_push();
+        Ok(())
     }
 
     /// Pushes `task` while holding the monitor (we are the consumer: if the

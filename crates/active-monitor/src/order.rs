@@ -1,18 +1,34 @@
-//! Program order (the paper's rules 2 and 3, and appendix B).
+//! Program order (the paper's rules 2 and 3, and appendix B), and worker
+//! scopes.
 //!
-//! A *worker* is a thread: the record of its last asynchronous task is a
-//! thread-local, as the paper's runtime keeps a map from worker thread ids
-//! to their last submission. A handle type (`Worker`) passed to every
-//! submission was the alternative; it would follow an async task across
-//! executor threads, but it would make every call site carry it, and a
-//! thread-local costs a couple of nanoseconds. An async task that migrates
-//! between threads gets the guarantees of the threads it runs on; code that
-//! needs more awaits its completions, which orders everything.
+//! A *worker* is a thread by default: the record of its last asynchronous
+//! task is a thread-local, as the paper's runtime keeps a map from worker
+//! thread ids to their last submission. A handle passed to every submission
+//! was the alternative; it would make every call site carry it, and a
+//! thread-local costs a couple of nanoseconds. Async tasks that share a
+//! thread share its record unless each runs in its own [`worker`] scope,
+//! which installs the task's own record for the duration of each poll (and
+//! carries it along when the task moves to another thread).
+//!
+//! The synchronous methods wait for what program order says by parking the
+//! thread; the async ones ([`Monitor::submit_async`](crate::Monitor::submit_async)
+//! and its kin) await it. The record is only read while a submission
+//! waits: it stays in place, so that every task sharing it waits for the
+//! same pending task (each with its own waiter on the task's
+//! [`Finish`]).
 
 use core::cell::RefCell;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
 use std::collections::VecDeque;
 
 use std::sync::Arc;
+
+use sync_core::sync::Arc as LoomArc;
+use sync_core::waiter::Waiter;
+
+use crate::completion::Finish;
 
 /// How a monitor orders a worker's asynchronous tasks.
 ///
@@ -29,15 +45,27 @@ use std::sync::Arc;
 pub enum Order {
     /// The paper's rules 2 and 3. A worker's tasks on one monitor run in
     /// submission order. Before a worker submits to a monitor, its previous
-    /// asynchronous task must have completed if that task was on another
+    /// asynchronous task must have completed (or been
+    /// [cancelled](crate::Completion::cancel)) if that task was on another
     /// monitor, or waited on a precondition (a waiting task would otherwise
-    /// be overtaken by the worker's next one). The submission blocks the
-    /// thread until then.
+    /// be overtaken by the worker's next one). The synchronous methods
+    /// (`call`, `submit`, `when`, ...) block the thread until then; the
+    /// async ones ([`submit_async`](crate::Monitor::submit_async), ...)
+    /// await it without blocking the executor.
     ///
-    /// So a thread that submits a task waiting on a precondition, then a
+    /// So a worker that submits a task waiting on a precondition, then a
     /// task that would make it true, deadlocks: under strict order the
     /// second submission waits for the first task. Make the precondition
-    /// true from another thread, or use [`Order::Relaxed`].
+    /// true from another worker, or use [`Order::Relaxed`].
+    ///
+    /// A worker is a thread, unless a future runs in a [`worker`] scope.
+    /// Async tasks that share a thread (a current-thread runtime, a
+    /// `LocalPool`) otherwise share one worker: one task's `when` then holds
+    /// back another task's submissions, and if that other task is the one
+    /// that would make the precondition true, both wait for ever (with the
+    /// async methods the executor keeps running its other tasks; with the
+    /// synchronous ones its thread is parked). Wrap each such task in
+    /// [`worker`] to make it a worker of its own.
     #[default]
     Strict,
     /// The paper's appendix B ("NPO"): no waiting for earlier tasks. A
@@ -46,9 +74,10 @@ pub enum Order {
     /// be overtaken, and tasks on different monitors run in any order. A
     /// task's result, once awaited, orders everything after it.
     ///
-    /// One bound remains: a thread may have at most
+    /// One bound remains: a worker may have at most
     /// [`RELAXED_WAITING_LIMIT`] (64) tasks waiting on preconditions; its
-    /// next submission then parks the thread until the oldest has run.
+    /// next submission then waits until the oldest has finished (parks the
+    /// thread in the synchronous methods, awaits in the async ones).
     /// Without it a producer could pile up waiting tasks without limit (the
     /// task queue's back-pressure ends where waiting begins), and every
     /// task that runs re-checks the waiting predicates (all of them when
@@ -58,20 +87,22 @@ pub enum Order {
     /// 2 consumers) moves 2.6 M items/s with a bound of 16, 2.0 M with 64,
     /// 0.8 M with 256, and under 0.01 M without one.
     ///
-    /// The trade-off is with single-threaded executors: the bound is per
-    /// thread, so async tasks sharing one thread (a current-thread tokio
-    /// runtime, a `LocalPool`) share it, and a submission beyond it parks
-    /// the executor's only thread, which deadlocks if only tasks on that
-    /// thread can enable the waiting ones. Keep at most 64 tasks awaiting
-    /// preconditions per executor thread (a per-monitor bound with an
-    /// asynchronous wait is not written yet).
+    /// The bound is per worker, not per monitor: a per-monitor bound would
+    /// let one busy producer hold back every other worker's submissions to
+    /// that monitor (and a worker with tasks on several monitors would need
+    /// a count on each). Per worker, only the worker that piles up waits.
+    /// Async tasks on one thread share the thread's bound unless each runs
+    /// in a [`worker`] scope; with the async methods, a submission beyond
+    /// the bound awaits the oldest waiting task instead of parking the
+    /// executor's thread, so the executor's other tasks (those that would
+    /// enable the waiting ones among them) keep running.
     Relaxed,
 }
 
-/// A worker's last asynchronous task, as strict order needs it.
+/// A worker's asynchronous task, as program order waits for it.
 pub(crate) trait Pending: Send + Sync {
-    fn is_done(&self) -> bool;
-    fn wait_done(&self);
+    /// How the task ends (and who waits for it to).
+    fn finish(&self) -> &Finish;
 }
 
 /// How many of its tasks waiting on preconditions a worker may have
@@ -87,54 +118,87 @@ struct Last {
     task: Arc<dyn Pending>,
 }
 
+/// A worker's record: what program order makes its next submission wait
+/// for.
 #[derive(Default)]
-struct Worker {
+pub(crate) struct Record {
     /// Strict: the last asynchronous task.
     last: Option<Last>,
     /// Relaxed: the outstanding tasks with preconditions, oldest first.
     waiting: VecDeque<Arc<dyn Pending>>,
 }
 
+impl Record {
+    /// What a submission to `monitor` must wait for first, if anything;
+    /// the record is left as it is (`take`: strict's last task is taken,
+    /// for a thread that waits for it before going on).
+    fn must_wait(&mut self, monitor: usize, order: Order, take: bool) -> Option<Arc<dyn Pending>> {
+        match order {
+            Order::Strict => {
+                let last = self.last.as_ref()?;
+                let wait = (last.monitor != monitor || last.conditional)
+                    && !last.task.finish().is_finished();
+                if take {
+                    let last = self.last.take()?;
+                    wait.then_some(last.task)
+                } else {
+                    wait.then(|| Arc::clone(&last.task))
+                }
+            }
+            Order::Relaxed => {
+                while self
+                    .waiting
+                    .front()
+                    .is_some_and(|t| t.finish().is_finished())
+                {
+                    self.waiting.pop_front();
+                }
+                if self.waiting.len() < RELAXED_WAITING_LIMIT {
+                    return None;
+                }
+                if take {
+                    self.waiting.pop_front()
+                } else {
+                    self.waiting.front().cloned()
+                }
+            }
+        }
+    }
+}
+
 #[cfg(not(loom))]
 std::thread_local! {
-    static WORKER: RefCell<Worker> = RefCell::new(Worker::default());
+    static WORKER: RefCell<Record> = RefCell::new(Record::default());
 }
 
 #[cfg(loom)]
 sync_core::loom::thread_local! {
-    static WORKER: RefCell<Worker> = RefCell::new(Worker::default());
+    static WORKER: RefCell<Record> = RefCell::new(Record::default());
 }
 
-/// Before a submission to `monitor` (0 for an OR/AND): under strict order,
-/// waits for the worker's previous asynchronous task if rule 3 (or a
-/// precondition) says so; under relaxed order, waits for the oldest of its
-/// tasks waiting on preconditions if it has [`RELAXED_WAITING_LIMIT`].
+/// Before a synchronous submission to `monitor` (0 for an OR/AND): under
+/// strict order, waits for the worker's previous asynchronous task if rule
+/// 3 (or a precondition) says so; under relaxed order, waits for the oldest
+/// of its tasks waiting on preconditions if it has [`RELAXED_WAITING_LIMIT`].
+/// Parks the thread.
 #[inline]
 pub(crate) fn before_submit(monitor: usize, order: Order) {
-    let wait_for = WORKER.with(|w| {
-        let mut w = w.borrow_mut();
-        match order {
-            Order::Strict => w.last.take().and_then(|last| {
-                ((last.monitor != monitor || last.conditional) && !last.task.is_done())
-                    .then_some(last.task)
-            }),
-            Order::Relaxed => {
-                while w.waiting.front().is_some_and(|t| t.is_done()) {
-                    w.waiting.pop_front();
-                }
-                if w.waiting.len() >= RELAXED_WAITING_LIMIT {
-                    w.waiting.pop_front()
-                } else {
-                    None
-                }
-            }
-        }
-    });
+    let wait_for = WORKER.with(|w| w.borrow_mut().must_wait(monitor, order, true));
     // Outside the borrow: a task this thread runs meanwhile (as a combiner)
     // may submit too.
     if let Some(task) = wait_for {
-        task.wait_done();
+        task.finish().wait();
     }
+}
+
+/// What an asynchronous submission to `monitor` must await first (see
+/// [`before_submit`]), if anything. The record is left in place: every
+/// task that shares the worker waits for the same task.
+#[inline]
+pub(crate) fn to_await(monitor: usize, order: Order) -> Option<OrderWait> {
+    WORKER
+        .with(|w| w.borrow_mut().must_wait(monitor, order, false))
+        .map(|task| OrderWait { task, waiter: None })
 }
 
 /// After an asynchronous submission that did not complete at once.
@@ -157,4 +221,127 @@ pub(crate) fn submitted(monitor: usize, conditional: bool, task: Arc<dyn Pending
             }
         }
     });
+}
+
+/// Awaits a worker's earlier task, as program order says (a task waiter on
+/// the task's [`Finish`]; dropping it withdraws the waiter).
+pub(crate) struct OrderWait {
+    task: Arc<dyn Pending>,
+    waiter: Option<LoomArc<Waiter>>,
+}
+
+impl OrderWait {
+    pub(crate) fn poll(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.task.finish().poll_finished(&mut self.waiter, cx)
+    }
+}
+
+impl Drop for OrderWait {
+    fn drop(&mut self) {
+        Finish::withdraw(&mut self.waiter);
+    }
+}
+
+/// Runs `future` as a worker of its own: its submissions follow program
+/// order among themselves only, not with the other tasks of the thread it
+/// runs on.
+///
+/// A worker is a thread by default (the paper's workers are threads). Async
+/// tasks that share a thread, on a current-thread runtime or a `LocalPool`,
+/// or that happen to run on the same worker thread of a multi-thread
+/// runtime, then share one record of what they submitted: under
+/// [`Order::Strict`] one task's pending `when` holds back every other
+/// task's next submission, and under [`Order::Relaxed`] they share one
+/// [`RELAXED_WAITING_LIMIT`]. `worker(future)` gives the future its own
+/// record, installed in the thread for the duration of each poll (the
+/// thread's own is put back after it) and carried along when the future
+/// moves to another thread.
+///
+/// Use it for every spawned task that submits to monitors with
+/// [`Order::Strict`] and may wait on preconditions, as one would give each
+/// thread its own worker: typically `spawn(worker(async move { .. }))`.
+/// Without it, two tasks where one awaits a `when` that only the other can
+/// make true wait for each other for ever (logically: with the async
+/// methods the executor's thread is not parked and runs its other tasks).
+///
+/// The scope costs a swap of two words on entry and exit of each poll.
+///
+/// # Examples
+///
+/// ```
+/// use futures::executor::LocalPool;
+/// use futures::task::LocalSpawnExt;
+/// use std::rc::Rc;
+/// use active_monitor::{Monitor, worker};
+///
+/// let m = Rc::new(Monitor::new(0)); // strict order
+/// let mut pool = LocalPool::new();
+/// let (a, b) = (Rc::clone(&m), Rc::clone(&m));
+/// // Two tasks on one thread: without `worker`, B's submission would wait
+/// // for A's pending `when`, which only B can enable.
+/// let taken = pool
+///     .spawner()
+///     .spawn_local_with_handle(worker(async move {
+///         a.when_async(|n| *n > 0, |n| *n).await.await
+///     }))
+///     .unwrap();
+/// pool.spawner()
+///     .spawn_local(worker(async move {
+///         b.submit_async(|n| *n = 7).await.await;
+///     }))
+///     .unwrap();
+/// assert_eq!(pool.run_until(taken), 7);
+/// ```
+pub fn worker<F: Future>(future: F) -> Worker<F> {
+    Worker {
+        future,
+        record: Record::default(),
+    }
+}
+
+/// A future that runs as a worker of its own: made by [`worker`].
+///
+/// # Examples
+///
+/// ```
+/// let m = active_monitor::Monitor::new(1);
+/// let n = futures::executor::block_on(active_monitor::worker(async {
+///     m.call_async(|n| *n + 1).await
+/// }));
+/// assert_eq!(n, 2);
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct Worker<F> {
+    future: F,
+    record: Record,
+}
+
+impl<F: Future> Future for Worker<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `future` is structurally pinned: it is never moved out of
+        // the `Worker` (no method hands it out by value, and `Worker` has no
+        // `Drop` that could move it); `record` is not pinned, and is only
+        // swapped, never the future.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: as above: `this.future` stays where it is from now on.
+        let future = unsafe { Pin::new_unchecked(&mut this.future) };
+        /// Puts the thread's record back, even if the poll unwinds.
+        struct Swap<'a>(&'a mut Record);
+        impl Drop for Swap<'_> {
+            fn drop(&mut self) {
+                WORKER.with(|w| core::mem::swap(&mut *w.borrow_mut(), self.0));
+            }
+        }
+        WORKER.with(|w| core::mem::swap(&mut *w.borrow_mut(), &mut this.record));
+        let _back = Swap(&mut this.record);
+        future.poll(cx)
+    }
+}
+
+impl<F> core::fmt::Debug for Worker<F> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Worker").finish_non_exhaustive()
+    }
 }

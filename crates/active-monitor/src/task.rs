@@ -15,7 +15,7 @@ use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::waiter::{Token, Waiter};
 
-use crate::completion::{HasSlot, Outcome, ResultSlot};
+use crate::completion::{Finish, HasSlot, Outcome, ResultSlot};
 use crate::order::Pending;
 use crate::unwind;
 
@@ -250,13 +250,23 @@ where
     }
 
     fn check(&self, data: &T, state: S) -> Check {
+        // A withdrawn task leaves without its precondition being looked at
+        // (its canceller dropped the body).
+        if self.slot.finish().is_cancelled() {
+            return Check::Gone;
+        }
         match check_pre(&self.pre, data, state) {
             Ok(true) => Check::Run,
             Ok(false) => Check::Wait,
             Err(Outcome::Panicked(p)) => {
-                unwind::drop_caught(self.take_body());
-                // SAFETY: the task finishes here, once (it is not kept).
-                unsafe { self.slot.complete(Outcome::Panicked(p)) };
+                if self.slot.finish().claim() {
+                    unwind::drop_caught(self.take_body());
+                    // SAFETY: claimed: the task finishes here, once.
+                    unsafe { self.slot.complete(Outcome::Panicked(p)) };
+                } else {
+                    // Withdrawn meanwhile: nobody takes the panic.
+                    unwind::drop_caught(p);
+                }
                 Check::Gone
             }
             Err(_) => unreachable!(),
@@ -264,24 +274,36 @@ where
     }
 
     unsafe fn run(&self, data: &mut T) -> Option<S> {
+        // Withdrawn since `check`: it must not run.
+        if !self.slot.finish().claim() {
+            return None;
+        }
         let body = self.take_body().expect("a task runs once");
         let (outcome, next) = run_body(body, data);
-        // SAFETY: once, by the holder (our caller's contract).
+        // SAFETY: claimed, once, by the holder (our caller's contract).
         unsafe { self.slot.complete(outcome) };
         next
     }
 
     unsafe fn discard(&self) {
-        unwind::drop_caught(self.take_body());
-        // SAFETY: once, instead of `run` (our caller's contract).
-        unsafe { self.slot.complete(Outcome::Discarded) };
+        if self.slot.finish().claim() {
+            unwind::drop_caught(self.take_body());
+            // SAFETY: claimed, once, instead of `run` (our caller's
+            // contract).
+            unsafe { self.slot.complete(Outcome::Discarded) };
+        }
+    }
+
+    fn is_forsaken(&self) -> bool {
+        self.slot.finish().is_cancelled()
     }
 }
 
 impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
     fn take_body(&self) -> Option<B> {
         self.body.with_mut(|b| {
-            // SAFETY: only the monitor's holder touches the body.
+            // SAFETY: only whoever won the task's `Finish` (the holder's
+            // `claim`, or `cancel`) touches the body, and only after.
             unsafe { (*b).take() }
         })
     }
@@ -291,14 +313,21 @@ impl<T, S, P: Send, B: Send, R: Send> HasSlot<R> for AsyncTask<T, S, P, B, R> {
     fn slot(&self) -> &ResultSlot<R> {
         &self.slot
     }
+
+    fn cancel(&self) -> bool {
+        if !self.slot.finish().cancel() {
+            return false;
+        }
+        // Won against `claim`: the body is ours to drop, here (the task
+        // itself stays queued or waiting until its monitor drops it).
+        drop(self.take_body());
+        true
+    }
 }
 
 impl<T, S, P: Send, B: Send, R: Send> Pending for AsyncTask<T, S, P, B, R> {
-    fn is_done(&self) -> bool {
-        self.slot.is_done()
-    }
-    fn wait_done(&self) {
-        self.slot.wait_done();
+    fn finish(&self) -> &Finish {
+        self.slot.finish()
     }
 }
 
@@ -438,14 +467,26 @@ impl<R: Send> HasSlot<(usize, R)> for OrShared<R> {
     fn slot(&self) -> &ResultSlot<(usize, R)> {
         &self.slot
     }
+
+    fn cancel(&self) -> bool {
+        // AcqRel: the paper's CAS on the taken flag, raced by the operands'
+        // `run` (and a panicking precondition): winning it means no operand
+        // runs; each drops its body when its monitor next looks at it.
+        if self
+            .taken
+            .compare_exchange(false, true, AcqRel, Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        self.slot.finish().set_cancelled();
+        true
+    }
 }
 
 impl<R: Send> Pending for OrShared<R> {
-    fn is_done(&self) -> bool {
-        self.slot.is_done()
-    }
-    fn wait_done(&self) {
-        self.slot.wait_done();
+    fn finish(&self) -> &Finish {
+        self.slot.finish()
     }
 }
 
