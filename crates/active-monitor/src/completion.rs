@@ -196,7 +196,7 @@ impl Finish {
             // that; after our fence we see its final state, and serve
             // again if a waiter is left.
             fence(SeqCst);
-            if !(self.is_finished() && !self.waiters.is_empty()) {
+            if !self.is_finished() || self.waiters.is_empty() {
                 return;
             }
         }
