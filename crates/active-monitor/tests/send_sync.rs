@@ -6,7 +6,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use active_monitor::{
-    Builder, Completion, DataMut, Discarded, Monitor, NoState, Order, SameMonitor,
+    Builder, CallAsync, Completion, DataMut, Discarded, Monitor, NoState, Order, SameMonitor,
+    Submit, Worker,
 };
 use sync_core::{assert_impl, assert_not_impl};
 
@@ -34,6 +35,46 @@ assert_impl!(DataMut<'static, Vec<u8>>: Send, Sync);
 assert_impl!(DataMut<'static, Cell<u8>>: Send);
 assert_not_impl!(DataMut<'static, Cell<u8>>: Sync);
 assert_not_impl!(DataMut<'static, Rc<u8>>: Send);
+
+// The async submissions' futures carry the task (Send closures) and borrow
+// the monitor (Sync): Send, so a spawned task may hold them across an
+// .await; they are never shared (not Sync), as the task they carry is
+// reached only by whoever polls.
+assert_impl!(Submit<'static, Vec<u8>, NoState, Vec<u8>>: Send, Unpin);
+assert_impl!(CallAsync<'static, Vec<u8>, NoState, Vec<u8>>: Send, Unpin);
+assert_not_impl!(Submit<'static, Vec<u8>, NoState, Vec<u8>>: Sync);
+assert_not_impl!(Submit<'static, Rc<u8>, NoState, u8>: Send);
+assert_not_impl!(Submit<'static, u8, NoState, Rc<u8>>: Send);
+assert_not_impl!(CallAsync<'static, u8, NoState, Rc<u8>>: Send);
+
+// A worker scope is Send when its future is (its record of pending tasks
+// is), and carries that future's Unpin.
+assert_impl!(Worker<std::future::Ready<u8>>: Send, Sync, Unpin);
+assert_not_impl!(Worker<std::future::Ready<Rc<u8>>>: Send);
+
+/// The futures of the async methods are Send when their closures are: a
+/// multi-thread runtime may move the task that awaits them.
+#[test]
+fn async_submissions_are_send() {
+    fn send<F: std::future::Future + Send>(f: F) -> F {
+        f
+    }
+    let m = Monitor::new(0u32);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let m = Arc::new(m);
+    let m1 = Arc::clone(&m);
+    let n = rt
+        .block_on(rt.spawn(send(active_monitor::worker(async move {
+            let c = m1.submit_async(|n| *n += 1).await;
+            c.await;
+            m1.when_async(|n| *n > 0, |n| *n).await.await + m1.call_async(|n| *n).await
+        }))))
+        .unwrap();
+    assert_eq!(n, 2);
+}
 
 // Plain values.
 assert_impl!(Builder: Send, Sync, Copy);
