@@ -15,7 +15,13 @@
 //!   monitor checks only the tasks that can run in the current state;
 //! * [`or`] runs exactly one of several tasks on different monitors, the
 //!   first whose precondition holds ("take from whichever queue has an
-//!   item"); [`and`] runs them all.
+//!   item"); [`and`] runs them all;
+//! * in async code, [`Monitor::submit_async`], [`Monitor::when_async`],
+//!   [`Monitor::when_in_async`] and [`Monitor::call_async`] await where
+//!   the synchronous methods park the thread (a full task queue, program
+//!   order), and [`worker`] makes an async task a worker of its own;
+//! * [`Completion::cancel`] withdraws a task that has not started, or hands
+//!   its completion back if it has: a timeout loses nothing.
 //!
 //! A worker that finds the monitor idle becomes the *combiner* and runs the
 //! queued tasks too, a batch at a time, in FIFO order, so a contended

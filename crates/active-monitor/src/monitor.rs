@@ -527,13 +527,21 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// completion is then ready) and any tasks queued meanwhile. Otherwise
     /// `f` is queued for the holder; if the queue is full, the thread waits
     /// for space (helping to run the queue if the monitor becomes idle).
-    /// That wait parks the thread even in async code: an asynchronous
-    /// submit that yields to the executor instead is not written yet, so
-    /// size [`Builder::capacity`] for the burst an async caller may make.
+    /// That wait parks the thread: in async code use
+    /// [`submit_async`](Self::submit_async), which awaits instead.
     ///
-    /// Under [`Order::Strict`], first waits for this thread's previous
-    /// asynchronous task if it was on another monitor or had a
+    /// Under [`Order::Strict`], first waits (parked, too) for this worker's
+    /// previous asynchronous task if it was on another monitor or had a
     /// precondition.
+    ///
+    /// The returned [`Completion`] may be dropped: the task still runs
+    /// (fire and forget, the paper's asynchronous call). To give a task up,
+    /// [`cancel`](Completion::cancel) its completion.
+    ///
+    /// # Cancel safety
+    ///
+    /// Nothing to cancel in the call itself (it returns once the task is
+    /// queued); see [`Completion`]'s.
     ///
     /// # Panics
     ///
