@@ -502,8 +502,13 @@ fn select_with_timeouts_over_when_loses_nothing_under_load() {
             let timeouts = Arc::new(AtomicUsize::new(0));
             let producers: Vec<_> = (0..2)
                 .map(|p| {
-                    let q = Arc::clone(&q);
+                    let (q, timeouts) = (Arc::clone(&q), Arc::clone(&timeouts));
                     thread::spawn(move || {
+                        // Start once a take has timed out (on an empty
+                        // queue it must): the timeout path is exercised.
+                        while timeouts.load(SeqCst) == 0 {
+                            thread::sleep(Duration::from_millis(1));
+                        }
                         for i in 0..N / 2 {
                             q.submit(move |d| d.push_back(p * N / 2 + i));
                             if i % 64 == 0 {
