@@ -524,11 +524,20 @@ impl<T, S, P, B, R> OrTask<T, S, P, B, R> {
     /// This operand finishes without running.
     fn leave(&self) {
         unwind::drop_caught(self.take_body());
-        // AcqRel: the last operand to leave sees every other's leaving and
-        // the taken flag as they left it.
-        if self.shared.live.fetch_sub(1, AcqRel) == 1 && !self.shared.taken.load(Acquire) {
-            // SAFETY: no operand ran (taken is false) and we are the last:
-            // nobody else completes the slot.
+        // AcqRel: the last operand to leave sees every other's leaving.
+        // Then it takes the taken flag itself (a CAS, not a load: the
+        // owner's `Completion::cancel` races for it too, without touching
+        // `live`, and a load could miss its win): whoever wins finishes
+        // the OR, once.
+        if self.shared.live.fetch_sub(1, AcqRel) == 1
+            && self
+                .shared
+                .taken
+                .compare_exchange(false, true, AcqRel, Acquire)
+                .is_ok()
+        {
+            // SAFETY: no operand ran and nobody cancelled (we won the taken
+            // flag) and we are the last: nobody else completes the slot.
             unsafe { self.shared.slot.complete(Outcome::Discarded) };
         }
     }

@@ -229,3 +229,53 @@ fn every_waiter_on_a_pending_task_is_woken() {
         assert_eq!(c.wait(), 5);
     });
 }
+
+/// `Completion::cancel` of an OR races one operand's run (another thread
+/// enables it) and the other monitor's drop on a third thread (which
+/// discards its operand):
+/// the taken flag decides, exactly once. Withdrawn, no operand ran; handed
+/// back, the operand's result is there. Each body is dropped once.
+#[test]
+fn cancel_of_an_or_races_its_operands() {
+    check_with_bound(2, || {
+        let a = Arc::new(relaxed(2, 5));
+        let b = relaxed(2, 5);
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (da, db) = (Body(Arc::clone(&drops)), Body(Arc::clone(&drops)));
+        let c = active_monitor::or((
+            a.op(
+                |n| *n > 0,
+                move |n| {
+                    let _body = da;
+                    *n -= 1;
+                    'a'
+                },
+            ),
+            b.op(
+                |n| *n > 0,
+                move |n| {
+                    let _body = db;
+                    *n -= 1;
+                    'b'
+                },
+            ),
+        ))
+        .unwrap();
+        let a1 = Arc::clone(&a);
+        let enabler = thread::spawn(move || a1.submit(|n| *n = 1).is_done());
+        let dropper = thread::spawn(move || drop(b)); // discards its operand
+        let cancelled = c.cancel();
+        assert!(enabler.join().unwrap());
+        dropper.join().unwrap();
+        let left = a.call(|n| *n);
+        match cancelled {
+            Ok(()) => assert_eq!(left, 1, "a withdrawn OR ran an operand"),
+            Err(c) => {
+                assert_eq!(c.wait(), (0, 'a'), "the result was lost");
+                assert_eq!(left, 0);
+            }
+        }
+        drop(a);
+        assert_eq!(drops.load(SeqCst), 2, "a body was not dropped exactly once");
+    });
+}
