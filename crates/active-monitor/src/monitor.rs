@@ -446,7 +446,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         F: FnOnce(&mut T) -> R + Send,
         R: Send,
     {
-        order::before_submit(self.id(), self.order);
+        order::before_plain_submit(self.id(), self.order);
         if self.try_lock() {
             if self.queue.is_empty() {
                 // Idle: run it here, like a lock.
@@ -566,7 +566,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send + 'static,
         T: 'static,
     {
-        order::before_submit(self.id(), self.order);
+        order::before_plain_submit(self.id(), self.order);
         if self.try_lock() {
             if self.queue.is_empty() {
                 let outcome = self.run_inline(f);

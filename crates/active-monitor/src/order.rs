@@ -76,8 +76,12 @@ pub enum Order {
     ///
     /// One bound remains: a worker may have at most
     /// [`RELAXED_WAITING_LIMIT`] (64) tasks waiting on preconditions; its
-    /// next submission then waits until the oldest has finished (parks the
-    /// thread in the synchronous methods, awaits in the async ones).
+    /// next submission of a task with a precondition (`when`, `when_in`,
+    /// `or`, `and`) then waits until the oldest has finished (parks the
+    /// thread in the synchronous methods, awaits in the async ones). Tasks
+    /// without one (`call`, `submit`) never wait on the data and are not
+    /// held back, so a worker with many waiting tasks can still submit the
+    /// tasks that enable them.
     /// Without it a producer could pile up waiting tasks without limit (the
     /// task queue's back-pressure ends where waiting begins), and every
     /// task that runs re-checks the waiting predicates (all of them when
@@ -106,8 +110,9 @@ pub(crate) trait Pending: Send + Sync {
 }
 
 /// How many of its tasks waiting on preconditions a worker may have
-/// outstanding under [`Order::Relaxed`] before its next submission waits
-/// for the oldest.
+/// outstanding under [`Order::Relaxed`] before its next submission of a
+/// task with a precondition waits for the oldest (plain tasks are not held
+/// back).
 pub const RELAXED_WAITING_LIMIT: usize = 64;
 
 struct Last {
@@ -131,8 +136,16 @@ pub(crate) struct Record {
 impl Record {
     /// What a submission to `monitor` must wait for first, if anything;
     /// the record is left as it is (`take`: strict's last task is taken,
-    /// for a thread that waits for it before going on).
-    fn must_wait(&mut self, monitor: usize, order: Order, take: bool) -> Option<Arc<dyn Pending>> {
+    /// for a thread that waits for it before going on). Under relaxed
+    /// order only a `conditional` submission (one that may wait) is held
+    /// back by the bound on waiting tasks.
+    fn must_wait(
+        &mut self,
+        monitor: usize,
+        order: Order,
+        conditional: bool,
+        take: bool,
+    ) -> Option<Arc<dyn Pending>> {
         match order {
             Order::Strict => {
                 let last = self.last.as_ref()?;
@@ -146,6 +159,9 @@ impl Record {
                 }
             }
             Order::Relaxed => {
+                if !conditional {
+                    return None;
+                }
                 while self
                     .waiting
                     .front()
@@ -176,14 +192,27 @@ sync_core::loom::thread_local! {
     static WORKER: RefCell<Record> = RefCell::new(Record::default());
 }
 
-/// Before a synchronous submission to `monitor` (0 for an OR/AND): under
-/// strict order, waits for the worker's previous asynchronous task if rule
-/// 3 (or a precondition) says so; under relaxed order, waits for the oldest
-/// of its tasks waiting on preconditions if it has [`RELAXED_WAITING_LIMIT`].
-/// Parks the thread.
+/// Before a synchronous submission of a task with a precondition to
+/// `monitor` (0 for an OR/AND): under strict order, waits for the worker's
+/// previous asynchronous task if rule 3 (or a precondition) says so; under
+/// relaxed order, waits for the oldest of its tasks waiting on
+/// preconditions if it has [`RELAXED_WAITING_LIMIT`]. Parks the thread.
 #[inline]
 pub(crate) fn before_submit(monitor: usize, order: Order) {
-    let wait_for = WORKER.with(|w| w.borrow_mut().must_wait(monitor, order, true));
+    before(monitor, order, true);
+}
+
+/// [`before_submit`] for a task without a precondition (`call`,
+/// `submit`): it never waits, so the relaxed bound on waiting tasks does
+/// not hold it back.
+#[inline]
+pub(crate) fn before_plain_submit(monitor: usize, order: Order) {
+    before(monitor, order, false);
+}
+
+#[inline]
+fn before(monitor: usize, order: Order, conditional: bool) {
+    let wait_for = WORKER.with(|w| w.borrow_mut().must_wait(monitor, order, conditional, true));
     // Outside the borrow: a task this thread runs meanwhile (as a combiner)
     // may submit too.
     if let Some(task) = wait_for {
@@ -195,9 +224,9 @@ pub(crate) fn before_submit(monitor: usize, order: Order) {
 /// [`before_submit`]), if anything. The record is left in place: every
 /// task that shares the worker waits for the same task.
 #[inline]
-pub(crate) fn to_await(monitor: usize, order: Order) -> Option<OrderWait> {
+pub(crate) fn to_await(monitor: usize, order: Order, conditional: bool) -> Option<OrderWait> {
     WORKER
-        .with(|w| w.borrow_mut().must_wait(monitor, order, false))
+        .with(|w| w.borrow_mut().must_wait(monitor, order, conditional, false))
         .map(|task| OrderWait { task, waiter: None })
 }
 

@@ -124,7 +124,7 @@ impl<T, S: AbstractState, R> Future for Submit<'_, T, S, R> {
                 }
                 this.order = None;
             }
-            if let Some(wait) = order::to_await(m.id(), m.order()) {
+            if let Some(wait) = order::to_await(m.id(), m.order(), this.conditional) {
                 this.order = Some(wait);
                 continue;
             }

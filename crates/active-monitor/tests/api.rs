@@ -469,8 +469,9 @@ fn relaxed_order_bounds_a_workers_waiting_tasks() {
             let cs: Vec<_> = (0..RELAXED_WAITING_LIMIT)
                 .map(|_| m.when(|open| *open, |_| ()))
                 .collect();
-            // One too many: waits until the oldest has run.
-            let c = m.submit(|open| *open);
+            // One too many (a task that may wait, too): waits until the
+            // oldest has run.
+            let c = m.when(|_| true, |open| *open);
             (cs, c.wait())
         })
     };

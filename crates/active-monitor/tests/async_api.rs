@@ -323,6 +323,55 @@ fn two_tasks_sharing_a_worker_wait_without_parking_on_a_local_pool() {
     assert_eq!(r, Some((10, 3)));
 }
 
+/// Relaxed order bounds a worker's tasks waiting on preconditions
+/// (`RELAXED_WAITING_LIMIT`, 64). 100 consumer tasks on one thread (one
+/// worker) await `when_async`: beyond the bound the submission awaits the
+/// oldest waiting task instead of parking the thread, so the producer task
+/// on the same thread runs and every consumer gets its item. (With `when`,
+/// the 65th consumer parks the thread for ever.)
+#[test]
+fn relaxed_bound_beyond_64_waiting_tasks_awaits_on_one_thread() {
+    const CONSUMERS: u32 = 100;
+    let r = within(10, || {
+        current_thread().block_on(async {
+            let q = Arc::new(
+                Monitor::builder()
+                    .order(Order::Relaxed)
+                    .build(VecDeque::<u32>::new()),
+            );
+            let consumers: Vec<_> = (0..CONSUMERS)
+                .map(|_| {
+                    let q = Arc::clone(&q);
+                    tokio::spawn(async move {
+                        q.when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap())
+                            .await
+                            .await
+                    })
+                })
+                .collect();
+            tokio::task::yield_now().await;
+            let q2 = Arc::clone(&q);
+            tokio::spawn(async move {
+                for i in 0..CONSUMERS {
+                    q2.submit_async(move |d| d.push_back(i)).await;
+                }
+            })
+            .await
+            .unwrap();
+            let mut sum = 0;
+            for c in consumers {
+                sum += c.await.unwrap();
+            }
+            sum
+        })
+    });
+    assert_eq!(
+        r,
+        Some((0..CONSUMERS).sum()),
+        "the runtime's thread was parked"
+    );
+}
+
 /// Counts the drops of a task's body.
 struct Counted(Arc<AtomicUsize>);
 
