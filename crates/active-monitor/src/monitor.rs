@@ -421,9 +421,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// is queued and the thread sleeps until a combiner has run it, or until
     /// the monitor is handed to it.
     ///
-    /// Under [`Order::Strict`], first waits for this thread's previous
+    /// Under [`Order::Strict`], first waits for this worker's previous
     /// asynchronous task if it was on another monitor or had a
-    /// precondition.
+    /// precondition. In async code use [`call_async`](Self::call_async),
+    /// which awaits instead of parking.
     ///
     /// # Panics
     ///
@@ -589,8 +590,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// `pre` should be cheap and must not have side effects: it is evaluated
     /// any number of times.
     ///
-    /// Under [`Order::Strict`], the next submission of this thread waits for
-    /// this task to complete.
+    /// Under [`Order::Strict`], the next submission of this worker (this
+    /// thread, or the async task in a [`worker`](crate::worker) scope)
+    /// waits for this task to complete or be
+    /// [cancelled](Completion::cancel). Under [`Order::Relaxed`], at most
+    /// [`RELAXED_WAITING_LIMIT`](crate::RELAXED_WAITING_LIMIT) of a
+    /// worker's tasks wait at once. In async code use
+    /// [`when_async`](Self::when_async), which awaits instead of parking.
     ///
     /// # Panics
     ///
