@@ -115,6 +115,7 @@ impl<T, S: AbstractState, R> Future for Submit<'_, T, S, R> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion<R>> {
         let this = self.get_mut();
         let m = this.monitor;
+        assert!(this.task.is_some(), "Submit polled after it returned Ready");
         loop {
             // Program order first, in every round: a task that shares our
             // worker may have submitted while we waited for space.
@@ -135,10 +136,7 @@ impl<T, S: AbstractState, R> Future for Submit<'_, T, S, R> {
                 // Woken: there is room (unless others took it first).
                 this.space = None;
             }
-            let task = this
-                .task
-                .take()
-                .expect("Submit polled after it returned Ready");
+            let task = this.task.take().expect("checked on entry");
             match m.try_submit(task) {
                 Ok(()) => {
                     let completion = this.completion.take().expect("submitted once");

@@ -614,3 +614,12 @@ fn select_with_timeouts_over_when_loses_nothing_under_load() {
     assert_eq!((sum, taken, left), ((0..N).sum(), N, 0));
     assert!(timeouts > 0, "the test should exercise the timeouts");
 }
+
+#[test]
+#[should_panic(expected = "Submit polled after it returned Ready")]
+fn polling_a_submit_again_panics() {
+    let m = Monitor::new(0);
+    let mut f = m.submit_async(|n| *n += 1);
+    assert!(poll_once(&mut f).is_ready());
+    let _ = poll_once(&mut f);
+}
