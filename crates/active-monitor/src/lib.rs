@@ -62,6 +62,8 @@ mod error;
 mod monitor;
 mod order;
 mod queue;
+mod saturation;
+mod server;
 mod task;
 mod unwind;
 
@@ -70,6 +72,8 @@ pub use compose::{Op, Operands, and, or};
 pub use error::{Discarded, SameMonitor};
 pub use monitor::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY, DataMut, Monitor};
 pub use order::{Order, RELAXED_WAITING_LIMIT};
+pub use saturation::{cpus_saturated, set_saturation_override};
+pub use server::{Served, server_limit, servers, set_server_limit};
 
 ast_mutex::states! {
     /// The one abstract state of a monitor built without states

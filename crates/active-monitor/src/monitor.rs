@@ -20,6 +20,8 @@ use sync_core::waiter::{Waiter, WaiterQueue};
 use crate::completion::{Completion, HasSlot, Outcome};
 use crate::order::{self, Order, Pending};
 use crate::queue::TaskQueue;
+use crate::saturation;
+use crate::server::{HELD, Served, ServerSlot};
 use crate::task::{
     Always, AsyncTask, Body, CallJob, Check, DONE, HANDOFF, InSet, Job, Plain, Pre, Pred, Stated,
     Task,
@@ -35,9 +37,28 @@ pub const DEFAULT_BATCH: usize = 5;
 /// paper's 200; the queue rounds it up to 256).
 pub const DEFAULT_CAPACITY: usize = 200;
 
-/// The lock bit of [`Monitor::lock`]: someone holds the monitor (a combiner
-/// serving, a caller it was handed to, or `Drop`).
+/// [`Monitor::lock`]: someone holds the monitor (a combiner serving, a
+/// caller or server it was handed to, or `Drop`).
 const LOCKED: usize = 1;
+
+/// [`Monitor::lock`], low bits: a combiner that has run its batch offers
+/// the monitor to whoever publishes next; it still holds it until someone
+/// takes it (`take`, a CAS to [`LOCKED`]) or it takes it back (the same
+/// CAS). The bits above [`STATE`] number the offer, so that an offerer
+/// tells its own offer from a later one (someone took ours, served, and
+/// offered in turn): it then knows it was taken, and does not take the
+/// later offer back as if it were its own.
+const HANDOVER: usize = 2;
+/// The low bits of [`Monitor::lock`]: 0, [`LOCKED`] or [`HANDOVER`].
+const STATE: usize = 3;
+
+/// How many times a combiner offering the monitor ([`HANDOVER`]) looks
+/// for a taker before it takes the monitor back: about a microsecond, the
+/// gap between two submissions of a thread that streams them.
+#[cfg(not(loom))]
+const HANDOVER_SPINS: usize = 64;
+#[cfg(loom)]
+const HANDOVER_SPINS: usize = 1;
 
 /// The token a producer waiting for queue space is woken with.
 const SPACE: usize = 3;
@@ -129,9 +150,18 @@ const SPACE: usize = 3;
 /// assert_eq!(m.call(|v| v.len()), 4);
 /// ```
 pub struct Monitor<T, S: AbstractState = NoState> {
-    /// 0: idle; [`LOCKED`]: held. Acquired by a CAS from 0 (Acquire),
-    /// released by a store of 0 (Release), passed without release in a
-    /// handoff.
+    /// 0: idle; [`LOCKED`]: held; [`HANDOVER`] (with an offer number above
+    /// [`STATE`]): held, offered to the next submitter. Taken by a CAS from 0 or `HANDOVER` to `LOCKED` (Acquire,
+    /// `take`); released by a store of 0 (Release, `release`) or offered by
+    /// a store of `HANDOVER` (Release, `offer_handover`); passed without
+    /// release to a blocked caller (`HANDOFF`) or to the server (`HELD`).
+    ///
+    /// | from | to | by |
+    /// |---|---|---|
+    /// | 0 | `LOCKED` | `take`: a submitter, the server, `wake_server` |
+    /// | `LOCKED` | 0 | `release`, `release_served` |
+    /// | `LOCKED` | `HANDOVER` | `offer_handover`, after a batch |
+    /// | `HANDOVER` | `LOCKED` | `take` (a taker), or the offerer taking it back |
     lock: CachePadded<AtomicUsize>,
     queue: TaskQueue<Task<T, S>>,
     /// Producers waiting for queue space; popped by the holder.
@@ -140,6 +170,10 @@ pub struct Monitor<T, S: AbstractState = NoState> {
     exec: UnsafeCell<Exec<T, S>>,
     batch: usize,
     order: Order,
+    /// The server thread's side, if the monitor has one.
+    server: Option<ServerSlot>,
+    /// Offers made ([`HANDOVER`]): numbers them. Written by the holder.
+    offers: AtomicUsize,
 }
 
 // SAFETY: the monitor owns a T and tasks that carry closures and results
@@ -268,6 +302,76 @@ impl Builder {
     /// assert_eq!(m.call(|_| 1), 1);
     /// ```
     pub fn build_with_states<T, S: AbstractState>(self, initial: S, data: T) -> Monitor<T, S> {
+        self.monitor(initial, data, None)
+    }
+
+    /// A monitor over `data` with a dedicated server thread, shared (see
+    /// [`Served`]): the server runs the tasks, submitters only publish
+    /// them and wake the server if it sleeps. Needs `T: Send + 'static`:
+    /// the thread may outlive the caller's scope (a monitor built with
+    /// [`build`](Self::build) accepts borrowed data).
+    ///
+    /// If the process already has [`server_limit`](crate::server_limit)
+    /// servers, the monitor gets none and runs by combining
+    /// ([`Monitor::has_server`] tells). While the CPUs are saturated
+    /// ([`cpus_saturated`](crate::cpus_saturated)), it also runs by
+    /// combining; the server sleeps meanwhile. The server is started
+    /// whether or not the CPUs are saturated now: saturation comes and
+    /// goes, and a sleeping server costs no CPU.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system cannot create the thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::builder().build_served(0u64);
+    /// let c = m.submit(|n| {
+    ///     *n += 1;
+    ///     *n
+    /// }); // queued for the server, which runs it
+    /// assert_eq!(c.wait(), 1);
+    /// assert_eq!(m.call(|n| *n), 1);
+    /// ```
+    pub fn build_served<T: Send + 'static>(self, data: T) -> Served<T> {
+        self.build_served_with_states(NoState::Any, data)
+    }
+
+    /// [`build_served`](Self::build_served) with abstract states (see
+    /// [`Monitor::with_states`]).
+    ///
+    /// # Panics
+    ///
+    /// If the operating system cannot create the thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// ast_mutex::states! { enum Door { Closed, Open } }
+    /// let m = Monitor::builder()
+    ///     .order(Order::Relaxed)
+    ///     .build_served_with_states(Door::Closed, 0u32);
+    /// let enter = m.when_in(Door::Open, |n| (*n + 1, Door::Open));
+    /// m.when_in(Door::Closed, |_| ((), Door::Open));
+    /// assert_eq!(enter.wait(), 1);
+    /// ```
+    pub fn build_served_with_states<T: Send + 'static, S: AbstractState + Send + 'static>(
+        self,
+        initial: S,
+        data: T,
+    ) -> Served<T, S> {
+        Served::start(|slot| self.monitor(initial, data, slot))
+    }
+
+    fn monitor<T, S: AbstractState>(
+        self,
+        initial: S,
+        data: T,
+        server: Option<ServerSlot>,
+    ) -> Monitor<T, S> {
         Monitor {
             lock: CachePadded::new(AtomicUsize::new(0)),
             queue: TaskQueue::new(self.capacity),
@@ -279,6 +383,8 @@ impl Builder {
             }),
             batch: self.batch,
             order: self.order,
+            server,
+            offers: AtomicUsize::new(0),
         }
     }
 }
@@ -375,6 +481,24 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// The program order.
     pub fn order(&self) -> Order {
         self.order
+    }
+
+    /// Whether the monitor has a dedicated server thread: built with
+    /// [`Builder::build_served`] while the process had fewer than
+    /// [`server_limit`](crate::server_limit) servers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(0);
+    /// assert!(!m.has_server());
+    /// ```
+    pub fn has_server(&self) -> bool {
+        self.server.is_some()
+    }
+
+    pub(crate) fn server_slot(&self) -> Option<&ServerSlot> {
+        self.server.as_ref()
     }
 
     /// The data, for the monitor's owner: runs every queued task first (as
@@ -702,28 +826,140 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
     }
 
-    /// Takes the monitor if it is idle.
+    /// A submitter takes the monitor if it is idle (or offered), to run
+    /// its task and the queued ones. Never while the monitor's server
+    /// serves (CPUs not saturated): the submitter then only publishes.
     #[inline]
     pub(crate) fn try_lock(&self) -> bool {
-        // Acquire: pairs with the Release store in `release`, so the
-        // previous holder's writes to the data are visible.
-        self.lock.load(Relaxed) == 0
+        if self.server.is_some() && !saturation::saturated() {
+            return false;
+        }
+        self.take()
+    }
+
+    /// Takes the monitor if it is idle, or offered by a combiner that has
+    /// run its batch ([`HANDOVER`]).
+    #[inline]
+    pub(crate) fn take(&self) -> bool {
+        let s = self.lock.load(Relaxed);
+        // Acquire: pairs with the Release store of 0 in `release` or of
+        // HANDOVER in `offer_handover`, so the previous holder's writes to
+        // the data are visible.
+        (s == 0 || s & STATE == HANDOVER)
             && self
                 .lock
-                .compare_exchange(0, LOCKED, Acquire, Relaxed)
+                .compare_exchange(s, LOCKED, Acquire, Relaxed)
                 .is_ok()
     }
 
     /// After publishing a task without holding the monitor: serve it if the
-    /// monitor is idle.
+    /// monitor is idle or offered; with a server, wake it if it sleeps.
     #[inline]
     fn after_push(&self) {
-        // SeqCst fence: pairs with the fence in `release`. Either the
+        // SeqCst fence: pairs with the fence in `release` (either the
         // releasing holder sees our published task, or we see the monitor
-        // idle: a task is never stranded in an idle monitor's queue.
+        // idle: a task is never stranded in an idle monitor's queue), and
+        // with the one in `prepare_sleep` (either the server about to sleep
+        // sees our task, or we see its waiter and wake it).
         fence(SeqCst);
-        if self.try_lock() {
+        if let Some(srv) = &self.server {
+            saturation::tick_sometimes();
+            if !saturation::saturated() {
+                if !srv.sleeper.is_empty() {
+                    self.wake_server();
+                }
+                return;
+            }
+        }
+        if self.take() {
             self.serve();
+        }
+    }
+
+    /// Hands the monitor to the sleeping server (a submitter, after the
+    /// fence of `after_push`). If the server withdrew its waiter (it saw a
+    /// task and is awake), lets go of the monitor again: the server takes
+    /// it.
+    #[cold]
+    fn wake_server(&self) {
+        if self.take() && !self.hand_to_server() {
+            self.release_served();
+        }
+    }
+
+    /// Pops the server's waiter and wakes it holding the monitor. `false`
+    /// (still holding) if it has none live: it withdrew, it is awake.
+    /// The caller holds the monitor (the `sleeper` queue's consumer).
+    fn hand_to_server(&self) -> bool {
+        let Some(srv) = &self.server else {
+            return false;
+        };
+        loop {
+            // SAFETY: we hold the monitor: the only consumer of `sleeper`,
+            // after the previous holder (lock Acquire/Release).
+            match unsafe { srv.sleeper.pop() } {
+                // Release (in `notify`): the server, woken, sees the data
+                // as we left it.
+                Some(w) => {
+                    if w.notify(HELD) {
+                        return true;
+                    }
+                }
+                None if srv.sleeper.is_empty() => return false,
+                // The server is half-way through its push: a few
+                // instructions.
+                None => hint::spin_loop(),
+            }
+        }
+    }
+
+    /// Wakes the sleeping server so that it finds `stop` set (the last user
+    /// handle's drop, after its fence). A holder other than the server
+    /// pops the waiter; if someone else holds the monitor meanwhile, it
+    /// lets go soon (a submitter handing over, or a combiner).
+    pub(crate) fn wake_server_to_stop(&self) {
+        let Some(srv) = &self.server else {
+            return;
+        };
+        while !srv.sleeper.is_empty() {
+            if !self.take() {
+                sync_core::sync::thread::yield_now();
+                continue;
+            }
+            // SAFETY: we hold the monitor: the `sleeper` queue's consumer.
+            while let Some(w) = unsafe { srv.sleeper.pop() } {
+                // `false`: withdrawn, that server is awake and sees `stop`.
+                w.notify(crate::server::STOP);
+            }
+            // Release: pairs with the Acquire CAS in `take`.
+            self.lock.store(0, Release);
+        }
+    }
+
+    /// Lets go of a monitor whose server serves (not saturated): a holder
+    /// other than the server gives the queued tasks to the server, waking
+    /// it if it sleeps, instead of running them.
+    fn release_served(&self) {
+        let Some(srv) = &self.server else {
+            return;
+        };
+        loop {
+            // Release: pairs with the Acquire CAS in `take`.
+            self.lock.store(0, Release);
+            // SeqCst fence: pairs with the fence in `prepare_sleep`: either
+            // we see the server's waiter, or the server sees the tasks
+            // (and the lock free) and does not sleep.
+            fence(SeqCst);
+            if !self.queue.front_ready() || srv.sleeper.is_empty() {
+                return;
+            }
+            if !self.take() {
+                // Another holder: its own release looks again.
+                return;
+            }
+            if self.hand_to_server() {
+                return;
+            }
         }
     }
 
@@ -817,23 +1053,20 @@ impl<T, S: AbstractState> Monitor<T, S> {
         unwind::resume_deferred();
     }
 
+    /// A combiner's stint: at most `batch` tasks of its own choosing, then
+    /// it gives way (`give_way`). Taking the monitor back after a release
+    /// (work remained and nobody took it) does not restart the count, so
+    /// the stint is bounded whatever other threads submit meanwhile.
     fn serve_loop(&self) {
         let mut budget = self.batch;
         loop {
+            if self.server.is_some() && !saturation::saturated() {
+                // The server's work: hand it over.
+                self.release_served();
+                return;
+            }
             if budget == 0 {
-                // Give way: to a blocked caller whose task is next, held.
-                // SAFETY: we are the consumer; the borrow ends before `pop`.
-                let next_blocks =
-                    unsafe { self.queue.peek() }.is_some_and(|t| t.job().is_blocking());
-                if next_blocks {
-                    self.wake_space();
-                    let task = self.pop().expect("peeked");
-                    // SAFETY: a blocking call's task, not run; we hold the
-                    // monitor and touch it no more after this.
-                    unsafe { task.job().handoff() };
-                    return;
-                }
-                if self.release() {
+                if self.give_way() {
                     return;
                 }
                 budget = self.batch;
@@ -848,10 +1081,149 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     if self.release() {
                         return;
                     }
-                    budget = self.batch;
                 }
             }
         }
+    }
+
+    /// After a batch: hands the monitor to a blocked caller whose task is
+    /// next, or offers it to whoever publishes next ([`HANDOVER`]), or
+    /// releases it if nothing is queued. `false` if we still hold it (the
+    /// offer was not taken, or work came back): serve another batch.
+    fn give_way(&self) -> bool {
+        // SAFETY: we are the consumer; the borrow ends before `pop`.
+        let next_blocks = unsafe { self.queue.peek() }.is_some_and(|t| t.job().is_blocking());
+        if next_blocks {
+            self.wake_space();
+            let task = self.pop().expect("peeked");
+            // SAFETY: a blocking call's task, not run; we hold the monitor
+            // and touch it no more after this.
+            unsafe { task.job().handoff() };
+            return true;
+        }
+        if !self.queue.front_ready() {
+            return self.release();
+        }
+        self.offer_handover()
+    }
+
+    /// Offers the held monitor to the next submitter that publishes (its
+    /// `after_push` takes it from [`HANDOVER`]), for a short while; then
+    /// takes it back if nobody did. `true` if someone took it, or will: a
+    /// producer thread we woke for space.
+    ///
+    /// No task is stranded: the queued tasks are served either by the
+    /// taker, who holds the monitor from its CAS on, or by us, who hold it
+    /// again from ours; exactly one of the two CASes from our offer
+    /// succeeds. When we leave at once, the producer thread we woke is the
+    /// taker-to-be: it publishes and takes the offer (or someone else does
+    /// before it), so the offer is never left standing with nobody to come.
+    fn offer_handover(&self) -> bool {
+        // Producers waiting for space take it over too, once woken.
+        let woken = self.wake_space();
+        // Release: pairs with the Acquire CAS in the taker's `take`, which
+        // then sees the data as we left it. Only the holder writes the lock
+        // word while it is LOCKED, so a store suffices.
+        let offer = HANDOVER | (self.offers.fetch_add(1, Relaxed) << 2);
+        self.lock.store(offer, Release);
+        if woken > 0 {
+            // A producer thread we woke comes back to publish: its
+            // `after_push` (or, if the queue is full again, its
+            // `wait_for_space`) takes the offer, unless someone else does
+            // first. So we may go now: a wake-up (tens of microseconds)
+            // is not worth waiting for, and the queue does not strand.
+            return true;
+        }
+        for _ in 0..HANDOVER_SPINS {
+            hint::spin_loop();
+            if self.lock.load(Relaxed) != offer {
+                return true;
+            }
+        }
+
+        // Acquire: pairs with the Release store of HANDOVER by whoever
+        // offers it now (a taker that served and offered it in turn); the
+        // offer is ours to take back as much as anyone's.
+        self.lock
+            .compare_exchange(offer, LOCKED, Acquire, Relaxed)
+            .is_err()
+    }
+
+    /// The server's stint: runs the queue until it is empty (and stays
+    /// empty through `release`'s check), waking producers waiting for
+    /// space every `batch` tasks. The server holds the monitor.
+    pub(crate) fn serve_server(&self) {
+        let mut n = 0;
+        loop {
+            match self.pop() {
+                Some(task) => {
+                    self.execute(task);
+                    n += 1;
+                    if n == self.batch {
+                        n = 0;
+                        self.wake_space();
+                    }
+                }
+                None => {
+                    if self.release() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// An idle server watches the queue for [`SPIN`](crate::server::SPIN)
+    /// (not when the CPUs are saturated: it then yields its CPU at once).
+    /// `true` once a task is ready and the monitor is free to take.
+    pub(crate) fn idle_watch(&self) -> bool {
+        if saturation::saturated() {
+            return false;
+        }
+        #[cfg(not(loom))]
+        {
+            let start = std::time::Instant::now();
+            loop {
+                for _ in 0..32 {
+                    if self.work_for_server() {
+                        return true;
+                    }
+                    hint::spin_loop();
+                }
+                if start.elapsed() >= crate::server::SPIN {
+                    return false;
+                }
+            }
+        }
+        #[cfg(loom)]
+        {
+            self.work_for_server()
+        }
+    }
+
+    /// Whether a task is ready and nobody holds the monitor.
+    pub(crate) fn work_for_server(&self) -> bool {
+        let s = self.lock.load(Relaxed);
+        (s == 0 || s & STATE == HANDOVER) && self.queue.front_ready()
+    }
+
+    /// The server's step before it sleeps: queues `waiter` on `sleeper`,
+    /// then looks for work once more. `None`: sleep (a submitter or a
+    /// holder will hand the monitor over with `HELD`). `Some(held)`: do not
+    /// sleep; `held` if the monitor was handed over meanwhile.
+    pub(crate) fn prepare_sleep(&self, waiter: &LoomArc<Waiter>) -> Option<bool> {
+        let srv = self.server.as_ref()?;
+        srv.sleeper.push(LoomArc::clone(waiter));
+        // SeqCst fence: pairs with the fences in `after_push` and
+        // `release_served`: either they see our waiter and hand us the
+        // monitor, or we see their task (and the monitor free).
+        fence(SeqCst);
+        // Relaxed `stop`: ordered by the fence (see `Users::drop`).
+        if self.work_for_server() || srv.stop.load(Relaxed) {
+            // Withdraw; a notify that won the race handed us the monitor.
+            return Some(waiter.cancel().is_err());
+        }
+        None
     }
 
     /// Releases the monitor. Returns `false` if it took it back because work
@@ -877,26 +1249,31 @@ impl<T, S: AbstractState> Monitor<T, S> {
         false
     }
 
-    /// Wakes as many producers waiting for space as there are free slots.
-    /// The caller holds the monitor (the space queue's consumer).
+    /// Wakes as many producers waiting for space as there are free slots;
+    /// returns how many of them are threads (they run on by themselves, see
+    /// `offer_handover`). The caller holds the monitor (the space queue's
+    /// consumer).
     ///
     /// Producers are woken only once the queue is at most half full: each
     /// then finds room for several tasks, instead of one wake-up (tens of
     /// microseconds) per slot freed.
-    fn wake_space(&self) {
+    fn wake_space(&self) -> usize {
         // SeqCst fence: as in `release`, for a holder that gives way by a
         // handoff (without releasing).
         fence(SeqCst);
         if !self.room_for_waiters() {
-            return;
+            return 0;
         }
+        let mut woken = 0;
         let mut free = self.queue.capacity() - self.queue.len();
         while free > 0 && !self.space.is_empty() {
             // SAFETY: we hold the monitor: the only consumer of `space`.
             match unsafe { self.space.pop() } {
                 Some(w) => {
+                    let thread = w.is_thread();
                     if w.notify(SPACE) {
                         free -= 1;
+                        woken += usize::from(thread);
                     }
                 }
                 // A producer is half-way through its push: it links in a
@@ -904,6 +1281,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 None => hint::spin_loop(),
             }
         }
+        woken
     }
 
     /// Whether the queue has drained enough to wake producers waiting for
@@ -921,9 +1299,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
 }
 
 impl<T, S: AbstractState> Drop for Monitor<T, S> {
-    /// Runs the queued tasks (their completions get their results), then
-    /// discards the tasks still waiting on preconditions (their completions
-    /// resolve to [`Discarded`](crate::Discarded)). Nothing is left waiting.
+    /// Runs the queued tasks (their completions get their results), then discards
+    /// the tasks still waiting on preconditions (their completions resolve
+    /// to [`Discarded`](crate::Discarded)). Nothing is left waiting.
     fn drop(&mut self) {
         self.run_queued();
         self.exec.with_mut(|e| {
@@ -942,6 +1320,7 @@ impl<T, S: AbstractState> fmt::Debug for Monitor<T, S> {
             .field("capacity", &self.queue.capacity())
             .field("batch", &self.batch)
             .field("order", &self.order)
+            .field("server", &self.server.is_some())
             .finish_non_exhaustive()
     }
 }
