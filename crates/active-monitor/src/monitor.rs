@@ -57,11 +57,17 @@ const STATE: usize = 3;
 /// gap between two submissions of a thread that streams them.
 #[cfg(not(loom))]
 const HANDOVER_SPINS: usize = 64;
+/// Under loom, none: a taker may still come between the offer and the
+/// CAS that takes it back (a preemption), and each spin would multiply the
+/// schedules of every model that gives way.
 #[cfg(loom)]
-const HANDOVER_SPINS: usize = 1;
+const HANDOVER_SPINS: usize = 0;
 
 /// The token a producer waiting for queue space is woken with.
 const SPACE: usize = 3;
+/// The token that hands the monitor, held, to a producer thread waiting
+/// for space (`hand_to_producer`): it serves, then pushes.
+const SPACE_HELD: usize = 4;
 
 /// A monitor whose critical sections are *tasks*, run by whoever holds it:
 /// the paper's ActiveMonitor.
@@ -933,6 +939,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
             // Release: pairs with the Acquire CAS in `take`.
             self.lock.store(0, Release);
+            // Not empty yet: the server is half-way through its push.
+            hint::spin_loop();
         }
     }
 
@@ -996,11 +1004,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // room), or we see the room it made, or the monitor idle.
         fence(SeqCst);
         if self.queue.has_space() || self.lock.load(Relaxed) == 0 {
-            // Withdraw; a notify that won the race is as good.
-            let _ = waiter.cancel();
+            // Withdraw; a notify that won the race is as good (or hands us
+            // the monitor).
+            if let Err(token) = waiter.cancel() {
+                self.woken_for_space(token);
+            }
             return;
         }
-        waiter.wait(false);
+        self.woken_for_space(waiter.wait(false));
     }
 
     /// Pushes `task` while holding the monitor (we are the consumer: if the
@@ -1104,36 +1115,65 @@ impl<T, S: AbstractState> Monitor<T, S> {
         if !self.queue.front_ready() {
             return self.release();
         }
-        self.offer_handover()
+        self.hand_to_producer() || self.offer_handover()
+    }
+
+    /// Hands the held monitor to a producer thread waiting for space
+    /// ([`SPACE_HELD`]): it serves, then pushes its task. `true` if one
+    /// took it; we then touch the monitor no more. A producer that waits
+    /// in a task (not a thread) is only woken ([`SPACE`]): a task runs when
+    /// its executor polls it, which a combiner must not wait for.
+    ///
+    /// Unlike an offer, this needs no taker to come by: the producer is
+    /// there, asleep, and the notify (Release, paired with its Acquire of
+    /// the token) passes the monitor and the data as we left them.
+    fn hand_to_producer(&self) -> bool {
+        // SeqCst fence: as in `wake_space` (pairs with the producer's fence
+        // in `wait_for_space`: either we see it in `space`, or it sees the
+        // room or the offer and does not sleep).
+        fence(SeqCst);
+        while !self.space.is_empty() {
+            // SAFETY: we hold the monitor: the only consumer of `space`.
+            match unsafe { self.space.pop() } {
+                Some(w) if w.is_thread() => {
+                    if w.notify(SPACE_HELD) {
+                        return true;
+                    }
+                }
+                Some(w) => {
+                    w.notify(SPACE);
+                }
+                // A producer is half-way through its push.
+                None => hint::spin_loop(),
+            }
+        }
+        false
+    }
+
+    /// A producer woken while waiting for space: with [`SPACE_HELD`] it
+    /// holds the monitor, handed over by a combiner after its batch, and
+    /// serves (making room) before it pushes.
+    fn woken_for_space(&self, token: usize) {
+        if token == SPACE_HELD {
+            self.serve();
+        }
     }
 
     /// Offers the held monitor to the next submitter that publishes (its
     /// `after_push` takes it from [`HANDOVER`]), for a short while; then
-    /// takes it back if nobody did. `true` if someone took it, or will: a
-    /// producer thread we woke for space.
+    /// takes it back if nobody did. `true` if someone took it.
     ///
     /// No task is stranded: the queued tasks are served either by the
     /// taker, who holds the monitor from its CAS on, or by us, who hold it
     /// again from ours; exactly one of the two CASes from our offer
-    /// succeeds. When we leave at once, the producer thread we woke is the
-    /// taker-to-be: it publishes and takes the offer (or someone else does
-    /// before it), so the offer is never left standing with nobody to come.
+    /// succeeds.
     fn offer_handover(&self) -> bool {
-        // Producers waiting for space take it over too, once woken.
-        let woken = self.wake_space();
+        self.wake_space();
         // Release: pairs with the Acquire CAS in the taker's `take`, which
         // then sees the data as we left it. Only the holder writes the lock
         // word while it is LOCKED, so a store suffices.
         let offer = HANDOVER | (self.offers.fetch_add(1, Relaxed) << 2);
         self.lock.store(offer, Release);
-        if woken > 0 {
-            // A producer thread we woke comes back to publish: its
-            // `after_push` (or, if the queue is full again, its
-            // `wait_for_space`) takes the offer, unless someone else does
-            // first. So we may go now: a wake-up (tens of microseconds)
-            // is not worth waiting for, and the queue does not strand.
-            return true;
-        }
         for _ in 0..HANDOVER_SPINS {
             hint::spin_loop();
             if self.lock.load(Relaxed) != offer {
@@ -1153,6 +1193,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// empty through `release`'s check), waking producers waiting for
     /// space every `batch` tasks. The server holds the monitor.
     pub(crate) fn serve_server(&self) {
+        if let Some(srv) = &self.server {
+            // Our own withdrawn waiters, left by `prepare_sleep`: nobody
+            // else pushes there, so this empties the queue, which thus
+            // holds at most the waiters of one idle spell.
+            // SAFETY: we hold the monitor: the `sleeper` queue's consumer.
+            while unsafe { srv.sleeper.pop() }.is_some() {}
+        }
         let mut n = 0;
         loop {
             match self.pop() {
@@ -1199,6 +1246,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
         {
             self.work_for_server()
         }
+    }
+
+    /// Lets go of the monitor without looking for work (the server, ending:
+    /// the monitor's drop runs what is queued).
+    pub(crate) fn unlock_plain(&self) {
+        // Release: pairs with the Acquire CAS in `take`.
+        self.lock.store(0, Release);
     }
 
     /// Whether a task is ready and nobody holds the monitor.
@@ -1249,31 +1303,26 @@ impl<T, S: AbstractState> Monitor<T, S> {
         false
     }
 
-    /// Wakes as many producers waiting for space as there are free slots;
-    /// returns how many of them are threads (they run on by themselves, see
-    /// `offer_handover`). The caller holds the monitor (the space queue's
-    /// consumer).
+    /// Wakes as many producers waiting for space as there are free slots.
+    /// The caller holds the monitor (the space queue's consumer).
     ///
     /// Producers are woken only once the queue is at most half full: each
     /// then finds room for several tasks, instead of one wake-up (tens of
     /// microseconds) per slot freed.
-    fn wake_space(&self) -> usize {
+    fn wake_space(&self) {
         // SeqCst fence: as in `release`, for a holder that gives way by a
         // handoff (without releasing).
         fence(SeqCst);
         if !self.room_for_waiters() {
-            return 0;
+            return;
         }
-        let mut woken = 0;
         let mut free = self.queue.capacity() - self.queue.len();
         while free > 0 && !self.space.is_empty() {
             // SAFETY: we hold the monitor: the only consumer of `space`.
             match unsafe { self.space.pop() } {
                 Some(w) => {
-                    let thread = w.is_thread();
                     if w.notify(SPACE) {
                         free -= 1;
-                        woken += usize::from(thread);
                     }
                 }
                 // A producer is half-way through its push: it links in a
@@ -1281,7 +1330,6 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 None => hint::spin_loop(),
             }
         }
-        woken
     }
 
     /// Whether the queue has drained enough to wake producers waiting for

@@ -28,11 +28,16 @@
 
 use std::sync::OnceLock;
 // Process-wide statics: std's atomics in every build (see the module doc).
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+#[cfg(not(loom))]
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use std::time::Duration;
+#[cfg(not(loom))]
+use std::time::Instant;
 
 /// The shortest time between two samples of `/proc/stat`.
-pub const INTERVAL: Duration = Duration::from_millis(5);
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) const INTERVAL: Duration = Duration::from_millis(5);
 
 /// The verdict: bits 0-1 the override ([`NO_OVERRIDE`], [`NEVER`],
 /// [`ALWAYS`]), bit 2 ([`SAMPLED`]) the sampler's own verdict, kept while
@@ -44,9 +49,11 @@ const NEVER: u8 = 1;
 const ALWAYS: u8 = 2;
 const OVERRIDE_MASK: u8 = 3;
 const SAMPLED: u8 = 4;
-/// When the next sample is due, in nanoseconds since [`epoch`].
+/// When the next sample is due, in nanoseconds since the first sample.
+#[cfg(not(loom))]
 static NEXT: AtomicU64 = AtomicU64::new(0);
 /// The smoothed count of runnable threads, in sixteenths.
+#[cfg(not(loom))]
 static LOAD: AtomicU64 = AtomicU64::new(0);
 
 /// Whether the CPUs are saturated, as last sampled: one relaxed load.

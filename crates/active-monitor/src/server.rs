@@ -271,7 +271,11 @@ fn run<T, S: AbstractState>(m: Arc<Monitor<T, S>>) {
         // Relaxed: the flag alone decides (no data comes with it); the
         // fences in `prepare_sleep` and `Users::drop` order it with sleep.
         if srv.stop.load(Relaxed) {
-            // Tasks still queued run in the monitor's drop.
+            if held {
+                // Tasks still queued run in the monitor's drop; the last
+                // handle's drop may still look at the lock meanwhile.
+                m.unlock_plain();
+            }
             return;
         }
         // Only for work: an empty queue needs no lock (and a submitter that
