@@ -18,10 +18,13 @@
 //!   item"); [`and`] runs them all.
 //!
 //! A worker that finds the monitor idle becomes the *combiner* and runs the
-//! queued tasks too, a batch at a time, in FIFO order, so a contended
-//! monitor's data stays in one core's cache and the other workers go on
-//! with their own work. [`Order`] says what a worker may assume about the
-//! order of its asynchronous tasks.
+//! queued tasks too, a batch at a time, in FIFO order, then hands the
+//! monitor over, so a contended monitor's data stays in one core's cache
+//! and the other workers go on with their own work. A monitor may instead
+//! have a dedicated server thread ([`Builder::build_served`]), within a
+//! process-wide cap ([`set_server_limit`]) and only while the CPUs are not
+//! saturated ([`cpus_saturated`]); see [`Monitor`]'s "Execution". [`Order`]
+//! says what a worker may assume about the order of its asynchronous tasks.
 //!
 //! ```
 //! use std::collections::VecDeque;

@@ -87,13 +87,37 @@ const SPACE_HELD: usize = 4;
 /// # Execution
 ///
 /// Tasks go through a bounded FIFO queue ([`Builder::capacity`], 200 by
-/// default). A worker that finds the monitor idle takes it and becomes the
-/// *combiner*: it runs its own task and the queued ones, then gives way
-/// after [`Builder::batch`] tasks (5 by default): to a worker blocked in
-/// `call` whose task is next (the monitor passes to it, held), or by
-/// releasing the monitor and taking it again only if tasks remain and
-/// nobody else took it. No thread busy-waits for work: an idle monitor is a
-/// word and an empty queue, and waiters sleep.
+/// default). Two ways to run them:
+///
+/// * **Combining** (the default, [`Builder::build`]): a worker that finds
+///   the monitor idle takes it and becomes the *combiner*: it runs its own
+///   task and the queued ones, up to [`Builder::batch`] tasks (5 by
+///   default), then hands over: to a worker blocked in `call` whose task
+///   is next, or to a producer thread waiting for queue space (the monitor
+///   passes to them held), or else it *offers* the monitor to whoever
+///   publishes next, for about a microsecond, and serves another batch only
+///   if nobody took it. So a combiner's stint is bounded even under a
+///   stream of submissions from other threads; what it may still run is
+///   what the queue held plus the batches nobody was there to take over.
+/// * **A dedicated server thread** ([`Builder::build_served`], which
+///   returns a shared [`Served`] handle): the server runs every task;
+///   submitters only publish, and wake the server if it sleeps (a `call`
+///   sleeps until the server has run its task). An idle server watches
+///   the queue for 20 µs, less than a wake-up, then sleeps on a waiter,
+///   with a fence protocol so that a task published while it goes to sleep
+///   is never stranded. At most [`server_limit`](crate::server_limit)
+///   servers run in the process (one per CPU by default, see
+///   [`set_server_limit`](crate::set_server_limit)); beyond it a monitor
+///   built with a server runs by combining ([`Monitor::has_server`]
+///   tells). While the CPUs are saturated (more runnable threads than
+///   CPUs, sampled from `/proc/stat` every 5 ms at most, see
+///   [`cpus_saturated`](crate::cpus_saturated)), a served monitor runs by
+///   combining too, which is plain locking for its submitters, and its
+///   server sleeps: the paper's fallback. When the last handle is dropped,
+///   the server is stopped and joined, and the monitor is dropped as below.
+///
+/// Either way, no thread busy-waits for work beyond the server's short
+/// watch: an idle monitor is a word and an empty queue, and waiters sleep.
 ///
 /// After every task that runs, the combiner re-checks the waiting tasks'
 /// preconditions itself and runs the first that holds (the paper's relay
@@ -110,10 +134,11 @@ const SPACE_HELD: usize = 4;
 ///
 /// # Progress
 ///
-/// A combiner serves while tasks keep coming and nobody blocked in `call`
-/// is next in line to take over: under a sustained stream of asynchronous
-/// submissions from other threads it can serve for a long time (its own
-/// task has long run by then). A task runs only while someone holds the
+/// A combiner's stint is bounded as described above: after each batch it
+/// hands over or offers the monitor, and takes it back only when nobody
+/// takes it (then other submitters are not publishing, and the queue
+/// drains). A server serves for as long as tasks come; that is its job. A
+/// task runs only while someone holds the
 /// monitor, so a task must not block on the monitor it runs on: a `call`
 /// on its own monitor from inside one of its tasks panics, and so does a
 /// `submit`, `when` or `when_in` that finds the queue full (both would
@@ -132,7 +157,9 @@ const SPACE_HELD: usize = 4;
 /// [`Completion`] was dropped, a precondition) or in a completion's waker
 /// is caught too: the monitor stays consistent and is let go of, then the
 /// panic resumes in the thread that was holding it, when its `call` or
-/// submission returns (or is dropped if that thread already unwinds).
+/// submission returns (or is dropped if that thread already unwinds). On
+/// a server thread nobody waits for the server, so such a panic is
+/// dropped there (a task's own panic still resumes in its waiter).
 ///
 /// # Examples
 ///

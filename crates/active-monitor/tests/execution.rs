@@ -430,9 +430,115 @@ fn a_combiners_submit_returns_after_a_bounded_number_of_tasks() {
     let most = streams.into_iter().map(|s| s.join().unwrap()).max();
     assert_eq!(m.call(|n| *n), THREADS * STREAM);
     let most = most.unwrap();
-    eprintln!("most {most}");
     assert!(
         most <= 4 * CAPACITY as u64,
         "one submit ran {most} tasks: the combiner did not hand over"
     );
+}
+
+// ----------------------------------------------------------------- soak --
+
+/// Many threads, a served monitor with a small queue, the saturation
+/// verdict flipping, calls, submits and `when`s mixed: every task runs
+/// exactly once (a non-atomic count inside the monitor equals the tasks
+/// submitted), every completion resolves, and the server is joined.
+#[test]
+#[ignore = "soak: run with --ignored"]
+fn soak_a_served_monitor_under_flipping_saturation() {
+    let _g = serial();
+    const THREADS: u64 = 8;
+    const OPS: u64 = 1_000_000;
+    let before = servers();
+    let m = Monitor::builder()
+        .order(Order::Relaxed)
+        .capacity(8)
+        .build_served(0u64);
+    assert!(m.has_server());
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            let mut on = false;
+            while !stop.load(Ordering::Relaxed) {
+                on = !on;
+                set_saturation_override(Some(on));
+                thread::sleep(Duration::from_micros(300));
+            }
+        })
+    };
+    let workers: Vec<_> = (0..THREADS)
+        .map(|w| {
+            let m = m.clone();
+            thread::spawn(move || {
+                let mut pending = VecDeque::new();
+                for i in 0..OPS {
+                    match (w + i) % 4 {
+                        0 => m.call(|n| *n += 1),
+                        1 | 2 => pending.push_back(m.submit(|n| *n += 1)),
+                        _ => pending.push_back(m.when(|_| true, |n| *n += 1)),
+                    }
+                    if pending.len() > 64 {
+                        pending.pop_front().unwrap().wait();
+                    }
+                }
+                for c in pending {
+                    c.wait();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    flipper.join().unwrap();
+    set_saturation_override(Some(false));
+    assert_eq!(m.call(|n| *n), THREADS * OPS);
+    drop(m);
+    assert_eq!(servers(), before);
+}
+
+/// Combining under streams of heavy and light tasks from many threads:
+/// every task runs once and no submit serves the stream.
+#[test]
+#[ignore = "soak: run with --ignored"]
+fn soak_combining_hand_over_under_streams() {
+    const THREADS: u64 = 8;
+    const OPS: u64 = 500_000;
+    let m = Arc::new(
+        Monitor::builder()
+            .order(Order::Relaxed)
+            .capacity(16)
+            .build(0u64),
+    );
+    let streams: Vec<_> = (0..THREADS)
+        .map(|w| {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let mut most = 0;
+                for i in 0..OPS {
+                    let before = ran();
+                    let heavy = (w + i) % 16 == 0;
+                    drop(m.submit(move |n| {
+                        if heavy {
+                            for k in 0..2_000u64 {
+                                std::hint::black_box(k);
+                            }
+                        }
+                        *n += 1;
+                        RAN.with(|r| r.set(r.get() + 1));
+                    }));
+                    most = most.max(ran() - before);
+                }
+                most
+            })
+        })
+        .collect();
+    let most = streams
+        .into_iter()
+        .map(|s| s.join().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(m.call(|n| *n), THREADS * OPS);
+    assert!(most <= 4 * 16, "one submit ran {most} tasks");
 }
