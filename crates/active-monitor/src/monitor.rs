@@ -63,6 +63,10 @@ const HANDOVER_SPINS: usize = 64;
 #[cfg(loom)]
 const HANDOVER_SPINS: usize = 0;
 
+/// The most batches a combiner serves between two offers
+/// (`offer_handover`) after offers were not taken.
+const OFFER_BACKOFF_MAX: usize = 8;
+
 /// The token a producer waiting for queue space is woken with.
 const SPACE: usize = 3;
 /// The token that hands the monitor, held, to a producer thread waiting
@@ -207,6 +211,10 @@ pub struct Monitor<T, S: AbstractState = NoState> {
     server: Option<ServerSlot>,
     /// Offers made ([`HANDOVER`]): numbers them. Written by the holder.
     offers: AtomicUsize,
+    /// Batches to serve before the next offer, and the current back-off
+    /// (see `give_way`). The holder's (atomics only to be `Sync`).
+    offer_skip: AtomicUsize,
+    offer_backoff: AtomicUsize,
 }
 
 // SAFETY: the monitor owns a T and tasks that carry closures and results
@@ -418,6 +426,8 @@ impl Builder {
             order: self.order,
             server,
             offers: AtomicUsize::new(0),
+            offer_skip: AtomicUsize::new(0),
+            offer_backoff: AtomicUsize::new(0),
         }
     }
 }
@@ -1142,7 +1152,25 @@ impl<T, S: AbstractState> Monitor<T, S> {
         if !self.queue.front_ready() {
             return self.release();
         }
-        self.hand_to_producer() || self.offer_handover()
+        if self.hand_to_producer() {
+            return true;
+        }
+        // Offers nobody takes cost their spin each: after a miss, serve more
+        // batches before the next offer (1, 2, 4, up to OFFER_BACKOFF_MAX),
+        // back to every batch once one is taken. The stint stays bounded.
+        let skip = self.offer_skip.load(Relaxed);
+        if skip > 0 {
+            self.offer_skip.store(skip - 1, Relaxed);
+            return false;
+        }
+        if self.offer_handover() {
+            self.offer_backoff.store(0, Relaxed);
+            return true;
+        }
+        let backoff = (2 * self.offer_backoff.load(Relaxed)).clamp(1, OFFER_BACKOFF_MAX);
+        self.offer_backoff.store(backoff, Relaxed);
+        self.offer_skip.store(backoff, Relaxed);
+        false
     }
 
     /// Hands the held monitor to a producer thread waiting for space

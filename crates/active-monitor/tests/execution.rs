@@ -387,7 +387,8 @@ fn ran() -> u64 {
 /// producer it woke for space, and takes it back only for another batch
 /// when none comes. Each streamer counts the tasks it ran within each of
 /// its own submits. The bound asserted is loose (a few queues' worth); the
-/// old code ran most of the stream in one submit (thousands).
+/// old code ran most of the stream in one submit (1,100 to 2,000 of the
+/// 3,000 tasks in three runs).
 #[test]
 fn a_combiners_submit_returns_after_a_bounded_number_of_tasks() {
     const STREAM: u64 = 1_000;
@@ -430,8 +431,11 @@ fn a_combiners_submit_returns_after_a_bounded_number_of_tasks() {
     let most = streams.into_iter().map(|s| s.join().unwrap()).max();
     assert_eq!(m.call(|n| *n), THREADS * STREAM);
     let most = most.unwrap();
+    // At most the queue's contents when it began, and some batches more
+    // until another thread took the monitor (offers back off to one in 9
+    // batches while nobody takes them).
     assert!(
-        most <= 4 * CAPACITY as u64,
+        most <= 8 * CAPACITY as u64,
         "one submit ran {most} tasks: the combiner did not hand over"
     );
 }
@@ -540,5 +544,5 @@ fn soak_combining_hand_over_under_streams() {
         .max()
         .unwrap();
     assert_eq!(m.call(|n| *n), THREADS * OPS);
-    assert!(most <= 4 * 16, "one submit ran {most} tasks");
+    assert!(most <= 8 * 16, "one submit ran {most} tasks");
 }
