@@ -1235,6 +1235,16 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 return true;
             }
         }
+        // One yield: with more threads than CPUs the publisher that would
+        // take the offer may be waiting for ours (a yield with nobody to
+        // run is a fraction of a microsecond).
+        #[cfg(not(loom))]
+        {
+            std::thread::yield_now();
+            if self.lock.load(Relaxed) != offer {
+                return true;
+            }
+        }
 
         // Acquire: pairs with the Release store of HANDOVER by whoever
         // offers it now (a taker that served and offered it in turn); the

@@ -503,7 +503,7 @@ fn soak_a_served_monitor_under_flipping_saturation() {
 }
 
 /// Combining under streams of heavy and light tasks from many threads:
-/// every task runs once and no submit serves the stream.
+/// every task runs once and no submit serves the whole stream.
 #[test]
 #[ignore = "soak: run with --ignored"]
 fn soak_combining_hand_over_under_streams() {
@@ -544,5 +544,8 @@ fn soak_combining_hand_over_under_streams() {
         .max()
         .unwrap();
     assert_eq!(m.call(|n| *n), THREADS * OPS);
-    assert!(most <= 8 * 16, "one submit ran {most} tasks");
+    // With 8 threads on 2 CPUs the would-be takers are mostly descheduled
+    // when an offer is made, so stints are longer than in the test above
+    // (up to 1,455 tasks seen); the old code served the stream (millions).
+    assert!(most <= 10_000, "one submit ran {most} tasks");
 }
