@@ -67,6 +67,23 @@ fn a_server_woken_twice_runs_both_tasks() {
     });
 }
 
+/// A `call` that finds the monitor idle runs inline on its caller while
+/// another thread's task goes to the server: never two holders, and the
+/// task published meanwhile is handed to the server when the caller lets
+/// go (or run by the server if it is awake).
+#[test]
+fn an_inline_call_and_a_submission_to_the_server() {
+    check_with_bound(2, || {
+        let m = served();
+        let m1 = m.clone();
+        let t = thread::spawn(move || m1.submit(|n| *n += 10).wait());
+        m.call(|n| *n += 1);
+        t.join().unwrap();
+        assert_eq!(m.call(|n| *n), 11);
+        drop(m);
+    });
+}
+
 /// The last handle is dropped while the server sleeps or serves, with
 /// tasks queued: the drop stops and joins the server, and every task has
 /// run by then (by the server, or by the monitor's drop).
