@@ -11,7 +11,11 @@
 //! * `lk`: the lock-based monitor (parking_lot `Mutex` + `Condvar`, or
 //!   `RwLock` for the list: the paper's LK); `lk-std`: with std's;
 //! * `actor`: the hand-made actor Rust users write today: a server thread
-//!   fed by a crossbeam channel, with a reply channel per call.
+//!   fed by a crossbeam channel, with a reply channel per call;
+//! * `am-server`: `active-monitor` with a dedicated server thread
+//!   (`Builder::build_served`), otherwise as `am`. While the CPUs are
+//!   saturated (more runnable threads than CPUs, from `/proc/stat`) it runs
+//!   by combining, as the paper's runtime does.
 //!
 //! Every sample spawns the threads, starts them together and times until
 //! the last one finishes a fixed number of operations (a time-bounded run
@@ -25,7 +29,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use active_monitor::{Monitor, Order, or};
+use active_monitor::{Monitor, Order, Served, or};
 use crossbeam_channel as cbc;
 
 use crate::harness::{Mode, Unit, Workload, mops_per_sec, ns_per_op};
@@ -92,6 +96,30 @@ impl<const ORDER_RELAXED: bool, const SYNC: bool> BoundedQueue for AmQueue<ORDER
         if SYNC {
             c.wait();
         }
+    }
+    fn take(&self) -> u64 {
+        self.m
+            .when(|q| !q.is_empty(), |q| q.pop_front().expect("not empty"))
+            .wait()
+    }
+}
+
+/// [`AmQueue`] (strict order, asynchronous puts) with a server thread.
+struct AmServerQueue {
+    m: Served<VecDeque<u64>>,
+    cap: usize,
+}
+
+impl BoundedQueue for AmServerQueue {
+    fn new(cap: usize) -> Self {
+        Self {
+            m: Monitor::builder().build_served(VecDeque::with_capacity(cap)),
+            cap,
+        }
+    }
+    fn put(&self, x: u64) {
+        let cap = self.cap;
+        drop(self.m.when(move |q| q.len() < cap, move |q| q.push_back(x)));
     }
     fn take(&self) -> u64 {
         self.m
@@ -313,6 +341,7 @@ fn bq(mode: Mode, cap: usize, threads: usize) -> Workload {
             bq_sample::<LkQueue<StdMonitor>>(cap, threads, items),
         )
         .implementation("actor", bq_sample::<ActorQueue>(cap, threads, items))
+        .implementation("am-server", bq_sample::<AmServerQueue>(cap, threads, items))
 }
 
 // ----------------------------------------------------------------- SLL --
@@ -473,6 +502,27 @@ impl<const SYNC: bool> ListMonitor for AmList<SYNC> {
     }
 }
 
+/// [`AmList`] (asynchronous inserts and deletes) with a server thread.
+struct AmServerList(Served<SortedList>);
+
+impl ListMonitor for AmServerList {
+    fn new(list: SortedList) -> Self {
+        Self(Monitor::builder().build_served(list))
+    }
+    fn contains(&self, key: u32) -> bool {
+        self.0.call(move |l| l.contains(key))
+    }
+    fn insert(&self, key: u32) {
+        drop(self.0.submit(move |l| l.insert(key)));
+    }
+    fn remove(&self, key: u32) {
+        drop(self.0.submit(move |l| l.remove(key)));
+    }
+    fn flush(&self) {
+        self.0.call(|_| ());
+    }
+}
+
 struct LkList(parking_lot::RwLock<SortedList>);
 
 impl ListMonitor for LkList {
@@ -535,6 +585,7 @@ fn sll(mode: Mode, mix: SllMix, threads: usize) -> Workload {
         .implementation("am", sll_sample::<AmList<false>>(mix, threads, ops))
         .implementation("ams", sll_sample::<AmList<true>>(mix, threads, ops))
         .implementation("lk", sll_sample::<LkList>(mix, threads, ops))
+        .implementation("am-server", sll_sample::<AmServerList>(mix, threads, ops))
 }
 
 // ------------------------------------------------------------------ RR --
@@ -737,6 +788,18 @@ fn uncontended(mode: Mode) -> Workload {
                 }
                 ns_per_op(start.elapsed(), ops)
             }
+        })
+        .implementation("am-server", move || {
+            // Built per sample: a server thread (and its slot under the
+            // process's cap) only while it is measured.
+            let m = Monitor::builder().build_served(0u64);
+            let start = Instant::now();
+            for _ in 0..ops {
+                drop(m.submit(|v| *v = black_box(*v + 1)));
+            }
+            // Every task has run (the call runs after them).
+            m.call(|v| black_box(*v));
+            ns_per_op(start.elapsed(), ops)
         })
         .implementation("lk", {
             let m = (parking_lot::Mutex::new(0u64), parking_lot::Condvar::new());

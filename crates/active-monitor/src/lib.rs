@@ -24,10 +24,13 @@
 //!   its completion back if it has: a timeout loses nothing.
 //!
 //! A worker that finds the monitor idle becomes the *combiner* and runs the
-//! queued tasks too, a batch at a time, in FIFO order, so a contended
-//! monitor's data stays in one core's cache and the other workers go on
-//! with their own work. [`Order`] says what a worker may assume about the
-//! order of its asynchronous tasks.
+//! queued tasks too, a batch at a time, in FIFO order, then hands the
+//! monitor over, so a contended monitor's data stays in one core's cache
+//! and the other workers go on with their own work. A monitor may instead
+//! have a dedicated server thread ([`Builder::build_served`]), within a
+//! process-wide cap ([`set_server_limit`]) and only while the CPUs are not
+//! saturated ([`cpus_saturated`]); see [`Monitor`]'s "Execution". [`Order`]
+//! says what a worker may assume about the order of its asynchronous tasks.
 //!
 //! ```
 //! use std::collections::VecDeque;
@@ -68,6 +71,8 @@ mod error;
 mod monitor;
 mod order;
 mod queue;
+mod saturation;
+mod server;
 mod submit;
 mod task;
 mod unwind;
@@ -77,6 +82,8 @@ pub use compose::{Op, Operands, and, or};
 pub use error::{Discarded, SameMonitor};
 pub use monitor::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY, DataMut, Monitor};
 pub use order::{Order, RELAXED_WAITING_LIMIT, Worker, worker};
+pub use saturation::{cpus_saturated, set_saturation_override};
+pub use server::{Served, server_limit, servers, set_server_limit};
 pub use submit::{CallAsync, Submit};
 
 ast_mutex::states! {

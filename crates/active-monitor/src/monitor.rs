@@ -21,6 +21,8 @@ use sync_core::waiter::{Waiter, WaiterQueue};
 use crate::completion::{Completion, HasSlot, Outcome};
 use crate::order::{self, Order, Pending};
 use crate::queue::TaskQueue;
+use crate::saturation;
+use crate::server::{HELD, Served, ServerSlot};
 use crate::submit::{CallAsync, Submit};
 use crate::task::{
     Always, AsyncTask, Body, CallJob, Check, DONE, HANDOFF, InSet, Job, Plain, Pre, Pred, Stated,
@@ -37,12 +39,41 @@ pub const DEFAULT_BATCH: usize = 5;
 /// paper's 200; the queue rounds it up to 256).
 pub const DEFAULT_CAPACITY: usize = 200;
 
-/// The lock bit of [`Monitor::lock`]: someone holds the monitor (a combiner
-/// serving, a caller it was handed to, or `Drop`).
+/// [`Monitor::lock`]: someone holds the monitor (a combiner serving, a
+/// caller or server it was handed to, or `Drop`).
 const LOCKED: usize = 1;
+
+/// [`Monitor::lock`], low bits: a combiner that has run its batch offers
+/// the monitor to whoever publishes next; it still holds it until someone
+/// takes it (`take`, a CAS to [`LOCKED`]) or it takes it back (the same
+/// CAS). The bits above [`STATE`] number the offer, so that an offerer
+/// tells its own offer from a later one (someone took ours, served, and
+/// offered in turn): it then knows it was taken, and does not take the
+/// later offer back as if it were its own.
+const HANDOVER: usize = 2;
+/// The low bits of [`Monitor::lock`]: 0, [`LOCKED`] or [`HANDOVER`].
+const STATE: usize = 3;
+
+/// How many times a combiner offering the monitor ([`HANDOVER`]) looks
+/// for a taker before it takes the monitor back: about a microsecond, the
+/// gap between two submissions of a thread that streams them.
+#[cfg(not(loom))]
+const HANDOVER_SPINS: usize = 64;
+/// Under loom, none: a taker may still come between the offer and the
+/// CAS that takes it back (a preemption), and each spin would multiply the
+/// schedules of every model that gives way.
+#[cfg(loom)]
+const HANDOVER_SPINS: usize = 0;
+
+/// The most batches a combiner serves between two offers
+/// (`offer_handover`) after offers were not taken.
+const OFFER_BACKOFF_MAX: usize = 8;
 
 /// The token a producer waiting for queue space is woken with.
 const SPACE: usize = 3;
+/// The token that hands the monitor, held, to a producer thread waiting
+/// for space (`hand_to_producer`): it serves, then pushes.
+const SPACE_HELD: usize = 4;
 
 /// A monitor whose critical sections are *tasks*, run by whoever holds it:
 /// the paper's ActiveMonitor.
@@ -62,13 +93,42 @@ const SPACE: usize = 3;
 /// # Execution
 ///
 /// Tasks go through a bounded FIFO queue ([`Builder::capacity`], 200 by
-/// default). A worker that finds the monitor idle takes it and becomes the
-/// *combiner*: it runs its own task and the queued ones, then gives way
-/// after [`Builder::batch`] tasks (5 by default): to a worker blocked in
-/// `call` whose task is next (the monitor passes to it, held), or by
-/// releasing the monitor and taking it again only if tasks remain and
-/// nobody else took it. No thread busy-waits for work: an idle monitor is a
-/// word and an empty queue, and waiters sleep.
+/// default). Two ways to run them:
+///
+/// * **Combining** (the default, [`Builder::build`]): a worker that finds
+///   the monitor idle takes it and becomes the *combiner*: it runs its own
+///   task and the queued ones, up to [`Builder::batch`] tasks (5 by
+///   default), then hands over: to a worker blocked in `call` whose task
+///   is next, or to a producer thread waiting for queue space (the monitor
+///   passes to them held), or else it *offers* the monitor to whoever
+///   publishes next, for about a microsecond, and serves another batch only
+///   if nobody took it. So a combiner's stint is bounded even under a
+///   stream of submissions from other threads; what it may still run is
+///   what the queue held plus the batches nobody was there to take over.
+/// * **A dedicated server thread** ([`Builder::build_served`], which
+///   returns a shared [`Served`] handle): the server runs the tasks;
+///   submitters only publish, and wake the server if it sleeps. A `call`
+///   that finds the monitor idle (nothing queued, nobody holding it) runs
+///   its task at once, as with combining: its caller waits anyway, and a
+///   round trip to the server costs a wake-up or two (56-81 µs measured on
+///   this project's 2-CPU VM for a sleeping server, 0.6-15 µs for a
+///   watching one, against 25-40 ns inline); a `call` that finds tasks
+///   queued waits for the server to run it after them. An idle server watches
+///   the queue for 20 µs, less than a wake-up, then sleeps on a waiter,
+///   with a fence protocol so that a task published while it goes to sleep
+///   is never stranded. At most [`server_limit`](crate::server_limit)
+///   servers run in the process (one per CPU by default, see
+///   [`set_server_limit`](crate::set_server_limit)); beyond it a monitor
+///   built with a server runs by combining ([`Monitor::has_server`]
+///   tells). While the CPUs are saturated (more runnable threads than
+///   CPUs, sampled from `/proc/stat` every 5 ms at most, see
+///   [`cpus_saturated`](crate::cpus_saturated)), a served monitor runs by
+///   combining too, which is plain locking for its submitters, and its
+///   server sleeps: the paper's fallback. When the last handle is dropped,
+///   the server is stopped and joined, and the monitor is dropped as below.
+///
+/// Either way, no thread busy-waits for work beyond the server's short
+/// watch: an idle monitor is a word and an empty queue, and waiters sleep.
 ///
 /// After every task that runs, the combiner re-checks the waiting tasks'
 /// preconditions itself and runs the first that holds (the paper's relay
@@ -85,10 +145,11 @@ const SPACE: usize = 3;
 ///
 /// # Progress
 ///
-/// A combiner serves while tasks keep coming and nobody blocked in `call`
-/// is next in line to take over: under a sustained stream of asynchronous
-/// submissions from other threads it can serve for a long time (its own
-/// task has long run by then). A task runs only while someone holds the
+/// A combiner's stint is bounded as described above: after each batch it
+/// hands over or offers the monitor, and takes it back only when nobody
+/// takes it (then other submitters are not publishing, and the queue
+/// drains). A server serves for as long as tasks come; that is its job. A
+/// task runs only while someone holds the
 /// monitor, so a task must not block on the monitor it runs on: a `call`
 /// on its own monitor from inside one of its tasks panics, and so does a
 /// `submit`, `when` or `when_in` that finds the queue full (both would
@@ -107,7 +168,9 @@ const SPACE: usize = 3;
 /// [`Completion`] was dropped, a precondition) or in a completion's waker
 /// is caught too: the monitor stays consistent and is let go of, then the
 /// panic resumes in the thread that was holding it, when its `call` or
-/// submission returns (or is dropped if that thread already unwinds).
+/// submission returns (or is dropped if that thread already unwinds). On
+/// a server thread nobody waits for the server, so such a panic is
+/// dropped there (a task's own panic still resumes in its waiter).
 ///
 /// # Examples
 ///
@@ -131,9 +194,18 @@ const SPACE: usize = 3;
 /// assert_eq!(m.call(|v| v.len()), 4);
 /// ```
 pub struct Monitor<T, S: AbstractState = NoState> {
-    /// 0: idle; [`LOCKED`]: held. Acquired by a CAS from 0 (Acquire),
-    /// released by a store of 0 (Release), passed without release in a
-    /// handoff.
+    /// 0: idle; [`LOCKED`]: held; [`HANDOVER`] (with an offer number above
+    /// [`STATE`]): held, offered to the next submitter. Taken by a CAS from 0 or `HANDOVER` to `LOCKED` (Acquire,
+    /// `take`); released by a store of 0 (Release, `release`) or offered by
+    /// a store of `HANDOVER` (Release, `offer_handover`); passed without
+    /// release to a blocked caller (`HANDOFF`) or to the server (`HELD`).
+    ///
+    /// | from | to | by |
+    /// |---|---|---|
+    /// | 0 | `LOCKED` | `take`: a submitter, the server, `wake_server` |
+    /// | `LOCKED` | 0 | `release`, `release_served` |
+    /// | `LOCKED` | `HANDOVER` | `offer_handover`, after a batch |
+    /// | `HANDOVER` | `LOCKED` | `take` (a taker), or the offerer taking it back |
     lock: CachePadded<AtomicUsize>,
     queue: TaskQueue<Task<T, S>>,
     /// Producers waiting for queue space; popped by the holder.
@@ -142,6 +214,14 @@ pub struct Monitor<T, S: AbstractState = NoState> {
     exec: UnsafeCell<Exec<T, S>>,
     batch: usize,
     order: Order,
+    /// The server thread's side, if the monitor has one.
+    server: Option<ServerSlot>,
+    /// Offers made ([`HANDOVER`]): numbers them. Written by the holder.
+    offers: AtomicUsize,
+    /// Batches to serve before the next offer, and the current back-off
+    /// (see `give_way`). The holder's (atomics only to be `Sync`).
+    offer_skip: AtomicUsize,
+    offer_backoff: AtomicUsize,
 }
 
 // SAFETY: the monitor owns a T and tasks that carry closures and results
@@ -270,6 +350,76 @@ impl Builder {
     /// assert_eq!(m.call(|_| 1), 1);
     /// ```
     pub fn build_with_states<T, S: AbstractState>(self, initial: S, data: T) -> Monitor<T, S> {
+        self.monitor(initial, data, None)
+    }
+
+    /// A monitor over `data` with a dedicated server thread, shared (see
+    /// [`Served`]): the server runs the tasks, submitters only publish
+    /// them and wake the server if it sleeps. Needs `T: Send + 'static`:
+    /// the thread may outlive the caller's scope (a monitor built with
+    /// [`build`](Self::build) accepts borrowed data).
+    ///
+    /// If the process already has [`server_limit`](crate::server_limit)
+    /// servers, the monitor gets none and runs by combining
+    /// ([`Monitor::has_server`] tells). While the CPUs are saturated
+    /// ([`cpus_saturated`](crate::cpus_saturated)), it also runs by
+    /// combining; the server sleeps meanwhile. The server is started
+    /// whether or not the CPUs are saturated now: saturation comes and
+    /// goes, and a sleeping server costs no CPU.
+    ///
+    /// # Panics
+    ///
+    /// If the operating system cannot create the thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::builder().build_served(0u64);
+    /// let c = m.submit(|n| {
+    ///     *n += 1;
+    ///     *n
+    /// }); // queued for the server, which runs it
+    /// assert_eq!(c.wait(), 1);
+    /// assert_eq!(m.call(|n| *n), 1);
+    /// ```
+    pub fn build_served<T: Send + 'static>(self, data: T) -> Served<T> {
+        self.build_served_with_states(NoState::Any, data)
+    }
+
+    /// [`build_served`](Self::build_served) with abstract states (see
+    /// [`Monitor::with_states`]).
+    ///
+    /// # Panics
+    ///
+    /// If the operating system cannot create the thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// ast_mutex::states! { enum Door { Closed, Open } }
+    /// let m = Monitor::builder()
+    ///     .order(Order::Relaxed)
+    ///     .build_served_with_states(Door::Closed, 0u32);
+    /// let enter = m.when_in(Door::Open, |n| (*n + 1, Door::Open));
+    /// m.when_in(Door::Closed, |_| ((), Door::Open));
+    /// assert_eq!(enter.wait(), 1);
+    /// ```
+    pub fn build_served_with_states<T: Send + 'static, S: AbstractState + Send + 'static>(
+        self,
+        initial: S,
+        data: T,
+    ) -> Served<T, S> {
+        Served::start(|slot| self.monitor(initial, data, slot))
+    }
+
+    fn monitor<T, S: AbstractState>(
+        self,
+        initial: S,
+        data: T,
+        server: Option<ServerSlot>,
+    ) -> Monitor<T, S> {
         Monitor {
             lock: CachePadded::new(AtomicUsize::new(0)),
             queue: TaskQueue::new(self.capacity),
@@ -281,6 +431,10 @@ impl Builder {
             }),
             batch: self.batch,
             order: self.order,
+            server,
+            offers: AtomicUsize::new(0),
+            offer_skip: AtomicUsize::new(0),
+            offer_backoff: AtomicUsize::new(0),
         }
     }
 }
@@ -379,6 +533,24 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.order
     }
 
+    /// Whether the monitor has a dedicated server thread: built with
+    /// [`Builder::build_served`] while the process had fewer than
+    /// [`server_limit`](crate::server_limit) servers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(0);
+    /// assert!(!m.has_server());
+    /// ```
+    pub fn has_server(&self) -> bool {
+        self.server.is_some()
+    }
+
+    pub(crate) fn server_slot(&self) -> Option<&ServerSlot> {
+        self.server.as_ref()
+    }
+
     /// The data, for the monitor's owner: runs every queued task first (as
     /// `Drop` does), so the data is as the tasks submitted so far leave it.
     /// Tasks waiting on preconditions stay waiting.
@@ -448,7 +620,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send,
     {
         order::before_plain_submit(self.id(), self.order);
-        if self.try_lock() {
+        if self.try_lock_for_call() {
             if self.queue.is_empty() {
                 // Idle: run it here, like a lock.
                 let outcome = self.run_inline(f);
@@ -874,28 +1046,156 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
     }
 
-    /// Takes the monitor if it is idle.
+    /// A submitter takes the monitor if it is idle (or offered), to run
+    /// its task and the queued ones. Never while the monitor's server
+    /// serves (CPUs not saturated): the submitter then only publishes.
     #[inline]
     pub(crate) fn try_lock(&self) -> bool {
-        // Acquire: pairs with the Release store in `release`, so the
-        // previous holder's writes to the data are visible.
-        self.lock.load(Relaxed) == 0
+        if self.server.is_some() && !saturation::saturated() {
+            return false;
+        }
+        self.take()
+    }
+
+    /// `call`'s [`try_lock`](Self::try_lock): with a server too, a caller
+    /// that finds nothing queued and nobody holding the monitor takes it and
+    /// runs its task at once. It waits for the result anyway, and a round
+    /// trip to the server costs a wake-up or two (tens of microseconds)
+    /// where a lock costs tens of nanoseconds; whatever is queued meanwhile
+    /// goes to the server when the caller lets go (`serve_loop`).
+    #[inline]
+    pub(crate) fn try_lock_for_call(&self) -> bool {
+        if self.server.is_some() && !saturation::saturated() && !self.queue.is_empty() {
+            return false;
+        }
+        self.take()
+    }
+
+    /// Takes the monitor if it is idle, or offered by a combiner that has
+    /// run its batch ([`HANDOVER`]).
+    #[inline]
+    pub(crate) fn take(&self) -> bool {
+        let s = self.lock.load(Relaxed);
+        // Acquire: pairs with the Release store of 0 in `release` or of
+        // HANDOVER in `offer_handover`, so the previous holder's writes to
+        // the data are visible.
+        (s == 0 || s & STATE == HANDOVER)
             && self
                 .lock
-                .compare_exchange(0, LOCKED, Acquire, Relaxed)
+                .compare_exchange(s, LOCKED, Acquire, Relaxed)
                 .is_ok()
     }
 
     /// After publishing a task without holding the monitor: serve it if the
-    /// monitor is idle.
+    /// monitor is idle or offered; with a server, wake it if it sleeps.
     #[inline]
     fn after_push(&self) {
-        // SeqCst fence: pairs with the fence in `release`. Either the
+        // SeqCst fence: pairs with the fence in `release` (either the
         // releasing holder sees our published task, or we see the monitor
-        // idle: a task is never stranded in an idle monitor's queue.
+        // idle: a task is never stranded in an idle monitor's queue), and
+        // with the one in `prepare_sleep` (either the server about to sleep
+        // sees our task, or we see its waiter and wake it).
         fence(SeqCst);
-        if self.try_lock() {
+        if let Some(srv) = &self.server {
+            saturation::tick_sometimes();
+            if !saturation::saturated() {
+                if !srv.sleeper.is_empty() {
+                    self.wake_server();
+                }
+                return;
+            }
+        }
+        if self.take() {
             self.serve();
+        }
+    }
+
+    /// Hands the monitor to the sleeping server (a submitter, after the
+    /// fence of `after_push`). If the server withdrew its waiter (it saw a
+    /// task and is awake), lets go of the monitor again: the server takes
+    /// it.
+    #[cold]
+    fn wake_server(&self) {
+        if self.take() && !self.hand_to_server() {
+            self.release_served();
+        }
+    }
+
+    /// Pops the server's waiter and wakes it holding the monitor. `false`
+    /// (still holding) if it has none live: it withdrew, it is awake.
+    /// The caller holds the monitor (the `sleeper` queue's consumer).
+    fn hand_to_server(&self) -> bool {
+        let Some(srv) = &self.server else {
+            return false;
+        };
+        loop {
+            // SAFETY: we hold the monitor: the only consumer of `sleeper`,
+            // after the previous holder (lock Acquire/Release).
+            match unsafe { srv.sleeper.pop() } {
+                // Release (in `notify`): the server, woken, sees the data
+                // as we left it.
+                Some(w) => {
+                    if w.notify(HELD) {
+                        return true;
+                    }
+                }
+                None if srv.sleeper.is_empty() => return false,
+                // The server is half-way through its push: a few
+                // instructions.
+                None => hint::spin_loop(),
+            }
+        }
+    }
+
+    /// Wakes the sleeping server so that it finds `stop` set (the last user
+    /// handle's drop, after its fence). A holder other than the server
+    /// pops the waiter; if someone else holds the monitor meanwhile, it
+    /// lets go soon (a submitter handing over, or a combiner).
+    pub(crate) fn wake_server_to_stop(&self) {
+        let Some(srv) = &self.server else {
+            return;
+        };
+        while !srv.sleeper.is_empty() {
+            if !self.take() {
+                sync_core::sync::thread::yield_now();
+                continue;
+            }
+            // SAFETY: we hold the monitor: the `sleeper` queue's consumer.
+            while let Some(w) = unsafe { srv.sleeper.pop() } {
+                // `false`: withdrawn, that server is awake and sees `stop`.
+                w.notify(crate::server::STOP);
+            }
+            // Release: pairs with the Acquire CAS in `take`.
+            self.lock.store(0, Release);
+            // Not empty yet: the server is half-way through its push.
+            hint::spin_loop();
+        }
+    }
+
+    /// Lets go of a monitor whose server serves (not saturated): a holder
+    /// other than the server gives the queued tasks to the server, waking
+    /// it if it sleeps, instead of running them.
+    fn release_served(&self) {
+        let Some(srv) = &self.server else {
+            return;
+        };
+        loop {
+            // Release: pairs with the Acquire CAS in `take`.
+            self.lock.store(0, Release);
+            // SeqCst fence: pairs with the fence in `prepare_sleep`: either
+            // we see the server's waiter, or the server sees the tasks
+            // (and the lock free) and does not sleep.
+            fence(SeqCst);
+            if !self.queue.front_ready() || srv.sleeper.is_empty() {
+                return;
+            }
+            if !self.take() {
+                // Another holder: its own release looks again.
+                return;
+            }
+            if self.hand_to_server() {
+                return;
+            }
         }
     }
 
@@ -914,7 +1214,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     #[cold]
     fn wait_for_space(&self) {
         if let Some(waiter) = self.enqueue_for_space(|| Waiter::for_thread(0)) {
-            waiter.wait(false);
+            self.woken_for_space(waiter.wait(false));
         }
     }
 
@@ -949,8 +1249,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // room), or we see the room it made, or the monitor idle.
         fence(SeqCst);
         if self.queue.has_space() || self.lock.load(Relaxed) == 0 {
-            // Withdraw; a notify that won the race is as good.
-            let _ = waiter.cancel();
+            // Withdraw; a notify that won the race is as good (or hands us
+            // the monitor: only a thread waiter is handed it, see
+            // `hand_to_producer`).
+            if let Err(token) = waiter.cancel() {
+                self.woken_for_space(token);
+            }
             return None;
         }
         Some(waiter)
@@ -1029,23 +1333,20 @@ impl<T, S: AbstractState> Monitor<T, S> {
         unwind::resume_deferred();
     }
 
+    /// A combiner's stint: at most `batch` tasks of its own choosing, then
+    /// it gives way (`give_way`). Taking the monitor back after a release
+    /// (work remained and nobody took it) does not restart the count, so
+    /// the stint is bounded whatever other threads submit meanwhile.
     fn serve_loop(&self) {
         let mut budget = self.batch;
         loop {
+            if self.server.is_some() && !saturation::saturated() {
+                // The server's work: hand it over.
+                self.release_served();
+                return;
+            }
             if budget == 0 {
-                // Give way: to a blocked caller whose task is next, held.
-                // SAFETY: we are the consumer; the borrow ends before `pop`.
-                let next_blocks =
-                    unsafe { self.queue.peek() }.is_some_and(|t| t.job().is_blocking());
-                if next_blocks {
-                    self.wake_space();
-                    let task = self.pop().expect("peeked");
-                    // SAFETY: a blocking call's task, not run; we hold the
-                    // monitor and touch it no more after this.
-                    unsafe { task.handoff() };
-                    return;
-                }
-                if self.release() {
+                if self.give_way() {
                     return;
                 }
                 budget = self.batch;
@@ -1060,10 +1361,220 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     if self.release() {
                         return;
                     }
-                    budget = self.batch;
                 }
             }
         }
+    }
+
+    /// After a batch: hands the monitor to a blocked caller whose task is
+    /// next, or offers it to whoever publishes next ([`HANDOVER`]), or
+    /// releases it if nothing is queued. `false` if we still hold it (the
+    /// offer was not taken, or work came back): serve another batch.
+    fn give_way(&self) -> bool {
+        // SAFETY: we are the consumer; the borrow ends before `pop`.
+        let next_blocks = unsafe { self.queue.peek() }.is_some_and(|t| t.job().is_blocking());
+        if next_blocks {
+            self.wake_space();
+            let task = self.pop().expect("peeked");
+            // SAFETY: a blocking call's task, not run; we hold the monitor
+            // and touch it no more after this.
+            unsafe { task.handoff() };
+            return true;
+        }
+        if !self.queue.front_ready() {
+            return self.release();
+        }
+        if self.hand_to_producer() {
+            return true;
+        }
+        // Offers nobody takes cost their spin each: after a miss, serve more
+        // batches before the next offer (1, 2, 4, up to OFFER_BACKOFF_MAX),
+        // back to every batch once one is taken. The stint stays bounded.
+        let skip = self.offer_skip.load(Relaxed);
+        if skip > 0 {
+            self.offer_skip.store(skip - 1, Relaxed);
+            return false;
+        }
+        if self.offer_handover() {
+            self.offer_backoff.store(0, Relaxed);
+            return true;
+        }
+        let backoff = (2 * self.offer_backoff.load(Relaxed)).clamp(1, OFFER_BACKOFF_MAX);
+        self.offer_backoff.store(backoff, Relaxed);
+        self.offer_skip.store(backoff, Relaxed);
+        false
+    }
+
+    /// Hands the held monitor to a producer thread waiting for space
+    /// ([`SPACE_HELD`]): it serves, then pushes its task. `true` if one
+    /// took it; we then touch the monitor no more. A producer that waits
+    /// in a task (not a thread) is only woken ([`SPACE`]): a task runs when
+    /// its executor polls it, which a combiner must not wait for.
+    ///
+    /// Unlike an offer, this needs no taker to come by: the producer is
+    /// there, asleep, and the notify (Release, paired with its Acquire of
+    /// the token) passes the monitor and the data as we left them.
+    fn hand_to_producer(&self) -> bool {
+        // SeqCst fence: as in `wake_space` (pairs with the producer's fence
+        // in `wait_for_space`: either we see it in `space`, or it sees the
+        // room or the offer and does not sleep).
+        fence(SeqCst);
+        while !self.space.is_empty() {
+            // SAFETY: we hold the monitor: the only consumer of `space`.
+            match unsafe { self.space.pop() } {
+                Some(w) if w.is_thread() => {
+                    if w.notify(SPACE_HELD) {
+                        return true;
+                    }
+                }
+                Some(w) => {
+                    w.notify(SPACE);
+                }
+                // A producer is half-way through its push.
+                None => hint::spin_loop(),
+            }
+        }
+        false
+    }
+
+    /// A producer woken while waiting for space: with [`SPACE_HELD`] it
+    /// holds the monitor, handed over by a combiner after its batch, and
+    /// serves (making room) before it pushes.
+    fn woken_for_space(&self, token: usize) {
+        if token == SPACE_HELD {
+            self.serve();
+        }
+    }
+
+    /// Offers the held monitor to the next submitter that publishes (its
+    /// `after_push` takes it from [`HANDOVER`]), for a short while; then
+    /// takes it back if nobody did. `true` if someone took it.
+    ///
+    /// No task is stranded: the queued tasks are served either by the
+    /// taker, who holds the monitor from its CAS on, or by us, who hold it
+    /// again from ours; exactly one of the two CASes from our offer
+    /// succeeds.
+    fn offer_handover(&self) -> bool {
+        self.wake_space();
+        // Release: pairs with the Acquire CAS in the taker's `take`, which
+        // then sees the data as we left it. Only the holder writes the lock
+        // word while it is LOCKED, so a store suffices.
+        let offer = HANDOVER | (self.offers.fetch_add(1, Relaxed) << 2);
+        self.lock.store(offer, Release);
+        for _ in 0..HANDOVER_SPINS {
+            hint::spin_loop();
+            if self.lock.load(Relaxed) != offer {
+                return true;
+            }
+        }
+        // One yield: with more threads than CPUs the publisher that would
+        // take the offer may be waiting for ours (a yield with nobody to
+        // run is a fraction of a microsecond).
+        #[cfg(not(loom))]
+        {
+            std::thread::yield_now();
+            if self.lock.load(Relaxed) != offer {
+                return true;
+            }
+        }
+
+        // Acquire: pairs with the Release store of HANDOVER by whoever
+        // offers it now (a taker that served and offered it in turn); the
+        // offer is ours to take back as much as anyone's.
+        self.lock
+            .compare_exchange(offer, LOCKED, Acquire, Relaxed)
+            .is_err()
+    }
+
+    /// The server's stint: runs the queue until it is empty (and stays
+    /// empty through `release`'s check), waking producers waiting for
+    /// space every `batch` tasks. The server holds the monitor.
+    pub(crate) fn serve_server(&self) {
+        if let Some(srv) = &self.server {
+            // Our own withdrawn waiters, left by `prepare_sleep`: nobody
+            // else pushes there, so this empties the queue, which thus
+            // holds at most the waiters of one idle spell.
+            // SAFETY: we hold the monitor: the `sleeper` queue's consumer.
+            while unsafe { srv.sleeper.pop() }.is_some() {}
+        }
+        let mut n = 0;
+        loop {
+            match self.pop() {
+                Some(task) => {
+                    self.execute(task);
+                    n += 1;
+                    if n == self.batch {
+                        n = 0;
+                        self.wake_space();
+                    }
+                }
+                None => {
+                    if self.release() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// An idle server watches the queue for [`SPIN`](crate::server::SPIN)
+    /// (not when the CPUs are saturated: it then yields its CPU at once).
+    /// `true` once a task is ready and the monitor is free to take.
+    pub(crate) fn idle_watch(&self) -> bool {
+        if saturation::saturated() {
+            return false;
+        }
+        #[cfg(not(loom))]
+        {
+            let start = std::time::Instant::now();
+            loop {
+                for _ in 0..32 {
+                    if self.work_for_server() {
+                        return true;
+                    }
+                    hint::spin_loop();
+                }
+                if start.elapsed() >= crate::server::SPIN {
+                    return false;
+                }
+            }
+        }
+        #[cfg(loom)]
+        {
+            self.work_for_server()
+        }
+    }
+
+    /// Lets go of the monitor without looking for work (the server, ending:
+    /// the monitor's drop runs what is queued).
+    pub(crate) fn unlock_plain(&self) {
+        // Release: pairs with the Acquire CAS in `take`.
+        self.lock.store(0, Release);
+    }
+
+    /// Whether a task is ready and nobody holds the monitor.
+    pub(crate) fn work_for_server(&self) -> bool {
+        let s = self.lock.load(Relaxed);
+        (s == 0 || s & STATE == HANDOVER) && self.queue.front_ready()
+    }
+
+    /// The server's step before it sleeps: queues `waiter` on `sleeper`,
+    /// then looks for work once more. `None`: sleep (a submitter or a
+    /// holder will hand the monitor over with `HELD`). `Some(held)`: do not
+    /// sleep; `held` if the monitor was handed over meanwhile.
+    pub(crate) fn prepare_sleep(&self, waiter: &LoomArc<Waiter>) -> Option<bool> {
+        let srv = self.server.as_ref()?;
+        srv.sleeper.push(LoomArc::clone(waiter));
+        // SeqCst fence: pairs with the fences in `after_push` and
+        // `release_served`: either they see our waiter and hand us the
+        // monitor, or we see their task (and the monitor free).
+        fence(SeqCst);
+        // Relaxed `stop`: ordered by the fence (see `Users::drop`).
+        if self.work_for_server() || srv.stop.load(Relaxed) {
+            // Withdraw; a notify that won the race handed us the monitor.
+            return Some(waiter.cancel().is_err());
+        }
+        None
     }
 
     /// Releases the monitor. Returns `false` if it took it back because work
@@ -1133,9 +1644,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
 }
 
 impl<T, S: AbstractState> Drop for Monitor<T, S> {
-    /// Runs the queued tasks (their completions get their results), then
-    /// discards the tasks still waiting on preconditions (their completions
-    /// resolve to [`Discarded`](crate::Discarded)). Nothing is left waiting.
+    /// Runs the queued tasks (their completions get their results), then discards
+    /// the tasks still waiting on preconditions (their completions resolve
+    /// to [`Discarded`](crate::Discarded)). Nothing is left waiting.
     fn drop(&mut self) {
         self.run_queued();
         self.exec.with_mut(|e| {
@@ -1154,6 +1665,7 @@ impl<T, S: AbstractState> fmt::Debug for Monitor<T, S> {
             .field("capacity", &self.queue.capacity())
             .field("batch", &self.batch)
             .field("order", &self.order)
+            .field("server", &self.server.is_some())
             .finish_non_exhaustive()
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use active_monitor::{
     Builder, CallAsync, Completion, DataMut, Discarded, Monitor, NoState, Order, SameMonitor,
-    Submit, Worker,
+    Served, Submit, Worker,
 };
 use sync_core::{assert_impl, assert_not_impl};
 
@@ -20,6 +20,14 @@ assert_impl!(Monitor<Cell<u8>>: Send, Sync);
 assert_impl!(Monitor<Vec<u8>, S>: Send, Sync);
 assert_not_impl!(Monitor<Rc<u8>>: Send);
 assert_not_impl!(Monitor<Rc<u8>>: Sync);
+
+// A served monitor's handle shares the monitor (an `Arc`), with the same
+// bounds; its data must be 'static (the server thread owns a reference).
+assert_impl!(Served<Vec<u8>>: Send, Sync, Clone);
+assert_impl!(Served<Cell<u8>>: Send, Sync);
+assert_impl!(Served<Vec<u8>, S>: Send, Sync);
+assert_not_impl!(Served<Rc<u8>>: Send);
+assert_not_impl!(Served<Rc<u8>>: Sync);
 
 // A completion carries the result (and maybe a panic payload, which is
 // only Send) to whoever waits: Send when the result is, never Sync.

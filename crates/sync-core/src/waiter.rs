@@ -120,6 +120,15 @@ impl Waiter {
         self.data
     }
 
+    /// Whether this waiter parks a thread ([`for_thread`](Self::for_thread))
+    /// rather than wakes a task. A notified thread runs on by itself; a
+    /// task runs only when its executor polls it, so a primitive that hands
+    /// a role to a woken waiter and walks away may rely on a thread coming
+    /// back, not on a task.
+    pub fn is_thread(&self) -> bool {
+        matches!(self.wake, Wake::Thread(_))
+    }
+
     /// Hands `token` to the waiter and wakes it. Returns `false`, and wakes
     /// nobody, if the waiter was cancelled first.
     ///
