@@ -659,6 +659,59 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.submit_task(task, true, locked)
     }
 
+    /// For an OR operand (`compose::or`): if the monitor is idle with
+    /// nothing queued, takes it, runs `body` there if `pre` holds (in the
+    /// same critical section), then serves and lets go as `submit` does.
+    /// `None` if the monitor was busy, or queued tasks had to run first, or
+    /// `pre` was false: nothing ran of this operand, and `pre` and `body`
+    /// come back. A panic in `pre` or `body` is the outcome (`pre` and `body`
+    /// are dropped).
+    pub(crate) fn run_op_if_idle<P, F, R>(&self, pre: P, body: F) -> Result<Outcome<R>, (P, F)>
+    where
+        P: Fn(&T) -> bool,
+        F: FnOnce(&mut T) -> R,
+    {
+        if !self.try_lock() {
+            return Err((pre, body));
+        }
+        if !self.queue.is_empty() {
+            // Tasks queued before us come first: serve them, and let the
+            // caller queue the operand behind whatever remains.
+            self.serve();
+            return Err((pre, body));
+        }
+        let guard = Unlock(self);
+        let outcome = unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: we hold the monitor.
+                let exec = unsafe { &mut *e };
+                match catch_unwind(AssertUnwindSafe(|| pre(&exec.data))) {
+                    // Nothing changed: no waiting task to re-check.
+                    Ok(false) => Err((pre, body)),
+                    Ok(true) => {
+                        let outcome = match catch_unwind(AssertUnwindSafe(|| body(&mut exec.data)))
+                        {
+                            Ok(r) => Outcome::Value(r),
+                            Err(p) => Outcome::Panicked(p),
+                        };
+                        // Drops are user code (see `unwind`).
+                        unwind::drop_caught(pre);
+                        exec.relay();
+                        Ok(outcome)
+                    }
+                    Err(p) => {
+                        unwind::drop_caught(pre);
+                        unwind::drop_caught(body);
+                        Ok(Outcome::Panicked(p))
+                    }
+                }
+            })
+        });
+        core::mem::forget(guard);
+        self.serve();
+        outcome
+    }
+
     /// Queues `task` (or runs it, if `locked` and the queue is empty) and
     /// returns its completion.
     fn submit_task<P, B, R>(
