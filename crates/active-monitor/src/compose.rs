@@ -72,7 +72,9 @@ mod sealed {
 
     /// The operations on a tuple of operands (sealed).
     pub trait OperandsImpl<R>: Sized {
-        fn ids(&self) -> Vec<usize>;
+        /// The operands' monitors, in order (no allocation: an OR that
+        /// runs at once allocates nothing).
+        fn ids(&self) -> Ids;
         fn strict(&self) -> bool;
         /// Runs the first operand, in order, whose monitor is idle and
         /// whose precondition holds, inline: its position and outcome; the
@@ -184,8 +186,11 @@ where
 macro_rules! tuple_operands {
     ($($name:ident $idx:tt),+) => {
         impl<R, $($name: OneOp<R>),+> OperandsImpl<R> for ($($name,)+) {
-            fn ids(&self) -> Vec<usize> {
-                vec![$(self.$idx.id()),+]
+            fn ids(&self) -> Ids {
+                let ids = [$(self.$idx.id()),+];
+                let mut all = [0; 4];
+                all[..ids.len()].copy_from_slice(&ids);
+                Ids(all, ids.len())
             }
             fn strict(&self) -> bool {
                 false $(|| self.$idx.strict())+
@@ -227,6 +232,15 @@ fn drop_unrun<R, Rest>(done: Completion<(usize, R)>, rest: Rest) -> Completion<(
             let _ = catch_unwind(AssertUnwindSafe(|| drop(done)));
             Completion::from_outcome(Outcome::Panicked(p))
         }
+    }
+}
+
+/// The monitors of 2 to 4 operands, in order.
+pub struct Ids([usize; 4], usize);
+
+impl Ids {
+    fn as_slice(&self) -> &[usize] {
+        &self.0[..self.1]
     }
 }
 
@@ -303,7 +317,8 @@ where
     R: Send + 'static,
 {
     let ids = ops.ids();
-    if let Some((first, second)) = same_monitor(&ids) {
+    let ids = ids.as_slice();
+    if let Some((first, second)) = same_monitor(ids) {
         return Err(SameMonitor { ops, first, second });
     }
     let order = composed_order(&ops);
@@ -360,7 +375,8 @@ where
     R: Send + 'static,
 {
     let ids = ops.ids();
-    if let Some((first, second)) = same_monitor(&ids) {
+    let ids = ids.as_slice();
+    if let Some((first, second)) = same_monitor(ids) {
         return Err(SameMonitor { ops, first, second });
     }
     let order = composed_order(&ops);
