@@ -514,7 +514,11 @@ fn sll_sample<L: ListMonitor>(mix: SllMix, threads: usize, ops: u64) -> impl FnM
 }
 
 fn sll(mode: Mode, mix: SllMix, threads: usize) -> Workload {
-    let ops = mode.pick(3_000, 30_000);
+    // Quick: 10 000 operations a thread, so that the threads overlap. With
+    // 3 000 (a few ms a thread) each of 8 threads on 2 CPUs ran most of
+    // its operations within one scheduler time slice, alone on the list:
+    // a lock then met almost no contention, unlike the full run.
+    let ops = mode.pick(10_000, 30_000);
     let remove = 100 - mix.read - mix.insert;
     Workload::new(format!("am/sll/{}/{threads}", mix.name), Unit::MopsPerSec)
         .title(format!(
@@ -729,7 +733,9 @@ fn or_sample<E: EitherQueue>(threads: usize, items: u64) -> impl FnMut() -> f64 
 }
 
 fn or_queues(mode: Mode, threads: usize) -> Workload {
-    let items = mode.pick(4_000, 40_000);
+    // Quick: 20 000 items a producer (a sample of a few ms; with 4 000,
+    // under a millisecond, thread start-up decided much of it).
+    let items = mode.pick(20_000, 40_000);
     Workload::new(format!("am/or/{threads}"), Unit::MopsPerSec)
         .title(format!(
             "Take from either of two bounded queues (capacity {OR_CAP}): {} producers put \
