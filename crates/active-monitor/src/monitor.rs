@@ -660,12 +660,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// For an OR operand (`compose::or`): if the monitor is idle with
-    /// nothing queued, takes it, runs `body` there if `pre` holds (in the
-    /// same critical section), then serves and lets go as `submit` does.
-    /// `None` if the monitor was busy, or queued tasks had to run first, or
-    /// `pre` was false: nothing ran of this operand, and `pre` and `body`
-    /// come back. A panic in `pre` or `body` is the outcome (`pre` and `body`
-    /// are dropped).
+    /// nothing queued, takes it, evaluates `pre` and, if it holds, runs
+    /// `body` in the same critical section (then the waiting tasks are
+    /// re-checked, as after any task); then serves and lets go as `submit`
+    /// does. `Err((pre, body))` if the monitor was busy, or queued tasks
+    /// had to run first (they are served), or `pre` was false: nothing of
+    /// this operand ran. A panic in `pre` or `body` is the outcome (`pre`
+    /// and `body` are then dropped here).
     pub(crate) fn run_op_if_idle<P, F, R>(&self, pre: P, body: F) -> Result<Outcome<R>, (P, F)>
     where
         P: Fn(&T) -> bool,
