@@ -9,6 +9,7 @@ use ast_mutex::AbstractState;
 // loom's `Arc` cannot be coerced to one (the reference count is std's own,
 // the protocol's atomics are all loom's).
 use std::sync::Arc;
+use sync_core::parking_lot::SpinWait;
 use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 
@@ -71,8 +72,14 @@ mod sealed {
 
     /// The operations on a tuple of operands (sealed).
     pub trait OperandsImpl<R>: Sized {
-        fn ids(&self) -> Vec<usize>;
+        /// The operands' monitors, in order (no allocation: an OR that
+        /// runs at once allocates nothing).
+        fn ids(&self) -> Ids;
         fn strict(&self) -> bool;
+        /// Runs the first operand, in order, whose monitor is idle and
+        /// whose precondition holds, inline: its position and outcome; the
+        /// operands back if none did.
+        fn run_first_ready(self) -> Result<Completion<(usize, R)>, Self>;
         fn submit_or(self, shared: &Arc<OrShared<R>>);
         fn submit_and(self, shared: &Arc<AndShared<R>>);
     }
@@ -80,6 +87,7 @@ mod sealed {
     pub trait OneOp<R>: Sized {
         fn id(&self) -> usize;
         fn strict(&self) -> bool;
+        fn run_if_ready(self, index: usize) -> Result<Completion<(usize, R)>, Self>;
         fn submit_or(self, index: usize, shared: &Arc<OrShared<R>>);
         fn submit_and(self, index: usize, shared: &Arc<AndShared<R>>);
     }
@@ -107,6 +115,16 @@ where
 
     fn strict(&self) -> bool {
         self.monitor.order() == Order::Strict
+    }
+
+    fn run_if_ready(self, index: usize) -> Result<Completion<(usize, R)>, Self> {
+        let Op { monitor, pre, body } = self;
+        match monitor.run_op_if_idle(pre, body) {
+            Ok(Outcome::Value(r)) => Ok(Completion::from_outcome(Outcome::Value((index, r)))),
+            Ok(Outcome::Panicked(p)) => Ok(Completion::from_outcome(Outcome::Panicked(p))),
+            Ok(Outcome::Discarded) => unreachable!("an inline run is never discarded"),
+            Err((pre, body)) => Err(Op { monitor, pre, body }),
+        }
     }
 
     fn submit_or(self, index: usize, shared: &Arc<OrShared<R>>) {
@@ -168,11 +186,25 @@ where
 macro_rules! tuple_operands {
     ($($name:ident $idx:tt),+) => {
         impl<R, $($name: OneOp<R>),+> OperandsImpl<R> for ($($name,)+) {
-            fn ids(&self) -> Vec<usize> {
-                vec![$(self.$idx.id()),+]
+            fn ids(&self) -> Ids {
+                let ids = [$(self.$idx.id()),+];
+                let mut all = [0; 4];
+                all[..ids.len()].copy_from_slice(&ids);
+                Ids(all, ids.len())
             }
             fn strict(&self) -> bool {
                 false $(|| self.$idx.strict())+
+            }
+            fn run_first_ready(self) -> Result<Completion<(usize, R)>, Self> {
+                let mut ops = ($(Some(self.$idx),)+);
+                $(
+                    let op = ops.$idx.take().expect("each operand is tried once");
+                    match op.run_if_ready($idx) {
+                        Ok(done) => return Ok(drop_unrun(done, ops)),
+                        Err(op) => ops.$idx = Some(op),
+                    }
+                )+
+                Err(($(ops.$idx.expect("handed back"),)+))
             }
             fn submit_or(self, shared: &Arc<OrShared<R>>) {
                 $(self.$idx.submit_or($idx, shared);)+
@@ -188,6 +220,30 @@ tuple_operands!(A 0, B 1);
 tuple_operands!(A 0, B 1, C 2);
 tuple_operands!(A 0, B 1, C 2, D 3);
 
+/// The completion of an OR that ran an operand inline, once the operands
+/// that did not run are dropped. Their drop is user code: a panic in it
+/// resumes in the completion's waiter (instead of the result, dropped), as
+/// any panic of an operand does; `or` itself returns normally.
+fn drop_unrun<R, Rest>(done: Completion<(usize, R)>, rest: Rest) -> Completion<(usize, R)> {
+    match catch_unwind(AssertUnwindSafe(|| drop(rest))) {
+        Ok(()) => done,
+        Err(p) => {
+            // Only the first panic is kept (as in `unwind`).
+            let _ = catch_unwind(AssertUnwindSafe(|| drop(done)));
+            Completion::from_outcome(Outcome::Panicked(p))
+        }
+    }
+}
+
+/// The monitors of 2 to 4 operands, in order.
+pub struct Ids([usize; 4], usize);
+
+impl Ids {
+    fn as_slice(&self) -> &[usize] {
+        &self.0[..self.1]
+    }
+}
+
 /// The first two positions naming the same monitor, if any.
 fn same_monitor(ids: &[usize]) -> Option<(usize, usize)> {
     (0..ids.len()).find_map(|i| {
@@ -201,11 +257,21 @@ fn same_monitor(ids: &[usize]) -> Option<(usize, usize)> {
 /// on its own monitor (the paper's OR). The completion gives the operand's
 /// position in the tuple and its result.
 ///
-/// Every operand is queued on its monitor as a waiting task that shares
-/// one *taken* flag. The monitor that first finds its operand's
+/// First, the operands are tried in order, each on its own monitor if that
+/// monitor is idle with nothing queued: the first whose precondition holds
+/// runs at once, in the calling thread, and the OR is done; the later
+/// operands are not looked at, nothing is allocated or queued, and the
+/// operands that did not run are dropped. (A busy monitor is passed over:
+/// its operand is looked at again below.) If none ran, the tries are
+/// repeated for a few microseconds (a short spin, then a few yields), as
+/// an item usually arrives within that time and a wake-up costs tens.
+///
+/// Otherwise every operand is queued on its monitor as a waiting task that
+/// shares one *taken* flag. The monitor that first finds its operand's
 /// precondition true wins a CAS on the flag and runs it; the others drop
 /// theirs when they next look at them (the next time that monitor runs a
-/// task), so a losing operand's memory lives until then.
+/// task, or sweeps its waiting tasks), so a losing operand's memory lives
+/// until then.
 ///
 /// # Errors
 ///
@@ -215,7 +281,16 @@ fn same_monitor(ids: &[usize]) -> Option<(usize, usize)> {
 /// # Panics
 ///
 /// A panic in an operand's precondition or body resumes in the
-/// completion's waiter (a panicking precondition ends the OR).
+/// completion's waiter (a panicking precondition ends the OR). So does a
+/// panic in the drop of an operand that `or` itself drops unrun (after
+/// another ran at once), instead of the result.
+///
+/// # Progress
+///
+/// The calling thread spins and yields for at most a few microseconds
+/// before it queues the operands; it never blocks in `or` (but see
+/// [`Order::Strict`] for the wait for its previous task). Waiting for the
+/// result is [`Completion`]'s.
 ///
 /// # Examples
 ///
@@ -242,10 +317,26 @@ where
     R: Send + 'static,
 {
     let ids = ops.ids();
-    if let Some((first, second)) = same_monitor(&ids) {
+    let ids = ids.as_slice();
+    if let Some((first, second)) = same_monitor(ids) {
         return Err(SameMonitor { ops, first, second });
     }
     let order = composed_order(&ops);
+    // Fast path: an operand whose monitor is idle and whose precondition
+    // holds runs at once, without allocating or queueing anything; the
+    // later operands are not looked at. Tried again for a moment before
+    // queueing: a park and unpark costs as much as hundreds of tries.
+    let mut ops = ops;
+    let mut spin = SpinWait::new();
+    loop {
+        ops = match ops.run_first_ready() {
+            Ok(done) => return Ok(done),
+            Err(ops) => ops,
+        };
+        if !spin.spin() {
+            break;
+        }
+    }
     let shared = Arc::new(OrShared::new(ids.len()));
     ops.submit_or(&shared);
     Ok(composed_completion(shared, order))
@@ -284,7 +375,8 @@ where
     R: Send + 'static,
 {
     let ids = ops.ids();
-    if let Some((first, second)) = same_monitor(&ids) {
+    let ids = ids.as_slice();
+    if let Some((first, second)) = same_monitor(ids) {
         return Err(SameMonitor { ops, first, second });
     }
     let order = composed_order(&ops);

@@ -795,6 +795,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
         T: 'static,
     {
         order::before_submit(self.id(), self.order);
+        // Idle with nothing queued and `pre` true: run at once, as `submit`
+        // does (no allocation, no wake-up).
+        let (pre, body) = match self.run_op_if_idle(pre, body) {
+            Ok(outcome) => return Completion::from_outcome(outcome),
+            Err(back) => back,
+        };
         let task = AsyncTask::new(Pred(pre), Plain(body));
         let locked = self.try_lock();
         self.submit_task(task, true, locked)
@@ -1001,6 +1007,60 @@ impl<T, S: AbstractState> Monitor<T, S> {
         T: 'static,
     {
         CallAsync::new(self.submit_async(f))
+    }
+
+    /// For an OR operand (`compose::or`) and `when`: if the monitor is idle with
+    /// nothing queued, takes it, evaluates `pre` and, if it holds, runs
+    /// `body` in the same critical section (then the waiting tasks are
+    /// re-checked, as after any task); then serves and lets go as `submit`
+    /// does. `Err((pre, body))` if the monitor was busy, or queued tasks
+    /// had to run first (they are served), or `pre` was false: nothing of
+    /// this operand ran. A panic in `pre` or `body` is the outcome (`pre`
+    /// and `body` are then dropped here).
+    pub(crate) fn run_op_if_idle<P, F, R>(&self, pre: P, body: F) -> Result<Outcome<R>, (P, F)>
+    where
+        P: Fn(&T) -> bool,
+        F: FnOnce(&mut T) -> R,
+    {
+        if !self.try_lock() {
+            return Err((pre, body));
+        }
+        if !self.queue.is_empty() {
+            // Tasks queued before us come first: serve them, and let the
+            // caller queue the operand behind whatever remains.
+            self.serve();
+            return Err((pre, body));
+        }
+        let guard = Unlock(self);
+        let outcome = unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: we hold the monitor.
+                let exec = unsafe { &mut *e };
+                match catch_unwind(AssertUnwindSafe(|| pre(&exec.data))) {
+                    // Nothing changed: no waiting task to re-check.
+                    Ok(false) => Err((pre, body)),
+                    Ok(true) => {
+                        let outcome = match catch_unwind(AssertUnwindSafe(|| body(&mut exec.data)))
+                        {
+                            Ok(r) => Outcome::Value(r),
+                            Err(p) => Outcome::Panicked(p),
+                        };
+                        // Drops are user code (see `unwind`).
+                        unwind::drop_caught(pre);
+                        exec.relay();
+                        Ok(outcome)
+                    }
+                    Err(p) => {
+                        unwind::drop_caught(pre);
+                        unwind::drop_caught(body);
+                        Ok(Outcome::Panicked(p))
+                    }
+                }
+            })
+        });
+        core::mem::forget(guard);
+        self.serve();
+        outcome
     }
 
     /// Queues `task` (or runs it, if `locked` and the queue is empty) and
@@ -1614,7 +1674,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
             return;
         }
         let mut free = self.queue.capacity() - self.queue.len();
-        while free > 0 && !self.space.is_empty() {
+        // Re-check the room every time: producers woken first refill the
+        // queue and wait in `space` again while this loop still runs; waking
+        // them once more would only park them again (at 8 threads on 2 CPUs
+        // that was a park and a wake-up per two operations).
+        while free > 0 && !self.space.is_empty() && self.room_for_waiters() {
             // SAFETY: we hold the monitor: the only consumer of `space`.
             match unsafe { self.space.pop() } {
                 Some(w) => {
