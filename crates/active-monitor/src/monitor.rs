@@ -99,12 +99,15 @@ const SPACE_HELD: usize = 4;
 ///   the monitor idle takes it and becomes the *combiner*: it runs its own
 ///   task and the queued ones, up to [`Builder::batch`] tasks (5 by
 ///   default), then hands over: to a worker blocked in `call` whose task
-///   is next, or to a producer thread waiting for queue space (the monitor
-///   passes to them held), or else it *offers* the monitor to whoever
-///   publishes next, for about a microsecond, and serves another batch only
-///   if nobody took it. So a combiner's stint is bounded even under a
-///   stream of submissions from other threads; what it may still run is
-///   what the queue held plus the batches nobody was there to take over.
+///   is next (the monitor passes to it held), or else it *offers* the
+///   monitor to whoever publishes next, for about a microsecond, and
+///   serves another batch only if nobody took it. Once its stint has run
+///   as many tasks as the queue holds, it hands the monitor, held, to a
+///   producer thread asleep waiting for queue space (not after every
+///   batch: waking a thread costs tens of microseconds during which nobody
+///   serves). So a combiner's stint is bounded even under a stream of
+///   submissions from other threads: what the queue held when it began,
+///   plus about a queue's worth.
 /// * **A dedicated server thread** ([`Builder::build_served`], which
 ///   returns a shared [`Served`] handle): the server runs the tasks;
 ///   submitters only publish, and wake the server if it sleeps. A `call`
