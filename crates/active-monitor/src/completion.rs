@@ -74,7 +74,15 @@ pub(crate) struct Finish {
     waiters: WaiterQueue,
     /// The waiter queue's consumer role: true while somebody pops.
     consumer: AtomicBool,
+    /// Waiters withdrawn since the last sweep (a heuristic count: it only
+    /// decides when a newcomer sweeps).
+    withdrawn: AtomicUsize,
+    /// Waiters the last sweep kept.
+    kept: AtomicUsize,
 }
+
+/// The fewest withdrawn waiters that make a newcomer sweep.
+const SWEEP_MIN: usize = 32;
 
 impl Finish {
     fn new() -> Self {
@@ -82,6 +90,8 @@ impl Finish {
             state: AtomicUsize::new(PENDING),
             waiters: WaiterQueue::new(),
             consumer: AtomicBool::new(false),
+            withdrawn: AtomicUsize::new(0),
+            kept: AtomicUsize::new(0),
         }
     }
 
@@ -164,6 +174,8 @@ impl Finish {
             .is_ok()
         {
             let finished = self.is_finished();
+            // Withdrawals from now on are the next sweep's.
+            self.withdrawn.store(0, Relaxed);
             let mut keep = Vec::new();
             while !self.waiters.is_empty() {
                 // SAFETY: we hold the consumer role (one consumer at a
@@ -186,6 +198,7 @@ impl Finish {
                     None => break,
                 }
             }
+            self.kept.store(keep.len(), Relaxed);
             for w in keep {
                 self.waiters.push(w);
             }
@@ -207,8 +220,16 @@ impl Finish {
     /// notify that won the race is as good) and need not wait.
     fn push_waiter(&self, waiter: &LoomArc<Waiter>) -> bool {
         self.waiters.push(LoomArc::clone(waiter));
-        // Frees the waiters that withdrew, so the queue holds live ones.
-        self.serve_waiters();
+        // Frees the waiters that withdrew once they are as many as the live
+        // ones the last sweep kept (and at least SWEEP_MIN): the queue holds
+        // at most about twice the live waiters, and a sweep's cost is paid
+        // by as many withdrawals (a sweep at every newcomer made N live
+        // waiters cost O(N^2) to register). Skipping it is always safe: the
+        // finisher pops every node, and the fence below decides the race.
+        let withdrawn = self.withdrawn.load(Relaxed);
+        if withdrawn >= SWEEP_MIN.max(self.kept.load(Relaxed)) {
+            self.serve_waiters();
+        }
         // SeqCst fence: pairs with the fence in `finished` (see there).
         fence(SeqCst);
         if self.is_finished() {
@@ -239,15 +260,16 @@ impl Finish {
 
     /// `Ready` once the task has finished; otherwise registers the task in
     /// `cx` (first poll: a new waiter in `waiter`) and returns `Pending`.
-    /// Dropping `waiter` without [`withdraw`](Self::withdraw) is a leak of
-    /// one node until the next sweep, never a lost wake-up.
+    /// Dropping `waiter` without [`withdraw`](Self::withdraw) keeps its
+    /// node until the task finishes (a sweep keeps waiters that did not
+    /// withdraw), never a lost wake-up.
     pub(crate) fn poll_finished(
         &self,
         waiter: &mut Option<LoomArc<Waiter>>,
         cx: &mut Context<'_>,
     ) -> Poll<()> {
         if self.is_finished() {
-            Self::withdraw(waiter);
+            self.withdraw(waiter);
             return Poll::Ready(());
         }
         match waiter {
@@ -272,9 +294,11 @@ impl Finish {
     /// A waiting future goes away: its node is withdrawn (and freed by the
     /// next sweep or the finisher). A notify that came first carried
     /// nothing to pass on: every waiter is notified.
-    pub(crate) fn withdraw(waiter: &mut Option<LoomArc<Waiter>>) {
+    pub(crate) fn withdraw(&self, waiter: &mut Option<LoomArc<Waiter>>) {
         if let Some(w) = waiter.take() {
-            let _ = w.cancel();
+            if w.cancel().is_ok() {
+                self.withdrawn.fetch_add(1, Relaxed);
+            }
         }
     }
 }

@@ -213,6 +213,12 @@ pub struct Monitor<T, S: AbstractState = NoState> {
     queue: TaskQueue<Task<T, S>>,
     /// Producers waiting for queue space; popped by the holder.
     space: WaiterQueue,
+    /// Producers that withdrew from `space` (async submissions dropped
+    /// while waiting) since the holder last swept it: a heuristic count
+    /// that only decides when to sweep (`sweep_space`).
+    space_withdrawn: AtomicUsize,
+    /// The live producers the last sweep of `space` kept.
+    space_kept: AtomicUsize,
     /// The data, the abstract state and the waiting tasks: the holder's.
     exec: UnsafeCell<Exec<T, S>>,
     batch: usize,
@@ -427,6 +433,8 @@ impl Builder {
             lock: CachePadded::new(AtomicUsize::new(0)),
             queue: TaskQueue::new(self.capacity),
             space: WaiterQueue::new(),
+            space_withdrawn: AtomicUsize::new(0),
+            space_kept: AtomicUsize::new(0),
             exec: UnsafeCell::new(Exec {
                 data,
                 state: initial,
@@ -864,6 +872,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// instead: it registers its task's waker and returns `Pending`, and the
     /// executor runs its other tasks meanwhile. See [`Submit`] for the
     /// steps.
+    ///
+    /// Program order is per worker, and a worker is a thread unless the
+    /// submitting future runs in a [`worker`](crate::worker) scope: on a
+    /// multi-thread runtime, where a task may move between threads, wrap
+    /// each task that relies on [`Order::Strict`] in one.
     ///
     /// # Cancel safety
     ///
@@ -1311,16 +1324,66 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // releasing holder sees us in `space` (and wakes us when it makes
         // room), or we see the room it made, or the monitor idle.
         fence(SeqCst);
-        if self.queue.has_space() || self.lock.load(Relaxed) == 0 {
+        // An idle monitor matters only with a task ready at the front:
+        // if its producer is in flight, that producer's `after_push` serves
+        // it (or wakes the server), and the release after that wakes us.
+        // Withdrawing then would only spin until it publishes.
+        if self.queue.has_space() || (self.lock.load(Relaxed) == 0 && self.queue.front_ready()) {
             // Withdraw; a notify that won the race is as good (or hands us
             // the monitor: only a thread waiter is handed it, see
             // `hand_to_producer`).
-            if let Err(token) = waiter.cancel() {
-                self.woken_for_space(token);
+            match waiter.cancel() {
+                // Our node stays in `space` until the holder sweeps it.
+                Ok(()) => self.space_withdrawn(),
+                Err(token) => self.woken_for_space(token),
             }
             return None;
         }
         Some(waiter)
+    }
+
+    /// An async producer withdrew from `space` (its `Submit` was dropped
+    /// while waiting): counted, so that the holder frees the withdrawn
+    /// nodes before they outnumber the live ones (`sweep_space`).
+    pub(crate) fn space_withdrawn(&self) {
+        self.space_withdrawn.fetch_add(1, Relaxed);
+    }
+
+    /// Frees the nodes of producers that withdrew from `space`, once they
+    /// are at least as many as the live ones the last sweep kept (and at
+    /// least [`SWEEP_MIN`]): `space` then holds about twice the producers
+    /// waiting, whatever the number of waits cancelled, and a sweep's cost
+    /// is paid by as many withdrawals. The caller holds the monitor (the
+    /// consumer of `space`); called after every batch and before waking
+    /// producers, so the nodes go while the queue stays full too.
+    fn sweep_space(&self) {
+        let withdrawn = self.space_withdrawn.load(Relaxed);
+        if withdrawn < SWEEP_MIN.max(self.space_kept.load(Relaxed)) {
+            return;
+        }
+        self.space_withdrawn.store(0, Relaxed);
+        let mut keep = Vec::new();
+        while !self.space.is_empty() {
+            // SAFETY: we hold the monitor: the only consumer of `space`.
+            match unsafe { self.space.pop() } {
+                Some(w) => {
+                    if !w.is_cancelled() {
+                        keep.push(w);
+                    }
+                }
+                // A producer half-way through its push: leave the rest to
+                // the next sweep.
+                None => break,
+            }
+        }
+        self.space_kept.store(keep.len(), Relaxed);
+        // Back in the order they waited (behind any that came meanwhile).
+        // A producer that withdraws after this is counted again; one that
+        // stays is woken as before (nothing is lost: the nodes stay the
+        // same waiters).
+        for w in keep {
+            self.space.push(w);
+        }
     }
 
     /// A producer woken for space (its waiter was notified) gives up
@@ -1445,6 +1508,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// a queue's worth of tasks it costs a few percent, and the stint stays
     /// bounded: about what was queued when it began, plus that many.
     fn give_way(&self, served: usize) -> bool {
+        self.sweep_space();
         // SAFETY: we are the consumer; the borrow ends before `pop`.
         let next_blocks = unsafe { self.queue.peek() }.is_some_and(|t| t.job().is_blocking());
         if next_blocks {
@@ -1502,7 +1566,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     }
                 }
                 Some(w) => {
-                    w.notify(SPACE);
+                    Self::notify_space(&w);
                 }
                 // A producer is half-way through its push.
                 None => hint::spin_loop(),
@@ -1645,8 +1709,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
         fence(SeqCst);
         // Relaxed `stop`: ordered by the fence (see `Users::drop`).
         if self.work_for_server() || srv.stop.load(Relaxed) {
-            // Withdraw; a notify that won the race handed us the monitor.
-            return Some(waiter.cancel().is_err());
+            // Withdraw; a notify that won the race handed us the monitor
+            // (`HELD`), or told us to stop (`STOP`: not a hand-over).
+            return Some(matches!(waiter.cancel(), Err(HELD)));
         }
         None
     }
@@ -1667,7 +1732,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
         if !self.queue.front_ready() && (self.space.is_empty() || !self.room_for_waiters()) {
             return true;
         }
-        if !self.try_lock() {
+        // `take`, not `try_lock`: with a server that serves, `try_lock`
+        // always fails, so neither producers waiting for space nor a task
+        // published while saturation ended would be looked after (the
+        // server may sleep). Taken back, a server keeps serving; another
+        // holder goes round `serve_loop` into `release_served`.
+        if !self.take() {
             return true;
         }
         self.wake_space();
@@ -1684,6 +1754,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // SeqCst fence: as in `release`, for a holder that gives way by a
         // handoff (without releasing).
         fence(SeqCst);
+        self.sweep_space();
         if !self.room_for_waiters() {
             return;
         }
@@ -1696,7 +1767,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             // SAFETY: we hold the monitor: the only consumer of `space`.
             match unsafe { self.space.pop() } {
                 Some(w) => {
-                    if w.notify(SPACE) {
+                    if Self::notify_space(&w) {
                         free -= 1;
                     }
                 }
@@ -1704,6 +1775,20 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 // few instructions.
                 None => hint::spin_loop(),
             }
+        }
+    }
+
+    /// Wakes a producer waiting for space with [`SPACE`]; `false` if it had
+    /// withdrawn. An async producer's waker is user code, run while we hold
+    /// the monitor: a panic in it is caught and resumed once the monitor is
+    /// let go of (see `unwind`), never left to unwind with the monitor held.
+    fn notify_space(w: &LoomArc<Waiter>) -> bool {
+        match Waiter::notify_later(w, SPACE) {
+            Some(wake) => {
+                unwind::caught(|| wake.wake());
+                true
+            }
+            None => false,
         }
     }
 

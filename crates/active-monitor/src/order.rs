@@ -23,7 +23,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::collections::VecDeque;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use sync_core::sync::Arc as LoomArc;
 use sync_core::waiter::Waiter;
@@ -66,6 +66,13 @@ pub enum Order {
     /// async methods the executor keeps running its other tasks; with the
     /// synchronous ones its thread is parked). Wrap each such task in
     /// [`worker`] to make it a worker of its own.
+    ///
+    /// **On a multi-thread runtime, wrap every task that relies on strict
+    /// order in [`worker`].** A task may be moved to another thread between
+    /// two of its submissions; without a scope each submission is recorded
+    /// in the thread that polled it, so the task's second submission is not
+    /// held back by its first (rule 3 does not hold for it), and the first
+    /// holds back whatever else that thread runs.
     #[default]
     Strict,
     /// The paper's appendix B ("NPO"): no waiting for earlier tasks. A
@@ -120,17 +127,29 @@ struct Last {
     monitor: usize,
     /// Whether the task had a precondition (it may wait).
     conditional: bool,
-    task: Arc<dyn Pending>,
+    task: Weak<dyn Pending>,
 }
 
 /// A worker's record: what program order makes its next submission wait
 /// for.
+///
+/// Tasks are held by `Weak` references. The record must not keep a task
+/// alive: a result nobody took (its completion was dropped) is dropped as
+/// soon as the task has run, not at the worker's next submission, and no
+/// user drop ever runs inside the record's borrow (a drop that submits
+/// would borrow it again). A task nobody holds any more has finished: the
+/// queue, the waiting list and the completion all hold it until then.
 #[derive(Default)]
 pub(crate) struct Record {
     /// Strict: the last asynchronous task.
     last: Option<Last>,
     /// Relaxed: the outstanding tasks with preconditions, oldest first.
-    waiting: VecDeque<Arc<dyn Pending>>,
+    waiting: VecDeque<Weak<dyn Pending>>,
+}
+
+/// The task if it may still be unfinished.
+fn unfinished(task: &Weak<dyn Pending>) -> Option<Arc<dyn Pending>> {
+    task.upgrade().filter(|t| !t.finish().is_finished())
 }
 
 impl Record {
@@ -149,14 +168,15 @@ impl Record {
         match order {
             Order::Strict => {
                 let last = self.last.as_ref()?;
-                let wait = (last.monitor != monitor || last.conditional)
-                    && !last.task.finish().is_finished();
-                if take {
-                    let last = self.last.take()?;
-                    wait.then_some(last.task)
+                let wait = if last.monitor != monitor || last.conditional {
+                    unfinished(&last.task)
                 } else {
-                    wait.then(|| Arc::clone(&last.task))
+                    None
+                };
+                if take {
+                    self.last = None;
                 }
+                wait
             }
             Order::Relaxed => {
                 if !conditional {
@@ -165,18 +185,23 @@ impl Record {
                 while self
                     .waiting
                     .front()
-                    .is_some_and(|t| t.finish().is_finished())
+                    .is_some_and(|t| unfinished(t).is_none())
                 {
                     self.waiting.pop_front();
+                }
+                if self.waiting.len() >= RELAXED_WAITING_LIMIT {
+                    // Finished tasks behind an unfinished oldest do not
+                    // count: the bound is on tasks that wait.
+                    self.waiting.retain(|t| unfinished(t).is_some());
                 }
                 if self.waiting.len() < RELAXED_WAITING_LIMIT {
                     return None;
                 }
+                let oldest = self.waiting.front().and_then(unfinished);
                 if take {
-                    self.waiting.pop_front()
-                } else {
-                    self.waiting.front().cloned()
+                    self.waiting.pop_front();
                 }
+                oldest
             }
         }
     }
@@ -233,6 +258,9 @@ pub(crate) fn to_await(monitor: usize, order: Order, conditional: bool) -> Optio
 /// After an asynchronous submission that did not complete at once.
 #[inline]
 pub(crate) fn submitted(monitor: usize, conditional: bool, task: Arc<dyn Pending>, order: Order) {
+    // The caller's completion still holds the task: this is not the last
+    // reference, and only a `Weak` goes into the record.
+    let task = Arc::downgrade(&task);
     WORKER.with(|w| {
         let mut w = w.borrow_mut();
         match order {
@@ -267,7 +295,7 @@ impl OrderWait {
 
 impl Drop for OrderWait {
     fn drop(&mut self) {
-        Finish::withdraw(&mut self.waiter);
+        self.task.finish().withdraw(&mut self.waiter);
     }
 }
 
@@ -293,7 +321,8 @@ impl Drop for OrderWait {
 /// make true wait for each other for ever (logically: with the async
 /// methods the executor's thread is not parked and runs its other tasks).
 ///
-/// The scope costs a swap of two words on entry and exit of each poll.
+/// The scope costs two swaps of the worker record (a few words) and two
+/// thread-local borrows per poll.
 ///
 /// # Examples
 ///

@@ -18,6 +18,7 @@ use crate::completion::{Completion, HasSlot};
 use crate::monitor::Monitor;
 use crate::order::{self, OrderWait, Pending};
 use crate::task::{AsyncTask, Body, Job, Pre, Task};
+use crate::unwind;
 
 /// The submission of a task to a [`Monitor`] that waits without blocking
 /// the thread: made by [`Monitor::submit_async`], [`Monitor::when_async`]
@@ -113,7 +114,22 @@ impl<T, S: AbstractState, R> Future for Submit<'_, T, S, R> {
     type Output = Completion<R>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion<R>> {
-        let this = self.get_mut();
+        // A panic caught in another waiter's waker while we registered (see
+        // `unwind`) resumes here, in a poll that changes nothing: before
+        // this poll's steps, or once it is Pending. Never after a Ready,
+        // whose completion would be lost in the unwind.
+        unwind::resume_deferred();
+        let poll = self.get_mut().poll_submit(cx);
+        if poll.is_pending() {
+            unwind::resume_deferred();
+        }
+        poll
+    }
+}
+
+impl<T, S: AbstractState, R> Submit<'_, T, S, R> {
+    fn poll_submit(&mut self, cx: &mut Context<'_>) -> Poll<Completion<R>> {
+        let this = self;
         let m = this.monitor;
         assert!(this.task.is_some(), "Submit polled after it returned Ready");
         loop {
@@ -163,6 +179,10 @@ impl<T, S: AbstractState, R> Drop for Submit<'_, T, S, R> {
             if waiter.cancel().is_err() {
                 // Woken for room we will not use: pass it on.
                 self.monitor.pass_space_on();
+            } else {
+                // Our node stays in the monitor's queue of producers until
+                // its holder sweeps it.
+                self.monitor.space_withdrawn();
             }
         }
     }

@@ -216,15 +216,20 @@ fn run_body<T, S, R, B: Body<T, S, R>>(body: B, data: &mut T) -> (Outcome<R>, Op
 /// allocation shared with its `Completion`.
 pub(crate) struct AsyncTask<T, S, P, B, R> {
     pre: P,
-    /// Taken by `run` (or dropped by `discard`), by the monitor's holder.
+    /// Taken by whoever wins the slot's `Finish`: the monitor's holder
+    /// (`claim`, then `run` or `discard`) or `cancel` (on the canceller's
+    /// thread).
     body: UnsafeCell<Option<B>>,
     slot: ResultSlot<R>,
     _data: PhantomData<fn(&mut T, S)>,
 }
 
-// SAFETY: `pre` and `body` are used by the monitor's holder only, one
-// holder at a time with a happens-before edge between holders (the lock),
-// as with a `Mutex<P>`: P, B: Send suffice. The slot is Sync for R: Send.
+// SAFETY: `pre` is used by the monitor's holder only, one holder at a time
+// with a happens-before edge between holders (the lock), as with a
+// `Mutex<P>`. `body` is taken once, by whoever wins the `Finish` CAS
+// (`claim` by the holder, or `cancel` on any thread): the CAS makes that
+// one thread its owner, so moving it there needs only B: Send. P, B: Send
+// suffice; the slot is Sync for R: Send.
 unsafe impl<T, S, P: Send, B: Send, R: Send> Sync for AsyncTask<T, S, P, B, R> {}
 
 impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
@@ -319,8 +324,17 @@ impl<T, S, P: Send, B: Send, R: Send> HasSlot<R> for AsyncTask<T, S, P, B, R> {
             return false;
         }
         // Won against `claim`: the body is ours to drop, here (the task
-        // itself stays queued or waiting until its monitor drops it).
-        drop(self.take_body());
+        // itself stays queued or waiting until its monitor drops it). A
+        // cancel from a drop during unwinding (a `CallAsync` dropped by a
+        // panic) must not panic again, which would abort: a panic in the
+        // body's drop is then swallowed; otherwise it propagates to the
+        // canceller.
+        let body = self.take_body();
+        if std::thread::panicking() {
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(move || drop(body)));
+        } else {
+            drop(body);
+        }
         true
     }
 }

@@ -90,3 +90,72 @@ fn cancelled_whens_do_not_pile_up() {
         "100 cancelled whens kept {few} bytes, 10000 kept {many}"
     );
 }
+
+/// Producers that stop waiting for space (async submissions dropped while
+/// the queue is full) leave their nodes in the monitor's queue of waiting
+/// producers, which only its holder may pop. Producers are woken (and the
+/// withdrawn nodes popped on the way) only once the queue is at most half
+/// full; so the holder also sweeps them when it gives way after a batch,
+/// once they outnumber the live ones, and a queue that stays full does not
+/// keep one node per cancelled wait.
+#[test]
+fn producers_that_stop_waiting_for_space_leave_nothing_behind() {
+    use std::sync::PoisonError;
+    use std::sync::mpsc;
+
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    const CANCELLED: usize = 2_000;
+    // Capacity 4 and batch 1: the holder gives way after every task.
+    let m = Arc::new(
+        Monitor::builder()
+            .capacity(4)
+            .batch(1)
+            .order(Order::Relaxed)
+            .build(0u64),
+    );
+    // A holder whose task runs until `go`; queued behind it, a quick task,
+    // one that runs until `go2`, and two more: after the quick one the
+    // holder gives way with the queue still more than half full.
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (go2_tx, go2_rx) = mpsc::channel::<()>();
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let holder = {
+        let (m, started_tx) = (Arc::clone(&m), started_tx.clone());
+        std::thread::spawn(move || {
+            m.call(move |n| {
+                started_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                *n += 1;
+            })
+        })
+    };
+    started_rx.recv().unwrap();
+    drop(m.submit(|n| *n += 1));
+    drop(m.submit(move |n| {
+        started_tx.send(()).unwrap();
+        go2_rx.recv().unwrap();
+        *n += 1;
+    }));
+    drop(m.submit(|n| *n += 1));
+    drop(m.submit(|n| *n += 1));
+    let waker = Waker::from(Arc::new(Task { _stack: [0; 1024] }));
+    let mut cx = Context::from_waker(&waker);
+    let before = live_bytes();
+    for _ in 0..CANCELLED {
+        let mut s = pin!(m.submit_async(|n| *n += 1000));
+        assert!(s.as_mut().poll(&mut cx).is_pending(), "the queue is full");
+    }
+    // The holder's task ends; it runs the quick task, gives way (3 of 4
+    // slots taken: nobody is woken for space) and runs the next task,
+    // which waits.
+    go_tx.send(()).unwrap();
+    started_rx.recv().unwrap();
+    let kept = live_bytes() - before;
+    go2_tx.send(()).unwrap();
+    holder.join().unwrap();
+    assert_eq!(m.call(|n| *n), 5);
+    assert!(
+        kept < 20_000,
+        "{kept} bytes kept by {CANCELLED} cancelled waits for space"
+    );
+}

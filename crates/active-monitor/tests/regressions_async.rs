@@ -1,0 +1,248 @@
+//! Regressions found by an independent review of the async submission
+//! code: each test failed before its fix.
+#![cfg(not(loom))]
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::pin;
+use std::sync::{Arc, mpsc};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use active_monitor::Monitor;
+
+struct PanicWake;
+impl Wake for PanicWake {
+    fn wake(self: Arc<Self>) {
+        panic!("user waker panics");
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        panic!("user waker panics");
+    }
+}
+
+/// Holds `m` on another thread (a blocking call whose body waits for `go`),
+/// then fills its queue with `cap` plain submits. Returns the go sender and
+/// the holder's join handle (true if its call panicked).
+fn hold_and_fill(m: &Arc<Monitor<u64>>) -> (mpsc::Sender<()>, std::thread::JoinHandle<bool>) {
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (st_tx, st_rx) = mpsc::channel::<()>();
+    let m2 = Arc::clone(m);
+    let h = std::thread::spawn(move || {
+        catch_unwind(AssertUnwindSafe(|| {
+            m2.call(move |_| {
+                st_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+            })
+        }))
+        .is_err()
+    });
+    st_rx.recv().unwrap();
+    for _ in 0..m.capacity() {
+        drop(m.submit(|n| *n += 1));
+    }
+    (go_tx, h)
+}
+
+/// A task waker that panics (user code) registered in the monitor's
+/// `space` queue: the holder's `wake_space` runs it with the monitor held.
+#[test]
+fn panicking_space_waker_does_not_wedge_monitor() {
+    let m = Arc::new(Monitor::builder().capacity(2).build(0u64));
+    let (go, h) = hold_and_fill(&m);
+    let waker = Waker::from(Arc::new(PanicWake));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(m.submit_async(|n| *n += 100));
+    assert!(
+        fut.as_mut().poll(&mut cx).is_pending(),
+        "queue full: must await space"
+    );
+    go.send(()).unwrap();
+    let holder_panicked = h.join().unwrap();
+    eprintln!("holder's call panicked: {holder_panicked}");
+    // The monitor must still serve.
+    let (tx, rx) = mpsc::channel();
+    let m3 = Arc::clone(&m);
+    std::thread::spawn(move || {
+        let v = m3.call(|n| *n);
+        tx.send(v).unwrap();
+    });
+    let v = rx.recv_timeout(Duration::from_secs(3));
+    assert!(
+        v.is_ok(),
+        "monitor wedged: a call after the panicking waker hangs"
+    );
+}
+
+/// Relaxed order: one `when` that never holds, then 63 that complete: only
+/// one task waits, yet the next conditional submission awaits the oldest
+/// (finished tasks behind an unfinished front still count). The docs say
+/// "a worker may have at most 64 tasks waiting on preconditions".
+#[test]
+fn relaxed_bound_counts_finished_tasks_behind_a_stuck_oldest() {
+    let m = Monitor::builder()
+        .order(active_monitor::Order::Relaxed)
+        .build(0u64);
+    let never = m.when(|x| *x == u64::MAX, |x| *x);
+    for i in 0..63u64 {
+        let c = m.when(move |x| *x > i, |x| *x);
+        m.submit(|x| *x += 1);
+        assert!(c.is_done());
+    }
+    let waker = futures::task::noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut f = pin!(m.when_async(|x| *x > 0, |x| *x));
+    let r = f.as_mut().poll(&mut cx);
+    let one_waiting = !never.is_done();
+    assert!(one_waiting);
+    assert!(
+        r.is_ready(),
+        "only 1 task waits, yet the 65th conditional submission awaits the never-ready oldest"
+    );
+}
+
+struct YieldOnce(bool);
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// Strict order: an async task that moves to another thread between two
+/// submissions (as on a multi-thread runtime) is held back by its own
+/// pending `when` on another monitor (rule 3) when it runs in a `worker`
+/// scope, which carries its record along. (Without one, each submission is
+/// recorded in the thread that polled it: documented under
+/// `Order::Strict`.)
+#[test]
+fn strict_order_holds_when_a_task_in_a_worker_scope_migrates() {
+    let a: &'static Monitor<u64> = Box::leak(Box::new(Monitor::new(0u64)));
+    let b: &'static Monitor<u64> = Box::leak(Box::new(Monitor::new(0u64)));
+    let fut = Box::pin(active_monitor::worker(async move {
+        let c = a.when_async(|x| *x > 0, |x| *x).await; // pending: b must wait
+        YieldOnce(false).await; // the executor may move us here
+        let d = b.submit_async(|x| *x += 1).await;
+        (c, d)
+    }));
+    let waker = futures::task::noop_waker();
+    let mut fut = fut;
+    // First poll on this thread.
+    assert!(
+        fut.as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    // Second poll on another thread.
+    let r = std::thread::spawn(move || {
+        let waker = futures::task::noop_waker();
+        let ready = fut
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_ready();
+        std::mem::forget(fut);
+        ready
+    })
+    .join()
+    .unwrap();
+    assert!(
+        !r,
+        "strict order: b's submission went ahead of the worker's pending when on a"
+    );
+}
+
+/// Strict order: the worker's record keeps its last task (and so the result
+/// nobody took) alive after the task ran and its completion was dropped,
+/// until the worker's next non-inline submission.
+#[test]
+fn strict_record_keeps_an_untaken_result_alive() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    struct Droppy(Arc<AtomicUsize>);
+    impl Drop for Droppy {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+    let drops = Arc::new(AtomicUsize::new(0));
+    let m = Arc::new(Monitor::new(0u64));
+    let (go, h) = {
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let (st_tx, st_rx) = mpsc::channel::<()>();
+        let m2 = Arc::clone(&m);
+        let h = std::thread::spawn(move || {
+            m2.call(move |_| {
+                st_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+            })
+        });
+        st_rx.recv().unwrap();
+        (go_tx, h)
+    };
+    let d = Arc::clone(&drops);
+    let c = m.submit(move |_| Droppy(d)); // queued: the monitor is held
+    assert!(!c.is_done());
+    drop(c); // fire and forget
+    go.send(()).unwrap();
+    h.join().unwrap();
+    let m4 = Arc::clone(&m);
+    std::thread::spawn(move || m4.call(|n| *n)).join().unwrap(); // the task has run (FIFO)
+    assert_eq!(
+        drops.load(SeqCst),
+        1,
+        "the untaken result is still alive (held by the thread's order record)"
+    );
+}
+
+/// A result nobody took whose Drop submits (an RAII lease returned to a
+/// pool monitor): the worker's record drops the last task *inside* the
+/// thread-local's RefCell borrow, so that nested submission's `before`
+/// borrows again.
+#[test]
+fn dropping_a_recorded_task_inside_the_record_borrow() {
+    struct Lease(&'static Monitor<u64>);
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            drop(self.0.submit(|n| *n += 1)); // give the lease back
+        }
+    }
+    let m: &'static Monitor<u64> = Box::leak(Box::new(Monitor::new(0u64)));
+    let pool: &'static Monitor<u64> = Box::leak(Box::new(Monitor::new(0u64)));
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (st_tx, st_rx) = mpsc::channel::<()>();
+    let h = std::thread::spawn(move || {
+        m.call(move |_| {
+            st_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+        })
+    });
+    st_rx.recv().unwrap();
+    drop(m.submit(move |_| Lease(pool))); // queued, recorded; completion dropped
+    go_tx.send(()).unwrap();
+    h.join().unwrap();
+    std::thread::spawn(move || m.call(|_| ())).join().unwrap(); // it ran
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        // Next submission of this worker: drops the recorded task.
+        let waker = futures::task::noop_waker();
+        let mut f = pin!(pool.when_async(|n| *n > 100, |n| *n));
+        let _ = f.as_mut().poll(&mut Context::from_waker(&waker));
+    }));
+    if let Err(p) = &r {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or(p.downcast_ref::<&str>().map(|s| s.to_string()));
+        eprintln!("panicked: {msg:?}");
+    }
+    assert!(r.is_ok(), "a lease's drop panicked inside the order record");
+    // From another thread: this one's pending `when` on `pool` would hold
+    // its `call` back (strict order).
+    let leased = std::thread::spawn(move || pool.call(|n| *n))
+        .join()
+        .unwrap();
+    assert_eq!(leased, 1, "the lease was given back once");
+}

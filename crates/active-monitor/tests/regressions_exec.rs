@@ -1,0 +1,355 @@
+//! Regressions found by an independent review of the execution code
+//! (server, saturation, hand-over); the stranded-producer and waker tests
+//! failed before their fixes. Each detects a hang with a watchdog instead
+//! of hanging.
+#![cfg(not(loom))]
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Wake, Waker};
+use std::thread;
+use std::time::Duration;
+
+use active_monitor::{Monitor, Order, set_saturation_override, set_server_limit};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial(sat: Option<bool>) -> MutexGuard<'static, ()> {
+    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    set_server_limit(1000);
+    set_saturation_override(sat);
+    g
+}
+
+/// Runs `f` on a thread; `Err` if it has not returned within `secs`.
+fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'static) -> Result<R, ()> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs)).map_err(|_| ())
+}
+
+/// A served monitor whose capacity is below the batch (4 < 5): producers
+/// that wait for space are woken only by `wake_space` every `batch` tasks
+/// of a server stint; `release` (server mode) never wakes them.
+#[test]
+fn served_small_queue_producers_are_not_stranded() {
+    let _g = serial(Some(false));
+    let m = Monitor::builder()
+        .order(Order::Relaxed)
+        .capacity(4)
+        .build_served(0u64);
+    assert!(m.has_server());
+    let done = Arc::new(AtomicUsize::new(0));
+    let hs: Vec<_> = (0..3)
+        .map(|_| {
+            let m = m.clone();
+            let done = Arc::clone(&done);
+            thread::spawn(move || {
+                for _ in 0..20_000 {
+                    m.submit(|n| *n += 1);
+                }
+                done.fetch_add(1, SeqCst);
+            })
+        })
+        .collect();
+    for _ in 0..100 {
+        if done.load(SeqCst) == 3 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    let d = done.load(SeqCst);
+    if d == 3 {
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(m.call(|n| *n), 60_000);
+    } else {
+        panic!("producers stranded: {d}/3 finished after 10 s; monitor: {m:?}");
+    }
+}
+
+/// Same with batch(64) and capacity 64 (drained from full, the only
+/// `wake_space` of a stint may come while the queue is more than half full).
+#[test]
+fn served_batch_equal_capacity_producers_are_not_stranded() {
+    let _g = serial(Some(false));
+    let m = Monitor::builder()
+        .order(Order::Relaxed)
+        .capacity(64)
+        .batch(64)
+        .build_served(0u64);
+    let done = Arc::new(AtomicUsize::new(0));
+    let _hs: Vec<_> = (0..3)
+        .map(|_| {
+            let m = m.clone();
+            let done = Arc::clone(&done);
+            thread::spawn(move || {
+                for _ in 0..50_000 {
+                    m.submit(|n| *n += 1);
+                }
+                done.fetch_add(1, SeqCst);
+            })
+        })
+        .collect();
+    for _ in 0..100 {
+        if done.load(SeqCst) == 3 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    let d = done.load(SeqCst);
+    assert_eq!(
+        d, 3,
+        "producers stranded: {d}/3 finished after 10 s; monitor: {m:?}"
+    );
+}
+
+struct PanicWaker;
+impl Wake for PanicWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("hostile waker");
+    }
+}
+
+/// An async producer waiting for space whose waker panics: the server's
+/// `wake_space` (outside any guard) unwinds the server thread while it
+/// holds the monitor.
+#[test]
+fn a_panicking_space_waker_does_not_kill_the_server() {
+    let _g = serial(Some(false));
+    let m = Monitor::builder()
+        .order(Order::Relaxed)
+        .capacity(8)
+        .build_served(0u64);
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let started = Arc::new(AtomicBool::new(false));
+    let s2 = Arc::clone(&started);
+    let _blocker = m.submit(move |_| {
+        s2.store(true, SeqCst);
+        let _ = go_rx.recv();
+    });
+    while !started.load(SeqCst) {
+        thread::yield_now();
+    }
+    for _ in 0..8 {
+        m.submit(|n| *n += 1);
+    }
+    let waker = Waker::from(Arc::new(PanicWaker));
+    let mut cx = Context::from_waker(&waker);
+    {
+        let mut fut = Box::pin(m.submit_async(|n| *n += 100));
+        assert!(fut.as_mut().poll(&mut cx).is_pending(), "queue not full?");
+        core::mem::forget(fut); // keep it registered (leak the future)
+    }
+    go_tx.send(()).unwrap();
+    thread::sleep(Duration::from_millis(200));
+    let m2 = m.clone();
+    let r = within(5, move || m2.call(|n| *n));
+    assert!(r.is_ok(), "call hangs after a space waker panicked: {m:?}");
+}
+
+/// Same on a combining monitor: a combiner's `release` -> `wake_space`
+/// unwinds with the lock taken back.
+#[test]
+fn a_panicking_space_waker_does_not_leave_a_combining_monitor_locked() {
+    let _g = serial(None);
+    let m = Arc::new(
+        Monitor::builder()
+            .order(Order::Relaxed)
+            .capacity(8)
+            .build(0u64),
+    );
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let started = Arc::new(AtomicBool::new(false));
+    let s2 = Arc::clone(&started);
+    let m1 = Arc::clone(&m);
+    let combiner = thread::spawn(move || {
+        m1.submit(move |_| {
+            s2.store(true, SeqCst);
+            let _ = go_rx.recv();
+        });
+    });
+    while !started.load(SeqCst) {
+        thread::yield_now();
+    }
+    for _ in 0..8 {
+        m.submit(|n| *n += 1);
+    }
+    let waker = Waker::from(Arc::new(PanicWaker));
+    let mut cx = Context::from_waker(&waker);
+    {
+        let mut fut = Box::pin(m.submit_async(|n| *n += 100));
+        assert!(fut.as_mut().poll(&mut cx).is_pending(), "queue not full?");
+        core::mem::forget(fut);
+    }
+    go_tx.send(()).unwrap();
+    let res = combiner.join();
+    eprintln!("combiner ended: panicked = {}", res.is_err());
+    let m2 = Arc::clone(&m);
+    let r = within(5, move || m2.call(|n| *n));
+    assert!(r.is_ok(), "call hangs after a space waker panicked: {m:?}");
+}
+
+/// Saturation flipping from true to false while a combiner (saturated
+/// mode) lets go: the task published meanwhile must still run (the server
+/// went to sleep while saturated). Stress version of the window in
+/// `release` (try_lock returns false once not saturated).
+#[test]
+fn flipping_saturation_strands_no_task() {
+    let _g = serial(Some(true));
+    let m = Monitor::builder().order(Order::Relaxed).build_served(0u64);
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = Arc::clone(&stop);
+    let flipper = thread::spawn(move || {
+        let mut on = false;
+        while !st.load(Relaxed) {
+            set_saturation_override(Some(on));
+            on = !on;
+            for _ in 0..200 {
+                std::hint::spin_loop();
+            }
+        }
+    });
+    let mut stuck = None;
+    'outer: for round in 0..20_000 {
+        let ms: Vec<_> = (0..2).map(|_| m.clone()).collect();
+        let hs: Vec<_> = ms
+            .into_iter()
+            .map(|m| thread::spawn(move || m.submit(|n| *n += 1)))
+            .collect();
+        let cs: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        for c in cs {
+            // Give the server (or a combiner) ample time.
+            let mut ok = false;
+            for _ in 0..2000 {
+                if c.is_done() {
+                    ok = true;
+                    break;
+                }
+                thread::sleep(Duration::from_micros(500));
+            }
+            if !ok {
+                // Still pending after 1 s: freeze saturation at "no" so
+                // only the server may run it; if it was asleep it stays so.
+                stop.store(true, Relaxed);
+                stuck = Some(round);
+                break 'outer;
+            }
+        }
+    }
+    stop.store(true, Relaxed);
+    flipper.join().unwrap();
+    set_saturation_override(Some(false));
+    assert!(stuck.is_none(), "a task stranded in round {stuck:?}: {m:?}");
+}
+
+thread_local! {
+    static RAN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn heavy(n: &mut u64) {
+    for i in 0..5_000u64 {
+        std::hint::black_box(i);
+    }
+    *n += 1;
+    RAN.with(|r| r.set(r.get() + 1));
+}
+
+/// A thread's combiner stint while async producers (tokio, 2 workers)
+/// stream into a combining monitor: async producers asleep in `space` are
+/// only woken (SPACE), never handed the monitor, and a woken task polls
+/// long after the 64-spin offer is taken back.
+#[test]
+#[ignore = "known gap: with only async producers waiting for space, the stint ends only when the queue drains to half (thousands of tasks); see the closing note of issue 10"]
+fn a_combiner_stint_is_bounded_under_async_producers() {
+    let _g = serial(None);
+    const CAPACITY: usize = 16;
+    let m = Arc::new(
+        Monitor::builder()
+            .order(Order::Relaxed)
+            .capacity(CAPACITY)
+            .build(0u64),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    for _ in 0..4 {
+        let m = Arc::clone(&m);
+        let stop = Arc::clone(&stop);
+        rt.spawn(async move {
+            while !stop.load(Relaxed) {
+                drop(m.submit_async(heavy).await);
+            }
+        });
+    }
+    let m1 = Arc::clone(&m);
+    let stop1 = Arc::clone(&stop);
+    let streamer = thread::spawn(move || {
+        let mut most = 0;
+        let mut slowest = Duration::ZERO;
+        for _ in 0..2_000 {
+            if stop1.load(Relaxed) {
+                break;
+            }
+            let before = RAN.with(|r| r.get());
+            let t = std::time::Instant::now();
+            drop(m1.submit(heavy));
+            slowest = slowest.max(t.elapsed());
+            most = most.max(RAN.with(|r| r.get()) - before);
+        }
+        (most, slowest)
+    });
+    let (most, slowest) = streamer.join().unwrap();
+    stop.store(true, Relaxed);
+    drop(rt);
+    eprintln!("most tasks in one submit: {most}, slowest submit: {slowest:?}");
+    assert!(
+        most <= 8 * CAPACITY as u64,
+        "one submit ran {most} tasks ({slowest:?})"
+    );
+}
+
+/// `served_small_queue_producers_are_not_stranded` with async producers
+/// (tokio multi_thread): their `Submit` futures wait in `space` too.
+#[test]
+fn served_small_queue_async_producers_are_not_stranded() {
+    let _g = serial(Some(false));
+    let m = Monitor::builder()
+        .order(Order::Relaxed)
+        .capacity(4)
+        .build_served(0u64);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let done = Arc::new(AtomicUsize::new(0));
+    for _ in 0..3 {
+        let m = m.clone();
+        let done = Arc::clone(&done);
+        rt.spawn(async move {
+            for _ in 0..20_000 {
+                drop(m.submit_async(|n| *n += 1).await);
+            }
+            done.fetch_add(1, SeqCst);
+        });
+    }
+    for _ in 0..100 {
+        if done.load(SeqCst) == 3 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    let d = done.load(SeqCst);
+    rt.shutdown_background();
+    assert_eq!(
+        d, 3,
+        "async producers stranded: {d}/3 finished after 10 s; {m:?}"
+    );
+}
