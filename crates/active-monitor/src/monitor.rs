@@ -853,13 +853,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
         T: 'static,
         S: Send,
     {
-        let set = set.into();
-        assert!(
-            !set.is_empty(),
-            "Monitor::when_in with an empty set of states: the task could never run"
-        );
+        let set = entry_set(set.into(), "when_in");
         order::before_submit(self.id(), self.order);
-        let task = AsyncTask::new(InSet(set.bits()), Stated(body));
+        let task = AsyncTask::new(InSet(set), Stated(body));
         let locked = self.try_lock();
         self.submit_task(task, true, locked)
     }
@@ -983,12 +979,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
         T: 'static,
         S: Send,
     {
-        let set = set.into();
-        assert!(
-            !set.is_empty(),
-            "Monitor::when_in_async with an empty set of states: the task could never run"
-        );
-        Submit::new(self, AsyncTask::new(InSet(set.bits()), Stated(body)), true)
+        let set = entry_set(set.into(), "when_in_async");
+        Submit::new(self, AsyncTask::new(InSet(set), Stated(body)), true)
     }
 
     /// [`call`](Self::call) for async code: submits `f` as
@@ -1903,6 +1895,19 @@ impl<T: fmt::Debug, S: AbstractState> fmt::Debug for DataMut<'_, T, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&**self, f)
     }
+}
+
+/// A `when_in` task's entry set, as a mask.
+///
+/// # Panics
+///
+/// If `set` is empty (the task could never run); `method` names the caller.
+fn entry_set<S: AbstractState>(set: StateSet<S>, method: &str) -> u64 {
+    assert!(
+        !set.is_empty(),
+        "Monitor::{method} with an empty set of states: the task could never run"
+    );
+    set.bits()
 }
 
 fn unwrap_call<R>(outcome: Outcome<R>) -> R {

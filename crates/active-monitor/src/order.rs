@@ -378,10 +378,12 @@ impl<F: Future> Future for Worker<F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // SAFETY: `future` is structurally pinned: it is never moved out of
-        // the `Worker` (no method hands it out by value, and `Worker` has no
+        // `future` is structurally pinned: it is never moved out of the
+        // `Worker` (no method hands it out by value, and `Worker` has no
         // `Drop` that could move it); `record` is not pinned, and is only
         // swapped, never the future.
+        // SAFETY: we move nothing out of `this` but `record` (swapped, not
+        // pinned), as the comment above says.
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: as above: `this.future` stays where it is from now on.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
