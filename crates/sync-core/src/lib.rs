@@ -25,6 +25,8 @@
 //! * [`spin`]: a small spin lock for internal bookkeeping.
 //! * [`wait`]: the family's one waiting vocabulary, [`WaitPolicy`](wait::WaitPolicy)
 //!   (spin, back-off, yield, park, timeout), and the [`Watch`](wait::Watch) that runs it.
+//! * [`unwind`]: the family's one panic policy for user code (wakers,
+//!   policies, `Drop`s, task bodies) that a primitive runs.
 //! * [`waiter`]: a waiter that is a parked thread or a task's `Waker`, and the
 //!   lock-free FIFO queue of waiters that blocking primitives share;
 //!   [`waker`]: the `AtomicWaker` it uses for tasks.
@@ -83,6 +85,7 @@
 pub mod parking_lot;
 pub mod spin;
 pub mod sync;
+pub mod unwind;
 pub mod wait;
 pub mod waiter;
 pub mod waker;

@@ -1,0 +1,240 @@
+//! The family's one panic policy for user code that runs inside a primitive.
+//!
+//! A primitive runs code it did not write: a task's [`Waker`](core::task::Waker),
+//! a lock's policy, a value's `Drop`, a delegated task's body. Any of it may
+//! panic. Every crate of the family follows the same four rules:
+//!
+//! 1. **No user code under an internal lock or borrow.** Wake-ups and drops
+//!    are collected while the primitive's bookkeeping is held and run once it
+//!    is released (a [`Wakeup`](crate::waiter::Wakeup), a value moved out).
+//! 2. **The primitive's state is finished before the panic moves on.** A
+//!    callback runs under [`Panics::catch`]; the operation completes its state
+//!    change (releases what it must, hands over what it owes) and only then
+//!    calls [`Panics::resume`], so the panic reaches the caller of the
+//!    operation that ran the callback, with the primitive consistent. When
+//!    several callbacks panic, the first panic is resumed and the later ones
+//!    are dropped.
+//! 3. **Never a second panic.** If the thread is already unwinding when the
+//!    panic would be resumed (a guard, a future or a channel end dropped
+//!    during a panic), the caught panic is dropped instead, because a panic
+//!    out of a `drop` during unwinding aborts the process. A payload whose own
+//!    `drop` panics is leaked.
+//! 4. **An operation that must not unwind does not.** A raw unlock (lock_api
+//!    assumes that an unlock which panics left the lock held), and anything
+//!    else that has already given up what it owned, keeps the panic with
+//!    [`Panics::take`] and records or reports it as its docs say, instead of
+//!    resuming it.
+//!
+//! # Examples
+//!
+//! ```
+//! use std::panic::{AssertUnwindSafe, catch_unwind};
+//! use sync_core::unwind::Panics;
+//!
+//! let mut panics = Panics::new();
+//! let mut woken = 0;
+//! for i in 0..3 {
+//!     // Every callback runs, whichever of them panics.
+//!     panics.catch(|| {
+//!         woken += 1;
+//!         if i == 1 {
+//!             panic!("a user waker panicked");
+//!         }
+//!     });
+//! }
+//! assert_eq!(woken, 3);
+//! // The state is consistent: now the first panic goes on to the caller.
+//! let resumed = catch_unwind(AssertUnwindSafe(move || panics.resume()));
+//! assert!(resumed.is_err());
+//! ```
+
+use core::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+/// A caught panic's payload, as [`std::panic::catch_unwind`] returns it.
+pub type Payload = Box<dyn Any + Send + 'static>;
+
+/// The panics caught while one operation ran user callbacks: the first is
+/// kept to be resumed once the operation is done, the later ones are dropped.
+///
+/// Dropping a `Panics` that still holds a panic drops that panic (rule 3 of
+/// the [module docs](self)); call [`resume`](Self::resume) to pass it on.
+#[derive(Default)]
+#[must_use = "a caught panic is lost unless it is resumed"]
+pub struct Panics(Option<Payload>);
+
+impl Panics {
+    /// No panic caught yet.
+    pub const fn new() -> Self {
+        Self(None)
+    }
+
+    /// Runs `f` (user code), catching its panic: `Some(result)`, or `None`
+    /// after a panic, which is kept if it is the first.
+    #[inline]
+    pub fn catch<R>(&mut self, f: impl FnOnce() -> R) -> Option<R> {
+        match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(r) => Some(r),
+            Err(payload) => {
+                self.keep(payload);
+                None
+            }
+        }
+    }
+
+    /// Drops `value` (whose `Drop` is user code), catching its panic.
+    #[inline]
+    pub fn drop<X>(&mut self, value: X) {
+        self.catch(move || drop(value));
+    }
+
+    /// Keeps `payload` if it is the first panic; drops it otherwise.
+    pub fn keep(&mut self, payload: Payload) {
+        if self.0.is_none() {
+            self.0 = Some(payload);
+        } else {
+            discard(payload);
+        }
+    }
+
+    /// Whether a panic was caught.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// Takes the first panic caught (for an operation that must not unwind).
+    pub fn take(&mut self) -> Option<Payload> {
+        self.0.take()
+    }
+
+    /// Resumes the first panic caught, if any, unless this thread is already
+    /// unwinding: then the panic is dropped, since a second one would abort.
+    #[inline]
+    #[track_caller]
+    pub fn resume(mut self) {
+        if let Some(payload) = self.0.take() {
+            resume_or_discard(payload);
+        }
+    }
+}
+
+impl Drop for Panics {
+    fn drop(&mut self) {
+        if let Some(payload) = self.0.take() {
+            discard(payload);
+        }
+    }
+}
+
+impl core::fmt::Debug for Panics {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Panics")
+            .field("caught", &self.0.is_some())
+            .finish()
+    }
+}
+
+/// Runs `f` (user code that must not unwind out of the caller) and drops its
+/// panic, if any, following rule 3: for callbacks whose failure the caller
+/// can ignore, such as a waker run on a path that has nobody to report to.
+/// Returns `None` after a panic.
+#[inline]
+pub fn catch_and_discard<R>(f: impl FnOnce() -> R) -> Option<R> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => Some(r),
+        Err(payload) => {
+            discard(payload);
+            None
+        }
+    }
+}
+
+/// Resumes `payload` unless this thread is already unwinding, in which case
+/// it is dropped (a second panic would abort the process).
+#[track_caller]
+pub fn resume_or_discard(payload: Payload) {
+    if std::thread::panicking() {
+        discard(payload);
+    } else {
+        resume_unwind(payload);
+    }
+}
+
+/// Drops a panic's payload; if that drop itself panics, the second payload
+/// is leaked rather than unwound.
+pub fn discard(payload: Payload) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        core::mem::forget(again);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    struct PanicOnDrop;
+    impl Drop for PanicOnDrop {
+        fn drop(&mut self) {
+            panic!("drop");
+        }
+    }
+
+    #[test]
+    fn the_first_panic_is_resumed_after_every_callback_ran() {
+        let mut panics = Panics::new();
+        let mut ran = Vec::new();
+        for i in 0..3 {
+            let r = panics.catch(|| {
+                ran.push(i);
+                if i > 0 {
+                    std::panic::panic_any(i);
+                }
+                i
+            });
+            assert_eq!(r, (i == 0).then_some(0));
+        }
+        assert_eq!(ran, [0, 1, 2]);
+        assert!(!panics.is_empty());
+        let payload = catch_unwind(AssertUnwindSafe(|| panics.resume())).unwrap_err();
+        assert_eq!(*payload.downcast::<i32>().unwrap(), 1);
+    }
+
+    #[test]
+    fn a_panicking_drop_is_caught() {
+        let mut panics = Panics::new();
+        panics.drop(PanicOnDrop);
+        assert!(panics.take().is_some());
+        assert!(panics.is_empty());
+        panics.resume(); // nothing left: returns
+    }
+
+    #[test]
+    fn resume_while_unwinding_drops_the_panic_instead_of_aborting() {
+        struct ResumeOnDrop;
+        impl Drop for ResumeOnDrop {
+            fn drop(&mut self) {
+                let mut panics = Panics::new();
+                panics.drop(PanicOnDrop);
+                // The thread is unwinding: resuming would abort.
+                panics.resume();
+            }
+        }
+        let r = catch_unwind(|| {
+            let _guard = ResumeOnDrop;
+            panic!("first");
+        });
+        let payload = r.unwrap_err();
+        assert_eq!(*payload.downcast::<&str>().unwrap(), "first");
+    }
+
+    #[test]
+    fn a_payload_whose_drop_panics_is_leaked_not_unwound() {
+        discard(Box::new(PanicOnDrop));
+        let mut panics = Panics::new();
+        panics.keep(Box::new(0u8));
+        panics.keep(Box::new(PanicOnDrop)); // second: discarded
+        drop(panics); // first: discarded on drop
+        assert_eq!(catch_and_discard(|| panic!("x")), None::<()>);
+        assert_eq!(catch_and_discard(|| 7), Some(7));
+    }
+}
