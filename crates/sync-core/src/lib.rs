@@ -23,6 +23,8 @@
 //!   parking lot with the same contract, so that a crate's whole protocol,
 //!   including the park/unpark handshake, is explored exhaustively.
 //! * [`spin`]: a small spin lock for internal bookkeeping.
+//! * [`load`]: whether more threads are runnable than there are CPUs, and
+//!   whether a yield is slow right now: what the wait loop consults.
 //! * [`wait`]: the family's one waiting vocabulary, [`WaitPolicy`](wait::WaitPolicy)
 //!   (spin, back-off, yield, park, timeout), and the [`Watch`](wait::Watch) that runs it.
 //! * [`unwind`]: the family's one panic policy for user code (wakers,
@@ -82,6 +84,7 @@
 //! [loom]: https://docs.rs/loom
 #![warn(missing_docs)]
 
+pub mod load;
 pub mod parking_lot;
 pub mod spin;
 pub mod sync;

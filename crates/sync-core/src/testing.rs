@@ -136,3 +136,64 @@ unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
         unsafe { std::alloc::System.dealloc(ptr, layout) }
     }
 }
+
+/// `n` threads spinning on the CPUs until dropped: the oversubscribed
+/// regime a service runs in (more runnable threads than cores), for tests
+/// that check a bound under it ("a 1 ms timed wait returns within 50 ms").
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub struct BusyThreads {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+#[cfg(not(loom))]
+impl BusyThreads {
+    /// Starts `n` spinning threads, and returns once each has started.
+    pub fn start(n: usize) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let started = std::sync::Arc::new(AtomicUsize::new(0));
+        let threads = (0..n)
+            .map(|_| {
+                let (stop, started) = (stop.clone(), started.clone());
+                std::thread::spawn(move || {
+                    started.fetch_add(1, Relaxed);
+                    let mut x = 0u64;
+                    while !stop.load(Relaxed) {
+                        x = std::hint::black_box(x.wrapping_add(1));
+                    }
+                })
+            })
+            .collect();
+        while started.load(Relaxed) < n {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Self { stop, threads }
+    }
+}
+
+#[cfg(not(loom))]
+impl Drop for BusyThreads {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Asserts that `f` returns within `bound`, and returns what it returned
+/// with the time it took.
+///
+/// # Panics
+///
+/// If `f` took longer than `bound`, naming `what`.
+#[track_caller]
+pub fn within<R>(what: &str, bound: Duration, f: impl FnOnce() -> R) -> (R, Duration) {
+    let began = Instant::now();
+    let r = f();
+    let took = began.elapsed();
+    assert!(took <= bound, "{what} took {took:?}, more than {bound:?}");
+    (r, took)
+}

@@ -10,6 +10,17 @@
 //! loop, so a timed wait returns within its deadline plus one scheduling
 //! quantum whatever the policy.
 //!
+//! **A yield is not a wait.** With more runnable threads than CPUs, one
+//! `yield_now` gives the core away for a whole scheduling round, which can
+//! be tens of milliseconds. So the watch yields only while yields are cheap
+//! ([`load::yields_are_slow`] says otherwise
+//! once the CPUs are saturated or a yield was measured slow): then a waiter
+//! that may park parks at once, and one that never parks sleeps for
+//! [`SNOOZE`] instead of yielding, which brings it back within a fraction of
+//! a millisecond. A waiter with a deadline never sleeps past it.
+//! [`give_way`] and [`Backoff`] apply the same rule to waits that cannot
+//! park (a peer in the middle of a push).
+//!
 //! | paper's lock | constructor |
 //! |---|---|
 //! | pure spin | [`WaitPolicy::spin`] |
@@ -39,7 +50,143 @@
 use core::time::Duration;
 use std::time::Instant;
 
-use crate::sync::{hint, thread};
+use crate::load;
+use crate::sync::hint;
+#[cfg(loom)]
+use crate::sync::thread;
+
+/// How long a waiter that cannot park sleeps instead of yielding once
+/// yields are slow: long enough to give the core to the thread it waits
+/// for, short enough that the waiter is back soon (a sleeper is scheduled
+/// promptly when its timer fires; a yielder waits behind every runnable
+/// thread).
+pub const SNOOZE: Duration = Duration::from_micros(50);
+
+/// Gives the core to other threads once, the family's replacement for
+/// `yield_now`: a yield while yields are cheap; once they are slow
+/// ([`load::yields_are_slow`]), a sleep of
+/// [`SNOOZE`], never past `deadline`. Under loom, one yield to the model.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// let deadline = Instant::now() + Duration::from_millis(1);
+/// sync_core::wait::give_way(Some(deadline));
+/// ```
+pub fn give_way(deadline: Option<Instant>) {
+    #[cfg(loom)]
+    {
+        let _ = deadline;
+        thread::yield_now();
+    }
+    #[cfg(not(loom))]
+    {
+        load::tick();
+        if !load::yields_are_slow() {
+            load::measured_yield();
+            return;
+        }
+        let nap = match deadline {
+            None => SNOOZE,
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(left) => left.min(SNOOZE),
+                None => return,
+            },
+        };
+        // A sleep, not `park_timeout`: it leaves the thread's unpark token
+        // to the protocol that parks after this pause.
+        std::thread::sleep(nap);
+    }
+}
+
+/// A short wait for a peer that is known to be in the middle of a step (a
+/// producer between its swap and its link, a role about to be released):
+/// spin with back-off, then [`give_way`] on every further call. For waits
+/// that cannot park because nobody would wake them.
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use sync_core::wait::Backoff;
+///
+/// let linked = AtomicBool::new(true);
+/// let mut backoff = Backoff::new();
+/// // Acquire: pairs with the peer's Release store of the link.
+/// while !linked.load(Ordering::Acquire) {
+///     backoff.snooze();
+/// }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Backoff {
+    step: u32,
+}
+
+impl Backoff {
+    /// Spins after which [`snooze`](Self::snooze) gives the core away.
+    const SPINS: u32 = MAX_BACKOFF_SHIFT;
+
+    /// A back-off that has not waited yet.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let b = sync_core::wait::Backoff::new();
+    /// assert!(!b.is_spent());
+    /// ```
+    pub const fn new() -> Self {
+        Self { step: 0 }
+    }
+
+    /// Waits a little longer each call: 2, 4, … 64 spin hints, then
+    /// [`give_way`] each call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut b = sync_core::wait::Backoff::new();
+    /// for _ in 0..10 {
+    ///     b.snooze();
+    /// }
+    /// assert!(b.is_spent());
+    /// ```
+    pub fn snooze(&mut self) {
+        if self.step < Self::SPINS {
+            for _ in 0..1u32 << (self.step + 1) {
+                hint::spin_loop();
+            }
+            self.step += 1;
+        } else {
+            give_way(None);
+        }
+    }
+
+    /// Whether the spins are spent (further snoozes give the core away).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert!(!sync_core::wait::Backoff::new().is_spent());
+    /// ```
+    pub fn is_spent(&self) -> bool {
+        self.step >= Self::SPINS
+    }
+
+    /// Starts over.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut b = sync_core::wait::Backoff::new();
+    /// (0..10).for_each(|_| b.snooze());
+    /// b.reset();
+    /// assert!(!b.is_spent());
+    /// ```
+    pub fn reset(&mut self) {
+        self.step = 0;
+    }
+}
 
 /// The largest back-off exponent: a backed-off poll waits at most 2^6 spin
 /// hints (a few hundred nanoseconds).
@@ -434,7 +581,15 @@ impl Watch {
     /// Waits once, as the policy says for this point of the watch, and
     /// tells the waiter what to do next. `deadline` is the caller's (a timed
     /// wait); it is checked before every pause once spinning is over, and
-    /// every 16 spins, so the wait overshoots it by at most one yield.
+    /// every 16 spins.
+    ///
+    /// Past the spins, a pause yields only while yields are cheap
+    /// ([`load::yields_are_slow`]); once they
+    /// are slow, a policy that parks ends the watch ([`Next::Park`]: the
+    /// caller parks, with its deadline as the park's timeout), and one that
+    /// never parks sleeps for [`SNOOZE`] at most, never past `deadline`. So
+    /// a timed wait overshoots its deadline by a timer's latency, not by a
+    /// scheduling round.
     ///
     /// # Examples
     ///
@@ -472,7 +627,18 @@ impl Watch {
                 hint::spin_loop();
             }
         } else if i - p.spins < p.yields || !p.park {
-            thread::yield_now();
+            if p.park {
+                // The first pause past the spins samples the load (at most
+                // every few ms process-wide), so that the first yield of a
+                // saturated machine is not the one that finds out.
+                if i == p.spins {
+                    load::tick();
+                }
+                if load::yields_are_slow() {
+                    return Next::Park;
+                }
+            }
+            give_way(deadline);
         } else {
             return Next::Park;
         }

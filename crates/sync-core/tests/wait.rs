@@ -1,0 +1,93 @@
+//! The wait loop with more runnable threads than cores: 50 threads spin on
+//! the CPUs while a waiter watches with a 1 ms deadline. A yield then gives
+//! the core away for a whole scheduling round (tens of milliseconds), so a
+//! loop that yields overshoots; the family's watch parks or sleeps briefly
+//! instead, and returns within a generous 50 ms.
+#![cfg(not(loom))]
+
+use std::sync::atomic::{AtomicBool, Ordering::*};
+use std::time::{Duration, Instant};
+
+use sync_core::testing::{BusyThreads, within};
+use sync_core::wait::{Backoff, Next, WaitPolicy, Watch, give_way};
+use sync_core::waiter::Waiter;
+
+const DEADLINE: Duration = Duration::from_millis(1);
+const BOUND: Duration = Duration::from_millis(50);
+const BUSY: usize = 50;
+
+/// Watches a flag nobody sets until `deadline`, parking (with the
+/// deadline as the timeout) when the watch says so.
+fn watch_until(policy: WaitPolicy, deadline: Instant) -> Next {
+    let never = AtomicBool::new(false);
+    let mut watch = Watch::new(policy);
+    while !never.load(Acquire) {
+        match watch.pause(Some(deadline)) {
+            Next::Poll => {}
+            Next::TimedOut => return Next::TimedOut,
+            Next::Park => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Next::TimedOut;
+                }
+                std::thread::park_timeout(deadline - now);
+                watch.reset(policy);
+            }
+        }
+    }
+    unreachable!("nobody sets the flag")
+}
+
+#[test]
+fn timed_watches_return_near_their_deadline_with_50_busy_threads() {
+    let _busy = BusyThreads::start(BUSY);
+    for (name, policy) in [
+        ("spin (never parks)", WaitPolicy::spin()),
+        (
+            "spin with back-off (never parks)",
+            WaitPolicy::spin_backoff(),
+        ),
+        ("parking_lot's (spin, yield, park)", WaitPolicy::new()),
+        ("many yields, then park", WaitPolicy::new().yields(1000)),
+    ] {
+        for _ in 0..5 {
+            let (next, _) = within(name, BOUND, || {
+                watch_until(policy, Instant::now() + DEADLINE)
+            });
+            assert_eq!(next, Next::TimedOut);
+        }
+    }
+}
+
+#[test]
+fn a_waiters_timed_wait_returns_near_its_deadline_with_50_busy_threads() {
+    let _busy = BusyThreads::start(BUSY);
+    for spin in [true, false] {
+        for _ in 0..5 {
+            let waiter = Waiter::for_thread(0);
+            let (token, _) = within("Waiter::wait_until", BOUND, || {
+                waiter.wait_until(spin, Instant::now() + DEADLINE)
+            });
+            assert_eq!(token, None);
+        }
+    }
+}
+
+#[test]
+fn giving_way_is_brief_with_50_busy_threads() {
+    let _busy = BusyThreads::start(BUSY);
+    // Twenty turns of a back-off (spins, then giving way) and twenty
+    // gives-way with a deadline: each a short sleep once yields are slow,
+    // never a scheduling round.
+    within("20 back-off snoozes", BOUND * 4, || {
+        let mut backoff = Backoff::new();
+        for _ in 0..20 {
+            backoff.snooze();
+        }
+    });
+    within("20 gives-way", BOUND * 4, || {
+        for _ in 0..20 {
+            give_way(Some(Instant::now() + DEADLINE));
+        }
+    });
+}
