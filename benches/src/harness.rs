@@ -93,7 +93,8 @@ pub enum Better {
 pub struct Impl {
     /// The fixed implementation id (`std`, `parking_lot`, `ast-mutex`, …).
     pub name: String,
-    sample: Box<dyn FnMut() -> f64>,
+    /// One run: the workload's value, and its companion's if it has one.
+    sample: Box<dyn FnMut() -> (f64, Option<f64>)>,
 }
 
 /// What a workload is, apart from how to run it: what the report needs.
@@ -121,9 +122,25 @@ pub struct Meta {
     /// Implementations whose [`Origin`] is not the one [`Origin::of`] gives
     /// their name.
     pub origins: Vec<(String, Origin)>,
+    /// A second workload measured by the same runs (id, title): a p99 beside
+    /// a p50, so that one run of the experiment gives both rows.
+    pub companion: Option<(String, String)>,
 }
 
 impl Meta {
+    /// The companion workload's description: this one's, with the
+    /// companion's id and title.
+    pub fn companion(&self) -> Option<Meta> {
+        let (id, title) = self.companion.as_ref()?;
+        Some(Meta {
+            id: id.clone(),
+            title: title.clone(),
+            description: String::new(),
+            companion: None,
+            ..self.clone()
+        })
+    }
+
     /// The workload's unit.
     pub fn unit(&self) -> Unit {
         self.unit.expect("every workload has a unit")
@@ -362,10 +379,67 @@ impl Workload {
     }
 
     /// Adds an implementation; `sample` runs the experiment once.
-    pub fn implementation(mut self, name: &str, sample: impl FnMut() -> f64 + 'static) -> Self {
+    pub fn implementation(mut self, name: &str, mut sample: impl FnMut() -> f64 + 'static) -> Self {
         self.impls.push(Impl {
             name: name.to_owned(),
-            sample: Box::new(sample),
+            sample: Box::new(move || (sample(), None)),
+        });
+        self
+    }
+
+    /// The same experiment with `busy` threads spinning on the CPUs during
+    /// every run (started before the run, stopped after it, neither timed):
+    /// the id becomes `busy/{busy}/{id}` and the parameter `busy` is set.
+    pub fn in_background(mut self, busy: usize) -> Self {
+        self.meta.id = format!("busy/{busy}/{}", self.meta.id);
+        if let Some((id, _)) = &mut self.meta.companion {
+            *id = format!("busy/{busy}/{id}");
+        }
+        self.meta.title = format!(
+            "{} Run beside {busy} threads spinning on the CPUs.",
+            self.meta.title
+        );
+        let regime = self.meta.regime(sync_core::load::cpus());
+        self.meta.regime = Some(format!("{regime}, beside {busy} spinning threads"));
+        self.meta.params.insert("busy".to_owned(), busy.into());
+        for imp in &mut self.impls {
+            let mut inner = std::mem::replace(&mut imp.sample, Box::new(|| (0.0, None)));
+            imp.sample = Box::new(move || {
+                let _busy = sync_core::testing::BusyThreads::start(busy);
+                inner()
+            });
+        }
+        self
+    }
+
+    /// Declares a companion workload, `id` with `title`, whose values the
+    /// same runs give (see [`Workload::implementation_pair`]).
+    pub fn companion(mut self, id: impl Into<String>, title: impl Into<String>) -> Self {
+        self.meta.companion = Some((id.into(), title.into()));
+        self
+    }
+
+    /// Adds an implementation whose one run gives this workload's value and
+    /// its companion's.
+    ///
+    /// # Panics
+    ///
+    /// If no [`companion`](Self::companion) was declared first.
+    pub fn implementation_pair(
+        mut self,
+        name: &str,
+        mut sample: impl FnMut() -> (f64, f64) + 'static,
+    ) -> Self {
+        assert!(
+            self.meta.companion.is_some(),
+            "implementation_pair needs a companion workload (Workload::companion)"
+        );
+        self.impls.push(Impl {
+            name: name.to_owned(),
+            sample: Box::new(move || {
+                let (a, b) = sample();
+                (a, Some(b))
+            }),
         });
         self
     }
@@ -438,32 +512,47 @@ pub fn measure(
         }
     }
     let mut values = vec![Vec::with_capacity(samples); n];
+    let mut companions = vec![Vec::with_capacity(samples); n];
     for round in 0..samples {
         for i in alternation(n, round) {
             let imp = &mut w.impls[i];
-            values[i].push((imp.sample)());
+            let (value, companion) = (imp.sample)();
+            values[i].push(value);
+            companions[i].extend(companion);
             tick(&imp.name);
         }
     }
     let unit = w.meta.unit();
-    w.impls
+    let record = |id: &str, imp: &Impl, v: &[f64]| {
+        let (median, min, max) = summarize(v);
+        Record {
+            workload: id.to_owned(),
+            imp: imp.name.clone(),
+            unit,
+            better: unit.better(),
+            median,
+            min,
+            max,
+            samples: v.len(),
+            params: w.meta.params.clone(),
+        }
+    };
+    let mut records: Vec<Record> = w
+        .impls
         .iter()
-        .zip(values)
-        .map(|(imp, v)| {
-            let (median, min, max) = summarize(&v);
-            Record {
-                workload: w.meta.id.clone(),
-                imp: imp.name.clone(),
-                unit,
-                better: unit.better(),
-                median,
-                min,
-                max,
-                samples: v.len(),
-                params: w.meta.params.clone(),
-            }
-        })
-        .collect()
+        .zip(&values)
+        .map(|(imp, v)| record(&w.meta.id, imp, v))
+        .collect();
+    if let Some((id, _)) = &w.meta.companion {
+        records.extend(
+            w.impls
+                .iter()
+                .zip(&companions)
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(imp, v)| record(id, imp, v)),
+        );
+    }
+    records
 }
 
 /// Runs `partner` on a new thread and `leader` on this one, starting both
@@ -481,6 +570,53 @@ pub fn time_pair(partner: impl FnOnce() + Send + 'static, leader: impl FnOnce())
     let elapsed = start.elapsed();
     t.join().expect("the partner thread panicked");
     elapsed
+}
+
+/// A thread's CPU affinity, to restore after pinning.
+#[cfg(target_os = "linux")]
+pub struct Affinity(libc::cpu_set_t);
+/// A thread's CPU affinity, to restore after pinning.
+#[cfg(not(target_os = "linux"))]
+pub struct Affinity;
+
+/// Pins the calling thread to `cpu`; returns its former affinity, or
+/// `None` where pinning is not possible (not Linux, no such CPU).
+pub fn pin_to_cpu(cpu: usize) -> Option<Affinity> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `cpu_set_t` is plain data, valid when zeroed; both calls
+        // get a pointer to a live, correctly sized set for the calling
+        // thread (pid 0).
+        unsafe {
+            let mut old: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut old) != 0 {
+                return None;
+            }
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return None;
+            }
+            Some(Affinity(old))
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = cpu;
+        None
+    }
+}
+
+/// Gives the calling thread back the affinity [`pin_to_cpu`] returned.
+pub fn restore_affinity(affinity: &Affinity) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: a pointer to a live, correctly sized set, for the calling
+    // thread (pid 0).
+    unsafe {
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &affinity.0);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = affinity;
 }
 
 /// Nanoseconds per operation.
@@ -557,6 +693,33 @@ mod tests {
         assert_eq!(records[1].median, 10.0);
         assert_eq!(a.better, Better::Lower);
         assert_eq!(a.params["threads"], 2);
+    }
+
+    #[test]
+    fn a_companion_gets_its_own_records_from_the_same_runs() {
+        let runs = Rc::new(Cell::new(0));
+        let r = Rc::clone(&runs);
+        let mut w = Workload::new("test/p50", Unit::Ms)
+            .companion("test/p99", "the tail")
+            .implementation_pair("a", move || {
+                r.set(r.get() + 1);
+                (1.0, 9.0)
+            })
+            .in_background(0);
+        assert_eq!(w.meta.id, "busy/0/test/p50");
+        let records = measure(&mut w, 1, 3, |_| {});
+        assert_eq!(runs.get(), 4, "one run gives both values");
+        let ids: Vec<(&str, f64)> = records
+            .iter()
+            .map(|r| (r.workload.as_str(), r.median))
+            .collect();
+        assert_eq!(ids, [("busy/0/test/p50", 1.0), ("busy/0/test/p99", 9.0)]);
+        let companion = w.meta.companion().expect("declared");
+        assert_eq!(
+            (companion.id.as_str(), companion.title.as_str()),
+            ("busy/0/test/p99", "the tail")
+        );
+        assert_eq!(companion.params["busy"], 0);
     }
 
     #[test]

@@ -74,8 +74,11 @@ fn main() -> ExitCode {
     }
     if args.list {
         let width = selected.iter().map(|w| w.meta.id.len()).max().unwrap_or(0);
-        for w in &selected {
-            println!("{:width$}  {}", w.meta.id, w.meta.summary());
+        for meta in selected
+            .iter()
+            .flat_map(|w| std::iter::once(w.meta.clone()).chain(w.meta.companion()))
+        {
+            println!("{:width$}  {}", meta.id, meta.summary());
         }
         return ExitCode::SUCCESS;
     }
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
                 bar.inc(1);
             }));
         metas.push(w.meta.clone());
+        metas.extend(w.meta.companion());
         // Written after every workload, so an interrupted run keeps what
         // it measured.
         if let Err(e) = report::write(&out, &results, &metas) {

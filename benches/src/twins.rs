@@ -168,6 +168,21 @@ impl CondvarSemaphore {
         *self.permits.lock().unwrap_or_else(PoisonError::into_inner) += 1;
         self.freed.notify_one();
     }
+
+    /// Takes a permit, waiting at most `timeout`: whether it got one.
+    pub fn try_acquire_for(&self, timeout: std::time::Duration) -> bool {
+        let p = self.permits.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut p, _) = self
+            .freed
+            .wait_timeout_while(p, timeout, |p| *p == 0)
+            .unwrap_or_else(PoisonError::into_inner);
+        if *p > 0 {
+            *p -= 1;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 twin_semaphore!(CondvarSemaphore);

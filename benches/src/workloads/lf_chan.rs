@@ -32,6 +32,8 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
     all.push(mpsc_many_senders(mode));
     all.push(mpsc_tasks(mode));
     all.push(csp_pingpong(mode));
+    all.push(csp_pingpong_pinned(mode, Placement::Apart));
+    all.push(csp_pingpong_pinned(mode, Placement::Together));
     all.push(csp_pipeline(mode));
     all
 }
@@ -619,13 +621,47 @@ impl Rendezvous for SpinTwinCsp {
     }
 }
 
+/// Where the two threads of a ping-pong run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Placement {
+    /// Wherever the scheduler puts them.
+    Free,
+    /// Pinned to two different CPUs: the protocol's own cost.
+    Apart,
+    /// Pinned to one CPU: every rendezvous waits for the partner to be
+    /// scheduled, the scheduler's cost.
+    Together,
+}
+
+impl Placement {
+    /// The CPUs of (this thread, the echo thread), if pinned.
+    fn cpus(self) -> Option<(usize, usize)> {
+        match self {
+            Placement::Free => None,
+            Placement::Apart => Some((0, 1)),
+            Placement::Together => Some((0, 0)),
+        }
+    }
+}
+
 /// `n` round trips between this thread and an echo thread over two
 /// rendezvous channels: ns per round trip.
 fn pingpong<C: Rendezvous>(n: u64) -> impl FnMut() -> f64 {
+    pingpong_placed::<C>(n, Placement::Free)
+}
+
+/// [`pingpong`] with the two threads placed as `placement` says (this
+/// thread's affinity is restored afterwards).
+fn pingpong_placed<C: Rendezvous>(n: u64, placement: Placement) -> impl FnMut() -> f64 {
     move || {
+        let cpus = placement.cpus();
+        let restore = cpus.and_then(|(mine, _)| crate::harness::pin_to_cpu(mine));
         let (mut ping_tx, mut ping_rx) = C::channel();
         let (mut pong_tx, mut pong_rx) = C::channel();
         let echo = thread::spawn(move || {
+            if let Some((_, theirs)) = cpus {
+                crate::harness::pin_to_cpu(theirs);
+            }
             while let Some(v) = C::recv(&mut ping_rx) {
                 C::send(&mut pong_tx, v);
             }
@@ -641,6 +677,9 @@ fn pingpong<C: Rendezvous>(n: u64) -> impl FnMut() -> f64 {
         let elapsed = start.elapsed();
         drop(ping_tx);
         echo.join().expect("the echo thread panicked");
+        if let Some(mask) = restore {
+            crate::harness::restore_affinity(&mask);
+        }
         ns_per_op(elapsed, n)
     }
 }
@@ -665,6 +704,35 @@ fn csp_pingpong(mode: Mode) -> Workload {
         .implementation("flume", pingpong::<FlumeZero>(n))
         .implementation("kanal", pingpong::<KanalZero>(n))
         .implementation("spin-twin", pingpong::<SpinTwinCsp>(n))
+}
+
+/// `lf/csp-pingpong` with both threads pinned, to two CPUs or to one, so
+/// that the protocol's cost and the scheduler's are seen apart.
+fn csp_pingpong_pinned(mode: Mode, placement: Placement) -> Workload {
+    let n = mode.pick(5_000, 50_000);
+    let (id, where_) = match placement {
+        Placement::Apart => ("lf/csp-pingpong-apart", "pinned to two different CPUs"),
+        _ => ("lf/csp-pingpong-together", "both pinned to one CPU"),
+    };
+    // Pinned to one CPU, a round trip costs scheduler switches: fewer.
+    let n = if placement == Placement::Together {
+        n / 5
+    } else {
+        n
+    };
+    Workload::new(id, Unit::NsPerOp)
+        .title(format!(
+            "lf/csp-pingpong with the two threads {where_}: ns per round trip, {n} round trips.              Apart shows the protocol's cost; together, every rendezvous waits for the partner              to be scheduled."
+        ))
+        .param("round_trips", n)
+        .param("threads", 2)
+        .regime(format!("2 threads {where_}"))
+        .baseline("kanal")
+        .implementation("lockfree-sync", pingpong_placed::<LockfreeCsp>(n, placement))
+        .implementation("crossbeam", pingpong_placed::<CrossbeamZero>(n, placement))
+        .implementation("std", pingpong_placed::<StdZero>(n, placement))
+        .implementation("flume", pingpong_placed::<FlumeZero>(n, placement))
+        .implementation("kanal", pingpong_placed::<KanalZero>(n, placement))
 }
 
 /// `stages` threads, each receiving from the previous channel and sending

@@ -10,6 +10,7 @@ pub mod adaptive;
 pub mod am;
 pub mod ast;
 pub mod base;
+pub mod busy;
 pub mod classic;
 pub mod lf;
 pub mod lf_chan;
@@ -24,5 +25,6 @@ pub fn all(mode: Mode) -> Vec<Workload> {
     all.extend(adaptive::workloads(mode));
     all.extend(am::workloads(mode));
     all.extend(classic::workloads(mode));
+    all.extend(busy::workloads(mode));
     all
 }

@@ -1,0 +1,550 @@
+//! `busy/`: waiting when threads outnumber cores. `N` threads spin on the
+//! CPUs (0, 4 and 50) while one thread waits on a primitive, ours or a
+//! peer's, and two things are measured in milliseconds:
+//!
+//! * **overshoot**: how late a 1 ms timed wait that cannot succeed returns
+//!   (`try_lock_for`, `enter_for`, `try_acquire_for`, `recv_timeout`);
+//! * **wake-up latency**: from the event (an unlock, a release, a send) to
+//!   the woken waiter's return.
+//!
+//! Each run makes a number of waits and gives their median (the `-p50`
+//! workload) and their 99th percentile (the `-p99` companion, measured by
+//! the same runs; with few waits a run's 99th percentile is its largest).
+//! A `yield_now` gives the core away for a whole scheduling round when
+//! other threads are runnable, so a wait loop that yields instead of
+//! parking shows here as overshoots and latencies of tens of milliseconds.
+//!
+//! The background threads are started for each run and stopped after it;
+//! starting them is not timed. Ids: `busy/{overshoot,wake}-{p50,p99}/
+//! {lock,semaphore,recv}/{0,4,50}` (the last part is the number of busy
+//! threads, so each is a sweep).
+//!
+//! Beside them, the throughput rows that fall apart with a little
+//! background load run again with 4 spinning threads, under their own ids
+//! prefixed: `busy/4/ast/waiters/1000`, `busy/4/ast/bb-small`,
+//! `busy/4/lf/mpsc/2`, `busy/4/lf/mutex-contended/16`, … (compare each
+//! with its quiet row in the same report).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sync_core::testing::BusyThreads;
+
+use crate::harness::{Mode, Unit, Workload, summarize};
+use crate::peers::{BenchMutex, OneState};
+use crate::twins::CondvarSemaphore;
+use crate::workloads::adaptive::{Adaptive, LearnedPolicy};
+
+/// The timed waits' timeout.
+const TIMEOUT: Duration = Duration::from_millis(1);
+
+/// How long the waker lets the waiter fall asleep before it wakes it.
+const SETTLE: Duration = Duration::from_millis(2);
+
+/// The busy threads of each regime.
+const BUSY: [usize; 3] = [0, 4, 50];
+
+/// The busy threads beside the throughput rows (`busy/4/...`).
+const THROUGHPUT_BUSY: usize = 4;
+
+/// The `busy/` workloads.
+pub fn workloads(mode: Mode) -> Vec<Workload> {
+    // Waits per run: at least this many, and as many as fit in `budget`.
+    let waits = mode.pick(20, 100);
+    let budget = mode.pick(Duration::from_millis(300), Duration::from_secs(2));
+    let mut all = Vec::new();
+    // The throughput rows that collapse with a little background load.
+    let collapsed = ["ast/waiters/", "ast/bb-", "lf/mpsc/", "lf/mutex-contended/"];
+    all.extend(
+        crate::workloads::ast::workloads(mode)
+            .into_iter()
+            .chain(crate::workloads::lf::workloads(mode))
+            .chain(crate::workloads::lf_chan::workloads(mode))
+            .filter(|w| collapsed.iter().any(|p| w.meta.id.starts_with(p)))
+            .map(|w| w.in_background(THROUGHPUT_BUSY)),
+    );
+    for busy in BUSY {
+        all.push(overshoot_lock(busy, waits, budget));
+        all.push(overshoot_semaphore(busy, waits, budget));
+        all.push(overshoot_recv(busy, waits, budget));
+        all.push(wake_lock(busy, waits, budget));
+        all.push(wake_semaphore(busy, waits, budget));
+        all.push(wake_recv(busy, waits, budget));
+    }
+    all
+}
+
+/// Runs `one` (a measurement in ms) `waits` times, or fewer once `budget`
+/// has passed (but at least 3), with `busy` threads spinning, and returns
+/// the median and the 99th percentile.
+fn percentiles(
+    busy: usize,
+    waits: usize,
+    budget: Duration,
+    mut one: impl FnMut() -> f64,
+) -> (f64, f64) {
+    let _busy = BusyThreads::start(busy);
+    let began = Instant::now();
+    let mut v = Vec::with_capacity(waits);
+    while v.len() < waits && (v.len() < 3 || began.elapsed() < budget) {
+        v.push(one());
+    }
+    let (median, _, _) = summarize(&v);
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    let p99 = v[((v.len() * 99).div_ceil(100)).saturating_sub(1)];
+    (median, p99)
+}
+
+/// Milliseconds past `TIMEOUT` that `wait` (a timed wait that fails) took.
+fn overshoot(wait: impl FnOnce()) -> f64 {
+    let began = Instant::now();
+    wait();
+    (began.elapsed().saturating_sub(TIMEOUT)).as_secs_f64() * 1e3
+}
+
+fn overshoot_workload(kind: &str, what: &str, busy: usize, peer: &str) -> Workload {
+    let p50 = format!("busy/overshoot-p50/{kind}/{busy}");
+    let p99 = format!("busy/overshoot-p99/{kind}/{busy}");
+    let title = |pct: &str| {
+        format!(
+            "How late a 1 ms timed wait on {what} that cannot succeed returns ({pct} of the \
+             waits, ms past the deadline), with {busy} threads spinning on the CPUs."
+        )
+    };
+    Workload::new(p50, Unit::Ms)
+        .title(title("median"))
+        .companion(p99, title("99th percentile"))
+        .param("busy", busy as u64)
+        .param("timeout_ms", 1)
+        .regime(regime(busy))
+        .baseline(peer)
+}
+
+fn regime(busy: usize) -> String {
+    if busy == 0 {
+        "one waiter, no background load".to_owned()
+    } else {
+        format!("one waiter beside {busy} spinning threads: oversubscribed")
+    }
+}
+
+fn overshoot_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
+    overshoot_workload("lock", "a held lock", busy, "parking_lot")
+        .implementation_pair("lockfree-sync", move || {
+            let m = lockfree_sync::Mutex::new(());
+            let _held = m.lock();
+            percentiles(busy, waits, budget, || {
+                overshoot(|| assert!(m.try_lock_for(TIMEOUT).is_none()))
+            })
+        })
+        .implementation_pair("adaptive", move || {
+            let m = adaptive_lock::AdaptiveMutex::<()>::new(());
+            let _held = m.lock();
+            percentiles(busy, waits, budget, || {
+                overshoot(|| assert!(m.try_lock_for(TIMEOUT).is_none()))
+            })
+        })
+        .implementation_pair("ast-mutex", move || {
+            let m = ast_mutex::AstMutex::new(OneState::Only, ());
+            let held = m.enter(OneState::Only);
+            let r = percentiles(busy, waits, budget, || {
+                overshoot(|| assert!(m.enter_for(OneState::Only, TIMEOUT).is_none()))
+            });
+            held.exit(OneState::Only);
+            r
+        })
+        .implementation_pair("parking_lot", move || {
+            let m = parking_lot::Mutex::new(());
+            let _held = m.lock();
+            percentiles(busy, waits, budget, || {
+                overshoot(|| assert!(m.try_lock_for(TIMEOUT).is_none()))
+            })
+        })
+}
+
+fn overshoot_semaphore(busy: usize, waits: usize, budget: Duration) -> Workload {
+    overshoot_workload(
+        "semaphore",
+        "a semaphore without permits",
+        busy,
+        "condvar-std",
+    )
+    .implementation_pair("lockfree-sync", move || {
+        let s = lockfree_sync::Semaphore::new(0);
+        percentiles(busy, waits, budget, || {
+            overshoot(|| assert!(s.try_acquire_for(TIMEOUT).is_err()))
+        })
+    })
+    .implementation_pair("condvar-std", move || {
+        let s = CondvarSemaphore::new(0);
+        percentiles(busy, waits, budget, || {
+            overshoot(|| assert!(!s.try_acquire_for(TIMEOUT)))
+        })
+    })
+}
+
+fn overshoot_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
+    fn run<C: Mpsc>(busy: usize, waits: usize, budget: Duration) -> (f64, f64) {
+        let (_tx, rx) = C::channel();
+        percentiles(busy, waits, budget, || {
+            overshoot(|| assert!(C::recv_timeout(&rx, TIMEOUT).is_none()))
+        })
+    }
+    overshoot_workload("recv", "an empty channel", busy, "std")
+        .baseline("crossbeam")
+        .baseline("flume")
+        .implementation_pair("lockfree-sync", move || {
+            run::<LockfreeMpsc>(busy, waits, budget)
+        })
+        .implementation_pair("std", move || run::<StdMpsc>(busy, waits, budget))
+        .implementation_pair("crossbeam", move || {
+            run::<CrossbeamMpsc>(busy, waits, budget)
+        })
+        .implementation_pair("flume", move || run::<FlumeMpsc>(busy, waits, budget))
+}
+
+fn wake_workload(kind: &str, event: &str, busy: usize, peer: &str) -> Workload {
+    let p50 = format!("busy/wake-p50/{kind}/{busy}");
+    let p99 = format!("busy/wake-p99/{kind}/{busy}");
+    let title = |pct: &str| {
+        format!(
+            "Wake-up latency: from {event} to the woken waiter's return ({pct}, ms), with \
+             {busy} threads spinning on the CPUs."
+        )
+    };
+    Workload::new(p50, Unit::Ms)
+        .title(title("median"))
+        .companion(p99, title("99th percentile"))
+        .param("busy", busy as u64)
+        .regime(regime(busy))
+        .baseline(peer)
+}
+
+/// One waiter thread, woken `waits` times (fewer once `budget` has
+/// passed). Each round the waker calls `prepare` (so that the wait will
+/// block), lets the waiter go; the waiter announces itself and calls `wait`,
+/// which blocks until the waker's `wake`; the waker lets it settle into its
+/// wait for [`SETTLE`], notes the time and calls `wake`; the waiter notes
+/// when it returned. Returns the median and 99th percentile of the
+/// latencies, in ms.
+fn wake_rounds<S: Send + Sync + 'static>(
+    busy: usize,
+    waits: usize,
+    budget: Duration,
+    shared: S,
+    ops: WakeOps<S>,
+) -> (f64, f64) {
+    struct Round<S> {
+        shared: S,
+        /// The round the waiter may start (the waker's count).
+        go: AtomicU64,
+        /// The round the waiter is about to wait in (0: none yet).
+        ready: AtomicU64,
+        /// When the waiter returned, in ns since `base`; 0: not yet.
+        woke: AtomicU64,
+        stop: AtomicBool,
+        base: Instant,
+    }
+    let r = Arc::new(Round {
+        shared,
+        go: AtomicU64::new(0),
+        ready: AtomicU64::new(0),
+        woke: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        base: Instant::now(),
+    });
+    let waiter = {
+        let r = Arc::clone(&r);
+        thread::spawn(move || {
+            let mut round = 0;
+            loop {
+                round += 1;
+                // Acquire: pairs with the waker's Release store of `go`.
+                while r.go.load(Ordering::Acquire) < round {
+                    thread::sleep(Duration::from_micros(20));
+                }
+                if r.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                // Release: pairs with the waker's Acquire load of `ready`.
+                r.ready.store(round, Ordering::Release);
+                (ops.wait)(&r.shared);
+                let ns = r.base.elapsed().as_nanos() as u64;
+                // Release: pairs with the waker's Acquire load of `woke`.
+                r.woke.store(ns, Ordering::Release);
+            }
+        })
+    };
+    let mut round = 0;
+    let latencies = percentiles(busy, waits, budget, || {
+        round += 1;
+        (ops.prepare)(&r.shared);
+        r.woke.store(0, Ordering::Relaxed);
+        r.go.store(round, Ordering::Release);
+        while r.ready.load(Ordering::Acquire) < round {
+            thread::sleep(Duration::from_micros(20));
+        }
+        thread::sleep(SETTLE);
+        let at = (ops.wake)(&r.shared).duration_since(r.base).as_nanos() as u64;
+        let woke = loop {
+            match r.woke.load(Ordering::Acquire) {
+                0 => thread::sleep(Duration::from_micros(20)),
+                ns => break ns,
+            }
+        };
+        woke.saturating_sub(at) as f64 / 1e6
+    });
+    r.stop.store(true, Ordering::Release);
+    r.go.store(round + 1, Ordering::Release);
+    waiter.join().expect("the waiter panicked");
+    latencies
+}
+
+/// What [`wake_rounds`] does with the primitive.
+struct WakeOps<S> {
+    /// Makes the next `wait` block (the waker's thread, before the round).
+    prepare: fn(&S),
+    /// Blocks until `wake` (the waiter).
+    wait: fn(&S),
+    /// The event (the waker): returns when it happened.
+    wake: fn(&S) -> Instant,
+}
+
+/// The event of a primitive whose waker acts itself: now, then `act`.
+macro_rules! now_then {
+    ($s:ident => $act:expr) => {
+        |$s| {
+            let at = Instant::now();
+            $act;
+            at
+        }
+    };
+}
+
+fn nothing<S>(_: &S) {}
+
+fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
+    /// The waker holds the lock while the waiter blocks on it; its unlock
+    /// is the event. A lock released by another thread than the one that
+    /// took it would not do, so the waker holds it in a helper thread that
+    /// lets go on a signal.
+    fn run<M: BenchMutex<()>>(busy: usize, waits: usize, budget: Duration) -> (f64, f64) {
+        struct Held<M> {
+            lock: M,
+            /// Set by the waker: the holder lets go.
+            release: AtomicBool,
+            /// Set by the holder once it holds the lock.
+            holding: AtomicBool,
+            /// When the holder let go: the event.
+            released_at: std::sync::Mutex<Option<Instant>>,
+        }
+        fn hold<M: BenchMutex<()>>(h: &Arc<Held<M>>) {
+            let h2 = Arc::clone(h);
+            thread::spawn(move || {
+                h2.lock.with(|_| {
+                    h2.holding.store(true, Ordering::Release);
+                    while !h2.release.swap(false, Ordering::AcqRel) {
+                        thread::sleep(Duration::from_micros(20));
+                    }
+                    // The unlock follows at once, as `with` returns.
+                    *h2.released_at.lock().expect("not poisoned") = Some(Instant::now());
+                });
+            });
+            while !h.holding.swap(false, Ordering::AcqRel) {
+                thread::sleep(Duration::from_micros(20));
+            }
+        }
+        let held = Arc::new(Held {
+            lock: M::new(()),
+            release: AtomicBool::new(false),
+            holding: AtomicBool::new(false),
+            released_at: std::sync::Mutex::new(None),
+        });
+        wake_rounds(
+            busy,
+            waits,
+            budget,
+            held,
+            WakeOps {
+                prepare: hold,
+                wait: |h| h.lock.with(|_| ()),
+                // The holder lets go: the waiter, blocked, is woken. The
+                // event is the holder's unlock, not this signal to it.
+                wake: |h| {
+                    h.release.store(true, Ordering::Release);
+                    loop {
+                        if let Some(at) = h.released_at.lock().expect("not poisoned").take() {
+                            break at;
+                        }
+                        thread::sleep(Duration::from_micros(20));
+                    }
+                },
+            },
+        )
+    }
+    wake_workload("lock", "an unlock", busy, "parking_lot")
+        .implementation_pair("lockfree-sync", move || {
+            run::<lockfree_sync::Mutex<()>>(busy, waits, budget)
+        })
+        .implementation_pair("adaptive", move || {
+            run::<Adaptive<LearnedPolicy, ()>>(busy, waits, budget)
+        })
+        .implementation_pair("ast-mutex", move || {
+            run::<ast_mutex::AstMutex<OneState, ()>>(busy, waits, budget)
+        })
+        .implementation_pair("parking_lot", move || {
+            run::<parking_lot::Mutex<()>>(busy, waits, budget)
+        })
+        .implementation_pair("std", move || {
+            run::<std::sync::Mutex<()>>(busy, waits, budget)
+        })
+}
+
+fn wake_semaphore(busy: usize, waits: usize, budget: Duration) -> Workload {
+    wake_workload("semaphore", "a release", busy, "condvar-std")
+        .implementation_pair("lockfree-sync", move || {
+            wake_rounds(
+                busy,
+                waits,
+                budget,
+                lockfree_sync::Semaphore::new(0),
+                WakeOps {
+                    prepare: nothing,
+                    wait: |s| s.acquire().expect("never closed").forget(),
+                    wake: now_then!(s => s.add_permits(1)),
+                },
+            )
+        })
+        .implementation_pair("condvar-std", move || {
+            wake_rounds(
+                busy,
+                waits,
+                budget,
+                CondvarSemaphore::new(0),
+                WakeOps {
+                    prepare: nothing,
+                    wait: CondvarSemaphore::acquire,
+                    wake: now_then!(s => s.release()),
+                },
+            )
+        })
+}
+
+fn wake_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
+    fn run<C: Mpsc>(busy: usize, waits: usize, budget: Duration) -> (f64, f64) {
+        let (tx, rx) = C::channel();
+        wake_rounds(
+            busy,
+            waits,
+            budget,
+            (std::sync::Mutex::new(tx), std::sync::Mutex::new(rx)),
+            WakeOps {
+                prepare: nothing,
+                wait: |(_, rx)| C::recv(&rx.lock().expect("not poisoned")),
+                wake: |(tx, _)| {
+                    let tx = tx.lock().expect("not poisoned");
+                    let at = Instant::now();
+                    C::send(&tx);
+                    at
+                },
+            },
+        )
+    }
+    wake_workload("recv", "a send", busy, "std")
+        .baseline("crossbeam")
+        .baseline("flume")
+        .implementation_pair("lockfree-sync", move || {
+            run::<LockfreeMpsc>(busy, waits, budget)
+        })
+        .implementation_pair("std", move || run::<StdMpsc>(busy, waits, budget))
+        .implementation_pair("crossbeam", move || {
+            run::<CrossbeamMpsc>(busy, waits, budget)
+        })
+        .implementation_pair("flume", move || run::<FlumeMpsc>(busy, waits, budget))
+}
+
+/// An unbounded multi-producer channel with a timed receive.
+trait Mpsc: 'static {
+    type Tx: Send + 'static;
+    type Rx: Send + 'static;
+    fn channel() -> (Self::Tx, Self::Rx);
+    fn send(tx: &Self::Tx);
+    fn recv(rx: &Self::Rx);
+    /// `None` on timeout.
+    fn recv_timeout(rx: &Self::Rx, timeout: Duration) -> Option<()>;
+}
+
+struct LockfreeMpsc;
+struct StdMpsc;
+struct CrossbeamMpsc;
+struct FlumeMpsc;
+
+impl Mpsc for LockfreeMpsc {
+    type Tx = lockfree_sync::mpsc::Sender<()>;
+    type Rx = lockfree_sync::mpsc::Receiver<()>;
+    fn channel() -> (Self::Tx, Self::Rx) {
+        lockfree_sync::mpsc::channel()
+    }
+    fn send(tx: &Self::Tx) {
+        tx.send(()).expect("receiver alive");
+    }
+    fn recv(rx: &Self::Rx) {
+        rx.recv().expect("sender alive");
+    }
+    fn recv_timeout(rx: &Self::Rx, timeout: Duration) -> Option<()> {
+        rx.recv_timeout(timeout).ok()
+    }
+}
+
+impl Mpsc for StdMpsc {
+    type Tx = std::sync::mpsc::Sender<()>;
+    type Rx = std::sync::mpsc::Receiver<()>;
+    fn channel() -> (Self::Tx, Self::Rx) {
+        std::sync::mpsc::channel()
+    }
+    fn send(tx: &Self::Tx) {
+        tx.send(()).expect("receiver alive");
+    }
+    fn recv(rx: &Self::Rx) {
+        rx.recv().expect("sender alive");
+    }
+    fn recv_timeout(rx: &Self::Rx, timeout: Duration) -> Option<()> {
+        rx.recv_timeout(timeout).ok()
+    }
+}
+
+impl Mpsc for CrossbeamMpsc {
+    type Tx = crossbeam_channel::Sender<()>;
+    type Rx = crossbeam_channel::Receiver<()>;
+    fn channel() -> (Self::Tx, Self::Rx) {
+        crossbeam_channel::unbounded()
+    }
+    fn send(tx: &Self::Tx) {
+        tx.send(()).expect("receiver alive");
+    }
+    fn recv(rx: &Self::Rx) {
+        rx.recv().expect("sender alive");
+    }
+    fn recv_timeout(rx: &Self::Rx, timeout: Duration) -> Option<()> {
+        rx.recv_timeout(timeout).ok()
+    }
+}
+
+impl Mpsc for FlumeMpsc {
+    type Tx = flume::Sender<()>;
+    type Rx = flume::Receiver<()>;
+    fn channel() -> (Self::Tx, Self::Rx) {
+        flume::unbounded()
+    }
+    fn send(tx: &Self::Tx) {
+        tx.send(()).expect("receiver alive");
+    }
+    fn recv(rx: &Self::Rx) {
+        rx.recv().expect("sender alive");
+    }
+    fn recv_timeout(rx: &Self::Rx, timeout: Duration) -> Option<()> {
+        rx.recv_timeout(timeout).ok()
+    }
+}
