@@ -39,7 +39,9 @@ use crate::stats::Stats;
 ///   left it (no poisoning).
 ///
 /// The methods called by [`with_policy`](crate::RawAdaptiveLock::with_policy)
-/// run before any lock exists: their panics go on to its caller.
+/// run before any lock exists: their panics go on to its caller. The
+/// policy's `Drop` runs when the lock is dropped (never while it is held),
+/// and a panic there goes on to whoever drops the lock, as any field's.
 ///
 /// # Examples
 ///

@@ -212,18 +212,23 @@ impl Published {
 /// Waiters still watching (spinning, yielding) are not ordered among
 /// themselves, but a handoff never passes one by for ever: a waiter that
 /// watches while the lock is handed over to a parked thread parks at its
-/// next poll, whatever its waiting policy, and so joins the queue. Under a
-/// handoff scheduler every waiter is therefore served after at most one
-/// handoff that passes it by plus one per waiter queued ahead of it.
+/// next poll, whatever its waiting policy, and so joins the queue. Under
+/// [`Scheduler::HANDOFF`](crate::Scheduler::HANDOFF) every waiter is
+/// therefore handed the lock after at most one handoff that passes it by
+/// plus one per waiter queued ahead of it.
 ///
 /// A priority scheduler wakes the parked waiter of highest priority (FCFS
 /// among equals), with aging: after 16 releases in a row that woke another
 /// waiter than the longest-parked one, the next release hands the lock to
 /// the longest-parked waiter, whatever its priority (also under a barging
-/// priority scheduler). A waiter with `k` threads parked ahead of it is
-/// thus handed the lock within `17 * (k + 1)` releases that find threads
-/// parked, however many threads of higher priority keep arriving; between
-/// those, priority is strict.
+/// priority scheduler). So at least every 17th release that finds threads
+/// parked serves the longest-parked one, however many threads of higher
+/// priority keep arriving; between those, priority is strict. Under
+/// `Scheduler::PRIORITY.handoff(true)` a waiter with `k` threads parked
+/// ahead of it is handed the lock within `17 * (k + 1)` such releases.
+/// Under the barging `Scheduler::PRIORITY`, a waiter woken for its priority
+/// competes with running threads and may park again at the back of the
+/// queue (parking_lot's fairness timer then hands it the lock).
 ///
 /// # Examples
 ///

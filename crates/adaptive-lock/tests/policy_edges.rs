@@ -140,3 +140,39 @@ fn the_const_constructor_takes_the_policys_initial_configuration() {
     // which is also SimpleAdapt's initial configuration.
     assert_eq!(m.config(), w.config());
 }
+
+/// Calls back into its own lock from `adapt` (which runs with the lock
+/// held): `try_lock` fails rather than deadlock or succeed, `stats` reads
+/// the published snapshot, and `configure` is overridden by what `adapt`
+/// returns.
+struct Reentrant;
+
+static SELF_LOCK: AdaptiveMutex<u32, Reentrant> = AdaptiveMutex::new(0);
+
+impl Policy for Reentrant {
+    const INIT: Self = Reentrant;
+    fn sampling_rate(&self) -> u32 {
+        1
+    }
+    fn adapt(&mut self, stats: &Stats) -> Option<Config> {
+        assert!(
+            SELF_LOCK.try_lock().is_none(),
+            "the holder's lock was taken twice"
+        );
+        let published = SELF_LOCK.stats();
+        assert!(published.total.acquisitions <= stats.total.acquisitions);
+        SELF_LOCK.configure(Config::new().wait(WaitPolicy::spin()));
+        Some(stats.config.wait(WaitPolicy::block()))
+    }
+}
+
+#[test]
+fn a_policy_may_call_back_into_its_own_lock() {
+    for _ in 0..3 {
+        *SELF_LOCK.lock() += 1;
+    }
+    let s = SELF_LOCK.stats();
+    assert_eq!(s.total.policy_panics, 0, "an assertion in adapt failed");
+    assert_eq!(s.config.wait_policy(), WaitPolicy::block());
+    assert_eq!(*SELF_LOCK.lock(), 3);
+}
