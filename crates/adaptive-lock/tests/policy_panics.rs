@@ -238,3 +238,45 @@ fn policy_panics_are_counted() {
     let s = m.stats();
     assert_eq!((s.total.policy_panics, s.total.acquisitions), (3, 3));
 }
+
+/// Panics in `adapt` once `TLS_ARMED` is set (its `INIT` is the policy of
+/// a lock in a `static`).
+struct PanicInTls;
+
+static TLS_ARMED: AtomicBool = AtomicBool::new(false);
+
+impl Policy for PanicInTls {
+    const INIT: Self = PanicInTls;
+    fn adapt(&mut self, _: &Stats) -> Option<Config> {
+        if TLS_ARMED.swap(false, Ordering::Relaxed) {
+            panic!("policy panic in a thread-local destructor");
+        }
+        None
+    }
+}
+
+/// A guard dropped by a thread-local destructor, whose unlock runs a
+/// panicking policy: a panic out of a thread-local destructor aborts the
+/// process, so the unlock must not unwind there either.
+#[test]
+fn a_policy_panic_in_a_thread_local_destructor_does_not_abort() {
+    type TlsGuard = MutexGuard<'static, RawAdaptiveLock<PanicInTls>, ()>;
+    static M: AdaptiveMutex<(), PanicInTls> = AdaptiveMutex::new(());
+    struct Holds(Option<TlsGuard>);
+    impl Drop for Holds {
+        fn drop(&mut self) {
+            // The lock's first unlock is sampled: the policy runs.
+            TLS_ARMED.store(true, Ordering::Relaxed);
+            drop(self.0.take());
+        }
+    }
+    thread_local! {
+        static HELD: std::cell::RefCell<Holds> = const { std::cell::RefCell::new(Holds(None)) };
+    }
+    thread::spawn(|| HELD.with(|h| h.borrow_mut().0 = Some(M.lock())))
+        .join()
+        .expect("the thread and its destructors ran");
+    assert!(!TLS_ARMED.load(Ordering::Relaxed), "the policy did not run");
+    assert!(!M.is_locked());
+    assert_eq!(M.stats().total.policy_panics, 1);
+}
