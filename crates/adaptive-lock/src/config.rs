@@ -15,10 +15,15 @@ use sync_core::wait::WaitPolicy;
 /// * Acquisition: the [`WaitPolicy`] of the current [`Config`], applied to
 ///   the first [`Config::watchers`] waiters; later ones park at once.
 /// * Release: FCFS (the parked waiters in arrival order) or priority (the
-///   parked waiter of highest priority, FCFS among equals); with handoff the
-///   lock passes straight to the woken waiter, without it the woken waiter
-///   competes with running threads (barging), and a waiter parked for long
-///   (parking_lot's fairness timer, about 0.5 ms) is handed the lock anyway.
+///   parked waiter of highest priority, FCFS among equals, with aging: the
+///   longest-parked waiter is handed the lock after 16 releases in a row
+///   that passed it over); with handoff the lock passes straight to the
+///   woken waiter, without it the woken waiter competes with running
+///   threads (barging), and a waiter parked for long (parking_lot's
+///   fairness timer, about 0.5 ms) is handed the lock anyway. A waiter
+///   still watching when the lock is handed over parks at its next poll,
+///   so that handoff serves it in turn (see
+///   [`RawAdaptiveLock`'s fairness](crate::RawAdaptiveLock#fairness)).
 ///
 /// # Examples
 ///
@@ -41,7 +46,9 @@ impl Scheduler {
         priority: false,
         handoff: false,
     };
-    /// Highest priority first among parked waiters; barging release.
+    /// Highest priority first among parked waiters, with aging (see
+    /// [`RawAdaptiveLock`'s fairness](crate::RawAdaptiveLock#fairness));
+    /// barging release.
     pub const PRIORITY: Self = Self {
         priority: true,
         handoff: false,
@@ -128,7 +135,17 @@ const HANDOFF: u64 = 1 << 34;
 const PRIORITY: u64 = 1 << 35;
 const WATCH_SHIFT: u32 = 36;
 const TIMEOUT_SHIFT: u32 = 44;
-const TIMEOUT_MAX_US: u64 = (1 << 20) - 1;
+/// The timeout field's all-ones value, which no configuration stores: it
+/// marks [`UNSET`].
+const TIMEOUT_UNSET: u64 = (1 << 20) - 1;
+const TIMEOUT_MAX_US: u64 = TIMEOUT_UNSET - 1;
+
+/// The word of a lock made by a `const` constructor before its policy's
+/// initial configuration is applied: it reads as [`Config::new`], and no
+/// [`Config::to_bits`] equals it, so that applying the initial
+/// configuration with a CAS from `UNSET` never overwrites one set by
+/// `configure`.
+pub(crate) const UNSET: u64 = Config::new().to_bits() | (TIMEOUT_UNSET << TIMEOUT_SHIFT);
 
 impl Config {
     /// parking_lot's behaviour: [`WaitPolicy::new`], [`Scheduler::FCFS`],
@@ -292,7 +309,7 @@ impl Config {
             y => y as u32,
         };
         let timeout = match bits >> TIMEOUT_SHIFT {
-            0 => None,
+            0 | TIMEOUT_UNSET => None,
             us => Some(Duration::from_micros(us)),
         };
         let wait = WaitPolicy::new()
@@ -355,6 +372,26 @@ mod tests {
                 .watchers(Some(3)),
         ] {
             assert_eq!(Config::from_bits(c.to_bits()), c);
+            assert_ne!(c.to_bits(), UNSET);
         }
+    }
+
+    /// The placeholder word reads as the default configuration, and the
+    /// longest timeout is clamped below the value that marks it.
+    #[test]
+    fn unset_reads_as_the_default_and_no_configuration_stores_it() {
+        assert_eq!(Config::from_bits(UNSET), Config::new());
+        let longest = Config::new().wait(
+            WaitPolicy::new()
+                .spins(u32::MAX)
+                .yields(u32::MAX)
+                .timeout(Some(Duration::from_secs(10))),
+        );
+        let longest = longest.scheduler(Scheduler::PRIORITY.handoff(true));
+        assert_ne!(longest.to_bits(), UNSET);
+        assert_eq!(
+            longest.clamped().wait_policy().watch_timeout(),
+            Some(Duration::from_micros(TIMEOUT_MAX_US))
+        );
     }
 }

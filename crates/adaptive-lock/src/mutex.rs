@@ -25,6 +25,12 @@ use crate::stats::Stats;
 /// section releases the lock as the guard is dropped, and the next thread
 /// gets the data as the panicking thread left it.
 ///
+/// No unlock unwinds (dropping a guard, `MutexGuard::unlock_fair`,
+/// `unlocked`, `unlocked_fair`, `bump`, the mapped guards'): a panic of the
+/// policy, which runs in the unlock path, is caught and counted in
+/// [`Counters::policy_panics`](crate::Counters::policy_panics) (see
+/// [`Policy`'s panics](crate::Policy#panics)).
+///
 /// # Fairness
 ///
 /// See [`RawAdaptiveLock`]: barging by default, handoff with

@@ -16,10 +16,32 @@ use crate::stats::Stats;
 /// waiters with one store.
 ///
 /// `adapt` runs while the lock is held: keep it short (a few comparisons),
-/// and do not lock the same lock in it. A panic in `adapt` is caught: the
-/// configuration stays as it was, the lock is released, and the panic then
-/// resumes out of the unlock (unless the thread is already unwinding, where
-/// it is dropped rather than abort the process).
+/// and do not lock the same lock in it.
+///
+/// # Panics
+///
+/// A lock calls its policy's methods in its unlock path (`adapt` at every
+/// sample; `initial`, `sampling_rate` and `uses_time` at the first unlock of
+/// a lock made by a `const` constructor). An unlock must not unwind once it
+/// has released the lock (lock_api's guards take an unlock that unwinds for
+/// one that left the lock held, and would unlock twice), so the lock
+/// catches every panic of these methods and:
+///
+/// * completes the unlock, which returns normally;
+/// * counts the panic in [`Counters::policy_panics`](crate::Counters::policy_panics)
+///   (read it with `stats()`); the message was already reported by the
+///   panic hook, and the payload is dropped once the lock is released;
+/// * keeps the configuration in force (a panicking `initial` leaves
+///   [`Config::new`], a panicking `sampling_rate` the
+///   [default rate](crate::DEFAULT_SAMPLING_RATE), a panicking `uses_time`
+///   `true`);
+/// * calls the policy again at the next sample, in whatever state the panic
+///   left it (no poisoning).
+///
+/// The methods called by [`with_policy`](crate::RawAdaptiveLock::with_policy)
+/// run before any lock exists: their panics go on to its caller. The
+/// policy's `Drop` runs when the lock is dropped (never while it is held),
+/// and a panic there goes on to whoever drops the lock, as any field's.
 ///
 /// # Examples
 ///

@@ -1,16 +1,16 @@
 //! The raw adaptive lock: parking_lot's lock word and parking protocol, with
 //! a monitor, a mutable configuration and a policy in the unlock path.
 
-use core::panic::AssertUnwindSafe;
 use core::time::Duration;
 use std::time::Instant;
 
 use sync_core::parking_lot::{self, FilterOp, ParkResult, ParkToken, UnparkResult, UnparkToken};
-use sync_core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use sync_core::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use sync_core::sync::cell::UnsafeCell;
+use sync_core::unwind::{self, Panics, Payload};
 use sync_core::wait::{Next, WaitPolicy, Watch};
 
-use crate::config::Config;
+use crate::config::{Config, UNSET};
 use crate::policy::Policy;
 use crate::stats::{Counters, Stats};
 
@@ -33,6 +33,12 @@ const CONTENDED_RATE: u64 = 8;
 
 /// Weight of the newest sample in the estimates: 1/2^EWMA_SHIFT.
 const EWMA_SHIFT: u32 = 2;
+
+/// Aging of the priority scheduler: after this many releases in a row that
+/// woke a waiter other than the longest-parked one, the next release hands
+/// the lock to the longest-parked waiter, whatever its priority. Under loom
+/// 1, so that a model with three threads reaches the aged handoff.
+const PRIORITY_AGING: u32 = if cfg!(loom) { 1 } else { 16 };
 
 /// What only the lock's holder reads and writes: the monitor's counters and
 /// estimates, the sampling state and the policy. Protected by the lock
@@ -58,23 +64,15 @@ struct Holder<P> {
     hold_ns: u64,
     spin_polls: u32,
     park_wait_ns: u64,
+    /// Panics of the policy caught (see [`Counters::policy_panics`]).
+    policy_panics: u64,
+    /// Releases under a priority scheduler in a row that woke a waiter
+    /// other than the longest-parked one (see [`PRIORITY_AGING`]).
+    passed_over: u32,
     /// The counters and the time at the previous sample.
     last: Counters,
     last_at: Option<Instant>,
     policy: P,
-}
-
-/// A panic of the policy, resumed once the lock is released.
-type PanicPayload = Box<dyn core::any::Any + Send + 'static>;
-
-/// Resumes a panic of the policy after the unlock, unless the thread is
-/// already unwinding (a guard dropped during a panic), where a second panic
-/// would abort the process: the policy's panic is then dropped.
-#[cold]
-fn resume_policy_panic(payload: PanicPayload) {
-    if !std::thread::panicking() {
-        std::panic::resume_unwind(payload);
-    }
 }
 
 /// A sampling rate as a power of two: at least 1, at most 2^31 (the largest
@@ -108,6 +106,8 @@ impl<P> Holder<P> {
             hold_ns: 0,
             spin_polls: 0,
             park_wait_ns: 0,
+            policy_panics: 0,
+            passed_over: 0,
             last: Counters {
                 acquisitions: 0,
                 contended: 0,
@@ -115,6 +115,7 @@ impl<P> Holder<P> {
                 parks: 0,
                 handoffs: 0,
                 timeouts: 0,
+                policy_panics: 0,
             },
             last_at: None,
             policy,
@@ -129,6 +130,7 @@ impl<P> Holder<P> {
             parks: self.parks,
             handoffs: self.handoffs,
             timeouts,
+            policy_panics: self.policy_panics,
         }
     }
 }
@@ -143,6 +145,7 @@ struct Published {
     handoffs: AtomicU64,
     hold_ns: AtomicU64,
     park_wait_ns: AtomicU64,
+    policy_panics: AtomicU64,
     spin_polls: AtomicU32,
 }
 
@@ -157,6 +160,7 @@ impl Published {
                 handoffs: AtomicU64::new(0),
                 hold_ns: AtomicU64::new(0),
                 park_wait_ns: AtomicU64::new(0),
+                policy_panics: AtomicU64::new(0),
                 spin_polls: AtomicU32::new(0),
             }
         }
@@ -204,9 +208,27 @@ impl Published {
 /// parked thread woken for it (barging), as parking_lot's; a thread parked
 /// for long is eventually handed the lock (parking_lot's fairness timer).
 /// [`Scheduler::HANDOFF`](crate::Scheduler::HANDOFF) and
-/// [`unlock_fair`](Self::unlock_fair) hand it over at every release; a
-/// priority scheduler wakes parked waiters by priority. Waiters still
-/// watching (spinning, yielding) are not ordered.
+/// [`unlock_fair`](Self::unlock_fair) hand it over at every release.
+/// Waiters still watching (spinning, yielding) are not ordered among
+/// themselves, but a handoff never passes one by for ever: a waiter that
+/// watches while the lock is handed over to a parked thread parks at its
+/// next poll, whatever its waiting policy, and so joins the queue. Under
+/// [`Scheduler::HANDOFF`](crate::Scheduler::HANDOFF) every waiter is
+/// therefore handed the lock after at most one handoff that passes it by
+/// plus one per waiter queued ahead of it.
+///
+/// A priority scheduler wakes the parked waiter of highest priority (FCFS
+/// among equals), with aging: after 16 releases in a row that woke another
+/// waiter than the longest-parked one, the next release hands the lock to
+/// the longest-parked waiter, whatever its priority (also under a barging
+/// priority scheduler). So at least every 17th release that finds threads
+/// parked serves the longest-parked one, however many threads of higher
+/// priority keep arriving; between those, priority is strict. Under
+/// `Scheduler::PRIORITY.handoff(true)` a waiter with `k` threads parked
+/// ahead of it is handed the lock within `17 * (k + 1)` such releases.
+/// Under the barging `Scheduler::PRIORITY`, a waiter woken for its priority
+/// competes with running threads and may park again at the back of the
+/// queue (parking_lot's fairness timer then hands it the lock).
 ///
 /// # Examples
 ///
@@ -224,6 +246,9 @@ impl Published {
 #[repr(C)]
 pub struct RawAdaptiveLock<P = crate::Learned> {
     state: AtomicU8,
+    /// Handoffs so far, wrapping: a watching waiter that sees it move has
+    /// been passed over by a handoff, and joins the queue.
+    handoff_epoch: AtomicU16,
     /// Threads in the slow path of a lock call (the registration sensor).
     waiting: AtomicU32,
     /// The current [`Config`], packed.
@@ -279,16 +304,23 @@ fn cpus() -> u32 {
 impl<P: Policy> RawAdaptiveLock<P> {
     sync_core::const_unless_loom! {
         /// An unlocked lock with the policy's constant ([`Policy::INIT`]).
-        /// It starts with the default configuration; its first acquisition
-        /// applies the policy's [`initial`](Policy::initial) configuration
-        /// and [`sampling_rate`](Policy::sampling_rate) (a `const fn` cannot
-        /// call them). [`with_policy`](Self::with_policy) applies them at
-        /// once.
+        /// It starts with the default configuration ([`Config::new`]); its
+        /// first acquisition applies the policy's
+        /// [`initial`](Policy::initial) configuration and
+        /// [`sampling_rate`](Policy::sampling_rate) (a `const fn` cannot
+        /// call them), unless [`configure`](Self::configure) was called
+        /// before: a configuration set by `configure` is never replaced by
+        /// the initial one. [`with_policy`](Self::with_policy) applies them
+        /// at once.
         pub fn new() -> Self {
             Self {
                 state: AtomicU8::new(0),
+                handoff_epoch: AtomicU16::new(0),
                 waiting: AtomicU32::new(0),
-                config: AtomicU64::new(Config::new().to_bits()),
+                // Reads as `Config::new()` until the first sample applies
+                // the policy's initial configuration, unless `configure`
+                // replaced it first.
+                config: AtomicU64::new(UNSET),
                 holder: UnsafeCell::new(Holder::new(P::INIT, DEFAULT_SAMPLING_RATE, false)),
                 timeouts: AtomicU64::new(0),
                 published: Published::new(),
@@ -298,6 +330,14 @@ impl<P: Policy> RawAdaptiveLock<P> {
 
     /// An unlocked lock run by `policy`: its initial configuration and its
     /// sampling rate (rounded up to a power of two, at most 2^31).
+    ///
+    /// # Panics
+    ///
+    /// If the policy's [`initial`](Policy::initial),
+    /// [`sampling_rate`](Policy::sampling_rate) or
+    /// [`uses_time`](Policy::uses_time) panics, the panic goes on to the
+    /// caller (no lock exists yet). Once the lock exists, its policy's
+    /// panics are caught instead (see [`Policy`#panics]).
     ///
     /// # Examples
     ///
@@ -314,6 +354,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
         holder.timed = timed;
         Self {
             state: AtomicU8::new(0),
+            handoff_epoch: AtomicU16::new(0),
             waiting: AtomicU32::new(0),
             config: AtomicU64::new(config),
             holder: UnsafeCell::new(holder),
@@ -646,6 +687,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
             parks: p.parks.load(Ordering::Relaxed),
             handoffs: p.handoffs.load(Ordering::Relaxed),
             timeouts,
+            policy_panics: p.policy_panics.load(Ordering::Relaxed),
         };
         Stats {
             waiting,
@@ -708,24 +750,28 @@ impl<P: Policy> RawAdaptiveLock<P> {
     }
 
     /// The release of a sampled acquisition, off the fast path: the monitor
-    /// and the policy run, the lock is released, and only then does a panic
-    /// of the policy resume.
+    /// and the policy run, then the lock is released. A panic of the policy
+    /// was caught and counted; its payload (whose `Drop` is user code) is
+    /// dropped once the lock is released, and the unlock never unwinds
+    /// (rule 4 of [`sync_core::unwind`]).
     #[cold]
     fn unlock_sampled(&self, fair: bool) {
         let panic = self.end_sample();
         self.release(fair);
         if let Some(payload) = panic {
-            resume_policy_panic(payload);
+            unwind::discard(payload);
         }
     }
 
     /// Closes a sampled acquisition: measures its hold time, runs the
-    /// policy (the closely coupled loop) and publishes the counters. A
-    /// panic of the policy is caught and returned, so that the caller
-    /// releases the lock before it resumes; the configuration stays as it
-    /// was.
+    /// policy (the closely coupled loop) and publishes the counters. Every
+    /// call into the policy is caught: a panic is counted in
+    /// `policy_panics`, the call's result is replaced by the default (the
+    /// configuration stays as it was), and the first panic's payload is
+    /// returned for the caller to drop once the lock is released.
     #[cold]
-    fn end_sample(&self) -> Option<PanicPayload> {
+    fn end_sample(&self) -> Option<Payload> {
+        let mut panics = Panics::new();
         // A lock made by the `const` constructor takes its policy's own
         // configuration and sampling rate at its first sample (a `const fn`
         // cannot call the policy's methods).
@@ -733,17 +779,39 @@ impl<P: Policy> RawAdaptiveLock<P> {
         let initial = self.holder.with_mut(|h| unsafe {
             let h = &mut *h;
             if h.configured {
-                None
-            } else {
-                h.configured = true;
-                h.mask = u64::from(rate_of(h.policy.sampling_rate())) - 1;
-                h.timed = h.policy.uses_time();
-                Some(h.policy.initial())
+                return None;
             }
+            h.configured = true;
+            let mut caught = 0;
+            let rate = panics
+                .catch(|| h.policy.sampling_rate())
+                .unwrap_or_else(|| {
+                    caught += 1;
+                    DEFAULT_SAMPLING_RATE
+                });
+            h.mask = u64::from(rate_of(rate)) - 1;
+            h.timed = panics.catch(|| h.policy.uses_time()).unwrap_or_else(|| {
+                caught += 1;
+                true
+            });
+            let initial = panics.catch(|| h.policy.initial());
+            if initial.is_none() {
+                caught += 1;
+            }
+            h.policy_panics += caught;
+            initial
         });
         if let Some(config) = initial {
+            // Only over the constructor's placeholder: a configuration set
+            // by `configure` before this first sample is kept (`to_bits`
+            // never yields `UNSET`, so this CAS cannot mistake one for it).
             // Relaxed: the configuration is advice; waiters re-read it.
-            self.config.store(config.to_bits(), Ordering::Relaxed);
+            let _ = self.config.compare_exchange(
+                UNSET,
+                config.to_bits(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
         }
         // SAFETY: the caller holds the lock.
         let end = if self.holder.with(|h| unsafe { (*h).timed }) {
@@ -780,6 +848,13 @@ impl<P: Policy> RawAdaptiveLock<P> {
             };
             h.last = total;
             h.last_at = end;
+            // After a panic the policy is called again at the next sample,
+            // in whatever state the panic left it (as a lock_api mutex's
+            // data after a panic: no poisoning).
+            let next = panics.catch(|| h.policy.adapt(&stats));
+            if next.is_none() {
+                h.policy_panics += 1;
+            }
             let p = &self.published;
             // Relaxed: `stats` reads a snapshot that orders nothing.
             p.acquisitions.store(total.acquisitions, Ordering::Relaxed);
@@ -791,24 +866,17 @@ impl<P: Policy> RawAdaptiveLock<P> {
             p.hold_ns.store(h.hold_ns, Ordering::Relaxed);
             p.park_wait_ns.store(h.park_wait_ns, Ordering::Relaxed);
             p.spin_polls.store(h.spin_polls, Ordering::Relaxed);
-            // AssertUnwindSafe: after a panic the policy is called again at
-            // the next sample, in whatever state the panic left it (as a
-            // lock_api mutex's data after a panic: no poisoning).
-            std::panic::catch_unwind(AssertUnwindSafe(|| h.policy.adapt(&stats)))
+            p.policy_panics.store(h.policy_panics, Ordering::Relaxed);
+            next.flatten()
         });
-        match next {
-            Ok(Some(next)) => {
-                let bits = next.to_bits();
-                if bits != current {
-                    // Relaxed: the configuration is advice; waiters re-read
-                    // it.
-                    self.config.store(bits, Ordering::Relaxed);
-                }
-                None
+        if let Some(next) = next {
+            let bits = next.to_bits();
+            if bits != current {
+                // Relaxed: the configuration is advice; waiters re-read it.
+                self.config.store(bits, Ordering::Relaxed);
             }
-            Ok(None) => None,
-            Err(payload) => Some(payload),
         }
+        panics.take()
     }
 
     /// The policy a waiter registered behind `ahead` others runs.
@@ -829,6 +897,8 @@ impl<P: Policy> RawAdaptiveLock<P> {
         let ahead = self.waiting.fetch_add(1, Ordering::Relaxed);
         let mut bits = self.config.load(Ordering::Relaxed);
         let mut watch = Watch::new(Self::watch_policy(bits, ahead));
+        // Relaxed: a hint; the queue lock orders parking and waking.
+        let mut epoch = self.handoff_epoch.load(Ordering::Relaxed);
         let mut parks = 0u64;
         let mut parked_at = None;
         let mut handoff = false;
@@ -859,13 +929,21 @@ impl<P: Policy> RawAdaptiveLock<P> {
                 // parking.
                 watch.set_policy(Self::watch_policy(bits, ahead));
             }
-            match watch.pause(deadline) {
-                Next::Poll => {
-                    state = self.state.load(Ordering::Relaxed);
-                    continue;
+            // A handoff passed this watching waiter by (the lock went from
+            // one holder to a parked thread without ever looking free): it
+            // joins the queue now, whatever its waiting policy, so that the
+            // handoff scheduler serves it in turn; watching on, it could be
+            // passed by at every release. Relaxed: a hint, as above.
+            let passed = self.handoff_epoch.load(Ordering::Relaxed) != epoch;
+            if !passed {
+                match watch.pause(deadline) {
+                    Next::Poll => {
+                        state = self.state.load(Ordering::Relaxed);
+                        continue;
+                    }
+                    Next::TimedOut => break false,
+                    Next::Park => {}
                 }
-                Next::TimedOut => break false,
-                Next::Park => {}
             }
 
             // Mark the lock as having parked threads, so that its unlock
@@ -923,6 +1001,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
             // Woken to compete: watch again with the configuration in force.
             bits = self.config.load(Ordering::Relaxed);
             watch.reset(Self::watch_policy(bits, 0));
+            epoch = self.handoff_epoch.load(Ordering::Relaxed);
             state = self.state.load(Ordering::Relaxed);
         };
         // Relaxed: a sensor.
@@ -969,7 +1048,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
         let addr = self as *const Self as usize;
         // Runs under the queue lock, after the parking lot chose whom to
         // wake: either keep LOCKED for the woken thread (handoff) or release.
-        let release = |result: UnparkResult| {
+        let release = |result: UnparkResult, handoff: bool| {
             // The word is written with swaps, not plain stores (as
             // parking_lot does): a waiter may CAS PARKED in concurrently,
             // outside the queue lock. Under the memory model the store would
@@ -983,6 +1062,8 @@ impl<P: Policy> RawAdaptiveLock<P> {
             // thread's `store(0)` is then followed by its own load of 3
             // fails under loom 0.7.2, though coherence forbids it.
             if result.unparked_threads != 0 && (handoff || result.be_fair) {
+                // Relaxed: a hint to watching waiters (see `lock_slow`).
+                self.handoff_epoch.fetch_add(1, Ordering::Relaxed);
                 if !result.have_more_threads {
                     // Relaxed: the woken thread's Acquire is the parking
                     // lot's queue lock, which this callback holds.
@@ -999,37 +1080,52 @@ impl<P: Policy> RawAdaptiveLock<P> {
             TOKEN_NORMAL
         };
         if !config.scheduler_kind().is_priority() {
-            // SAFETY: `release` only stores to the lock word: it neither
-            // panics nor calls into the parking lot.
-            unsafe { parking_lot::unpark_one(addr, release) };
+            // SAFETY: `release` only writes the lock word and the epoch:
+            // it neither panics nor calls into the parking lot.
+            unsafe { parking_lot::unpark_one(addr, |result| release(result, handoff)) };
             return;
         }
+        // Aging: after PRIORITY_AGING releases in a row that passed over the
+        // longest-parked waiter, this one hands the lock to it.
+        // SAFETY: the caller holds the lock.
+        let aged = self
+            .holder
+            .with(|h| unsafe { (*h).passed_over >= PRIORITY_AGING });
         loop {
             // First pass: the highest priority parked now (wakes nobody).
             let mut best = None;
-            // SAFETY: the filter and callback only read tokens; neither
-            // panics nor calls into the parking lot.
-            unsafe {
-                parking_lot::unpark_filter(
-                    addr,
-                    |ParkToken(p)| {
-                        best = best.max(Some(p));
-                        FilterOp::Skip
-                    },
-                    |_| TOKEN_NORMAL,
-                )
-            };
-            // Second pass: wake the first thread of that priority. If it
-            // left meanwhile (timed out) and others remain, keep the lock
-            // and look again rather than release with nobody woken.
+            if !aged {
+                // SAFETY: the filter and callback only read tokens; neither
+                // panics nor calls into the parking lot.
+                unsafe {
+                    parking_lot::unpark_filter(
+                        addr,
+                        |ParkToken(p)| {
+                            best = best.max(Some(p));
+                            FilterOp::Skip
+                        },
+                        |_| TOKEN_NORMAL,
+                    )
+                };
+            }
+            // Second pass: wake the first thread of that priority (the
+            // first thread, if aged). If it left meanwhile (timed out) and
+            // others remain, keep the lock and look again rather than
+            // release with nobody woken.
             let target = best.unwrap_or(0);
             let mut woken = false;
+            let mut first = true;
+            // A Cell: the filter sets it and the callback (called after the
+            // filter, by the same `unpark_filter`) reads it.
+            let woke_first = core::cell::Cell::new(false);
             let mut retry = false;
             let filter = |ParkToken(p)| {
+                let at_front = core::mem::replace(&mut first, false);
                 if woken {
                     FilterOp::Stop
-                } else if p >= target {
+                } else if aged || p >= target {
                     woken = true;
+                    woke_first.set(at_front);
                     FilterOp::Unpark
                 } else {
                     FilterOp::Skip
@@ -1040,11 +1136,25 @@ impl<P: Policy> RawAdaptiveLock<P> {
                     retry = true;
                     return TOKEN_NORMAL;
                 }
-                release(result)
+                if result.unparked_threads != 0 {
+                    // SAFETY: the lock is still held: `release` below frees
+                    // or hands it over only after this write, and the woken
+                    // thread runs only after this callback returns.
+                    self.holder.with_mut(|h| unsafe {
+                        let h = &mut *h;
+                        h.passed_over = if woke_first.get() {
+                            0
+                        } else {
+                            h.passed_over + 1
+                        };
+                    });
+                }
+                release(result, handoff || aged)
             };
             // SAFETY: `filter` only reads the token and `callback` only
-            // stores to the lock word: neither panics nor calls into the
-            // parking lot.
+            // writes the lock word, the epoch and the holder's aging count
+            // (the lock is held): neither panics nor calls into the parking
+            // lot.
             unsafe { parking_lot::unpark_filter(addr, filter, callback) };
             if !retry {
                 return;

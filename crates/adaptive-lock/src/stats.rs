@@ -28,6 +28,10 @@ pub struct Counters {
     pub handoffs: u64,
     /// Timed waits that gave up.
     pub timeouts: u64,
+    /// Panics of the policy's methods that the lock caught (the unlock
+    /// that ran the policy completed and did not unwind; see
+    /// [`Policy`](crate::Policy#panics)).
+    pub policy_panics: u64,
 }
 
 impl Counters {
@@ -40,6 +44,7 @@ impl Counters {
             parks: self.parks - earlier.parks,
             handoffs: self.handoffs - earlier.handoffs,
             timeouts: self.timeouts.saturating_sub(earlier.timeouts),
+            policy_panics: self.policy_panics - earlier.policy_panics,
         }
     }
 }

@@ -254,3 +254,68 @@ fn stats_while_threads_wait() {
         });
     }
 }
+
+/// Handoff release with one watcher that never parks and one waiter that
+/// parks at once (behind the watcher): the release hands the lock to the
+/// parked waiter, and the watcher, passed by, must park and be handed the
+/// lock in turn rather than watch a lock that never looks free. Loom
+/// reports a lost wake-up of the watcher's park as a deadlock.
+#[test]
+fn handoff_queues_a_passed_watcher() {
+    model::check_with_bound(2, || {
+        let lock = configured(NEVER_PARK, Scheduler::HANDOFF);
+        lock.configure(
+            Config::new()
+                .wait(NEVER_PARK)
+                .scheduler(Scheduler::HANDOFF)
+                .watchers(Some(1)),
+        );
+        let s = Shared::new(lock);
+        s.lock.lock();
+        let ts: Vec<_> = (0..2)
+            .map(|_| {
+                let s = Arc::clone(&s);
+                thread::spawn(move || s.locked_bump())
+            })
+            .collect();
+        s.bump();
+        // SAFETY: this thread holds the lock.
+        unsafe { s.lock.unlock() };
+        ts.into_iter().for_each(|t| t.join().unwrap());
+        s.assert_done(3, 3);
+    });
+}
+
+/// The priority scheduler's aging (after one pass-over under loom): a
+/// priority-0 and a priority-5 waiter park behind the holder; a release
+/// that wakes the priority-5 one passes the older priority-0 one over, and
+/// the next release hands it the lock even under a barging scheduler. The
+/// aging count lives in the holder's cell, written inside the parking
+/// lot's callback before the lock is released or handed over: loom checks
+/// that access against the next holder's.
+#[test]
+fn priority_aging_hands_over_to_the_longest_parked() {
+    for scheduler in [Scheduler::PRIORITY, Scheduler::PRIORITY.handoff(true)] {
+        model::check_with_bound(3, move || {
+            let s = Shared::new(configured(WaitPolicy::block(), scheduler));
+            s.lock.lock();
+            let ts: Vec<_> = [0, 5]
+                .into_iter()
+                .map(|priority| {
+                    let s = Arc::clone(&s);
+                    thread::spawn(move || {
+                        s.lock.lock_with_priority(priority);
+                        s.bump();
+                        // SAFETY: this thread holds the lock.
+                        unsafe { s.lock.unlock() };
+                    })
+                })
+                .collect();
+            s.bump();
+            // SAFETY: this thread holds the lock.
+            unsafe { s.lock.unlock() };
+            ts.into_iter().for_each(|t| t.join().unwrap());
+            s.assert_done(3, 3);
+        });
+    }
+}

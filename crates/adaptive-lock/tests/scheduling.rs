@@ -1,0 +1,177 @@
+//! What the schedulers promise: a configuration set before the first lock
+//! is kept, a watching waiter under handoff release is served, and the
+//! priority scheduler's aging serves a low-priority waiter behind loopers
+//! of higher priority.
+#![cfg(not(loom))]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use adaptive_lock::{
+    AdaptiveLockExt, AdaptiveMutex, Config, Learned, Policy, RawAdaptiveLock, Scheduler, Static,
+    WaitPolicy,
+};
+use sync_core::testing::parked_on;
+
+fn key<T, P: Policy>(m: &AdaptiveMutex<T, P>) -> usize {
+    // SAFETY: only the address is used.
+    unsafe { m.raw() as *const RawAdaptiveLock<P> as usize }
+}
+
+/// Waits until `n` threads are parked on `m`.
+fn until_parked<T, P: Policy>(m: &AdaptiveMutex<T, P>, n: usize) {
+    let start = Instant::now();
+    while parked_on(key(m)) < n {
+        assert!(start.elapsed() < Duration::from_secs(10), "never parked");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A configuration set on a fresh lock made by `new` survives its first
+/// acquisition, which used to apply the policy's initial configuration
+/// over it.
+#[test]
+fn configure_before_the_first_lock_is_kept() {
+    let m = AdaptiveMutex::<u32, Learned>::new(0);
+    m.configure(Config::new().scheduler(Scheduler::PRIORITY));
+    for _ in 0..3 {
+        *m.lock() += 1;
+    }
+    // The learned policy changes the waiting policy, never the scheduler.
+    assert_eq!(m.config().scheduler_kind(), Scheduler::PRIORITY);
+
+    let s = AdaptiveMutex::<u32, Static>::new(0);
+    let c = Config::new()
+        .wait(WaitPolicy::block())
+        .scheduler(Scheduler::HANDOFF);
+    s.configure(c);
+    for _ in 0..3 {
+        *s.lock() += 1;
+    }
+    assert_eq!(s.config(), c, "Static never changes its configuration");
+}
+
+/// Spins and yields, never parks.
+const NEVER_PARK: WaitPolicy = WaitPolicy::spin();
+
+/// Handoff release, waiters that never park, one watcher: the watcher used
+/// to be passed over by every handoff to a parked looper, for ever.
+#[test]
+fn a_watcher_under_handoff_release_is_served() {
+    let c = Config::new()
+        .wait(NEVER_PARK)
+        .scheduler(Scheduler::HANDOFF)
+        .watchers(Some(1));
+    let m = Arc::new(AdaptiveMutex::with_policy(0u64, Static(NEVER_PARK)));
+    m.configure(c);
+    let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicU64::new(0));
+    let g = m.lock();
+    // The watcher registers first, inside the cap: it watches.
+    let watcher = {
+        let m = Arc::clone(&m);
+        thread::spawn(move || {
+            let start = Instant::now();
+            *m.lock() += 1;
+            start.elapsed()
+        })
+    };
+    let start = Instant::now();
+    while m.stats().waiting < 1 {
+        assert!(start.elapsed() < Duration::from_secs(10));
+        thread::yield_now();
+    }
+    // The loopers register behind it: they park at once.
+    let loopers: Vec<_> = (0..8)
+        .map(|_| {
+            let (m, stop, served) = (Arc::clone(&m), Arc::clone(&stop), Arc::clone(&served));
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    *m.lock() += 1;
+                    served.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    until_parked(&m, 8);
+    drop(g);
+    // Generous: the bound is one handoff plus the eight loopers queued
+    // ahead; the test allows two seconds.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !watcher.is_finished() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(5));
+    }
+    let got_it = watcher.is_finished();
+    stop.store(true, Ordering::Relaxed);
+    for t in loopers {
+        t.join().unwrap();
+    }
+    let waited = watcher.join().unwrap();
+    assert!(
+        got_it,
+        "the watcher waited {waited:?} while the loopers got the lock {} times",
+        served.load(Ordering::Relaxed)
+    );
+}
+
+/// Strict priority starved a priority-0 waiter behind loopers of priority
+/// 10; aging hands it the lock within a bounded number of releases.
+#[test]
+fn priority_aging_serves_a_low_priority_waiter() {
+    for scheduler in [Scheduler::PRIORITY.handoff(true), Scheduler::PRIORITY] {
+        let m = Arc::new(AdaptiveMutex::with_policy(
+            0u64,
+            Static(WaitPolicy::block()),
+        ));
+        m.configure(Config::new().wait(WaitPolicy::block()).scheduler(scheduler));
+        let stop = Arc::new(AtomicBool::new(false));
+        let served = Arc::new(AtomicU64::new(0));
+        let g = m.lock();
+        let loopers: Vec<_> = (0..8)
+            .map(|_| {
+                let (m, stop, served) = (Arc::clone(&m), Arc::clone(&stop), Arc::clone(&served));
+                thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        *m.lock_with_priority(10) += 1;
+                        served.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        until_parked(&m, 8);
+        let low = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let mut g = m.lock_with_priority(0);
+                // The loopers' acquisitions before this one.
+                let before = *g;
+                *g += 1;
+                before
+            })
+        };
+        until_parked(&m, 9);
+        drop(g);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !low.is_finished() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let got_it = low.is_finished();
+        stop.store(true, Ordering::Relaxed);
+        for t in loopers {
+            t.join().unwrap();
+        }
+        let before = low.join().unwrap();
+        assert!(
+            got_it,
+            "{scheduler:?}: the priority-0 waiter got nothing while the loopers got the lock {} times",
+            served.load(Ordering::Relaxed)
+        );
+        if scheduler.is_handoff() {
+            // The documented bound: 8 threads parked ahead of it, so within
+            // 17 * (8 + 1) releases (each of which found it parked).
+            assert!(before <= 17 * 9, "served after {before} releases");
+        }
+    }
+}
