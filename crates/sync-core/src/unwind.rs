@@ -18,7 +18,12 @@
 //!    panic would be resumed (a guard, a future or a channel end dropped
 //!    during a panic), the caught panic is dropped instead, because a panic
 //!    out of a `drop` during unwinding aborts the process. A payload whose own
-//!    `drop` panics is leaked.
+//!    `drop` panics is leaked. One case cannot be told apart: a drop run by a
+//!    thread-local destructor is not unwinding, so a panic resumed there
+//!    aborts the process, as any panic out of a thread-local destructor does
+//!    (`std` gives no way to detect that context). Operations whose callback
+//!    is the crate's own choice rather than the caller's (a lock's policy)
+//!    therefore follow rule 4 instead.
 //! 4. **An operation that must not unwind does not.** A raw unlock (lock_api
 //!    assumes that an unlock which panics left the lock held), and anything
 //!    else that has already given up what it owned, keeps the panic with
