@@ -503,6 +503,13 @@ pub struct Watch {
     began: Option<Instant>,
 }
 
+impl Default for Watch {
+    /// A watch of the default policy ([`WaitPolicy::new`]).
+    fn default() -> Self {
+        Self::new(WaitPolicy::new())
+    }
+}
+
 impl Watch {
     /// A watch that has not begun.
     ///
@@ -576,6 +583,24 @@ impl Watch {
     /// ```
     pub fn set_policy(&mut self, policy: WaitPolicy) {
         self.policy = policy;
+    }
+
+    /// [`pause`](Self::pause) without a deadline, as parking_lot's
+    /// `SpinWait::spin`: `true` if the caller should poll the state again,
+    /// `false` once it should park (or register its waker).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sync_core::wait::{WaitPolicy, Watch};
+    ///
+    /// let mut watch = Watch::new(WaitPolicy::spin_then_block(1));
+    /// assert!(watch.spin());
+    /// assert!(!watch.spin());
+    /// ```
+    #[inline]
+    pub fn spin(&mut self) -> bool {
+        self.pause(None) == Next::Poll
     }
 
     /// Waits once, as the policy says for this point of the watch, and
