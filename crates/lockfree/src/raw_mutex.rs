@@ -353,7 +353,7 @@ impl RawMutex {
                 continue;
             }
             if let Some(deadline) = deadline {
-                if expired || Instant::now() >= deadline {
+                if expired || crate::clock::passed(Some(deadline)) {
                     if woken {
                         // We carry `WAKING`: pass the wakeup on.
                         self.pass_wake();

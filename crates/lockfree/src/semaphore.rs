@@ -1139,18 +1139,9 @@ fn token_result(token: Token) -> Result<(), AcquireError> {
     }
 }
 
-/// Whether `deadline` has passed (never, for no deadline).
-///
-/// Never under loom: time is not modelled (and reading the clock would make
-/// a model's branches depend on it); [`wait_until`] times out instead.
+/// Whether `deadline` has passed: see [`crate::clock::passed`].
 fn expired(deadline: Option<Instant>) -> bool {
-    #[cfg(loom)]
-    {
-        let _ = deadline;
-        false
-    }
-    #[cfg(not(loom))]
-    deadline.is_some_and(|d| Instant::now() >= d)
+    crate::clock::passed(deadline)
 }
 
 /// The drain's wait for a counted waiter to finish its push: spin briefly,
