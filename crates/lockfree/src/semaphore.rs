@@ -73,7 +73,6 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 use std::collections::VecDeque;
-use std::panic::{self, AssertUnwindSafe};
 use std::time::Instant;
 
 use sync_core::parking_lot::SpinWait;
@@ -81,6 +80,7 @@ use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{hint, thread};
+use sync_core::unwind::Panics;
 use sync_core::waiter::{Token, Waiter, WaiterQueue, Wakeup};
 
 use crate::error::{AcquireError, TryAcquireError};
@@ -152,7 +152,9 @@ const CLOSED_TOKEN: Token = 2;
 ///
 /// A task's waker that panics when a release wakes it: the release finishes
 /// delivering permits to every waiter it serves, and then the panic goes on
-/// in the releasing thread.
+/// in the releasing thread, unless that thread is already unwinding (a
+/// permit or an acquire future dropped during a panic): then the waker's
+/// panic is dropped, since a second panic would abort the process.
 ///
 /// # Progress
 ///
@@ -1008,7 +1010,7 @@ impl Semaphore {
     fn run_delivery(&self) {
         // Our callers (`deliver`, `recheck`, `close`) have just set ACTIVE.
         let role = Role(self);
-        let mut panicked = None;
+        let mut panics = Panics::new();
         let mut wakeups = Wakeups::default();
         // Whether to fold cancelled waiters at the head even with nothing to
         // deliver (after a cancel), so that their demand and nodes do not
@@ -1032,7 +1034,7 @@ impl Semaphore {
                     // canceller leaves the fold to us either way).
                     self.fold(head.data());
                     if let Some(wakeup) = Waiter::notify_later(&head, CLOSED_TOKEN) {
-                        wakeups.push(wakeup, &mut panicked);
+                        wakeups.push(wakeup, &mut panics);
                     }
                     continue;
                 }
@@ -1083,7 +1085,7 @@ impl Semaphore {
                         // is held for less time (a wakeup may schedule a
                         // task), and a panicking waker cannot leave it held.
                         match Waiter::notify_later(&head, GRANTED) {
-                            Some(wakeup) => wakeups.push(wakeup, &mut panicked),
+                            Some(wakeup) => wakeups.push(wakeup, &mut panics),
                             None => {
                                 // Cancelled meanwhile: take the permits back
                                 // and fold its demand.
@@ -1105,10 +1107,13 @@ impl Semaphore {
                 .compare_exchange(w, w & !ACTIVE, Release, Relaxed)
                 .is_ok()
             {
-                wakeups.wake_all(&mut panicked);
-                if let Some(payload) = panicked {
-                    panic::resume_unwind(payload);
-                }
+                wakeups.wake_all(&mut panics);
+                // The family's policy (sync_core::unwind): the first
+                // waker's panic goes on now that the semaphore is
+                // consistent, unless this thread is already unwinding (a
+                // permit or a future dropped during a panic), where a
+                // second panic would abort: it is dropped then.
+                panics.resume();
                 return;
             }
         }
@@ -1257,36 +1262,29 @@ impl Role<'_> {
 }
 
 /// The wakeups a deliverer owes, delivered after it retires. A few fit
-/// without allocating; past that they are delivered at once.
+/// without allocating; past that they are delivered at once. A waker's
+/// panic is caught into the deliverer's [`Panics`].
 #[derive(Default)]
 struct Wakeups {
     held: [Option<Wakeup>; 4],
 }
 
-/// A waker's panic, held until the deliverer has retired.
-type Panic = Option<Box<dyn core::any::Any + Send>>;
-
 impl Wakeups {
-    fn push(&mut self, wakeup: Wakeup, panicked: &mut Panic) {
+    fn push(&mut self, wakeup: Wakeup, panics: &mut Panics) {
         match self.held.iter_mut().find(|slot| slot.is_none()) {
             Some(slot) => *slot = Some(wakeup),
-            None => wake(wakeup, panicked),
-        }
-    }
-
-    fn wake_all(&mut self, panicked: &mut Panic) {
-        for slot in &mut self.held {
-            if let Some(wakeup) = slot.take() {
-                wake(wakeup, panicked);
+            None => {
+                panics.catch(|| wakeup.wake());
             }
         }
     }
-}
 
-/// Wakes, catching a waker's panic into `panicked` (the first one wins).
-fn wake(wakeup: Wakeup, panicked: &mut Panic) {
-    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| wakeup.wake())) {
-        panicked.get_or_insert(payload);
+    fn wake_all(&mut self, panics: &mut Panics) {
+        for slot in &mut self.held {
+            if let Some(wakeup) = slot.take() {
+                panics.catch(|| wakeup.wake());
+            }
+        }
     }
 }
 
