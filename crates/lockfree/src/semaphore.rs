@@ -194,6 +194,12 @@ const CLOSED_TOKEN: Token = 2;
 pub struct Semaphore {
     count: AtomicIsize,
     pending: AtomicUsize,
+    /// The permits in existence: free, held, or kept for waiters (what
+    /// `new`, `add_permits` and `release` made, less what was forgotten).
+    /// At most [`MAX_PERMITS`](Self::MAX_PERMITS), checked before permits
+    /// are added, so that a permit's return, and a merge of permits, can
+    /// never go past it.
+    total: AtomicUsize,
     queue: WaiterQueue,
     /// Requests withdrawn (cancelled futures, timed-out waits) since the
     /// deliverer last compacted its line: when they reach half the line, it
@@ -279,6 +285,7 @@ impl Semaphore {
             Self {
                 count: AtomicIsize::new(permits as isize),
                 pending: AtomicUsize::new(0),
+                total: AtomicUsize::new(permits),
                 queue: WaiterQueue::new(),
                 cancels: AtomicUsize::new(0),
                 line: UnsafeCell::new(Line {
@@ -762,9 +769,8 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If the free permits would exceed [`MAX_PERMITS`](Self::MAX_PERMITS).
-    /// The permits are taken back before the panic (another thread may see
-    /// them for that instant).
+    /// If the semaphore's permits, free, held and kept for waiters, would
+    /// exceed [`MAX_PERMITS`](Self::MAX_PERMITS). Nothing changes then.
     ///
     /// # Examples
     ///
@@ -774,6 +780,7 @@ impl Semaphore {
     /// assert_eq!(sem.available_permits(), 2);
     /// ```
     #[inline]
+    #[track_caller]
     pub fn add_permits(&self, n: usize) {
         self.release(n);
     }
@@ -804,7 +811,12 @@ impl Semaphore {
                 .count
                 .compare_exchange_weak(c, c - take as isize, Relaxed, Relaxed)
             {
-                Ok(_) => return take,
+                Ok(_) => {
+                    // Relaxed: a bound (see `total`); lowered after the
+                    // permits are gone, so it never counts fewer than exist.
+                    self.total.fetch_sub(take, Relaxed);
+                    return take;
+                }
                 Err(actual) => c = actual,
             }
         }
@@ -815,9 +827,10 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If the free permits would exceed [`MAX_PERMITS`](Self::MAX_PERMITS).
-    /// The permits are taken back before the panic (another thread may see
-    /// them for that instant).
+    /// If the semaphore's permits, free, held and kept for waiters, would
+    /// exceed [`MAX_PERMITS`](Self::MAX_PERMITS): checked before anything
+    /// changes, so that nothing does then, and so that a permit's return
+    /// (its drop) never can go past the maximum.
     ///
     /// # Examples
     ///
@@ -827,24 +840,42 @@ impl Semaphore {
     /// sem.release(1);
     /// assert_eq!(sem.available_permits(), 1);
     /// ```
-    #[inline]
+    #[track_caller]
     pub fn release(&self, n: usize) {
         if n == 0 {
             return;
         }
-        if n > Self::MAX_PERMITS {
-            overflow(n);
+        let mut total = self.total.load(Relaxed);
+        loop {
+            if n > Self::MAX_PERMITS - total {
+                overflow(n, total);
+            }
+            // Relaxed: a bound, not a hand-over; the permits go out with
+            // `put_back`'s Release.
+            match self
+                .total
+                .compare_exchange_weak(total, total + n, Relaxed, Relaxed)
+            {
+                Ok(_) => break,
+                Err(actual) => total = actual,
+            }
         }
+        self.put_back(n);
+    }
+
+    /// Returns `n` permits that exist (held, or just counted in `total`):
+    /// they cover the oldest waiters' demand first, then become free. Never
+    /// goes past [`MAX_PERMITS`](Self::MAX_PERMITS), which bounds `total`.
+    #[inline]
+    fn put_back(&self, n: usize) {
         // Release: pairs with the Acquire of whoever takes the permits (a
         // CAS in `try_take`, `commit`'s fetch_sub, or the deliverer's
         // `pending` load).
         let c = self.count.fetch_add(n as isize, Release);
-        if c > (Self::MAX_PERMITS - n) as isize {
-            // Undo before panicking (nobody waits when `c` is that high, so
-            // no delivery was owed).
-            self.count.fetch_sub(n as isize, Relaxed);
-            overflow(n);
-        }
+        debug_assert!(
+            c <= (Self::MAX_PERMITS - n) as isize,
+            "more permits than the semaphore's total"
+        );
         if c < 0 {
             // The first `-c` of our permits cover counted waiters' demand.
             self.deliver(n.min(c.unsigned_abs()));
@@ -1291,9 +1322,10 @@ impl Wakeups {
 #[cold]
 #[inline(never)]
 #[track_caller]
-fn overflow(n: usize) -> ! {
+fn overflow(n: usize, total: usize) -> ! {
     panic!(
-        "Semaphore::release({n}): the free permits would exceed Semaphore::MAX_PERMITS ({})",
+        "Semaphore::add_permits({n}): the semaphore's permits (free, held or kept for \
+         waiters: {total}) would exceed Semaphore::MAX_PERMITS ({})",
         Semaphore::MAX_PERMITS
     )
 }
@@ -1399,10 +1431,14 @@ impl<'a> SemaphorePermit<'a> {
     /// assert_eq!(sem.available_permits(), 0);
     /// ```
     pub fn forget(mut self) {
+        // Relaxed: a bound (see `Semaphore::total`).
+        self.sem.total.fetch_sub(self.permits, Relaxed);
         self.permits = 0;
     }
 
-    /// Moves `other`'s permits into this one.
+    /// Moves `other`'s permits into this one. (Together they never exceed
+    /// [`Semaphore::MAX_PERMITS`]: a semaphore never holds more, see
+    /// [`add_permits`](Semaphore::add_permits).)
     ///
     /// # Panics
     ///
@@ -1447,7 +1483,7 @@ impl Drop for SemaphorePermit<'_> {
     #[inline]
     fn drop(&mut self) {
         if self.permits > 0 {
-            self.sem.release(self.permits);
+            self.sem.put_back(self.permits);
         }
     }
 }
@@ -1520,10 +1556,14 @@ impl OwnedSemaphorePermit {
     /// assert_eq!(sem.available_permits(), 0);
     /// ```
     pub fn forget(mut self) {
+        // Relaxed: a bound (see `Semaphore::total`).
+        self.sem.total.fetch_sub(self.permits, Relaxed);
         self.permits = 0;
     }
 
-    /// Moves `other`'s permits into this one.
+    /// Moves `other`'s permits into this one. (Together they never exceed
+    /// [`Semaphore::MAX_PERMITS`]: a semaphore never holds more, see
+    /// [`add_permits`](Semaphore::add_permits).)
     ///
     /// # Panics
     ///
@@ -1572,7 +1612,7 @@ impl Drop for OwnedSemaphorePermit {
     #[inline]
     fn drop(&mut self) {
         if self.permits > 0 {
-            self.sem.release(self.permits);
+            self.sem.put_back(self.permits);
         }
     }
 }
@@ -1653,7 +1693,7 @@ impl Request {
             // node (and frees what `pending` kept for it).
             Ok(()) => sem.withdrawn(),
             // Everything was delivered: give it all back.
-            Err(GRANTED) => sem.release(self.n),
+            Err(GRANTED) => sem.put_back(self.n),
             // Sent away by a close: our demand is folded already.
             Err(_) => {}
         }
