@@ -8,7 +8,8 @@
 //!
 //! The "while unwinding" cases run in a child process (this test binary,
 //! re-run on that one test), so that an abort fails the test instead of
-//! killing the harness.
+//! killing the harness. The mpsc receiver's drop, which runs the queued
+//! messages' `Drop`s (user code too), follows the same policy.
 #![cfg(not(loom))]
 
 use std::future::Future;
@@ -398,4 +399,38 @@ fn acquire_future_dropped_while_unwinding() {
 #[test]
 fn acquire_future_dropped_resumes_the_wakers_panic() {
     acquire_future_drop(false);
+}
+
+// ---- mpsc: the receiver's drop runs the messages' `Drop`s ----
+
+/// Panics when dropped, after counting.
+struct PanicsOnDrop(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+        panic!("a message's drop panicked");
+    }
+}
+
+/// The receiver is dropped while the thread unwinds, with queued messages
+/// whose drops panic: every message is dropped, and their panics are
+/// dropped too (the drain used to let the first one unwind out of the
+/// receiver's drop: an abort during unwinding).
+#[test]
+fn mpsc_receiver_dropped_while_unwinding_with_panicking_messages() {
+    in_child(
+        "mpsc_receiver_dropped_while_unwinding_with_panicking_messages",
+        || {
+            let drops = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let (tx, rx) = mpsc::channel();
+            for _ in 0..3 {
+                tx.send(PanicsOnDrop(drops.clone())).unwrap();
+            }
+            drop_while_unwinding(rx);
+            assert_eq!(drops.load(SeqCst), 3, "messages left undropped");
+            drop(tx);
+            assert_eq!(drops.load(SeqCst), 3);
+        },
+    );
 }
