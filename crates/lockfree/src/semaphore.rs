@@ -199,7 +199,13 @@ pub struct Semaphore {
     /// At most [`MAX_PERMITS`](Self::MAX_PERMITS), checked before permits
     /// are added, so that a permit's return, and a merge of permits, can
     /// never go past it.
-    total: AtomicUsize,
+    ///
+    /// A bound only: no operation orders anything through it (all its
+    /// accesses are Relaxed) and the waiting protocol never reads it. So it
+    /// is the core atomic even under loom, which then need not explore its
+    /// accesses (they would multiply the interleavings of every model that
+    /// adds or forgets permits, for no protocol to check).
+    total: core::sync::atomic::AtomicUsize,
     queue: WaiterQueue,
     /// Requests withdrawn (cancelled futures, timed-out waits) since the
     /// deliverer last compacted its line: when they reach half the line, it
@@ -285,7 +291,7 @@ impl Semaphore {
             Self {
                 count: AtomicIsize::new(permits as isize),
                 pending: AtomicUsize::new(0),
-                total: AtomicUsize::new(permits),
+                total: core::sync::atomic::AtomicUsize::new(permits),
                 queue: WaiterQueue::new(),
                 cancels: AtomicUsize::new(0),
                 line: UnsafeCell::new(Line {
