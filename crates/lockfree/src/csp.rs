@@ -69,6 +69,7 @@ use core::task::{Context, Poll};
 use sync_core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{Arc, hint, thread};
+use sync_core::unwind::Panics;
 use sync_core::waiter::{Waiter, Wakeup};
 
 /// The channel word when nobody waits.
@@ -466,7 +467,11 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// The sending end of a [`csp::channel`](channel). Not `Clone`: the channel
 /// is point to point.
 ///
-/// Dropping it wakes a receiver that waits, with [`RecvError`].
+/// Dropping it wakes a receiver that waits, with [`RecvError`]. If the
+/// receiver waits as a task (or an [`Alt`]'s task) and its waker panics,
+/// the panic goes on out of the drop once the channel is closed, unless
+/// the thread is already unwinding: then it is dropped (a second panic
+/// would abort the process).
 ///
 /// # Examples
 ///
@@ -662,20 +667,33 @@ impl<T> Drop for Sender<T> {
 }
 
 /// An end is dropped: mark the word closed and release a waiting partner.
+///
+/// The partner's waker (a task's) is user code: it runs last, when the
+/// channel is closed and the partner's slot complete, and its panic follows
+/// the family's policy (`sync_core::unwind`): it goes on out of the drop,
+/// unless the thread is already unwinding (a panic out of a drop during
+/// unwinding aborts), in which case it is dropped.
 fn shut<T>(chan: &Chan) {
     // AcqRel: as the swaps in `offer`/`accept`.
-    match Chan::found::<T>(chan.word.swap(CLOSED, AcqRel)) {
-        Found::Empty | Found::Closed => {}
+    let wakeup = match Chan::found::<T>(chan.word.swap(CLOSED, AcqRel)) {
+        Found::Empty | Found::Closed => None,
         // SAFETY: we took the partner's slot out of the word. The partner's
         // value (a sender's) stays in its slot: a panicking waker loses
         // nothing.
-        Found::Slot(partner) => drop(unsafe { Slot::complete(partner, Outcome::Shut) }),
+        Found::Slot(partner) => unsafe { Slot::complete(partner, Outcome::Shut) },
         Found::Alt(alt) => {
             if alt.claim(chan.id()) {
                 // SAFETY: our claim gives us the Alt's slot.
-                drop(unsafe { Slot::complete(&alt.slot, Outcome::Shut) });
+                unsafe { Slot::complete(&alt.slot, Outcome::Shut) }
+            } else {
+                None
             }
         }
+    };
+    if let Some(wakeup) = wakeup {
+        let mut panics = Panics::new();
+        panics.catch(|| wakeup.wake());
+        panics.resume();
     }
 }
 
@@ -690,7 +708,8 @@ impl<T> fmt::Debug for Sender<T> {
 /// The receiving end of a [`csp::channel`](channel). Not `Clone`.
 ///
 /// Dropping it wakes a sender that waits, whose value comes back in
-/// [`SendError`].
+/// [`SendError`]. A sending task's waker that panics then is handled as
+/// for [`Sender`]'s drop.
 ///
 /// # Examples
 ///

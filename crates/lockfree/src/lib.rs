@@ -70,6 +70,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod clock;
 pub mod csp;
 mod error;
 pub mod mpsc;

@@ -35,6 +35,22 @@
 //! paper's sender, which spins while the mark says WAITING until the
 //! receiver has published itself, no producer ever waits: the waiter is
 //! published *before* the mark, because they are one word.
+//!
+//! # Closing: the receiver's drop
+//!
+//! A second Dekker handshake, on `closed` and `tail`, makes the receiver's
+//! drop drop every message. The receiver stores `closed`, then drains the
+//! queue, waiting for each send in flight (swapped, not yet linked: one
+//! store from done) until `tail` is its dummy. A producer, after its swap,
+//! reads `closed` (on the line it reads `parked` from). Either the
+//! receiver's last look at `tail` saw the swap, and the receiver waited for
+//! the link and dropped the message, or the producer sees `closed` and,
+//! once linked, asks for a drain pass. Passes are serialized by a count of
+//! requests (`drains`): the thread that raises it from zero holds the
+//! consumer's role and passes until no request came during its last pass;
+//! the others leave their messages to it. So nothing stays queued behind a
+//! preempted producer until the last sender goes, which, for a sender kept
+//! in a `static`, would be never.
 
 use core::cell::Cell;
 use core::fmt;
@@ -51,6 +67,7 @@ use sync_core::CachePadded;
 use sync_core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{Arc, hint, thread};
+use sync_core::unwind::Panics;
 use sync_core::waiter::Waiter;
 
 /// Messages per block of nodes, at most (small under loom, so that models
@@ -446,6 +463,10 @@ struct Signal {
     parked: AtomicPtr<Waiter>,
     /// The receiver is gone: sends fail.
     closed: AtomicBool,
+    /// Once the receiver is gone: requests to drop what is queued, counted
+    /// while one thread (the *drainer*) holds the consumer's role (non-zero:
+    /// the role is held). See [`Shared::drain_closed`].
+    drains: AtomicUsize,
 }
 
 struct Shared<T> {
@@ -563,48 +584,109 @@ impl<T> Shared<T> {
         }
     }
 
-    /// Drops every message that is linked (the receiver's drop, and the
-    /// channel's).
+    /// Drops what is queued once the receiver is gone, as the drainer: the
+    /// caller holds the consumer's role (`drains` went from 0 to `seen` by
+    /// its own request). A pass drops every linked message; the role is
+    /// given up only if no request came meanwhile (a CAS on the count seen
+    /// at the pass's start), so a request made while the role is held is
+    /// served by its holder.
+    ///
+    /// With `wait` (the receiver's drop), a pass waits for every send in
+    /// flight to link its message (each is one store away from it) and
+    /// ends only when the queue is empty as the handshake sees it (a
+    /// `SeqCst` load of `tail`, after the `SeqCst` store of `closed`): a
+    /// send whose swap comes later in that order sees `closed`, and drops
+    /// what it queued itself ([`drain_late`](Self::drain_late)). Without
+    /// `wait` (such a late send), a pass stops at a send in flight: it is a
+    /// late one too, and requests a pass once it has linked.
+    ///
+    /// A message whose drop panics does not stop the drain: the first
+    /// panic is kept in `panics`.
     ///
     /// # Safety
     ///
-    /// As [`pop`](Self::pop).
-    /// A message whose drop panics does not stop the drain: the rest are
-    /// dropped as the panic unwinds (a second panic aborts, as with `Vec`).
-    unsafe fn drain(&self) {
-        /// Drains the rest if a message's drop panics.
-        struct Rest<'a, T>(&'a Shared<T>);
-        impl<T> Drop for Rest<'_, T> {
-            fn drop(&mut self) {
-                // SAFETY: as `drain`'s caller promises.
-                while let Pop::Value(v) = unsafe { self.0.pop() } {
-                    drop(v);
+    /// The caller holds the drain role, with `drains == seen` counting the
+    /// requests it serves.
+    unsafe fn drain_closed(&self, mut seen: usize, wait: bool, panics: &mut Panics) {
+        loop {
+            let mut snoozes = 0u32;
+            loop {
+                // SAFETY: the drain role makes us the only consumer (the
+                // receiver is gone or is the caller); each holder acquired
+                // the role from the previous one's Release CAS on `drains`.
+                match unsafe { self.pop() } {
+                    Pop::Value(v) => panics.drop(v),
+                    Pop::InFlight if wait => {
+                        // A send between its swap and its link: one store
+                        // away. Spin, then let it run.
+                        if snoozes < IN_FLIGHT_SPINS {
+                            snoozes += 1;
+                            hint::spin_loop();
+                        } else {
+                            thread::yield_now();
+                        }
+                    }
+                    Pop::InFlight => break,
+                    Pop::Empty => {
+                        // SeqCst: the receiver's read in the close handshake
+                        // (after its SeqCst store of `closed`); pairs with
+                        // the SeqCst load of `closed` after a send's swap.
+                        // SAFETY: the consumer's state is ours (above).
+                        let head = self.consumer.with(|c| unsafe { (*c).head });
+                        if !wait || self.tail.load(SeqCst) == head {
+                            break;
+                        }
+                    }
                 }
             }
+            let spares = &self.spares;
+            // SAFETY: as above; the blocks we moved past go back now.
+            self.consumer
+                .with_mut(|c| unsafe { Consumer::flush(&mut *c, spares) });
+            // AcqRel: Release hands the consumer's state to the next
+            // drainer; Acquire (on failure) pairs with the request that
+            // moved the count, so its link is visible to our next pass.
+            match self
+                .signal
+                .drains
+                .compare_exchange(seen, 0, AcqRel, Acquire)
+            {
+                Ok(_) => return,
+                Err(now) => seen = now,
+            }
         }
-        let rest = Rest(self);
-        // SAFETY: forwarded.
-        while let Pop::Value(v) = unsafe { self.pop() } {
-            drop(v);
+    }
+
+    /// Called by a send that saw `closed` after its swap: its message (and
+    /// whatever is linked behind it) may have been queued after the
+    /// receiver's drop drained the queue. Requests a drain pass, and runs
+    /// it if no one holds the role.
+    #[cold]
+    #[inline(never)]
+    fn drain_late(&self) {
+        // AcqRel: Release publishes our link to the drainer whose CAS this
+        // makes fail; Acquire, if we take the role, pairs with the previous
+        // holder's Release CAS.
+        if self.signal.drains.fetch_add(1, AcqRel) == 0 {
+            let mut panics = Panics::new();
+            // SAFETY: the count was 0: the role is ours, with one request.
+            unsafe { self.drain_closed(1, false, &mut panics) };
+            panics.resume();
         }
-        core::mem::forget(rest);
     }
 }
 
 impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
-        /// Frees the blocks and the waiter even if a message's drop panics.
-        struct Free<'a, T>(&'a Shared<T>);
-        impl<T> Drop for Free<'_, T> {
-            fn drop(&mut self) {
-                // SAFETY: `Shared::drop`'s guard, run once.
-                unsafe { self.0.free() };
-            }
-        }
-        let free = Free(self);
+        let mut panics = Panics::new();
         // SAFETY: `&mut self`: every sender and the receiver are gone, so
         // every send has completed and we are the only consumer.
-        unsafe { free.0.drain() };
+        while let Pop::Value(v) = unsafe { self.pop() } {
+            panics.drop(v);
+        }
+        // SAFETY: called once, nobody else left.
+        unsafe { self.free() };
+        panics.resume();
     }
 }
 
@@ -662,6 +744,7 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
         signal: CachePadded::new(Signal {
             parked: AtomicPtr::new(ptr::null_mut()),
             closed: AtomicBool::new(false),
+            drains: AtomicUsize::new(0),
         }),
         senders: CachePadded::new(AtomicUsize::new(1)),
         consumer: UnsafeCell::new(Consumer {
@@ -737,14 +820,18 @@ impl<T> Sender<T> {
     /// # Errors
     ///
     /// `Err(SendError(value))` if the receiver has been dropped: the value
-    /// comes back. A send that races the receiver's drop may succeed
-    /// instead; its message is then dropped with the channel.
+    /// comes back. A send that races the receiver's drop may return `Ok`
+    /// instead; its message is then dropped, never received, by the time
+    /// both this send and the receiver's drop have returned (by one of
+    /// them).
     ///
     /// # Panics
     ///
     /// If the receiver waits as a task and its waker panics when this send
     /// wakes it, the panic propagates out of `send`; the message is queued
-    /// already, and is received.
+    /// already, and is received. A send that races the receiver's drop and
+    /// drops the messages queued meanwhile passes on the first panic of
+    /// their `Drop`s, once all of them are dropped.
     ///
     /// # Progress
     ///
@@ -780,12 +867,20 @@ impl<T> Sender<T> {
         // SeqCst: the producer's read in the handshake, pairs with the swap
         // in `park_prepare`.
         let parked = shared.signal.parked.load(SeqCst);
+        // SeqCst: the producer's read in the close handshake, pairs with
+        // the receiver drop's SeqCst store (on the same line as `parked`).
+        let closed = shared.signal.closed.load(SeqCst);
         // Release: pairs with the Acquire load of `next` in `pop`. `prev` is
         // alive: the receiver releases a node only after moving past it,
         // which needs this link.
         // SAFETY: as just argued.
         unsafe { (*prev).next.store(node, Release) };
-        if !parked.is_null() {
+        if closed {
+            // The receiver's drop may have drained before our swap: what we
+            // queued is ours to drop. (Its waiter, if we saw one, was
+            // withdrawn before `closed` was set.)
+            shared.drain_late();
+        } else if !parked.is_null() {
             shared.wake_receiver();
         }
         Ok(())
@@ -863,6 +958,9 @@ impl<T> Clone for Sender<T> {
 }
 
 impl<T> Drop for Sender<T> {
+    /// The last sender wakes a waiting receiver. If the receiver waits as
+    /// a task and its waker panics, the panic goes on once the sender is
+    /// gone (it is dropped instead if the thread is already unwinding).
     fn drop(&mut self) {
         self.release_unused();
         // SeqCst: pairs with the receiver's handshake (`quiet` reads the
@@ -870,7 +968,11 @@ impl<T> Drop for Sender<T> {
         // decrement) publishes their links to the receiver that reads 0.
         if self.shared.senders.fetch_sub(1, SeqCst) == 1 {
             handshake_fence();
-            self.shared.wake_receiver();
+            // The waker is user code: caught, and resumed only when not
+            // unwinding (a panic out of a drop during unwinding aborts).
+            let mut panics = Panics::new();
+            panics.catch(|| self.shared.wake_receiver());
+            panics.resume();
         }
     }
 }
@@ -885,8 +987,21 @@ impl<T> fmt::Debug for Sender<T> {
 
 /// The receiving end of an [`mpsc::channel`](channel).
 ///
-/// [`Send`] but not [`Sync`]: there is one receiver. Dropping it drops
-/// every queued message and makes later sends fail.
+/// [`Send`] but not [`Sync`]: there is one receiver.
+///
+/// # Dropping the receiver
+///
+/// Dropping it makes later sends fail and drops every message queued,
+/// including those queued behind a send in flight: the drop waits for each
+/// send that is between its two steps (it has swapped the tail, and is one
+/// store from linking its message) to finish. A send that races the drop
+/// may return `Ok`; its message is dropped, never received, by the time
+/// both that send and the drop have returned. Nothing queued waits for the
+/// last [`Sender`] to go.
+///
+/// A message whose `Drop` panics does not stop the drain: the first such
+/// panic goes on once every message is dropped (it is dropped instead if
+/// the thread is already unwinding, since a second panic would abort).
 ///
 /// # Examples
 ///
@@ -1049,6 +1164,9 @@ impl<T> Receiver<T> {
 
     fn recv_deadline(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         let mut watched = 0u32;
+        // A timed park that ended without a wakeup: the deadline passed (or,
+        // under loom, where time is not modelled, its timer fired).
+        let mut timed_out = false;
         loop {
             let in_flight = match self.take() {
                 Ok(v) => return Ok(v),
@@ -1056,7 +1174,7 @@ impl<T> Receiver<T> {
                 Err(Missing::Empty) => false,
                 Err(Missing::InFlight) => true,
             };
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if timed_out || crate::clock::passed(deadline) {
                 return Err(RecvTimeoutError::Timeout);
             }
             if in_flight {
@@ -1090,7 +1208,7 @@ impl<T> Receiver<T> {
             // waiter meanwhile finds it so and does not unpark us later.
             match deadline {
                 None => drop(waiter.wait(false)),
-                Some(d) => drop(waiter.wait_until(false, d)),
+                Some(d) => timed_out = waiter.wait_until(false, d).is_none(),
             }
             self.shared.withdraw();
             watched = 0;
@@ -1268,19 +1386,23 @@ enum Missing {
 }
 
 impl<T> Drop for Receiver<T> {
+    /// See the type's docs, "Dropping the receiver".
     fn drop(&mut self) {
-        // Release: pairs with `is_closed`'s Acquire.
-        self.shared.signal.closed.store(true, Release);
         self.stop_waiting();
         self.shared.withdraw();
-        // SAFETY: we are the receiver. Messages still on their way are
-        // dropped with the channel.
-        unsafe { self.shared.drain() };
-        let spares = &self.shared.spares;
-        // SAFETY: the receiver's last touch of the consumer state; the
-        // channel's drop comes after (it owns the last reference).
-        let flush = |c: *mut _| unsafe { Consumer::flush(&mut *c, spares) };
-        self.shared.consumer.with_mut(flush);
+        // The drain role is ours before anybody can ask for it: a send asks
+        // only once it sees `closed`. Relaxed: the Release store below
+        // publishes it to those.
+        self.shared.signal.drains.store(1, Relaxed);
+        // SeqCst: the receiver's write in the close handshake; pairs with
+        // the SeqCst load of `closed` after each send's swap (see
+        // `drain_closed`). Also Release for `is_closed`'s Acquire.
+        self.shared.signal.closed.store(true, SeqCst);
+        handshake_fence();
+        let mut panics = Panics::new();
+        // SAFETY: we are the receiver, and took the role with one request.
+        unsafe { self.shared.drain_closed(1, true, &mut panics) };
+        panics.resume();
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sync_core::sync::cell::{MutPtr, UnsafeCell};
+use sync_core::unwind::Panics;
 
 use crate::raw_mutex::{Fairness, RawLock, RawMutex};
 
@@ -46,6 +47,16 @@ use crate::raw_mutex::{Fairness, RawLock, RawMutex};
 ///
 /// There is none, as in parking_lot and tokio: a panic while the lock is held
 /// unlocks it (the guard's `Drop`) and leaves the data as the panic left it.
+///
+/// # Panics
+///
+/// An unlock (a guard's drop, [`MutexGuard::unlock_fair`]) or a dropped
+/// [`LockFuture`] may wake a waiting task, whose waker is user code. If the
+/// waker panics, the lock (or the wakeup) is passed on first, so the other
+/// task holds its token, and then the panic goes on out of the drop, unless
+/// the thread is already unwinding: then it is dropped, since a second
+/// panic would abort the process. ([`RawMutex::unlock`], which `lock_api`
+/// calls, never unwinds: it drops such a panic.)
 ///
 /// # Examples
 ///
@@ -367,6 +378,15 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
 /// # Cancel safety
 ///
 /// See [`Mutex::lock_async`].
+///
+/// # Panics
+///
+/// Dropping a future that was handed the lock, or woken to compete for it,
+/// passes the lock or the wakeup on to the next waiter, and so may run that
+/// waiter's waker (a task's: user code). If it panics, the drop finishes
+/// passing on, then resumes the panic, unless the thread is already
+/// unwinding: then the panic is dropped, never a second panic (which would
+/// abort).
 #[must_use = "futures do nothing unless polled"]
 pub struct LockFuture<'a, T: ?Sized> {
     mutex: &'a Mutex<T>,
@@ -420,8 +440,11 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
         let mut guard = ManuallyDrop::new(guard);
         // SAFETY: dropped once, here; the guard's own Drop does not run.
         unsafe { ManuallyDrop::drop(&mut guard.data) };
+        let mut panics = Panics::new();
         // SAFETY: the guard holds the lock.
-        unsafe { guard.mutex.raw.unlock_fair() };
+        unsafe { guard.mutex.raw.unlock_fair_catching(&mut panics) };
+        // Unlocked: a waker's panic may go on now (see the Mutex's docs).
+        panics.resume();
     }
 
     /// The mutex this guard locks.
@@ -440,8 +463,12 @@ macro_rules! guard_impls {
             fn drop(&mut self) {
                 // SAFETY: dropped exactly once, here, and not used afterwards.
                 unsafe { ManuallyDrop::drop(&mut self.data) };
+                let mut panics = Panics::new();
                 // SAFETY: the guard holds the lock.
-                unsafe { self.mutex.raw.unlock() };
+                unsafe { self.mutex.raw.unlock_catching(&mut panics) };
+                // Unlocked: a waker's panic may go on now, unless we are
+                // unwinding (see the Mutex's docs).
+                panics.resume();
             }
         }
 

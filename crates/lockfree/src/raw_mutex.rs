@@ -79,6 +79,7 @@ use std::time::{Duration, Instant};
 use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicUsize, Ordering::*, fence};
+use sync_core::unwind::Panics;
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
 use crate::patience::{Patience, pop_counted};
@@ -261,12 +262,34 @@ impl RawMutex {
 
     /// Releases the lock.
     ///
+    /// # Panics
+    ///
+    /// Never. The unlock may wake a waiting task, whose waker is user code
+    /// and may panic: that panic is caught and dropped, because an unlock
+    /// that unwinds would, for `lock_api`, mean a lock still held (its
+    /// guards would unlock again). The waiter is woken all the same as far
+    /// as the lock is concerned: it holds its token. [`Mutex`](crate::Mutex)'s
+    /// guards pass such a panic on instead (see its docs).
+    ///
     /// # Safety
     ///
     /// The lock must be held, by this caller's logical owner (the guard it
     /// took it with).
     #[inline]
     pub unsafe fn unlock(&self) {
+        let mut panics = Panics::new();
+        // SAFETY: forwarded.
+        unsafe { self.unlock_catching(&mut panics) };
+        // A waker's panic, if any, is dropped with `panics`.
+    }
+
+    /// [`unlock`](Self::unlock), keeping a waker's panic in `panics`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`unlock`](Self::unlock).
+    #[inline]
+    pub(crate) unsafe fn unlock_catching(&self, panics: &mut Panics) {
         if self.fairness == Fairness::Barging {
             // One RMW and no load first: a load of a word another core is
             // writing would cost a second cache-line transfer.
@@ -275,14 +298,14 @@ impl RawMutex {
             // Waiters counted, or a starvation mode to end (`STARVE` sorts
             // just below `ONE`, so this is the same single comparison).
             if old >= STARVE {
-                self.unlocked_with_waiters(old);
+                self.unlocked_with_waiters(old, panics);
             }
         } else if self
             .word
             .compare_exchange(LOCKED, 0, Release, Relaxed)
             .is_err()
         {
-            self.unlock_slow();
+            self.unlock_slow(panics);
         }
     }
 
@@ -290,16 +313,32 @@ impl RawMutex {
     /// whatever the lock's [`Fairness`] (unless a woken waiter is already on
     /// its way to the lock: then it is released for that waiter).
     ///
+    /// # Panics
+    ///
+    /// Never: as [`unlock`](Self::unlock).
+    ///
     /// # Safety
     ///
     /// As for [`unlock`](Self::unlock).
     pub unsafe fn unlock_fair(&self) {
+        let mut panics = Panics::new();
+        // SAFETY: forwarded.
+        unsafe { self.unlock_fair_catching(&mut panics) };
+    }
+
+    /// [`unlock_fair`](Self::unlock_fair), keeping a waker's panic in
+    /// `panics`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`unlock`](Self::unlock).
+    pub(crate) unsafe fn unlock_fair_catching(&self, panics: &mut Panics) {
         if self
             .word
             .compare_exchange(LOCKED, 0, Release, Relaxed)
             .is_err()
         {
-            self.unlock_slow();
+            self.unlock_slow(panics);
         }
     }
 
@@ -353,10 +392,14 @@ impl RawMutex {
                 continue;
             }
             if let Some(deadline) = deadline {
-                if expired || Instant::now() >= deadline {
+                if expired || crate::clock::passed(Some(deadline)) {
                     if woken {
-                        // We carry `WAKING`: pass the wakeup on.
-                        self.pass_wake();
+                        // We carry `WAKING`: pass the wakeup on. The next
+                        // waiter's waker may panic: the lock is consistent
+                        // by then, and the panic goes on to our caller.
+                        let mut panics = Panics::new();
+                        self.pass_wake(&mut panics);
+                        panics.resume();
                     }
                     return false;
                 }
@@ -397,7 +440,9 @@ impl RawMutex {
                     None => {
                         // Withdrawn: the node stays queued, counted, until
                         // a dequeuer skips and uncounts it.
-                        self.reclaim();
+                        let mut panics = Panics::new();
+                        self.reclaim(&mut panics);
+                        panics.resume();
                         return false;
                     }
                 },
@@ -440,7 +485,7 @@ impl RawMutex {
     /// After a barging unlock that found waiters or `STARVE` (`old`, the
     /// word before it).
     #[cold]
-    fn unlocked_with_waiters(&self, old: usize) {
+    fn unlocked_with_waiters(&self, old: usize, panics: &mut Panics) {
         if old & WAKING != 0 {
             // A woken waiter is on its way and will find the lock free (and
             // end a starvation mode nobody else waits in as it takes it).
@@ -469,7 +514,7 @@ impl RawMutex {
                     .word
                     .compare_exchange_weak(w, w | LOCKED, Acquire, Relaxed)
                 {
-                    Ok(_) => return self.unlock_slow(),
+                    Ok(_) => return self.unlock_slow(panics),
                     Err(actual) => w = actual,
                 }
             }
@@ -483,7 +528,7 @@ impl RawMutex {
                 .word
                 .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
             {
-                Ok(_) => return self.wake_next(false),
+                Ok(_) => return self.wake_next(false, panics),
                 Err(actual) => w = actual,
             }
         }
@@ -492,7 +537,7 @@ impl RawMutex {
     /// The unlock of a lock somebody is counted on (or that a woken waiter
     /// is on its way to).
     #[cold]
-    fn unlock_slow(&self) {
+    fn unlock_slow(&self, panics: &mut Panics) {
         let mut w = self.word.load(Relaxed);
         loop {
             debug_assert!(w & LOCKED != 0, "unlock of an unlocked RawMutex");
@@ -514,7 +559,7 @@ impl RawMutex {
                 .word
                 .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
             {
-                Ok(_) => return self.wake_next(true),
+                Ok(_) => return self.wake_next(true, panics),
                 Err(actual) => w = actual,
             }
         }
@@ -522,7 +567,7 @@ impl RawMutex {
 
     /// Dequeues and notifies a waiter. The caller holds `WAKING`, and holds
     /// the lock if `holding`.
-    fn wake_next(&self, mut holding: bool) {
+    fn wake_next(&self, mut holding: bool, panics: &mut Panics) {
         loop {
             let w = self.word.load(Relaxed);
             if w < ONE || (!holding && w & LOCKED != 0) {
@@ -567,7 +612,11 @@ impl RawMutex {
                 self.word.fetch_sub(ONE, Release);
                 COMPETE
             };
-            if waiter.notify(token) {
+            // The token now; the wakeup, a task's waker (user code), last,
+            // once the word is consistent: its panic is caught, and goes
+            // on (or not) as the caller's `panics` decides.
+            if let Some(wakeup) = Waiter::notify_later(&waiter, token) {
+                panics.catch(|| wakeup.wake());
                 return;
             }
             // Cancelled between our check and the notify: what the token
@@ -575,7 +624,7 @@ impl RawMutex {
             if holding {
                 // We hold the lock (but no longer `WAKING`): unlock it again
                 // from the start.
-                return self.unlock_slow();
+                return self.unlock_slow(panics);
             }
             // We still hold `WAKING` (nobody was woken to clear it).
         }
@@ -599,8 +648,8 @@ impl RawMutex {
 
     /// Passes on a `WAKING` this thread holds without the lock (a woken
     /// future that was dropped): wakes another waiter if the lock is free.
-    fn pass_wake(&self) {
-        self.wake_next(false);
+    fn pass_wake(&self, panics: &mut Panics) {
+        self.wake_next(false, panics);
     }
 
     /// Called after a waiter withdrew (a dropped future, a timed-out
@@ -616,7 +665,7 @@ impl RawMutex {
     /// the withdrawn ones behind the first live waiter, and those withdrawn
     /// while a waker held the role (until the next withdrawal or unlock).
     #[cold]
-    fn reclaim(&self) {
+    fn reclaim(&self, panics: &mut Panics) {
         // Announce the withdrawal before looking at the role: either we find
         // `WAKING` free, or its holder finds our announcement when it re-reads
         // `withdrawals` after giving the role up (Dekker: each side writes,
@@ -659,7 +708,7 @@ impl RawMutex {
                 debug_assert!(node.is_cancelled());
                 self.word.fetch_sub(ONE, Relaxed);
             }
-            self.pass_wake();
+            self.pass_wake(panics);
             // A waiter that withdrew while we held the role left its node to
             // us: pairs with the fence in its `reclaim`.
             fence(SeqCst);
@@ -759,6 +808,15 @@ pub type LockApiMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
 /// node is freed by the unlocker that reaches it), a lock already handed to
 /// it is unlocked, and a wakeup already sent to it is passed to the next
 /// waiter.
+///
+/// # Panics
+///
+/// Passing the lock or a wakeup on may wake another waiting task, whose
+/// waker is user code. If that waker panics, the drop first finishes
+/// passing on (the other task holds its token), then resumes the panic,
+/// unless the thread is already unwinding (a future dropped during a
+/// panic): then the waker's panic is dropped, since a second panic would
+/// abort the process.
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct RawLock<'a> {
@@ -836,17 +894,22 @@ impl Future for RawLock<'_> {
 }
 
 impl Drop for RawLock<'_> {
+    /// See the type's docs, "Panics".
     fn drop(&mut self) {
+        let mut panics = Panics::new();
         if let Some(node) = self.node.take() {
             match node.cancel() {
                 // Withdrawn: a dequeuer uncounts and frees the node.
-                Ok(()) => self.mutex.reclaim(),
+                Ok(()) => self.mutex.reclaim(&mut panics),
                 // SAFETY: the lock was handed to us, so we hold it.
-                Err(HANDOFF) => unsafe { self.mutex.unlock() },
-                Err(_) => self.mutex.pass_wake(),
+                Err(HANDOFF) => unsafe { self.mutex.unlock_catching(&mut panics) },
+                Err(_) => self.mutex.pass_wake(&mut panics),
             }
         } else if self.woken {
-            self.mutex.pass_wake();
+            self.mutex.pass_wake(&mut panics);
         }
+        // The lock and the wakeup are passed on: now another task's waker
+        // panic may go on, unless we are unwinding already.
+        panics.resume();
     }
 }

@@ -73,7 +73,6 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use core::time::Duration;
 use std::collections::VecDeque;
-use std::panic::{self, AssertUnwindSafe};
 use std::time::Instant;
 
 use sync_core::parking_lot::SpinWait;
@@ -81,6 +80,7 @@ use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{hint, thread};
+use sync_core::unwind::Panics;
 use sync_core::waiter::{Token, Waiter, WaiterQueue, Wakeup};
 
 use crate::error::{AcquireError, TryAcquireError};
@@ -152,7 +152,9 @@ const CLOSED_TOKEN: Token = 2;
 ///
 /// A task's waker that panics when a release wakes it: the release finishes
 /// delivering permits to every waiter it serves, and then the panic goes on
-/// in the releasing thread.
+/// in the releasing thread, unless that thread is already unwinding (a
+/// permit or an acquire future dropped during a panic): then the waker's
+/// panic is dropped, since a second panic would abort the process.
 ///
 /// # Progress
 ///
@@ -192,6 +194,18 @@ const CLOSED_TOKEN: Token = 2;
 pub struct Semaphore {
     count: AtomicIsize,
     pending: AtomicUsize,
+    /// The permits in existence: free, held, or kept for waiters (what
+    /// `new`, `add_permits` and `release` made, less what was forgotten).
+    /// At most [`MAX_PERMITS`](Self::MAX_PERMITS), checked before permits
+    /// are added, so that a permit's return, and a merge of permits, can
+    /// never go past it.
+    ///
+    /// A bound only: no operation orders anything through it (all its
+    /// accesses are Relaxed) and the waiting protocol never reads it. So it
+    /// is the core atomic even under loom, which then need not explore its
+    /// accesses (they would multiply the interleavings of every model that
+    /// adds or forgets permits, for no protocol to check).
+    total: core::sync::atomic::AtomicUsize,
     queue: WaiterQueue,
     /// Requests withdrawn (cancelled futures, timed-out waits) since the
     /// deliverer last compacted its line: when they reach half the line, it
@@ -277,6 +291,7 @@ impl Semaphore {
             Self {
                 count: AtomicIsize::new(permits as isize),
                 pending: AtomicUsize::new(0),
+                total: core::sync::atomic::AtomicUsize::new(permits),
                 queue: WaiterQueue::new(),
                 cancels: AtomicUsize::new(0),
                 line: UnsafeCell::new(Line {
@@ -760,9 +775,8 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If the free permits would exceed [`MAX_PERMITS`](Self::MAX_PERMITS).
-    /// The permits are taken back before the panic (another thread may see
-    /// them for that instant).
+    /// If the semaphore's permits, free, held and kept for waiters, would
+    /// exceed [`MAX_PERMITS`](Self::MAX_PERMITS). Nothing changes then.
     ///
     /// # Examples
     ///
@@ -772,6 +786,7 @@ impl Semaphore {
     /// assert_eq!(sem.available_permits(), 2);
     /// ```
     #[inline]
+    #[track_caller]
     pub fn add_permits(&self, n: usize) {
         self.release(n);
     }
@@ -802,7 +817,12 @@ impl Semaphore {
                 .count
                 .compare_exchange_weak(c, c - take as isize, Relaxed, Relaxed)
             {
-                Ok(_) => return take,
+                Ok(_) => {
+                    // Relaxed: a bound (see `total`); lowered after the
+                    // permits are gone, so it never counts fewer than exist.
+                    self.total.fetch_sub(take, Relaxed);
+                    return take;
+                }
                 Err(actual) => c = actual,
             }
         }
@@ -813,9 +833,10 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If the free permits would exceed [`MAX_PERMITS`](Self::MAX_PERMITS).
-    /// The permits are taken back before the panic (another thread may see
-    /// them for that instant).
+    /// If the semaphore's permits, free, held and kept for waiters, would
+    /// exceed [`MAX_PERMITS`](Self::MAX_PERMITS): checked before anything
+    /// changes, so that nothing does then, and so that a permit's return
+    /// (its drop) never can go past the maximum.
     ///
     /// # Examples
     ///
@@ -825,24 +846,42 @@ impl Semaphore {
     /// sem.release(1);
     /// assert_eq!(sem.available_permits(), 1);
     /// ```
-    #[inline]
+    #[track_caller]
     pub fn release(&self, n: usize) {
         if n == 0 {
             return;
         }
-        if n > Self::MAX_PERMITS {
-            overflow(n);
+        let mut total = self.total.load(Relaxed);
+        loop {
+            if n > Self::MAX_PERMITS - total {
+                overflow(n, total);
+            }
+            // Relaxed: a bound, not a hand-over; the permits go out with
+            // `put_back`'s Release.
+            match self
+                .total
+                .compare_exchange_weak(total, total + n, Relaxed, Relaxed)
+            {
+                Ok(_) => break,
+                Err(actual) => total = actual,
+            }
         }
+        self.put_back(n);
+    }
+
+    /// Returns `n` permits that exist (held, or just counted in `total`):
+    /// they cover the oldest waiters' demand first, then become free. Never
+    /// goes past [`MAX_PERMITS`](Self::MAX_PERMITS), which bounds `total`.
+    #[inline]
+    fn put_back(&self, n: usize) {
         // Release: pairs with the Acquire of whoever takes the permits (a
         // CAS in `try_take`, `commit`'s fetch_sub, or the deliverer's
         // `pending` load).
         let c = self.count.fetch_add(n as isize, Release);
-        if c > (Self::MAX_PERMITS - n) as isize {
-            // Undo before panicking (nobody waits when `c` is that high, so
-            // no delivery was owed).
-            self.count.fetch_sub(n as isize, Relaxed);
-            overflow(n);
-        }
+        debug_assert!(
+            c <= (Self::MAX_PERMITS - n) as isize,
+            "more permits than the semaphore's total"
+        );
         if c < 0 {
             // The first `-c` of our permits cover counted waiters' demand.
             self.deliver(n.min(c.unsigned_abs()));
@@ -1008,7 +1047,7 @@ impl Semaphore {
     fn run_delivery(&self) {
         // Our callers (`deliver`, `recheck`, `close`) have just set ACTIVE.
         let role = Role(self);
-        let mut panicked = None;
+        let mut panics = Panics::new();
         let mut wakeups = Wakeups::default();
         // Whether to fold cancelled waiters at the head even with nothing to
         // deliver (after a cancel), so that their demand and nodes do not
@@ -1032,7 +1071,7 @@ impl Semaphore {
                     // canceller leaves the fold to us either way).
                     self.fold(head.data());
                     if let Some(wakeup) = Waiter::notify_later(&head, CLOSED_TOKEN) {
-                        wakeups.push(wakeup, &mut panicked);
+                        wakeups.push(wakeup, &mut panics);
                     }
                     continue;
                 }
@@ -1083,7 +1122,7 @@ impl Semaphore {
                         // is held for less time (a wakeup may schedule a
                         // task), and a panicking waker cannot leave it held.
                         match Waiter::notify_later(&head, GRANTED) {
-                            Some(wakeup) => wakeups.push(wakeup, &mut panicked),
+                            Some(wakeup) => wakeups.push(wakeup, &mut panics),
                             None => {
                                 // Cancelled meanwhile: take the permits back
                                 // and fold its demand.
@@ -1105,10 +1144,13 @@ impl Semaphore {
                 .compare_exchange(w, w & !ACTIVE, Release, Relaxed)
                 .is_ok()
             {
-                wakeups.wake_all(&mut panicked);
-                if let Some(payload) = panicked {
-                    panic::resume_unwind(payload);
-                }
+                wakeups.wake_all(&mut panics);
+                // The family's policy (sync_core::unwind): the first
+                // waker's panic goes on now that the semaphore is
+                // consistent, unless this thread is already unwinding (a
+                // permit or a future dropped during a panic), where a
+                // second panic would abort: it is dropped then.
+                panics.resume();
                 return;
             }
         }
@@ -1139,18 +1181,9 @@ fn token_result(token: Token) -> Result<(), AcquireError> {
     }
 }
 
-/// Whether `deadline` has passed (never, for no deadline).
-///
-/// Never under loom: time is not modelled (and reading the clock would make
-/// a model's branches depend on it); [`wait_until`] times out instead.
+/// Whether `deadline` has passed: see [`crate::clock::passed`].
 fn expired(deadline: Option<Instant>) -> bool {
-    #[cfg(loom)]
-    {
-        let _ = deadline;
-        false
-    }
-    #[cfg(not(loom))]
-    deadline.is_some_and(|d| Instant::now() >= d)
+    crate::clock::passed(deadline)
 }
 
 /// The drain's wait for a counted waiter to finish its push: spin briefly,
@@ -1266,45 +1299,39 @@ impl Role<'_> {
 }
 
 /// The wakeups a deliverer owes, delivered after it retires. A few fit
-/// without allocating; past that they are delivered at once.
+/// without allocating; past that they are delivered at once. A waker's
+/// panic is caught into the deliverer's [`Panics`].
 #[derive(Default)]
 struct Wakeups {
     held: [Option<Wakeup>; 4],
 }
 
-/// A waker's panic, held until the deliverer has retired.
-type Panic = Option<Box<dyn core::any::Any + Send>>;
-
 impl Wakeups {
-    fn push(&mut self, wakeup: Wakeup, panicked: &mut Panic) {
+    fn push(&mut self, wakeup: Wakeup, panics: &mut Panics) {
         match self.held.iter_mut().find(|slot| slot.is_none()) {
             Some(slot) => *slot = Some(wakeup),
-            None => wake(wakeup, panicked),
-        }
-    }
-
-    fn wake_all(&mut self, panicked: &mut Panic) {
-        for slot in &mut self.held {
-            if let Some(wakeup) = slot.take() {
-                wake(wakeup, panicked);
+            None => {
+                panics.catch(|| wakeup.wake());
             }
         }
     }
-}
 
-/// Wakes, catching a waker's panic into `panicked` (the first one wins).
-fn wake(wakeup: Wakeup, panicked: &mut Panic) {
-    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| wakeup.wake())) {
-        panicked.get_or_insert(payload);
+    fn wake_all(&mut self, panics: &mut Panics) {
+        for slot in &mut self.held {
+            if let Some(wakeup) = slot.take() {
+                panics.catch(|| wakeup.wake());
+            }
+        }
     }
 }
 
 #[cold]
 #[inline(never)]
 #[track_caller]
-fn overflow(n: usize) -> ! {
+fn overflow(n: usize, total: usize) -> ! {
     panic!(
-        "Semaphore::release({n}): the free permits would exceed Semaphore::MAX_PERMITS ({})",
+        "Semaphore::add_permits({n}): the semaphore's permits (free, held or kept for \
+         waiters: {total}) would exceed Semaphore::MAX_PERMITS ({})",
         Semaphore::MAX_PERMITS
     )
 }
@@ -1410,10 +1437,14 @@ impl<'a> SemaphorePermit<'a> {
     /// assert_eq!(sem.available_permits(), 0);
     /// ```
     pub fn forget(mut self) {
+        // Relaxed: a bound (see `Semaphore::total`).
+        self.sem.total.fetch_sub(self.permits, Relaxed);
         self.permits = 0;
     }
 
-    /// Moves `other`'s permits into this one.
+    /// Moves `other`'s permits into this one. (Together they never exceed
+    /// [`Semaphore::MAX_PERMITS`]: a semaphore never holds more, see
+    /// [`add_permits`](Semaphore::add_permits).)
     ///
     /// # Panics
     ///
@@ -1458,7 +1489,7 @@ impl Drop for SemaphorePermit<'_> {
     #[inline]
     fn drop(&mut self) {
         if self.permits > 0 {
-            self.sem.release(self.permits);
+            self.sem.put_back(self.permits);
         }
     }
 }
@@ -1531,10 +1562,14 @@ impl OwnedSemaphorePermit {
     /// assert_eq!(sem.available_permits(), 0);
     /// ```
     pub fn forget(mut self) {
+        // Relaxed: a bound (see `Semaphore::total`).
+        self.sem.total.fetch_sub(self.permits, Relaxed);
         self.permits = 0;
     }
 
-    /// Moves `other`'s permits into this one.
+    /// Moves `other`'s permits into this one. (Together they never exceed
+    /// [`Semaphore::MAX_PERMITS`]: a semaphore never holds more, see
+    /// [`add_permits`](Semaphore::add_permits).)
     ///
     /// # Panics
     ///
@@ -1583,7 +1618,7 @@ impl Drop for OwnedSemaphorePermit {
     #[inline]
     fn drop(&mut self) {
         if self.permits > 0 {
-            self.sem.release(self.permits);
+            self.sem.put_back(self.permits);
         }
     }
 }
@@ -1664,7 +1699,7 @@ impl Request {
             // node (and frees what `pending` kept for it).
             Ok(()) => sem.withdrawn(),
             // Everything was delivered: give it all back.
-            Err(GRANTED) => sem.release(self.n),
+            Err(GRANTED) => sem.put_back(self.n),
             // Sent away by a close: our demand is folded already.
             Err(_) => {}
         }

@@ -326,6 +326,48 @@ fn an_overflowing_release_panics_and_changes_nothing() {
     assert_eq!(sem.available_permits(), Semaphore::MAX_PERMITS);
 }
 
+/// The maximum bounds every permit of the semaphore, not only the free
+/// ones: with all of them held, adding one more panics up front (before,
+/// it succeeded, and a permit merged above the maximum then panicked in its
+/// `Drop`, its permits lost: `available_permits` stayed 0).
+#[test]
+fn add_permits_counts_the_held_permits_too() {
+    const MAX: usize = Semaphore::MAX_PERMITS;
+    let sem = Semaphore::new(MAX);
+    let mut held = sem.acquire_many(MAX).unwrap();
+    assert_eq!(sem.available_permits(), 0);
+    let r = std::panic::catch_unwind(|| sem.add_permits(1));
+    let msg = *r
+        .expect_err("more than MAX_PERMITS permits were made")
+        .downcast::<String>()
+        .unwrap();
+    assert!(msg.contains("would exceed Semaphore::MAX_PERMITS"), "{msg}");
+    // Nothing changed, and every permit held goes back without a panic.
+    assert_eq!(sem.available_permits(), 0);
+    let one = held.split(1).unwrap();
+    held.merge(one);
+    assert_eq!(held.permits(), MAX);
+    drop(held);
+    assert_eq!(sem.available_permits(), MAX);
+}
+
+/// Forgotten permits (`forget`, `forget_permits`) leave room for as many
+/// new ones, and no more.
+#[test]
+fn forgotten_permits_make_room_under_the_maximum() {
+    const MAX: usize = Semaphore::MAX_PERMITS;
+    let sem = std::sync::Arc::new(Semaphore::new(MAX));
+    sem.acquire_many(2).unwrap().forget();
+    sem.try_acquire_owned().unwrap().forget();
+    assert_eq!(sem.forget_permits(4), 4);
+    let held = sem.acquire_many(MAX - 7).unwrap();
+    sem.add_permits(7);
+    let over = std::panic::catch_unwind(|| sem.add_permits(1));
+    assert!(over.is_err(), "more than MAX_PERMITS permits were made");
+    drop(held);
+    assert_eq!(sem.available_permits(), MAX);
+}
+
 #[test]
 fn waiters_are_served_in_fifo_order_and_big_requests_are_not_overtaken() {
     let sem = Semaphore::new(0);

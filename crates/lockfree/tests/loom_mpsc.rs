@@ -274,3 +274,87 @@ fn recv_timeout_races_send() {
         assert_eq!(rx.recv(), Err(RecvError));
     });
 }
+
+/// Two senders, one of them possibly still in flight (swapped, not yet
+/// linked) when the other's send returns and the receiver is dropped: the
+/// receiver's drop waits for the link and drops both messages, while both
+/// senders are still alive (before the fix, the message queued behind the
+/// unlinked node stayed alive until the last sender went).
+#[test]
+fn receiver_drop_drops_messages_behind_a_send_in_flight() {
+    model::check_with_bound(3, || {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        let a = {
+            let drops = Arc::clone(&drops);
+            thread::spawn(move || {
+                // Err only if the drop came first: the value comes back and
+                // is dropped (counted) here.
+                drop(tx.send(Counted(Arc::clone(&drops))));
+                tx
+            })
+        };
+        tx2.send(Counted(Arc::clone(&drops))).unwrap();
+        drop(rx);
+        // The drop has returned: what was sent before it is gone, whatever
+        // `a` is doing.
+        assert!(drops.load(SeqCst) >= 1, "a message outlived the receiver");
+        let tx = a.join().unwrap();
+        // `a`'s send has returned too: its message is gone as well.
+        assert_eq!(drops.load(SeqCst), 2, "a message outlived the receiver");
+        drop((tx, tx2));
+        assert_eq!(drops.load(SeqCst), 2, "a message dropped twice");
+    });
+}
+
+/// Two senders race the receiver's drop: a send that swaps after the
+/// drain's last look at the tail sees `closed` and drops what it queued
+/// (perhaps the other's message too, or leaves it to the other, which
+/// requests a pass once linked). Once every send and the drop have
+/// returned, every message is dropped, exactly once, with both senders
+/// still alive.
+#[test]
+fn sends_racing_the_receivers_drop_drop_their_messages() {
+    model::check_with_bound(2, || {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        let spawn = |tx: mpsc::Sender<Counted>| {
+            let drops = Arc::clone(&drops);
+            thread::spawn(move || {
+                drop(tx.send(Counted(Arc::clone(&drops))));
+                tx
+            })
+        };
+        let a = spawn(tx);
+        let b = spawn(tx2);
+        drop(rx);
+        let senders = (a.join().unwrap(), b.join().unwrap());
+        assert_eq!(drops.load(SeqCst), 2, "a message outlived the receiver");
+        drop(senders);
+        assert_eq!(drops.load(SeqCst), 2, "a message dropped twice");
+    });
+}
+
+/// A timed receive on a channel whose sender sends nothing until it
+/// returns: it times out. Under loom time is not modelled, so the timeout
+/// must come from the timed park, not from the real clock (which made the
+/// model's executions differ between runs: loom's replay panicked).
+#[test]
+fn recv_timeout_times_out_without_the_real_clock() {
+    model::check_with_bound(2, || {
+        let (tx, rx) = mpsc::channel::<u8>();
+        let other = thread::spawn(move || {
+            thread::yield_now();
+            tx
+        });
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_millis(1)),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        );
+        let tx = other.join().unwrap();
+        tx.send(1).unwrap();
+        assert_eq!(rx.recv_timeout(std::time::Duration::from_millis(1)), Ok(1));
+    });
+}

@@ -1,0 +1,436 @@
+//! A task's waker is user code and may panic. Every drop of this crate that
+//! wakes a task (a channel end, a mutex guard, a lock future passing the
+//! lock or a wakeup on, a permit, an acquire future) follows the family's
+//! panic policy (`sync_core::unwind`): the primitive is consistent first
+//! (the woken task holds its token), then the panic goes on, unless the
+//! thread is already unwinding: a panic out of a drop during unwinding
+//! aborts the process, so the waker's panic is dropped instead.
+//!
+//! The "while unwinding" cases run in a child process (this test binary,
+//! re-run on that one test), so that an abort fails the test instead of
+//! killing the harness. The mpsc receiver's drop, which runs the queued
+//! messages' `Drop`s (user code too), follows the same policy.
+#![cfg(not(loom))]
+
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::task::{Context, Poll, Wake, Waker};
+
+use lockfree_sync::{LockApiMutex, Mutex, Semaphore, csp, mpsc};
+
+/// A waker that panics when woken while armed.
+struct Armed(AtomicBool);
+
+impl Wake for Armed {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if self.0.load(SeqCst) {
+            panic!("a task's waker panicked");
+        }
+    }
+}
+
+fn armed_waker() -> (Arc<Armed>, Waker) {
+    let armed = Arc::new(Armed(AtomicBool::new(false)));
+    (armed.clone(), Waker::from(armed))
+}
+
+impl Armed {
+    fn arm(&self) {
+        self.0.store(true, SeqCst);
+    }
+
+    fn disarm(&self) {
+        self.0.store(false, SeqCst);
+    }
+}
+
+/// Runs `f` in a child process: this test binary, re-run on `test` alone.
+fn in_child(test: &str, f: impl FnOnce()) {
+    const CHILD: &str = "LOCKFREE_PANICKING_WAKERS_CHILD";
+    if std::env::var(CHILD).as_deref() == Ok(test) {
+        f();
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = std::process::Command::new(exe)
+        .args([test, "--exact", "--test-threads=1", "--nocapture"])
+        .env(CHILD, test)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("could not re-run the test binary");
+    assert!(
+        out.status.success(),
+        "`{test}` failed in its child process ({:?}; an abort is a panic out of a drop \
+         during unwinding):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Drops `value` while the thread unwinds from another panic, which must
+/// come out unchanged (and the process must not abort).
+fn drop_while_unwinding<T>(value: T) {
+    let r = catch_unwind(AssertUnwindSafe(move || {
+        let _dropped_as_we_unwind = value;
+        panic!("the first panic");
+    }));
+    let payload = r.expect_err("the first panic was lost");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"the first panic"),
+        "the first panic was replaced"
+    );
+}
+
+/// Drops `value` outside any panic: the waker's panic goes on.
+fn drop_resumes_the_wakers_panic<T>(value: T) {
+    let r = catch_unwind(AssertUnwindSafe(move || drop(value)));
+    let payload = r.expect_err("the waker's panic was lost");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"a task's waker panicked")
+    );
+}
+
+fn poll<F: Future + ?Sized>(f: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(waker))
+}
+
+// ---- mpsc: the last sender's drop wakes a receiving task ----
+
+fn mpsc_last_sender(while_unwinding: bool) {
+    let (tx, mut rx) = mpsc::channel::<u8>();
+    let (armed, waker) = armed_waker();
+    let mut cx = Context::from_waker(&waker);
+    // The first poll yields to the executor, the second publishes the waker.
+    assert!(rx.poll_recv(&mut cx).is_pending());
+    assert!(rx.poll_recv(&mut cx).is_pending());
+    armed.arm();
+    if while_unwinding {
+        drop_while_unwinding(tx);
+    } else {
+        drop_resumes_the_wakers_panic(tx);
+    }
+    armed.disarm();
+    assert_eq!(rx.try_recv(), Err(mpsc::TryRecvError::Disconnected));
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(None));
+}
+
+#[test]
+fn mpsc_last_sender_dropped_while_unwinding() {
+    in_child("mpsc_last_sender_dropped_while_unwinding", || {
+        mpsc_last_sender(true);
+    });
+}
+
+#[test]
+fn mpsc_last_sender_dropped_resumes_the_wakers_panic() {
+    mpsc_last_sender(false);
+}
+
+// ---- csp: either end's drop wakes the other's task (or an Alt's) ----
+
+fn csp_sender_drop(while_unwinding: bool) {
+    let (tx, mut rx) = csp::channel::<u8>();
+    let (armed, waker) = armed_waker();
+    let mut recv = Box::pin(rx.recv_async());
+    assert!(poll(recv.as_mut(), &waker).is_pending());
+    armed.arm();
+    if while_unwinding {
+        drop_while_unwinding(tx);
+    } else {
+        drop_resumes_the_wakers_panic(tx);
+    }
+    armed.disarm();
+    assert_eq!(
+        poll(recv.as_mut(), &waker),
+        Poll::Ready(Err(csp::RecvError))
+    );
+}
+
+#[test]
+fn csp_sender_dropped_while_unwinding() {
+    in_child("csp_sender_dropped_while_unwinding", || {
+        csp_sender_drop(true)
+    });
+}
+
+#[test]
+fn csp_sender_dropped_resumes_the_wakers_panic() {
+    csp_sender_drop(false);
+}
+
+fn csp_receiver_drop(while_unwinding: bool) {
+    let (mut tx, rx) = csp::channel::<u8>();
+    let (armed, waker) = armed_waker();
+    let mut send = Box::pin(tx.send_async(5));
+    assert!(poll(send.as_mut(), &waker).is_pending());
+    armed.arm();
+    if while_unwinding {
+        drop_while_unwinding(rx);
+    } else {
+        drop_resumes_the_wakers_panic(rx);
+    }
+    armed.disarm();
+    // The value comes back: the panic lost nothing.
+    assert_eq!(
+        poll(send.as_mut(), &waker),
+        Poll::Ready(Err(csp::SendError(5)))
+    );
+}
+
+#[test]
+fn csp_receiver_dropped_while_unwinding() {
+    in_child("csp_receiver_dropped_while_unwinding", || {
+        csp_receiver_drop(true);
+    });
+}
+
+#[test]
+fn csp_receiver_dropped_resumes_the_wakers_panic() {
+    csp_receiver_drop(false);
+}
+
+fn csp_alt(while_unwinding: bool) {
+    let (tx1, mut rx1) = csp::channel::<u8>();
+    let (_tx2, mut rx2) = csp::channel::<u8>();
+    let mut alt = csp::Alt::new(vec![&mut rx1, &mut rx2]);
+    let (armed, waker) = armed_waker();
+    let mut select = Box::pin(alt.select_async());
+    assert!(poll(select.as_mut(), &waker).is_pending());
+    armed.arm();
+    // The closing sender claims the Alt and wakes its task.
+    if while_unwinding {
+        drop_while_unwinding(tx1);
+    } else {
+        drop_resumes_the_wakers_panic(tx1);
+    }
+    armed.disarm();
+    assert_eq!(
+        poll(select.as_mut(), &waker),
+        Poll::Ready((0, Err(csp::RecvError)))
+    );
+}
+
+#[test]
+fn csp_alt_sender_dropped_while_unwinding() {
+    in_child("csp_alt_sender_dropped_while_unwinding", || csp_alt(true));
+}
+
+#[test]
+fn csp_alt_sender_dropped_resumes_the_wakers_panic() {
+    csp_alt(false);
+}
+
+// ---- Mutex: a guard's drop wakes the next waiting task ----
+
+fn mutex_guard_drop(while_unwinding: bool) {
+    let m = Mutex::new(0);
+    let g = m.lock();
+    let (armed, waker) = armed_waker();
+    let mut lock = Box::pin(m.lock_async());
+    assert!(poll(lock.as_mut(), &waker).is_pending());
+    armed.arm();
+    if while_unwinding {
+        drop_while_unwinding(g);
+    } else {
+        drop_resumes_the_wakers_panic(g);
+    }
+    armed.disarm();
+    // The wakeup was delivered: the task takes the lock.
+    let Poll::Ready(mut g) = poll(lock.as_mut(), &waker) else {
+        panic!("the woken task did not get the lock");
+    };
+    *g += 1;
+    drop(g);
+    assert_eq!(*m.lock(), 1);
+}
+
+#[test]
+fn mutex_guard_dropped_while_unwinding() {
+    in_child("mutex_guard_dropped_while_unwinding", || {
+        mutex_guard_drop(true);
+    });
+}
+
+#[test]
+fn mutex_guard_dropped_resumes_the_wakers_panic() {
+    mutex_guard_drop(false);
+}
+
+/// A lock future that had been woken to compete is dropped: it passes the
+/// wakeup on to the next waiting task, whose waker panics.
+fn woken_lock_future_drop(while_unwinding: bool) {
+    let m = Mutex::new(0);
+    let g = m.lock();
+    let (armed, waker) = armed_waker();
+    let mut first = Box::pin(m.lock_async());
+    assert!(poll(first.as_mut(), Waker::noop()).is_pending());
+    let mut second = Box::pin(m.lock_async());
+    assert!(poll(second.as_mut(), &waker).is_pending());
+    // Wakes `first` to compete (its waker is a no-op).
+    drop(g);
+    armed.arm();
+    if while_unwinding {
+        drop_while_unwinding(first);
+    } else {
+        drop_resumes_the_wakers_panic(first);
+    }
+    armed.disarm();
+    // The wakeup reached `second`, which takes the lock.
+    let Poll::Ready(g) = poll(second.as_mut(), &waker) else {
+        panic!("the wakeup passed on was lost");
+    };
+    drop(g);
+    assert!(m.try_lock().is_some());
+}
+
+#[test]
+fn woken_lock_future_dropped_while_unwinding() {
+    in_child("woken_lock_future_dropped_while_unwinding", || {
+        woken_lock_future_drop(true);
+    });
+}
+
+#[test]
+fn woken_lock_future_dropped_resumes_the_wakers_panic() {
+    woken_lock_future_drop(false);
+}
+
+/// lock_api's `unlock_fair` over this crate's `RawMutex`, with a task
+/// waiting on the same raw lock whose waker panics: the raw unlock must
+/// not unwind (lock_api would skip its `mem::forget` and unlock a second
+/// time, freeing the lock the task was just handed).
+#[test]
+fn lock_api_unlock_never_unwinds() {
+    let m = LockApiMutex::new(0);
+    let g = m.lock();
+    // SAFETY: the raw lock is only locked and unlocked through its API.
+    let raw = unsafe { m.raw() };
+    let (armed, waker) = armed_waker();
+    let mut lock = Box::pin(raw.lock_async());
+    assert!(poll(lock.as_mut(), &waker).is_pending());
+    armed.arm();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        lock_api::MutexGuard::unlock_fair(g);
+    }));
+    armed.disarm();
+    assert!(r.is_ok(), "a raw unlock unwound");
+    // Handed to the task, and held by it alone.
+    assert_eq!(poll(lock.as_mut(), &waker), Poll::Ready(()));
+    assert!(m.try_lock().is_none(), "the lock was released twice");
+    // SAFETY: the task's future resolved: it holds the lock.
+    unsafe { raw.unlock() };
+    assert!(m.try_lock().is_some());
+}
+
+// ---- Semaphore: a permit's drop and an acquire future's drop ----
+
+fn permit_drop(while_unwinding: bool) {
+    let sem = Semaphore::new(1);
+    let p = sem.try_acquire().unwrap();
+    let (armed, waker) = armed_waker();
+    let mut acquire = Box::pin(sem.acquire_async());
+    assert!(poll(acquire.as_mut(), &waker).is_pending());
+    armed.arm();
+    if while_unwinding {
+        drop_while_unwinding(p);
+    } else {
+        drop_resumes_the_wakers_panic(p);
+    }
+    armed.disarm();
+    let Poll::Ready(Ok(p)) = poll(acquire.as_mut(), &waker) else {
+        panic!("the permit delivered was lost");
+    };
+    drop(p);
+    assert_eq!(sem.available_permits(), 1);
+}
+
+#[test]
+fn permit_dropped_while_unwinding() {
+    in_child("permit_dropped_while_unwinding", || permit_drop(true));
+}
+
+#[test]
+fn permit_dropped_resumes_the_wakers_panic() {
+    permit_drop(false);
+}
+
+/// The head of the queue (waiting for 2 permits, 1 kept for it) is
+/// withdrawn: its drop delivers the kept permit to the next task, whose
+/// waker panics.
+fn acquire_future_drop(while_unwinding: bool) {
+    let sem = Semaphore::new(0);
+    let mut head = Box::pin(sem.acquire_many_async(2));
+    assert!(poll(head.as_mut(), Waker::noop()).is_pending());
+    let (armed, waker) = armed_waker();
+    let mut next = Box::pin(sem.acquire_async());
+    assert!(poll(next.as_mut(), &waker).is_pending());
+    sem.add_permits(1); // kept for the head
+    armed.arm();
+    if while_unwinding {
+        drop_while_unwinding(head);
+    } else {
+        drop_resumes_the_wakers_panic(head);
+    }
+    armed.disarm();
+    let Poll::Ready(Ok(p)) = poll(next.as_mut(), &waker) else {
+        panic!("the permit delivered was lost");
+    };
+    drop(p);
+    assert_eq!(sem.available_permits(), 1);
+}
+
+#[test]
+fn acquire_future_dropped_while_unwinding() {
+    in_child("acquire_future_dropped_while_unwinding", || {
+        acquire_future_drop(true);
+    });
+}
+
+#[test]
+fn acquire_future_dropped_resumes_the_wakers_panic() {
+    acquire_future_drop(false);
+}
+
+// ---- mpsc: the receiver's drop runs the messages' `Drop`s ----
+
+/// Panics when dropped, after counting.
+struct PanicsOnDrop(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, SeqCst);
+        panic!("a message's drop panicked");
+    }
+}
+
+/// The receiver is dropped while the thread unwinds, with queued messages
+/// whose drops panic: every message is dropped, and their panics are
+/// dropped too (the drain used to let the first one unwind out of the
+/// receiver's drop: an abort during unwinding).
+#[test]
+fn mpsc_receiver_dropped_while_unwinding_with_panicking_messages() {
+    in_child(
+        "mpsc_receiver_dropped_while_unwinding_with_panicking_messages",
+        || {
+            let drops = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let (tx, rx) = mpsc::channel();
+            for _ in 0..3 {
+                tx.send(PanicsOnDrop(drops.clone())).unwrap();
+            }
+            drop_while_unwinding(rx);
+            assert_eq!(drops.load(SeqCst), 3, "messages left undropped");
+            drop(tx);
+            assert_eq!(drops.load(SeqCst), 3);
+        },
+    );
+}
