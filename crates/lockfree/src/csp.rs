@@ -70,6 +70,7 @@ use sync_core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{Arc, hint, thread};
 use sync_core::unwind::Panics;
+use sync_core::wait;
 use sync_core::waiter::{Waiter, Wakeup};
 
 /// The channel word when nobody waits.
@@ -230,7 +231,12 @@ impl<T> Slot<T> {
         #[cfg(not(loom))]
         let start = std::time::Instant::now();
         for i in 0..YIELDS {
-            thread::yield_now();
+            // A yield is no wait once yields are slow (more runnable
+            // threads than CPUs): sleep instead.
+            if sync_core::load::yields_are_slow() {
+                break;
+            }
+            sync_core::load::measured_yield();
             if let Some(outcome) = self.outcome() {
                 // Came right after the spin, with nobody else running here
                 // (the yield was quick): the partner runs beside us and a
@@ -320,7 +326,7 @@ impl<T> Slot<T> {
                 spins += 1;
                 hint::spin_loop();
             } else {
-                thread::yield_now();
+                wait::give_way(None);
             }
         }
     }
@@ -355,7 +361,7 @@ impl<T> Slot<T> {
                 spins += 1;
                 hint::spin_loop();
             } else {
-                thread::yield_now();
+                wait::give_way(None);
             }
         }
     }

@@ -66,8 +66,9 @@ use std::time::{Duration, Instant};
 use sync_core::CachePadded;
 use sync_core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
-use sync_core::sync::{Arc, hint, thread};
+use sync_core::sync::{Arc, hint};
 use sync_core::unwind::Panics;
+use sync_core::wait;
 use sync_core::waiter::Waiter;
 
 /// Messages per block of nodes, at most (small under loom, so that models
@@ -623,7 +624,7 @@ impl<T> Shared<T> {
                             snoozes += 1;
                             hint::spin_loop();
                         } else {
-                            thread::yield_now();
+                            wait::give_way(None);
                         }
                     }
                     Pop::InFlight => break,
@@ -1085,7 +1086,7 @@ impl<T> Receiver<T> {
                     if snoozes < IN_FLIGHT_SPINS {
                         hint::spin_loop();
                     } else {
-                        thread::yield_now();
+                        wait::give_way(None);
                     }
                     snoozes += 1;
                 }
@@ -1181,7 +1182,7 @@ impl<T> Receiver<T> {
                 // A producer preempted between its swap and its link: it
                 // may have looked for a waiter before we publish one, so
                 // sleeping could miss its message. Let it run.
-                thread::yield_now();
+                wait::give_way(deadline);
                 continue;
             }
             // Watch the queue a while, spinning then yielding: a message
@@ -1191,10 +1192,15 @@ impl<T> Receiver<T> {
             if watched < SPINS + YIELDS {
                 if watched < SPINS {
                     hint::spin_loop();
+                    watched += 1;
+                } else if sync_core::load::yields_are_slow() {
+                    // A yield is no wait with more runnable threads than
+                    // CPUs: sleep now instead.
+                    watched = SPINS + YIELDS;
                 } else {
-                    thread::yield_now();
+                    sync_core::load::measured_yield();
+                    watched += 1;
                 }
-                watched += 1;
                 continue;
             }
             // A task's waiter left by `poll_recv` goes first: the slot holds

@@ -5,7 +5,7 @@
 use core::time::Duration;
 
 use sync_core::sync::Arc;
-use sync_core::sync::{hint, thread};
+use sync_core::wait::Backoff;
 use sync_core::waiter::Waiter;
 
 /// How long a waiter of a [`Fairness::Barging`](crate::Fairness::Barging)
@@ -74,16 +74,11 @@ impl Patience {
 /// come back empty while the waiter finishes its push, so spin briefly, then
 /// yield to let it run.
 pub(crate) fn pop_counted(mut pop: impl FnMut() -> Option<Arc<Waiter>>) -> Arc<Waiter> {
-    let mut spins = 0u32;
+    let mut backoff = Backoff::new();
     loop {
         if let Some(waiter) = pop() {
             return waiter;
         }
-        if spins < 16 {
-            spins += 1;
-            hint::spin_loop();
-        } else {
-            thread::yield_now();
-        }
+        backoff.snooze();
     }
 }

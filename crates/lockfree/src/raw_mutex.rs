@@ -76,10 +76,10 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicUsize, Ordering::*, fence};
 use sync_core::unwind::Panics;
+use sync_core::wait::Watch;
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
 use crate::patience::{Patience, pop_counted};
@@ -368,7 +368,8 @@ impl RawMutex {
     /// `false` if `deadline` passed first.
     #[cold]
     fn lock_slow(&self, deadline: Option<Instant>) -> bool {
-        let mut spin = SpinWait::new();
+        // The family's watch: it yields only while yields are cheap.
+        let mut spin = Watch::default();
         let mut patience = Patience::new();
         // Whether we were woken with COMPETE and still carry `WAKING`.
         let mut woken = false;
@@ -454,7 +455,7 @@ impl RawMutex {
             }
             debug_assert_eq!(token, COMPETE);
             woken = true;
-            spin.reset();
+            spin = Watch::default();
             w = self.word.load(Relaxed);
         }
     }

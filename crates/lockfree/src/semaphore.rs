@@ -75,12 +75,12 @@ use core::time::Duration;
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{hint, thread};
 use sync_core::unwind::Panics;
+use sync_core::wait::{self, Watch};
 use sync_core::waiter::{Token, Waiter, WaiterQueue, Wakeup};
 
 use crate::error::{AcquireError, TryAcquireError};
@@ -957,8 +957,8 @@ impl Semaphore {
         // taken without queueing, so a busy semaphore keeps its permits
         // moving between running threads instead of handing each one to a
         // thread that must be woken. The deadline is checked in the spin.
-        let mut spin = SpinWait::new();
-        while self.count.load(Relaxed) >= 0 && spin.spin() {
+        let mut watch = Watch::default();
+        while self.count.load(Relaxed) >= 0 && watch.spin() {
             if self.try_take(n) {
                 return Ok(());
             }
@@ -1193,7 +1193,7 @@ fn backoff(waits: &mut u32) {
         *waits += 1;
         hint::spin_loop();
     } else {
-        thread::yield_now();
+        wait::give_way(None);
     }
 }
 
@@ -1214,7 +1214,9 @@ fn wait_until(waiter: &Waiter, deadline: Instant) -> Option<Token> {
     }
     #[cfg(not(loom))]
     {
-        let mut spin = SpinWait::new();
+        // The family's watch: it checks the deadline, and parks rather
+        // than yield once yields are slow.
+        let mut watch = Watch::default();
         loop {
             if let Some(token) = waiter.token() {
                 return Some(token);
@@ -1223,7 +1225,7 @@ fn wait_until(waiter: &Waiter, deadline: Instant) -> Option<Token> {
             if now >= deadline {
                 return None;
             }
-            if !spin.spin() {
+            if watch.pause(Some(deadline)) != wait::Next::Poll {
                 // A delivery before the park leaves the thread's unpark
                 // token set, so the park returns at once; spurious returns
                 // just loop.

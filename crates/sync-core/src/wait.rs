@@ -504,9 +504,16 @@ pub struct Watch {
 }
 
 impl Default for Watch {
-    /// A watch of the default policy ([`WaitPolicy::new`]).
+    /// A watch of the default policy ([`WaitPolicy::new`]): the brief watch
+    /// before a park that most of the family's waits make. Under loom it
+    /// is [`WaitPolicy::block`] (no pause before the park), so that models
+    /// do not explore a dozen identical yields.
     fn default() -> Self {
-        Self::new(WaitPolicy::new())
+        Self::new(if cfg!(loom) {
+            WaitPolicy::block()
+        } else {
+            WaitPolicy::new()
+        })
     }
 }
 

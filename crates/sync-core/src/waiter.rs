@@ -46,17 +46,8 @@ use std::time::Instant;
 use crate::sync::Arc;
 use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
 use crate::sync::thread::{self, Thread};
-use crate::wait::{Next, WaitPolicy, Watch};
+use crate::wait::{Next, Watch};
 use crate::waker::AtomicWaker;
-
-/// The watch before a waiter parks, when asked to spin: parking_lot's
-/// (which yields only while yields are cheap); under loom none, so that
-/// models stay small (a spin is a yield to the model there).
-const SPIN: WaitPolicy = if cfg!(loom) {
-    WaitPolicy::block()
-} else {
-    WaitPolicy::new()
-};
 
 /// What a notify carries: any value but 0 and `usize::MAX` (reserved for
 /// "waiting" and "cancelled").
@@ -266,7 +257,7 @@ impl Waiter {
         // no sleep and no wakeup (about 30 µs on a virtual machine).
         if spin {
             // The family's watch: it yields only while yields are cheap.
-            let mut watch = Watch::new(SPIN);
+            let mut watch = Watch::default();
             while watch.pause(None) == Next::Poll {
                 if let Some(token) = self.token() {
                     return token;
@@ -311,7 +302,7 @@ impl Waiter {
             if spin {
                 // The family's watch checks the deadline, and parks rather
                 // than yield once yields are slow.
-                let mut watch = Watch::new(SPIN);
+                let mut watch = Watch::default();
                 while watch.pause(Some(deadline)) == Next::Poll {
                     if let Some(token) = self.token() {
                         return Some(token);

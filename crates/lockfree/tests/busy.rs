@@ -1,0 +1,38 @@
+//! Timed waits with more runnable threads than cores: 50 threads spin on
+//! the CPUs while each timed form waits 1 ms on something that never comes.
+//! A wait loop that yields gives the core away for a scheduling round
+//! (tens of milliseconds) per yield; the family's wait loop parks or sleeps
+//! briefly instead, so each returns within a generous 50 ms. The precise
+//! figures are in the report (`busy/`).
+#![cfg(not(loom))]
+
+use std::time::Duration;
+
+use lockfree_sync::{Mutex, Semaphore, mpsc};
+use sync_core::testing::{BusyThreads, within};
+
+const TIMEOUT: Duration = Duration::from_millis(1);
+const BOUND: Duration = Duration::from_millis(50);
+
+#[test]
+fn timed_waits_return_on_time_with_50_busy_threads() {
+    let _busy = BusyThreads::start(50);
+    let m = Mutex::new(0);
+    let _held = m.lock();
+    let sem = Semaphore::new(0);
+    let (_tx, rx) = mpsc::channel::<u64>();
+    for _ in 0..5 {
+        let (r, _) = within("Mutex::try_lock_for(1 ms)", BOUND, || {
+            m.try_lock_for(TIMEOUT)
+        });
+        assert!(r.is_none());
+        let (r, _) = within("Semaphore::try_acquire_for(1 ms)", BOUND, || {
+            sem.try_acquire_for(TIMEOUT).is_err()
+        });
+        assert!(r);
+        let (r, _) = within("mpsc::Receiver::recv_timeout(1 ms)", BOUND, || {
+            rx.recv_timeout(TIMEOUT)
+        });
+        assert_eq!(r, Err(mpsc::RecvTimeoutError::Timeout));
+    }
+}
