@@ -470,10 +470,12 @@ enum Inner<R> {
 ///
 /// # Panics
 ///
-/// Taking the result ([`wait`](Self::wait), `.await`) panics if the task
-/// panicked (the same payload, resumed), or if the task was
-/// [discarded](Discarded) (then [`wait_result`](Self::wait_result) returns
-/// the error instead). Polling again after the result was taken panics.
+/// Taking the result ([`wait`](Self::wait), `.await`) resumes the task's
+/// panic if it panicked (the same payload). A task that was
+/// [discarded](Discarded) is an error: `.await` outputs
+/// `Err(Discarded)` (as a `JoinHandle`'s output is a `Result`), and so does
+/// [`wait_result`](Self::wait_result); [`wait`](Self::wait) panics.
+/// Polling again after the result was taken panics.
 ///
 /// # Examples
 ///
@@ -488,7 +490,7 @@ enum Inner<R> {
 /// assert_eq!(c.wait(), 1);
 ///
 /// let c = m.submit(|n| *n * 10);
-/// assert_eq!(futures::executor::block_on(c), 10);
+/// assert_eq!(futures::executor::block_on(c), Ok(10));
 /// ```
 pub struct Completion<R> {
     inner: Inner<R>,
@@ -668,9 +670,11 @@ fn unwrap_outcome<R>(outcome: Outcome<R>) -> Result<R, Discarded> {
 }
 
 impl<R> Future for Completion<R> {
-    type Output = R;
+    /// The task's result, or [`Discarded`] if it never ran (as a
+    /// `JoinHandle`'s output is a `Result`).
+    type Output = Result<R, Discarded>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<R, Discarded>> {
         let this = self.get_mut();
         let outcome = match &mut this.inner {
             Inner::Ready(o) => o.take().expect("Completion polled after it returned Ready"),
@@ -687,10 +691,7 @@ impl<R> Future for Completion<R> {
                 o
             }
         };
-        match unwrap_outcome(outcome) {
-            Ok(r) => Poll::Ready(r),
-            Err(e) => panic!("{e}"),
-        }
+        Poll::Ready(unwrap_outcome(outcome))
     }
 }
 

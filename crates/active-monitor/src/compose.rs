@@ -405,7 +405,7 @@ where
 {
     let completion = Completion::shared(Arc::clone(&shared) as Arc<dyn HasSlot<T>>);
     if !completion.is_done() {
-        order::submitted(0, true, shared as Arc<dyn Pending>, order);
+        order::submitted(0, true, &(shared as Arc<dyn Pending>), order);
     }
     completion
 }

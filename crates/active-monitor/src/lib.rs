@@ -81,10 +81,12 @@ pub use completion::Completion;
 pub use compose::{Op, Operands, and, or};
 pub use error::{Discarded, SameMonitor};
 pub use monitor::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY, DataMut, Monitor};
-pub use order::{Order, RELAXED_WAITING_LIMIT, Worker, worker};
+#[allow(deprecated)]
+pub use order::RELAXED_WAITING_LIMIT;
+pub use order::{Order, WAITING_LIMIT, Worker, worker};
 pub use saturation::{cpus_saturated, set_saturation_override};
 pub use server::{Served, server_limit, servers, set_server_limit};
-pub use submit::{CallAsync, Submit};
+pub use submit::{CallAsync, Enqueue, Submit};
 
 ast_mutex::states! {
     /// The one abstract state of a monitor built without states

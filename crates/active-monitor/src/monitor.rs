@@ -657,7 +657,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.exec.with_mut(|e| {
                 // SAFETY: we hold the monitor.
                 let exec = unsafe { &mut *e };
-                let outcome = match catch_unwind(AssertUnwindSafe(|| f(&mut exec.data))) {
+                let outcome = match catch_unwind(AssertUnwindSafe(|| {
+                    order::as_task(|| f(&mut exec.data))
+                })) {
                     Ok(r) => Outcome::Value(r),
                     Err(p) => Outcome::Panicked(p),
                 };
@@ -861,7 +863,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// [`submit`](Self::submit) for async code: a future that submits the
-    /// task without blocking the thread, and outputs its [`Completion`].
+    /// task without blocking the thread, then outputs its result (awaited
+    /// once). [`Submit::completion`] outputs the task's [`Completion`]
+    /// instead, once it is queued.
     ///
     /// Where `submit` parks the thread (the queue is full, or program order
     /// makes it wait for an earlier task of this worker), the future awaits
@@ -869,16 +873,16 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// executor runs its other tasks meanwhile. See [`Submit`] for the
     /// steps.
     ///
-    /// Program order is per worker, and a worker is a thread unless the
-    /// submitting future runs in a [`worker`](crate::worker) scope: on a
-    /// multi-thread runtime, where a task may move between threads, wrap
-    /// each task that relies on [`Order::Strict`] in one.
+    /// An async task that awaits each submission's result is in program
+    /// order by construction (each task has finished before the next is
+    /// submitted). To keep completions outstanding across submissions with
+    /// [`Order::Strict`]'s rule 3, run the task in a
+    /// [`worker`](crate::worker) scope (see [`Order`]).
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future before it is ready withdraws the submission (the
-    /// task is never queued; see [`Submit`]). The [`Completion`] it returns
-    /// behaves as `submit`'s.
+    /// Dropping the future withdraws the task if it has not started (see
+    /// [`Submit`]): a timeout around it loses nothing.
     ///
     /// # Panics
     ///
@@ -889,11 +893,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// ```
     /// let m = active_monitor::Monitor::new(0u32);
     /// let r = futures::executor::block_on(async {
-    ///     let c = m.submit_async(|n| {
+    ///     m.submit_async(|n| {
     ///         *n += 1;
     ///         *n
-    ///     });
-    ///     c.await.await // submitted, then its result
+    ///     })
+    ///     .await // submitted, run, and its result
     /// });
     /// assert_eq!(r, 1);
     /// ```
@@ -908,13 +912,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     /// [`when`](Self::when) for async code: a future that submits the task
     /// without blocking the thread (see [`submit_async`](Self::submit_async)),
-    /// and outputs its [`Completion`], which is ready once `pre` held and
-    /// `body` ran.
+    /// and outputs its result once `pre` held and `body` ran.
     ///
     /// # Cancel safety
     ///
-    /// As [`submit_async`](Self::submit_async). A `when` task that waits on
-    /// its precondition can be withdrawn with [`Completion::cancel`].
+    /// As [`submit_async`](Self::submit_async): dropping the future while
+    /// the task waits on its precondition withdraws it, so a timeout loses
+    /// nothing (a `take` that timed out took no item).
     ///
     /// # Panics
     ///
@@ -926,11 +930,15 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// ```
     /// use active_monitor::{Monitor, Order};
     ///
-    /// let m = Monitor::builder().order(Order::Relaxed).build(0);
+    /// let m = Monitor::new(0);
     /// futures::executor::block_on(async {
-    ///     let c = m.when_async(|n| *n > 0, |n| *n * 10).await;
-    ///     m.submit_async(|n| *n = 4).await;
-    ///     assert_eq!(c.await, 40);
+    ///     // Both at once: the take waits until the put has run.
+    ///     let (taken, ()) = futures::future::join(
+    ///         m.when_async(|n| *n > 0, |n| *n * 10),
+    ///         m.submit_async(|n| *n = 4),
+    ///     )
+    ///     .await;
+    ///     assert_eq!(taken, 40);
     /// });
     /// ```
     pub fn when_async<P, F, R>(&self, pre: P, body: F) -> Submit<'_, T, S, R>
@@ -967,9 +975,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///     .order(Order::Relaxed)
     ///     .build_with_states(Door::Closed, 0u32);
     /// futures::executor::block_on(async {
-    ///     let enter = m.when_in_async(Door::Open, |n| (*n + 1, Door::Open)).await;
+    ///     let enter = m.when_in_async(Door::Open, |n| (*n + 1, Door::Open)).completion().await;
     ///     m.when_in_async(Door::Closed, |_| ((), Door::Open)).await;
-    ///     assert_eq!(enter.await, 1);
+    ///     assert_eq!(enter.await, Ok(1));
     /// });
     /// ```
     pub fn when_in_async<F, R>(&self, set: impl Into<StateSet<S>>, body: F) -> Submit<'_, T, S, R>
@@ -1048,8 +1056,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     // Nothing changed: no waiting task to re-check.
                     Ok(false) => Err((pre, body)),
                     Ok(true) => {
-                        let outcome = match catch_unwind(AssertUnwindSafe(|| body(&mut exec.data)))
-                        {
+                        let outcome = match catch_unwind(AssertUnwindSafe(|| {
+                            order::as_task(|| body(&mut exec.data))
+                        })) {
                             Ok(r) => Outcome::Value(r),
                             Err(p) => Outcome::Panicked(p),
                         };
@@ -1092,7 +1101,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.submit_job(Task::Shared(task as Arc<dyn Job<T, S>>), locked);
         if let Some(pending) = pending {
             if !completion.is_done() {
-                order::submitted(self.id(), conditional, pending, self.order);
+                order::submitted(self.id(), conditional, &pending, self.order);
             }
         }
         completion

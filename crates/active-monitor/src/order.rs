@@ -17,7 +17,7 @@
 //! same pending task (each with its own waiter on the task's
 //! [`Finish`]).
 
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
@@ -110,126 +110,244 @@ pub enum Order {
     Relaxed,
 }
 
-/// A worker's asynchronous task, as program order waits for it.
+/// A submitter's asynchronous task, as program order waits for it.
 pub(crate) trait Pending: Send + Sync {
-    /// How the task ends (and who waits for it to).
+    /// How the task ends (and who waits for it to end).
     fn finish(&self) -> &Finish;
 }
 
-/// How many of its tasks waiting on preconditions a worker may have
-/// outstanding under [`Order::Relaxed`] before its next submission of a
+/// How many of its tasks waiting on preconditions a submitter may have
+/// outstanding, under either [`Order`], before its next submission of a
 /// task with a precondition waits for the oldest (plain tasks are not held
 /// back).
-pub const RELAXED_WAITING_LIMIT: usize = 64;
+///
+/// # Examples
+///
+/// ```
+/// use active_monitor::{Monitor, WAITING_LIMIT};
+///
+/// let m = Monitor::new(0);
+/// // One thread may leave this many `when`s waiting...
+/// let waiting: Vec<_> = (0..WAITING_LIMIT).map(|_| m.when(|n| *n > 0, |n| *n)).collect();
+/// // ...and still submit the task that enables them (plain tasks are never held back).
+/// m.submit(|n| *n = 1);
+/// assert!(waiting.into_iter().all(|c| c.wait() == 1));
+/// ```
+pub const WAITING_LIMIT: usize = 64;
 
+/// The former name of [`WAITING_LIMIT`], from when the bound applied to
+/// [`Order::Relaxed`] only.
+#[deprecated(note = "the bound applies to both orders: use `WAITING_LIMIT`")]
+pub const RELAXED_WAITING_LIMIT: usize = WAITING_LIMIT;
+
+/// A submitter's last asynchronous task, for rule 3.
 struct Last {
-    /// The monitor's address.
+    /// The monitor's address (0 for an OR/AND, which spans several).
     monitor: usize,
-    /// Whether the task had a precondition (it may wait).
-    conditional: bool,
     task: Weak<dyn Pending>,
 }
 
-/// A worker's record: what program order makes its next submission wait
+/// A submitter's record: what program order makes its next submission wait
 /// for.
 ///
 /// Tasks are held by `Weak` references. The record must not keep a task
 /// alive: a result nobody took (its completion was dropped) is dropped as
-/// soon as the task has run, not at the worker's next submission, and no
-/// user drop ever runs inside the record's borrow (a drop that submits
-/// would borrow it again). A task nobody holds any more has finished: the
-/// queue, the waiting list and the completion all hold it until then.
+/// soon as the task has run, not at the submitter's next submission. A
+/// task nobody holds any more has finished: the queue, the waiting list
+/// and the completion all hold it until then. A `Weak` upgraded to look at
+/// a task may become the last reference meanwhile (the executor drops its
+/// own): such a temporary is never dropped inside the record's borrow but
+/// handed out (`Graveyard`) and dropped after it, since its drop may run a
+/// result's user `Drop`, which may submit again.
 #[derive(Default)]
 pub(crate) struct Record {
-    /// Strict: the last asynchronous task.
+    /// Strict (rule 3): the last asynchronous task, if it may still be
+    /// unfinished.
     last: Option<Last>,
-    /// Relaxed: the outstanding tasks with preconditions, oldest first.
-    waiting: VecDeque<Weak<dyn Pending>>,
+    /// Both orders: the outstanding tasks with preconditions, oldest first
+    /// (the bound [`WAITING_LIMIT`]).
+    waiting: VecDeque<(usize, Weak<dyn Pending>)>,
 }
 
-/// The task if it may still be unfinished.
-fn unfinished(task: &Weak<dyn Pending>) -> Option<Arc<dyn Pending>> {
-    task.upgrade().filter(|t| !t.finish().is_finished())
+/// Temporaries upgraded from a record's `Weak`s, dropped once the record is
+/// no longer borrowed (see [`Record`]).
+type Graveyard = Vec<Arc<dyn Pending>>;
+
+/// Whether `task` may still be unfinished; an upgraded temporary goes to
+/// `graveyard` rather than being dropped here.
+fn unfinished(task: &Weak<dyn Pending>, graveyard: &mut Graveyard) -> bool {
+    if task.strong_count() == 0 {
+        return false;
+    }
+    match task.upgrade() {
+        Some(t) => {
+            let pending = !t.finish().is_finished();
+            graveyard.push(t);
+            pending
+        }
+        None => false,
+    }
 }
 
 impl Record {
-    /// What a submission to `monitor` must wait for first, if anything;
-    /// the record is left as it is (`take`: strict's last task is taken,
-    /// for a thread that waits for it before going on). Under relaxed
-    /// order only a `conditional` submission (one that may wait) is held
-    /// back by the bound on waiting tasks.
+    const fn new() -> Self {
+        Self {
+            last: None,
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// What a submission to `monitor` must wait for first, if anything:
+    /// under strict order the submitter's last task if it was on another
+    /// monitor and may be unfinished (rule 3); under either order, for a
+    /// `conditional` submission (one that may wait), the oldest of its
+    /// waiting tasks if it has [`WAITING_LIMIT`] of them. With `take`, the
+    /// task returned leaves the record (a thread waits for it before going
+    /// on); otherwise the record stays as it is, and the caller looks again
+    /// once the task has finished.
     fn must_wait(
         &mut self,
         monitor: usize,
         order: Order,
         conditional: bool,
         take: bool,
-    ) -> Option<Arc<dyn Pending>> {
-        match order {
-            Order::Strict => {
-                let last = self.last.as_ref()?;
-                let wait = if last.monitor != monitor || last.conditional {
-                    unfinished(&last.task)
-                } else {
-                    None
-                };
-                if take {
+        graveyard: &mut Graveyard,
+    ) -> Option<(usize, Weak<dyn Pending>)> {
+        if order == Order::Strict {
+            if let Some(last) = &self.last {
+                if !unfinished(&last.task, graveyard) {
                     self.last = None;
+                } else if last.monitor != monitor || monitor == 0 {
+                    let task = (last.monitor, last.task.clone());
+                    if take {
+                        self.last = None;
+                    }
+                    return Some(task);
                 }
-                wait
             }
-            Order::Relaxed => {
-                if !conditional {
-                    return None;
-                }
-                while self
-                    .waiting
-                    .front()
-                    .is_some_and(|t| unfinished(t).is_none())
-                {
-                    self.waiting.pop_front();
-                }
-                if self.waiting.len() >= RELAXED_WAITING_LIMIT {
-                    // Finished tasks behind an unfinished oldest do not
-                    // count: the bound is on tasks that wait.
-                    self.waiting.retain(|t| unfinished(t).is_some());
-                }
-                if self.waiting.len() < RELAXED_WAITING_LIMIT {
-                    return None;
-                }
-                let oldest = self.waiting.front().and_then(unfinished);
-                if take {
-                    self.waiting.pop_front();
-                }
-                oldest
-            }
+        }
+        if !conditional {
+            return None;
+        }
+        while self
+            .waiting
+            .front()
+            .is_some_and(|(_, t)| !unfinished(t, graveyard))
+        {
+            self.waiting.pop_front();
+        }
+        if self.waiting.len() >= WAITING_LIMIT {
+            // Finished tasks behind an unfinished oldest do not count: the
+            // bound is on tasks that wait.
+            self.waiting.retain(|(_, t)| unfinished(t, graveyard));
+        }
+        if self.waiting.len() < WAITING_LIMIT {
+            return None;
+        }
+        let oldest = self.waiting.front().cloned();
+        if take {
+            self.waiting.pop_front();
+        }
+        oldest
+    }
+
+    /// Records an asynchronous task that did not finish at its submission.
+    fn submitted(&mut self, monitor: usize, conditional: bool, task: Weak<dyn Pending>, order: Order) {
+        if conditional {
+            self.waiting.push_back((monitor, task.clone()));
+        }
+        if order == Order::Strict {
+            // The previous `Last` is replaced: a `Weak` drop runs no user
+            // code (the task itself is gone, or held elsewhere).
+            self.last = Some(Last { monitor, task });
         }
     }
 }
 
+// Who submits, for program order (see [`Order`]): a thread, a task body
+// (whoever runs it) or a [`worker`] scope.
+//
+// `CURRENT` points to the record of the innermost task body or worker
+// scope running on this thread, or is null: then the submitter is the
+// thread itself, whose record is `THREAD`. The pointer is set by
+// [`as_task`] and by [`Worker::poll`] for their duration (each puts the
+// previous value back, also when unwinding) and points to a record that
+// outlives that duration (on `as_task`'s frame, or in the pinned
+// `Worker`). A record is borrowed only inside [`with_record`], which runs
+// no user code.
+//
+// `CURRENT` has no destructor, so it is readable in thread-local
+// destructors too. `THREAD` has one (its tasks' `Weak`s): once it has
+// been destroyed, a submission from a later thread-local destructor has no
+// record (it neither waits nor is waited for: nothing of the thread is left
+// to order it against but what such destructors submit themselves).
 #[cfg(not(loom))]
 std::thread_local! {
-    static WORKER: RefCell<Record> = RefCell::new(Record::default());
+    static CURRENT: Cell<*mut Record> = const { Cell::new(core::ptr::null_mut()) };
+    static THREAD: RefCell<Record> = const { RefCell::new(Record::new()) };
 }
 
 #[cfg(loom)]
 sync_core::loom::thread_local! {
-    static WORKER: RefCell<Record> = RefCell::new(Record::default());
+    static CURRENT: Cell<*mut Record> = Cell::new(core::ptr::null_mut());
+    static THREAD: RefCell<Record> = RefCell::new(Record::new());
+}
+
+/// Runs `f` on the current submitter's record (see `CURRENT`); `None` if
+/// the thread's record is gone (a thread-local destructor after it).
+fn with_record<X>(f: impl FnOnce(&mut Record) -> X) -> Option<X> {
+    let current = CURRENT.try_with(Cell::get).unwrap_or(core::ptr::null_mut());
+    if !current.is_null() {
+        // SAFETY: `current` was set by `as_task` or `Worker::poll`, whose
+        // record outlives the pointer (see `CURRENT`); `f` runs no user code
+        // and nothing else borrows the record meanwhile (only this thread
+        // sees the pointer, and `with_record` is not re-entered from `f`).
+        return Some(f(unsafe { &mut *current }));
+    }
+    THREAD.try_with(|w| f(&mut w.borrow_mut())).ok()
+}
+
+/// Runs `f`, a task body (or user code the executor runs for a task: a
+/// drop, a waker), as a submitter of its own: what it submits is ordered
+/// among its own submissions only, never with those of the thread that
+/// happens to run it (a combiner, a server) or of the other tasks that
+/// thread runs. The record lives on this frame and ends with the body.
+#[inline]
+pub(crate) fn as_task<X>(f: impl FnOnce() -> X) -> X {
+    /// Puts the previous submitter back, even if `f` unwinds.
+    struct Back(*mut Record);
+    impl Drop for Back {
+        fn drop(&mut self) {
+            let _ = CURRENT.try_with(|c| c.set(self.0));
+        }
+    }
+    let mut record = Record::new();
+    let previous = CURRENT
+        .try_with(|c| c.replace(&mut record))
+        .unwrap_or(core::ptr::null_mut());
+    let back = Back(previous);
+    let x = f();
+    drop(back);
+    // `record` (Weak references only) is dropped after the pointer to it
+    // is gone.
+    x
 }
 
 /// Before a synchronous submission of a task with a precondition to
-/// `monitor` (0 for an OR/AND): under strict order, waits for the worker's
-/// previous asynchronous task if rule 3 (or a precondition) says so; under
-/// relaxed order, waits for the oldest of its tasks waiting on
-/// preconditions if it has [`RELAXED_WAITING_LIMIT`]. Parks the thread.
+/// `monitor` (0 for an OR/AND): waits as [`Record::must_wait`] says.
+/// Parks the thread.
+///
+/// # Panics
+///
+/// If the task to wait for is on a monitor whose task this thread is
+/// running: nobody else could run it, the wait would be for ever.
 #[inline]
 pub(crate) fn before_submit(monitor: usize, order: Order) {
     before(monitor, order, true);
 }
 
 /// [`before_submit`] for a task without a precondition (`call`,
-/// `submit`): it never waits, so the relaxed bound on waiting tasks does
-/// not hold it back.
+/// `submit`): the bound on waiting tasks does not hold it back.
 #[inline]
 pub(crate) fn before_plain_submit(monitor: usize, order: Order) {
     before(monitor, order, false);
@@ -237,51 +355,87 @@ pub(crate) fn before_plain_submit(monitor: usize, order: Order) {
 
 #[inline]
 fn before(monitor: usize, order: Order, conditional: bool) {
-    let wait_for = WORKER.with(|w| w.borrow_mut().must_wait(monitor, order, conditional, true));
-    // Outside the borrow: a task this thread runs meanwhile (as a combiner)
-    // may submit too.
-    if let Some(task) = wait_for {
+    if order == Order::Relaxed && !conditional {
+        return;
+    }
+    while let Some(task) = next_wait(monitor, order, conditional, true) {
         task.finish().wait();
     }
 }
 
+/// The task to wait for, upgraded, if it is still unfinished; the record's
+/// temporaries are dropped here, after its borrow.
+///
+/// # Panics
+///
+/// As [`before_submit`].
+fn next_wait(
+    monitor: usize,
+    order: Order,
+    conditional: bool,
+    take: bool,
+) -> Option<Arc<dyn Pending>> {
+    let mut graveyard = Graveyard::new();
+    let wait = with_record(|r| r.must_wait(monitor, order, conditional, take, &mut graveyard))
+        .flatten()
+        .and_then(|(held, w)| Some((held, w.upgrade()?)));
+    // User drops (results nobody took) run here, outside the borrow.
+    drop(graveyard);
+    let (held, task) = wait.filter(|(_, t)| !t.finish().is_finished())?;
+    assert!(
+        held == 0 || !crate::unwind::is_running(held),
+        "program order: this submission must wait for an earlier task of the same submitter \
+         (rule 3: a task on another monitor completes before the next submission; or the bound \
+         of {WAITING_LIMIT} waiting tasks), but that task is on the monitor whose task this \
+         thread is running, so it could never run: the wait would be for ever \
+         (use Order::Relaxed, or submit from outside the task)"
+    );
+    Some(task)
+}
+
 /// What an asynchronous submission to `monitor` must await first (see
-/// [`before_submit`]), if anything. The record is left in place: every
-/// task that shares the worker waits for the same task.
+/// [`before_submit`]), if anything. The record is left in place. `None`
+/// outside a task body and a [`worker`] scope: an async task is a submitter
+/// of its own only in a scope (see [`worker`]).
 #[inline]
 pub(crate) fn to_await(monitor: usize, order: Order, conditional: bool) -> Option<OrderWait> {
-    WORKER
-        .with(|w| w.borrow_mut().must_wait(monitor, order, conditional, false))
-        .map(|task| OrderWait { task, waiter: None })
+    if !in_scope() {
+        return None;
+    }
+    next_wait(monitor, order, conditional, false).map(|task| OrderWait { task, waiter: None })
 }
 
-/// After an asynchronous submission that did not complete at once.
+/// Whether a task body or a [`worker`] scope is the current submitter.
+fn in_scope() -> bool {
+    CURRENT.try_with(|c| !c.get().is_null()).unwrap_or(false)
+}
+
+/// After a synchronous submission that did not complete at once.
 #[inline]
-pub(crate) fn submitted(monitor: usize, conditional: bool, task: Arc<dyn Pending>, order: Order) {
-    // The caller's completion still holds the task: this is not the last
-    // reference, and only a `Weak` goes into the record.
-    let task = Arc::downgrade(&task);
-    WORKER.with(|w| {
-        let mut w = w.borrow_mut();
-        match order {
-            Order::Strict => {
-                w.last = Some(Last {
-                    monitor,
-                    conditional,
-                    task,
-                })
-            }
-            Order::Relaxed => {
-                if conditional {
-                    w.waiting.push_back(task);
-                }
-            }
-        }
-    });
+pub(crate) fn submitted(monitor: usize, conditional: bool, task: &Arc<dyn Pending>, order: Order) {
+    // The caller still holds the task: only a `Weak` goes into the record.
+    let task = Arc::downgrade(task);
+    let _ = with_record(|r| r.submitted(monitor, conditional, task, order));
 }
 
-/// Awaits a worker's earlier task, as program order says (a task waiter on
-/// the task's [`Finish`]; dropping it withdraws the waiter).
+/// After an asynchronous submission whose completion is handed out
+/// ([`Submit::completion`](crate::Submit::completion)): recorded in a task
+/// body's or [`worker`] scope's record; outside one, nowhere (see
+/// [`to_await`]).
+#[inline]
+pub(crate) fn submitted_async(
+    monitor: usize,
+    conditional: bool,
+    task: &Arc<dyn Pending>,
+    order: Order,
+) {
+    if in_scope() {
+        submitted(monitor, conditional, task, order);
+    }
+}
+
+/// Awaits a submitter's earlier task, as program order says (a task waiter
+/// on the task's [`Finish`]; dropping it withdraws the waiter).
 pub(crate) struct OrderWait {
     task: Arc<dyn Pending>,
     waiter: Option<LoomArc<Waiter>>,
@@ -340,12 +494,12 @@ impl Drop for OrderWait {
 /// let taken = pool
 ///     .spawner()
 ///     .spawn_local_with_handle(worker(async move {
-///         a.when_async(|n| *n > 0, |n| *n).await.await
+///         a.when_async(|n| *n > 0, |n| *n).await
 ///     }))
 ///     .unwrap();
 /// pool.spawner()
 ///     .spawn_local(worker(async move {
-///         b.submit_async(|n| *n = 7).await.await;
+///         b.submit_async(|n| *n = 7).await;
 ///     }))
 ///     .unwrap();
 /// assert_eq!(pool.run_until(taken), 7);
@@ -387,15 +541,20 @@ impl<F: Future> Future for Worker<F> {
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: as above: `this.future` stays where it is from now on.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
-        /// Puts the thread's record back, even if the poll unwinds.
-        struct Swap<'a>(&'a mut Record);
-        impl Drop for Swap<'_> {
+        /// Puts the previous submitter back, even if the poll unwinds.
+        struct Back(*mut Record);
+        impl Drop for Back {
             fn drop(&mut self) {
-                WORKER.with(|w| core::mem::swap(&mut *w.borrow_mut(), self.0));
+                let _ = CURRENT.try_with(|c| c.set(self.0));
             }
         }
-        WORKER.with(|w| core::mem::swap(&mut *w.borrow_mut(), &mut this.record));
-        let _back = Swap(&mut this.record);
+        // The record stays in `this` for the whole poll (see `CURRENT`).
+        let record: *mut Record = &mut this.record;
+        let _back = Back(
+            CURRENT
+                .try_with(|c| c.replace(record))
+                .unwrap_or(core::ptr::null_mut()),
+        );
         future.poll(cx)
     }
 }

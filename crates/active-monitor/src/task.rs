@@ -206,7 +206,7 @@ fn check_pre<T, S, P: Pre<T, S>>(pre: &P, data: &T, state: S) -> Result<bool, Ou
 
 /// Runs `body`, catching a panic.
 fn run_body<T, S, R, B: Body<T, S, R>>(body: B, data: &mut T) -> (Outcome<R>, Option<S>) {
-    match catch_unwind(AssertUnwindSafe(|| body.call(data))) {
+    match catch_unwind(AssertUnwindSafe(|| crate::order::as_task(|| body.call(data)))) {
         Ok((r, s)) => (Outcome::Value(r), s),
         Err(p) => (Outcome::Panicked(p), None),
     }
