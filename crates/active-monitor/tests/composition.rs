@@ -1,0 +1,153 @@
+//! Composition with the rest of a program: thread-local destructors that
+//! use a monitor, results whose `Drop` submits, large results on a small
+//! stack, timeouts around async submissions. Each failed before its fix.
+#![cfg(not(loom))]
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use active_monitor::{Monitor, Order};
+
+fn total() -> &'static Monitor<u64> {
+    static TOTAL: OnceLock<Monitor<u64>> = OnceLock::new();
+    TOTAL.get_or_init(|| Monitor::new(0))
+}
+
+/// A per-thread counter that flushes into a monitor when the thread ends.
+struct Flush(u64);
+impl Drop for Flush {
+    fn drop(&mut self) {
+        let n = self.0;
+        total().call(|t| *t += n);
+        // Asynchronous submissions too, to another monitor and back.
+        let other = Monitor::new(0u64);
+        other.submit(move |x| *x += n).wait();
+        total().when(|_| true, |_| ()).wait();
+    }
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<Flush>> = const { RefCell::new(None) };
+}
+
+/// A thread-local whose destructor calls into a monitor, created before the
+/// thread used any monitor (so its destructor runs after the crate's own
+/// thread-locals are gone) or after.
+#[test]
+fn thread_local_destructors_can_use_a_monitor() {
+    let before = total().call(|t| *t);
+    // Created first, then monitors used: destroyed after their TLS.
+    std::thread::spawn(|| {
+        LOCAL.with(|l| *l.borrow_mut() = Some(Flush(1)));
+        let m = Monitor::new(0);
+        m.submit(|n| *n = 1).wait();
+        assert_eq!(m.when(|n| *n > 0, |n| *n).wait(), 1);
+        total().call(|t| *t += 0);
+    })
+    .join()
+    .expect("the thread-local's destructor aborted or panicked");
+    // Monitors used first, then created.
+    std::thread::spawn(|| {
+        total().call(|t| *t += 0);
+        LOCAL.with(|l| *l.borrow_mut() = Some(Flush(10)));
+    })
+    .join()
+    .unwrap();
+    assert_eq!(total().call(|t| *t) - before, 11);
+}
+
+/// The crate's `Lease` pattern: a result whose `Drop` gives a lease back to
+/// a pool monitor. Under relaxed order the thread's record keeps its
+/// waiting tasks by `Weak`; a server runs them and drops its reference
+/// right after. A temporary upgrade by the submitter's next `when` may be
+/// the last reference: the lease's drop must not run inside the record's
+/// borrow ("already borrowed"), and every lease comes back.
+#[test]
+fn a_result_whose_drop_submits_is_never_dropped_inside_a_borrow() {
+    struct Lease(&'static Monitor<u64>);
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            drop(self.0.submit(|n| *n += 1));
+        }
+    }
+    active_monitor::set_server_limit(1000);
+    active_monitor::set_saturation_override(Some(false));
+    let pool: &'static Monitor<u64> =
+        Box::leak(Box::new(Monitor::builder().order(Order::Relaxed).build(0)));
+    let m: &'static Monitor<u64> = Box::leak(Box::new(
+        Monitor::builder().order(Order::Relaxed).build_served(0),
+    ));
+    const THREADS: u64 = 3;
+    const ROUNDS: u64 = 100_000;
+    let hs: Vec<_> = (0..THREADS)
+        .map(|_| {
+            std::thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    // Queued for the server, recorded, completion dropped:
+                    // the result (a lease) goes with the last reference.
+                    drop(m.when(|_| true, move |_| Lease(pool)));
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().expect("a lease's drop panicked");
+    }
+    m.call(|_| ()); // the server has run them all (FIFO)
+    assert_eq!(pool.call(|n| *n), THREADS * ROUNDS);
+}
+
+/// A `tokio::time::timeout` around `when_async` loses nothing: a take that
+/// timed out before it started is withdrawn (it took no item), and the
+/// abandoned takes do not fill the bound on waiting tasks.
+async fn timeouts_lose_nothing() {
+    const ITEMS: usize = 100;
+    let q = Arc::new(Monitor::new(VecDeque::<usize>::new()));
+    let produced = Arc::new(AtomicUsize::new(0));
+    let p = {
+        let (q, produced) = (Arc::clone(&q), Arc::clone(&produced));
+        tokio::spawn(async move {
+            for i in 0..ITEMS {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                q.submit_async(move |d| d.push_back(i)).await;
+                produced.fetch_add(1, SeqCst);
+            }
+        })
+    };
+    let mut got = Vec::new();
+    let mut timeouts = 0;
+    while got.len() < ITEMS {
+        let take = q.when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap());
+        match tokio::time::timeout(Duration::from_millis(1), take).await {
+            Ok(x) => got.push(x),
+            Err(_) => timeouts += 1,
+        }
+        assert!(timeouts < 100_000, "items were lost: {} taken", got.len());
+    }
+    p.await.unwrap();
+    got.sort_unstable();
+    assert_eq!(got, (0..ITEMS).collect::<Vec<_>>());
+    assert!(timeouts > 0, "the timeouts were not exercised");
+    assert_eq!(q.call(|d| d.len()), 0);
+}
+
+#[test]
+fn timeouts_around_when_async_lose_nothing_current_thread() {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(timeouts_lose_nothing());
+}
+
+#[test]
+fn timeouts_around_when_async_lose_nothing_multi_thread() {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(timeouts_lose_nothing());
+}
