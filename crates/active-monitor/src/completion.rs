@@ -565,7 +565,7 @@ impl<R> Completion<R> {
     ///   operands start independently on their monitors.
     ///
     /// A withdrawn task counts as finished for program order: a strict
-    /// worker's next submission does not wait for it.
+    /// submitter's next submission does not wait for it.
     ///
     /// # Errors
     ///

@@ -397,7 +397,7 @@ fn composed_order<R, Ops: Operands<R>>(ops: &Ops) -> Order {
     order
 }
 
-/// The completion of a submitted OR or AND, recorded as the worker's
+/// The completion of a submitted OR or AND, recorded as the submitter's
 /// pending task if it has not completed at once.
 fn composed_completion<T, S>(shared: Arc<S>, order: Order) -> Completion<T>
 where

@@ -19,7 +19,8 @@
 //! * in async code, [`Monitor::submit_async`], [`Monitor::when_async`],
 //!   [`Monitor::when_in_async`] and [`Monitor::call_async`] await where
 //!   the synchronous methods park the thread (a full task queue, program
-//!   order), and [`worker`] makes an async task a worker of its own;
+//!   order), output the task's result (one `.await`), and [`worker`]
+//!   makes an async task that keeps completions a submitter of its own;
 //! * [`Completion::cancel`] withdraws a task that has not started, or hands
 //!   its completion back if it has: a timeout loses nothing.
 //!
@@ -30,7 +31,8 @@
 //! have a dedicated server thread ([`Builder::build_served`]), within a
 //! process-wide cap ([`set_server_limit`]) and only while the CPUs are not
 //! saturated ([`cpus_saturated`]); see [`Monitor`]'s "Execution". [`Order`]
-//! says what a worker may assume about the order of its asynchronous tasks.
+//! says what a submitter (a thread, a task body, a [`worker`] scope) may
+//! assume about the order of its asynchronous tasks.
 //!
 //! ```
 //! use std::collections::VecDeque;

@@ -604,10 +604,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// is queued and the thread sleeps until a combiner has run it, or until
     /// the monitor is handed to it.
     ///
-    /// Under [`Order::Strict`], first waits for this worker's previous
-    /// asynchronous task if it was on another monitor or had a
-    /// precondition. In async code use [`call_async`](Self::call_async),
+    /// Under [`Order::Strict`], first waits for this submitter's previous
+    /// asynchronous task if it was on another monitor (rule 3, see
+    /// [`Order`]). In async code use [`call_async`](Self::call_async),
     /// which awaits instead of parking.
+    ///
+    /// The result is written once, where the body returns it: a call costs
+    /// no more stack for a large result than the body itself.
     ///
     /// # Panics
     ///
@@ -716,9 +719,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// That wait parks the thread: in async code use
     /// [`submit_async`](Self::submit_async), which awaits instead.
     ///
-    /// Under [`Order::Strict`], first waits (parked, too) for this worker's
-    /// previous asynchronous task if it was on another monitor or had a
-    /// precondition.
+    /// Under [`Order::Strict`], first waits (parked, too) for this
+    /// submitter's previous asynchronous task if it was on another monitor
+    /// (rule 3, see [`Order`]).
     ///
     /// The returned [`Completion`] may be dropped: the task still runs
     /// (fire and forget, the paper's asynchronous call). To give a task up,
@@ -775,13 +778,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// `pre` should be cheap and must not have side effects: it is evaluated
     /// any number of times.
     ///
-    /// Under [`Order::Strict`], the next submission of this worker (this
-    /// thread, or the async task in a [`worker`](crate::worker) scope)
-    /// waits for this task to complete or be
-    /// [cancelled](Completion::cancel). Under [`Order::Relaxed`], at most
-    /// [`RELAXED_WAITING_LIMIT`](crate::RELAXED_WAITING_LIMIT) of a
-    /// worker's tasks wait at once. In async code use
-    /// [`when_async`](Self::when_async), which awaits instead of parking.
+    /// While the task waits, its submitter's later tasks on this monitor
+    /// go ahead (the one that enables it included); under
+    /// [`Order::Strict`] the submitter's next submission to *another*
+    /// monitor waits for it to complete or be
+    /// [cancelled](Completion::cancel) (rule 3, see [`Order`]). At most
+    /// [`WAITING_LIMIT`](crate::WAITING_LIMIT) of a submitter's tasks wait
+    /// at once. In async code use [`when_async`](Self::when_async), which
+    /// awaits instead of parking.
     ///
     /// # Panics
     ///
@@ -793,7 +797,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// ```
     /// use active_monitor::{Monitor, Order};
     ///
-    /// let m = Monitor::builder().order(Order::Relaxed).build(0);
+    /// let m = Monitor::new(0);
     /// let c = m.when(|n| *n >= 2, |n| *n * 10);
     /// m.submit(|n| *n += 1);
     /// assert!(!c.is_done());

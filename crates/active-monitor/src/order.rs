@@ -1,21 +1,20 @@
 //! Program order (the paper's rules 2 and 3, and appendix B), and worker
 //! scopes.
 //!
-//! A *worker* is a thread by default: the record of its last asynchronous
-//! task is a thread-local, as the paper's runtime keeps a map from worker
-//! thread ids to their last submission. A handle passed to every submission
-//! was the alternative; it would make every call site carry it, and a
-//! thread-local costs a couple of nanoseconds. Async tasks that share a
-//! thread share its record unless each runs in its own [`worker`] scope,
-//! which installs the task's own record for the duration of each poll (and
-//! carries it along when the task moves to another thread).
+//! A task's order belongs to its *submitter*: the thread that submits it;
+//! or, for a submission made inside a task body, that body (whoever runs
+//! it: a combiner, a server thread, the caller itself); or the async task
+//! polled in a [`worker`] scope. The thread's record is a thread-local (as
+//! the paper's runtime keeps a map from worker thread ids to their last
+//! submission); a body's record lives on the frame that runs it, and a
+//! scope's in the scope's future. A thread-local pointer (`CURRENT`, no
+//! destructor) says which is current, so that thread-local destructors
+//! can submit too.
 //!
 //! The synchronous methods wait for what program order says by parking the
 //! thread; the async ones ([`Monitor::submit_async`](crate::Monitor::submit_async)
-//! and its kin) await it. The record is only read while a submission
-//! waits: it stays in place, so that every task sharing it waits for the
-//! same pending task (each with its own waiter on the task's
-//! [`Finish`]).
+//! and its kin) await it. Only a submission to another monitor (rule 3,
+//! strict order) or beyond the bound on waiting tasks ever waits.
 
 use core::cell::{Cell, RefCell};
 use core::future::Future;
@@ -30,7 +29,94 @@ use sync_core::waiter::Waiter;
 
 use crate::completion::Finish;
 
-/// How a monitor orders a worker's asynchronous tasks.
+/// How a monitor orders a submitter's asynchronous tasks.
+///
+/// A *submitter* is a thread; or, for what a task body submits, that body,
+/// whichever thread runs it (a combiner or a server thread never inherits
+/// the order of the bodies it runs, nor they its); or an async task run in
+/// a [`worker`] scope. The rules, with the paper's numbers (rule 1, mutual
+/// exclusion, holds whatever the order):
+///
+/// * **Rule 2** (both orders): a submitter's tasks on one monitor *start*
+///   in submission order: they go through one FIFO queue and are taken up
+///   in turn. A task waiting on its precondition has started (as a
+///   `waituntil` in a lock-based monitor has entered it and released the
+///   lock); the submitter's later tasks on that monitor go ahead, the one
+///   that enables it included, and the waiting tasks run oldest first once
+///   their preconditions hold.
+///
+///   ```
+///   let m = active_monitor::Monitor::new(Vec::new());
+///   let take = m.when(|v: &Vec<u32>| !v.is_empty(), |v| v.remove(0)); // waits
+///   m.submit(|v| v.push(1)); // not held back by the waiting take: enables it
+///   m.submit(|v| v.push(2)); // starts after the push of 1
+///   assert_eq!(take.wait(), 1);
+///   assert_eq!(m.call(|v| v.clone()), [2]);
+///   ```
+///
+/// * **Rule 3** ([`Order::Strict`] only): before a submitter submits to a
+///   monitor, its previous asynchronous task on *another* monitor (or an
+///   [`or`](crate::or)/[`and`](crate::and)) has completed or been
+///   [cancelled](crate::Completion::cancel). The synchronous methods park
+///   the thread until then, the async ones await it.
+///
+///   ```
+///   use std::sync::Arc;
+///   use active_monitor::Monitor;
+///
+///   let (a, b) = (Arc::new(Monitor::new(0)), Monitor::new(0));
+///   let a2 = Arc::clone(&a);
+///   let first = a.when(|n| *n > 0, |n| *n); // waits for another thread
+///   let enabler = std::thread::spawn(move || a2.call(|n| *n = 1));
+///   b.call(|n| *n += 1); // waits until `first` has run (rule 3)
+///   assert!(first.is_done());
+///   enabler.join().unwrap();
+///   ```
+///
+///   So a thread that leaves a task waiting on `a` and then submits to `b`
+///   waits for it, as a thread blocked in a lock-based monitor's
+///   `waituntil` would: only another submitter can enable it. A wait that
+///   could only be for itself (a body of `a` that queued a task on `a`, then
+///   submits to `b`: nobody can run `a`'s task while the body holds it)
+///   panics, naming rule 3, instead of hanging.
+///
+/// * **Rule 4** ([`Order::Relaxed`], the paper's appendix B): rule 3 is
+///   dropped; tasks on different monitors run in any order, and a task's
+///   result, once awaited, orders everything after it (the execution order
+///   of the paper's definition 2).
+///
+///   ```
+///   use active_monitor::{Monitor, Order};
+///
+///   let a = Monitor::builder().order(Order::Relaxed).build(0);
+///   let b = Monitor::builder().order(Order::Relaxed).build(0);
+///   let first = a.when(|n| *n > 0, |n| *n); // waits
+///   b.call(|n| *n += 1); // does not wait for it
+///   a.call(|n| *n = 5);
+///   assert_eq!(first.wait(), 5); // awaited: orders what follows
+///   ```
+///
+/// Under both orders, a submitter may leave at most [`WAITING_LIMIT`] (64)
+/// tasks waiting on preconditions; its next submission *of a task with a
+/// precondition* then waits for the oldest. Tasks without one (`call`,
+/// `submit`) never wait on the data and are never held back, so a
+/// submitter with many waiting tasks can still submit the tasks that
+/// enable them. Without the bound a producer could pile up waiting tasks
+/// without limit (the task queue's back-pressure ends where waiting
+/// begins), and every task that runs re-checks the waiting predicates.
+/// The paper's bounded queue with asynchronous puts
+/// (`sync-examples --bin bounded_queue`, 2 producers, 2 consumers) moves
+/// 2.6 M items/s with a bound of 16, 2.0 M with 64, 0.8 M with 256, and
+/// under 0.01 M without one.
+///
+/// In async code, [`submit_async`](crate::Monitor::submit_async) and its
+/// kin output the task's result: an async task that awaits each of them
+/// is in program order by construction (each task has finished before the
+/// next is submitted), and async tasks on one thread never wait for each
+/// other. A task that keeps completions outstanding
+/// ([`Submit::completion`](crate::Submit::completion)) gets rules 3 and
+/// the bound for them in a [`worker`] scope; outside one, an async task has
+/// no record, and such completions order nothing.
 ///
 /// # Examples
 ///
@@ -43,70 +129,13 @@ use crate::completion::Finish;
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Order {
-    /// The paper's rules 2 and 3. A worker's tasks on one monitor run in
-    /// submission order. Before a worker submits to a monitor, its previous
-    /// asynchronous task must have completed (or been
-    /// [cancelled](crate::Completion::cancel)) if that task was on another
-    /// monitor, or waited on a precondition (a waiting task would otherwise
-    /// be overtaken by the worker's next one). The synchronous methods
-    /// (`call`, `submit`, `when`, ...) block the thread until then; the
-    /// async ones ([`submit_async`](crate::Monitor::submit_async), ...)
-    /// await it without blocking the executor.
-    ///
-    /// So a worker that submits a task waiting on a precondition, then a
-    /// task that would make it true, deadlocks: under strict order the
-    /// second submission waits for the first task. Make the precondition
-    /// true from another worker, or use [`Order::Relaxed`].
-    ///
-    /// A worker is a thread, unless a future runs in a [`worker`] scope.
-    /// Async tasks that share a thread (a current-thread runtime, a
-    /// `LocalPool`) otherwise share one worker: one task's `when` then holds
-    /// back another task's submissions, and if that other task is the one
-    /// that would make the precondition true, both wait for ever (with the
-    /// async methods the executor keeps running its other tasks; with the
-    /// synchronous ones its thread is parked). Wrap each such task in
-    /// [`worker`] to make it a worker of its own.
-    ///
-    /// **On a multi-thread runtime, wrap every task that relies on strict
-    /// order in [`worker`].** A task may be moved to another thread between
-    /// two of its submissions; without a scope each submission is recorded
-    /// in the thread that polled it, so the task's second submission is not
-    /// held back by its first (rule 3 does not hold for it), and the first
-    /// holds back whatever else that thread runs.
+    /// Rules 2 and 3 (the default): a submitter's tasks on one monitor
+    /// start in submission order, and its task on one monitor completes
+    /// before its next submission to another. See [`Order`].
     #[default]
     Strict,
-    /// The paper's appendix B ("NPO"): no waiting for earlier tasks. A
-    /// worker's plain tasks on one monitor still run in submission order
-    /// (the queue is FIFO), but a task that waits on its precondition may
-    /// be overtaken, and tasks on different monitors run in any order. A
-    /// task's result, once awaited, orders everything after it.
-    ///
-    /// One bound remains: a worker may have at most
-    /// [`RELAXED_WAITING_LIMIT`] (64) tasks waiting on preconditions; its
-    /// next submission of a task with a precondition (`when`, `when_in`,
-    /// `or`, `and`) then waits until the oldest has finished (parks the
-    /// thread in the synchronous methods, awaits in the async ones). Tasks
-    /// without one (`call`, `submit`) never wait on the data and are not
-    /// held back, so a worker with many waiting tasks can still submit the
-    /// tasks that enable them.
-    /// Without it a producer could pile up waiting tasks without limit (the
-    /// task queue's back-pressure ends where waiting begins), and every
-    /// task that runs re-checks the waiting predicates (all of them when
-    /// none holds; tasks with entry sets, [`Monitor::when_in`](crate::Monitor::when_in),
-    /// are looked at only in their states). The paper's bounded queue with
-    /// asynchronous puts (`sync-examples --bin bounded_queue`, 2 producers,
-    /// 2 consumers) moves 2.6 M items/s with a bound of 16, 2.0 M with 64,
-    /// 0.8 M with 256, and under 0.01 M without one.
-    ///
-    /// The bound is per worker, not per monitor: a per-monitor bound would
-    /// let one busy producer hold back every other worker's submissions to
-    /// that monitor (and a worker with tasks on several monitors would need
-    /// a count on each). Per worker, only the worker that piles up waits.
-    /// Async tasks on one thread share the thread's bound unless each runs
-    /// in a [`worker`] scope; with the async methods, a submission beyond
-    /// the bound awaits the oldest waiting task instead of parking the
-    /// executor's thread, so the executor's other tasks (those that would
-    /// enable the waiting ones among them) keep running.
+    /// Rules 2 and 4, the paper's appendix B ("NPO"): no waiting for
+    /// earlier tasks on other monitors. See [`Order`].
     Relaxed,
 }
 
@@ -453,30 +482,23 @@ impl Drop for OrderWait {
     }
 }
 
-/// Runs `future` as a worker of its own: its submissions follow program
-/// order among themselves only, not with the other tasks of the thread it
-/// runs on.
+/// Runs `future` as a submitter of its own for program order: what it
+/// submits while it is polled (synchronously or asynchronously) is ordered
+/// among its own submissions, and never with those of the thread that
+/// polls it or of the other tasks that thread runs.
 ///
-/// A worker is a thread by default (the paper's workers are threads). Async
-/// tasks that share a thread, on a current-thread runtime or a `LocalPool`,
-/// or that happen to run on the same worker thread of a multi-thread
-/// runtime, then share one record of what they submitted: under
-/// [`Order::Strict`] one task's pending `when` holds back every other
-/// task's next submission, and under [`Order::Relaxed`] they share one
-/// [`RELAXED_WAITING_LIMIT`]. `worker(future)` gives the future its own
-/// record, installed in the thread for the duration of each poll (the
-/// thread's own is put back after it) and carried along when the future
-/// moves to another thread.
+/// An async task that awaits the result of each submission needs no scope:
+/// each of its tasks has finished before the next is submitted. The scope
+/// is for a task that keeps tasks outstanding across submissions
+/// ([`Submit::completion`](crate::Submit::completion), or the synchronous
+/// `submit`/`when` from async code): in it, [`Order::Strict`]'s rule 3 and
+/// the bound [`WAITING_LIMIT`] hold for the task, on any executor, also
+/// when a multi-thread runtime moves it between threads (the record is
+/// carried in the future). Outside a scope, an async task has no record;
+/// synchronous methods called from it use the thread's, shared with every
+/// task the thread runs.
 ///
-/// Use it for every spawned task that submits to monitors with
-/// [`Order::Strict`] and may wait on preconditions, as one would give each
-/// thread its own worker: typically `spawn(worker(async move { .. }))`.
-/// Without it, two tasks where one awaits a `when` that only the other can
-/// make true wait for each other for ever (logically: with the async
-/// methods the executor's thread is not parked and runs its other tasks).
-///
-/// The scope costs two swaps of the worker record (a few words) and two
-/// thread-local borrows per poll.
+/// The scope costs two thread-local pointer swaps per poll.
 ///
 /// # Examples
 ///
@@ -486,23 +508,26 @@ impl Drop for OrderWait {
 /// use std::rc::Rc;
 /// use active_monitor::{Monitor, worker};
 ///
-/// let m = Rc::new(Monitor::new(0)); // strict order
+/// let (a, b) = (Rc::new(Monitor::new(0)), Rc::new(Monitor::new(0))); // strict
 /// let mut pool = LocalPool::new();
-/// let (a, b) = (Rc::clone(&m), Rc::clone(&m));
-/// // Two tasks on one thread: without `worker`, B's submission would wait
-/// // for A's pending `when`, which only B can enable.
-/// let taken = pool
+/// let (a1, b1, a2, b2) = (Rc::clone(&a), Rc::clone(&b), Rc::clone(&a), Rc::clone(&b));
+/// let seen = pool
 ///     .spawner()
 ///     .spawn_local_with_handle(worker(async move {
-///         a.when_async(|n| *n > 0, |n| *n).await
+///         // Kept outstanding: rule 3 makes this task's next submission, to
+///         // another monitor, await it.
+///         let waiting = a1.when_async(|n| *n > 0, |n| *n).completion().await;
+///         let seen = b1.call_async(|n| *n).await; // after `waiting` ran
+///         (waiting.await.unwrap(), seen)
 ///     }))
 ///     .unwrap();
 /// pool.spawner()
 ///     .spawn_local(worker(async move {
-///         b.submit_async(|n| *n = 7).await;
+///         b2.call_async(|n| *n = 7).await;
+///         a2.call_async(|n| *n = 1).await; // enables the other task's `when`
 ///     }))
 ///     .unwrap();
-/// assert_eq!(pool.run_until(taken), 7);
+/// assert_eq!(pool.run_until(seen), (1, 7));
 /// ```
 pub fn worker<F: Future>(future: F) -> Worker<F> {
     Worker {
@@ -511,7 +536,7 @@ pub fn worker<F: Future>(future: F) -> Worker<F> {
     }
 }
 
-/// A future that runs as a worker of its own: made by [`worker`].
+/// A future that runs as a submitter of its own: made by [`worker`].
 ///
 /// # Examples
 ///
