@@ -157,7 +157,7 @@ where
         };
         // The part rides in the body: run, it stores the result; dropped
         // unrun (the monitor discarded the task), it stores `Discarded`.
-        let task: AsyncTask<T, S, _, _, ()> = AsyncTask::new(
+        let task: Arc<AsyncTask<T, S, _, _, ()>> = AsyncTask::new_arc(
             Pred(pre),
             Plain(move |t: &mut T| {
                 let mut part = part;
@@ -177,7 +177,7 @@ where
                 part.finish(outcome);
             }),
         );
-        let task = Task::Shared(Arc::new(task) as Arc<dyn Job<T, S>>);
+        let task = Task::Shared(task as Arc<dyn Job<T, S>>);
         let locked = self.monitor.try_lock();
         self.monitor.submit_job(task, locked);
     }

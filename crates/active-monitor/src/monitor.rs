@@ -18,7 +18,7 @@ use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::hint;
 use sync_core::waiter::{Waiter, WaiterQueue};
 
-use crate::completion::{Completion, HasSlot, Outcome};
+use crate::completion::{Completion, HasSlot, Outcome, fits_inline};
 use crate::order::{self, Order, Pending};
 use crate::queue::TaskQueue;
 use crate::saturation;
@@ -637,9 +637,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         if self.try_lock_for_call() {
             if self.queue.is_empty() {
                 // Idle: run it here, like a lock.
-                let outcome = self.run_inline(f);
-                self.serve();
-                return unwrap_call(outcome);
+                return self.call_inline(f);
             }
             return self.call_queued(f, true);
         }
@@ -648,6 +646,70 @@ impl<T, S: AbstractState> Monitor<T, S> {
             "Monitor::call from a task of the same monitor: it would wait for ever"
         );
         self.call_queued(f, false)
+    }
+
+    /// Runs `f` under the held monitor and returns its result as the body
+    /// returns it: no `Outcome`, no `catch_unwind`, so that a large result
+    /// is written once, in the caller's place, and costs no more stack than
+    /// the body itself. Then the waiting tasks are re-checked and the
+    /// monitor is served, as after any task; if `f` panics, the same
+    /// happens while the panic unwinds to the caller (whose task it is),
+    /// so the monitor is never left held.
+    fn call_inline<F, R>(&self, f: F) -> R
+    where
+        F: FnOnce(&mut T) -> R,
+    {
+        /// Relays and serves once the body is done, or unwinding.
+        struct After<'a, T, S: AbstractState>(&'a Monitor<T, S>);
+        impl<T, S: AbstractState> Drop for After<'_, T, S> {
+            fn drop(&mut self) {
+                let m = self.0;
+                let guard = Unlock(m);
+                unwind::running(m.id(), || {
+                    m.exec.with_mut(|e| {
+                        // SAFETY: we hold the monitor.
+                        unsafe { (*e).relay() }
+                    })
+                });
+                core::mem::forget(guard);
+                // Resumes a deferred panic, or drops it if the body's own
+                // panic unwinds.
+                m.serve();
+            }
+        }
+        // Dropped after the tail expression: relays and serves once the
+        // result is in our caller's place.
+        let _after = After(self);
+        unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: we hold the monitor; `_after`'s relay comes after
+                // this borrow ends.
+                order::as_task(|| f(unsafe { &mut (*e).data }))
+            })
+        })
+    }
+
+    /// `submit` on an idle monitor, for a result that fits a completion
+    /// (apart, so that `submit`'s own frame has no room for an outcome).
+    #[inline(never)]
+    fn submit_inline<F, R>(&self, f: F) -> Completion<R>
+    where
+        F: FnOnce(&mut T) -> R,
+    {
+        let outcome = self.run_inline(f);
+        self.serve();
+        Completion::from_outcome(outcome)
+    }
+
+    /// `when` on an idle monitor whose precondition holds, for a result
+    /// that fits a completion (apart, as `submit_inline`).
+    #[inline(never)]
+    fn when_inline<P, F, R>(&self, pre: P, body: F) -> Result<Completion<R>, (P, F)>
+    where
+        P: Fn(&T) -> bool,
+        F: FnOnce(&mut T) -> R,
+    {
+        self.run_op_if_idle(pre, body).map(Completion::from_outcome)
     }
 
     /// Runs `f` under the held monitor; the waiting tasks are re-checked.
@@ -660,12 +722,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.exec.with_mut(|e| {
                 // SAFETY: we hold the monitor.
                 let exec = unsafe { &mut *e };
-                let outcome = match catch_unwind(AssertUnwindSafe(|| {
-                    order::as_task(|| f(&mut exec.data))
-                })) {
-                    Ok(r) => Outcome::Value(r),
-                    Err(p) => Outcome::Panicked(p),
-                };
+                let outcome =
+                    match catch_unwind(AssertUnwindSafe(|| order::as_task(|| f(&mut exec.data)))) {
+                        Ok(r) => Outcome::Value(r),
+                        Err(p) => Outcome::Panicked(p),
+                    };
                 exec.relay();
                 outcome
             })
@@ -700,10 +761,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             HANDOFF => {
                 // The monitor is ours, held, and our task is the one the
                 // previous holder popped for us: run it here.
-                let f = job.take_body();
-                let outcome = self.run_inline(f);
-                self.serve();
-                unwrap_call(outcome)
+                self.call_inline(job.take_body())
             }
             t => unreachable!("unexpected token {t}"),
         }
@@ -757,14 +815,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
     {
         order::before_plain_submit(self.id(), self.order);
         if self.try_lock() {
-            if self.queue.is_empty() {
-                let outcome = self.run_inline(f);
-                self.serve();
-                return Completion::from_outcome(outcome);
+            // A result too large for the completion itself is written in
+            // place, in the task's slot (see `fits_inline`).
+            if self.queue.is_empty() && fits_inline::<R>() {
+                return self.submit_inline(f);
             }
-            return self.submit_task(AsyncTask::new(Always, Plain(f)), false, true);
+            return self.submit_task(AsyncTask::new_arc(Always, Plain(f)), false, true);
         }
-        self.submit_task(AsyncTask::new(Always, Plain(f)), false, false)
+        self.submit_task(AsyncTask::new_arc(Always, Plain(f)), false, false)
     }
 
     /// Submits a task that runs once `pre` holds: the paper's `waituntil`.
@@ -813,12 +871,17 @@ impl<T, S: AbstractState> Monitor<T, S> {
     {
         order::before_submit(self.id(), self.order);
         // Idle with nothing queued and `pre` true: run at once, as `submit`
-        // does (no allocation, no wake-up).
-        let (pre, body) = match self.run_op_if_idle(pre, body) {
-            Ok(outcome) => return Completion::from_outcome(outcome),
-            Err(back) => back,
+        // does (no allocation, no wake-up); a large result goes through the
+        // task's slot (see `fits_inline`).
+        let (pre, body) = if fits_inline::<R>() {
+            match self.when_inline(pre, body) {
+                Ok(c) => return c,
+                Err(back) => back,
+            }
+        } else {
+            (pre, body)
         };
-        let task = AsyncTask::new(Pred(pre), Plain(body));
+        let task = AsyncTask::new_arc(Pred(pre), Plain(body));
         let locked = self.try_lock();
         self.submit_task(task, true, locked)
     }
@@ -861,7 +924,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     {
         let set = entry_set(set.into(), "when_in");
         order::before_submit(self.id(), self.order);
-        let task = AsyncTask::new(InSet(set), Stated(body));
+        let task = AsyncTask::new_arc(InSet(set), Stated(body));
         let locked = self.try_lock();
         self.submit_task(task, true, locked)
     }
@@ -911,7 +974,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send + 'static,
         T: 'static,
     {
-        Submit::new(self, AsyncTask::new(Always, Plain(f)), false)
+        Submit::new(self, AsyncTask::new_arc(Always, Plain(f)), false)
     }
 
     /// [`when`](Self::when) for async code: a future that submits the task
@@ -952,7 +1015,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send + 'static,
         T: 'static,
     {
-        Submit::new(self, AsyncTask::new(Pred(pre), Plain(body)), true)
+        Submit::new(self, AsyncTask::new_arc(Pred(pre), Plain(body)), true)
     }
 
     /// [`when_in`](Self::when_in) for async code: a future that submits the
@@ -992,7 +1055,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         S: Send,
     {
         let set = entry_set(set.into(), "when_in_async");
-        Submit::new(self, AsyncTask::new(InSet(set), Stated(body)), true)
+        Submit::new(self, AsyncTask::new_arc(InSet(set), Stated(body)), true)
     }
 
     /// [`call`](Self::call) for async code: submits `f` as
@@ -1088,7 +1151,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// returns its completion.
     fn submit_task<P, B, R>(
         &self,
-        task: AsyncTask<T, S, P, B, R>,
+        task: Arc<AsyncTask<T, S, P, B, R>>,
         conditional: bool,
         locked: bool,
     ) -> Completion<R>
@@ -1098,7 +1161,6 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send + 'static,
         T: 'static,
     {
-        let task = Arc::new(task);
         let completion = Completion::shared(Arc::clone(&task) as Arc<dyn HasSlot<R>>);
         let pending = (self.order == Order::Strict || conditional)
             .then(|| Arc::clone(&task) as Arc<dyn Pending>);

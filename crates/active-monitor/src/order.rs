@@ -281,7 +281,13 @@ impl Record {
     }
 
     /// Records an asynchronous task that did not finish at its submission.
-    fn submitted(&mut self, monitor: usize, conditional: bool, task: Weak<dyn Pending>, order: Order) {
+    fn submitted(
+        &mut self,
+        monitor: usize,
+        conditional: bool,
+        task: Weak<dyn Pending>,
+        order: Order,
+    ) {
         if conditional {
             self.waiting.push_back((monitor, task.clone()));
         }
@@ -354,12 +360,11 @@ pub(crate) fn as_task<X>(f: impl FnOnce() -> X) -> X {
     let previous = CURRENT
         .try_with(|c| c.replace(&mut record))
         .unwrap_or(core::ptr::null_mut());
-    let back = Back(previous);
-    let x = f();
-    drop(back);
-    // `record` (Weak references only) is dropped after the pointer to it
-    // is gone.
-    x
+    // Dropped before `record` (declared after it): the pointer is gone
+    // before the record (Weak references only) is. `f()` is the tail, so
+    // that its result goes straight to our caller's place.
+    let _back = Back(previous);
+    f()
 }
 
 /// Before a synchronous submission of a task with a precondition to

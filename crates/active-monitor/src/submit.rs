@@ -97,7 +97,7 @@ pub struct Submit<'a, T, S: AbstractState, R> {
 impl<'a, T, S: AbstractState, R> Submit<'a, T, S, R> {
     pub(crate) fn new<P, B>(
         monitor: &'a Monitor<T, S>,
-        task: AsyncTask<T, S, P, B, R>,
+        task: Arc<AsyncTask<T, S, P, B, R>>,
         conditional: bool,
     ) -> Self
     where
@@ -106,7 +106,6 @@ impl<'a, T, S: AbstractState, R> Submit<'a, T, S, R> {
         R: Send + 'static,
         T: 'static,
     {
-        let task = Arc::new(task);
         let completion = Completion::shared(Arc::clone(&task) as Arc<dyn HasSlot<R>>);
         let pending = (monitor.order() == crate::Order::Strict || conditional)
             .then(|| Arc::clone(&task) as Arc<dyn Pending>);
@@ -189,6 +188,18 @@ impl<'a, T, S: AbstractState, R> Submit<'a, T, S, R> {
         }
     }
 
+    /// Once queued: the task's result. The future borrows the monitor,
+    /// which therefore outlives the task: nothing can discard it.
+    #[inline(never)]
+    fn poll_result(&mut self, cx: &mut Context<'_>) -> Poll<R> {
+        let c = self.completion.as_mut().expect("checked on entry");
+        let poll = c.poll_value(cx);
+        if poll.is_ready() {
+            self.completion = None;
+        }
+        poll
+    }
+
     /// `poll_submit`, with a panic caught in another waiter's waker while
     /// we registered (see `unwind`) resumed in a poll that changes nothing:
     /// before this poll's steps, or once it is Pending. Never after the
@@ -215,13 +226,13 @@ impl<T, S: AbstractState, R> Future for Submit<'_, T, S, R> {
             this.completion.is_some(),
             "Submit polled after it returned Ready"
         );
-        core::task::ready!(this.poll_queued(cx));
-        let c = this.completion.as_mut().expect("checked on entry");
-        let r = core::task::ready!(Pin::new(c).poll(cx));
-        this.completion = None;
-        // The future borrows the monitor, which therefore outlives the
-        // task: nothing can discard it.
-        Poll::Ready(r.expect("a task whose monitor is borrowed is never discarded"))
+        if this.poll_queued(cx).is_pending() {
+            return Poll::Pending;
+        }
+        // Apart, and the tail: a large result is read straight into our
+        // caller's place, and no frame above the task's run holds room
+        // for it.
+        this.poll_result(cx)
     }
 }
 

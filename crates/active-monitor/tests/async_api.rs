@@ -296,9 +296,7 @@ fn two_unscoped_tasks_on_one_thread_do_not_wait_for_each_other_on_a_local_pool()
         let (a, b) = (Arc::clone(&m), Arc::clone(&m));
         let ta = pool
             .spawner()
-            .spawn_local_with_handle(
-                async move { a.when_async(|n| *n > 0, |n| *n * 10).await },
-            )
+            .spawn_local_with_handle(async move { a.when_async(|n| *n > 0, |n| *n * 10).await })
             .unwrap();
         pool.run_until_stalled();
         let tb = pool

@@ -151,3 +151,79 @@ fn timeouts_around_when_async_lose_nothing_multi_thread() {
         .unwrap()
         .block_on(timeouts_lose_nothing());
 }
+const BIG: usize = 768 * 1024;
+
+/// Runs `f` on a thread with a 2 MiB stack (a `parking_lot` critical
+/// section returning a 1.5 MiB value fits there).
+fn on_small_stack(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .expect("overflowed its stack");
+}
+
+/// A result larger than a third of the thread's stack costs no more stack
+/// than the body itself.
+#[test]
+fn a_large_result_fits_a_small_stack_call() {
+    on_small_stack(|| {
+        let m = Monitor::new(7u8);
+        let r = m.call(|n| [*n; BIG]);
+        assert_eq!((r[0], r[BIG - 1]), (7, 7));
+    });
+}
+
+#[test]
+fn a_large_result_fits_a_small_stack_submit_wait() {
+    on_small_stack(|| {
+        let m = Monitor::new(7u8);
+        let r = m.submit(|n| [*n; BIG]).wait();
+        assert_eq!((r[0], r[BIG - 1]), (7, 7));
+    });
+}
+
+/// `call_async`: an executor's poll returns the output by value, so its
+/// own frames hold copies of a result whatever the monitor does (futures'
+/// `block_on` three in a debug build); what the monitor adds is measured
+/// instead: the stack between the poll and the body is the body's own
+/// result, not a copy more.
+#[test]
+fn a_large_result_costs_call_async_no_more_stack_than_the_body() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    const SIZE: usize = 256 * 1024;
+    #[inline(never)]
+    fn sp() -> usize {
+        let x = 0u8;
+        std::hint::black_box(&x) as *const u8 as usize
+    }
+    let measure = || {
+        let m = Monitor::new(7u8);
+        let top = sp();
+        let depth = Arc::new(AtomicUsize::new(0));
+        let d = Arc::clone(&depth);
+        let mut f = std::pin::pin!(m.call_async(move |n| {
+            d.store(top - sp(), SeqCst);
+            [*n; SIZE]
+        }));
+        let Poll::Ready(r) = f.as_mut().poll(&mut Context::from_waker(Waker::noop())) else {
+            panic!("an idle monitor runs the call at once")
+        };
+        assert_eq!(r[SIZE - 1], 7);
+        let depth = depth.load(SeqCst);
+        assert!(
+            depth < SIZE + SIZE / 2,
+            "{depth} bytes for a {SIZE}-byte result"
+        );
+    };
+    // The test's own frame holds the output (and the executor's copies):
+    // a roomy stack; the assertion is on the depth.
+    std::thread::Builder::new()
+        .stack_size(16 << 20)
+        .spawn(measure)
+        .unwrap()
+        .join()
+        .unwrap();
+}

@@ -83,30 +83,33 @@ fn a_body_run_by_a_combiner_is_not_the_combiners_submission() {
 /// second must not wait for the first inside the monitor (every later
 /// `a.call` would hang).
 fn two_clients(served: bool) {
-    within("second client's body after a first client's when", move || {
-        let a = unit(served, Order::Strict);
-        let b = Arc::new(Monitor::new(false));
-        let ran = Arc::new(AtomicBool::new(false));
-        hold_while(&a, || {
-            let (b1, ran) = (Arc::clone(&b), Arc::clone(&ran));
-            a.submit(move |_| {
-                b1.when(|r| *r, move |_| ran.store(true, SeqCst));
-            });
-            let b2 = Arc::clone(&b);
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    a.submit(move |_| {
-                        let d = Monitor::new(0);
-                        d.call(|n| *n += 1); // rule 3 for this body's own tasks
-                        b2.call(|r| *r = true);
-                    })
+    within(
+        "second client's body after a first client's when",
+        move || {
+            let a = unit(served, Order::Strict);
+            let b = Arc::new(Monitor::new(false));
+            let ran = Arc::new(AtomicBool::new(false));
+            hold_while(&a, || {
+                let (b1, ran) = (Arc::clone(&b), Arc::clone(&ran));
+                a.submit(move |_| {
+                    b1.when(|r| *r, move |_| ran.store(true, SeqCst));
+                });
+                let b2 = Arc::clone(&b);
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        a.submit(move |_| {
+                            let d = Monitor::new(0);
+                            d.call(|n| *n += 1); // rule 3 for this body's own tasks
+                            b2.call(|r| *r = true);
+                        })
+                    });
                 });
             });
-        });
-        a.call(|_| ());
-        assert!(b.call(|r| *r));
-        assert!(ran.load(SeqCst));
-    });
+            a.call(|_| ());
+            assert!(b.call(|r| *r));
+            assert!(ran.load(SeqCst));
+        },
+    );
 }
 
 #[test]
@@ -252,14 +255,17 @@ where
     spawn(Box::pin(async move {
         let mut sum = 0;
         for _ in 0..N {
-            sum += qc.when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap()).await;
+            sum += qc
+                .when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap())
+                .await;
         }
         tx.send(sum).unwrap();
     }));
     let qp = Arc::clone(&q);
     spawn(Box::pin(async move {
         for i in 0..N {
-            qp.when_async(|d| d.len() < 4, move |d| d.push_back(i)).await;
+            qp.when_async(|d| d.len() < 4, move |d| d.push_back(i))
+                .await;
         }
     }));
     assert_eq!(rx.await.unwrap(), (0..N).sum::<u32>());
@@ -268,7 +274,9 @@ where
 #[test]
 fn producer_consumer_tasks_current_thread() {
     within("current-thread runtime", || {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let q = Arc::new(Box::new(Monitor::new(Default::default())));
         rt.block_on(produce_consume(q, |f| drop(tokio::spawn(f))));
     });
@@ -302,7 +310,9 @@ fn producer_consumer_tasks_served_current_thread() {
     within("served, current-thread runtime", || {
         set_server_limit(1000);
         set_saturation_override(Some(false));
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         let q = Arc::new(Monitor::builder().build_served(Default::default()));
         rt.block_on(produce_consume(q, |f| drop(tokio::spawn(f))));
     });
@@ -326,7 +336,9 @@ fn producer_consumer_tasks_served_local_pool() {
 #[test]
 fn worker_scopes_keep_rule_3_per_task_current_thread() {
     within("worker scopes", || {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         rt.block_on(async {
             let a = Arc::new(Monitor::new(0));
             let b = Arc::new(Monitor::new(0));

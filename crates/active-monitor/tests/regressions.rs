@@ -344,7 +344,10 @@ fn relaxed_order_many_consumers_on_a_local_pool() {
             let (q, total) = (Arc::clone(&q), Arc::clone(&total));
             spawner
                 .spawn_local(async move {
-                    let v = q.when(|d| !d.is_empty(), |d| d.pop().unwrap()).await.unwrap();
+                    let v = q
+                        .when(|d| !d.is_empty(), |d| d.pop().unwrap())
+                        .await
+                        .unwrap();
                     total.fetch_add(v, std::sync::atomic::Ordering::Relaxed);
                 })
                 .unwrap();

@@ -6,8 +6,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use active_monitor::{
-    Builder, CallAsync, Completion, DataMut, Discarded, Monitor, NoState, Order, SameMonitor,
-    Enqueue, Served, Submit, Worker,
+    Builder, CallAsync, Completion, DataMut, Discarded, Enqueue, Monitor, NoState, Order,
+    SameMonitor, Served, Submit, Worker,
 };
 use sync_core::{assert_impl, assert_not_impl};
 
