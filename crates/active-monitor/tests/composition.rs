@@ -58,6 +58,45 @@ fn thread_local_destructors_can_use_a_monitor() {
     assert_eq!(total().call(|t| *t) - before, 11);
 }
 
+/// A thread-local destructor whose call finds the monitor busy: it queues
+/// and parks (its waiter needs the thread's handle) until the holder lets
+/// go.
+#[test]
+fn a_thread_local_destructor_can_wait_for_a_busy_monitor() {
+    static BUSY: OnceLock<Monitor<u64>> = OnceLock::new();
+    struct Wait;
+    impl Drop for Wait {
+        fn drop(&mut self) {
+            BUSY.get().unwrap().call(|n| *n += 1);
+            let c = BUSY.get().unwrap().submit(|n| *n += 1);
+            c.wait();
+        }
+    }
+    thread_local! {
+        static W: RefCell<Option<Wait>> = const { RefCell::new(None) };
+    }
+    let m = BUSY.get_or_init(|| Monitor::new(0));
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        m.call(move |_| {
+            held_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+        })
+    });
+    held_rx.recv().unwrap();
+    let t = std::thread::spawn(|| {
+        BUSY.get().unwrap().submit(|n| *n += 0); // the crate's TLS first
+        W.with(|w| *w.borrow_mut() = Some(Wait));
+    });
+    std::thread::sleep(Duration::from_millis(50)); // let it park in the destructor
+    go_tx.send(()).unwrap();
+    holder.join().unwrap();
+    t.join()
+        .expect("the thread-local's destructor aborted or panicked");
+    assert_eq!(m.call(|n| *n), 2);
+}
+
 /// The crate's `Lease` pattern: a result whose `Drop` gives a lease back to
 /// a pool monitor. Under relaxed order the thread's record keeps its
 /// waiting tasks by `Weak`; a server runs them and drops its reference
