@@ -10,6 +10,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 use std::panic::resume_unwind;
 
+use core::ptr::addr_of_mut;
 use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc as LoomArc;
 use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*, fence};
@@ -318,10 +319,30 @@ impl Finish {
 /// through an `Outcome` on either thread's stack.
 pub(crate) struct ResultSlot<R> {
     finish: Finish,
-    /// The result: initialized when `ended` is [`Ended::Value`].
-    value: UnsafeCell<MaybeUninit<R>>,
+    /// The result, once the body wrote it (`ended` is [`Ended::Value`]),
+    /// until the completion's owner reads it out.
+    value: UnsafeCell<Value<R>>,
     ended: UnsafeCell<Ended>,
     waker: AtomicWaker,
+}
+
+/// A result written in place, and whether it is there: its drop drops it
+/// if nobody took it. The slot itself has no `Drop`: its cells are dropped
+/// as plain values (the last `Arc`'s drop orders that after every access;
+/// loom, which does not see std's `Arc`, would take an access there for a
+/// race with the owner's take).
+struct Value<R> {
+    r: MaybeUninit<R>,
+    init: bool,
+}
+
+impl<R> Drop for Value<R> {
+    fn drop(&mut self) {
+        if self.init {
+            // SAFETY: `init`: written by the body, not read out.
+            unsafe { self.r.assume_init_drop() }
+        }
+    }
 }
 
 /// How a task ended, as its slot keeps it until the result is taken.
@@ -342,26 +363,14 @@ unsafe impl<R: Send> Send for ResultSlot<R> {}
 // SAFETY: as for `Send`; no `&R` is ever shared.
 unsafe impl<R: Send> Sync for ResultSlot<R> {}
 
-impl<R> Drop for ResultSlot<R> {
-    fn drop(&mut self) {
-        let ended = self.ended.with_mut(|e| {
-            // SAFETY: `&mut self`: nobody else touches the slot.
-            unsafe { core::mem::replace(&mut *e, Ended::Not) }
-        });
-        if let Ended::Value = ended {
-            self.value.with_mut(|v| {
-                // SAFETY: `Value`: written by the body and not taken.
-                unsafe { (*v).assume_init_drop() }
-            });
-        }
-    }
-}
-
 impl<R> ResultSlot<R> {
     pub(crate) fn new() -> Self {
         Self {
             finish: Finish::new(),
-            value: UnsafeCell::new(MaybeUninit::uninit()),
+            value: UnsafeCell::new(Value {
+                r: MaybeUninit::uninit(),
+                init: false,
+            }),
             ended: UnsafeCell::new(Ended::Not),
             waker: AtomicWaker::new(),
         }
@@ -376,10 +385,13 @@ impl<R> ResultSlot<R> {
     /// initialized afterwards.
     #[cfg(not(loom))]
     pub(crate) unsafe fn init(p: *mut Self) {
-        use core::ptr::addr_of_mut;
         // SAFETY: our caller's contract; `value` needs no initialization.
         unsafe {
             addr_of_mut!((*p).finish).write(Finish::new());
+            // `value`: its flag only (the cell is `repr(transparent)`
+            // without loom); the value itself is written by the body.
+            let value = addr_of_mut!((*p).value).cast::<Value<R>>();
+            addr_of_mut!((*value).init).write(false);
             addr_of_mut!((*p).ended).write(UnsafeCell::new(Ended::Not));
             addr_of_mut!((*p).waker).write(AtomicWaker::new());
         }
@@ -397,7 +409,9 @@ impl<R> ResultSlot<R> {
     /// Only for the executor that owns the task (it claimed it), which
     /// writes it at most once.
     pub(crate) unsafe fn value_ptr(&self) -> *mut R {
-        self.value.with_mut(|v| v.cast::<R>())
+        // SAFETY: a pointer into the slot, for the executor's one write.
+        self.value
+            .with_mut(|v| unsafe { addr_of_mut!((*v).r) }.cast::<R>())
     }
 
     /// The body wrote the result at [`value_ptr`](Self::value_ptr): marks
@@ -407,6 +421,10 @@ impl<R> ResultSlot<R> {
     ///
     /// As [`complete`](Self::complete), after the write.
     pub(crate) unsafe fn complete_written(&self) {
+        self.value.with_mut(|v| {
+            // SAFETY: only the executor writes, once, before READY.
+            unsafe { (*v).init = true };
+        });
         self.ended.with_mut(|e| {
             // SAFETY: only the executor writes, once, before READY.
             unsafe { *e = Ended::Value };
@@ -423,8 +441,13 @@ impl<R> ResultSlot<R> {
     pub(crate) unsafe fn complete(&self, outcome: Outcome<R>) {
         let ended = match outcome {
             Outcome::Value(r) => {
-                // SAFETY: our caller's contract: the one write.
-                unsafe { self.value_ptr().write(r) };
+                self.value.with_mut(|v| {
+                    // SAFETY: our caller's contract: the one write.
+                    unsafe {
+                        (*v).r.write(r);
+                        (*v).init = true;
+                    }
+                });
                 Ended::Value
             }
             Outcome::Panicked(p) => Ended::Panicked(p),
@@ -510,12 +533,15 @@ impl<R> ResultSlot<R> {
     /// `is_done()` returned true, the caller is the completion's single
     /// owner, taking the result once, and `ended_is_value()`.
     pub(crate) unsafe fn read_value(&self) -> R {
-        self.ended.with_mut(|e| {
+        // Marked taken before the read, which is the tail, so that the
+        // value goes straight to our caller's place.
+        self.value.with_mut(|v| {
             // SAFETY: our caller's contract: the single owner, once.
-            unsafe { *e = Ended::Not };
-        });
-        // SAFETY: `Value`: initialized, and marked taken above.
-        self.value.with(|v| unsafe { (*v).assume_init_read() })
+            unsafe {
+                (*v).init = false;
+                (*v).r.assume_init_read()
+            }
+        })
     }
 
     /// A task that did not return: resumes its panic, or `Discarded`.

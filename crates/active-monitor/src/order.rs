@@ -254,6 +254,20 @@ impl Record {
                     return Some(task);
                 }
             }
+            // An earlier task still waiting on another monitor: the last
+            // task there may have overtaken it (rule 2 lets it), but rule 3
+            // is about every task of the submitter's there.
+            let other = self
+                .waiting
+                .iter()
+                .position(|(m, t)| (*m != monitor || monitor == 0) && unfinished(t, graveyard));
+            if let Some(i) = other {
+                let task = self.waiting[i].clone();
+                if take {
+                    self.waiting.remove(i);
+                }
+                return Some(task);
+            }
         }
         if !conditional {
             return None;

@@ -214,6 +214,51 @@ fn rule_3_a_thread_waits_for_its_task_on_another_monitor() {
     enabler.join().unwrap();
 }
 
+/// Rule 3 covers a waiting task that a later task on the same monitor
+/// overtook: the submitter's next submission elsewhere waits for it too.
+#[test]
+fn rule_3_covers_a_waiting_task_overtaken_on_its_monitor() {
+    let a = Arc::new(Monitor::new(false));
+    let b = Monitor::new(0);
+    let enabled = Arc::new(AtomicBool::new(false));
+    // Both queued behind a holder, so that both are recorded: the plain
+    // task, last, overtakes the waiting one (rule 2) and finishes.
+    let (waiting, overtaking) = {
+        let (held_tx, held_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let a2 = Arc::clone(&a);
+        let h = std::thread::spawn(move || {
+            a2.call(move |_| {
+                held_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+            })
+        });
+        held_rx.recv().unwrap();
+        let w = a.when(|r| *r, |_| 1);
+        let o = a.submit(|_| ());
+        go_tx.send(()).unwrap();
+        h.join().unwrap();
+        (w, o)
+    };
+    overtaking.wait();
+    assert!(!waiting.is_done());
+    let enabler = {
+        let (a, enabled) = (Arc::clone(&a), Arc::clone(&enabled));
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            enabled.store(true, SeqCst);
+            a.call(|r| *r = true);
+        })
+    };
+    b.call(|n| *n += 1);
+    assert!(
+        enabled.load(SeqCst),
+        "b's call went ahead of the waiting task"
+    );
+    assert!(waiting.is_done());
+    enabler.join().unwrap();
+}
+
 /// A rule-3 wait that could only wait for itself panics, naming the rule:
 /// a body of `a` queues a task on `a` (it cannot run while the body runs),
 /// then calls another monitor.
