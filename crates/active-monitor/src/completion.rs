@@ -4,10 +4,13 @@
 use core::any::Any;
 use core::fmt;
 use core::future::Future;
+use core::marker::PhantomData;
+use core::mem::{ManuallyDrop, MaybeUninit};
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 use std::panic::resume_unwind;
 
+use core::ptr::addr_of_mut;
 use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc as LoomArc;
 use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*, fence};
@@ -306,18 +309,56 @@ impl Finish {
 /// A one-shot result slot: written once by the executor, read once by the
 /// [`Completion`].
 ///
-/// Its [`Finish`] says how far the task got and wakes the workers waiting
+/// Its [`Finish`] says how far the task got and wakes the submitters waiting
 /// for it under strict program order; `waker` is the completion owner's (a
 /// task, or a thread in [`Completion::wait`]).
+///
+/// The result is kept apart from how the task ended, so that a body writes
+/// it in place ([`value_ptr`](Self::value_ptr)) and a waiter reads it out
+/// once ([`read_value`](Self::read_value)): a large result is never moved
+/// through an `Outcome` on either thread's stack.
 pub(crate) struct ResultSlot<R> {
     finish: Finish,
-    value: UnsafeCell<Option<Outcome<R>>>,
+    /// The result, once the body wrote it (`ended` is [`Ended::Value`]),
+    /// until the completion's owner reads it out.
+    value: UnsafeCell<Value<R>>,
+    ended: UnsafeCell<Ended>,
     waker: AtomicWaker,
 }
 
-// SAFETY: `value` is written once by the executor before the state becomes
-// READY (Release) and read by the single owner of the completion after it
-// sees READY (Acquire); R crosses threads, hence R: Send.
+/// A result written in place, and whether it is there: its drop drops it
+/// if nobody took it. The slot itself has no `Drop`: its cells are dropped
+/// as plain values (the last `Arc`'s drop orders that after every access;
+/// loom, which does not see std's `Arc`, would take an access there for a
+/// race with the owner's take).
+struct Value<R> {
+    r: MaybeUninit<R>,
+    init: bool,
+}
+
+impl<R> Drop for Value<R> {
+    fn drop(&mut self) {
+        if self.init {
+            // SAFETY: `init`: written by the body, not read out.
+            unsafe { self.r.assume_init_drop() }
+        }
+    }
+}
+
+/// How a task ended, as its slot keeps it until the result is taken.
+enum Ended {
+    /// Not yet, or taken.
+    Not,
+    /// The body returned: the slot's `value` holds the result.
+    Value,
+    Panicked(Box<dyn Any + Send + 'static>),
+    Discarded,
+}
+
+// SAFETY: `value` and `ended` are written once by the executor before the
+// state becomes READY (Release) and read by the single owner of the
+// completion after it sees READY (Acquire); R crosses threads, hence
+// R: Send.
 unsafe impl<R: Send> Send for ResultSlot<R> {}
 // SAFETY: as for `Send`; no `&R` is ever shared.
 unsafe impl<R: Send> Sync for ResultSlot<R> {}
@@ -326,13 +367,69 @@ impl<R> ResultSlot<R> {
     pub(crate) fn new() -> Self {
         Self {
             finish: Finish::new(),
-            value: UnsafeCell::new(None),
+            value: UnsafeCell::new(Value {
+                r: MaybeUninit::uninit(),
+                init: false,
+            }),
+            ended: UnsafeCell::new(Ended::Not),
             waker: AtomicWaker::new(),
+        }
+    }
+
+    /// Initializes a slot in place, leaving its value (a `MaybeUninit`)
+    /// as it is: a large result's room is never built on the stack.
+    ///
+    /// # Safety
+    ///
+    /// `p` is valid for writes of a `ResultSlot<R>`; the slot is
+    /// initialized afterwards.
+    #[cfg(not(loom))]
+    pub(crate) unsafe fn init(p: *mut Self) {
+        // SAFETY: our caller's contract; `value` needs no initialization.
+        unsafe {
+            addr_of_mut!((*p).finish).write(Finish::new());
+            // `value`: its flag only (the cell is `repr(transparent)`
+            // without loom); the value itself is written by the body.
+            let value = addr_of_mut!((*p).value).cast::<Value<R>>();
+            addr_of_mut!((*value).init).write(false);
+            addr_of_mut!((*p).ended).write(UnsafeCell::new(Ended::Not));
+            addr_of_mut!((*p).waker).write(AtomicWaker::new());
         }
     }
 
     pub(crate) fn finish(&self) -> &Finish {
         &self.finish
+    }
+
+    /// Where the body writes the result, before
+    /// [`complete_written`](Self::complete_written).
+    ///
+    /// # Safety
+    ///
+    /// Only for the executor that owns the task (it claimed it), which
+    /// writes it at most once.
+    pub(crate) unsafe fn value_ptr(&self) -> *mut R {
+        // SAFETY: a pointer into the slot, for the executor's one write.
+        self.value
+            .with_mut(|v| unsafe { addr_of_mut!((*v).r) }.cast::<R>())
+    }
+
+    /// The body wrote the result at [`value_ptr`](Self::value_ptr): marks
+    /// the task finished and wakes the waiters.
+    ///
+    /// # Safety
+    ///
+    /// As [`complete`](Self::complete), after the write.
+    pub(crate) unsafe fn complete_written(&self) {
+        self.value.with_mut(|v| {
+            // SAFETY: only the executor writes, once, before READY.
+            unsafe { (*v).init = true };
+        });
+        self.ended.with_mut(|e| {
+            // SAFETY: only the executor writes, once, before READY.
+            unsafe { *e = Ended::Value };
+        });
+        self.publish();
     }
 
     /// Stores the outcome and wakes the waiters.
@@ -342,11 +439,57 @@ impl<R> ResultSlot<R> {
     /// Called at most once, by the executor that owns the task (it claimed
     /// it, or won an OR's taken flag).
     pub(crate) unsafe fn complete(&self, outcome: Outcome<R>) {
-        self.value.with_mut(|v| {
-            // SAFETY: only the executor writes, once, before READY; the
-            // reader waits for READY.
-            unsafe { *v = Some(outcome) };
+        let ended = match outcome {
+            Outcome::Value(r) => {
+                self.value.with_mut(|v| {
+                    // SAFETY: our caller's contract: the one write.
+                    unsafe {
+                        (*v).r.write(r);
+                        (*v).init = true;
+                    }
+                });
+                Ended::Value
+            }
+            Outcome::Panicked(p) => Ended::Panicked(p),
+            Outcome::Discarded => Ended::Discarded,
+        };
+        self.ended.with_mut(|e| {
+            // SAFETY: only the executor writes, once, before READY.
+            unsafe { *e = ended };
         });
+        self.publish();
+    }
+
+    /// The task panicked: [`complete`](Self::complete) without an
+    /// `Outcome<R>` (as large as a result) on the caller's frame.
+    ///
+    /// # Safety
+    ///
+    /// As [`complete`](Self::complete).
+    pub(crate) unsafe fn complete_panicked(&self, p: Box<dyn Any + Send + 'static>) {
+        self.complete_other(Ended::Panicked(p));
+    }
+
+    /// The task never ran: `complete(Outcome::Discarded)`, without an
+    /// `Outcome<R>` on the caller's frame.
+    ///
+    /// # Safety
+    ///
+    /// As [`complete`](Self::complete).
+    pub(crate) unsafe fn complete_discarded(&self) {
+        self.complete_other(Ended::Discarded);
+    }
+
+    fn complete_other(&self, ended: Ended) {
+        self.ended.with_mut(|e| {
+            // SAFETY: only the executor writes, once, before READY (the
+            // callers' contract).
+            unsafe { *e = ended };
+        });
+        self.publish();
+    }
+
+    fn publish(&self) {
         self.finish.set_ready();
         // The AtomicWaker's RMW orders this wake after the READY store for
         // a register that looks at the state after registering.
@@ -355,25 +498,91 @@ impl<R> ResultSlot<R> {
         unwind::caught(|| self.waker.wake());
     }
 
-    pub(crate) fn is_done(&self) -> bool {
-        // Acquire: pairs with the Release store in `Finish::set_ready`.
-        self.finish.state.load(Acquire) == READY
-    }
-
-    /// Takes the outcome.
+    /// Takes the result, in place: the value read straight out of the slot
+    /// into the caller's place. A panic resumes here; a discarded task is
+    /// `Err(Discarded)` ([`read_value`](Self::read_value) for the value
+    /// alone).
     ///
     /// # Safety
     ///
     /// `is_done()` returned true, and the caller is the completion's single
-    /// owner, taking it once.
-    unsafe fn take(&self) -> Outcome<R> {
-        self.value
-            .with_mut(|v| {
-                // SAFETY: READY was seen with Acquire: the executor's write
-                // happened before and it writes no more; we are the only reader.
-                unsafe { (*v).take() }
-            })
-            .expect("a completion's outcome is taken once")
+    /// owner, taking the result once.
+    unsafe fn take_result(&self) -> Result<R, Discarded> {
+        if self.ended_is_value() {
+            // SAFETY: our caller's contract.
+            Ok(unsafe { self.read_value() })
+        } else {
+            // SAFETY: our caller's contract.
+            Err(unsafe { self.take_other() })
+        }
+    }
+
+    /// Whether the task's body returned (its value is in the slot).
+    fn ended_is_value(&self) -> bool {
+        self.ended.with(|e| {
+            // SAFETY: read by the completion's owner after READY (or by
+            // nobody else before it).
+            matches!(unsafe { &*e }, Ended::Value)
+        })
+    }
+
+    /// Reads the value out (a body's result).
+    ///
+    /// # Safety
+    ///
+    /// `is_done()` returned true, the caller is the completion's single
+    /// owner, taking the result once, and `ended_is_value()`.
+    pub(crate) unsafe fn read_value(&self) -> R {
+        // Marked taken before the read, which is the tail, so that the
+        // value goes straight to our caller's place.
+        self.value.with_mut(|v| {
+            // SAFETY: our caller's contract: the single owner, once.
+            unsafe {
+                (*v).init = false;
+                (*v).r.assume_init_read()
+            }
+        })
+    }
+
+    /// A task that did not return: resumes its panic, or `Discarded`.
+    ///
+    /// # Safety
+    ///
+    /// `is_done()` returned true, the caller is the completion's single
+    /// owner, taking the result once, and not `ended_is_value()`.
+    unsafe fn take_other(&self) -> Discarded {
+        let ended = self.ended.with_mut(|e| {
+            // SAFETY: our caller's contract: the single owner, once.
+            unsafe { core::mem::replace(&mut *e, Ended::Not) }
+        });
+        match ended {
+            Ended::Panicked(p) => resume_unwind(p),
+            Ended::Discarded => Discarded,
+            Ended::Value | Ended::Not => unreachable!("a completion's outcome is taken once"),
+        }
+    }
+
+    /// The result of a finished task, or the task's panic resumed; panics
+    /// if it was discarded (`Completion::wait`).
+    ///
+    /// # Safety
+    ///
+    /// `is_done()` returned true, and the caller is the completion's single
+    /// owner, taking the result once.
+    unsafe fn take_or_panic(&self) -> R {
+        if self.ended_is_value() {
+            // SAFETY: our caller's contract.
+            unsafe { self.read_value() }
+        } else {
+            // SAFETY: our caller's contract.
+            let e = unsafe { self.take_other() };
+            panic!("{e}")
+        }
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        // Acquire: pairs with the Release store in `Finish::set_ready`.
+        self.finish.state.load(Acquire) == READY
     }
 
     fn poll_done(&self, cx: &Waker) -> bool {
@@ -441,9 +650,62 @@ impl<R: Send> HasSlot<R> for ResultSlot<R> {
     }
 }
 
+/// The words a completion keeps an outcome in when its task ran inline.
+type Words = [usize; 4];
+
+/// Whether an `Outcome<R>` fits a completion's own words. Larger results
+/// go through the task's shared slot on the heap instead, so that a
+/// [`Completion`] is a few words whatever `R` is, and a large result is
+/// never moved through it.
+pub(crate) const fn fits_inline<R>() -> bool {
+    size_of::<Outcome<R>>() <= size_of::<Words>() && align_of::<Outcome<R>>() <= align_of::<Words>()
+}
+
+/// An `Outcome<R>` kept in a completion's words (`fits_inline::<R>()`).
+struct InlineOutcome<R> {
+    words: MaybeUninit<Words>,
+    /// Owns an `Outcome<R>` (auto traits and drop check as if it did).
+    _outcome: PhantomData<Outcome<R>>,
+}
+
+impl<R> InlineOutcome<R> {
+    /// `None` (the outcome handed back) if it does not fit.
+    fn new(outcome: Outcome<R>) -> Result<Self, Outcome<R>> {
+        if !fits_inline::<R>() {
+            return Err(outcome);
+        }
+        let mut words = MaybeUninit::<Words>::uninit();
+        // SAFETY: `Outcome<R>` fits the words in size and alignment
+        // (checked above); they are uninitialized and written once.
+        unsafe { words.as_mut_ptr().cast::<Outcome<R>>().write(outcome) };
+        Ok(Self {
+            words,
+            _outcome: PhantomData,
+        })
+    }
+
+    fn into_inner(self) -> Outcome<R> {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: written by `new`; `this` is never dropped, so the outcome
+        // is read out once.
+        unsafe { this.words.as_ptr().cast::<Outcome<R>>().read() }
+    }
+}
+
+impl<R> Drop for InlineOutcome<R> {
+    fn drop(&mut self) {
+        // SAFETY: written by `new`, not read out (`into_inner` forgets).
+        unsafe { core::ptr::drop_in_place(self.words.as_mut_ptr().cast::<Outcome<R>>()) }
+    }
+}
+
 enum Inner<R> {
     /// Ran inline by the submitter (no allocation); `None` once taken.
-    Ready(Option<Outcome<R>>),
+    Ready(Option<InlineOutcome<R>>),
+    /// Ran inline, with an outcome too large for `Ready` (the monitor
+    /// sends large results through `Shared` instead; an OR that ran inline
+    /// may come here); `None` once taken.
+    Boxed(Option<Box<Outcome<R>>>),
     /// Queued: the slot the executor fills.
     Shared(Arc<dyn HasSlot<R>>),
 }
@@ -470,10 +732,12 @@ enum Inner<R> {
 ///
 /// # Panics
 ///
-/// Taking the result ([`wait`](Self::wait), `.await`) panics if the task
-/// panicked (the same payload, resumed), or if the task was
-/// [discarded](Discarded) (then [`wait_result`](Self::wait_result) returns
-/// the error instead). Polling again after the result was taken panics.
+/// Taking the result ([`wait`](Self::wait), `.await`) resumes the task's
+/// panic if it panicked (the same payload). A task that was
+/// [discarded](Discarded) is an error: `.await` outputs
+/// `Err(Discarded)` (as a `JoinHandle`'s output is a `Result`), and so does
+/// [`wait_result`](Self::wait_result); [`wait`](Self::wait) panics.
+/// Polling again after the result was taken panics.
 ///
 /// # Examples
 ///
@@ -488,16 +752,23 @@ enum Inner<R> {
 /// assert_eq!(c.wait(), 1);
 ///
 /// let c = m.submit(|n| *n * 10);
-/// assert_eq!(futures::executor::block_on(c), 10);
+/// assert_eq!(futures::executor::block_on(c), Ok(10));
 /// ```
 pub struct Completion<R> {
     inner: Inner<R>,
 }
 
 impl<R> Completion<R> {
+    /// A completion for a task that ran inline: the outcome in the
+    /// completion's own words if it fits, otherwise in a slot of its own.
     pub(crate) fn from_outcome(outcome: Outcome<R>) -> Self {
-        Self {
-            inner: Inner::Ready(Some(outcome)),
+        match InlineOutcome::new(outcome) {
+            Ok(o) => Self {
+                inner: Inner::Ready(Some(o)),
+            },
+            Err(outcome) => Self {
+                inner: Inner::Boxed(Some(Box::new(outcome))),
+            },
         }
     }
 
@@ -519,7 +790,7 @@ impl<R> Completion<R> {
     /// ```
     pub fn is_done(&self) -> bool {
         match &self.inner {
-            Inner::Ready(_) => true,
+            Inner::Ready(_) | Inner::Boxed(_) => true,
             Inner::Shared(s) => s.slot().is_done(),
         }
     }
@@ -539,6 +810,22 @@ impl<R> Completion<R> {
     /// assert_eq!(m.submit(|v| v.len()).wait(), 2);
     /// ```
     pub fn wait(self) -> R {
+        match &self.inner {
+            Inner::Shared(s) => {
+                let slot = s.slot();
+                slot.block();
+                // SAFETY: done, and `self` is the single owner (consumed).
+                // Read straight into our caller's place.
+                unsafe { slot.take_or_panic() }
+            }
+            Inner::Ready(_) | Inner::Boxed(_) => self.wait_ran_inline(),
+        }
+    }
+
+    /// [`wait`](Self::wait) for a task that ran inline (apart, so that
+    /// `wait`'s own frame has no room for a result).
+    #[inline(never)]
+    fn wait_ran_inline(self) -> R {
         match self.wait_result() {
             Ok(r) => r,
             Err(e) => panic!("{e}"),
@@ -563,7 +850,7 @@ impl<R> Completion<R> {
     ///   operands start independently on their monitors.
     ///
     /// A withdrawn task counts as finished for program order: a strict
-    /// worker's next submission does not wait for it.
+    /// submitter's next submission does not wait for it.
     ///
     /// # Errors
     ///
@@ -611,7 +898,7 @@ impl<R> Completion<R> {
     /// ```
     pub fn cancel(self) -> Result<(), Self> {
         let withdrawn = match &self.inner {
-            Inner::Ready(_) => false,
+            Inner::Ready(_) | Inner::Boxed(_) => false,
             Inner::Shared(s) => s.cancel(),
         };
         if withdrawn {
@@ -646,16 +933,22 @@ impl<R> Completion<R> {
     /// assert_eq!(never.wait_result(), Err(Discarded));
     /// ```
     pub fn wait_result(mut self) -> Result<R, Discarded> {
-        let outcome = match &mut self.inner {
-            Inner::Ready(o) => o.take().expect("a completion's outcome is taken once"),
+        match &mut self.inner {
+            Inner::Ready(o) => unwrap_outcome(
+                o.take()
+                    .expect("a completion's outcome is taken once")
+                    .into_inner(),
+            ),
+            Inner::Boxed(o) => {
+                unwrap_outcome(*o.take().expect("a completion's outcome is taken once"))
+            }
             Inner::Shared(s) => {
                 let slot = s.slot();
                 slot.block();
                 // SAFETY: done, and `self` is the single owner (consumed).
-                unsafe { slot.take() }
+                unsafe { slot.take_result() }
             }
-        };
-        unwrap_outcome(outcome)
+        }
     }
 }
 
@@ -667,29 +960,57 @@ fn unwrap_outcome<R>(outcome: Outcome<R>) -> Result<R, Discarded> {
     }
 }
 
-impl<R> Future for Completion<R> {
-    type Output = R;
+impl<R> Completion<R> {
+    /// Polls for the result itself (a `Submit` awaiting its task): read
+    /// straight out of the task's slot; a panic resumes, a discarded task
+    /// panics (the caller knows it cannot be).
+    #[inline(never)]
+    pub(crate) fn poll_value(&mut self, cx: &mut Context<'_>) -> Poll<R> {
+        if let Inner::Shared(s) = &self.inner {
+            if !s.slot().poll_done(cx.waker()) {
+                return Poll::Pending;
+            }
+            let Inner::Shared(s) = core::mem::replace(&mut self.inner, Inner::Ready(None)) else {
+                unreachable!()
+            };
+            // SAFETY: done, and we are the single owner; `self.inner` no
+            // longer holds the slot.
+            return Poll::Ready(unsafe { s.slot().take_or_panic() });
+        }
+        match Pin::new(self).poll(cx) {
+            Poll::Ready(r) => Poll::Ready(r.unwrap_or_else(|e| panic!("{e}"))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+impl<R> Future for Completion<R> {
+    /// The task's result, or [`Discarded`] if it never ran (as a
+    /// `JoinHandle`'s output is a `Result`).
+    type Output = Result<R, Discarded>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<R, Discarded>> {
         let this = self.get_mut();
-        let outcome = match &mut this.inner {
-            Inner::Ready(o) => o.take().expect("Completion polled after it returned Ready"),
+        match &mut this.inner {
+            Inner::Ready(o) => Poll::Ready(unwrap_outcome(
+                o.take()
+                    .expect("Completion polled after it returned Ready")
+                    .into_inner(),
+            )),
+            Inner::Boxed(o) => Poll::Ready(unwrap_outcome(
+                *o.take().expect("Completion polled after it returned Ready"),
+            )),
             Inner::Shared(s) => {
                 let slot = s.slot();
                 if !slot.poll_done(cx.waker()) {
                     return Poll::Pending;
                 }
-                // A Ready outcome is taken once: mark it so by becoming Ready(None).
                 // SAFETY: done, and we are the single owner; `this.inner`
                 // is replaced below so the slot is never taken again.
-                let o = unsafe { slot.take() };
+                let r = unsafe { slot.take_result() };
                 this.inner = Inner::Ready(None);
-                o
+                Poll::Ready(r)
             }
-        };
-        match unwrap_outcome(outcome) {
-            Ok(r) => Poll::Ready(r),
-            Err(e) => panic!("{e}"),
         }
     }
 }

@@ -157,7 +157,7 @@ where
         };
         // The part rides in the body: run, it stores the result; dropped
         // unrun (the monitor discarded the task), it stores `Discarded`.
-        let task: AsyncTask<T, S, _, _, ()> = AsyncTask::new(
+        let task: Arc<AsyncTask<T, S, _, _, ()>> = AsyncTask::new_arc(
             Pred(pre),
             Plain(move |t: &mut T| {
                 let mut part = part;
@@ -177,7 +177,7 @@ where
                 part.finish(outcome);
             }),
         );
-        let task = Task::Shared(Arc::new(task) as Arc<dyn Job<T, S>>);
+        let task = Task::Shared(task as Arc<dyn Job<T, S>>);
         let locked = self.monitor.try_lock();
         self.monitor.submit_job(task, locked);
     }
@@ -397,7 +397,7 @@ fn composed_order<R, Ops: Operands<R>>(ops: &Ops) -> Order {
     order
 }
 
-/// The completion of a submitted OR or AND, recorded as the worker's
+/// The completion of a submitted OR or AND, recorded as the submitter's
 /// pending task if it has not completed at once.
 fn composed_completion<T, S>(shared: Arc<S>, order: Order) -> Completion<T>
 where
@@ -405,7 +405,7 @@ where
 {
     let completion = Completion::shared(Arc::clone(&shared) as Arc<dyn HasSlot<T>>);
     if !completion.is_done() {
-        order::submitted(0, true, shared as Arc<dyn Pending>, order);
+        order::submitted(0, true, &(shared as Arc<dyn Pending>), order);
     }
     completion
 }

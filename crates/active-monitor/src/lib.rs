@@ -19,7 +19,8 @@
 //! * in async code, [`Monitor::submit_async`], [`Monitor::when_async`],
 //!   [`Monitor::when_in_async`] and [`Monitor::call_async`] await where
 //!   the synchronous methods park the thread (a full task queue, program
-//!   order), and [`worker`] makes an async task a worker of its own;
+//!   order), output the task's result (one `.await`), and [`worker`]
+//!   makes an async task that keeps completions a submitter of its own;
 //! * [`Completion::cancel`] withdraws a task that has not started, or hands
 //!   its completion back if it has: a timeout loses nothing.
 //!
@@ -30,7 +31,8 @@
 //! have a dedicated server thread ([`Builder::build_served`]), within a
 //! process-wide cap ([`set_server_limit`]) and only while the CPUs are not
 //! saturated ([`cpus_saturated`]); see [`Monitor`]'s "Execution". [`Order`]
-//! says what a worker may assume about the order of its asynchronous tasks.
+//! says what a submitter (a thread, a task body, a [`worker`] scope) may
+//! assume about the order of its asynchronous tasks.
 //!
 //! ```
 //! use std::collections::VecDeque;
@@ -81,10 +83,12 @@ pub use completion::Completion;
 pub use compose::{Op, Operands, and, or};
 pub use error::{Discarded, SameMonitor};
 pub use monitor::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY, DataMut, Monitor};
-pub use order::{Order, RELAXED_WAITING_LIMIT, Worker, worker};
+#[allow(deprecated)]
+pub use order::RELAXED_WAITING_LIMIT;
+pub use order::{Order, WAITING_LIMIT, Worker, worker};
 pub use saturation::{cpus_saturated, set_saturation_override};
 pub use server::{Served, server_limit, servers, set_server_limit};
-pub use submit::{CallAsync, Submit};
+pub use submit::{CallAsync, Enqueue, Submit};
 
 ast_mutex::states! {
     /// The one abstract state of a monitor built without states

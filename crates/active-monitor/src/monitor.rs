@@ -18,7 +18,7 @@ use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::hint;
 use sync_core::waiter::{Waiter, WaiterQueue};
 
-use crate::completion::{Completion, HasSlot, Outcome};
+use crate::completion::{Completion, HasSlot, Outcome, fits_inline};
 use crate::order::{self, Order, Pending};
 use crate::queue::TaskQueue;
 use crate::saturation;
@@ -604,10 +604,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// is queued and the thread sleeps until a combiner has run it, or until
     /// the monitor is handed to it.
     ///
-    /// Under [`Order::Strict`], first waits for this worker's previous
-    /// asynchronous task if it was on another monitor or had a
-    /// precondition. In async code use [`call_async`](Self::call_async),
+    /// Under [`Order::Strict`], first waits for this submitter's previous
+    /// asynchronous task if it was on another monitor (rule 3, see
+    /// [`Order`]). In async code use [`call_async`](Self::call_async),
     /// which awaits instead of parking.
+    ///
+    /// The result is written once, where the body returns it: a call costs
+    /// no more stack for a large result than the body itself.
     ///
     /// # Panics
     ///
@@ -634,9 +637,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         if self.try_lock_for_call() {
             if self.queue.is_empty() {
                 // Idle: run it here, like a lock.
-                let outcome = self.run_inline(f);
-                self.serve();
-                return unwrap_call(outcome);
+                return self.call_inline(f);
             }
             return self.call_queued(f, true);
         }
@@ -645,6 +646,70 @@ impl<T, S: AbstractState> Monitor<T, S> {
             "Monitor::call from a task of the same monitor: it would wait for ever"
         );
         self.call_queued(f, false)
+    }
+
+    /// Runs `f` under the held monitor and returns its result as the body
+    /// returns it: no `Outcome`, no `catch_unwind`, so that a large result
+    /// is written once, in the caller's place, and costs no more stack than
+    /// the body itself. Then the waiting tasks are re-checked and the
+    /// monitor is served, as after any task; if `f` panics, the same
+    /// happens while the panic unwinds to the caller (whose task it is),
+    /// so the monitor is never left held.
+    fn call_inline<F, R>(&self, f: F) -> R
+    where
+        F: FnOnce(&mut T) -> R,
+    {
+        /// Relays and serves once the body is done, or unwinding.
+        struct After<'a, T, S: AbstractState>(&'a Monitor<T, S>);
+        impl<T, S: AbstractState> Drop for After<'_, T, S> {
+            fn drop(&mut self) {
+                let m = self.0;
+                let guard = Unlock(m);
+                unwind::running(m.id(), || {
+                    m.exec.with_mut(|e| {
+                        // SAFETY: we hold the monitor.
+                        unsafe { (*e).relay() }
+                    })
+                });
+                core::mem::forget(guard);
+                // Resumes a deferred panic, or drops it if the body's own
+                // panic unwinds.
+                m.serve();
+            }
+        }
+        // Dropped after the tail expression: relays and serves once the
+        // result is in our caller's place.
+        let _after = After(self);
+        unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: we hold the monitor; `_after`'s relay comes after
+                // this borrow ends.
+                order::as_task(|| f(unsafe { &mut (*e).data }))
+            })
+        })
+    }
+
+    /// `submit` on an idle monitor, for a result that fits a completion
+    /// (apart, so that `submit`'s own frame has no room for an outcome).
+    #[inline(never)]
+    fn submit_inline<F, R>(&self, f: F) -> Completion<R>
+    where
+        F: FnOnce(&mut T) -> R,
+    {
+        let outcome = self.run_inline(f);
+        self.serve();
+        Completion::from_outcome(outcome)
+    }
+
+    /// `when` on an idle monitor whose precondition holds, for a result
+    /// that fits a completion (apart, as `submit_inline`).
+    #[inline(never)]
+    fn when_inline<P, F, R>(&self, pre: P, body: F) -> Result<Completion<R>, (P, F)>
+    where
+        P: Fn(&T) -> bool,
+        F: FnOnce(&mut T) -> R,
+    {
+        self.run_op_if_idle(pre, body).map(Completion::from_outcome)
     }
 
     /// Runs `f` under the held monitor; the waiting tasks are re-checked.
@@ -657,10 +722,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.exec.with_mut(|e| {
                 // SAFETY: we hold the monitor.
                 let exec = unsafe { &mut *e };
-                let outcome = match catch_unwind(AssertUnwindSafe(|| f(&mut exec.data))) {
-                    Ok(r) => Outcome::Value(r),
-                    Err(p) => Outcome::Panicked(p),
-                };
+                let outcome =
+                    match catch_unwind(AssertUnwindSafe(|| order::as_task(|| f(&mut exec.data)))) {
+                        Ok(r) => Outcome::Value(r),
+                        Err(p) => Outcome::Panicked(p),
+                    };
                 exec.relay();
                 outcome
             })
@@ -695,10 +761,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             HANDOFF => {
                 // The monitor is ours, held, and our task is the one the
                 // previous holder popped for us: run it here.
-                let f = job.take_body();
-                let outcome = self.run_inline(f);
-                self.serve();
-                unwrap_call(outcome)
+                self.call_inline(job.take_body())
             }
             t => unreachable!("unexpected token {t}"),
         }
@@ -714,9 +777,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// That wait parks the thread: in async code use
     /// [`submit_async`](Self::submit_async), which awaits instead.
     ///
-    /// Under [`Order::Strict`], first waits (parked, too) for this worker's
-    /// previous asynchronous task if it was on another monitor or had a
-    /// precondition.
+    /// Under [`Order::Strict`], first waits (parked, too) for this
+    /// submitter's previous asynchronous task if it was on another monitor
+    /// (rule 3, see [`Order`]).
     ///
     /// The returned [`Completion`] may be dropped: the task still runs
     /// (fire and forget, the paper's asynchronous call). To give a task up,
@@ -752,14 +815,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
     {
         order::before_plain_submit(self.id(), self.order);
         if self.try_lock() {
-            if self.queue.is_empty() {
-                let outcome = self.run_inline(f);
-                self.serve();
-                return Completion::from_outcome(outcome);
+            // A result too large for the completion itself is written in
+            // place, in the task's slot (see `fits_inline`).
+            if self.queue.is_empty() && fits_inline::<R>() {
+                return self.submit_inline(f);
             }
-            return self.submit_task(AsyncTask::new(Always, Plain(f)), false, true);
+            return self.submit_task(AsyncTask::new_arc(Always, Plain(f)), false, true);
         }
-        self.submit_task(AsyncTask::new(Always, Plain(f)), false, false)
+        self.submit_task(AsyncTask::new_arc(Always, Plain(f)), false, false)
     }
 
     /// Submits a task that runs once `pre` holds: the paper's `waituntil`.
@@ -773,13 +836,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// `pre` should be cheap and must not have side effects: it is evaluated
     /// any number of times.
     ///
-    /// Under [`Order::Strict`], the next submission of this worker (this
-    /// thread, or the async task in a [`worker`](crate::worker) scope)
-    /// waits for this task to complete or be
-    /// [cancelled](Completion::cancel). Under [`Order::Relaxed`], at most
-    /// [`RELAXED_WAITING_LIMIT`](crate::RELAXED_WAITING_LIMIT) of a
-    /// worker's tasks wait at once. In async code use
-    /// [`when_async`](Self::when_async), which awaits instead of parking.
+    /// While the task waits, its submitter's later tasks on this monitor
+    /// go ahead (the one that enables it included); under
+    /// [`Order::Strict`] the submitter's next submission to *another*
+    /// monitor waits for it to complete or be
+    /// [cancelled](Completion::cancel) (rule 3, see [`Order`]). At most
+    /// [`WAITING_LIMIT`](crate::WAITING_LIMIT) of a submitter's tasks wait
+    /// at once. In async code use [`when_async`](Self::when_async), which
+    /// awaits instead of parking.
     ///
     /// # Panics
     ///
@@ -791,7 +855,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// ```
     /// use active_monitor::{Monitor, Order};
     ///
-    /// let m = Monitor::builder().order(Order::Relaxed).build(0);
+    /// let m = Monitor::new(0);
     /// let c = m.when(|n| *n >= 2, |n| *n * 10);
     /// m.submit(|n| *n += 1);
     /// assert!(!c.is_done());
@@ -807,12 +871,17 @@ impl<T, S: AbstractState> Monitor<T, S> {
     {
         order::before_submit(self.id(), self.order);
         // Idle with nothing queued and `pre` true: run at once, as `submit`
-        // does (no allocation, no wake-up).
-        let (pre, body) = match self.run_op_if_idle(pre, body) {
-            Ok(outcome) => return Completion::from_outcome(outcome),
-            Err(back) => back,
+        // does (no allocation, no wake-up); a large result goes through the
+        // task's slot (see `fits_inline`).
+        let (pre, body) = if fits_inline::<R>() {
+            match self.when_inline(pre, body) {
+                Ok(c) => return c,
+                Err(back) => back,
+            }
+        } else {
+            (pre, body)
         };
-        let task = AsyncTask::new(Pred(pre), Plain(body));
+        let task = AsyncTask::new_arc(Pred(pre), Plain(body));
         let locked = self.try_lock();
         self.submit_task(task, true, locked)
     }
@@ -855,13 +924,15 @@ impl<T, S: AbstractState> Monitor<T, S> {
     {
         let set = entry_set(set.into(), "when_in");
         order::before_submit(self.id(), self.order);
-        let task = AsyncTask::new(InSet(set), Stated(body));
+        let task = AsyncTask::new_arc(InSet(set), Stated(body));
         let locked = self.try_lock();
         self.submit_task(task, true, locked)
     }
 
     /// [`submit`](Self::submit) for async code: a future that submits the
-    /// task without blocking the thread, and outputs its [`Completion`].
+    /// task without blocking the thread, then outputs its result (awaited
+    /// once). [`Submit::completion`] outputs the task's [`Completion`]
+    /// instead, once it is queued.
     ///
     /// Where `submit` parks the thread (the queue is full, or program order
     /// makes it wait for an earlier task of this worker), the future awaits
@@ -869,16 +940,16 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// executor runs its other tasks meanwhile. See [`Submit`] for the
     /// steps.
     ///
-    /// Program order is per worker, and a worker is a thread unless the
-    /// submitting future runs in a [`worker`](crate::worker) scope: on a
-    /// multi-thread runtime, where a task may move between threads, wrap
-    /// each task that relies on [`Order::Strict`] in one.
+    /// An async task that awaits each submission's result is in program
+    /// order by construction (each task has finished before the next is
+    /// submitted). To keep completions outstanding across submissions with
+    /// [`Order::Strict`]'s rule 3, run the task in a
+    /// [`worker`](crate::worker) scope (see [`Order`]).
     ///
     /// # Cancel safety
     ///
-    /// Dropping the future before it is ready withdraws the submission (the
-    /// task is never queued; see [`Submit`]). The [`Completion`] it returns
-    /// behaves as `submit`'s.
+    /// Dropping the future withdraws the task if it has not started (see
+    /// [`Submit`]): a timeout around it loses nothing.
     ///
     /// # Panics
     ///
@@ -889,11 +960,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// ```
     /// let m = active_monitor::Monitor::new(0u32);
     /// let r = futures::executor::block_on(async {
-    ///     let c = m.submit_async(|n| {
+    ///     m.submit_async(|n| {
     ///         *n += 1;
     ///         *n
-    ///     });
-    ///     c.await.await // submitted, then its result
+    ///     })
+    ///     .await // submitted, run, and its result
     /// });
     /// assert_eq!(r, 1);
     /// ```
@@ -903,18 +974,18 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send + 'static,
         T: 'static,
     {
-        Submit::new(self, AsyncTask::new(Always, Plain(f)), false)
+        Submit::new(self, AsyncTask::new_arc(Always, Plain(f)), false)
     }
 
     /// [`when`](Self::when) for async code: a future that submits the task
     /// without blocking the thread (see [`submit_async`](Self::submit_async)),
-    /// and outputs its [`Completion`], which is ready once `pre` held and
-    /// `body` ran.
+    /// and outputs its result once `pre` held and `body` ran.
     ///
     /// # Cancel safety
     ///
-    /// As [`submit_async`](Self::submit_async). A `when` task that waits on
-    /// its precondition can be withdrawn with [`Completion::cancel`].
+    /// As [`submit_async`](Self::submit_async): dropping the future while
+    /// the task waits on its precondition withdraws it, so a timeout loses
+    /// nothing (a `take` that timed out took no item).
     ///
     /// # Panics
     ///
@@ -926,11 +997,15 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// ```
     /// use active_monitor::{Monitor, Order};
     ///
-    /// let m = Monitor::builder().order(Order::Relaxed).build(0);
+    /// let m = Monitor::new(0);
     /// futures::executor::block_on(async {
-    ///     let c = m.when_async(|n| *n > 0, |n| *n * 10).await;
-    ///     m.submit_async(|n| *n = 4).await;
-    ///     assert_eq!(c.await, 40);
+    ///     // Both at once: the take waits until the put has run.
+    ///     let (taken, ()) = futures::future::join(
+    ///         m.when_async(|n| *n > 0, |n| *n * 10),
+    ///         m.submit_async(|n| *n = 4),
+    ///     )
+    ///     .await;
+    ///     assert_eq!(taken, 40);
     /// });
     /// ```
     pub fn when_async<P, F, R>(&self, pre: P, body: F) -> Submit<'_, T, S, R>
@@ -940,7 +1015,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send + 'static,
         T: 'static,
     {
-        Submit::new(self, AsyncTask::new(Pred(pre), Plain(body)), true)
+        Submit::new(self, AsyncTask::new_arc(Pred(pre), Plain(body)), true)
     }
 
     /// [`when_in`](Self::when_in) for async code: a future that submits the
@@ -967,9 +1042,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///     .order(Order::Relaxed)
     ///     .build_with_states(Door::Closed, 0u32);
     /// futures::executor::block_on(async {
-    ///     let enter = m.when_in_async(Door::Open, |n| (*n + 1, Door::Open)).await;
+    ///     let enter = m.when_in_async(Door::Open, |n| (*n + 1, Door::Open)).completion().await;
     ///     m.when_in_async(Door::Closed, |_| ((), Door::Open)).await;
-    ///     assert_eq!(enter.await, 1);
+    ///     assert_eq!(enter.await, Ok(1));
     /// });
     /// ```
     pub fn when_in_async<F, R>(&self, set: impl Into<StateSet<S>>, body: F) -> Submit<'_, T, S, R>
@@ -980,7 +1055,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         S: Send,
     {
         let set = entry_set(set.into(), "when_in_async");
-        Submit::new(self, AsyncTask::new(InSet(set), Stated(body)), true)
+        Submit::new(self, AsyncTask::new_arc(InSet(set), Stated(body)), true)
     }
 
     /// [`call`](Self::call) for async code: submits `f` as
@@ -1048,8 +1123,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     // Nothing changed: no waiting task to re-check.
                     Ok(false) => Err((pre, body)),
                     Ok(true) => {
-                        let outcome = match catch_unwind(AssertUnwindSafe(|| body(&mut exec.data)))
-                        {
+                        let outcome = match catch_unwind(AssertUnwindSafe(|| {
+                            order::as_task(|| body(&mut exec.data))
+                        })) {
                             Ok(r) => Outcome::Value(r),
                             Err(p) => Outcome::Panicked(p),
                         };
@@ -1075,7 +1151,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// returns its completion.
     fn submit_task<P, B, R>(
         &self,
-        task: AsyncTask<T, S, P, B, R>,
+        task: Arc<AsyncTask<T, S, P, B, R>>,
         conditional: bool,
         locked: bool,
     ) -> Completion<R>
@@ -1085,14 +1161,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send + 'static,
         T: 'static,
     {
-        let task = Arc::new(task);
         let completion = Completion::shared(Arc::clone(&task) as Arc<dyn HasSlot<R>>);
         let pending = (self.order == Order::Strict || conditional)
             .then(|| Arc::clone(&task) as Arc<dyn Pending>);
         self.submit_job(Task::Shared(task as Arc<dyn Job<T, S>>), locked);
         if let Some(pending) = pending {
             if !completion.is_done() {
-                order::submitted(self.id(), conditional, pending, self.order);
+                order::submitted(self.id(), conditional, &pending, self.order);
             }
         }
         completion

@@ -1,23 +1,22 @@
 //! Program order (the paper's rules 2 and 3, and appendix B), and worker
 //! scopes.
 //!
-//! A *worker* is a thread by default: the record of its last asynchronous
-//! task is a thread-local, as the paper's runtime keeps a map from worker
-//! thread ids to their last submission. A handle passed to every submission
-//! was the alternative; it would make every call site carry it, and a
-//! thread-local costs a couple of nanoseconds. Async tasks that share a
-//! thread share its record unless each runs in its own [`worker`] scope,
-//! which installs the task's own record for the duration of each poll (and
-//! carries it along when the task moves to another thread).
+//! A task's order belongs to its *submitter*: the thread that submits it;
+//! or, for a submission made inside a task body, that body (whoever runs
+//! it: a combiner, a server thread, the caller itself); or the async task
+//! polled in a [`worker`] scope. The thread's record is a thread-local (as
+//! the paper's runtime keeps a map from worker thread ids to their last
+//! submission); a body's record lives on the frame that runs it, and a
+//! scope's in the scope's future. A thread-local pointer (`CURRENT`, no
+//! destructor) says which is current, so that thread-local destructors
+//! can submit too.
 //!
 //! The synchronous methods wait for what program order says by parking the
 //! thread; the async ones ([`Monitor::submit_async`](crate::Monitor::submit_async)
-//! and its kin) await it. The record is only read while a submission
-//! waits: it stays in place, so that every task sharing it waits for the
-//! same pending task (each with its own waiter on the task's
-//! [`Finish`]).
+//! and its kin) await it. Only a submission to another monitor (rule 3,
+//! strict order) or beyond the bound on waiting tasks ever waits.
 
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
@@ -30,7 +29,94 @@ use sync_core::waiter::Waiter;
 
 use crate::completion::Finish;
 
-/// How a monitor orders a worker's asynchronous tasks.
+/// How a monitor orders a submitter's asynchronous tasks.
+///
+/// A *submitter* is a thread; or, for what a task body submits, that body,
+/// whichever thread runs it (a combiner or a server thread never inherits
+/// the order of the bodies it runs, nor they its); or an async task run in
+/// a [`worker`] scope. The rules, with the paper's numbers (rule 1, mutual
+/// exclusion, holds whatever the order):
+///
+/// * **Rule 2** (both orders): a submitter's tasks on one monitor *start*
+///   in submission order: they go through one FIFO queue and are taken up
+///   in turn. A task waiting on its precondition has started (as a
+///   `waituntil` in a lock-based monitor has entered it and released the
+///   lock); the submitter's later tasks on that monitor go ahead, the one
+///   that enables it included, and the waiting tasks run oldest first once
+///   their preconditions hold.
+///
+///   ```
+///   let m = active_monitor::Monitor::new(Vec::new());
+///   let take = m.when(|v: &Vec<u32>| !v.is_empty(), |v| v.remove(0)); // waits
+///   m.submit(|v| v.push(1)); // not held back by the waiting take: enables it
+///   m.submit(|v| v.push(2)); // starts after the push of 1
+///   assert_eq!(take.wait(), 1);
+///   assert_eq!(m.call(|v| v.clone()), [2]);
+///   ```
+///
+/// * **Rule 3** ([`Order::Strict`] only): before a submitter submits to a
+///   monitor, its previous asynchronous task on *another* monitor (or an
+///   [`or`](crate::or)/[`and`](crate::and)) has completed or been
+///   [cancelled](crate::Completion::cancel). The synchronous methods park
+///   the thread until then, the async ones await it.
+///
+///   ```
+///   use std::sync::Arc;
+///   use active_monitor::Monitor;
+///
+///   let (a, b) = (Arc::new(Monitor::new(0)), Monitor::new(0));
+///   let a2 = Arc::clone(&a);
+///   let first = a.when(|n| *n > 0, |n| *n); // waits for another thread
+///   let enabler = std::thread::spawn(move || a2.call(|n| *n = 1));
+///   b.call(|n| *n += 1); // waits until `first` has run (rule 3)
+///   assert!(first.is_done());
+///   enabler.join().unwrap();
+///   ```
+///
+///   So a thread that leaves a task waiting on `a` and then submits to `b`
+///   waits for it, as a thread blocked in a lock-based monitor's
+///   `waituntil` would: only another submitter can enable it. A wait that
+///   could only be for itself (a body of `a` that queued a task on `a`, then
+///   submits to `b`: nobody can run `a`'s task while the body holds it)
+///   panics, naming rule 3, instead of hanging.
+///
+/// * **Rule 4** ([`Order::Relaxed`], the paper's appendix B): rule 3 is
+///   dropped; tasks on different monitors run in any order, and a task's
+///   result, once awaited, orders everything after it (the execution order
+///   of the paper's definition 2).
+///
+///   ```
+///   use active_monitor::{Monitor, Order};
+///
+///   let a = Monitor::builder().order(Order::Relaxed).build(0);
+///   let b = Monitor::builder().order(Order::Relaxed).build(0);
+///   let first = a.when(|n| *n > 0, |n| *n); // waits
+///   b.call(|n| *n += 1); // does not wait for it
+///   a.call(|n| *n = 5);
+///   assert_eq!(first.wait(), 5); // awaited: orders what follows
+///   ```
+///
+/// Under both orders, a submitter may leave at most [`WAITING_LIMIT`] (64)
+/// tasks waiting on preconditions; its next submission *of a task with a
+/// precondition* then waits for the oldest. Tasks without one (`call`,
+/// `submit`) never wait on the data and are never held back, so a
+/// submitter with many waiting tasks can still submit the tasks that
+/// enable them. Without the bound a producer could pile up waiting tasks
+/// without limit (the task queue's back-pressure ends where waiting
+/// begins), and every task that runs re-checks the waiting predicates.
+/// The paper's bounded queue with asynchronous puts
+/// (`sync-examples --bin bounded_queue`, 2 producers, 2 consumers) moves
+/// 2.6 M items/s with a bound of 16, 2.0 M with 64, 0.8 M with 256, and
+/// under 0.01 M without one.
+///
+/// In async code, [`submit_async`](crate::Monitor::submit_async) and its
+/// kin output the task's result: an async task that awaits each of them
+/// is in program order by construction (each task has finished before the
+/// next is submitted), and async tasks on one thread never wait for each
+/// other. A task that keeps completions outstanding
+/// ([`Submit::completion`](crate::Submit::completion)) gets rules 3 and
+/// the bound for them in a [`worker`] scope; outside one, an async task has
+/// no record, and such completions order nothing.
 ///
 /// # Examples
 ///
@@ -43,193 +129,273 @@ use crate::completion::Finish;
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Order {
-    /// The paper's rules 2 and 3. A worker's tasks on one monitor run in
-    /// submission order. Before a worker submits to a monitor, its previous
-    /// asynchronous task must have completed (or been
-    /// [cancelled](crate::Completion::cancel)) if that task was on another
-    /// monitor, or waited on a precondition (a waiting task would otherwise
-    /// be overtaken by the worker's next one). The synchronous methods
-    /// (`call`, `submit`, `when`, ...) block the thread until then; the
-    /// async ones ([`submit_async`](crate::Monitor::submit_async), ...)
-    /// await it without blocking the executor.
-    ///
-    /// So a worker that submits a task waiting on a precondition, then a
-    /// task that would make it true, deadlocks: under strict order the
-    /// second submission waits for the first task. Make the precondition
-    /// true from another worker, or use [`Order::Relaxed`].
-    ///
-    /// A worker is a thread, unless a future runs in a [`worker`] scope.
-    /// Async tasks that share a thread (a current-thread runtime, a
-    /// `LocalPool`) otherwise share one worker: one task's `when` then holds
-    /// back another task's submissions, and if that other task is the one
-    /// that would make the precondition true, both wait for ever (with the
-    /// async methods the executor keeps running its other tasks; with the
-    /// synchronous ones its thread is parked). Wrap each such task in
-    /// [`worker`] to make it a worker of its own.
-    ///
-    /// **On a multi-thread runtime, wrap every task that relies on strict
-    /// order in [`worker`].** A task may be moved to another thread between
-    /// two of its submissions; without a scope each submission is recorded
-    /// in the thread that polled it, so the task's second submission is not
-    /// held back by its first (rule 3 does not hold for it), and the first
-    /// holds back whatever else that thread runs.
+    /// Rules 2 and 3 (the default): a submitter's tasks on one monitor
+    /// start in submission order, and its task on one monitor completes
+    /// before its next submission to another. See [`Order`].
     #[default]
     Strict,
-    /// The paper's appendix B ("NPO"): no waiting for earlier tasks. A
-    /// worker's plain tasks on one monitor still run in submission order
-    /// (the queue is FIFO), but a task that waits on its precondition may
-    /// be overtaken, and tasks on different monitors run in any order. A
-    /// task's result, once awaited, orders everything after it.
-    ///
-    /// One bound remains: a worker may have at most
-    /// [`RELAXED_WAITING_LIMIT`] (64) tasks waiting on preconditions; its
-    /// next submission of a task with a precondition (`when`, `when_in`,
-    /// `or`, `and`) then waits until the oldest has finished (parks the
-    /// thread in the synchronous methods, awaits in the async ones). Tasks
-    /// without one (`call`, `submit`) never wait on the data and are not
-    /// held back, so a worker with many waiting tasks can still submit the
-    /// tasks that enable them.
-    /// Without it a producer could pile up waiting tasks without limit (the
-    /// task queue's back-pressure ends where waiting begins), and every
-    /// task that runs re-checks the waiting predicates (all of them when
-    /// none holds; tasks with entry sets, [`Monitor::when_in`](crate::Monitor::when_in),
-    /// are looked at only in their states). The paper's bounded queue with
-    /// asynchronous puts (`sync-examples --bin bounded_queue`, 2 producers,
-    /// 2 consumers) moves 2.6 M items/s with a bound of 16, 2.0 M with 64,
-    /// 0.8 M with 256, and under 0.01 M without one.
-    ///
-    /// The bound is per worker, not per monitor: a per-monitor bound would
-    /// let one busy producer hold back every other worker's submissions to
-    /// that monitor (and a worker with tasks on several monitors would need
-    /// a count on each). Per worker, only the worker that piles up waits.
-    /// Async tasks on one thread share the thread's bound unless each runs
-    /// in a [`worker`] scope; with the async methods, a submission beyond
-    /// the bound awaits the oldest waiting task instead of parking the
-    /// executor's thread, so the executor's other tasks (those that would
-    /// enable the waiting ones among them) keep running.
+    /// Rules 2 and 4, the paper's appendix B ("NPO"): no waiting for
+    /// earlier tasks on other monitors. See [`Order`].
     Relaxed,
 }
 
-/// A worker's asynchronous task, as program order waits for it.
+/// A submitter's asynchronous task, as program order waits for it.
 pub(crate) trait Pending: Send + Sync {
-    /// How the task ends (and who waits for it to).
+    /// How the task ends (and who waits for it to end).
     fn finish(&self) -> &Finish;
 }
 
-/// How many of its tasks waiting on preconditions a worker may have
-/// outstanding under [`Order::Relaxed`] before its next submission of a
+/// How many of its tasks waiting on preconditions a submitter may have
+/// outstanding, under either [`Order`], before its next submission of a
 /// task with a precondition waits for the oldest (plain tasks are not held
 /// back).
-pub const RELAXED_WAITING_LIMIT: usize = 64;
+///
+/// # Examples
+///
+/// ```
+/// use active_monitor::{Monitor, WAITING_LIMIT};
+///
+/// let m = Monitor::new(0);
+/// // One thread may leave this many `when`s waiting...
+/// let waiting: Vec<_> = (0..WAITING_LIMIT).map(|_| m.when(|n| *n > 0, |n| *n)).collect();
+/// // ...and still submit the task that enables them (plain tasks are never held back).
+/// m.submit(|n| *n = 1);
+/// assert!(waiting.into_iter().all(|c| c.wait() == 1));
+/// ```
+pub const WAITING_LIMIT: usize = 64;
 
+/// The former name of [`WAITING_LIMIT`], from when the bound applied to
+/// [`Order::Relaxed`] only.
+#[deprecated(note = "the bound applies to both orders: use `WAITING_LIMIT`")]
+pub const RELAXED_WAITING_LIMIT: usize = WAITING_LIMIT;
+
+/// A submitter's last asynchronous task, for rule 3.
 struct Last {
-    /// The monitor's address.
+    /// The monitor's address (0 for an OR/AND, which spans several).
     monitor: usize,
-    /// Whether the task had a precondition (it may wait).
-    conditional: bool,
     task: Weak<dyn Pending>,
 }
 
-/// A worker's record: what program order makes its next submission wait
+/// A submitter's record: what program order makes its next submission wait
 /// for.
 ///
 /// Tasks are held by `Weak` references. The record must not keep a task
 /// alive: a result nobody took (its completion was dropped) is dropped as
-/// soon as the task has run, not at the worker's next submission, and no
-/// user drop ever runs inside the record's borrow (a drop that submits
-/// would borrow it again). A task nobody holds any more has finished: the
-/// queue, the waiting list and the completion all hold it until then.
+/// soon as the task has run, not at the submitter's next submission. A
+/// task nobody holds any more has finished: the queue, the waiting list
+/// and the completion all hold it until then. A `Weak` upgraded to look at
+/// a task may become the last reference meanwhile (the executor drops its
+/// own): such a temporary is never dropped inside the record's borrow but
+/// handed out (`Graveyard`) and dropped after it, since its drop may run a
+/// result's user `Drop`, which may submit again.
 #[derive(Default)]
 pub(crate) struct Record {
-    /// Strict: the last asynchronous task.
+    /// Strict (rule 3): the last asynchronous task, if it may still be
+    /// unfinished.
     last: Option<Last>,
-    /// Relaxed: the outstanding tasks with preconditions, oldest first.
-    waiting: VecDeque<Weak<dyn Pending>>,
+    /// Both orders: the outstanding tasks with preconditions, oldest first
+    /// (the bound [`WAITING_LIMIT`]).
+    waiting: VecDeque<(usize, Weak<dyn Pending>)>,
 }
 
-/// The task if it may still be unfinished.
-fn unfinished(task: &Weak<dyn Pending>) -> Option<Arc<dyn Pending>> {
-    task.upgrade().filter(|t| !t.finish().is_finished())
+/// Temporaries upgraded from a record's `Weak`s, dropped once the record is
+/// no longer borrowed (see [`Record`]).
+type Graveyard = Vec<Arc<dyn Pending>>;
+
+/// Whether `task` may still be unfinished; an upgraded temporary goes to
+/// `graveyard` rather than being dropped here.
+fn unfinished(task: &Weak<dyn Pending>, graveyard: &mut Graveyard) -> bool {
+    if task.strong_count() == 0 {
+        return false;
+    }
+    match task.upgrade() {
+        Some(t) => {
+            let pending = !t.finish().is_finished();
+            graveyard.push(t);
+            pending
+        }
+        None => false,
+    }
 }
 
 impl Record {
-    /// What a submission to `monitor` must wait for first, if anything;
-    /// the record is left as it is (`take`: strict's last task is taken,
-    /// for a thread that waits for it before going on). Under relaxed
-    /// order only a `conditional` submission (one that may wait) is held
-    /// back by the bound on waiting tasks.
+    const fn new() -> Self {
+        Self {
+            last: None,
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// What a submission to `monitor` must wait for first, if anything:
+    /// under strict order the submitter's last task if it was on another
+    /// monitor and may be unfinished (rule 3); under either order, for a
+    /// `conditional` submission (one that may wait), the oldest of its
+    /// waiting tasks if it has [`WAITING_LIMIT`] of them. With `take`, the
+    /// task returned leaves the record (a thread waits for it before going
+    /// on); otherwise the record stays as it is, and the caller looks again
+    /// once the task has finished.
     fn must_wait(
         &mut self,
         monitor: usize,
         order: Order,
         conditional: bool,
         take: bool,
-    ) -> Option<Arc<dyn Pending>> {
-        match order {
-            Order::Strict => {
-                let last = self.last.as_ref()?;
-                let wait = if last.monitor != monitor || last.conditional {
-                    unfinished(&last.task)
-                } else {
-                    None
-                };
-                if take {
+        graveyard: &mut Graveyard,
+    ) -> Option<(usize, Weak<dyn Pending>)> {
+        if order == Order::Strict {
+            if let Some(last) = &self.last {
+                if !unfinished(&last.task, graveyard) {
                     self.last = None;
+                } else if last.monitor != monitor || monitor == 0 {
+                    let task = (last.monitor, last.task.clone());
+                    if take {
+                        self.last = None;
+                    }
+                    return Some(task);
                 }
-                wait
             }
-            Order::Relaxed => {
-                if !conditional {
-                    return None;
-                }
-                while self
-                    .waiting
-                    .front()
-                    .is_some_and(|t| unfinished(t).is_none())
-                {
-                    self.waiting.pop_front();
-                }
-                if self.waiting.len() >= RELAXED_WAITING_LIMIT {
-                    // Finished tasks behind an unfinished oldest do not
-                    // count: the bound is on tasks that wait.
-                    self.waiting.retain(|t| unfinished(t).is_some());
-                }
-                if self.waiting.len() < RELAXED_WAITING_LIMIT {
-                    return None;
-                }
-                let oldest = self.waiting.front().and_then(unfinished);
+            // An earlier task still waiting on another monitor: the last
+            // task there may have overtaken it (rule 2 lets it), but rule 3
+            // is about every task of the submitter's there.
+            let other = self
+                .waiting
+                .iter()
+                .position(|(m, t)| (*m != monitor || monitor == 0) && unfinished(t, graveyard));
+            if let Some(i) = other {
+                let task = self.waiting[i].clone();
                 if take {
-                    self.waiting.pop_front();
+                    self.waiting.remove(i);
                 }
-                oldest
+                return Some(task);
             }
+        }
+        if !conditional {
+            return None;
+        }
+        while self
+            .waiting
+            .front()
+            .is_some_and(|(_, t)| !unfinished(t, graveyard))
+        {
+            self.waiting.pop_front();
+        }
+        if self.waiting.len() >= WAITING_LIMIT {
+            // Finished tasks behind an unfinished oldest do not count: the
+            // bound is on tasks that wait.
+            self.waiting.retain(|(_, t)| unfinished(t, graveyard));
+        }
+        if self.waiting.len() < WAITING_LIMIT {
+            return None;
+        }
+        let oldest = self.waiting.front().cloned();
+        if take {
+            self.waiting.pop_front();
+        }
+        oldest
+    }
+
+    /// Records an asynchronous task that did not finish at its submission.
+    fn submitted(
+        &mut self,
+        monitor: usize,
+        conditional: bool,
+        task: Weak<dyn Pending>,
+        order: Order,
+    ) {
+        if conditional {
+            self.waiting.push_back((monitor, task.clone()));
+        }
+        if order == Order::Strict {
+            // The previous `Last` is replaced: a `Weak` drop runs no user
+            // code (the task itself is gone, or held elsewhere).
+            self.last = Some(Last { monitor, task });
         }
     }
 }
 
+// Who submits, for program order (see [`Order`]): a thread, a task body
+// (whoever runs it) or a [`worker`] scope.
+//
+// `CURRENT` points to the record of the innermost task body or worker
+// scope running on this thread, or is null: then the submitter is the
+// thread itself, whose record is `THREAD`. The pointer is set by
+// [`as_task`] and by [`Worker::poll`] for their duration (each puts the
+// previous value back, also when unwinding) and points to a record that
+// outlives that duration (on `as_task`'s frame, or in the pinned
+// `Worker`). A record is borrowed only inside [`with_record`], which runs
+// no user code.
+//
+// `CURRENT` has no destructor, so it is readable in thread-local
+// destructors too. `THREAD` has one (its tasks' `Weak`s): once it has
+// been destroyed, a submission from a later thread-local destructor has no
+// record (it neither waits nor is waited for: nothing of the thread is left
+// to order it against but what such destructors submit themselves).
 #[cfg(not(loom))]
 std::thread_local! {
-    static WORKER: RefCell<Record> = RefCell::new(Record::default());
+    static CURRENT: Cell<*mut Record> = const { Cell::new(core::ptr::null_mut()) };
+    static THREAD: RefCell<Record> = const { RefCell::new(Record::new()) };
 }
 
 #[cfg(loom)]
 sync_core::loom::thread_local! {
-    static WORKER: RefCell<Record> = RefCell::new(Record::default());
+    static CURRENT: Cell<*mut Record> = Cell::new(core::ptr::null_mut());
+    static THREAD: RefCell<Record> = RefCell::new(Record::new());
+}
+
+/// Runs `f` on the current submitter's record (see `CURRENT`); `None` if
+/// the thread's record is gone (a thread-local destructor after it).
+fn with_record<X>(f: impl FnOnce(&mut Record) -> X) -> Option<X> {
+    let current = CURRENT.try_with(Cell::get).unwrap_or(core::ptr::null_mut());
+    if !current.is_null() {
+        // SAFETY: `current` was set by `as_task` or `Worker::poll`, whose
+        // record outlives the pointer (see `CURRENT`); `f` runs no user code
+        // and nothing else borrows the record meanwhile (only this thread
+        // sees the pointer, and `with_record` is not re-entered from `f`).
+        return Some(f(unsafe { &mut *current }));
+    }
+    THREAD.try_with(|w| f(&mut w.borrow_mut())).ok()
+}
+
+/// Runs `f`, a task body (or user code the executor runs for a task: a
+/// drop, a waker), as a submitter of its own: what it submits is ordered
+/// among its own submissions only, never with those of the thread that
+/// happens to run it (a combiner, a server) or of the other tasks that
+/// thread runs. The record lives on this frame and ends with the body.
+#[inline]
+pub(crate) fn as_task<X>(f: impl FnOnce() -> X) -> X {
+    /// Puts the previous submitter back, even if `f` unwinds.
+    struct Back(*mut Record);
+    impl Drop for Back {
+        fn drop(&mut self) {
+            let _ = CURRENT.try_with(|c| c.set(self.0));
+        }
+    }
+    let mut record = Record::new();
+    let previous = CURRENT
+        .try_with(|c| c.replace(&mut record))
+        .unwrap_or(core::ptr::null_mut());
+    // Dropped before `record` (declared after it): the pointer is gone
+    // before the record (Weak references only) is. `f()` is the tail, so
+    // that its result goes straight to our caller's place.
+    let _back = Back(previous);
+    f()
 }
 
 /// Before a synchronous submission of a task with a precondition to
-/// `monitor` (0 for an OR/AND): under strict order, waits for the worker's
-/// previous asynchronous task if rule 3 (or a precondition) says so; under
-/// relaxed order, waits for the oldest of its tasks waiting on
-/// preconditions if it has [`RELAXED_WAITING_LIMIT`]. Parks the thread.
+/// `monitor` (0 for an OR/AND): waits as [`Record::must_wait`] says.
+/// Parks the thread.
+///
+/// # Panics
+///
+/// If the task to wait for is on a monitor whose task this thread is
+/// running: nobody else could run it, the wait would be for ever.
 #[inline]
 pub(crate) fn before_submit(monitor: usize, order: Order) {
     before(monitor, order, true);
 }
 
 /// [`before_submit`] for a task without a precondition (`call`,
-/// `submit`): it never waits, so the relaxed bound on waiting tasks does
-/// not hold it back.
+/// `submit`): the bound on waiting tasks does not hold it back.
 #[inline]
 pub(crate) fn before_plain_submit(monitor: usize, order: Order) {
     before(monitor, order, false);
@@ -237,51 +403,87 @@ pub(crate) fn before_plain_submit(monitor: usize, order: Order) {
 
 #[inline]
 fn before(monitor: usize, order: Order, conditional: bool) {
-    let wait_for = WORKER.with(|w| w.borrow_mut().must_wait(monitor, order, conditional, true));
-    // Outside the borrow: a task this thread runs meanwhile (as a combiner)
-    // may submit too.
-    if let Some(task) = wait_for {
+    if order == Order::Relaxed && !conditional {
+        return;
+    }
+    while let Some(task) = next_wait(monitor, order, conditional, true) {
         task.finish().wait();
     }
 }
 
+/// The task to wait for, upgraded, if it is still unfinished; the record's
+/// temporaries are dropped here, after its borrow.
+///
+/// # Panics
+///
+/// As [`before_submit`].
+fn next_wait(
+    monitor: usize,
+    order: Order,
+    conditional: bool,
+    take: bool,
+) -> Option<Arc<dyn Pending>> {
+    let mut graveyard = Graveyard::new();
+    let wait = with_record(|r| r.must_wait(monitor, order, conditional, take, &mut graveyard))
+        .flatten()
+        .and_then(|(held, w)| Some((held, w.upgrade()?)));
+    // User drops (results nobody took) run here, outside the borrow.
+    drop(graveyard);
+    let (held, task) = wait.filter(|(_, t)| !t.finish().is_finished())?;
+    assert!(
+        held == 0 || !crate::unwind::is_running(held),
+        "program order: this submission must wait for an earlier task of the same submitter \
+         (rule 3: a task on another monitor completes before the next submission; or the bound \
+         of {WAITING_LIMIT} waiting tasks), but that task is on the monitor whose task this \
+         thread is running, so it could never run: the wait would be for ever \
+         (use Order::Relaxed, or submit from outside the task)"
+    );
+    Some(task)
+}
+
 /// What an asynchronous submission to `monitor` must await first (see
-/// [`before_submit`]), if anything. The record is left in place: every
-/// task that shares the worker waits for the same task.
+/// [`before_submit`]), if anything. The record is left in place. `None`
+/// outside a task body and a [`worker`] scope: an async task is a submitter
+/// of its own only in a scope (see [`worker`]).
 #[inline]
 pub(crate) fn to_await(monitor: usize, order: Order, conditional: bool) -> Option<OrderWait> {
-    WORKER
-        .with(|w| w.borrow_mut().must_wait(monitor, order, conditional, false))
-        .map(|task| OrderWait { task, waiter: None })
+    if !in_scope() {
+        return None;
+    }
+    next_wait(monitor, order, conditional, false).map(|task| OrderWait { task, waiter: None })
 }
 
-/// After an asynchronous submission that did not complete at once.
+/// Whether a task body or a [`worker`] scope is the current submitter.
+fn in_scope() -> bool {
+    CURRENT.try_with(|c| !c.get().is_null()).unwrap_or(false)
+}
+
+/// After a synchronous submission that did not complete at once.
 #[inline]
-pub(crate) fn submitted(monitor: usize, conditional: bool, task: Arc<dyn Pending>, order: Order) {
-    // The caller's completion still holds the task: this is not the last
-    // reference, and only a `Weak` goes into the record.
-    let task = Arc::downgrade(&task);
-    WORKER.with(|w| {
-        let mut w = w.borrow_mut();
-        match order {
-            Order::Strict => {
-                w.last = Some(Last {
-                    monitor,
-                    conditional,
-                    task,
-                })
-            }
-            Order::Relaxed => {
-                if conditional {
-                    w.waiting.push_back(task);
-                }
-            }
-        }
-    });
+pub(crate) fn submitted(monitor: usize, conditional: bool, task: &Arc<dyn Pending>, order: Order) {
+    // The caller still holds the task: only a `Weak` goes into the record.
+    let task = Arc::downgrade(task);
+    let _ = with_record(|r| r.submitted(monitor, conditional, task, order));
 }
 
-/// Awaits a worker's earlier task, as program order says (a task waiter on
-/// the task's [`Finish`]; dropping it withdraws the waiter).
+/// After an asynchronous submission whose completion is handed out
+/// ([`Submit::completion`](crate::Submit::completion)): recorded in a task
+/// body's or [`worker`] scope's record; outside one, nowhere (see
+/// [`to_await`]).
+#[inline]
+pub(crate) fn submitted_async(
+    monitor: usize,
+    conditional: bool,
+    task: &Arc<dyn Pending>,
+    order: Order,
+) {
+    if in_scope() {
+        submitted(monitor, conditional, task, order);
+    }
+}
+
+/// Awaits a submitter's earlier task, as program order says (a task waiter
+/// on the task's [`Finish`]; dropping it withdraws the waiter).
 pub(crate) struct OrderWait {
     task: Arc<dyn Pending>,
     waiter: Option<LoomArc<Waiter>>,
@@ -299,30 +501,23 @@ impl Drop for OrderWait {
     }
 }
 
-/// Runs `future` as a worker of its own: its submissions follow program
-/// order among themselves only, not with the other tasks of the thread it
-/// runs on.
+/// Runs `future` as a submitter of its own for program order: what it
+/// submits while it is polled (synchronously or asynchronously) is ordered
+/// among its own submissions, and never with those of the thread that
+/// polls it or of the other tasks that thread runs.
 ///
-/// A worker is a thread by default (the paper's workers are threads). Async
-/// tasks that share a thread, on a current-thread runtime or a `LocalPool`,
-/// or that happen to run on the same worker thread of a multi-thread
-/// runtime, then share one record of what they submitted: under
-/// [`Order::Strict`] one task's pending `when` holds back every other
-/// task's next submission, and under [`Order::Relaxed`] they share one
-/// [`RELAXED_WAITING_LIMIT`]. `worker(future)` gives the future its own
-/// record, installed in the thread for the duration of each poll (the
-/// thread's own is put back after it) and carried along when the future
-/// moves to another thread.
+/// An async task that awaits the result of each submission needs no scope:
+/// each of its tasks has finished before the next is submitted. The scope
+/// is for a task that keeps tasks outstanding across submissions
+/// ([`Submit::completion`](crate::Submit::completion), or the synchronous
+/// `submit`/`when` from async code): in it, [`Order::Strict`]'s rule 3 and
+/// the bound [`WAITING_LIMIT`] hold for the task, on any executor, also
+/// when a multi-thread runtime moves it between threads (the record is
+/// carried in the future). Outside a scope, an async task has no record;
+/// synchronous methods called from it use the thread's, shared with every
+/// task the thread runs.
 ///
-/// Use it for every spawned task that submits to monitors with
-/// [`Order::Strict`] and may wait on preconditions, as one would give each
-/// thread its own worker: typically `spawn(worker(async move { .. }))`.
-/// Without it, two tasks where one awaits a `when` that only the other can
-/// make true wait for each other for ever (logically: with the async
-/// methods the executor's thread is not parked and runs its other tasks).
-///
-/// The scope costs two swaps of the worker record (a few words) and two
-/// thread-local borrows per poll.
+/// The scope costs two thread-local pointer swaps per poll.
 ///
 /// # Examples
 ///
@@ -332,23 +527,26 @@ impl Drop for OrderWait {
 /// use std::rc::Rc;
 /// use active_monitor::{Monitor, worker};
 ///
-/// let m = Rc::new(Monitor::new(0)); // strict order
+/// let (a, b) = (Rc::new(Monitor::new(0)), Rc::new(Monitor::new(0))); // strict
 /// let mut pool = LocalPool::new();
-/// let (a, b) = (Rc::clone(&m), Rc::clone(&m));
-/// // Two tasks on one thread: without `worker`, B's submission would wait
-/// // for A's pending `when`, which only B can enable.
-/// let taken = pool
+/// let (a1, b1, a2, b2) = (Rc::clone(&a), Rc::clone(&b), Rc::clone(&a), Rc::clone(&b));
+/// let seen = pool
 ///     .spawner()
 ///     .spawn_local_with_handle(worker(async move {
-///         a.when_async(|n| *n > 0, |n| *n).await.await
+///         // Kept outstanding: rule 3 makes this task's next submission, to
+///         // another monitor, await it.
+///         let waiting = a1.when_async(|n| *n > 0, |n| *n).completion().await;
+///         let seen = b1.call_async(|n| *n).await; // after `waiting` ran
+///         (waiting.await.unwrap(), seen)
 ///     }))
 ///     .unwrap();
 /// pool.spawner()
 ///     .spawn_local(worker(async move {
-///         b.submit_async(|n| *n = 7).await.await;
+///         b2.call_async(|n| *n = 7).await;
+///         a2.call_async(|n| *n = 1).await; // enables the other task's `when`
 ///     }))
 ///     .unwrap();
-/// assert_eq!(pool.run_until(taken), 7);
+/// assert_eq!(pool.run_until(seen), (1, 7));
 /// ```
 pub fn worker<F: Future>(future: F) -> Worker<F> {
     Worker {
@@ -357,7 +555,7 @@ pub fn worker<F: Future>(future: F) -> Worker<F> {
     }
 }
 
-/// A future that runs as a worker of its own: made by [`worker`].
+/// A future that runs as a submitter of its own: made by [`worker`].
 ///
 /// # Examples
 ///
@@ -387,15 +585,20 @@ impl<F: Future> Future for Worker<F> {
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: as above: `this.future` stays where it is from now on.
         let future = unsafe { Pin::new_unchecked(&mut this.future) };
-        /// Puts the thread's record back, even if the poll unwinds.
-        struct Swap<'a>(&'a mut Record);
-        impl Drop for Swap<'_> {
+        /// Puts the previous submitter back, even if the poll unwinds.
+        struct Back(*mut Record);
+        impl Drop for Back {
             fn drop(&mut self) {
-                WORKER.with(|w| core::mem::swap(&mut *w.borrow_mut(), self.0));
+                let _ = CURRENT.try_with(|c| c.set(self.0));
             }
         }
-        WORKER.with(|w| core::mem::swap(&mut *w.borrow_mut(), &mut this.record));
-        let _back = Swap(&mut this.record);
+        // The record stays in `this` for the whole poll (see `CURRENT`).
+        let record: *mut Record = &mut this.record;
+        let _back = Back(
+            CURRENT
+                .try_with(|c| c.replace(record))
+                .unwrap_or(core::ptr::null_mut()),
+        );
         future.poll(cx)
     }
 }

@@ -1,6 +1,7 @@
 //! The asynchronous submissions' futures: [`Submit`] (a task queued, or
-//! run, once there is room and program order allows it) and [`CallAsync`]
-//! (the same, then its result).
+//! run, once there is room and program order allows it, then its result),
+//! [`Enqueue`] (the same, up to the queuing: its [`Completion`]) and
+//! [`CallAsync`].
 
 use core::fmt;
 use core::future::Future;
@@ -21,34 +22,42 @@ use crate::task::{AsyncTask, Body, Job, Pre, Task};
 use crate::unwind;
 
 /// The submission of a task to a [`Monitor`] that waits without blocking
-/// the thread: made by [`Monitor::submit_async`], [`Monitor::when_async`]
-/// and [`Monitor::when_in_async`]. Its output is the task's
-/// [`Completion`]; once it is ready, the task is queued (or has run).
+/// the thread, and its result: made by [`Monitor::submit_async`],
+/// [`Monitor::when_async`] and [`Monitor::when_in_async`]. Awaited once,
+/// it outputs the task's result.
 ///
-/// Polling it first awaits what program order asks ([`Order`](crate::Order):
-/// under strict order the worker's previous task on another monitor, or
-/// with a precondition; under relaxed order the oldest of the worker's
-/// waiting tasks beyond [`RELAXED_WAITING_LIMIT`](crate::RELAXED_WAITING_LIMIT)),
-/// then queues the task, awaiting space if the queue is full (the task is
-/// registered in the monitor's queue of producers waiting for space, woken
-/// once the queue has drained to half). If the monitor is idle, the poll
-/// runs the task and those queued meanwhile itself, like the synchronous
-/// methods.
+/// Polling it first awaits what program order asks (in a task body or a
+/// [`worker`](crate::worker) scope: the submitter's previous task if it was
+/// on another monitor under [`Order::Strict`](crate::Order::Strict), and
+/// the oldest of its waiting tasks beyond
+/// [`WAITING_LIMIT`](crate::WAITING_LIMIT)), then queues the task, awaiting
+/// space if the queue is full (the task is registered in the monitor's
+/// queue of producers waiting for space, woken once the queue has drained
+/// to half), then awaits the task's result. If the monitor is idle, the
+/// poll runs the task and those queued meanwhile itself, like the
+/// synchronous methods.
+///
+/// To keep the task's [`Completion`] instead of awaiting its result (to
+/// submit now and collect later, as [`Monitor::submit`] does, with
+/// back-pressure that awaits), use [`completion`](Self::completion).
 ///
 /// # Cancel safety
 ///
-/// Dropping the future before it is ready withdraws the submission: the
-/// task is never queued and its closures are dropped. A producer woken for
-/// space that is dropped before it used the room passes the wake-up on, so
-/// no other producer is left waiting. Once the future is ready, the task is
-/// queued: the [`Completion`] it returns carries it on (drop it to let the
-/// task run unobserved, [`cancel`](Completion::cancel) it to withdraw it).
+/// Dropping the future withdraws the task if it has not started, as
+/// [`Completion::cancel`] does: before it was queued, it never is (a
+/// producer woken for space that is dropped before it used the room passes
+/// the wake-up on, so no other producer is left waiting); once queued, it
+/// is withdrawn unless the monitor has started it (a `when` task can be
+/// withdrawn while it waits on its precondition). So a timeout around it
+/// loses nothing that has not happened: a task either ran and its result
+/// was output, or never runs. One exception: a task that started between
+/// the timeout and the drop runs to its end, and its result is dropped.
 ///
 /// # Panics
 ///
-/// Polling it after it returned `Ready` panics. Polling it from inside a
-/// task of the same monitor while its queue is full panics (only that
-/// task's thread could make room).
+/// Resumes the task's panic. Polling it after it returned `Ready` panics.
+/// Polling it from inside a task of the same monitor while its queue is
+/// full panics (only that task's thread could make room).
 ///
 /// # Examples
 ///
@@ -58,11 +67,14 @@ use crate::unwind;
 /// let m = Monitor::builder().capacity(1).build(0u64);
 /// futures::executor::block_on(async {
 ///     for i in 1..=10 {
-///         // Awaits space when the queue is full, instead of parking.
-///         let done = m.submit_async(move |n| *n += i).await;
-///         drop(done); // runs anyway
+///         // Awaits space when the queue is full, instead of parking, then
+///         // the task's result.
+///         let n = m.submit_async(move |n| {
+///             *n += i;
+///             *n
+///         });
+///         assert_eq!(n.await, i * (i + 1) / 2);
 ///     }
-///     assert_eq!(m.call_async(|n| *n).await, 55);
 /// });
 /// ```
 #[must_use = "the task is submitted only when the future is awaited"]
@@ -70,13 +82,13 @@ pub struct Submit<'a, T, S: AbstractState, R> {
     monitor: &'a Monitor<T, S>,
     /// The task, until it is submitted.
     task: Option<Task<T, S>>,
-    /// Its completion, handed out when it is submitted.
+    /// Its completion: awaited once the task is submitted.
     completion: Option<Completion<R>>,
     /// The task as program order records it, if it does.
     pending: Option<Arc<dyn Pending>>,
     /// Whether the task has a precondition.
     conditional: bool,
-    /// Awaiting an earlier task of the worker (program order).
+    /// Awaiting an earlier task of the submitter (program order).
     order: Option<OrderWait>,
     /// Registered in the monitor's queue of producers waiting for space.
     space: Option<LoomArc<Waiter>>,
@@ -85,7 +97,7 @@ pub struct Submit<'a, T, S: AbstractState, R> {
 impl<'a, T, S: AbstractState, R> Submit<'a, T, S, R> {
     pub(crate) fn new<P, B>(
         monitor: &'a Monitor<T, S>,
-        task: AsyncTask<T, S, P, B, R>,
+        task: Arc<AsyncTask<T, S, P, B, R>>,
         conditional: bool,
     ) -> Self
     where
@@ -94,7 +106,6 @@ impl<'a, T, S: AbstractState, R> Submit<'a, T, S, R> {
         R: Send + 'static,
         T: 'static,
     {
-        let task = Arc::new(task);
         let completion = Completion::shared(Arc::clone(&task) as Arc<dyn HasSlot<R>>);
         let pending = (monitor.order() == crate::Order::Strict || conditional)
             .then(|| Arc::clone(&task) as Arc<dyn Pending>);
@@ -108,18 +119,97 @@ impl<'a, T, S: AbstractState, R> Submit<'a, T, S, R> {
             space: None,
         }
     }
-}
 
-impl<T, S: AbstractState, R> Future for Submit<'_, T, S, R> {
-    type Output = Completion<R>;
+    /// Awaits only until the task is queued (or has run), and outputs its
+    /// [`Completion`] instead of its result: [`Monitor::submit`] for async
+    /// code, whose waits (a full queue, program order) await instead of
+    /// parking the thread.
+    ///
+    /// In a task body or a [`worker`](crate::worker) scope, the task counts
+    /// for program order until it has finished (the submitter's next
+    /// submission to another monitor awaits it under
+    /// [`Order::Strict`](crate::Order::Strict)); outside one, an async task
+    /// has no record, and its handles order nothing.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before it is ready withdraws the submission (the
+    /// task is never queued). The [`Completion`] it outputs behaves as
+    /// `submit`'s: dropping it lets the task run.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// let m = Monitor::builder().order(Order::Relaxed).build(0);
+    /// futures::executor::block_on(async {
+    ///     let c = m.when_async(|n| *n > 0, |n| *n * 10).completion().await;
+    ///     m.submit_async(|n| *n = 4).await;
+    ///     assert_eq!(c.await, Ok(40));
+    /// });
+    /// ```
+    pub fn completion(self) -> Enqueue<'a, T, S, R> {
+        Enqueue { submit: self }
+    }
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion<R>> {
-        // A panic caught in another waiter's waker while we registered (see
-        // `unwind`) resumes here, in a poll that changes nothing: before
-        // this poll's steps, or once it is Pending. Never after a Ready,
-        // whose completion would be lost in the unwind.
+    /// The steps up to the task's queuing: program order, then room.
+    fn poll_submit(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let m = self.monitor;
+        loop {
+            // Program order first, in every round: a task that shares our
+            // submitter may have submitted while we waited for space.
+            if let Some(wait) = &mut self.order {
+                if wait.poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.order = None;
+            }
+            if let Some(wait) = order::to_await(m.id(), m.order(), self.conditional) {
+                self.order = Some(wait);
+                continue;
+            }
+            if let Some(waiter) = &self.space {
+                if waiter.poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                // Woken: there is room (unless others took it first).
+                self.space = None;
+            }
+            let task = self.task.take().expect("checked by the caller");
+            match m.try_submit(task) {
+                Ok(()) => return Poll::Ready(()),
+                Err(task) => {
+                    self.task = Some(task);
+                    // `None`: room appeared (or we made it): try again.
+                    self.space = m.wait_for_space_async(cx);
+                }
+            }
+        }
+    }
+
+    /// Once queued: the task's result. The future borrows the monitor,
+    /// which therefore outlives the task: nothing can discard it.
+    #[inline(never)]
+    fn poll_result(&mut self, cx: &mut Context<'_>) -> Poll<R> {
+        let c = self.completion.as_mut().expect("checked on entry");
+        let poll = c.poll_value(cx);
+        if poll.is_ready() {
+            self.completion = None;
+        }
+        poll
+    }
+
+    /// `poll_submit`, with a panic caught in another waiter's waker while
+    /// we registered (see `unwind`) resumed in a poll that changes nothing:
+    /// before this poll's steps, or once it is Pending. Never after the
+    /// task was queued, whose completion would be lost in the unwind.
+    fn poll_queued(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.task.is_none() {
+            return Poll::Ready(());
+        }
         unwind::resume_deferred();
-        let poll = self.get_mut().poll_submit(cx);
+        let poll = self.poll_submit(cx);
         if poll.is_pending() {
             unwind::resume_deferred();
         }
@@ -127,49 +217,22 @@ impl<T, S: AbstractState, R> Future for Submit<'_, T, S, R> {
     }
 }
 
-impl<T, S: AbstractState, R> Submit<'_, T, S, R> {
-    fn poll_submit(&mut self, cx: &mut Context<'_>) -> Poll<Completion<R>> {
-        let this = self;
-        let m = this.monitor;
-        assert!(this.task.is_some(), "Submit polled after it returned Ready");
-        loop {
-            // Program order first, in every round: a task that shares our
-            // worker may have submitted while we waited for space.
-            if let Some(wait) = &mut this.order {
-                if wait.poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                this.order = None;
-            }
-            if let Some(wait) = order::to_await(m.id(), m.order(), this.conditional) {
-                this.order = Some(wait);
-                continue;
-            }
-            if let Some(waiter) = &this.space {
-                if waiter.poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                // Woken: there is room (unless others took it first).
-                this.space = None;
-            }
-            let task = this.task.take().expect("checked on entry");
-            match m.try_submit(task) {
-                Ok(()) => {
-                    let completion = this.completion.take().expect("submitted once");
-                    if let Some(pending) = this.pending.take() {
-                        if !completion.is_done() {
-                            order::submitted(m.id(), this.conditional, pending, m.order());
-                        }
-                    }
-                    return Poll::Ready(completion);
-                }
-                Err(task) => {
-                    this.task = Some(task);
-                    // `None`: room appeared (or we made it): try again.
-                    this.space = m.wait_for_space_async(cx);
-                }
-            }
+impl<T, S: AbstractState, R> Future for Submit<'_, T, S, R> {
+    type Output = R;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+        let this = self.get_mut();
+        assert!(
+            this.completion.is_some(),
+            "Submit polled after it returned Ready"
+        );
+        if this.poll_queued(cx).is_pending() {
+            return Poll::Pending;
         }
+        // Apart, and the tail: a large result is read straight into our
+        // caller's place, and no frame above the task's run holds room
+        // for it.
+        this.poll_result(cx)
     }
 }
 
@@ -185,6 +248,14 @@ impl<T, S: AbstractState, R> Drop for Submit<'_, T, S, R> {
                 self.monitor.space_withdrawn();
             }
         }
+        if self.task.is_none() {
+            if let Some(c) = self.completion.take() {
+                // Queued: withdrawn if not started; otherwise it finishes
+                // unobserved (its result is dropped with `c`, or by the
+                // executor if it is still running).
+                let _ = c.cancel();
+            }
+        }
     }
 }
 
@@ -198,19 +269,75 @@ impl<T, S: AbstractState, R> fmt::Debug for Submit<'_, T, S, R> {
     }
 }
 
-/// [`Monitor::call_async`]'s future: submits the task as [`Submit`] does,
-/// then awaits its result.
+/// [`Submit::completion`]'s future: the submission up to the task's
+/// queuing; outputs its [`Completion`].
 ///
 /// # Cancel safety
 ///
-/// Dropped before its task is queued, the call never happens (as for
-/// [`Submit`]). Dropped after, the task is [withdrawn](Completion::cancel)
-/// if it has not started; if it has, it runs to its end and its result is
-/// dropped. Either way the monitor's data sees the whole call or none of it.
+/// Dropping it before it is ready withdraws the submission: the task is
+/// never queued and its closures are dropped. Once it is ready, the
+/// [`Completion`] carries the task on.
 ///
 /// # Panics
 ///
-/// As [`Submit`], and resumes the task's panic.
+/// As [`Submit`].
+///
+/// # Examples
+///
+/// ```
+/// let m = active_monitor::Monitor::new(0u64);
+/// futures::executor::block_on(async {
+///     let done = m.submit_async(|n| *n += 1).completion().await;
+///     drop(done); // the task runs anyway
+///     assert_eq!(m.call_async(|n| *n).await, 1);
+/// });
+/// ```
+#[must_use = "the task is submitted only when the future is awaited"]
+pub struct Enqueue<'a, T, S: AbstractState, R> {
+    submit: Submit<'a, T, S, R>,
+}
+
+impl<T, S: AbstractState, R> Future for Enqueue<'_, T, S, R> {
+    type Output = Completion<R>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Completion<R>> {
+        let s = &mut self.get_mut().submit;
+        assert!(
+            s.completion.is_some(),
+            "Enqueue polled after it returned Ready"
+        );
+        core::task::ready!(s.poll_queued(cx));
+        let completion = s.completion.take().expect("checked on entry");
+        if let Some(pending) = s.pending.take() {
+            if !completion.is_done() {
+                let m = s.monitor;
+                order::submitted_async(m.id(), s.conditional, &pending, m.order());
+            }
+        }
+        Poll::Ready(completion)
+    }
+}
+
+impl<T, S: AbstractState, R> fmt::Debug for Enqueue<'_, T, S, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Enqueue")
+            .field("submitted", &self.submit.task.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+/// [`Monitor::call_async`]'s future: the same as [`Submit`] (a task
+/// without a precondition, its result awaited).
+///
+/// # Cancel safety
+///
+/// As [`Submit`]: dropped before its task started, the call never happens;
+/// after, it runs to its end and its result is dropped. Either way the
+/// monitor's data sees the whole call or none of it.
+///
+/// # Panics
+///
+/// As [`Submit`].
 ///
 /// # Examples
 ///
@@ -221,16 +348,12 @@ impl<T, S: AbstractState, R> fmt::Debug for Submit<'_, T, S, R> {
 /// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct CallAsync<'a, T, S: AbstractState, R> {
-    submit: Option<Submit<'a, T, S, R>>,
-    completion: Option<Completion<R>>,
+    submit: Submit<'a, T, S, R>,
 }
 
 impl<'a, T, S: AbstractState, R> CallAsync<'a, T, S, R> {
     pub(crate) fn new(submit: Submit<'a, T, S, R>) -> Self {
-        Self {
-            submit: Some(submit),
-            completion: None,
-        }
+        Self { submit }
     }
 }
 
@@ -238,39 +361,14 @@ impl<T, S: AbstractState, R> Future for CallAsync<'_, T, S, R> {
     type Output = R;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
-        let this = self.get_mut();
-        if let Some(submit) = &mut this.submit {
-            match Pin::new(submit).poll(cx) {
-                Poll::Ready(c) => {
-                    this.submit = None;
-                    this.completion = Some(c);
-                }
-                Poll::Pending => return Poll::Pending,
-            }
-        }
-        let c = this
-            .completion
-            .as_mut()
-            .expect("CallAsync polled after it returned Ready");
-        let r = core::task::ready!(Pin::new(c).poll(cx));
-        this.completion = None;
-        Poll::Ready(r)
-    }
-}
-
-impl<T, S: AbstractState, R> Drop for CallAsync<'_, T, S, R> {
-    fn drop(&mut self) {
-        if let Some(c) = self.completion.take() {
-            // Not started: withdrawn. Started: it finishes unobserved.
-            let _ = c.cancel();
-        }
+        Pin::new(&mut self.get_mut().submit).poll(cx)
     }
 }
 
 impl<T, S: AbstractState, R> fmt::Debug for CallAsync<'_, T, S, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CallAsync")
-            .field("submitted", &self.submit.is_none())
+            .field("submitted", &self.submit.task.is_none())
             .finish_non_exhaustive()
     }
 }

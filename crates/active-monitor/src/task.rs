@@ -178,6 +178,14 @@ impl<T, S: AbstractState> Pre<T, S> for InSet {
 /// A body: returns the result, and the next abstract state if it names one.
 pub(crate) trait Body<T, S, R>: Send {
     fn call(self, data: &mut T) -> (R, Option<S>);
+
+    /// [`call`](Self::call), writing the result at `out`, where the body
+    /// returns it (one copy of a large result on the stack, not several).
+    ///
+    /// # Safety
+    ///
+    /// `out` is valid for a write of an `R`.
+    unsafe fn call_into(self, data: &mut T, out: *mut R) -> Option<S>;
 }
 
 /// A body that leaves the abstract state as it is.
@@ -186,6 +194,12 @@ pub(crate) struct Plain<F>(pub(crate) F);
 impl<T, S, R, F: FnOnce(&mut T) -> R + Send> Body<T, S, R> for Plain<F> {
     fn call(self, data: &mut T) -> (R, Option<S>) {
         ((self.0)(data), None)
+    }
+
+    unsafe fn call_into(self, data: &mut T, out: *mut R) -> Option<S> {
+        // SAFETY: our caller's contract.
+        unsafe { core::ptr::write(out, (self.0)(data)) };
+        None
     }
 }
 
@@ -197,6 +211,13 @@ impl<T, S, R, F: FnOnce(&mut T) -> (R, S) + Send> Body<T, S, R> for Stated<F> {
         let (r, s) = (self.0)(data);
         (r, Some(s))
     }
+
+    unsafe fn call_into(self, data: &mut T, out: *mut R) -> Option<S> {
+        let (r, s) = (self.0)(data);
+        // SAFETY: our caller's contract.
+        unsafe { core::ptr::write(out, r) };
+        Some(s)
+    }
 }
 
 /// Evaluates `pre`, catching a panic.
@@ -206,7 +227,9 @@ fn check_pre<T, S, P: Pre<T, S>>(pre: &P, data: &T, state: S) -> Result<bool, Ou
 
 /// Runs `body`, catching a panic.
 fn run_body<T, S, R, B: Body<T, S, R>>(body: B, data: &mut T) -> (Outcome<R>, Option<S>) {
-    match catch_unwind(AssertUnwindSafe(|| body.call(data))) {
+    match catch_unwind(AssertUnwindSafe(|| {
+        crate::order::as_task(|| body.call(data))
+    })) {
         Ok((r, s)) => (Outcome::Value(r), s),
         Err(p) => (Outcome::Panicked(p), None),
     }
@@ -233,13 +256,38 @@ pub(crate) struct AsyncTask<T, S, P, B, R> {
 unsafe impl<T, S, P: Send, B: Send, R: Send> Sync for AsyncTask<T, S, P, B, R> {}
 
 impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
-    pub(crate) fn new(pre: P, body: B) -> Self {
-        Self {
+    /// The task, allocated where it stays: its result slot (as large as a
+    /// result) is never built on the stack and moved.
+    #[cfg(not(loom))]
+    pub(crate) fn new_arc(pre: P, body: B) -> Arc<Self> {
+        use core::ptr::addr_of_mut;
+        let mut task = Arc::<Self>::new_uninit();
+        let p = Arc::get_mut(&mut task)
+            .expect("just allocated")
+            .as_mut_ptr();
+        // SAFETY: `p` points to the new allocation, valid for writes; every
+        // field is written once, but the slot's value, a `MaybeUninit`
+        // (in a transparent cell) that needs no initialization (see
+        // `ResultSlot::init`); then the task is initialized.
+        unsafe {
+            addr_of_mut!((*p).pre).write(pre);
+            addr_of_mut!((*p).body).write(UnsafeCell::new(Some(body)));
+            ResultSlot::init(addr_of_mut!((*p).slot));
+            addr_of_mut!((*p)._data).write(PhantomData);
+            task.assume_init()
+        }
+    }
+
+    /// Under loom, whose cells cannot be left uninitialized: built and
+    /// moved (models use small results).
+    #[cfg(loom)]
+    pub(crate) fn new_arc(pre: P, body: B) -> Arc<Self> {
+        Arc::new(Self {
             pre,
             body: UnsafeCell::new(Some(body)),
             slot: ResultSlot::new(),
             _data: PhantomData,
-        }
+        })
     }
 }
 
@@ -267,7 +315,7 @@ where
                 if self.slot.finish().claim() {
                     unwind::drop_caught(self.take_body());
                     // SAFETY: claimed: the task finishes here, once.
-                    unsafe { self.slot.complete(Outcome::Panicked(p)) };
+                    unsafe { self.slot.complete_panicked(p) };
                 } else {
                     // Withdrawn meanwhile: nobody takes the panic.
                     unwind::drop_caught(p);
@@ -284,10 +332,27 @@ where
             return None;
         }
         let body = self.take_body().expect("a task runs once");
-        let (outcome, next) = run_body(body, data);
-        // SAFETY: claimed, once, by the holder (our caller's contract).
-        unsafe { self.slot.complete(outcome) };
-        next
+        // SAFETY: claimed: we are the executor that owns the task.
+        let out = unsafe { self.slot.value_ptr() };
+        // The result is written in place, in the slot (see `ResultSlot`).
+        let run = catch_unwind(AssertUnwindSafe(|| {
+            crate::order::as_task(|| {
+                // SAFETY: the slot's value, written once (claimed).
+                unsafe { body.call_into(data, out) }
+            })
+        }));
+        match run {
+            Ok(next) => {
+                // SAFETY: claimed, once, by the holder; the value written.
+                unsafe { self.slot.complete_written() };
+                next
+            }
+            Err(p) => {
+                // SAFETY: claimed, once; nothing was written.
+                unsafe { self.slot.complete_panicked(p) };
+                None
+            }
+        }
     }
 
     unsafe fn discard(&self) {
@@ -295,7 +360,7 @@ where
             unwind::drop_caught(self.take_body());
             // SAFETY: claimed, once, instead of `run` (our caller's
             // contract).
-            unsafe { self.slot.complete(Outcome::Discarded) };
+            unsafe { self.slot.complete_discarded() };
         }
     }
 
@@ -552,7 +617,7 @@ impl<T, S, P, B, R> OrTask<T, S, P, B, R> {
         {
             // SAFETY: no operand ran and nobody cancelled (we won the taken
             // flag) and we are the last: nobody else completes the slot.
-            unsafe { self.shared.slot.complete(Outcome::Discarded) };
+            unsafe { self.shared.slot.complete_discarded() };
         }
     }
 }
@@ -589,7 +654,7 @@ where
                     .is_ok()
                 {
                     // SAFETY: we won the taken flag: nobody else completes.
-                    unsafe { self.shared.slot.complete(Outcome::Panicked(p)) };
+                    unsafe { self.shared.slot.complete_panicked(p) };
                 }
                 self.shared.live.fetch_sub(1, AcqRel);
                 Check::Gone

@@ -42,16 +42,18 @@ sync_core::loom::thread_local! {
 
 /// Keeps `payload` to resume later (the first one only).
 fn defer(payload: Payload) {
-    let extra = DEFERRED.with(|d| match d.take() {
-        None => {
-            d.set(Some(payload));
-            None
-        }
-        Some(first) => {
+    // `DEFERRED` has a destructor: in a thread-local destructor that runs
+    // after it, the panic cannot be kept, and is dropped as one that
+    // happens while the thread unwinds would be.
+    let mut payload = Some(payload);
+    let _ = DEFERRED.try_with(|d| {
+        if let Some(first) = d.take() {
             d.set(Some(first));
-            Some(payload)
+        } else {
+            d.set(payload.take());
         }
     });
+    let extra = payload;
     STATE.with(|s| s.deferred.set(true));
     if let Some(extra) = extra {
         // A payload whose own drop panics is leaked rather than unwound.
@@ -64,7 +66,8 @@ fn defer(payload: Payload) {
 /// Runs `f` (user code: a drop, a wake); a panic is deferred.
 #[inline]
 pub(crate) fn caught(f: impl FnOnce()) {
-    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+    // User code the executor runs for a task: a submitter of its own.
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| crate::order::as_task(f))) {
         defer(p);
     }
 }
@@ -89,7 +92,7 @@ pub(crate) fn resume_deferred() {
     if !ours {
         return;
     }
-    if let Some(p) = DEFERRED.with(Cell::take) {
+    if let Some(p) = DEFERRED.try_with(Cell::take).ok().flatten() {
         if std::thread::panicking() {
             drop_caught(p);
         } else {

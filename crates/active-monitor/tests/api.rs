@@ -319,7 +319,7 @@ fn completions_are_futures_on_tokio_and_futures() {
                     let m = Arc::clone(&m);
                     tokio::spawn(async move {
                         for _ in 0..25 {
-                            m.submit(|n| *n += 1).await;
+                            m.submit(|n| *n += 1).await.unwrap();
                         }
                     })
                 })
@@ -327,14 +327,14 @@ fn completions_are_futures_on_tokio_and_futures() {
             for t in tasks {
                 t.await.unwrap();
             }
-            waiter.await
+            waiter.await.unwrap()
         }
     });
     assert_eq!(total, 100);
     let later = m.when(|n| *n == 101, |n| *n * 2);
     let m2 = Arc::clone(&m);
     let h = thread::spawn(move || m2.call(|n| *n += 1));
-    assert_eq!(futures::executor::block_on(later), 202);
+    assert_eq!(futures::executor::block_on(later), Ok(202));
     h.join().unwrap();
 }
 
@@ -461,12 +461,12 @@ fn a_zero_batch_panics() {
 
 #[test]
 fn relaxed_order_bounds_a_workers_waiting_tasks() {
-    use active_monitor::RELAXED_WAITING_LIMIT;
+    use active_monitor::WAITING_LIMIT;
     let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
     let worker = {
         let m = Arc::clone(&m);
         thread::spawn(move || {
-            let cs: Vec<_> = (0..RELAXED_WAITING_LIMIT)
+            let cs: Vec<_> = (0..WAITING_LIMIT)
                 .map(|_| m.when(|open| *open, |_| ()))
                 .collect();
             // One too many (a task that may wait, too): waits until the

@@ -64,7 +64,6 @@ async fn consumer(q: Queue) -> u64 {
     for _ in 0..ITEMS {
         sum += q
             .when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap())
-            .await
             .await;
     }
     sum
@@ -143,6 +142,7 @@ fn call_async_and_when_in_async_on_futures_block_on() {
                 let x = v.pop().unwrap();
                 (x, if v.is_empty() { Buf::Empty } else { Buf::Some })
             })
+            .completion()
             .await;
         assert!(!take.is_done());
         m.when_in_async(Buf::Empty | Buf::Some, |v| {
@@ -150,7 +150,7 @@ fn call_async_and_when_in_async_on_futures_block_on() {
             ((), Buf::Some)
         })
         .await;
-        assert_eq!(take.await, 3);
+        assert_eq!(take.await, Ok(3));
         assert_eq!(m.call_async(|v| v.len()).await, 0);
     });
 }
@@ -185,7 +185,7 @@ fn a_full_queue_makes_submit_async_await_not_park() {
             let producer = tokio::spawn(async move {
                 let mut cs = Vec::new();
                 for i in 1..=20 {
-                    cs.push(m1.submit_async(move |n| *n += i).await);
+                    cs.push(m1.submit_async(move |n| *n += i).completion().await);
                 }
                 cs
             });
@@ -200,7 +200,7 @@ fn a_full_queue_makes_submit_async_await_not_park() {
             let cs = producer.await.unwrap();
             holder.join().unwrap();
             for c in cs {
-                c.await;
+                c.await.unwrap();
             }
             m.call(|n| *n)
         })
@@ -221,11 +221,11 @@ fn two_tasks_on_one_thread_each_a_worker_on_tokio() {
             let m = Arc::new(Monitor::new(0));
             let (a, b) = (Arc::clone(&m), Arc::clone(&m));
             let ta = tokio::spawn(worker(async move {
-                a.when_async(|n| *n > 0, |n| *n * 10).await.await
+                a.when_async(|n| *n > 0, |n| *n * 10).await
             }));
             tokio::task::yield_now().await;
             let tb = tokio::spawn(worker(async move {
-                b.submit_async(|n| *n = 1).await.await;
+                b.submit_async(|n| *n = 1).await;
             }));
             tb.await.unwrap();
             ta.await.unwrap()
@@ -243,13 +243,13 @@ fn two_tasks_on_one_thread_each_a_worker_on_a_local_pool() {
         let ta = pool
             .spawner()
             .spawn_local_with_handle(worker(async move {
-                a.when_async(|n| *n > 0, |n| *n * 10).await.await
+                a.when_async(|n| *n > 0, |n| *n * 10).await
             }))
             .unwrap();
         pool.run_until_stalled();
         pool.spawner()
             .spawn_local(worker(async move {
-                b.submit_async(|n| *n = 1).await.await;
+                b.submit_async(|n| *n = 1).await;
             }))
             .unwrap();
         pool.run_until(ta)
@@ -257,22 +257,21 @@ fn two_tasks_on_one_thread_each_a_worker_on_a_local_pool() {
     assert_eq!(r, Some(10), "the two tasks shared a worker");
 }
 
-/// Without `worker`, the two tasks share the thread's worker: B's
-/// submission waits for A's pending `when` (documented, `Order::Strict`),
-/// but awaits it: the executor's thread runs on (here: the main future
-/// finishes its own work). Another thread then enables A, and both finish.
+/// Without `worker`, two tasks on one thread are not one submitter: B's
+/// submission does not wait for A's pending `when` (it used to, the two
+/// sharing the thread's record). Another thread then enables A.
 #[test]
-fn two_tasks_sharing_a_worker_wait_without_parking_on_tokio() {
+fn two_unscoped_tasks_on_one_thread_do_not_wait_for_each_other_on_tokio() {
     let r = within(5, || {
         current_thread().block_on(async {
             let m = Arc::new(Monitor::new(0));
             let (a, b) = (Arc::clone(&m), Arc::clone(&m));
             let b_done = Arc::new(AtomicBool::new(false));
-            let ta = tokio::spawn(async move { a.when_async(|n| *n > 0, |n| *n * 10).await.await });
+            let ta = tokio::spawn(async move { a.when_async(|n| *n > 0, |n| *n * 10).await });
             tokio::task::yield_now().await;
             let d = Arc::clone(&b_done);
             let tb = tokio::spawn(async move {
-                b.submit_async(|n| *n += 2).await.await;
+                b.submit_async(|n| *n += 2).await;
                 d.store(true, SeqCst);
             });
             for _ in 0..20 {
@@ -286,30 +285,24 @@ fn two_tasks_sharing_a_worker_wait_without_parking_on_tokio() {
             (b_before, a, m.call(|n| *n))
         })
     });
-    assert_eq!(
-        r,
-        Some((false, 10, 3)),
-        "B overtook A's pending when, or the thread parked"
-    );
+    assert_eq!(r, Some((true, 20, 1)), "B waited for A's pending when");
 }
 
 #[test]
-fn two_tasks_sharing_a_worker_wait_without_parking_on_a_local_pool() {
+fn two_unscoped_tasks_on_one_thread_do_not_wait_for_each_other_on_a_local_pool() {
     let r = within(5, || {
         let mut pool = futures::executor::LocalPool::new();
         let m = Arc::new(Monitor::new(0));
         let (a, b) = (Arc::clone(&m), Arc::clone(&m));
         let ta = pool
             .spawner()
-            .spawn_local_with_handle(
-                async move { a.when_async(|n| *n > 0, |n| *n * 10).await.await },
-            )
+            .spawn_local_with_handle(async move { a.when_async(|n| *n > 0, |n| *n * 10).await })
             .unwrap();
         pool.run_until_stalled();
         let tb = pool
             .spawner()
             .spawn_local_with_handle(async move {
-                b.submit_async(|n| *n += 2).await.await;
+                b.submit_async(|n| *n += 2).await;
             })
             .unwrap();
         // Returns: the pool's thread is not parked by B's submission.
@@ -320,11 +313,11 @@ fn two_tasks_sharing_a_worker_wait_without_parking_on_a_local_pool() {
         pool.run_until(tb);
         (a, m.call(|n| *n))
     });
-    assert_eq!(r, Some((10, 3)));
+    assert_eq!(r, Some((20, 1)), "B waited for A's pending when");
 }
 
 /// Relaxed order bounds a worker's tasks waiting on preconditions
-/// (`RELAXED_WAITING_LIMIT`, 64). 100 consumer tasks on one thread (one
+/// (`WAITING_LIMIT`, 64). 100 consumer tasks on one thread (one
 /// worker) await `when_async`: beyond the bound the submission awaits the
 /// oldest waiting task instead of parking the thread, so the producer task
 /// on the same thread runs and every consumer gets its item. (With `when`,
@@ -344,7 +337,6 @@ fn relaxed_bound_beyond_64_waiting_tasks_awaits_on_one_thread() {
                     let q = Arc::clone(&q);
                     tokio::spawn(async move {
                         q.when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap())
-                            .await
                             .await
                     })
                 })
@@ -486,7 +478,7 @@ fn cancelling_the_pending_task_wakes_the_workers_waiting_for_it() {
                 "strict order: waits for the when"
             );
             c.cancel().unwrap();
-            next.await.await;
+            next.await;
             b.call(|n| *n)
         }))
     });
@@ -576,12 +568,12 @@ fn select_with_timeouts_over_when_loses_nothing_under_load() {
                         while taken.load(SeqCst) < N {
                             let mut c = q.when(|d| !d.is_empty(), |d| d.pop_front().unwrap());
                             let item = tokio::select! {
-                                item = &mut c => Some(item),
+                                item = &mut c => Some(item.unwrap()),
                                 _ = tokio::time::sleep(Duration::from_millis(1)) => {
                                     timeouts.fetch_add(1, SeqCst);
                                     match c.cancel() {
                                         Ok(()) => None,
-                                        Err(c) => Some(c.await),
+                                        Err(c) => Some(c.await.unwrap()),
                                     }
                                 }
                             };

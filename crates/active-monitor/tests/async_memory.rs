@@ -32,19 +32,23 @@ impl Wake for Task {
 fn after_dropped_order_waits(rounds: usize) -> isize {
     let a = Monitor::new(0);
     let b = Monitor::new(0);
-    let pending = a.when(|n| *n > 0, |n| *n);
-    let before = live_bytes();
-    for _ in 0..rounds {
-        let waker = Waker::from(Arc::new(Task { _stack: [0; 1024] }));
-        let mut f = pin!(b.submit_async(|n| *n += 1));
-        assert!(
-            f.as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending(),
-            "strict order: waits for the pending when"
-        );
-    }
-    let kept = live_bytes() - before;
+    // One submitter (a worker scope): its async submissions to `b` await
+    // its pending `when` on `a` (rule 3).
+    let (pending, kept) = futures::executor::block_on(active_monitor::worker(async {
+        let pending = a.when(|n| *n > 0, |n| *n);
+        let before = live_bytes();
+        for _ in 0..rounds {
+            let waker = Waker::from(Arc::new(Task { _stack: [0; 1024] }));
+            let mut f = pin!(b.submit_async(|n| *n += 1));
+            assert!(
+                f.as_mut()
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_pending(),
+                "strict order: waits for the pending when"
+            );
+        }
+        (pending, live_bytes() - before)
+    }));
     // Enabled by another worker (ours would wait for it: strict order).
     std::thread::scope(|s| {
         s.spawn(|| a.submit(|n| *n = 1));

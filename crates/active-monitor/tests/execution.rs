@@ -186,9 +186,9 @@ fn served_completions_are_futures_on_tokio_and_futures() {
         let m = m.clone();
         async move {
             let waiting = m.when(|n| *n >= 2, |n| *n * 10);
-            m.submit(|n| *n += 1).await;
-            m.submit(|n| *n += 1).await;
-            waiting.await
+            m.submit(|n| *n += 1).await.unwrap();
+            m.submit(|n| *n += 1).await.unwrap();
+            waiting.await.unwrap()
         }
     });
     assert_eq!(got, 20);
@@ -201,7 +201,7 @@ fn served_completions_are_futures_on_tokio_and_futures() {
             let m = m.clone();
             rt.spawn(async move {
                 for _ in 0..100 {
-                    m.submit(|n| *n += 1).await;
+                    m.submit(|n| *n += 1).await.unwrap();
                 }
             })
         })
@@ -211,7 +211,7 @@ fn served_completions_are_futures_on_tokio_and_futures() {
             t.await.unwrap();
         }
     });
-    assert_eq!(futures::executor::block_on(m.submit(|n| *n)), 2 + 800);
+    assert_eq!(futures::executor::block_on(m.submit(|n| *n)), Ok(2 + 800));
 }
 
 #[test]

@@ -77,7 +77,7 @@ fn an_async_producer_waiting_for_space_is_woken() {
         let (m1, d1) = (Arc::clone(&m), Arc::clone(&done));
         let producer = thread::spawn(move || {
             let (waker, woken) = flag_waker();
-            let mut f = m1.submit_async(|n| *n += 100);
+            let mut f = m1.submit_async(|n| *n += 100).completion();
             let c = match poll(&mut f, &waker) {
                 Poll::Ready(c) => c,
                 Poll::Pending => {
@@ -189,48 +189,59 @@ fn cancel_races_the_run_and_exactly_one_wins() {
     });
 }
 
-/// Strict order: a worker's `when` on `a` is pending; two of its async
-/// submissions to `b` (tasks sharing the thread's worker) and then the
-/// thread itself (a synchronous submission) wait for it. Another thread
-/// enables it: every waiter is woken (the pending task's single waker slot
-/// used to hold one of them).
+/// Strict order: a submitter's `when` on `a` is pending; two of its async
+/// submissions to `b` (in its `worker` scope) and then the submitter itself
+/// (a synchronous submission) wait for it. Another thread enables it: every
+/// waiter is woken (the pending task's single waker slot used to hold one
+/// of them).
 #[test]
 fn every_waiter_on_a_pending_task_is_woken() {
     check_with_bound(2, || {
         let a = Arc::new(Monitor::new(0usize));
         let b = Arc::new(Monitor::new(0usize));
-        let c = a.when(|n| *n > 0, |n| *n);
-        let mut f1 = b.submit_async(|n| *n += 1);
-        let mut f2 = b.submit_async(|n| *n += 10);
-        let (w1, k1) = flag_waker();
-        let (w2, k2) = flag_waker();
-        assert!(
-            poll(&mut f1, &w1).is_pending(),
-            "strict order: waits for `c`"
-        );
-        assert!(
-            poll(&mut f2, &w2).is_pending(),
-            "strict order: waits for `c`"
-        );
         let a1 = Arc::clone(&a);
-        let enabler = thread::spawn(move || a1.call(|n| *n = 5));
-        // The thread's own submission parks until `c` has finished.
-        b.submit(|n| *n += 100).wait();
-        assert!(c.is_done());
-        enabler.join().unwrap();
-        assert!(k1.load(SeqCst), "the first task's wake-up was lost");
-        assert!(k2.load(SeqCst), "the second task's wake-up was lost");
-        let noop = Waker::noop();
-        let Poll::Ready(c1) = poll(&mut f1, noop) else {
-            panic!("woken but not ready")
-        };
-        let Poll::Ready(c2) = poll(&mut f2, noop) else {
-            panic!("woken but not ready")
-        };
-        c1.wait();
-        c2.wait();
-        assert_eq!(b.call(|n| *n), 111);
-        assert_eq!(c.wait(), 5);
+        // One submitter: everything below runs in one poll of its scope.
+        let scope = active_monitor::worker(async move {
+            let c = a.when(|n| *n > 0, |n| *n);
+            let mut f1 = b.submit_async(|n| *n += 1).completion();
+            let mut f2 = b.submit_async(|n| *n += 10).completion();
+            let (w1, k1) = flag_waker();
+            let (w2, k2) = flag_waker();
+            assert!(
+                poll(&mut f1, &w1).is_pending(),
+                "strict order: waits for `c`"
+            );
+            assert!(
+                poll(&mut f2, &w2).is_pending(),
+                "strict order: waits for `c`"
+            );
+            let enabler = thread::spawn(move || a1.call(|n| *n = 5));
+            // The submitter's own synchronous submission parks until `c`
+            // has finished.
+            b.submit(|n| *n += 100).wait();
+            assert!(c.is_done());
+            enabler.join().unwrap();
+            assert!(k1.load(SeqCst), "the first task's wake-up was lost");
+            assert!(k2.load(SeqCst), "the second task's wake-up was lost");
+            let noop = Waker::noop();
+            let Poll::Ready(c1) = poll(&mut f1, noop) else {
+                panic!("woken but not ready")
+            };
+            let Poll::Ready(c2) = poll(&mut f2, noop) else {
+                panic!("woken but not ready")
+            };
+            c1.wait();
+            c2.wait();
+            assert_eq!(b.call(|n| *n), 111);
+            assert_eq!(c.wait(), 5);
+        });
+        let mut scope = Box::pin(scope);
+        assert!(
+            scope
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_ready()
+        );
     });
 }
 

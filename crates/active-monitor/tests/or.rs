@@ -338,7 +338,8 @@ fn async_ors_take_every_item_once() {
                         b.op(|q| !q.is_empty(), |q| q.pop_front().unwrap()),
                     ))
                     .unwrap()
-                    .await;
+                    .await
+                    .unwrap();
                     sum.fetch_add(x, Ordering::Relaxed);
                 }
                 t

@@ -267,8 +267,8 @@ fn an_and_whose_precondition_panics_resumes_the_panic() {
 // trade-off, see `Order::Relaxed`): up to it, nothing parks.
 #[test]
 fn relaxed_order_lets_one_thread_wait_on_many_preconditions() {
-    // The next submission after `RELAXED_WAITING_LIMIT` waiting ones parks.
-    let n = active_monitor::RELAXED_WAITING_LIMIT - 1;
+    // The next submission after `WAITING_LIMIT` waiting ones parks.
+    let n = active_monitor::WAITING_LIMIT - 1;
     assert!(n > 16);
     let r = within(3, move || {
         let m = Monitor::builder().order(Order::Relaxed).build(0u32);
@@ -302,7 +302,9 @@ fn relaxed_order_many_async_consumers_on_one_thread() {
                 .map(|_| {
                     let q = Arc::clone(&q);
                     tokio::spawn(async move {
-                        q.when(|d| !d.is_empty(), |d| d.pop_front().unwrap()).await
+                        q.when(|d| !d.is_empty(), |d| d.pop_front().unwrap())
+                            .await
+                            .unwrap()
                     })
                 })
                 .collect();
@@ -310,7 +312,7 @@ fn relaxed_order_many_async_consumers_on_one_thread() {
             let q2 = Arc::clone(&q);
             tokio::spawn(async move {
                 for i in 0..40 {
-                    q2.submit(move |d| d.push_back(i)).await;
+                    q2.submit(move |d| d.push_back(i)).await.unwrap();
                 }
             })
             .await
@@ -342,7 +344,10 @@ fn relaxed_order_many_consumers_on_a_local_pool() {
             let (q, total) = (Arc::clone(&q), Arc::clone(&total));
             spawner
                 .spawn_local(async move {
-                    let v = q.when(|d| !d.is_empty(), |d| d.pop().unwrap()).await;
+                    let v = q
+                        .when(|d| !d.is_empty(), |d| d.pop().unwrap())
+                        .await
+                        .unwrap();
                     total.fetch_add(v, std::sync::atomic::Ordering::Relaxed);
                 })
                 .unwrap();

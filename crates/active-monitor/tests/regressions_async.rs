@@ -125,7 +125,7 @@ fn strict_order_holds_when_a_task_in_a_worker_scope_migrates() {
     let a: &'static Monitor<u64> = Box::leak(Box::new(Monitor::new(0u64)));
     let b: &'static Monitor<u64> = Box::leak(Box::new(Monitor::new(0u64)));
     let fut = Box::pin(active_monitor::worker(async move {
-        let c = a.when_async(|x| *x > 0, |x| *x).await; // pending: b must wait
+        let c = a.when_async(|x| *x > 0, |x| *x).completion().await; // pending: b must wait
         YieldOnce(false).await; // the executor may move us here
         let d = b.submit_async(|x| *x += 1).await;
         (c, d)

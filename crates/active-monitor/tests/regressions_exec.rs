@@ -285,7 +285,7 @@ fn a_combiner_stint_is_bounded_under_async_producers() {
         let stop = Arc::clone(&stop);
         rt.spawn(async move {
             while !stop.load(Relaxed) {
-                drop(m.submit_async(heavy).await);
+                drop(m.submit_async(heavy).completion().await);
             }
         });
     }
@@ -335,7 +335,7 @@ fn served_small_queue_async_producers_are_not_stranded() {
         let done = Arc::clone(&done);
         rt.spawn(async move {
             for _ in 0..20_000 {
-                drop(m.submit_async(|n| *n += 1).await);
+                drop(m.submit_async(|n| *n += 1).completion().await);
             }
             done.fetch_add(1, SeqCst);
         });

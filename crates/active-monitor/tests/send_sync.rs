@@ -6,8 +6,8 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use active_monitor::{
-    Builder, CallAsync, Completion, DataMut, Discarded, Monitor, NoState, Order, SameMonitor,
-    Served, Submit, Worker,
+    Builder, CallAsync, Completion, DataMut, Discarded, Enqueue, Monitor, NoState, Order,
+    SameMonitor, Served, Submit, Worker,
 };
 use sync_core::{assert_impl, assert_not_impl};
 
@@ -50,6 +50,8 @@ assert_not_impl!(DataMut<'static, Rc<u8>>: Send);
 // reached only by whoever polls.
 assert_impl!(Submit<'static, Vec<u8>, NoState, Vec<u8>>: Send, Unpin);
 assert_impl!(CallAsync<'static, Vec<u8>, NoState, Vec<u8>>: Send, Unpin);
+assert_impl!(Enqueue<'static, Vec<u8>, NoState, Vec<u8>>: Send, Unpin);
+assert_not_impl!(Enqueue<'static, Vec<u8>, NoState, Vec<u8>>: Sync);
 assert_not_impl!(Submit<'static, Vec<u8>, NoState, Vec<u8>>: Sync);
 assert_not_impl!(Submit<'static, Rc<u8>, NoState, u8>: Send);
 assert_not_impl!(Submit<'static, u8, NoState, Rc<u8>>: Send);
@@ -76,9 +78,9 @@ fn async_submissions_are_send() {
     let m1 = Arc::clone(&m);
     let n = rt
         .block_on(rt.spawn(send(active_monitor::worker(async move {
-            let c = m1.submit_async(|n| *n += 1).await;
-            c.await;
-            m1.when_async(|n| *n > 0, |n| *n).await.await + m1.call_async(|n| *n).await
+            m1.submit_async(|n| *n += 1).await;
+            let c = m1.submit_async(|n| *n).completion().await;
+            c.await.unwrap() + m1.when_async(|n| *n > 0, |n| *n).await
         }))))
         .unwrap();
     assert_eq!(n, 2);
@@ -97,5 +99,5 @@ fn a_completion_is_awaited_on_another_thread() {
     let c = m.when(|n| *n > 0, |n| *n);
     let h = std::thread::spawn(move || futures::executor::block_on(c));
     m.submit(|n| *n = 9);
-    assert_eq!(h.join().unwrap(), 9);
+    assert_eq!(h.join().unwrap(), Ok(9));
 }

@@ -43,7 +43,9 @@ fn round(order: Order) {
                     if p % 2 == 0 {
                         // A dropped Submit submits nothing: retry.
                         loop {
-                            let put = q.when_async(|d| d.len() < 16, move |d| d.push_back(item));
+                            let put = q
+                                .when_async(|d| d.len() < 16, move |d| d.push_back(item))
+                                .completion();
                             let sent = tokio::select! {
                                 c = put => Some(c),
                                 _ = tokio::time::sleep(Duration::from_millis(1)) => None,
@@ -72,12 +74,13 @@ fn round(order: Order) {
                 while taken.load(SeqCst) < total {
                     let mut c = q
                         .when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap())
+                        .completion()
                         .await;
                     let item = tokio::select! {
-                        item = &mut c => Some(item),
+                        item = &mut c => Some(item.unwrap()),
                         _ = tokio::time::sleep(Duration::from_millis(1)) => match c.cancel() {
                             Ok(()) => None,
-                            Err(c) => Some(c.await),
+                            Err(c) => Some(c.await.unwrap()),
                         },
                     };
                     if let Some(item) = item {

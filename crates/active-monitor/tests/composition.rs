@@ -1,0 +1,268 @@
+//! Composition with the rest of a program: thread-local destructors that
+//! use a monitor, results whose `Drop` submits, large results on a small
+//! stack, timeouts around async submissions. Each failed before its fix.
+#![cfg(not(loom))]
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use active_monitor::{Monitor, Order};
+
+fn total() -> &'static Monitor<u64> {
+    static TOTAL: OnceLock<Monitor<u64>> = OnceLock::new();
+    TOTAL.get_or_init(|| Monitor::new(0))
+}
+
+/// A per-thread counter that flushes into a monitor when the thread ends.
+struct Flush(u64);
+impl Drop for Flush {
+    fn drop(&mut self) {
+        let n = self.0;
+        total().call(|t| *t += n);
+        // Asynchronous submissions too, to another monitor and back.
+        let other = Monitor::new(0u64);
+        other.submit(move |x| *x += n).wait();
+        total().when(|_| true, |_| ()).wait();
+    }
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<Flush>> = const { RefCell::new(None) };
+}
+
+/// A thread-local whose destructor calls into a monitor, created before the
+/// thread used any monitor (so its destructor runs after the crate's own
+/// thread-locals are gone) or after.
+#[test]
+fn thread_local_destructors_can_use_a_monitor() {
+    let before = total().call(|t| *t);
+    // Created first, then monitors used: destroyed after their TLS.
+    std::thread::spawn(|| {
+        LOCAL.with(|l| *l.borrow_mut() = Some(Flush(1)));
+        let m = Monitor::new(0);
+        m.submit(|n| *n = 1).wait();
+        assert_eq!(m.when(|n| *n > 0, |n| *n).wait(), 1);
+        total().call(|t| *t += 0);
+    })
+    .join()
+    .expect("the thread-local's destructor aborted or panicked");
+    // Monitors used first, then created.
+    std::thread::spawn(|| {
+        total().call(|t| *t += 0);
+        LOCAL.with(|l| *l.borrow_mut() = Some(Flush(10)));
+    })
+    .join()
+    .unwrap();
+    assert_eq!(total().call(|t| *t) - before, 11);
+}
+
+/// A thread-local destructor whose call finds the monitor busy: it queues
+/// and parks (its waiter needs the thread's handle) until the holder lets
+/// go.
+#[test]
+fn a_thread_local_destructor_can_wait_for_a_busy_monitor() {
+    static BUSY: OnceLock<Monitor<u64>> = OnceLock::new();
+    struct Wait;
+    impl Drop for Wait {
+        fn drop(&mut self) {
+            BUSY.get().unwrap().call(|n| *n += 1);
+            let c = BUSY.get().unwrap().submit(|n| *n += 1);
+            c.wait();
+        }
+    }
+    thread_local! {
+        static W: RefCell<Option<Wait>> = const { RefCell::new(None) };
+    }
+    let m = BUSY.get_or_init(|| Monitor::new(0));
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        m.call(move |_| {
+            held_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+        })
+    });
+    held_rx.recv().unwrap();
+    let t = std::thread::spawn(|| {
+        BUSY.get().unwrap().submit(|n| *n += 0); // the crate's TLS first
+        W.with(|w| *w.borrow_mut() = Some(Wait));
+    });
+    std::thread::sleep(Duration::from_millis(50)); // let it park in the destructor
+    go_tx.send(()).unwrap();
+    holder.join().unwrap();
+    t.join()
+        .expect("the thread-local's destructor aborted or panicked");
+    assert_eq!(m.call(|n| *n), 2);
+}
+
+/// The crate's `Lease` pattern: a result whose `Drop` gives a lease back to
+/// a pool monitor. Under relaxed order the thread's record keeps its
+/// waiting tasks by `Weak`; a server runs them and drops its reference
+/// right after. A temporary upgrade by the submitter's next `when` may be
+/// the last reference: the lease's drop must not run inside the record's
+/// borrow ("already borrowed"), and every lease comes back.
+#[test]
+fn a_result_whose_drop_submits_is_never_dropped_inside_a_borrow() {
+    struct Lease(&'static Monitor<u64>);
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            drop(self.0.submit(|n| *n += 1));
+        }
+    }
+    active_monitor::set_server_limit(1000);
+    active_monitor::set_saturation_override(Some(false));
+    let pool: &'static Monitor<u64> =
+        Box::leak(Box::new(Monitor::builder().order(Order::Relaxed).build(0)));
+    let m: &'static Monitor<u64> = Box::leak(Box::new(
+        Monitor::builder().order(Order::Relaxed).build_served(0),
+    ));
+    const THREADS: u64 = 3;
+    const ROUNDS: u64 = 100_000;
+    let hs: Vec<_> = (0..THREADS)
+        .map(|_| {
+            std::thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    // Queued for the server, recorded, completion dropped:
+                    // the result (a lease) goes with the last reference.
+                    drop(m.when(|_| true, move |_| Lease(pool)));
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().expect("a lease's drop panicked");
+    }
+    m.call(|_| ()); // the server has run them all (FIFO)
+    assert_eq!(pool.call(|n| *n), THREADS * ROUNDS);
+}
+
+/// A `tokio::time::timeout` around `when_async` loses nothing: a take that
+/// timed out before it started is withdrawn (it took no item), and the
+/// abandoned takes do not fill the bound on waiting tasks.
+async fn timeouts_lose_nothing() {
+    const ITEMS: usize = 100;
+    let q = Arc::new(Monitor::new(VecDeque::<usize>::new()));
+    let produced = Arc::new(AtomicUsize::new(0));
+    let p = {
+        let (q, produced) = (Arc::clone(&q), Arc::clone(&produced));
+        tokio::spawn(async move {
+            for i in 0..ITEMS {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                q.submit_async(move |d| d.push_back(i)).await;
+                produced.fetch_add(1, SeqCst);
+            }
+        })
+    };
+    let mut got = Vec::new();
+    let mut timeouts = 0;
+    while got.len() < ITEMS {
+        let take = q.when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap());
+        match tokio::time::timeout(Duration::from_millis(1), take).await {
+            Ok(x) => got.push(x),
+            Err(_) => timeouts += 1,
+        }
+        assert!(timeouts < 100_000, "items were lost: {} taken", got.len());
+    }
+    p.await.unwrap();
+    got.sort_unstable();
+    assert_eq!(got, (0..ITEMS).collect::<Vec<_>>());
+    assert!(timeouts > 0, "the timeouts were not exercised");
+    assert_eq!(q.call(|d| d.len()), 0);
+}
+
+#[test]
+fn timeouts_around_when_async_lose_nothing_current_thread() {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(timeouts_lose_nothing());
+}
+
+#[test]
+fn timeouts_around_when_async_lose_nothing_multi_thread() {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(timeouts_lose_nothing());
+}
+const BIG: usize = 768 * 1024;
+
+/// Runs `f` on a thread with a 2 MiB stack (a `parking_lot` critical
+/// section returning a 1.5 MiB value fits there).
+fn on_small_stack(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .expect("overflowed its stack");
+}
+
+/// A result larger than a third of the thread's stack costs no more stack
+/// than the body itself.
+#[test]
+fn a_large_result_fits_a_small_stack_call() {
+    on_small_stack(|| {
+        let m = Monitor::new(7u8);
+        let r = m.call(|n| [*n; BIG]);
+        assert_eq!((r[0], r[BIG - 1]), (7, 7));
+    });
+}
+
+#[test]
+fn a_large_result_fits_a_small_stack_submit_wait() {
+    on_small_stack(|| {
+        let m = Monitor::new(7u8);
+        let r = m.submit(|n| [*n; BIG]).wait();
+        assert_eq!((r[0], r[BIG - 1]), (7, 7));
+    });
+}
+
+/// `call_async`: an executor's poll returns the output by value, so its
+/// own frames hold copies of a result whatever the monitor does (futures'
+/// `block_on` three in a debug build); what the monitor adds is measured
+/// instead: the stack between the poll and the body is the body's own
+/// result, not a copy more.
+#[test]
+fn a_large_result_costs_call_async_no_more_stack_than_the_body() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    const SIZE: usize = 256 * 1024;
+    #[inline(never)]
+    fn sp() -> usize {
+        let x = 0u8;
+        std::hint::black_box(&x) as *const u8 as usize
+    }
+    let measure = || {
+        let m = Monitor::new(7u8);
+        let top = sp();
+        let depth = Arc::new(AtomicUsize::new(0));
+        let d = Arc::clone(&depth);
+        let mut f = std::pin::pin!(m.call_async(move |n| {
+            d.store(top - sp(), SeqCst);
+            [*n; SIZE]
+        }));
+        let Poll::Ready(r) = f.as_mut().poll(&mut Context::from_waker(Waker::noop())) else {
+            panic!("an idle monitor runs the call at once")
+        };
+        assert_eq!(r[SIZE - 1], 7);
+        let depth = depth.load(SeqCst);
+        assert!(
+            depth < SIZE + SIZE / 2,
+            "{depth} bytes for a {SIZE}-byte result"
+        );
+    };
+    // The test's own frame holds the output (and the executor's copies):
+    // a roomy stack; the assertion is on the depth.
+    std::thread::Builder::new()
+        .stack_size(16 << 20)
+        .spawn(measure)
+        .unwrap()
+        .join()
+        .unwrap();
+}
