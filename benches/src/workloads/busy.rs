@@ -481,70 +481,49 @@ struct StdMpsc;
 struct CrossbeamMpsc;
 struct FlumeMpsc;
 
-impl Mpsc for LockfreeMpsc {
-    type Tx = lockfree_sync::mpsc::Sender<()>;
-    type Rx = lockfree_sync::mpsc::Receiver<()>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        lockfree_sync::mpsc::channel()
-    }
-    fn send(tx: &Self::Tx) {
-        tx.send(()).expect("receiver alive");
-    }
-    fn recv(rx: &Self::Rx) {
-        rx.recv().expect("sender alive");
-    }
-    fn recv_timeout(rx: &Self::Rx, timeout: Duration) -> Option<()> {
-        rx.recv_timeout(timeout).ok()
-    }
+/// The four channels share their method names; only the types differ.
+macro_rules! mpsc {
+    ($name:ident, $tx:ty, $rx:ty, $channel:expr) => {
+        impl Mpsc for $name {
+            type Tx = $tx;
+            type Rx = $rx;
+            fn channel() -> (Self::Tx, Self::Rx) {
+                $channel
+            }
+            fn send(tx: &Self::Tx) {
+                tx.send(()).expect("receiver alive");
+            }
+            fn recv(rx: &Self::Rx) {
+                rx.recv().expect("sender alive");
+            }
+            fn recv_timeout(rx: &Self::Rx, timeout: Duration) -> Option<()> {
+                rx.recv_timeout(timeout).ok()
+            }
+        }
+    };
 }
 
-impl Mpsc for StdMpsc {
-    type Tx = std::sync::mpsc::Sender<()>;
-    type Rx = std::sync::mpsc::Receiver<()>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        std::sync::mpsc::channel()
-    }
-    fn send(tx: &Self::Tx) {
-        tx.send(()).expect("receiver alive");
-    }
-    fn recv(rx: &Self::Rx) {
-        rx.recv().expect("sender alive");
-    }
-    fn recv_timeout(rx: &Self::Rx, timeout: Duration) -> Option<()> {
-        rx.recv_timeout(timeout).ok()
-    }
-}
-
-impl Mpsc for CrossbeamMpsc {
-    type Tx = crossbeam_channel::Sender<()>;
-    type Rx = crossbeam_channel::Receiver<()>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        crossbeam_channel::unbounded()
-    }
-    fn send(tx: &Self::Tx) {
-        tx.send(()).expect("receiver alive");
-    }
-    fn recv(rx: &Self::Rx) {
-        rx.recv().expect("sender alive");
-    }
-    fn recv_timeout(rx: &Self::Rx, timeout: Duration) -> Option<()> {
-        rx.recv_timeout(timeout).ok()
-    }
-}
-
-impl Mpsc for FlumeMpsc {
-    type Tx = flume::Sender<()>;
-    type Rx = flume::Receiver<()>;
-    fn channel() -> (Self::Tx, Self::Rx) {
-        flume::unbounded()
-    }
-    fn send(tx: &Self::Tx) {
-        tx.send(()).expect("receiver alive");
-    }
-    fn recv(rx: &Self::Rx) {
-        rx.recv().expect("sender alive");
-    }
-    fn recv_timeout(rx: &Self::Rx, timeout: Duration) -> Option<()> {
-        rx.recv_timeout(timeout).ok()
-    }
-}
+mpsc!(
+    LockfreeMpsc,
+    lockfree_sync::mpsc::Sender<()>,
+    lockfree_sync::mpsc::Receiver<()>,
+    lockfree_sync::mpsc::channel()
+);
+mpsc!(
+    StdMpsc,
+    std::sync::mpsc::Sender<()>,
+    std::sync::mpsc::Receiver<()>,
+    std::sync::mpsc::channel()
+);
+mpsc!(
+    CrossbeamMpsc,
+    crossbeam_channel::Sender<()>,
+    crossbeam_channel::Receiver<()>,
+    crossbeam_channel::unbounded()
+);
+mpsc!(
+    FlumeMpsc,
+    flume::Sender<()>,
+    flume::Receiver<()>,
+    flume::unbounded()
+);
