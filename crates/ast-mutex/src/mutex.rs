@@ -38,7 +38,15 @@ const TOKEN_HANDOFF: Token = 1 << 8;
 /// A waiter that this many exits served without the lock (woken to compete,
 /// or passed while it was woken and had not taken the lock yet) is handed
 /// the lock by the next exit that serves it, in every wake mode.
-const HANDOFF_AFTER_PASSES: u32 = 2;
+///
+/// Chosen by measurement (`ast/bb-large`, `ast/wm-large` and the
+/// `ast/spins/*`, `ast/yields/*` sweeps of `cargo xtask report`): on an
+/// oversubscribed machine a woken waiter often waits for a CPU while the
+/// running threads pass it, and a lock handed to it waits with it; at 2
+/// those handoffs made the oversubscribed buffers up to twice as slow, at
+/// 32 they cost nothing measurable. Loom models the same protocol with 2,
+/// to reach the handoff in few steps.
+const HANDOFF_AFTER_PASSES: u32 = if cfg!(loom) { 2 } else { 32 };
 
 /// How many times a waiter reads the lock word, with a spin hint between
 /// reads, before it starts yielding, by default.
@@ -88,7 +96,7 @@ pub enum WakeMode {
     /// If it loses, it watches the state again and waits again, keeping its
     /// place in line. It is still first in line while it is woken but not
     /// yet running: exits to its states meanwhile count against it rather
-    /// than wake someone else, and once two exits have passed it the next
+    /// than wake someone else, and once 32 exits have passed it the next
     /// one hands it the lock (see [`AstMutex`]'s `# Fairness`).
     ///
     /// The default: a wake-up costs tens of microseconds on a virtual
@@ -289,15 +297,17 @@ impl Default for Config {
 /// ([`try_enter`](Self::try_enter), or a thread arriving). A waiter keeps
 /// its place while it is woken, including while it waits for a CPU or for
 /// its executor to poll it: an exit to one of its states during that time
-/// is counted against it, as one that passed it. **At most two exits for
-/// which a waiter is first in line pass it; the third hands it the lock**,
-/// whether it is then sleeping, running, or woken and not yet running (it
-/// finds the lock held for it). So however loaded the machine and however
-/// often other threads barge in, a waiter that is first in line enters
-/// within three exits to its states.
+/// is counted against it, as one that passed it (and nobody else is woken
+/// meanwhile: it is still first in line). **At most 32 exits for which a
+/// waiter is first in line pass it; the 33rd hands it the lock**, whether
+/// it is then sleeping, running, or woken and not yet running (it finds the
+/// lock held for it). So however loaded the machine and however often other
+/// threads barge in, a waiter that is first in line enters within 33 exits
+/// to its states. (The bound is a compromise: each handoff to a waiter that
+/// is not running idles the lock until it runs.)
 ///
 /// A task woken to compete keeps its place until it is polled or dropped:
-/// while it is not polled, the waiters behind it wait too, and after two
+/// while it is not polled, the waiters behind it wait too, and after 32
 /// exits the lock is held for it. Keep polling an [`Enter`] you created, or
 /// drop it (which passes the wake-up or the lock on).
 ///
@@ -599,7 +609,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     ///
     /// As for threads (see [`AstMutex`]'s `# Fairness`). A future woken to
     /// compete keeps its place in line until it is polled or dropped, and
-    /// after two exits to its states the lock is held for it: keep polling
+    /// after 32 exits to its states the lock is held for it: keep polling
     /// an `Enter` you created, as with tokio's mutex, or drop it (which
     /// passes the wake-up or the lock on).
     ///
@@ -1116,7 +1126,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                         return;
                     }
                     Some(waiter) => {
-                        let notified = Waiter::notify_later(&waiter, token);
+                        let notified = Waiter::notify_deferred(&waiter, token);
                         t.remove_at(i);
                         if let Some(w) = notified {
                             wakeups.push(w);
@@ -1128,7 +1138,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             } else if mode == WakeMode::Broadcast {
                 for j in t.all(bit) {
                     match t.take_waiter(j) {
-                        Some(waiter) => match Waiter::notify_later(&waiter, TOKEN_WAKE) {
+                        Some(waiter) => match Waiter::notify_deferred(&waiter, TOKEN_WAKE) {
                             Some(w) => {
                                 t.pass(j);
                                 wakeups.push(w);
@@ -1142,7 +1152,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 break;
             } else {
                 match t.take_waiter(i) {
-                    Some(waiter) => match Waiter::notify_later(&waiter, TOKEN_WAKE) {
+                    Some(waiter) => match Waiter::notify_deferred(&waiter, TOKEN_WAKE) {
                         // It cannot act on the wake before we release: if it
                         // finds the lock held, it queues again under the
                         // table lock we hold, and then sees the released
@@ -1298,8 +1308,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 }
 
-/// The wake-ups an exit owes, delivered after the table lock is released.
-/// One, except in Broadcast mode: no allocation then.
+/// The wake-ups an exit owes (a task's waker, or a thread's unpark),
+/// delivered after the table lock is released. One, except in Broadcast
+/// mode: no allocation then.
 #[derive(Default)]
 struct Wakeups {
     one: Option<Wakeup>,
@@ -1314,8 +1325,8 @@ impl Wakeups {
         }
     }
 
-    /// Wakes every task (its waker is user code): all of them, whichever
-    /// panics, keeping the first panic in `panics`.
+    /// Wakes every waiter (a task's waker is user code): all of them,
+    /// whichever panics, keeping the first panic in `panics`.
     fn deliver(self, panics: &mut Panics) {
         let Self { one, more } = self;
         for w in one.into_iter().chain(more) {

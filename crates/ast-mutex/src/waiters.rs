@@ -31,10 +31,12 @@
 //! accepts can release the lock without the table lock.
 //!
 //! The table is guarded by a [`SpinLock`] that only this crate takes, and
-//! never while calling out: a task's waker is called after it is released
-//! ([`Waiter::notify_later`]). A woken thread is unparked under it (a system
-//! call when the thread sleeps, not user code), and the slab may allocate
-//! under it; either can delay, not deadlock, the table.
+//! never while calling out: a task's waker, and a thread's unpark (a system
+//! call when the thread sleeps), run after it is released
+//! ([`Waiter::notify_deferred`]). The slab may allocate under it, which can
+//! delay, not deadlock, the table. Its memory follows the waiters present,
+//! except that it keeps the size of the largest crowd since the table was
+//! last empty.
 
 use sync_core::spin::{SpinGuard, SpinLock};
 use sync_core::sync::Arc;
