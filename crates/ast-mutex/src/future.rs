@@ -14,16 +14,14 @@ use sync_core::sync::Arc;
 use sync_core::waiter::Waiter;
 
 use crate::guard::{ArcAstGuard, AstGuard};
-use crate::mutex::AstMutex;
+use crate::mutex::{AstMutex, Place};
 use crate::state::AbstractState;
 
 /// A task's wait: its entry set, its place in line, and its queued waiter.
 pub(crate) struct Wait {
     pub mask: u64,
-    /// Drawn on the first wait, kept when woken to compete and waiting again.
-    pub ticket: Option<u64>,
-    /// How many times it was woken to compete and lost.
-    pub losses: usize,
+    /// Its node, from the first wait until it enters or gives up.
+    pub place: Place,
     /// Queued, until it is notified or the future is dropped.
     pub waiter: Option<Arc<Waiter>>,
 }
@@ -32,8 +30,7 @@ impl Wait {
     fn new(mask: u64) -> Self {
         Self {
             mask,
-            ticket: None,
-            losses: 0,
+            place: Place::default(),
             waiter: None,
         }
     }

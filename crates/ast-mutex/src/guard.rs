@@ -80,6 +80,12 @@ impl<T: ?Sized> Lease<T> {
 /// A guard dropped while its thread panics leaves the state named by
 /// [`on_unwind`](Self::on_unwind), by default the state it entered in.
 ///
+/// An exit (or a drop) that wakes a task whose waker panics completes first
+/// (the lock is released or handed over, and every waiter it owes a wake-up
+/// is woken), then the waker's panic goes on to the caller; if the thread is
+/// already unwinding, the waker's panic is dropped instead of aborting the
+/// process.
+///
 /// # Examples
 ///
 /// ```
@@ -132,7 +138,9 @@ impl<'a, S: AbstractState, T: ?Sized> AstGuard<'a, S, T> {
     /// # Panics
     ///
     /// If `next.index()` is not below `S::COUNT` (a broken hand-written
-    /// [`AbstractState`]).
+    /// [`AbstractState`]). If the waker of a task this exit wakes panics,
+    /// with that panic, once the exit is complete (see the type's
+    /// `# Panics`).
     ///
     /// # Examples
     ///

@@ -36,16 +36,18 @@
 //! a waiter can watch for one of its states without taking the lock, which
 //! a condition variable's predicate cannot do. A waiter watches briefly
 //! (a few spins, then yielding its core to the threads that may change the
-//! state), then waits in the *group* of its entry set: a FIFO queue of
+//! state), then waits in the *group* of its entry set: a FIFO list of
 //! `sync_core::waiter` waiters, each a parked thread or a task's waker, so
 //! threads ([`AstMutex::enter`]) and tasks ([`AstMutex::enter_async`]) share
-//! the queues. An exit wakes the waiter that has waited longest among those
+//! the queues. An exit serves the waiter that has waited longest among those
 //! whose set contains the new state, so its work depends on the number of
 //! distinct entry sets among the waiters, not on the number of waiters (the
-//! paper's kernel version scanned all of them), and a group is freed with
-//! its last waiter. [`WakeMode`] chooses between waking a waiter to compete
-//! (the default), the paper's strict handoff of the lock, and a broadcast
-//! that lets every waiter of the state through.
+//! paper's kernel version scanned all of them); a waiter leaves its group
+//! in constant time wherever it is, and a group is freed with its last
+//! waiter. [`WakeMode`] chooses between waking a waiter to compete
+//! (the default: a woken waiter keeps its place, and is handed the lock
+//! once a bounded number of exits passed it), the paper's strict handoff of the lock, and
+//! a broadcast that lets every waiter of the state through.
 //!
 //! The whole protocol, waiting and cancellation included, is model-checked
 //! with loom.

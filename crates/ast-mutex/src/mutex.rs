@@ -10,13 +10,14 @@ use std::sync::Arc as StdArc;
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicU32, Ordering};
 use sync_core::sync::cell::UnsafeCell;
+use sync_core::unwind::Panics;
 use sync_core::wait::{Next, WaitPolicy, Watch};
 use sync_core::waiter::{Token, Waiter, Wakeup};
 
 use crate::future::{Enter, EnterArc, Wait};
 use crate::guard::{ArcAstGuard, AstGuard};
 use crate::state::{AbstractState, StateSet};
-use crate::waiters::{Table, Waiters};
+use crate::waiters::{Handle, Slot, Table, Waiters};
 
 /// Bits 0-5 of the lock word: the abstract state's index. While the lock is
 /// held they keep the state the holder entered in.
@@ -34,10 +35,18 @@ const TOKEN_WAKE: Token = 1;
 /// The waiter token of a waiter handed the lock: `TOKEN_HANDOFF | state`.
 const TOKEN_HANDOFF: Token = 1 << 8;
 
-/// A waiter woken to compete that lost the lock this many times is handed
-/// the lock by the next exit that wakes it, in every wake mode: it cannot
-/// lose for ever.
-const HANDOFF_AFTER_LOSSES: usize = 2;
+/// A waiter that this many exits served without the lock (woken to compete,
+/// or passed while it was woken and had not taken the lock yet) is handed
+/// the lock by the next exit that serves it, in every wake mode.
+///
+/// Chosen by measurement (`ast/bb-large`, `ast/wm-large` and the
+/// `ast/spins/*`, `ast/yields/*` sweeps of `cargo xtask report`): on an
+/// oversubscribed machine a woken waiter often waits for a CPU while the
+/// running threads pass it, and a lock handed to it waits with it; at 2
+/// those handoffs made the oversubscribed buffers up to twice as slow, at
+/// 32 they cost nothing measurable. Loom models the same protocol with 2,
+/// to reach the handoff in few steps.
+const HANDOFF_AFTER_PASSES: u32 = if cfg!(loom) { 2 } else { 32 };
 
 /// How many times a waiter reads the lock word, with a spin hint between
 /// reads, before it starts yielding, by default.
@@ -85,8 +94,10 @@ pub enum WakeMode {
     /// Release the lock, then wake the waiter that accepts the new state
     /// and has waited longest; it competes with threads arriving meanwhile.
     /// If it loses, it watches the state again and waits again, keeping its
-    /// place in the queue; a waiter that has lost twice is handed the lock
-    /// by the next exit that wakes it, so no waiter loses for ever.
+    /// place in line. It is still first in line while it is woken but not
+    /// yet running: exits to its states meanwhile count against it rather
+    /// than wake someone else, and once 32 exits have passed it the next
+    /// one hands it the lock (see [`AstMutex`]'s `# Fairness`).
     ///
     /// The default: a wake-up costs tens of microseconds on a virtual
     /// machine, and letting running threads take the lock meanwhile keeps
@@ -273,14 +284,32 @@ impl Default for Config {
 ///
 /// # Fairness
 ///
-/// The waiters that accept a state are woken in the order they arrived,
-/// whatever their entry sets: an exit to `s` wakes the longest-waiting
-/// waiter whose set contains `s`, so every waiter of `s` is reached after
-/// at most as many exits to `s` as there are waiters of `s` ahead of it. In
-/// [`WakeMode::Compete`] a woken waiter can lose the lock to a thread that
-/// arrived meanwhile; it keeps its place, and after two losses the next
-/// exit that wakes it hands it the lock. In [`WakeMode::Handoff`] every exit
-/// that wakes a waiter hands the lock to it.
+/// The waiters that accept a state are served in the order they arrived,
+/// whatever their entry sets: an exit to `s` serves the longest-waiting
+/// waiter whose set contains `s` (its *first in line*), so every waiter of
+/// `s` is reached after at most as many exits to `s` as there are waiters
+/// of `s` ahead of it.
+///
+/// The bound is counted in exits. In [`WakeMode::Handoff`] every exit hands
+/// the lock to its first in line. In [`WakeMode::Compete`] (and
+/// [`WakeMode::Broadcast`]) an exit wakes its first in line to compete, and
+/// the woken waiter can lose the lock to a thread that takes it first
+/// ([`try_enter`](Self::try_enter), or a thread arriving). A waiter keeps
+/// its place while it is woken, including while it waits for a CPU or for
+/// its executor to poll it: an exit to one of its states during that time
+/// is counted against it, as one that passed it (and nobody else is woken
+/// meanwhile: it is still first in line). **At most 32 exits for which a
+/// waiter is first in line pass it; the 33rd hands it the lock**, whether
+/// it is then sleeping, running, or woken and not yet running (it finds the
+/// lock held for it). So however loaded the machine and however often other
+/// threads barge in, a waiter that is first in line enters within 33 exits
+/// to its states. (The bound is a compromise: each handoff to a waiter that
+/// is not running idles the lock until it runs.)
+///
+/// A task woken to compete keeps its place until it is polled or dropped:
+/// while it is not polled, the waiters behind it wait too, and after 32
+/// exits the lock is held for it. Keep polling an [`Enter`] you created, or
+/// drop it (which passes the wake-up or the lock on).
 ///
 /// # Panics
 ///
@@ -288,11 +317,20 @@ impl Default for Config {
 /// named by [`AstGuard::on_unwind`], by default the state it entered in, and
 /// wakes a waiter that accepts it.
 ///
+/// A task's waker is user code, and may panic. It never runs while the
+/// mutex's internal table is locked: an exit (or a dropped [`Enter`] that
+/// passes a wake-up or a lock on) first completes its state change and
+/// wakes every task it owes a wake-up, then the first waker panic goes on
+/// to its caller; if the thread is already unwinding (a guard or a future
+/// dropped during a panic), that panic is dropped rather than aborting the
+/// process.
+///
 /// # Progress
 ///
 /// Memory and the work of an exit grow with the waiters present (the number
 /// of distinct entry sets among them), never with the history of the mutex:
-/// a waiter that times out or is cancelled leaves no trace.
+/// a waiter that times out or is cancelled leaves no trace, and leaves in
+/// constant time wherever it is in line.
 pub struct AstMutex<S, T: ?Sized> {
     /// The lock word: the state's index (bits 0-5), `LOCKED` (bit 6) and
     /// `UNRESOLVED` (bit 7).
@@ -569,9 +607,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     ///
     /// # Fairness
     ///
-    /// A future woken to compete carries the wake-up until it is polled (or
-    /// dropped, which passes it on): keep polling an `Enter` you created, as
-    /// with tokio's mutex, or drop it.
+    /// As for threads (see [`AstMutex`]'s `# Fairness`). A future woken to
+    /// compete keeps its place in line until it is polled or dropped, and
+    /// after 32 exits to its states the lock is held for it: keep polling
+    /// an `Enter` you created, as with tokio's mutex, or drop it (which
+    /// passes the wake-up or the lock on).
     ///
     /// # Cancel safety
     ///
@@ -712,32 +752,27 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// handed the lock, or past `deadline`.
     #[cold]
     fn lock_slow(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
-        let mut ticket = None;
-        let mut losses = 0;
-        // Woken to compete and not queued since: the wake is ours to pass on
-        // if we give up.
+        let mut place = Place::default();
+        // Woken to compete and not queued since: our node is woken, and a
+        // give-up passes the wake on.
         let mut woken = false;
         loop {
-            if let Some(s) = self.watch(mask, deadline) {
+            if let Some(s) = self.watch(mask, deadline, &mut place) {
                 return Some(s);
             }
             // Under loom, where time is not modelled, a timed waiter's timer
             // has fired by the time it was woken (as `Waiter::wait_until`
             // models it), so the give-up after a wake is explored.
             if past(deadline) || (cfg!(loom) && deadline.is_some() && woken) {
-                if woken {
-                    // The exit that woke us may still hold the word (it
-                    // notifies before it releases): pass the wake on, after
-                    // that release (`wake_pass` takes the table lock), or a
-                    // waiter of the state would sleep with the lock free.
-                    self.wake_pass();
-                }
-                return None;
+                // Handed the lock while we gave up: it is ours.
+                return self.abandon(&mut place, &mut Panics::new());
             }
             woken = false;
-            let waiter = Waiter::for_thread(losses);
-            if !self.enqueue(mask, &mut ticket, &waiter) {
-                continue; // the state admitted us before we queued
+            let waiter = Waiter::for_thread(0);
+            match self.enqueue(mask, &mut place, &waiter) {
+                Enqueued::Queued => {}
+                Enqueued::Enterable => continue,
+                Enqueued::Handed(s) => return Some(s),
             }
             let token = match deadline {
                 None => waiter.wait(false),
@@ -747,17 +782,19 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                     Some(token) => token,
                     None => {
                         // Cancelled: leave the queue (an exit may have
-                        // dropped the node already).
-                        self.dequeue(mask, &waiter);
+                        // removed the node already).
+                        self.dequeue(&mut place);
                         return None;
                     }
                 },
             };
             if token & TOKEN_HANDOFF != 0 {
+                // The exit removed our node.
+                place.node = None;
                 return Some(token as u32 & STATE_BITS);
             }
-            // Woken to compete: watch again (once, if past the deadline).
-            losses += 1;
+            // Woken to compete: our node stays, woken; watch again (once, if
+            // past the deadline).
             woken = true;
         }
     }
@@ -767,8 +804,10 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// `spins` reads with a spin hint between them, then `yields` reads
     /// each after a yield), checking `deadline` throughout (the
     /// [`Watch`] reads the clock every 16 spins and before every yield).
+    /// A woken waiter also watches its slot, where an exit may hand it the
+    /// lock. Returns the state entered in, with the waiter's node gone.
     #[inline]
-    fn watch(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
+    fn watch(&self, mask: u64, deadline: Option<Instant>, place: &mut Place) -> Option<u32> {
         // Under loom every spin and yield is a scheduling point: one read
         // after one spin explores a waiter that finds its state while
         // watching, without multiplying the paths.
@@ -780,7 +819,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         };
         let mut watch = Watch::new(policy);
         loop {
+            if let Some(s) = place.take_handed() {
+                return Some(s);
+            }
             if let Some(s) = self.try_lock_in(mask) {
+                self.leave(place);
                 return Some(s);
             }
             match watch.pause(deadline) {
@@ -790,48 +833,103 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         }
     }
 
-    /// Queues `waiter` in the group of `mask` unless the word admits `mask`;
-    /// returns whether it was queued. `ticket` is the waiter's place in line,
-    /// drawn on its first wait and kept when it waits again.
-    pub(crate) fn enqueue(
-        &self,
-        mask: u64,
-        ticket: &mut Option<u64>,
-        waiter: &Arc<Waiter>,
-    ) -> bool {
+    /// Queues `waiter` for `mask` unless the word admits `mask`: a waiter
+    /// without a node gets one at the end of its group (with a new ticket);
+    /// a woken one is queued again in its place.
+    pub(crate) fn enqueue(&self, mask: u64, place: &mut Place, waiter: &Arc<Waiter>) -> Enqueued {
         let mut t = self.waiters.lock();
-        let tk = match *ticket {
-            Some(tk) => tk,
-            None => *ticket.insert(t.ticket()),
+        let fresh = match place.node {
+            Some(h) => {
+                // Handoffs to a woken node happen under the table lock.
+                if let Some(s) = place.take_handed() {
+                    return Enqueued::Handed(s);
+                }
+                t.requeue(h, Arc::clone(waiter));
+                false
+            }
+            None => {
+                let slot = Arc::clone(place.slot.get_or_insert_with(Slot::new));
+                place.node = Some(t.insert(mask, slot, Arc::clone(waiter)));
+                true
+            }
         };
         // Queue ourselves and publish our states first, then read the word
         // with an RMW that changes nothing. An exit whose release comes
         // after this RMW in the word's modification order reads the summary
         // after its own RMW, which reads from ours: it sees our states and
-        // wakes us (or takes the table lock, and finds us queued). An exit
+        // serves us (or takes the table lock, and finds us queued). An exit
         // whose release came before it left the word enterable, and we see
         // that here.
-        t.push(mask, tk, Arc::clone(waiter));
         self.waiters.publish(&mut t);
         // AcqRel: Acquire pairs with the Release of the exit that freed the
         // word; Release carries the summary store to that exit's re-check.
         let w = self.word.fetch_or(0, Ordering::AcqRel);
         if enterable(w, mask) || w & UNRESOLVED != 0 {
-            // Nobody popped it: pops happen under the table lock we hold.
-            t.remove(mask, waiter);
+            // Nobody served the node: exits serve under the table lock we
+            // hold. A new node leaves; a woken one stays woken, in its place.
+            let h = place.node.expect("queued above");
+            if fresh {
+                t.remove(h);
+                place.node = None;
+            } else {
+                drop(t.unqueue(h));
+            }
             self.waiters.publish(&mut t);
-            return false;
+            return Enqueued::Enterable;
         }
-        true
+        Enqueued::Queued
     }
 
-    /// Removes a cancelled `waiter` from the group of `mask` (an exit may
-    /// have dropped it already).
-    pub(crate) fn dequeue(&self, mask: u64, waiter: &Arc<Waiter>) {
+    /// Removes the node of a waiter whose `Waiter` was cancelled (an exit
+    /// may have removed it already, on finding it cancelled).
+    pub(crate) fn dequeue(&self, place: &mut Place) {
+        let Some(h) = place.node.take() else {
+            return;
+        };
         let mut t = self.waiters.lock();
-        if t.remove(mask, waiter) {
+        if t.remove(h) {
             self.waiters.publish(&mut t);
         }
+    }
+
+    /// Removes the node of a woken waiter that has just taken the lock.
+    fn leave(&self, place: &mut Place) {
+        let Some(h) = place.node.take() else {
+            return;
+        };
+        let mut t = self.waiters.lock();
+        // Nobody hands the lock to a waiter that took it by itself: the word
+        // has been held by us since.
+        let removed = t.remove(h);
+        debug_assert!(
+            removed,
+            "a woken node is removed only by its waiter or a handoff"
+        );
+        self.waiters.publish(&mut t);
+    }
+
+    /// A woken (or never queued) waiter gives up: removes its node and, if
+    /// it was woken, passes the wake-up on, since exits served it rather
+    /// than wake anyone else. Returns the state of a lock handed to it
+    /// meanwhile, which it then owns. Wakers' panics go to `panics`.
+    fn abandon(&self, place: &mut Place, panics: &mut Panics) -> Option<u32> {
+        let h = place.node.take()?;
+        let mut wakeups = Wakeups::default();
+        {
+            let mut t = self.waiters.lock();
+            // Under the table lock, under which handoffs are made.
+            if let Some(s) = place.take_handed() {
+                return Some(s);
+            }
+            let woken = t.is_woken(h);
+            t.remove(h);
+            if woken {
+                self.serve_free(&mut t, &mut wakeups);
+            }
+            self.waiters.publish(&mut t);
+        }
+        wakeups.deliver(panics);
+        None
     }
 
     /// A task's wait: `Ready(state)` once it holds the lock, entered in
@@ -844,47 +942,73 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                     Poll::Ready(token) => {
                         wait.waiter = None;
                         if token & TOKEN_HANDOFF != 0 {
+                            // The exit removed our node.
+                            wait.place.node = None;
+                            wait.place.slot = None;
                             return Poll::Ready(token as u32 & STATE_BITS);
                         }
-                        wait.losses += 1; // woken to compete
+                        // Woken to compete: our node stays, woken.
                     }
                 }
             }
-            if let Some(s) = self.try_lock_in(wait.mask) {
+            if let Some(s) = wait.place.take_handed() {
                 return Poll::Ready(s);
             }
-            let waiter = Waiter::for_task(cx.waker(), wait.losses);
-            if self.enqueue(wait.mask, &mut wait.ticket, &waiter) {
-                // A notify from now on wakes the waker registered above.
-                wait.waiter = Some(waiter);
-                return Poll::Pending;
+            if let Some(s) = self.try_lock_in(wait.mask) {
+                self.leave(&mut wait.place);
+                return Poll::Ready(s);
+            }
+            let waiter = Waiter::for_task(cx.waker(), 0);
+            match self.enqueue(wait.mask, &mut wait.place, &waiter) {
+                Enqueued::Queued => {
+                    // A notify from now on wakes the waker registered above.
+                    wait.waiter = Some(waiter);
+                    return Poll::Pending;
+                }
+                Enqueued::Enterable => {}
+                Enqueued::Handed(s) => return Poll::Ready(s),
             }
         }
     }
 
     /// A task's wait dropped before it returned a guard: leave the queue,
-    /// or pass on the lock or the wake-up it was given.
+    /// or pass on the lock or the wake-up it was given. A waker that panics
+    /// (dropped here, or woken by the pass-on) panics out of the drop once
+    /// the mutex is consistent, unless the thread is already unwinding.
     pub(crate) fn cancel_wait(&self, wait: &mut Wait) {
-        let Some(waiter) = wait.waiter.take() else {
-            return;
-        };
-        match waiter.cancel() {
-            Ok(()) => self.dequeue(wait.mask, &waiter),
-            Err(token) if token & TOKEN_HANDOFF != 0 => {
-                // Handed the lock: release it in the state it was handed in.
-                let s = token as u32 & STATE_BITS;
-                self.unlock(s, s);
+        let mut panics = Panics::new();
+        if let Some(waiter) = wait.waiter.take() {
+            // A withdrawn waiter drops its waker: user code. If that panics,
+            // the withdrawal itself was done.
+            match panics.catch(|| waiter.cancel()).unwrap_or(Ok(())) {
+                Ok(()) => {
+                    self.dequeue(&mut wait.place);
+                    return panics.resume();
+                }
+                Err(token) if token & TOKEN_HANDOFF != 0 => {
+                    // Handed the lock (the exit removed our node): release
+                    // it in the state it was handed in.
+                    wait.place.node = None;
+                    let s = token as u32 & STATE_BITS;
+                    self.unlock_with(s, s, &mut panics);
+                    return panics.resume();
+                }
+                // Woken to compete: our node is woken.
+                Err(_) => {}
             }
-            // Woken to compete for a free lock: wake someone else for it.
-            Err(_) => self.wake_pass(),
         }
+        if let Some(s) = self.abandon(&mut wait.place, &mut panics) {
+            // Handed the lock while woken: release it as it was handed.
+            self.unlock_with(s, s, &mut panics);
+        }
+        panics.resume();
     }
 
     /// Frees the lock in state `next`; `entered` is the holder's entry state.
     ///
     /// If no waiter accepts `next`, one RMW releases the lock. A re-check of
     /// the waiting states then catches a waiter that queued meanwhile (see
-    /// `enqueue`). Otherwise the slow path wakes one.
+    /// `enqueue`). Otherwise the slow path serves one.
     ///
     /// Why the re-check cannot miss a waiter: while we hold the lock, every
     /// other write to the word is an RMW (`enqueue`'s), so if a waiter's RMW
@@ -893,13 +1017,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// before its RMW, and our re-check after our swap, so we read that
     /// summary or a later one. If its RMW follows our swap, it reads our
     /// release and, when `next` admits it, does not wait.
+    ///
+    /// A task's waker that panics panics out of here, after the exit is
+    /// complete (dropped if the thread is already unwinding).
     #[inline]
     pub(crate) fn unlock(&self, entered: u32, next: u32) {
         let bit = 1u64 << next;
         // A first look, to keep the lock for a handoff when a waiter
         // accepts `next`.
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
-            return self.unlock_slow(next);
+            return self.unlock_slow_resume(next);
         }
         // An RMW, not a store, so that it reads from `enqueue`'s RMWs.
         // AcqRel: Release publishes the critical section (pairs with the
@@ -909,53 +1036,146 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let held = self.word.swap(next, Ordering::AcqRel);
         debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
-            self.wake_pass();
+            let mut panics = Panics::new();
+            self.wake_pass(&mut panics);
+            panics.resume();
         }
     }
 
-    /// Whether an exit hands the lock to `waiter` rather than let it compete.
-    fn hands_off(&self, waiter: &Waiter) -> bool {
-        self.config.wake_mode == WakeMode::Handoff || waiter.data() >= HANDOFF_AFTER_LOSSES
+    #[cold]
+    fn unlock_slow_resume(&self, next: u32) {
+        let mut panics = Panics::new();
+        self.unlock_slow(next, &mut panics);
+        panics.resume();
     }
 
-    /// An exit with waiters for `next`: wake the one that waited longest
-    /// (every one in Broadcast mode), handing it the lock or freeing the
-    /// lock for it to compete.
-    #[cold]
-    fn unlock_slow(&self, next: u32) {
+    /// [`unlock`](Self::unlock), keeping wakers' panics in `panics`.
+    fn unlock_with(&self, entered: u32, next: u32, panics: &mut Panics) {
         let bit = 1u64 << next;
+        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+            return self.unlock_slow(next, panics);
+        }
+        // As in `unlock`.
+        let held = self.word.swap(next, Ordering::AcqRel);
+        debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
+        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+            self.wake_pass(panics);
+        }
+    }
+
+    /// An exit with waiters for `next`: serve them (see `serve`), then wake
+    /// the tasks, with the table lock released.
+    #[cold]
+    fn unlock_slow(&self, next: u32, panics: &mut Panics) {
         let mut wakeups = Wakeups::default();
         {
             let mut t = self.waiters.lock();
-            loop {
-                let Some(waiter) = t.pop(bit) else {
-                    self.release(&t, next);
-                    break;
-                };
-                if self.hands_off(&waiter) {
-                    // The woken waiter owns the lock, entered in `next`; the
-                    // notify's Release publishes this store and our
-                    // critical section to it.
-                    self.word.store(LOCKED | next, Ordering::Relaxed);
-                    if let Some(w) = Waiter::notify_later(&waiter, TOKEN_HANDOFF | next as usize) {
-                        wakeups.push(w);
-                        break;
+            self.serve(&mut t, next, true, &mut wakeups);
+            self.waiters.publish(&mut t);
+        }
+        wakeups.deliver(panics);
+    }
+
+    /// Serves the waiters of `state`, under the table lock, when the caller
+    /// holds the lock (`held`: an exit, which then gives the lock away or
+    /// frees it in `state`) or when the lock is free in `state` (a pass-on,
+    /// which takes it with a CAS to hand it over, and otherwise leaves it).
+    ///
+    /// The node that has waited longest among those accepting `state` is
+    /// served: handed the lock in Handoff mode, or once `HANDOFF_AFTER_PASSES`
+    /// exits have served it without the lock; otherwise woken to compete
+    /// (every queued acceptor in Broadcast mode) and counted as passed. A
+    /// node that is woken already, and not yet back (its waiter may be
+    /// waiting for a CPU), is counted as passed by an exit, not woken again,
+    /// and nobody else is woken for it: it is still first in line, and the
+    /// exit that finds it passed often enough hands it the lock through its
+    /// slot.
+    fn serve(&self, t: &mut Table, state: u32, mut held: bool, wakeups: &mut Wakeups) {
+        let bit = 1u64 << state;
+        let mode = self.config.wake_mode;
+        while let Some(i) = t.oldest(bit) {
+            if mode == WakeMode::Handoff || t.passes(i) >= HANDOFF_AFTER_PASSES {
+                if held {
+                    // The notify's (or the slot's) Release publishes this
+                    // store and our critical section to the new owner.
+                    self.word.store(LOCKED | state, Ordering::Relaxed);
+                } else {
+                    // Take the free lock for the waiter if the state is
+                    // still the one we serve; if someone entered first, its
+                    // exit serves instead. Acquire: pairs with the Release
+                    // of the exit that freed the word; the notify's Release
+                    // hands it on.
+                    if self
+                        .word
+                        .compare_exchange(
+                            state,
+                            LOCKED | state,
+                            Ordering::Acquire,
+                            Ordering::Relaxed,
+                        )
+                        .is_err()
+                    {
+                        return;
                     }
-                    // Cancelled: we still hold the lock; try the next one.
-                } else if let Some(w) = Waiter::notify_later(&waiter, TOKEN_WAKE) {
-                    // It cannot act on the wake before we release: if it
-                    // finds the lock held, it queues again under the table
-                    // lock we hold, and then sees the released word.
-                    wakeups.push(w);
-                    if self.config.wake_mode != WakeMode::Broadcast {
-                        self.release(&t, next);
+                    held = true;
+                }
+                let token = TOKEN_HANDOFF | state as usize;
+                match t.take_waiter(i) {
+                    None => {
+                        t.hand_to_woken(i, token);
+                        return;
+                    }
+                    Some(waiter) => {
+                        let notified = Waiter::notify_deferred(&waiter, token);
+                        t.remove_at(i);
+                        if let Some(w) = notified {
+                            wakeups.push(w);
+                            return;
+                        }
+                        // Cancelled: we still hold the lock; serve the next.
+                    }
+                }
+            } else if mode == WakeMode::Broadcast {
+                for j in t.all(bit) {
+                    match t.take_waiter(j) {
+                        Some(waiter) => match Waiter::notify_deferred(&waiter, TOKEN_WAKE) {
+                            Some(w) => {
+                                t.pass(j);
+                                wakeups.push(w);
+                            }
+                            None => t.remove_at(j),
+                        },
+                        None if held => t.pass(j),
+                        None => {}
+                    }
+                }
+                break;
+            } else {
+                match t.take_waiter(i) {
+                    Some(waiter) => match Waiter::notify_deferred(&waiter, TOKEN_WAKE) {
+                        // It cannot act on the wake before we release: if it
+                        // finds the lock held, it queues again under the
+                        // table lock we hold, and then sees the released
+                        // word.
+                        Some(w) => {
+                            t.pass(i);
+                            wakeups.push(w);
+                            break;
+                        }
+                        None => t.remove_at(i), // cancelled: the next one
+                    },
+                    None => {
+                        if held {
+                            t.pass(i);
+                        }
                         break;
                     }
                 }
             }
-            self.waiters.publish(&mut t);
         }
-        drop(wakeups); // wakes the tasks, with the table lock released
+        if held {
+            self.release(t, state);
+        }
     }
 
     /// Frees the word in state `next`, under the table lock (`_held` is the
@@ -967,56 +1187,26 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         self.word.store(next, Ordering::Release);
     }
 
+    /// Under the table lock: if the lock is free, serve the waiters of its
+    /// state.
+    fn serve_free(&self, t: &mut Table, wakeups: &mut Wakeups) {
+        let w = self.word.load(Ordering::Relaxed);
+        if w & (LOCKED | UNRESOLVED) == 0 {
+            self.serve(t, w & STATE_BITS, false, wakeups);
+        }
+    }
+
     /// After an exit released the lock and then found a waiter for its
-    /// state (or a woken task gave up): while the lock is free, wake a
-    /// waiter that accepts its state (every one in Broadcast mode).
+    /// state: while the lock is free, serve the waiters of its state.
     #[cold]
-    pub(crate) fn wake_pass(&self) {
+    fn wake_pass(&self, panics: &mut Panics) {
         let mut wakeups = Wakeups::default();
         {
             let mut t = self.waiters.lock();
-            loop {
-                let w = self.word.load(Ordering::Relaxed);
-                if w & LOCKED != 0 {
-                    break; // the holder's exit takes over
-                }
-                let state = w & STATE_BITS;
-                let Some(waiter) = t.pop(1 << state) else {
-                    break;
-                };
-                let broadcast = self.config.wake_mode == WakeMode::Broadcast;
-                // Take the free lock for the woken waiter if the state is
-                // still the one we woke it for; if someone entered first, it
-                // competes. Acquire: pairs with the Release of the exit that
-                // freed the word; the notify's Release hands it on.
-                let taken = self.hands_off(&waiter)
-                    && self
-                        .word
-                        .compare_exchange(
-                            state,
-                            LOCKED | state,
-                            Ordering::Acquire,
-                            Ordering::Relaxed,
-                        )
-                        .is_ok();
-                let token = if taken {
-                    TOKEN_HANDOFF | state as usize
-                } else {
-                    TOKEN_WAKE
-                };
-                if let Some(wakeup) = Waiter::notify_later(&waiter, token) {
-                    wakeups.push(wakeup);
-                    if taken || !broadcast {
-                        break;
-                    }
-                } else if taken {
-                    // Cancelled: give the lock back and try the next one.
-                    self.release(&t, state);
-                }
-            }
+            self.serve_free(&mut t, &mut wakeups);
             self.waiters.publish(&mut t);
         }
-        drop(wakeups);
+        wakeups.deliver(panics);
     }
 
     /// The state-index form of [`AbstractState::from_index`].
@@ -1118,8 +1308,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 }
 
-/// The wake-ups an exit owes, delivered when dropped (after the table
-/// lock is released). One, except in Broadcast mode: no allocation then.
+/// The wake-ups an exit owes (a task's waker, or a thread's unpark),
+/// delivered after the table lock is released. One, except in Broadcast
+/// mode: no allocation then.
 #[derive(Default)]
 struct Wakeups {
     one: Option<Wakeup>,
@@ -1133,6 +1324,45 @@ impl Wakeups {
             Some(_) => self.more.push(w),
         }
     }
+
+    /// Wakes every waiter (a task's waker is user code): all of them,
+    /// whichever panics, keeping the first panic in `panics`.
+    fn deliver(self, panics: &mut Panics) {
+        let Self { one, more } = self;
+        for w in one.into_iter().chain(more) {
+            panics.catch(|| w.wake());
+        }
+    }
+}
+
+/// A waiter's node in the table, kept across its wake-ups, and the slot
+/// where an exit may hand it the lock while it is woken.
+#[derive(Default)]
+pub(crate) struct Place {
+    pub node: Option<Handle>,
+    pub slot: Option<Arc<Slot>>,
+}
+
+impl Place {
+    /// The state of a lock handed over through the slot, if one was: the
+    /// exit removed the node, and the slot is spent.
+    #[inline]
+    fn take_handed(&mut self) -> Option<u32> {
+        let token = self.slot.as_ref()?.token()?;
+        self.node = None;
+        self.slot = None;
+        Some(token as u32 & STATE_BITS)
+    }
+}
+
+/// What [`AstMutex::enqueue`] did.
+pub(crate) enum Enqueued {
+    /// The waiter is queued; a notify will come.
+    Queued,
+    /// The word admits the waiter: try to enter.
+    Enterable,
+    /// The lock was handed to the (woken) waiter, in this state.
+    Handed(u32),
 }
 
 impl<S: AbstractState, T: ?Sized + fmt::Debug> fmt::Debug for AstMutex<S, T> {

@@ -1,38 +1,47 @@
 //! Waiting threads and tasks, grouped by entry set.
 //!
 //! Every distinct entry set with at least one waiter has a *group*: a FIFO
-//! queue of [`Waiter`]s (a parked thread or a task's waker, from
-//! `sync_core::waiter`), so threads and tasks wait in the same queues. An
-//! exit that names state `s` wakes, among the groups whose set contains `s`,
-//! the waiter that has waited longest: every waiter carries a *ticket* (its
-//! arrival number), each group's queue is sorted by ticket, and the exit
-//! compares the heads of the matching groups. So the waiters that accept a
-//! state are served in arrival order whatever their sets, and no group is
-//! passed over for ever (issue 12, bug 1: a global round-robin cursor let
-//! one group take every turn of a state it shared with another).
+//! list of *nodes*, one per waiting thread or task. A node lives from the
+//! waiter's first wait until it enters or gives up, and is either *queued*
+//! (it holds a [`Waiter`] from `sync_core::waiter`: a parked thread or a
+//! task's waker, so threads and tasks wait in the same lists) or *woken*
+//! (woken to compete for the lock, and not yet back: running, or waiting
+//! for a CPU or for its executor). A woken node keeps its place, so an exit
+//! that comes while its waiter cannot run yet still finds it, counts the
+//! exit against it, and can hand it the lock through its [`Slot`].
 //!
-//! A group is created when a waiter of a new set arrives and freed when its
-//! last waiter leaves (woken, timed out or cancelled), and a waiter that
-//! gives up removes its own node: memory and the work of an exit grow with
+//! An exit that names state `s` serves, among the groups whose set contains
+//! `s`, the node that has waited longest: every node carries a *ticket* (its
+//! arrival number), each group's list is in ticket order (nodes are only
+//! ever appended), and the exit compares the heads of the matching groups.
+//! So the waiters that accept a state are served in arrival order whatever
+//! their sets, and no group is passed over for ever.
+//!
+//! Nodes live in one slab and are named by a [`Handle`] (index and
+//! generation): a waiter that gives up unlinks its own node in constant
+//! time, wherever it is in its group, and a handle whose node an exit has
+//! already removed is recognised as stale. A group is created when a waiter
+//! of a new set arrives and freed when its last node leaves; the slab is
+//! freed when the last node leaves. Memory and the work of an exit grow with
 //! the waiters present (their distinct sets), never with the history of the
-//! mutex.
+//! mutex, and nothing done under the table lock walks a group.
 //!
 //! Beside the table, [`Waiters::parked_states`] publishes the union of the
-//! entry sets of groups with waiters, so that an exit to a state no waiter
+//! entry sets of groups with nodes, so that an exit to a state no waiter
 //! accepts can release the lock without the table lock.
 //!
 //! The table is guarded by a [`SpinLock`] that only this crate takes, and
-//! never while calling out: a task's waker is called after it is released
-//! ([`Waiter::notify_later`]). A woken thread is unparked under it (a system
-//! call when the thread sleeps), and a group's queue may allocate under it;
-//! either can delay, not deadlock, the table.
-
-use std::collections::VecDeque;
+//! never while calling out: a task's waker, and a thread's unpark (a system
+//! call when the thread sleeps), run after it is released
+//! ([`Waiter::notify_deferred`]). The slab may allocate under it, which can
+//! delay, not deadlock, the table. Its memory follows the waiters present,
+//! except that it keeps the size of the largest crowd since the table was
+//! last empty.
 
 use sync_core::spin::{SpinGuard, SpinLock};
 use sync_core::sync::Arc;
-use sync_core::sync::atomic::{AtomicU64, Ordering};
-use sync_core::waiter::Waiter;
+use sync_core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use sync_core::waiter::{Token, Waiter};
 
 pub(crate) struct Waiters {
     table: SpinLock<Table>,
@@ -40,9 +49,18 @@ pub(crate) struct Waiters {
     parked_states: AtomicU64,
 }
 
+/// The end of a list.
+const NIL: u32 = u32::MAX;
+
 pub(crate) struct Table {
-    /// The groups with at least one waiter, in no particular order.
+    /// The groups with at least one node, in no particular order.
     groups: Vec<Group>,
+    /// Every node, live or free; empty whenever no node is live.
+    nodes: Vec<Node>,
+    /// The first free node (linked through `next`), or `NIL`.
+    free: u32,
+    /// How many nodes are live.
+    live: usize,
     /// Union of the entry sets of `groups`.
     summary: u64,
     /// The summary last stored in `parked_states`.
@@ -54,13 +72,62 @@ pub(crate) struct Table {
 struct Group {
     /// The entry set, as a mask of state bits.
     mask: u64,
-    /// Its waiters, sorted by ticket (oldest first); never empty.
-    queue: VecDeque<Entry>,
+    /// The oldest and the newest node; never `NIL` (a group is not empty).
+    head: u32,
+    tail: u32,
 }
 
-struct Entry {
+struct Node {
+    /// Bumped when the node is freed: handles to its old life go stale.
+    generation: u32,
     ticket: u64,
-    waiter: Arc<Waiter>,
+    mask: u64,
+    prev: u32,
+    next: u32,
+    /// How many exits served this node without giving it the lock (woken to
+    /// compete, or passed while it was woken).
+    passes: u32,
+    /// `Some` while queued; `None` while woken (and while free).
+    waiter: Option<Arc<Waiter>>,
+    /// Where an exit hands the lock to the node while it is woken.
+    slot: Option<Arc<Slot>>,
+}
+
+/// A node's name, held by its waiter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Handle {
+    index: u32,
+    generation: u32,
+}
+
+/// A waiter's mailbox for a lock handed to it while it is woken (not
+/// queued, so not reachable through a [`Waiter`]): 0, or the handoff token.
+/// One per wait; the waiter reads it while it watches the word.
+#[derive(Debug, Default)]
+pub(crate) struct Slot(AtomicUsize);
+
+impl Slot {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self(AtomicUsize::new(0)))
+    }
+
+    /// The token handed over, if any.
+    #[inline]
+    pub fn token(&self) -> Option<Token> {
+        // Acquire: pairs with the Release in `hand`, so the holder's critical
+        // section happens before the waiter's.
+        match self.0.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+
+    fn hand(&self, token: Token) {
+        debug_assert_ne!(token, 0);
+        // Release: publishes the lock word store and the critical section of
+        // the exit that hands the lock over (pairs with `token`).
+        self.0.store(token, Ordering::Release);
+    }
 }
 
 impl Waiters {
@@ -69,6 +136,9 @@ impl Waiters {
             Self {
                 table: SpinLock::new(Table {
                     groups: Vec::new(),
+                    nodes: Vec::new(),
+                    free: NIL,
+                    live: 0,
                     summary: 0,
                     published: 0,
                     next_ticket: 0,
@@ -107,66 +177,196 @@ impl Waiters {
 }
 
 impl Table {
-    /// A fresh ticket, for a waiter arriving now.
-    pub fn ticket(&mut self) -> u64 {
-        let t = self.next_ticket;
-        self.next_ticket += 1;
-        t
+    fn group_index(&self, mask: u64) -> Option<usize> {
+        self.groups.iter().position(|g| g.mask == mask)
     }
 
-    /// Queues `waiter` in the group of `mask`, in ticket order (a waiter
-    /// that lost a race queues again with its first ticket, ahead of the
-    /// later arrivals).
-    pub fn push(&mut self, mask: u64, ticket: u64, waiter: Arc<Waiter>) {
-        let entry = Entry { ticket, waiter };
-        self.summary |= mask;
-        match self.groups.iter_mut().find(|g| g.mask == mask) {
-            Some(g) => {
-                let at = g.queue.partition_point(|e| e.ticket < ticket);
-                g.queue.insert(at, entry);
+    /// Appends a new queued node for `waiter` to the group of `mask`, with
+    /// a fresh ticket.
+    pub fn insert(&mut self, mask: u64, slot: Arc<Slot>, waiter: Arc<Waiter>) -> Handle {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        let node = Node {
+            generation: 0,
+            ticket,
+            mask,
+            prev: NIL,
+            next: NIL,
+            passes: 0,
+            waiter: Some(waiter),
+            slot: Some(slot),
+        };
+        let index = if self.free == NIL {
+            let i = u32::try_from(self.nodes.len()).expect("more than 2^32 waiters");
+            assert!(i != NIL, "more than 2^32 - 1 waiters");
+            self.nodes.push(node);
+            i
+        } else {
+            let i = self.free;
+            let n = &mut self.nodes[i as usize];
+            self.free = n.next;
+            let generation = n.generation;
+            *n = Node { generation, ..node };
+            i
+        };
+        self.live += 1;
+        match self.group_index(mask) {
+            Some(gi) => {
+                let tail = self.groups[gi].tail;
+                self.nodes[tail as usize].next = index;
+                self.nodes[index as usize].prev = tail;
+                self.groups[gi].tail = index;
             }
-            None => self.groups.push(Group {
-                mask,
-                queue: VecDeque::from([entry]),
-            }),
+            None => {
+                self.summary |= mask;
+                self.groups.push(Group {
+                    mask,
+                    head: index,
+                    tail: index,
+                });
+            }
+        }
+        Handle {
+            index,
+            generation: self.nodes[index as usize].generation,
         }
     }
 
-    /// Removes `waiter` from the group of `mask`, if it is still queued
-    /// (an exit may have taken it already). Returns whether it was.
-    pub fn remove(&mut self, mask: u64, waiter: &Arc<Waiter>) -> bool {
-        let Some(gi) = self.groups.iter().position(|g| g.mask == mask) else {
+    /// The live node `h` names, or `None` if it was removed meanwhile.
+    fn node(&mut self, h: Handle) -> Option<&mut Node> {
+        self.nodes
+            .get_mut(h.index as usize)
+            .filter(|n| n.generation == h.generation && n.slot.is_some())
+    }
+
+    /// Whether `h` still names a live node.
+    pub fn contains(&mut self, h: Handle) -> bool {
+        self.node(h).is_some()
+    }
+
+    /// Whether the node `h` names is woken (live and not queued).
+    pub fn is_woken(&mut self, h: Handle) -> bool {
+        self.node(h).is_some_and(|n| n.waiter.is_none())
+    }
+
+    /// Queues the woken node `h` again, with a new `waiter`, in its place.
+    pub fn requeue(&mut self, h: Handle, waiter: Arc<Waiter>) {
+        let n = self.node(h).expect("requeue of a node that left");
+        debug_assert!(n.waiter.is_none(), "requeue of a queued node");
+        n.waiter = Some(waiter);
+    }
+
+    /// Marks the queued node `h` woken again (its waiter found the lock
+    /// enterable instead of waiting); returns the waiter it held.
+    pub fn unqueue(&mut self, h: Handle) -> Option<Arc<Waiter>> {
+        self.node(h).and_then(|n| n.waiter.take())
+    }
+
+    /// Unlinks and frees the node `h`, if it is still live; returns whether
+    /// it was. Constant time, plus the number of groups when its group is
+    /// emptied.
+    pub fn remove(&mut self, h: Handle) -> bool {
+        if !self.contains(h) {
             return false;
-        };
-        let queue = &mut self.groups[gi].queue;
-        let Some(at) = queue.iter().position(|e| Arc::ptr_eq(&e.waiter, waiter)) else {
-            return false;
-        };
-        queue.remove(at);
-        self.drop_if_empty(gi);
+        }
+        self.unlink(h.index);
         true
     }
 
-    /// Takes the waiter that has waited longest among those whose entry set
-    /// contains `state_bit`.
-    pub fn pop(&mut self, state_bit: u64) -> Option<Arc<Waiter>> {
-        let gi = self
-            .groups
-            .iter()
-            .enumerate()
-            .filter(|(_, g)| g.mask & state_bit != 0)
-            .min_by_key(|(_, g)| g.queue.front().map_or(u64::MAX, |e| e.ticket))
-            .map(|(i, _)| i)?;
-        let entry = self.groups[gi].queue.pop_front();
-        self.drop_if_empty(gi);
-        entry.map(|e| e.waiter)
+    fn unlink(&mut self, i: u32) {
+        let (prev, next, mask) = {
+            let n = &mut self.nodes[i as usize];
+            (n.prev, n.next, n.mask)
+        };
+        if prev != NIL {
+            self.nodes[prev as usize].next = next;
+        }
+        if next != NIL {
+            self.nodes[next as usize].prev = prev;
+        }
+        if prev == NIL || next == NIL {
+            let gi = self.group_index(mask).expect("a live node's group");
+            let g = &mut self.groups[gi];
+            if prev == NIL {
+                g.head = next;
+            }
+            if next == NIL {
+                g.tail = prev;
+            }
+            if g.head == NIL {
+                self.groups.swap_remove(gi);
+                self.summary = self.groups.iter().fold(0, |m, g| m | g.mask);
+            }
+        }
+        let n = &mut self.nodes[i as usize];
+        n.generation = n.generation.wrapping_add(1);
+        // Neither holds user code: a queued task's waker is dropped by its
+        // own cancel, and a notified one's is held by its `Wakeup`.
+        n.waiter = None;
+        n.slot = None;
+        n.next = self.free;
+        self.free = i;
+        self.live -= 1;
+        if self.live == 0 {
+            // Memory follows the waiters present: free the slab.
+            self.nodes = Vec::new();
+            self.free = NIL;
+        }
     }
 
-    fn drop_if_empty(&mut self, gi: usize) {
-        if self.groups[gi].queue.is_empty() {
-            self.groups.swap_remove(gi);
-            self.summary = self.groups.iter().fold(0, |m, g| m | g.mask);
+    /// The node that has waited longest among those whose entry set
+    /// contains `state_bit`.
+    pub fn oldest(&self, state_bit: u64) -> Option<u32> {
+        self.groups
+            .iter()
+            .filter(|g| g.mask & state_bit != 0)
+            .map(|g| g.head)
+            .min_by_key(|&i| self.nodes[i as usize].ticket)
+    }
+
+    /// Every node whose entry set contains `state_bit` (for a broadcast:
+    /// linear in them, as its wake-ups are).
+    pub fn all(&self, state_bit: u64) -> Vec<u32> {
+        let mut v = Vec::new();
+        for g in self.groups.iter().filter(|g| g.mask & state_bit != 0) {
+            let mut i = g.head;
+            while i != NIL {
+                v.push(i);
+                i = self.nodes[i as usize].next;
+            }
         }
+        v
+    }
+
+    /// The passes of live node `i`.
+    pub fn passes(&self, i: u32) -> u32 {
+        self.nodes[i as usize].passes
+    }
+
+    /// Counts one more exit that served live node `i` without the lock.
+    pub fn pass(&mut self, i: u32) {
+        let n = &mut self.nodes[i as usize];
+        n.passes = n.passes.saturating_add(1);
+    }
+
+    /// Takes live node `i`'s waiter: `Some` if it was queued (it is then
+    /// woken), `None` if it was woken already.
+    pub fn take_waiter(&mut self, i: u32) -> Option<Arc<Waiter>> {
+        self.nodes[i as usize].waiter.take()
+    }
+
+    /// Hands the lock to live woken node `i` through its slot, and removes
+    /// it: its waiter finds the token and owns the lock.
+    pub fn hand_to_woken(&mut self, i: u32, token: Token) {
+        let n = &self.nodes[i as usize];
+        debug_assert!(n.waiter.is_none(), "hand_to_woken on a queued node");
+        n.slot.as_ref().expect("a live node has a slot").hand(token);
+        self.unlink(i);
+    }
+
+    /// Removes live node `i` (served, or found cancelled).
+    pub fn remove_at(&mut self, i: u32) {
+        self.unlink(i);
     }
 
     /// How many groups (distinct entry sets with waiters) there are.
@@ -174,9 +374,9 @@ impl Table {
         self.groups.len()
     }
 
-    /// How many waiters are queued (cancelled ones not yet removed included).
+    /// How many waiters have a node (queued or woken).
     pub fn waiters(&self) -> usize {
-        self.groups.iter().map(|g| g.queue.len()).sum()
+        self.live
     }
 }
 
@@ -189,30 +389,54 @@ mod tests {
     }
 
     #[test]
-    fn pop_serves_the_oldest_waiter_that_accepts_the_state() {
+    fn oldest_serves_arrival_order_and_woken_nodes_keep_their_place() {
         let ws = Waiters::new();
         let mut t = ws.lock();
-        let (a, ab, b) = (w(), w(), w());
-        let ta = t.ticket();
-        t.push(0b01, ta, a.clone());
-        let tab = t.ticket();
-        t.push(0b11, tab, ab.clone());
-        let tb = t.ticket();
-        t.push(0b10, tb, b.clone());
+        let a = t.insert(0b01, Slot::new(), w());
+        let ab = t.insert(0b11, Slot::new(), w());
+        let b = t.insert(0b10, Slot::new(), w());
         assert_eq!(t.summary, 0b11);
-        assert!(Arc::ptr_eq(&t.pop(0b10).unwrap(), &ab), "oldest B acceptor");
-        // `ab` lost a race and queues again with its first ticket.
-        t.push(0b11, tab, ab.clone());
-        assert!(Arc::ptr_eq(&t.pop(0b10).unwrap(), &ab));
-        assert!(
-            Arc::ptr_eq(&t.pop(0b10).unwrap(), &b),
-            "then the {{B}} group"
-        );
+        assert_eq!(t.oldest(0b10), Some(ab.index), "oldest B acceptor");
+        // Woken: still the oldest, still counted.
+        assert!(t.take_waiter(ab.index).is_some());
+        assert!(t.is_woken(ab));
+        t.pass(ab.index);
+        assert_eq!((t.oldest(0b10), t.passes(ab.index)), (Some(ab.index), 1));
+        t.requeue(ab, w());
+        assert!(!t.is_woken(ab));
+        assert!(t.remove(ab));
+        assert!(!t.remove(ab), "a stale handle removes nothing");
+        assert_eq!(t.oldest(0b10), Some(b.index), "then the {{B}} group");
+        // A new node may reuse the freed one: the old handle stays stale.
+        let c = t.insert(0b10, Slot::new(), w());
+        assert!(!t.contains(ab) && t.contains(c));
+        assert_eq!(t.all(0b10), [b.index, c.index]);
+        assert!(t.remove(b));
+        assert!(t.remove(c));
         assert_eq!(t.groups(), 1, "emptied groups are freed");
         assert_eq!(t.summary, 0b01);
-        assert!(t.pop(0b10).is_none());
-        assert!(t.remove(0b01, &a));
-        assert!(!t.remove(0b01, &a), "already gone");
+        assert_eq!(t.oldest(0b10), None);
+        assert!(t.remove(a));
         assert_eq!((t.groups(), t.waiters(), t.summary), (0, 0, 0));
+        assert_eq!(
+            t.nodes.capacity(),
+            0,
+            "the slab is freed with the last node"
+        );
+    }
+
+    #[test]
+    fn removal_from_the_middle_keeps_the_list() {
+        let ws = Waiters::new();
+        let mut t = ws.lock();
+        let hs: Vec<_> = (0..5).map(|_| t.insert(1, Slot::new(), w())).collect();
+        for i in [2, 4, 0] {
+            assert!(t.remove(hs[i]));
+        }
+        assert_eq!(t.all(1), [hs[1].index, hs[3].index]);
+        assert_eq!(t.oldest(1), Some(hs[1].index));
+        let h = t.insert(1, Slot::new(), w());
+        assert_eq!(t.all(1), [hs[1].index, hs[3].index, h.index]);
+        assert_eq!(t.waiters(), 3);
     }
 }

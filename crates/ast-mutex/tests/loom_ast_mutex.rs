@@ -313,3 +313,108 @@ fn a_timed_waiter_woken_past_its_deadline_passes_the_wake_on() {
         patient.join().unwrap();
     });
 }
+
+/// Lets the other threads run until one waiter is queued.
+fn wait_until_queued(m: &AstMutex<St, usize>) {
+    while m.waiter_table_size() != (1, 1) {
+        thread::yield_now();
+    }
+}
+
+/// Compete mode's bound, in exits: a waiter for B is woken by the exit to
+/// B and, before it runs, the holder barges back in and leaves in B again,
+/// over and over (each such exit passes the woken waiter). At most two
+/// exits pass it: the third hands it the lock, so the third barge fails
+/// (the lock is held for the waiter, or the waiter has been and left C).
+/// Before the bound counted exits, a woken waiter that had not run yet was
+/// not counted at all, and every barge succeeded.
+#[test]
+fn a_woken_waiter_passed_by_two_exits_is_handed_the_lock() {
+    model::check_with_bound(2, || {
+        let m = mutex(WakeMode::Compete, St::A);
+        let g = m.enter(St::A);
+        let wants_b = waiter(&m, St::B, 1, St::C);
+        wait_until_queued(&m);
+        g.exit(St::B);
+        let mut barges = 0;
+        for _ in 0..3 {
+            if let Some(mut g) = m.try_enter(St::B) {
+                *g += 10;
+                barges += 1;
+                drop(g); // back to B: an exit to B
+            }
+        }
+        assert!(barges <= 2, "the woken waiter was passed by {barges} exits");
+        wants_b.join().unwrap();
+        assert_eq!(*m.enter(St::C), 1 + 10 * barges);
+        assert_eq!(m.waiter_table_size(), (0, 0));
+    });
+}
+
+/// The same with a task: the lock is handed to the woken task's slot, and
+/// its next poll returns the guard.
+#[test]
+fn a_woken_task_passed_by_two_exits_is_handed_the_lock() {
+    model::check_with_bound(2, || {
+        let m = mutex(WakeMode::Compete, St::A);
+        let g = m.enter(St::A);
+        let task = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let mut g = loom::future::block_on(m.enter_async(St::B));
+                *g += 1;
+                g.exit(St::C);
+            })
+        };
+        wait_until_queued(&m);
+        g.exit(St::B);
+        let mut barges = 0;
+        for _ in 0..3 {
+            if let Some(mut g) = m.try_enter(St::B) {
+                *g += 10;
+                barges += 1;
+                drop(g);
+            }
+        }
+        assert!(barges <= 2, "the woken task was passed by {barges} exits");
+        task.join().unwrap();
+        assert_eq!(*m.enter(St::C), 1 + 10 * barges);
+        assert_eq!(m.waiter_table_size(), (0, 0));
+    });
+}
+
+/// A timed waiter, woken and then passed, gives up while the barging
+/// holder's exit may be handing it the lock: either it gave up first (and
+/// the lock stays free in B) or it owns the lock and uses it; the table is
+/// left empty either way.
+#[test]
+fn a_woken_timed_waiter_gives_up_racing_a_handoff() {
+    model::check_with_bound(2, || {
+        let m = mutex(WakeMode::Compete, St::A);
+        let g = m.enter(St::A);
+        let timed = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || match m.enter_for(St::B, Duration::from_secs(1)) {
+                Some(mut g) => {
+                    *g += 1;
+                    g.exit(St::C);
+                    true
+                }
+                None => false,
+            })
+        };
+        g.exit(St::B);
+        let mut barges = 0;
+        for _ in 0..2 {
+            if let Some(mut g) = m.try_enter(St::B) {
+                *g += 10;
+                barges += 1;
+                drop(g);
+            }
+        }
+        let entered = timed.join().unwrap();
+        let end = if entered { St::C } else { St::B };
+        assert_eq!(*m.enter(end), usize::from(entered) + 10 * barges);
+        assert_eq!(m.waiter_table_size(), (0, 0));
+    });
+}

@@ -26,7 +26,7 @@ ast_mutex::states! { enum F { Idle, A, B, Stop } }
 fn every_group_that_accepts_a_state_gets_its_turns() {
     const ROUNDS: usize = 200;
     // Broadcast wakes every waiter of the state to compete: its promise is
-    // weaker (a waiter that lost twice is handed the lock), so not here.
+    // weaker (a bounded number of exits may pass a woken waiter), so not here.
     for mode in [WakeMode::Compete, WakeMode::Handoff] {
         // No watching: every waiter queues, so the test is deterministic.
         let config = Config::new().wake_mode(mode).spins(0).yields(0);

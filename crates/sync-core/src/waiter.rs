@@ -177,6 +177,28 @@ impl Waiter {
         }
     }
 
+    /// [`notify_later`](Self::notify_later) that defers a thread's unpark
+    /// too, for a notifier that holds a lock other threads spin on: the
+    /// unpark (a system call when the thread sleeps) then runs when the
+    /// [`Wakeup`] is delivered, after the lock is released. The thread may
+    /// be unparked after it has found its token and moved on; `park` allows
+    /// such spurious returns, so every correct park loop tolerates it.
+    /// Under `--cfg loom`, whose `JoinHandle::join` does not tolerate them,
+    /// a thread is unparked at once, as by `notify_later`.
+    ///
+    /// # Panics
+    ///
+    /// As [`notify`](Self::notify).
+    pub fn notify_deferred(this: &Arc<Self>, token: Token) -> Option<Wakeup> {
+        if cfg!(loom) {
+            return Self::notify_later(this, token);
+        }
+        if !this.set_token(token) {
+            return None;
+        }
+        Some(Wakeup(Some(Arc::clone(this))))
+    }
+
     fn set_token(&self, token: Token) -> bool {
         assert!(
             token != WAITING && token != CANCELLED,

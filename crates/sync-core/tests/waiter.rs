@@ -178,3 +178,25 @@ fn a_timed_wait_returns_the_token_of_a_notify_from_another_thread() {
     assert_eq!(w.wait_until(false, far), Some(9));
     notifier.join().unwrap();
 }
+
+/// `notify_deferred` hands the token over at once and unparks the thread
+/// only when the wakeup is delivered (or dropped); a cancelled waiter gets
+/// neither.
+#[test]
+fn notify_deferred_unparks_when_the_wakeup_is_delivered() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let waiter = thread::spawn(move || {
+        let w = Waiter::for_thread(0);
+        tx.send(Arc::clone(&w)).unwrap();
+        w.wait(false)
+    });
+    let w = rx.recv().unwrap();
+    let wakeup = Waiter::notify_deferred(&w, 7).expect("not cancelled");
+    assert_eq!(w.token(), Some(7), "the token is handed over at once");
+    wakeup.wake();
+    assert_eq!(waiter.join().unwrap(), 7);
+
+    let cancelled = Waiter::for_thread(0);
+    assert!(cancelled.cancel().is_ok());
+    assert!(Waiter::notify_deferred(&cancelled, 7).is_none());
+}
