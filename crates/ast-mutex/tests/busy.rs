@@ -1,0 +1,37 @@
+//! A timed enter with more runnable threads than cores: 50 threads spin on
+//! the CPUs while `enter_for` waits 1 ms for a state that never comes (or
+//! for a lock that is held). The family's wait loop parks or sleeps
+//! briefly rather than yield, so it returns within a generous 50 ms; the
+//! precise figures are in the report (`busy/`).
+#![cfg(not(loom))]
+
+use std::time::Duration;
+
+use sync_core::testing::{BusyThreads, within};
+
+ast_mutex::states! {
+    enum Light { Red, Green }
+}
+
+const TIMEOUT: Duration = Duration::from_millis(1);
+const BOUND: Duration = Duration::from_millis(50);
+
+#[test]
+fn timed_enters_return_on_time_with_50_busy_threads() {
+    let _busy = BusyThreads::start(50);
+    let m = ast_mutex::AstMutex::new(Light::Red, 0u32);
+    for _ in 0..5 {
+        let (r, _) = within("enter_for(a state that never comes)", BOUND, || {
+            m.enter_for(Light::Green, TIMEOUT).is_none()
+        });
+        assert!(r);
+    }
+    let held = m.enter(Light::Red);
+    for _ in 0..5 {
+        let (r, _) = within("enter_for(a held lock)", BOUND, || {
+            m.enter_for(Light::Red, TIMEOUT).is_none()
+        });
+        assert!(r);
+    }
+    held.exit(Light::Red);
+}
