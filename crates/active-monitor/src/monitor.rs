@@ -124,7 +124,7 @@ const SPACE_HELD: usize = 4;
 ///   [`set_server_limit`](crate::set_server_limit)); beyond it a monitor
 ///   built with a server runs by combining ([`Monitor::has_server`]
 ///   tells). While the CPUs are saturated (more runnable threads than
-///   CPUs, sampled from `/proc/stat` every 5 ms at most, see
+///   CPUs, sampled from `/proc/loadavg` every 5 ms at most, see
 ///   [`cpus_saturated`](crate::cpus_saturated)), a served monitor runs by
 ///   combining too, which is plain locking for its submitters, and its
 ///   server sleeps: the paper's fallback. When the last handle is dropped,

@@ -7,11 +7,11 @@
 //! a CPU with the thread it waits for. Two signals, both process-wide and
 //! cached so that reading them is one relaxed load:
 //!
-//! * [`saturated`]: the kernel's count of runnable threads (`procs_running`
-//!   in `/proc/stat`), smoothed, against the CPUs this process may use
+//! * [`saturated`]: the kernel's count of runnable threads (`procs_running`,
+//!   read from `/proc/loadavg`), smoothed, against the CPUs this process may use
 //!   ([`cpus`]). Sampled at most every [`INTERVAL`] by whoever calls
 //!   [`tick`] when a sample is due. Elsewhere than on Linux, or when
-//!   `/proc/stat` cannot be read, never saturated.
+//!   `/proc/loadavg` cannot be read, never saturated.
 //! * [`yields_are_slow`]: saturated, or a yield measured by
 //!   [`measured_yield`] took longer than a scheduling slice's worth
 //!   recently.
@@ -27,7 +27,7 @@
 //! ```
 //! use sync_core::load;
 //!
-//! load::tick(); // samples /proc/stat if the last sample is old
+//! load::tick(); // samples the load if the last sample is old
 //! if load::yields_are_slow() {
 //!     // park (or sleep briefly) instead of yielding
 //! }
@@ -41,7 +41,7 @@ use std::time::Duration;
 #[cfg(not(loom))]
 use std::time::Instant;
 
-/// The shortest time between two samples of `/proc/stat`.
+/// The shortest time between two samples of the load.
 pub const INTERVAL: Duration = Duration::from_millis(5);
 
 /// A yield that took longer than this gave the core to other runnable
@@ -140,7 +140,7 @@ pub fn measured_yield() {
     crate::sync::thread::yield_now();
 }
 
-/// Samples `/proc/stat` if the last sample is older than [`INTERVAL`]; one
+/// Samples the runnable threads if the last sample is older than [`INTERVAL`]; one
 /// caller samples, the others return at once.
 ///
 /// # Examples
@@ -260,14 +260,28 @@ fn sample() {
     }
 }
 
-/// `procs_running` from `/proc/stat`, if readable.
+/// The runnable threads, from `/proc/loadavg`'s fourth field
+/// (`running/total`, the same count as `procs_running` in `/proc/stat`), if
+/// readable. Read into a stack buffer: the sampler allocates nothing, so it
+/// never shows in a count of live bytes taken by another thread.
 #[cfg(not(loom))]
 fn procs_running() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
-        let stat = std::fs::read_to_string("/proc/stat").ok()?;
-        let line = stat.lines().find(|l| l.starts_with("procs_running "))?;
-        line["procs_running ".len()..].trim().parse().ok()
+        use std::io::Read;
+        let mut buf = [0u8; 128];
+        let mut file = std::fs::File::open("/proc/loadavg").ok()?;
+        let mut len = 0;
+        while len < buf.len() {
+            match file.read(&mut buf[len..]) {
+                Ok(0) => break,
+                Ok(n) => len += n,
+                Err(_) => return None,
+            }
+        }
+        let text = core::str::from_utf8(&buf[..len]).ok()?;
+        let field = text.split_ascii_whitespace().nth(3)?;
+        field.split('/').next()?.parse().ok()
     }
     #[cfg(not(target_os = "linux"))]
     {
