@@ -99,15 +99,18 @@ const SPACE_HELD: usize = 4;
 ///   the monitor idle takes it and becomes the *combiner*: it runs its own
 ///   task and the queued ones, up to [`Builder::batch`] tasks (5 by
 ///   default), then hands over: to a worker blocked in `call` whose task
-///   is next (the monitor passes to it held), or else it *offers* the
-///   monitor to whoever publishes next, for about a microsecond, and
-///   serves another batch only if nobody took it. Once its stint has run
-///   as many tasks as the queue holds, it hands the monitor, held, to a
-///   producer thread asleep waiting for queue space (not after every
-///   batch: waking a thread costs tens of microseconds during which nobody
-///   serves). So a combiner's stint is bounded even under a stream of
-///   submissions from other threads: what the queue held when it began,
-///   plus about a queue's worth.
+///   is next, if that worker is still running (spinning for its result;
+///   the monitor passes to it held), or else, if the next task is
+///   asynchronous, it *offers* the monitor to whoever publishes next, for
+///   about a microsecond, and serves another batch only if nobody took
+///   it. A caller that has fallen asleep is served, not handed the
+///   monitor: waking a thread costs tens of microseconds during which
+///   nobody would serve. Once its stint has run as many tasks as the
+///   queue holds, it hands the monitor, held, to a producer thread asleep
+///   waiting for queue space, or to the next publisher, or to the next
+///   blocked caller even if asleep. So a combiner's stint is bounded even
+///   under a stream of submissions from other threads: what the queue
+///   held when it began, plus about a queue's worth.
 /// * **A dedicated server thread** ([`Builder::build_served`], which
 ///   returns a shared [`Served`] handle): the server runs the tasks;
 ///   submitters only publish, and wake the server if it sleeps. A `call`
@@ -142,9 +145,8 @@ const SPACE_HELD: usize = 4;
 ///
 /// # Fairness
 ///
-/// The queue is FIFO, and waiting tasks are re-checked oldest first.
-/// Blocked callers get the monitor in queue order once a combiner has run
-/// its batch.
+/// The queue is FIFO, and waiting tasks are re-checked oldest first:
+/// tasks run in queue order, whoever runs them.
 ///
 /// # Progress
 ///
@@ -1488,38 +1490,73 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// After a batch: hands the monitor to a blocked caller whose task is
-    /// next, or offers it to whoever publishes next ([`HANDOVER`]), or
-    /// releases it if nothing is queued; once the stint has run `served`
-    /// tasks, as many as the queue holds, hands it to a producer asleep
-    /// waiting for space. `false` if we still hold it (the offer was not
-    /// taken, or work came back): serve another batch.
+    /// next if that caller is running (it spins for its token), keeps
+    /// serving if the next task's caller sleeps, offers the monitor to
+    /// whoever publishes next ([`HANDOVER`]) if the next task is
+    /// asynchronous, or releases it if nothing is queued. Once the stint
+    /// has run `served` tasks, as many as the queue holds, it must end: the
+    /// monitor goes, held, to a producer asleep waiting for space, or to
+    /// the next publisher, or to the next task's caller even if it sleeps.
+    /// `false` if we still hold it: serve another batch.
     ///
-    /// Waking a sleeping producer costs a wake-up (30-40 µs on the VMs we
-    /// measure on) during which nobody serves: after every batch, that
-    /// made `am/sll/write` five times slower than without hand-over. After
-    /// a queue's worth of tasks it costs a few percent, and the stint stays
-    /// bounded: about what was queued when it began, plus that many.
+    /// Waking a sleeping thread costs a wake-up (tens of microseconds, and
+    /// up to a scheduling quantum when there are more threads than CPUs)
+    /// during which nobody serves, and every caller that comes meanwhile
+    /// queues behind it and falls asleep in turn: handing the monitor to a
+    /// sleeping caller after every batch made a convoy that never
+    /// dissolved (hundreds of times slower than a lock with 32 threads
+    /// calling). Running a sleeping caller's task costs its unpark, and the
+    /// monitor keeps being served. After a queue's worth of tasks a wake-up
+    /// costs a few percent, and the stint stays bounded: about what was
+    /// queued when it began, plus that many.
     fn give_way(&self, served: usize) -> bool {
         self.sweep_space();
         // SAFETY: we are the consumer; the borrow ends before `pop`.
-        let next_blocks = unsafe { self.queue.peek() }.is_some_and(|t| t.job().is_blocking());
-        if next_blocks {
-            self.wake_space();
-            let task = self.pop().expect("peeked");
-            // SAFETY: a blocking call's task, not run; we hold the monitor
-            // and touch it no more after this.
-            unsafe { task.handoff() };
-            return true;
-        }
-        if !self.queue.front_ready() {
+        let front =
+            unsafe { self.queue.peek() }.map(|t| (t.job().is_blocking(), t.job().caller_spins()));
+        let Some((blocking, spins)) = front else {
             return self.release();
-        }
-        if served >= self.queue.capacity() && self.hand_to_producer() {
+        };
+        if blocking && spins {
+            // A running caller: it takes over within a few instructions.
+            self.hand_off_front();
             return true;
         }
-        // Offers nobody takes cost their spin each: after a miss, serve more
-        // batches before the next offer (1, 2, 4, up to OFFER_BACKOFF_MAX),
-        // back to every batch once one is taken. The stint stays bounded.
+        if served < self.queue.capacity() {
+            if blocking {
+                // Its caller waits for it anyway: run it.
+                return false;
+            }
+            return self.offer_backing_off();
+        }
+        // The stint is over.
+        if self.hand_to_producer() || self.offer_handover() {
+            self.offer_backoff.store(0, Relaxed);
+            return true;
+        }
+        if blocking {
+            self.hand_off_front();
+            return true;
+        }
+        false
+    }
+
+    /// Hands the monitor, held, to the caller of the front task, a blocked
+    /// `call` (after `peek`): it runs the task itself, then serves.
+    fn hand_off_front(&self) {
+        self.wake_space();
+        let task = self.pop().expect("peeked");
+        // SAFETY: a blocking call's task, not run; we hold the monitor
+        // and touch it no more after this.
+        unsafe { task.handoff() };
+    }
+
+    /// Offers the monitor to the next publisher, unless offers are backing
+    /// off: offers nobody takes cost their spin each, so after a miss the
+    /// combiner serves more batches before the next offer (1, 2, 4, up to
+    /// [`OFFER_BACKOFF_MAX`]), back to every batch once one is taken. The
+    /// stint stays bounded. `true` if the offer was taken.
+    fn offer_backing_off(&self) -> bool {
         let skip = self.offer_skip.load(Relaxed);
         if skip > 0 {
             self.offer_skip.store(skip - 1, Relaxed);
