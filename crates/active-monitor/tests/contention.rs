@@ -58,7 +58,7 @@ fn a_combiner_serves_sleeping_callers_instead_of_handing_over_to_them() {
     for c in callers {
         c.join().unwrap();
     }
-    let ran_on = m.call(|v| core::mem::take(v));
+    let ran_on = m.call(core::mem::take);
     assert_eq!(ran_on.len(), CALLERS + 1);
     let handed = ran_on.iter().filter(|t| **t != combiner).count();
     assert_eq!(
