@@ -13,7 +13,7 @@ use sync_core::sync::Arc as LoomArc;
 // loom's `Arc` cannot be coerced to one (the reference count is std's own,
 // the protocol's atomics are all loom's).
 use std::sync::Arc;
-use sync_core::sync::atomic::{AtomicUsize, Ordering::*, fence};
+use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*, fence};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::hint;
 use sync_core::waiter::{Waiter, WaiterQueue};
@@ -68,6 +68,14 @@ const HANDOVER_SPINS: usize = 0;
 /// The most batches a combiner serves between two offers
 /// (`offer_handover`) after offers were not taken.
 const OFFER_BACKOFF_MAX: usize = 8;
+
+/// The fewest withdrawn producers that trigger a sweep of `space`
+/// (`Monitor::sweep_space`). Under loom, one: every withdrawal sweeps, so
+/// that the models see sweeps race the holder's wake-ups.
+#[cfg(not(loom))]
+const SPACE_SWEEP_MIN: usize = SWEEP_MIN;
+#[cfg(loom)]
+const SPACE_SWEEP_MIN: usize = 1;
 
 /// The token a producer waiting for queue space is woken with.
 const SPACE: usize = 3;
@@ -213,11 +221,17 @@ pub struct Monitor<T, S: AbstractState = NoState> {
     /// | `HANDOVER` | `LOCKED` | `take` (a taker), or the offerer taking it back |
     lock: CachePadded<AtomicUsize>,
     queue: TaskQueue<Task<T, S>>,
-    /// Producers waiting for queue space; popped by the holder.
+    /// Producers waiting for queue space; popped by whoever holds
+    /// `space_popper`.
     space: WaiterQueue,
+    /// The consumer role of `space` (a flag taken by CAS, Acquire, and let
+    /// go with Release: one popper at a time, each after the previous):
+    /// the monitor's holder takes it to wake or hand over to producers, a
+    /// withdrawing producer to sweep (`space_withdrawn`).
+    space_popper: AtomicBool,
     /// Producers that withdrew from `space` (async submissions dropped
-    /// while waiting) since the holder last swept it: a heuristic count
-    /// that only decides when to sweep (`sweep_space`).
+    /// while waiting) since it was last swept: a heuristic count that only
+    /// decides when to sweep (`sweep_space`).
     space_withdrawn: AtomicUsize,
     /// The live producers the last sweep of `space` kept.
     space_kept: AtomicUsize,
@@ -435,6 +449,7 @@ impl Builder {
             lock: CachePadded::new(AtomicUsize::new(0)),
             queue: TaskQueue::new(self.capacity),
             space: WaiterQueue::new(),
+            space_popper: AtomicBool::new(false),
             space_withdrawn: AtomicUsize::new(0),
             space_kept: AtomicUsize::new(0),
             exec: UnsafeCell::new(Exec {
@@ -1256,14 +1271,23 @@ impl<T, S: AbstractState> Monitor<T, S> {
             // we see the server's waiter, or the server sees the tasks
             // (and the lock free) and does not sleep.
             fence(SeqCst);
-            if !self.queue.front_ready() || srv.sleeper.is_empty() {
+            let for_server = self.queue.front_ready() && !srv.sleeper.is_empty();
+            // Producers waiting for space (the fence also pairs with the
+            // one in `enqueue_for_space`): the server wakes them in its
+            // stint, but the one that just drained the queue may have found
+            // the monitor held by us and left them to our release.
+            let for_space = !self.space.is_empty() && self.room_for_waiters();
+            if !for_server && !for_space {
                 return;
             }
             if !self.take() {
                 // Another holder: its own release looks again.
                 return;
             }
-            if self.hand_to_server() {
+            if for_space {
+                self.wake_space();
+            }
+            if for_server && self.hand_to_server() {
                 return;
             }
         }
@@ -1321,8 +1345,17 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // An idle monitor matters only with a task ready at the front:
         // if its producer is in flight, that producer's `after_push` serves
         // it (or wakes the server), and the release after that wakes us.
-        // Withdrawing then would only spin until it publishes.
-        if self.queue.has_space() || (self.lock.load(Relaxed) == 0 && self.queue.front_ready()) {
+        // Withdrawing then would only spin until it publishes. Nor is an
+        // idle monitor ours to take while its server serves: the server
+        // runs the task (we wake it if it sleeps), and its stint wakes us
+        // once there is room (`serve_server`, `release`); withdrawing
+        // would spin until the server thread runs.
+        let idle_with_work = self.lock.load(Relaxed) == 0 && self.queue.front_ready();
+        if idle_with_work && self.server.is_some() && !saturation::saturated() {
+            self.wake_sleeping_server();
+            return Some(waiter);
+        }
+        if self.queue.has_space() || idle_with_work {
             // Withdraw; a notify that won the race is as good (or hands us
             // the monitor: only a thread waiter is handed it, see
             // `hand_to_producer`).
@@ -1336,29 +1369,85 @@ impl<T, S: AbstractState> Monitor<T, S> {
         Some(waiter)
     }
 
-    /// An async producer withdrew from `space` (its `Submit` was dropped
-    /// while waiting): counted, so that the holder frees the withdrawn
-    /// nodes before they outnumber the live ones (`sweep_space`).
+    /// Wakes the monitor's server if it sleeps (it then takes the monitor,
+    /// handed over held).
+    fn wake_sleeping_server(&self) {
+        if let Some(srv) = &self.server {
+            if !srv.sleeper.is_empty() {
+                self.wake_server();
+            }
+        }
+    }
+
+    /// A producer withdrew from `space` (an async `Submit` dropped while
+    /// waiting, or a thread that found room after all): counted, and the
+    /// withdrawn nodes are freed (by the withdrawing producer itself, if
+    /// nobody pops `space` at the moment) once they outnumber the live
+    /// ones (`sweep_space`). Not only by the monitor's holder: a holder
+    /// busy in one long task would leave every node of the producers that
+    /// gave up meanwhile in `space`.
     pub(crate) fn space_withdrawn(&self) {
         self.space_withdrawn.fetch_add(1, Relaxed);
+        self.sweep_space();
+    }
+
+    /// Takes the consumer role of `space` if nobody has it.
+    fn try_pop_space(&self) -> bool {
+        // Acquire: pairs with the Release in `end_pop_space`, so our pops
+        // come after the previous popper's.
+        self.space_popper
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_ok()
+    }
+
+    /// Takes the consumer role of `space`, waiting for a producer that
+    /// sweeps it (a few pops and pushes) to finish.
+    fn pop_space(&self) {
+        let mut spins = 0u32;
+        while !self.try_pop_space() {
+            spins += 1;
+            if spins % 64 == 0 {
+                // The sweeper may wait for a CPU.
+                sync_core::sync::thread::yield_now();
+            } else {
+                hint::spin_loop();
+            }
+        }
+    }
+
+    /// Lets go of the consumer role of `space`.
+    fn end_pop_space(&self) {
+        // Release: pairs with the Acquire CAS in `try_pop_space`.
+        self.space_popper.store(false, Release);
     }
 
     /// Frees the nodes of producers that withdrew from `space`, once they
     /// are at least as many as the live ones the last sweep kept (and at
-    /// least [`SWEEP_MIN`]): `space` then holds about twice the producers
+    /// least [`SPACE_SWEEP_MIN`]): `space` then holds about twice the producers
     /// waiting, whatever the number of waits cancelled, and a sweep's cost
-    /// is paid by as many withdrawals. The caller holds the monitor (the
-    /// consumer of `space`); called after every batch and before waking
-    /// producers, so the nodes go while the queue stays full too.
+    /// is paid by as many withdrawals. Anyone may call it: it sweeps only
+    /// if the consumer role of `space` is free (else the next withdrawal,
+    /// or the holder's next wake-up, sweeps).
     fn sweep_space(&self) {
         let withdrawn = self.space_withdrawn.load(Relaxed);
-        if withdrawn < SWEEP_MIN.max(self.space_kept.load(Relaxed)) {
+        if withdrawn < SPACE_SWEEP_MIN.max(self.space_kept.load(Relaxed)) || !self.try_pop_space() {
+            return;
+        }
+        self.sweep_space_popping();
+        self.end_pop_space();
+    }
+
+    /// [`sweep_space`](Self::sweep_space) for a caller that has the
+    /// consumer role.
+    fn sweep_space_popping(&self) {
+        let withdrawn = self.space_withdrawn.load(Relaxed);
+        if withdrawn < SPACE_SWEEP_MIN.max(self.space_kept.load(Relaxed)) {
             return;
         }
         self.space_withdrawn.store(0, Relaxed);
         let mut keep = Vec::new();
         while !self.space.is_empty() {
-            // SAFETY: we hold the monitor: the only consumer of `space`.
+            // SAFETY: we have the consumer role of `space`.
             match unsafe { self.space.pop() } {
                 Some(w) => {
                     if !w.is_cancelled() {
@@ -1586,14 +1675,16 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // in `wait_for_space`: either we see it in `space`, or it sees the
         // room or the offer and does not sleep).
         fence(SeqCst);
-        while !self.space.is_empty() {
-            // SAFETY: we hold the monitor: the only consumer of `space`.
+        // A producer sweeping `space`: skip this hand-over (the stint ends
+        // by another).
+        if self.space.is_empty() || !self.try_pop_space() {
+            return false;
+        }
+        let mut handed = false;
+        while !handed && !self.space.is_empty() {
+            // SAFETY: we have the consumer role of `space`.
             match unsafe { self.space.pop() } {
-                Some(w) if w.is_thread() => {
-                    if w.notify(SPACE_HELD) {
-                        return true;
-                    }
-                }
+                Some(w) if w.is_thread() => handed = w.notify(SPACE_HELD),
                 Some(w) => {
                     Self::notify_space(&w);
                 }
@@ -1601,7 +1692,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 None => hint::spin_loop(),
             }
         }
-        false
+        self.end_pop_space();
+        handed
     }
 
     /// A producer woken while waiting for space: with [`SPACE_HELD`] it
@@ -1774,7 +1866,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// Wakes as many producers waiting for space as there are free slots.
-    /// The caller holds the monitor (the space queue's consumer).
+    /// The caller holds the monitor; it takes the consumer role of `space`
+    /// (waiting for a producer that sweeps it).
     ///
     /// Producers are woken only once the queue is at most half full: each
     /// then finds room for several tasks, instead of one wake-up (tens of
@@ -1783,7 +1876,18 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // SeqCst fence: as in `release`, for a holder that gives way by a
         // handoff (without releasing).
         fence(SeqCst);
-        self.sweep_space();
+        if self.space.is_empty() {
+            return;
+        }
+        self.pop_space();
+        self.sweep_space_popping();
+        self.wake_space_popping();
+        self.end_pop_space();
+    }
+
+    /// [`wake_space`](Self::wake_space)'s wake-ups, with the consumer role
+    /// of `space`.
+    fn wake_space_popping(&self) {
         if !self.room_for_waiters() {
             return;
         }
@@ -1793,7 +1897,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // them once more would only park them again (at 8 threads on 2 CPUs
         // that was a park and a wake-up per two operations).
         while free > 0 && !self.space.is_empty() && self.room_for_waiters() {
-            // SAFETY: we hold the monitor: the only consumer of `space`.
+            // SAFETY: we have the consumer role of `space`.
             match unsafe { self.space.pop() } {
                 Some(w) => {
                     if Self::notify_space(&w) {

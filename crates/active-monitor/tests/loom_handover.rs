@@ -46,3 +46,34 @@ fn blocked_callers_are_served_or_handed_the_monitor() {
         assert_eq!(m.call(|n| *n), 111);
     });
 }
+
+/// A served monitor with a queue of one slot: a producer waits for space
+/// while a `call` runs inline on the idle monitor and the server drains the
+/// queue. The producer sleeps (it does not take the free monitor from the
+/// server), and whoever lets go last with room in the queue wakes it: the
+/// server, or the inline caller if the server's release found the monitor
+/// held by it.
+#[test]
+fn a_producer_waiting_for_space_on_a_served_monitor_is_woken() {
+    check_with_bound(1, || {
+        active_monitor::set_server_limit(usize::MAX - 1);
+        let m = Monitor::builder()
+            .order(Order::Relaxed)
+            .capacity(1)
+            .batch(1)
+            .build_served(0usize);
+        assert!(m.has_server());
+        let m1 = m.clone();
+        let t = thread::spawn(move || {
+            let a = m1.submit(|n| *n += 1);
+            let b = m1.submit(|n| *n += 10);
+            (a, b)
+        });
+        m.call(|n| *n += 100);
+        let (a, b) = t.join().unwrap();
+        a.wait();
+        b.wait();
+        assert_eq!(m.call(|n| *n), 111);
+        drop(m);
+    });
+}
