@@ -1433,16 +1433,41 @@ impl<T, S: AbstractState> Monitor<T, S> {
         if withdrawn < SPACE_SWEEP_MIN.max(self.space_kept.load(Relaxed)) || !self.try_pop_space() {
             return;
         }
-        self.sweep_space_popping();
+        let kept = self.sweep_space_popping();
         self.end_pop_space();
+        if kept {
+            self.look_after_space();
+        }
+    }
+
+    /// After a sweep put live producers back into `space`: whoever let go
+    /// of the monitor while the sweep had them out found `space` empty and
+    /// woke nobody. Like a producer that registers, we look at the monitor
+    /// after a SeqCst fence (pairs with the fences in `release` and
+    /// `release_served`: either that holder sees the producers, or we see
+    /// the monitor let go); if it is free (or offered), we take it, wake
+    /// the producers there is room for, and let go as a holder does. If it
+    /// is held (by us, too, when a task of this monitor dropped a
+    /// submission), its holder's release looks at `space` after us.
+    fn look_after_space(&self) {
+        fence(SeqCst);
+        if !self.take() {
+            return;
+        }
+        self.wake_space();
+        if self.server.is_some() && !saturation::saturated() {
+            self.release_served();
+        } else {
+            self.serve();
+        }
     }
 
     /// [`sweep_space`](Self::sweep_space) for a caller that has the
-    /// consumer role.
-    fn sweep_space_popping(&self) {
+    /// consumer role; `true` if it swept and put live producers back.
+    fn sweep_space_popping(&self) -> bool {
         let withdrawn = self.space_withdrawn.load(Relaxed);
         if withdrawn < SPACE_SWEEP_MIN.max(self.space_kept.load(Relaxed)) {
-            return;
+            return false;
         }
         self.space_withdrawn.store(0, Relaxed);
         let mut keep = Vec::new();
@@ -1464,9 +1489,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // A producer that withdraws after this is counted again; one that
         // stays is woken as before (nothing is lost: the nodes stay the
         // same waiters).
+        let kept = !keep.is_empty();
         for w in keep {
             self.space.push(w);
         }
+        kept
     }
 
     /// A producer woken for space (its waiter was notified) gives up
@@ -1880,6 +1907,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
             return;
         }
         self.pop_space();
+        // We hold the monitor: the producers put back are woken below, or
+        // by our release.
         self.sweep_space_popping();
         self.wake_space_popping();
         self.end_pop_space();

@@ -67,3 +67,47 @@ fn a_combiner_serves_sleeping_callers_instead_of_handing_over_to_them() {
          handed to sleeping callers"
     );
 }
+
+/// Many more callers than CPUs, every seventh body panicking: each panic
+/// resumes in its own caller (whoever ran the body: the caller itself, a
+/// combiner, or a caller handed the monitor), the others' results are
+/// theirs, and the monitor keeps serving.
+#[test]
+fn panicking_bodies_under_contention_resume_in_their_callers() {
+    const THREADS: usize = 32;
+    const CALLS: usize = 700;
+    let m = Arc::new(Monitor::new(0usize));
+    let callers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                let mut panicked = 0;
+                for i in 0..CALLS {
+                    let boom = (t + i) % 7 == 0;
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        m.call(move |n| {
+                            assert!(!boom, "boom");
+                            *n += 1;
+                            i
+                        })
+                    }));
+                    match r {
+                        Ok(got) => assert_eq!(got, i, "another call's result"),
+                        Err(_) => {
+                            assert!(boom, "a panic resumed in the wrong caller");
+                            panicked += 1;
+                        }
+                    }
+                }
+                panicked
+            })
+        })
+        .collect();
+    let panicked: usize = callers.into_iter().map(|c| c.join().unwrap()).sum();
+    let expected = (0..THREADS)
+        .flat_map(|t| (0..CALLS).map(move |i| (t + i) % 7 == 0))
+        .filter(|b| *b)
+        .count();
+    assert_eq!(panicked, expected);
+    assert_eq!(m.call(|n| *n), THREADS * CALLS - expected);
+}
