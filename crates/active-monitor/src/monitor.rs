@@ -2127,7 +2127,16 @@ impl<T, S: AbstractState> Exec<T, S> {
 
     /// Relay invariance: after a task ran, run the waiting tasks whose
     /// precondition now holds, oldest first, until none does.
+    #[inline]
     fn relay(&mut self) {
+        // Most monitors have no waiting task most of the time: no call.
+        if !self.waiting.is_empty() {
+            self.relay_waiting();
+        }
+    }
+
+    #[inline(never)]
+    fn relay_waiting(&mut self) {
         while let Some(task) = self.waiting.take_ready(&self.data, self.state) {
             self.run(task);
         }
@@ -2186,6 +2195,12 @@ impl<T, S: AbstractState> Waiting<T, S> {
             // again as tasks are left.
             self.sweep_at = SWEEP_MIN.max(2 * self.len());
         }
+    }
+
+    /// Whether no task waits.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.by_pred.is_empty() && self.by_set.is_empty()
     }
 
     /// How many tasks wait.
