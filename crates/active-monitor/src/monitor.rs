@@ -1645,8 +1645,21 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
             return self.offer_backing_off();
         }
-        // The stint is over.
-        if self.hand_to_producer() || self.offer_handover() {
+        // The stint is over. Producers waiting for space are woken (async
+        // ones can only take an offer, when their executor polls them):
+        // then the offer does not back off. Otherwise it does: with a
+        // small queue the stint is over after a few batches, and an offer
+        // nobody takes costs its spin and a yield each time.
+        let producers_waiting = !self.space.is_empty();
+        if self.hand_to_producer() {
+            return true;
+        }
+        let taken = if producers_waiting {
+            self.offer_handover()
+        } else {
+            self.offer_backing_off()
+        };
+        if taken {
             self.offer_backoff.store(0, Relaxed);
             return true;
         }
