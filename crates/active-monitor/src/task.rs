@@ -362,7 +362,7 @@ pub(crate) const HANDOFF: Token = 2;
 /// a few microseconds, within which a combiner serving light tasks reaches
 /// it or hands it the monitor.
 #[cfg(not(loom))]
-const CALL_SPINS: usize = 1 << 10;
+const CALL_SPINS: usize = 1 << 7;
 
 /// A blocking call's task, on the caller's stack.
 pub(crate) struct CallJob<F, R> {
