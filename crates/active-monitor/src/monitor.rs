@@ -13,7 +13,7 @@ use sync_core::sync::Arc as LoomArc;
 // loom's `Arc` cannot be coerced to one (the reference count is std's own,
 // the protocol's atomics are all loom's).
 use std::sync::Arc;
-use sync_core::sync::atomic::{AtomicUsize, Ordering::*, fence};
+use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*, fence};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::hint;
 use sync_core::waiter::{Waiter, WaiterQueue};
@@ -69,6 +69,14 @@ const HANDOVER_SPINS: usize = 0;
 /// (`offer_handover`) after offers were not taken.
 const OFFER_BACKOFF_MAX: usize = 8;
 
+/// The fewest withdrawn producers that trigger a sweep of `space`
+/// (`Monitor::sweep_space`). Under loom, one: every withdrawal sweeps, so
+/// that the models see sweeps race the holder's wake-ups.
+#[cfg(not(loom))]
+const SPACE_SWEEP_MIN: usize = SWEEP_MIN;
+#[cfg(loom)]
+const SPACE_SWEEP_MIN: usize = 1;
+
 /// The token a producer waiting for queue space is woken with.
 const SPACE: usize = 3;
 /// The token that hands the monitor, held, to a producer thread waiting
@@ -99,15 +107,18 @@ const SPACE_HELD: usize = 4;
 ///   the monitor idle takes it and becomes the *combiner*: it runs its own
 ///   task and the queued ones, up to [`Builder::batch`] tasks (5 by
 ///   default), then hands over: to a worker blocked in `call` whose task
-///   is next (the monitor passes to it held), or else it *offers* the
-///   monitor to whoever publishes next, for about a microsecond, and
-///   serves another batch only if nobody took it. Once its stint has run
-///   as many tasks as the queue holds, it hands the monitor, held, to a
-///   producer thread asleep waiting for queue space (not after every
-///   batch: waking a thread costs tens of microseconds during which nobody
-///   serves). So a combiner's stint is bounded even under a stream of
-///   submissions from other threads: what the queue held when it began,
-///   plus about a queue's worth.
+///   is next, if that worker is still running (spinning for its result;
+///   the monitor passes to it held), or else, if the next task is
+///   asynchronous, it *offers* the monitor to whoever publishes next, for
+///   about a microsecond, and serves another batch only if nobody took
+///   it. A caller that has fallen asleep is served, not handed the
+///   monitor: waking a thread costs tens of microseconds during which
+///   nobody would serve. Once its stint has run as many tasks as the
+///   queue holds, it hands the monitor, held, to a producer thread asleep
+///   waiting for queue space, or to the next publisher, or to the next
+///   blocked caller even if asleep. So a combiner's stint is bounded even
+///   under a stream of submissions from other threads: what the queue
+///   held when it began, plus about a queue's worth.
 /// * **A dedicated server thread** ([`Builder::build_served`], which
 ///   returns a shared [`Served`] handle): the server runs the tasks;
 ///   submitters only publish, and wake the server if it sleeps. A `call`
@@ -142,9 +153,8 @@ const SPACE_HELD: usize = 4;
 ///
 /// # Fairness
 ///
-/// The queue is FIFO, and waiting tasks are re-checked oldest first.
-/// Blocked callers get the monitor in queue order once a combiner has run
-/// its batch.
+/// The queue is FIFO, and waiting tasks are re-checked oldest first:
+/// tasks run in queue order, whoever runs them.
 ///
 /// # Progress
 ///
@@ -211,11 +221,17 @@ pub struct Monitor<T, S: AbstractState = NoState> {
     /// | `HANDOVER` | `LOCKED` | `take` (a taker), or the offerer taking it back |
     lock: CachePadded<AtomicUsize>,
     queue: TaskQueue<Task<T, S>>,
-    /// Producers waiting for queue space; popped by the holder.
+    /// Producers waiting for queue space; popped by whoever holds
+    /// `space_popper`.
     space: WaiterQueue,
+    /// The consumer role of `space` (a flag taken by CAS, Acquire, and let
+    /// go with Release: one popper at a time, each after the previous):
+    /// the monitor's holder takes it to wake or hand over to producers, a
+    /// withdrawing producer to sweep (`space_withdrawn`).
+    space_popper: AtomicBool,
     /// Producers that withdrew from `space` (async submissions dropped
-    /// while waiting) since the holder last swept it: a heuristic count
-    /// that only decides when to sweep (`sweep_space`).
+    /// while waiting) since it was last swept: a heuristic count that only
+    /// decides when to sweep (`sweep_space`).
     space_withdrawn: AtomicUsize,
     /// The live producers the last sweep of `space` kept.
     space_kept: AtomicUsize,
@@ -433,6 +449,7 @@ impl Builder {
             lock: CachePadded::new(AtomicUsize::new(0)),
             queue: TaskQueue::new(self.capacity),
             space: WaiterQueue::new(),
+            space_popper: AtomicBool::new(false),
             space_withdrawn: AtomicUsize::new(0),
             space_kept: AtomicUsize::new(0),
             exec: UnsafeCell::new(Exec {
@@ -1329,14 +1346,23 @@ impl<T, S: AbstractState> Monitor<T, S> {
             // we see the server's waiter, or the server sees the tasks
             // (and the lock free) and does not sleep.
             fence(SeqCst);
-            if !self.queue.front_ready() || srv.sleeper.is_empty() {
+            let for_server = self.queue.front_ready() && !srv.sleeper.is_empty();
+            // Producers waiting for space (the fence also pairs with the
+            // one in `enqueue_for_space`): the server wakes them in its
+            // stint, but the one that just drained the queue may have found
+            // the monitor held by us and left them to our release.
+            let for_space = !self.space.is_empty() && self.room_for_waiters();
+            if !for_server && !for_space {
                 return;
             }
             if !self.take() {
                 // Another holder: its own release looks again.
                 return;
             }
-            if self.hand_to_server() {
+            if for_space {
+                self.wake_space();
+            }
+            if for_server && self.hand_to_server() {
                 return;
             }
         }
@@ -1394,8 +1420,17 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // An idle monitor matters only with a task ready at the front:
         // if its producer is in flight, that producer's `after_push` serves
         // it (or wakes the server), and the release after that wakes us.
-        // Withdrawing then would only spin until it publishes.
-        if self.queue.has_space() || (self.lock.load(Relaxed) == 0 && self.queue.front_ready()) {
+        // Withdrawing then would only spin until it publishes. Nor is an
+        // idle monitor ours to take while its server serves: the server
+        // runs the task (we wake it if it sleeps), and its stint wakes us
+        // once there is room (`serve_server`, `release`); withdrawing
+        // would spin until the server thread runs.
+        let idle_with_work = self.lock.load(Relaxed) == 0 && self.queue.front_ready();
+        if idle_with_work && self.server.is_some() && !saturation::saturated() {
+            self.wake_sleeping_server();
+            return Some(waiter);
+        }
+        if self.queue.has_space() || idle_with_work {
             // Withdraw; a notify that won the race is as good (or hands us
             // the monitor: only a thread waiter is handed it, see
             // `hand_to_producer`).
@@ -1409,29 +1444,110 @@ impl<T, S: AbstractState> Monitor<T, S> {
         Some(waiter)
     }
 
-    /// An async producer withdrew from `space` (its `Submit` was dropped
-    /// while waiting): counted, so that the holder frees the withdrawn
-    /// nodes before they outnumber the live ones (`sweep_space`).
+    /// Wakes the monitor's server if it sleeps (it then takes the monitor,
+    /// handed over held).
+    fn wake_sleeping_server(&self) {
+        if let Some(srv) = &self.server {
+            if !srv.sleeper.is_empty() {
+                self.wake_server();
+            }
+        }
+    }
+
+    /// A producer withdrew from `space` (an async `Submit` dropped while
+    /// waiting, or a thread that found room after all): counted, and the
+    /// withdrawn nodes are freed (by the withdrawing producer itself, if
+    /// nobody pops `space` at the moment) once they outnumber the live
+    /// ones (`sweep_space`). Not only by the monitor's holder: a holder
+    /// busy in one long task would leave every node of the producers that
+    /// gave up meanwhile in `space`.
     pub(crate) fn space_withdrawn(&self) {
         self.space_withdrawn.fetch_add(1, Relaxed);
+        self.sweep_space();
+    }
+
+    /// Takes the consumer role of `space` if nobody has it.
+    fn try_pop_space(&self) -> bool {
+        // Acquire: pairs with the Release in `end_pop_space`, so our pops
+        // come after the previous popper's.
+        self.space_popper
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_ok()
+    }
+
+    /// Takes the consumer role of `space`, waiting for a producer that
+    /// sweeps it (a few pops and pushes) to finish.
+    fn pop_space(&self) {
+        let mut spins = 0u32;
+        while !self.try_pop_space() {
+            spins += 1;
+            if spins % 64 == 0 {
+                // The sweeper may wait for a CPU.
+                sync_core::sync::thread::yield_now();
+            } else {
+                hint::spin_loop();
+            }
+        }
+    }
+
+    /// Lets go of the consumer role of `space`.
+    fn end_pop_space(&self) {
+        // Release: pairs with the Acquire CAS in `try_pop_space`.
+        self.space_popper.store(false, Release);
     }
 
     /// Frees the nodes of producers that withdrew from `space`, once they
     /// are at least as many as the live ones the last sweep kept (and at
-    /// least [`SWEEP_MIN`]): `space` then holds about twice the producers
+    /// least [`SPACE_SWEEP_MIN`]): `space` then holds about twice the producers
     /// waiting, whatever the number of waits cancelled, and a sweep's cost
-    /// is paid by as many withdrawals. The caller holds the monitor (the
-    /// consumer of `space`); called after every batch and before waking
-    /// producers, so the nodes go while the queue stays full too.
+    /// is paid by as many withdrawals. Anyone may call it: it sweeps only
+    /// if the consumer role of `space` is free (else the next withdrawal,
+    /// or the holder's next wake-up, sweeps).
     fn sweep_space(&self) {
         let withdrawn = self.space_withdrawn.load(Relaxed);
-        if withdrawn < SWEEP_MIN.max(self.space_kept.load(Relaxed)) {
+        if withdrawn < SPACE_SWEEP_MIN.max(self.space_kept.load(Relaxed)) || !self.try_pop_space() {
             return;
+        }
+        let kept = self.sweep_space_popping();
+        self.end_pop_space();
+        if kept {
+            self.look_after_space();
+        }
+    }
+
+    /// After a sweep put live producers back into `space`: whoever let go
+    /// of the monitor while the sweep had them out found `space` empty and
+    /// woke nobody. Like a producer that registers, we look at the monitor
+    /// after a SeqCst fence (pairs with the fences in `release` and
+    /// `release_served`: either that holder sees the producers, or we see
+    /// the monitor let go); if it is free (or offered), we take it, wake
+    /// the producers there is room for, and let go as a holder does. If it
+    /// is held (by us, too, when a task of this monitor dropped a
+    /// submission), its holder's release looks at `space` after us.
+    fn look_after_space(&self) {
+        fence(SeqCst);
+        if !self.take() {
+            return;
+        }
+        self.wake_space();
+        if self.server.is_some() && !saturation::saturated() {
+            self.release_served();
+        } else {
+            self.serve();
+        }
+    }
+
+    /// [`sweep_space`](Self::sweep_space) for a caller that has the
+    /// consumer role; `true` if it swept and put live producers back.
+    fn sweep_space_popping(&self) -> bool {
+        let withdrawn = self.space_withdrawn.load(Relaxed);
+        if withdrawn < SPACE_SWEEP_MIN.max(self.space_kept.load(Relaxed)) {
+            return false;
         }
         self.space_withdrawn.store(0, Relaxed);
         let mut keep = Vec::new();
         while !self.space.is_empty() {
-            // SAFETY: we hold the monitor: the only consumer of `space`.
+            // SAFETY: we have the consumer role of `space`.
             match unsafe { self.space.pop() } {
                 Some(w) => {
                     if !w.is_cancelled() {
@@ -1448,9 +1564,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // A producer that withdraws after this is counted again; one that
         // stays is woken as before (nothing is lost: the nodes stay the
         // same waiters).
+        let kept = !keep.is_empty();
         for w in keep {
             self.space.push(w);
         }
+        kept
     }
 
     /// A producer woken for space (its waiter was notified) gives up
@@ -1563,38 +1681,86 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// After a batch: hands the monitor to a blocked caller whose task is
-    /// next, or offers it to whoever publishes next ([`HANDOVER`]), or
-    /// releases it if nothing is queued; once the stint has run `served`
-    /// tasks, as many as the queue holds, hands it to a producer asleep
-    /// waiting for space. `false` if we still hold it (the offer was not
-    /// taken, or work came back): serve another batch.
+    /// next if that caller is running (it spins for its token), keeps
+    /// serving if the next task's caller sleeps, offers the monitor to
+    /// whoever publishes next ([`HANDOVER`]) if the next task is
+    /// asynchronous, or releases it if nothing is queued. Once the stint
+    /// has run `served` tasks, as many as the queue holds, it must end: the
+    /// monitor goes, held, to a producer asleep waiting for space, or to
+    /// the next publisher, or to the next task's caller even if it sleeps.
+    /// `false` if we still hold it: serve another batch.
     ///
-    /// Waking a sleeping producer costs a wake-up (30-40 µs on the VMs we
-    /// measure on) during which nobody serves: after every batch, that
-    /// made `am/sll/write` five times slower than without hand-over. After
-    /// a queue's worth of tasks it costs a few percent, and the stint stays
-    /// bounded: about what was queued when it began, plus that many.
+    /// Waking a sleeping thread costs a wake-up (tens of microseconds, and
+    /// up to a scheduling quantum when there are more threads than CPUs)
+    /// during which nobody serves, and every caller that comes meanwhile
+    /// queues behind it and falls asleep in turn: handing the monitor to a
+    /// sleeping caller after every batch made a convoy that never
+    /// dissolved (hundreds of times slower than a lock with 32 threads
+    /// calling). Running a sleeping caller's task costs its unpark, and the
+    /// monitor keeps being served. After a queue's worth of tasks a wake-up
+    /// costs a few percent, and the stint stays bounded: about what was
+    /// queued when it began, plus that many.
     fn give_way(&self, served: usize) -> bool {
         self.sweep_space();
         // SAFETY: we are the consumer; the borrow ends before `pop`.
-        let next_blocks = unsafe { self.queue.peek() }.is_some_and(|t| t.job().is_blocking());
-        if next_blocks {
-            self.wake_space();
-            let task = self.pop().expect("peeked");
-            // SAFETY: a blocking call's task, not run; we hold the monitor
-            // and touch it no more after this.
-            unsafe { task.handoff() };
-            return true;
-        }
-        if !self.queue.front_ready() {
+        let front =
+            unsafe { self.queue.peek() }.map(|t| (t.job().is_blocking(), t.job().caller_spins()));
+        let Some((blocking, spins)) = front else {
             return self.release();
-        }
-        if served >= self.queue.capacity() && self.hand_to_producer() {
+        };
+        if blocking && spins {
+            // A running caller: it takes over within a few instructions.
+            self.hand_off_front();
             return true;
         }
-        // Offers nobody takes cost their spin each: after a miss, serve more
-        // batches before the next offer (1, 2, 4, up to OFFER_BACKOFF_MAX),
-        // back to every batch once one is taken. The stint stays bounded.
+        if served < self.queue.capacity() {
+            if blocking {
+                // Its caller waits for it anyway: run it.
+                return false;
+            }
+            return self.offer_backing_off();
+        }
+        // The stint is over. Producers waiting for space are woken (async
+        // ones can only take an offer, when their executor polls them):
+        // then the offer does not back off. Otherwise it does: with a
+        // small queue the stint is over after a few batches, and an offer
+        // nobody takes costs its spin and a yield each time.
+        let producers_waiting = !self.space.is_empty();
+        if self.hand_to_producer() {
+            return true;
+        }
+        let taken = if producers_waiting {
+            self.offer_handover()
+        } else {
+            self.offer_backing_off()
+        };
+        if taken {
+            self.offer_backoff.store(0, Relaxed);
+            return true;
+        }
+        if blocking {
+            self.hand_off_front();
+            return true;
+        }
+        false
+    }
+
+    /// Hands the monitor, held, to the caller of the front task, a blocked
+    /// `call` (after `peek`): it runs the task itself, then serves.
+    fn hand_off_front(&self) {
+        self.wake_space();
+        let task = self.pop().expect("peeked");
+        // SAFETY: a blocking call's task, not run; we hold the monitor
+        // and touch it no more after this.
+        unsafe { task.handoff() };
+    }
+
+    /// Offers the monitor to the next publisher, unless offers are backing
+    /// off: offers nobody takes cost their spin each, so after a miss the
+    /// combiner serves more batches before the next offer (1, 2, 4, up to
+    /// [`OFFER_BACKOFF_MAX`]), back to every batch once one is taken. The
+    /// stint stays bounded. `true` if the offer was taken.
+    fn offer_backing_off(&self) -> bool {
         let skip = self.offer_skip.load(Relaxed);
         if skip > 0 {
             self.offer_skip.store(skip - 1, Relaxed);
@@ -1624,14 +1790,16 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // in `wait_for_space`: either we see it in `space`, or it sees the
         // room or the offer and does not sleep).
         fence(SeqCst);
-        while !self.space.is_empty() {
-            // SAFETY: we hold the monitor: the only consumer of `space`.
+        // A producer sweeping `space`: skip this hand-over (the stint ends
+        // by another).
+        if self.space.is_empty() || !self.try_pop_space() {
+            return false;
+        }
+        let mut handed = false;
+        while !handed && !self.space.is_empty() {
+            // SAFETY: we have the consumer role of `space`.
             match unsafe { self.space.pop() } {
-                Some(w) if w.is_thread() => {
-                    if w.notify(SPACE_HELD) {
-                        return true;
-                    }
-                }
+                Some(w) if w.is_thread() => handed = w.notify(SPACE_HELD),
                 Some(w) => {
                     Self::notify_space(&w);
                 }
@@ -1639,7 +1807,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 None => hint::spin_loop(),
             }
         }
-        false
+        self.end_pop_space();
+        handed
     }
 
     /// A producer woken while waiting for space: with [`SPACE_HELD`] it
@@ -1812,7 +1981,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// Wakes as many producers waiting for space as there are free slots.
-    /// The caller holds the monitor (the space queue's consumer).
+    /// The caller holds the monitor; it takes the consumer role of `space`
+    /// (waiting for a producer that sweeps it).
     ///
     /// Producers are woken only once the queue is at most half full: each
     /// then finds room for several tasks, instead of one wake-up (tens of
@@ -1821,7 +1991,20 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // SeqCst fence: as in `release`, for a holder that gives way by a
         // handoff (without releasing).
         fence(SeqCst);
-        self.sweep_space();
+        if self.space.is_empty() {
+            return;
+        }
+        self.pop_space();
+        // We hold the monitor: the producers put back are woken below, or
+        // by our release.
+        self.sweep_space_popping();
+        self.wake_space_popping();
+        self.end_pop_space();
+    }
+
+    /// [`wake_space`](Self::wake_space)'s wake-ups, with the consumer role
+    /// of `space`.
+    fn wake_space_popping(&self) {
         if !self.room_for_waiters() {
             return;
         }
@@ -1831,7 +2014,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // them once more would only park them again (at 8 threads on 2 CPUs
         // that was a park and a wake-up per two operations).
         while free > 0 && !self.space.is_empty() && self.room_for_waiters() {
-            // SAFETY: we hold the monitor: the only consumer of `space`.
+            // SAFETY: we have the consumer role of `space`.
             match unsafe { self.space.pop() } {
                 Some(w) => {
                     if Self::notify_space(&w) {
@@ -2032,7 +2215,16 @@ impl<T, S: AbstractState> Exec<T, S> {
 
     /// Relay invariance: after a task ran, run the waiting tasks whose
     /// precondition now holds, oldest first, until none does.
+    #[inline]
     fn relay(&mut self) {
+        // Most monitors have no waiting task most of the time: no call.
+        if !self.waiting.is_empty() {
+            self.relay_waiting();
+        }
+    }
+
+    #[inline(never)]
+    fn relay_waiting(&mut self) {
         while let Some(task) = self.waiting.take_ready(&self.data, self.state) {
             self.run(task);
         }
@@ -2091,6 +2283,12 @@ impl<T, S: AbstractState> Waiting<T, S> {
             // again as tasks are left.
             self.sweep_at = SWEEP_MIN.max(2 * self.len());
         }
+    }
+
+    /// Whether no task waits.
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.by_pred.is_empty() && self.by_set.is_empty()
     }
 
     /// How many tasks wait.

@@ -72,6 +72,14 @@ pub(crate) trait Job<T, S>: Send + Sync {
         false
     }
 
+    /// Whether a blocking call's caller is still spinning for its token (it
+    /// would see a hand-over at once), rather than yielding or asleep (a
+    /// hand-over would wait for its wake-up). A hint: `false` for other
+    /// tasks.
+    fn caller_spins(&self) -> bool {
+        false
+    }
+
     /// A blocking call's waiter (a new reference to it), which the executor
     /// notifies once it is done with the job: `None` for other tasks.
     fn caller(&self) -> Option<LoomArc<Waiter>> {
@@ -415,11 +423,21 @@ pub(crate) const DONE: Token = 1;
 /// The token that hands the monitor, held, to a blocking caller.
 pub(crate) const HANDOFF: Token = 2;
 
+/// Spin rounds of a blocked caller before it yields (`CallJob::wait`):
+/// a few microseconds, within which a combiner serving light tasks reaches
+/// it or hands it the monitor.
+#[cfg(not(loom))]
+const CALL_SPINS: usize = 1 << 7;
+
 /// A blocking call's task, on the caller's stack.
 pub(crate) struct CallJob<F, R> {
     body: UnsafeCell<Option<F>>,
     result: UnsafeCell<Option<Outcome<R>>>,
     waiter: LoomArc<Waiter>,
+    /// Set while the caller spins for its token (see `wait`), cleared
+    /// before it yields or parks: the executor hands the monitor over only
+    /// to a caller that spins (see `Job::caller_spins`).
+    spinning: AtomicBool,
 }
 
 // SAFETY: `body` and `result` are touched by the monitor's holder (run) and
@@ -433,6 +451,7 @@ impl<F, R> CallJob<F, R> {
             body: UnsafeCell::new(Some(body)),
             result: UnsafeCell::new(None),
             waiter: Waiter::for_thread(0),
+            spinning: AtomicBool::new(true),
         }
     }
 
@@ -453,8 +472,21 @@ impl<F, R> CallJob<F, R> {
         Task::Call(job)
     }
 
-    /// Waits for the notify: `DONE` (result ready) or `HANDOFF`.
+    /// Waits for the notify: `DONE` (result ready) or `HANDOFF`. Spins
+    /// first, for about as long as a few batches of light tasks take, with
+    /// `spinning` set; then yields and parks (`Waiter::wait`).
     pub(crate) fn wait(&self) -> Token {
+        #[cfg(not(loom))]
+        for _ in 0..CALL_SPINS {
+            if let Some(token) = self.waiter.token() {
+                return token;
+            }
+            core::hint::spin_loop();
+        }
+        // Relaxed: a hint for the executor's choice; the token itself is
+        // exchanged with Release/Acquire in the waiter. A hand-over that
+        // read a stale `true` only costs this caller's wake-up.
+        self.spinning.store(false, Relaxed);
         self.waiter.wait(true)
     }
 
@@ -516,6 +548,11 @@ where
 
     fn is_blocking(&self) -> bool {
         true
+    }
+
+    fn caller_spins(&self) -> bool {
+        // Relaxed: a hint (see `wait`).
+        self.spinning.load(Relaxed)
     }
 
     fn caller(&self) -> Option<LoomArc<Waiter>> {
