@@ -11,11 +11,11 @@ use core::task::{Context, Poll, Waker};
 use std::panic::resume_unwind;
 
 use core::ptr::addr_of_mut;
-use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc as LoomArc;
 use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*, fence};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{hint, thread};
+use sync_core::wait::Watch;
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 use sync_core::waker::AtomicWaker;
 
@@ -246,7 +246,7 @@ impl Finish {
     pub(crate) fn wait(&self) {
         // A short spin first: a combiner usually finishes the task within
         // microseconds, and a park plus unpark costs tens.
-        let mut spin = SpinWait::new();
+        let mut spin = Watch::default();
         while spin.spin() {
             if self.is_finished() {
                 return;
@@ -599,7 +599,7 @@ impl<R> ResultSlot<R> {
     fn block(&self) {
         // A short spin, then yields, first: a combiner usually finishes the
         // task within microseconds, and a park plus unpark costs tens.
-        let mut spin = SpinWait::new();
+        let mut spin = Watch::default();
         loop {
             if self.is_done() {
                 return;

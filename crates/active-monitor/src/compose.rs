@@ -9,9 +9,9 @@ use ast_mutex::AbstractState;
 // loom's `Arc` cannot be coerced to one (the reference count is std's own,
 // the protocol's atomics are all loom's).
 use std::sync::Arc;
-use sync_core::parking_lot::SpinWait;
 use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
+use sync_core::wait::Watch;
 
 use crate::completion::{Completion, Finish, HasSlot, Outcome, ResultSlot};
 use crate::error::SameMonitor;
@@ -327,7 +327,7 @@ where
     // later operands are not looked at. Tried again for a moment before
     // queueing: a park and unpark costs as much as hundreds of tries.
     let mut ops = ops;
-    let mut spin = SpinWait::new();
+    let mut spin = Watch::default();
     loop {
         ops = match ops.run_first_ready() {
             Ok(done) => return Ok(done),

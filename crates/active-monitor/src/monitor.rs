@@ -1317,7 +1317,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         };
         while !srv.sleeper.is_empty() {
             if !self.take() {
-                sync_core::sync::thread::yield_now();
+                sync_core::wait::give_way(None);
                 continue;
             }
             // SAFETY: we hold the monitor: the `sleeper` queue's consumer.
@@ -1483,7 +1483,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             spins += 1;
             if spins % 64 == 0 {
                 // The sweeper may wait for a CPU.
-                sync_core::sync::thread::yield_now();
+                sync_core::wait::give_way(None);
             } else {
                 hint::spin_loop();
             }
@@ -1841,12 +1841,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 return true;
             }
         }
-        // One yield: with more threads than CPUs the publisher that would
-        // take the offer may be waiting for ours (a yield with nobody to
-        // run is a fraction of a microsecond).
+        // Give way once: with more threads than CPUs the publisher that
+        // would take the offer may be waiting for ours (a yield with nobody
+        // to run is a fraction of a microsecond; once yields are slow, a
+        // short sleep instead of a scheduling round).
         #[cfg(not(loom))]
         {
-            std::thread::yield_now();
+            sync_core::wait::give_way(None);
             if self.lock.load(Relaxed) != offer {
                 return true;
             }
