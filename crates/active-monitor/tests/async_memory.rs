@@ -60,8 +60,18 @@ fn after_dropped_order_waits(rounds: usize) -> isize {
 #[test]
 fn dropped_order_waits_do_not_pile_up() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let few = after_dropped_order_waits(10);
-    let many = after_dropped_order_waits(10_000);
+    // Live bytes are the whole process's: the least of three tries, so
+    // that a transient allocation elsewhere (a thread of an earlier test
+    // finishing) is not taken for history kept. History kept would show
+    // in every try.
+    let least = |rounds| {
+        (0..3)
+            .map(|_| after_dropped_order_waits(rounds))
+            .min()
+            .expect("three tries")
+    };
+    let few = least(10);
+    let many = least(10_000);
     // A withdrawn waiter's node is freed by the next newcomer's sweep:
     // what stays is a couple of nodes, whatever the history.
     assert!(
