@@ -238,6 +238,19 @@ impl Published {
 /// competes with running threads and may park again at the back of the
 /// queue (parking_lot's fairness timer then hands it the lock).
 ///
+/// A watcher cap ([`Config::watchers`], set by [`Learned`](crate::Learned)
+/// for its never-parking arm when more threads wait than there are CPUs,
+/// and by [`SimpleAdapt`](crate::SimpleAdapt) with pure spin) restricts
+/// concurrency: a thread that arrives to find that many threads waiting
+/// parks at once instead of watching, so only a few threads circulate and
+/// the rest sleep. Passive threads are rotated in, not left behind: the
+/// FCFS schedulers wake the longest-parked thread at every release that
+/// finds threads parked, so a thread parked behind `k` others is woken to
+/// watch (whatever the cap) after at most `k + 1` such releases, and
+/// parking_lot's fairness timer still hands the lock to the longest-parked
+/// thread about every millisecond of releases. A woken thread then watches
+/// and competes as any watcher.
+///
 /// # Examples
 ///
 /// ```
