@@ -140,10 +140,11 @@ impl Policy for Static {
 ///
 /// "No waiting threads" is sampled at an unlock, but threads may arrive
 /// while the lock is held (for long, perhaps): so pure spin comes with a
-/// cap of `threshold` watchers (at least one, see [`Config::watchers`]).
-/// A thread that arrives to find `threshold` others waiting parks at once
-/// instead of spinning, as the paper's rule would have had it do had it
-/// sampled then. The policy owns the watcher cap: its other states set
+/// cap of watchers: `threshold` or the CPUs, whichever is more (see
+/// [`Config::watchers`]). A thread that arrives to find that many others
+/// waiting parks at once instead of spinning, as the paper's rule would
+/// have had it do had it sampled then (more waiters than the threshold:
+/// fewer spins). The policy owns the watcher cap: its other states set
 /// none.
 ///
 /// # Examples
@@ -177,6 +178,14 @@ impl SimpleAdapt {
     }
 }
 
+impl SimpleAdapt {
+    /// The watcher cap of pure spin: the threshold or the CPUs.
+    fn watchers(&self) -> u8 {
+        let cpus = u32::try_from(sync_core::load::cpus()).unwrap_or(u32::MAX);
+        self.threshold.max(cpus).clamp(1, 254) as u8
+    }
+}
+
 impl Policy for SimpleAdapt {
     const INIT: Self = SimpleAdapt {
         threshold: 1,
@@ -186,7 +195,7 @@ impl Policy for SimpleAdapt {
     fn initial(&self) -> Config {
         Config::new()
             .wait(WaitPolicy::spin())
-            .watchers(Some(self.threshold.clamp(1, 254) as u8))
+            .watchers(Some(self.watchers()))
     }
 
     /// The paper samples once every other unlock.
@@ -208,7 +217,7 @@ impl Policy for SimpleAdapt {
         };
         let config = match self.next(spins, stats.waiting) {
             None => {
-                let cap = self.threshold.clamp(1, 254) as u8;
+                let cap = self.watchers();
                 return Some(stats.config.wait(WaitPolicy::spin()).watchers(Some(cap)));
             }
             Some(0) => stats.config.wait(WaitPolicy::block()),
@@ -223,6 +232,9 @@ impl Policy for SimpleAdapt {
 /// when threads outnumber cores.
 pub const WAKE_COST: Duration = Duration::from_micros(30);
 
+/// Holds longer than this many [`WAKE_COST`]s are not worth never parking
+/// for.
+const LONG_HOLD: u32 = 16;
 /// The learned policy's candidate waiting policies ("arms").
 const ARMS: usize = 4;
 /// Samples an arm is tried for when the policy explores.
@@ -272,7 +284,10 @@ const DOMINATED: f64 = 0.7;
 ///    the bound on how long a parked one waits).
 ///
 /// A long watch is not explored while more threads wait than there are
-/// cores and the lock is held longer than two wake-ups.
+/// cores and the lock is held longer than two wake-ups; never parking is
+/// not explored while the lock is held longer than 16 wake-ups (it could
+/// save at most one wake-up per acquisition, a few percent, and would burn
+/// the whole hold in every watcher).
 ///
 /// The monitor samples every 256th acquisition and every 8th contended
 /// one; at each sample the policy adds the window's acquisitions and time
@@ -396,10 +411,17 @@ impl Learned {
 
     /// Whether exploring `arm` can pay: a long watch cannot, when threads
     /// outnumber cores and the lock is held longer than the watch may last
-    /// (the watcher would burn a core the holder needs, then park anyway).
+    /// (the watcher would burn a core the holder needs, then park anyway);
+    /// never parking cannot when the lock is held longer than
+    /// [`LONG_HOLD`] wake-ups (it saves at most a wake-up per acquisition,
+    /// and burns the whole hold per watcher).
     fn worth_trying(arm: usize, s: &Stats) -> bool {
         let crowded = s.waiting + 1 > s.cpus.max(1);
-        arm != 1 || !crowded || s.hold_time < 2 * WAKE_COST
+        match arm {
+            1 => !crowded || s.hold_time < 2 * WAKE_COST,
+            3 => s.hold_time <= LONG_HOLD * WAKE_COST,
+            _ => true,
+        }
     }
 
     /// The arm with the best rate (acquisitions per nanosecond) among those
@@ -629,6 +651,22 @@ mod tests {
             late <= 10,
             "never park for {late} of the last 100 samples: {arms:?}"
         );
+    }
+
+    /// A lock held for a millisecond (a holder that sleeps in it): never
+    /// park is not even explored.
+    #[test]
+    fn learned_does_not_explore_never_park_for_long_holds() {
+        let mut p = Learned::new();
+        let mut c = Config::new();
+        for _ in 0..100 {
+            let mut s = window(100, 100_000, c);
+            s.hold_time = Duration::from_millis(1);
+            s.waiting = 16;
+            c = p.adapt(&s).unwrap();
+            assert_ne!(p.arm(), 3);
+            assert!(c.wait_policy().parks());
+        }
     }
 
     /// Explores the four arms, keeps the fastest, and explores again
