@@ -11,11 +11,14 @@
 //!   branch and bound with its four locks (tables 1-3).
 //! * `adaptive/uncontended`: the fast path, where the monitor must cost
 //!   nothing.
+//! * `adaptive/sleepy-holder/64`: a holder that sleeps inside the lock; the
+//!   waiters' CPU time per acquisition (what waiting costs).
 //!
 //! Each implementation keeps one lock across its samples (a long-lived
 //! lock, as in an application): the warm-up run is where a learning policy
 //! learns.
 
+pub mod sleepy;
 pub mod tsp;
 
 use std::hint::black_box;
@@ -45,6 +48,7 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
         all.push(tsp::workload(mode, variant));
     }
     all.push(uncontended_pair(mode));
+    all.push(sleepy::workload(mode));
     all
 }
 

@@ -138,6 +138,15 @@ impl Policy for Static {
 /// Between those, the lock spins `no-of-spins` times and then blocks (a
 /// combined lock).
 ///
+/// "No waiting threads" is sampled at an unlock, but threads may arrive
+/// while the lock is held (for long, perhaps): so pure spin comes with a
+/// cap of watchers: `threshold` or the CPUs, whichever is more (see
+/// [`Config::watchers`]). A thread that arrives to find that many others
+/// waiting parks at once instead of spinning, as the paper's rule would
+/// have had it do had it sampled then (more waiters than the threshold:
+/// fewer spins). The policy owns the watcher cap: its other states set
+/// none.
+///
 /// # Examples
 ///
 /// ```
@@ -169,6 +178,14 @@ impl SimpleAdapt {
     }
 }
 
+impl SimpleAdapt {
+    /// The watcher cap of pure spin: the threshold or the CPUs.
+    fn watchers(&self) -> u8 {
+        let cpus = u32::try_from(sync_core::load::cpus()).unwrap_or(u32::MAX);
+        self.threshold.max(cpus).clamp(1, 254) as u8
+    }
+}
+
 impl Policy for SimpleAdapt {
     const INIT: Self = SimpleAdapt {
         threshold: 1,
@@ -176,7 +193,9 @@ impl Policy for SimpleAdapt {
     };
 
     fn initial(&self) -> Config {
-        Config::new().wait(WaitPolicy::spin())
+        Config::new()
+            .wait(WaitPolicy::spin())
+            .watchers(Some(self.watchers()))
     }
 
     /// The paper samples once every other unlock.
@@ -196,12 +215,15 @@ impl Policy for SimpleAdapt {
         } else {
             None
         };
-        let wait = match self.next(spins, stats.waiting) {
-            None => WaitPolicy::spin(),
-            Some(0) => WaitPolicy::block(),
-            Some(n) => WaitPolicy::spin_then_block(n),
+        let config = match self.next(spins, stats.waiting) {
+            None => {
+                let cap = self.watchers();
+                return Some(stats.config.wait(WaitPolicy::spin()).watchers(Some(cap)));
+            }
+            Some(0) => stats.config.wait(WaitPolicy::block()),
+            Some(n) => stats.config.wait(WaitPolicy::spin_then_block(n)),
         };
-        Some(stats.config.wait(wait))
+        Some(config.watchers(None))
     }
 }
 
@@ -210,6 +232,9 @@ impl Policy for SimpleAdapt {
 /// when threads outnumber cores.
 pub const WAKE_COST: Duration = Duration::from_micros(30);
 
+/// Holds longer than this many [`WAKE_COST`]s are not worth never parking
+/// for.
+const LONG_HOLD: u32 = 16;
 /// The learned policy's candidate waiting policies ("arms").
 const ARMS: usize = 4;
 /// Samples an arm is tried for when the policy explores.
@@ -223,7 +248,16 @@ const MAX_EXPLOIT: u32 = 384;
 const DOMINATED: f64 = 0.7;
 
 /// The default policy: it learns which way of waiting gives this lock the
-/// most acquisitions per second, online, from the lock's own monitor.
+/// most acquisitions for what waiting costs, online, from the lock's own
+/// monitor.
+///
+/// The objective is acquisitions per unit of cost, where a window's cost is
+/// its wall time plus the CPU time its waiters burnt watching past their
+/// spins ([`Counters::watch_cpu`](crate::Counters::watch_cpu)) divided by
+/// the CPUs: waiters that keep every CPU busy for the whole window double
+/// its cost. So where all ways of waiting give the same throughput (a
+/// holder that sleeps inside the lock), the ones that burn CPU lose, and
+/// where spinning is faster it must be faster than the CPU it burns.
 ///
 /// Rules of thumb (spin if the wait is shorter than a wake-up, park if
 /// threads outnumber cores) each lose somewhere: a critical section of
@@ -240,10 +274,20 @@ const DOMINATED: f64 = 0.7;
 /// 2. park soon: 10 spins, then park;
 /// 3. never park: 10 backed-off spins, then yield between polls (wins when
 ///    the lock is always contended and a yield hands the core to the
-///    holder, 20 ns or 100 µs critical sections alike).
+///    holder, 20 ns or 100 µs critical sections alike). When more threads
+///    wait than there are CPUs, with concurrency restriction: at most one
+///    watcher per CPU ([`Config::watchers`]); a thread that arrives to find
+///    that many waiting parks at once, and each release that finds threads
+///    parked wakes one of them (first come, first served) to watch in its
+///    turn, so only a few threads circulate and the rest sleep (see
+///    [`RawAdaptiveLock`'s fairness](crate::RawAdaptiveLock#fairness) for
+///    the bound on how long a parked one waits).
 ///
 /// A long watch is not explored while more threads wait than there are
-/// cores and the lock is held longer than two wake-ups.
+/// cores and the lock is held longer than two wake-ups; never parking is
+/// not explored while the lock is held longer than 16 wake-ups (it could
+/// save at most one wake-up per acquisition, a few percent, and would burn
+/// the whole hold in every watcher).
 ///
 /// The monitor samples every 256th acquisition and every 8th contended
 /// one; at each sample the policy adds the window's acquisitions and time
@@ -258,6 +302,10 @@ const DOMINATED: f64 = 0.7;
 /// and returns when it changes. Windows without contention teach nothing
 /// and are skipped.
 ///
+/// The policy owns the configuration's wait policy, and the watcher cap
+/// while it restricts concurrency (it removes the cap it set when it
+/// stops).
+///
 /// # Examples
 ///
 /// ```
@@ -270,9 +318,13 @@ const DOMINATED: f64 = 0.7;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Learned {
     arm: usize,
-    /// Acquisitions and nanoseconds under each arm in its latest run.
+    /// Acquisitions and cost (nanoseconds of wall time plus the watchers'
+    /// CPU time over the CPUs) under each arm in its latest run.
     acquisitions: [u64; ARMS],
     nanos: [u64; ARMS],
+    /// Whether the configuration in force carries this policy's watcher
+    /// cap (concurrency restriction).
+    restricting: bool,
     /// Samples taken under the current arm.
     samples: u32,
     /// Exploring: the arms still to try after the current one.
@@ -312,6 +364,7 @@ impl Learned {
             arm: 0,
             acquisitions: [0; ARMS],
             nanos: [0; ARMS],
+            restricting: false,
             samples: 0,
             exploring: true,
             kept: 0,
@@ -358,10 +411,17 @@ impl Learned {
 
     /// Whether exploring `arm` can pay: a long watch cannot, when threads
     /// outnumber cores and the lock is held longer than the watch may last
-    /// (the watcher would burn a core the holder needs, then park anyway).
+    /// (the watcher would burn a core the holder needs, then park anyway);
+    /// never parking cannot when the lock is held longer than
+    /// [`LONG_HOLD`] wake-ups (it saves at most a wake-up per acquisition,
+    /// and burns the whole hold per watcher).
     fn worth_trying(arm: usize, s: &Stats) -> bool {
         let crowded = s.waiting + 1 > s.cpus.max(1);
-        arm != 1 || !crowded || s.hold_time < 2 * WAKE_COST
+        match arm {
+            1 => !crowded || s.hold_time < 2 * WAKE_COST,
+            3 => s.hold_time <= LONG_HOLD * WAKE_COST,
+            _ => true,
+        }
     }
 
     /// The arm with the best rate (acquisitions per nanosecond) among those
@@ -371,6 +431,31 @@ impl Learned {
         (0..ARMS)
             .max_by(|&a, &b| rate(a).total_cmp(&rate(b)))
             .unwrap_or(0)
+    }
+
+    /// The configuration for `arm`: its waiting policy, and the watcher
+    /// cap of concurrency restriction when the arm never parks and more
+    /// threads wait than there are CPUs.
+    fn config(&mut self, arm: usize, s: &Stats) -> Config {
+        let config = s.config.wait(Self::policy(arm, s));
+        let crowded = s.waiting + 1 > s.cpus.max(1);
+        if arm == 3 && crowded {
+            self.restricting = true;
+            config.watchers(Some(s.cpus.clamp(1, 254) as u8))
+        } else if self.restricting {
+            self.restricting = false;
+            config.watchers(None)
+        } else {
+            config
+        }
+    }
+
+    /// A window's cost in nanoseconds: its wall time plus its watchers'
+    /// CPU time over the CPUs.
+    fn cost(s: &Stats) -> u64 {
+        let wall = s.window_time.as_nanos().min(u128::from(u64::MAX)) as u64;
+        let cpu = s.window.watch_cpu.as_nanos().min(u128::from(u64::MAX)) as u64;
+        wall.saturating_add(cpu / u64::from(s.cpus.max(1)))
     }
 
     /// The arm whose number this policy is on now (for tests and examples:
@@ -397,12 +482,12 @@ impl Policy for Learned {
 
     fn adapt(&mut self, s: &Stats) -> Option<Config> {
         let w = s.window;
-        let nanos = s.window_time.as_nanos() as u64;
-        if w.contended == 0 || nanos == 0 {
+        if w.contended == 0 || s.window_time.is_zero() {
             // Nothing to learn from (or no clock): keep the arm, refresh
             // its parameters.
-            return Some(s.config.wait(Self::policy(self.arm, s)));
+            return Some(self.config(self.arm, s));
         }
+        let nanos = Self::cost(s);
         if self.samples == 0 {
             // A new run of this arm: forget its old figures.
             self.acquisitions[self.arm] = 0;
@@ -487,7 +572,7 @@ impl Policy for Learned {
             }
             self.arm = (0..ARMS).find(|&a| self.tries(a, s)).unwrap_or(self.kept);
         }
-        Some(s.config.wait(Self::policy(self.arm, s)))
+        Some(self.config(self.arm, s))
     }
 }
 
@@ -528,6 +613,59 @@ mod tests {
             park_wait: Duration::ZERO,
             config,
             cpus: 2,
+        }
+    }
+
+    /// Where every arm gives the same acquisitions per second (a holder
+    /// that sleeps inside the lock), the arm whose waiters burn CPU
+    /// watching loses, though it was kept before: on throughput alone the
+    /// tie kept it for ever.
+    #[test]
+    fn learned_leaves_never_park_when_it_only_burns_cpu() {
+        let mut p = Learned::new();
+        let mut c = Config::new();
+        // First, never park (arm 3) is clearly the fastest: it is kept.
+        let rate = [10, 10, 10, 30];
+        for _ in 0..ARMS as u32 * PROBE {
+            let arm = p.arm();
+            c = p.adapt(&window(rate[arm] * 10, 10, c)).unwrap();
+        }
+        assert_eq!(p.arm(), 3);
+        // Then every arm does 30 per µs, but never park's waiters keep
+        // both CPUs busy watching for the whole window.
+        let mut arms = Vec::new();
+        for _ in 0..200 {
+            let arm = p.arm();
+            arms.push(arm);
+            let mut s = window(300, 10, c);
+            if arm == 3 {
+                s.window.watch_cpu = 2 * s.window_time;
+            }
+            c = p.adapt(&s).unwrap();
+        }
+        assert_ne!(p.arm(), 3, "still never parking: {arms:?}");
+        // And it sits out explorations from then on: most of the last
+        // hundred samples are on other arms.
+        let late = arms[100..].iter().filter(|&&a| a == 3).count();
+        assert!(
+            late <= 10,
+            "never park for {late} of the last 100 samples: {arms:?}"
+        );
+    }
+
+    /// A lock held for a millisecond (a holder that sleeps in it): never
+    /// park is not even explored.
+    #[test]
+    fn learned_does_not_explore_never_park_for_long_holds() {
+        let mut p = Learned::new();
+        let mut c = Config::new();
+        for _ in 0..100 {
+            let mut s = window(100, 100_000, c);
+            s.hold_time = Duration::from_millis(1);
+            s.waiting = 16;
+            c = p.adapt(&s).unwrap();
+            assert_ne!(p.arm(), 3);
+            assert!(c.wait_policy().parks());
         }
     }
 

@@ -64,6 +64,9 @@ struct Holder<P> {
     hold_ns: u64,
     spin_polls: u32,
     park_wait_ns: u64,
+    /// CPU nanoseconds waiters spent watching past their spins (see
+    /// [`Counters::watch_cpu`]).
+    watch_cpu_ns: u64,
     /// Panics of the policy caught (see [`Counters::policy_panics`]).
     policy_panics: u64,
     /// Releases under a priority scheduler in a row that woke a waiter
@@ -106,6 +109,7 @@ impl<P> Holder<P> {
             hold_ns: 0,
             spin_polls: 0,
             park_wait_ns: 0,
+            watch_cpu_ns: 0,
             policy_panics: 0,
             passed_over: 0,
             last: Counters {
@@ -116,6 +120,7 @@ impl<P> Holder<P> {
                 handoffs: 0,
                 timeouts: 0,
                 policy_panics: 0,
+                watch_cpu: Duration::ZERO,
             },
             last_at: None,
             policy,
@@ -131,6 +136,7 @@ impl<P> Holder<P> {
             handoffs: self.handoffs,
             timeouts,
             policy_panics: self.policy_panics,
+            watch_cpu: Duration::from_nanos(self.watch_cpu_ns),
         }
     }
 }
@@ -146,6 +152,7 @@ struct Published {
     hold_ns: AtomicU64,
     park_wait_ns: AtomicU64,
     policy_panics: AtomicU64,
+    watch_cpu_ns: AtomicU64,
     spin_polls: AtomicU32,
 }
 
@@ -161,6 +168,7 @@ impl Published {
                 hold_ns: AtomicU64::new(0),
                 park_wait_ns: AtomicU64::new(0),
                 policy_panics: AtomicU64::new(0),
+                watch_cpu_ns: AtomicU64::new(0),
                 spin_polls: AtomicU32::new(0),
             }
         }
@@ -230,6 +238,19 @@ impl Published {
 /// competes with running threads and may park again at the back of the
 /// queue (parking_lot's fairness timer then hands it the lock).
 ///
+/// A watcher cap ([`Config::watchers`], set by [`Learned`](crate::Learned)
+/// for its never-parking arm when more threads wait than there are CPUs,
+/// and by [`SimpleAdapt`](crate::SimpleAdapt) with pure spin) restricts
+/// concurrency: a thread that arrives to find that many threads waiting
+/// parks at once instead of watching, so only a few threads circulate and
+/// the rest sleep. Passive threads are rotated in, not left behind: the
+/// FCFS schedulers wake the longest-parked thread at every release that
+/// finds threads parked, so a thread parked behind `k` others is woken to
+/// watch (whatever the cap) after at most `k + 1` such releases, and
+/// parking_lot's fairness timer still hands the lock to the longest-parked
+/// thread about every millisecond of releases. A woken thread then watches
+/// and competes as any watcher.
+///
 /// # Examples
 ///
 /// ```
@@ -282,6 +303,31 @@ fn ewma(old: u64, new: u64) -> u64 {
         new
     } else {
         old - (old >> EWMA_SHIFT) + (new >> EWMA_SHIFT)
+    }
+}
+
+/// The calling thread's CPU time in nanoseconds, where the platform has a
+/// per-thread CPU clock (not under loom, whose executions must not depend
+/// on it).
+#[inline]
+fn thread_cpu_ns() -> Option<u64> {
+    #[cfg(all(unix, not(loom)))]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; the call only writes
+        // it.
+        let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        if r != 0 {
+            return None;
+        }
+        Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+    #[cfg(not(all(unix, not(loom))))]
+    {
+        None
     }
 }
 
@@ -688,6 +734,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
             handoffs: p.handoffs.load(Ordering::Relaxed),
             timeouts,
             policy_panics: p.policy_panics.load(Ordering::Relaxed),
+            watch_cpu: Duration::from_nanos(p.watch_cpu_ns.load(Ordering::Relaxed)),
         };
         Stats {
             waiting,
@@ -867,6 +914,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
             p.park_wait_ns.store(h.park_wait_ns, Ordering::Relaxed);
             p.spin_polls.store(h.spin_polls, Ordering::Relaxed);
             p.policy_panics.store(h.policy_panics, Ordering::Relaxed);
+            p.watch_cpu_ns.store(h.watch_cpu_ns, Ordering::Relaxed);
             next.flatten()
         });
         if let Some(next) = next {
@@ -900,6 +948,11 @@ impl<P: Policy> RawAdaptiveLock<P> {
         // Relaxed: a hint; the queue lock orders parking and waking.
         let mut epoch = self.handoff_epoch.load(Ordering::Relaxed);
         let mut parks = 0u64;
+        // The thread's CPU clock when its watch went past the spins (read
+        // once per watch, and only by waiters that get that far), and the
+        // CPU time such watches took: the monitor's cost of waiting.
+        let mut past_spins: Option<u64> = None;
+        let mut watch_cpu = 0u64;
         let mut parked_at = None;
         let mut handoff = false;
         let mut state = self.state.load(Ordering::Relaxed);
@@ -936,6 +989,13 @@ impl<P: Policy> RawAdaptiveLock<P> {
             // passed by at every release. Relaxed: a hint, as above.
             let passed = self.handoff_epoch.load(Ordering::Relaxed) != epoch;
             if !passed {
+                let p = watch.policy();
+                if past_spins.is_none()
+                    && watch.polls() >= p.spin_count()
+                    && (p.yield_count() > 0 || !p.parks())
+                {
+                    past_spins = Some(thread_cpu_ns().unwrap_or(0));
+                }
                 match watch.pause(deadline) {
                     Next::Poll => {
                         state = self.state.load(Ordering::Relaxed);
@@ -972,6 +1032,9 @@ impl<P: Policy> RawAdaptiveLock<P> {
                     self.state.fetch_and(!PARKED_BIT, Ordering::Relaxed);
                 }
             };
+            if let Some(from) = past_spins.take() {
+                watch_cpu += thread_cpu_ns().unwrap_or(from).saturating_sub(from);
+            }
             parks += 1;
             if parked_at.is_none() {
                 parked_at = now();
@@ -1004,6 +1067,9 @@ impl<P: Policy> RawAdaptiveLock<P> {
             epoch = self.handoff_epoch.load(Ordering::Relaxed);
             state = self.state.load(Ordering::Relaxed);
         };
+        if let Some(from) = past_spins {
+            watch_cpu += thread_cpu_ns().unwrap_or(from).saturating_sub(from);
+        }
         // Relaxed: a sensor.
         self.waiting.fetch_sub(1, Ordering::Relaxed);
         if !won {
@@ -1017,6 +1083,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
             let h = &mut *h;
             h.contended += 1;
             h.parks += parks;
+            h.watch_cpu_ns = h.watch_cpu_ns.saturating_add(watch_cpu);
             if handoff {
                 h.handoffs += 1;
             }

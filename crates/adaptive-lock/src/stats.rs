@@ -32,6 +32,12 @@ pub struct Counters {
     /// that ran the policy completed and did not unwind; see
     /// [`Policy`](crate::Policy#panics)).
     pub policy_panics: u64,
+    /// CPU time that waiters which went on to acquire the lock spent
+    /// watching it past their spins (yielding or sleeping briefly between
+    /// polls, rather than parked): what "never park" costs the machine.
+    /// Read from the thread's CPU clock where there is one (Linux and other
+    /// Unix systems); zero elsewhere and under loom.
+    pub watch_cpu: Duration,
 }
 
 impl Counters {
@@ -45,6 +51,7 @@ impl Counters {
             handoffs: self.handoffs - earlier.handoffs,
             timeouts: self.timeouts.saturating_sub(earlier.timeouts),
             policy_panics: self.policy_panics - earlier.policy_panics,
+            watch_cpu: self.watch_cpu.saturating_sub(earlier.watch_cpu),
         }
     }
 }

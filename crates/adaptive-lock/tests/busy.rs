@@ -1,0 +1,193 @@
+//! Waiting when threads outnumber cores: a timed lock keeps its deadline
+//! beside spinning threads under every waiting policy, and the learned
+//! policy stops burning CPU when the holder sleeps inside the lock.
+#![cfg(not(loom))]
+
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Learned, Policy, SimpleAdapt, Static};
+use sync_core::testing::BusyThreads;
+use sync_core::wait::WaitPolicy;
+
+/// The tests of this file load the machine: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// On another thread: how long `f` took.
+fn timed(f: impl FnOnce() + Send + 'static) -> Duration {
+    thread::spawn(move || {
+        let began = Instant::now();
+        f();
+        began.elapsed()
+    })
+    .join()
+    .expect("the timed call panicked")
+}
+
+/// The fastest of five 1 ms timed locks of a held lock (each of which must
+/// fail), and the fastest of five plain 1 ms sleeps taken in turn with
+/// them: the machine's own floor at that moment. The fastest, because a
+/// wait that gives its core away for a scheduling round does so every
+/// time, while a machine loaded by others delays some waits at random.
+fn timed_lock_min<P: Policy + Sync + 'static>(policy: P) -> (Duration, Duration) {
+    let m = Arc::new(AdaptiveMutex::with_policy(0u32, policy));
+    let guard = m.lock();
+    let (mut locks, mut sleeps) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        sleeps.push(timed(|| thread::sleep(Duration::from_millis(1))));
+        let m = Arc::clone(&m);
+        // Another thread: the lock is held by this one.
+        locks.push(timed(move || {
+            assert!(m.try_lock_for(Duration::from_millis(1)).is_none());
+        }));
+    }
+    drop(guard);
+    (min(locks), min(sleeps))
+}
+
+fn min(v: Vec<Duration>) -> Duration {
+    v.into_iter().min().expect("five runs")
+}
+
+/// A 1 ms `try_lock_for` returns within 50 ms (the fastest of five) with 50
+/// threads spinning on the machine's cores, whatever the waiting policy:
+/// a watch that yields gives the core away for a scheduling round per
+/// yield (tens of ms with 50 runnable threads), so the wait must park or
+/// sleep briefly near its deadline instead. On a machine loaded beyond the
+/// test's own threads, a plain 1 ms sleep is late too: the bound is 50 ms
+/// plus twice what the sleep took then.
+#[test]
+fn a_1ms_timed_lock_returns_within_50ms_beside_50_busy_threads() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _busy = BusyThreads::start(50);
+    let mut late = Vec::new();
+    let mut check = |name: &str, (took, floor): (Duration, Duration)| {
+        let bound = Duration::from_millis(50) + 2 * floor;
+        if took > bound {
+            late.push(format!("{name}: {took:?} > {bound:?}"));
+        }
+    };
+    check("Learned", timed_lock_min(Learned::new()));
+    check(
+        "SimpleAdapt",
+        timed_lock_min(SimpleAdapt {
+            threshold: 1,
+            step: 10,
+        }),
+    );
+    let statics = [
+        ("new", WaitPolicy::new()),
+        ("spin", WaitPolicy::spin()),
+        ("spin_backoff", WaitPolicy::spin_backoff()),
+        ("block", WaitPolicy::block()),
+        ("spin_then_block(10)", WaitPolicy::spin_then_block(10)),
+        (
+            "conditional(1 ms)",
+            WaitPolicy::conditional(Duration::from_millis(1)),
+        ),
+        ("yields(u32::MAX)", WaitPolicy::new().yields(u32::MAX)),
+    ];
+    for (name, wait) in statics {
+        check(name, timed_lock_min(Static(wait)));
+    }
+    assert!(late.is_empty(), "late: {late:?}");
+}
+
+/// With a holder that sleeps 1 ms inside the lock and 16 threads wanting
+/// it, all ways of waiting give the same throughput; the learned policy
+/// must settle on one that parks: after a few hundred ms, the CPU its
+/// waiters burn watching is small next to what a watch that never parks
+/// burns (about a CPU per acquisition's millisecond, here).
+#[test]
+fn the_learned_policy_stops_spinning_when_the_holder_sleeps() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const THREADS: usize = 16;
+    let m = Arc::new(AdaptiveMutex::<u64>::new(0));
+    let run = |m: &Arc<AdaptiveMutex<u64>>, for_: Duration| {
+        let until = Instant::now() + for_;
+        let threads: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let m = Arc::clone(m);
+                thread::spawn(move || {
+                    while Instant::now() < until {
+                        let mut g = m.lock();
+                        thread::sleep(Duration::from_millis(1));
+                        *g += 1;
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("a locker panicked");
+        }
+    };
+    // Learning (with explorations of every arm, never-park included).
+    run(&m, Duration::from_millis(600));
+    let before = m.stats().total;
+    run(&m, Duration::from_millis(400));
+    let after = m.stats().total;
+    let acquisitions = after.acquisitions - before.acquisitions;
+    let cpu = after.watch_cpu - before.watch_cpu;
+    assert!(acquisitions > 0);
+    let per = cpu / acquisitions as u32;
+    // A never-parking watch burns hundreds of µs per acquisition here;
+    // parking, a few µs.
+    assert!(
+        per < Duration::from_micros(100),
+        "waiters burnt {per:?} of CPU watching per acquisition ({cpu:?} over \
+         {acquisitions}); config {:?}",
+        m.config()
+    );
+}
+
+/// `SimpleAdapt` configures pure spin when an unlock finds nobody waiting;
+/// threads that arrive while the lock is then held for long must not all
+/// spin through the hold: beyond the cap (the threshold or the CPUs) they
+/// park at once.
+#[test]
+fn simple_adapt_parks_waiters_that_arrive_during_a_long_hold() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const ARRIVING: usize = 8;
+    if sync_core::load::cpus() >= ARRIVING {
+        return; // every arrival may watch
+    }
+    let m = Arc::new(AdaptiveMutex::with_policy(
+        0u64,
+        SimpleAdapt {
+            threshold: 1,
+            step: 10,
+        },
+    ));
+    // Uncontended unlocks: samples with nobody waiting (pure spin).
+    for _ in 0..4 {
+        *m.lock() += 1;
+    }
+    assert_eq!(m.config().wait_policy(), WaitPolicy::spin());
+    let guard = m.lock();
+    let threads: Vec<_> = (0..ARRIVING)
+        .map(|_| {
+            let m = Arc::clone(&m);
+            thread::spawn(move || *m.lock() += 1)
+        })
+        .collect();
+    // SAFETY: only the address is used.
+    let key = unsafe { m.raw() } as *const _ as usize;
+    let start = Instant::now();
+    // Pure spin's cap: the threshold or the CPUs, whichever is more.
+    let cap = usize::from(m.config().watcher_limit().expect("a watcher cap"));
+    assert!(cap < ARRIVING, "{cap} CPUs: the test needs fewer");
+    while sync_core::testing::parked_on(key) < ARRIVING - cap {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{} of {ARRIVING} waiters parked during the hold; the others spin",
+            sync_core::testing::parked_on(key)
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    drop(guard);
+    for t in threads {
+        t.join().expect("a locker panicked");
+    }
+    assert_eq!(*m.lock(), 4 + ARRIVING as u64);
+}
