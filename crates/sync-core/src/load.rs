@@ -12,9 +12,9 @@
 //!   ([`cpus`]). Sampled at most every [`INTERVAL`] by whoever calls
 //!   [`tick`] when a sample is due. Elsewhere than on Linux, or when
 //!   `/proc/loadavg` cannot be read, never saturated.
-//! * [`yields_are_slow`]: saturated, or a yield measured by
-//!   [`measured_yield`] took longer than a scheduling slice's worth
-//!   recently.
+//! * [`yields_are_slow`]: heavily oversubscribed ([`CROWDED`] runnable
+//!   threads per CPU), or a yield measured by [`measured_yield`] took
+//!   longer than [`SLOW_YIELD`] recently.
 //!
 //! Loom: process-wide statics cannot be loom atomics (their constructors
 //! are not `const`), and this is a heuristic, not a protocol: every
@@ -61,6 +61,15 @@ const NEVER: u8 = 1;
 const ALWAYS: u8 = 2;
 const OVERRIDE_MASK: u8 = 3;
 const SAMPLED: u8 = 4;
+/// The sampler's verdict that the CPUs are heavily oversubscribed (more
+/// than [`CROWDED`] runnable threads per CPU).
+const HEAVY: u8 = 8;
+
+/// Runnable threads per CPU beyond which a yield is taken to be slow
+/// without measuring one. Between one and this many, yields are measured:
+/// a few threads that block often leave a yield cheap (the thread it
+/// yields to soon blocks), and parking instead would cost a wake-up.
+pub const CROWDED: u64 = 4;
 /// When the next sample is due, in nanoseconds since [`since_epoch`]'s epoch.
 #[cfg_attr(loom, allow(dead_code))]
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -91,9 +100,10 @@ pub fn saturated() -> bool {
     }
 }
 
-/// Whether a yield would give the core away for a scheduling round: the
-/// CPUs are [`saturated`], or a yield measured by [`measured_yield`] was
-/// slower than [`SLOW_YIELD`] within the last [`SLOW_YIELD_MEMORY`].
+/// Whether a yield would give the core away for a scheduling round: more
+/// than [`CROWDED`] threads per CPU are runnable (as last sampled), or a
+/// yield measured by [`measured_yield`] was slower than [`SLOW_YIELD`]
+/// within the last [`SLOW_YIELD_MEMORY`].
 ///
 /// # Examples
 ///
@@ -103,8 +113,12 @@ pub fn saturated() -> bool {
 /// ```
 #[inline]
 pub fn yields_are_slow() -> bool {
-    if saturated() {
-        return true;
+    let s = STATE.load(Relaxed);
+    match s & OVERRIDE_MASK {
+        NEVER => return false,
+        ALWAYS => return true,
+        _ if s & HEAVY != 0 => return true,
+        _ => {}
     }
     #[cfg(not(loom))]
     {
@@ -234,7 +248,7 @@ fn since_epoch() -> u64 {
 #[cfg(not(loom))]
 fn sample() {
     let Some(running) = procs_running() else {
-        STATE.fetch_and(!SAMPLED, Relaxed);
+        STATE.fetch_and(!(SAMPLED | HEAVY), Relaxed);
         return;
     };
     let was = LOAD.load(Relaxed);
@@ -257,6 +271,11 @@ fn sample() {
         STATE.fetch_or(SAMPLED, Relaxed);
     } else {
         STATE.fetch_and(!SAMPLED, Relaxed);
+    }
+    if load > cpus * CROWDED {
+        STATE.fetch_or(HEAVY, Relaxed);
+    } else {
+        STATE.fetch_and(!HEAVY, Relaxed);
     }
 }
 
