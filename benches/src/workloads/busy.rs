@@ -192,17 +192,19 @@ fn overshoot_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
             overshoot(|| assert!(C::recv_timeout(&rx, TIMEOUT).is_none()))
         })
     }
-    overshoot_workload("recv", "an empty channel", busy, "std")
-        .baseline("crossbeam")
-        .baseline("flume")
-        .implementation_pair("lockfree-sync", move || {
-            run::<LockfreeMpsc>(busy, waits, budget)
-        })
-        .implementation_pair("std", move || run::<StdMpsc>(busy, waits, budget))
-        .implementation_pair("crossbeam", move || {
-            run::<CrossbeamMpsc>(busy, waits, budget)
-        })
-        .implementation_pair("flume", move || run::<FlumeMpsc>(busy, waits, budget))
+    let w = overshoot_workload("recv", "an empty channel", busy, "std");
+    channels(
+        w,
+        [
+            run::<LockfreeMpsc>,
+            run::<StdMpsc>,
+            run::<CrossbeamMpsc>,
+            run::<FlumeMpsc>,
+        ],
+        busy,
+        waits,
+        budget,
+    )
 }
 
 fn wake_workload(kind: &str, event: &str, busy: usize, peer: &str) -> Workload {
@@ -452,17 +454,38 @@ fn wake_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
             },
         )
     }
-    wake_workload("recv", "a send", busy, "std")
-        .baseline("crossbeam")
-        .baseline("flume")
-        .implementation_pair("lockfree-sync", move || {
-            run::<LockfreeMpsc>(busy, waits, budget)
-        })
-        .implementation_pair("std", move || run::<StdMpsc>(busy, waits, budget))
-        .implementation_pair("crossbeam", move || {
-            run::<CrossbeamMpsc>(busy, waits, budget)
-        })
-        .implementation_pair("flume", move || run::<FlumeMpsc>(busy, waits, budget))
+    let w = wake_workload("recv", "a send", busy, "std");
+    channels(
+        w,
+        [
+            run::<LockfreeMpsc>,
+            run::<StdMpsc>,
+            run::<CrossbeamMpsc>,
+            run::<FlumeMpsc>,
+        ],
+        busy,
+        waits,
+        budget,
+    )
+}
+
+/// One run of a channel workload: (median, 99th percentile) in ms.
+type ChannelRun = fn(usize, usize, Duration) -> (f64, f64);
+
+/// Adds the four channels' runs (lockfree-sync, std, crossbeam, flume, in
+/// that order) to `w`, with std, crossbeam and flume as its peers.
+fn channels(
+    w: Workload,
+    runs: [ChannelRun; 4],
+    busy: usize,
+    waits: usize,
+    budget: Duration,
+) -> Workload {
+    let names = ["lockfree-sync", "std", "crossbeam", "flume"];
+    names.into_iter().zip(runs).fold(
+        w.baseline("crossbeam").baseline("flume"),
+        |w, (name, run)| w.implementation_pair(name, move || run(busy, waits, budget)),
+    )
 }
 
 /// An unbounded multi-producer channel with a timed receive.

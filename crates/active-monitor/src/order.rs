@@ -347,11 +347,12 @@ sync_core::loom::thread_local! {
 fn with_record<X>(f: impl FnOnce(&mut Record) -> X) -> Option<X> {
     let current = CURRENT.try_with(Cell::get).unwrap_or(core::ptr::null_mut());
     if !current.is_null() {
-        // SAFETY: `current` was set by `as_task` or `Worker::poll`, whose
-        // record outlives the pointer (see `CURRENT`); `f` runs no user code
-        // and nothing else borrows the record meanwhile (only this thread
-        // sees the pointer, and `with_record` is not re-entered from `f`).
-        return Some(f(unsafe { &mut *current }));
+        // Only this thread sees the pointer, `f` runs no user code and
+        // `with_record` is not re-entered from `f`: nothing else borrows it.
+        // SAFETY: set by `as_task` or `Worker::poll`, whose record outlives
+        // the pointer (see `CURRENT`); the borrow is exclusive (above).
+        let record = unsafe { &mut *current };
+        return Some(f(record));
     }
     THREAD.try_with(|w| f(&mut w.borrow_mut())).ok()
 }

@@ -273,10 +273,11 @@ impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
         let p = Arc::get_mut(&mut task)
             .expect("just allocated")
             .as_mut_ptr();
-        // SAFETY: `p` points to the new allocation, valid for writes; every
-        // field is written once, but the slot's value, a `MaybeUninit`
-        // (in a transparent cell) that needs no initialization (see
-        // `ResultSlot::init`); then the task is initialized.
+        // Every field is written once, but the slot's value, a
+        // `MaybeUninit` in a transparent cell that needs no initialization
+        // (see `ResultSlot::init`); then the task is initialized.
+        // SAFETY: `p` points to the new allocation, valid for writes, and
+        // every field is initialized before `assume_init` (above).
         unsafe {
             addr_of_mut!((*p).pre).write(pre);
             addr_of_mut!((*p).body).write(UnsafeCell::new(Some(body)));

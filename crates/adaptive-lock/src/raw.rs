@@ -1218,10 +1218,9 @@ impl<P: Policy> RawAdaptiveLock<P> {
                 }
                 release(result, handoff || aged)
             };
-            // SAFETY: `filter` only reads the token and `callback` only
-            // writes the lock word, the epoch and the holder's aging count
-            // (the lock is held): neither panics nor calls into the parking
-            // lot.
+            // `filter` only reads the token; `callback` only writes the lock
+            // word, the epoch and the holder's aging count (the lock is held).
+            // SAFETY: so neither panics nor calls into the parking lot.
             unsafe { parking_lot::unpark_filter(addr, filter, callback) };
             if !retry {
                 return;
