@@ -86,7 +86,7 @@
 //! manifest. The model's contract is documented in [`parking_lot`].
 //!
 //! [loom]: https://docs.rs/loom
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations)]
 
 pub mod load;
 pub mod parking_lot;

@@ -276,7 +276,7 @@ impl Waiter {
     pub fn wait(&self, spin: bool) -> Token {
         self.assert_owner();
         // If asked, a short spin first: a notify that comes within it costs
-        // no sleep and no wakeup (about 30 µs on a virtual machine).
+        // no sleep and no wakeup (a system call on each side).
         if spin {
             // The family's watch: it yields only while yields are cheap.
             let mut watch = Watch::default();
