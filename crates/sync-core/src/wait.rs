@@ -63,9 +63,11 @@ use crate::sync::thread;
 pub const SNOOZE: Duration = Duration::from_micros(50);
 
 /// Gives the core to other threads once, the family's replacement for
-/// `yield_now`: a yield while yields are cheap; once they are slow
-/// ([`load::yields_are_slow`]), a sleep of
-/// [`SNOOZE`], never past `deadline`. Under loom, one yield to the model.
+/// `yield_now`: without a deadline, a yield while yields are cheap; once
+/// they are slow ([`load::yields_are_slow`]), or whenever there is a
+/// `deadline` (a yield's length is unbounded: it can cost a whole
+/// scheduling round), a sleep of [`SNOOZE`], never past `deadline`. Under
+/// loom, one yield to the model.
 ///
 /// # Examples
 ///
@@ -82,10 +84,12 @@ pub fn give_way(deadline: Option<Instant>) {
     }
     #[cfg(not(loom))]
     {
-        load::tick();
-        if !load::yields_are_slow() {
-            load::measured_yield();
-            return;
+        if deadline.is_none() {
+            load::tick();
+            if !load::yields_are_slow() {
+                load::measured_yield();
+                return;
+            }
         }
         let nap = match deadline {
             None => SNOOZE,
@@ -616,12 +620,14 @@ impl Watch {
     /// every 16 spins.
     ///
     /// Past the spins, a pause yields only while yields are cheap
-    /// ([`load::yields_are_slow`]); once they
-    /// are slow, a policy that parks ends the watch ([`Next::Park`]: the
-    /// caller parks, with its deadline as the park's timeout), and one that
-    /// never parks sleeps for [`SNOOZE`] at most, never past `deadline`. So
-    /// a timed wait overshoots its deadline by a timer's latency, not by a
-    /// scheduling round.
+    /// ([`load::yields_are_slow`]) and the wait has no deadline. Once yields
+    /// are slow, or when the wait is timed, a policy that parks ends the
+    /// watch ([`Next::Park`]: the caller parks, with its deadline as the
+    /// park's timeout), and one that never parks sleeps for [`SNOOZE`] at
+    /// most, never past `deadline` (see [`give_way`]). A timed wait never
+    /// yields, since one yield can cost a whole scheduling round before
+    /// anyone notices that yields became slow; so it overshoots its deadline
+    /// by a timer's latency, not by a scheduling round.
     ///
     /// # Examples
     ///
@@ -660,6 +666,10 @@ impl Watch {
             }
         } else if i - p.spins < p.yields || !p.park {
             if p.park {
+                // A timed wait parks with its deadline rather than yield.
+                if deadline.is_some() {
+                    return Next::Park;
+                }
                 // The first pause past the spins samples the load (at most
                 // every few ms process-wide), so that the first yield of a
                 // saturated machine is not the one that finds out.
