@@ -927,11 +927,19 @@ impl<P: Policy> RawAdaptiveLock<P> {
         panics.take()
     }
 
-    /// The policy a waiter registered behind `ahead` others runs.
-    fn watch_policy(bits: u64, ahead: u32) -> WaitPolicy {
+    /// The policy a waiter registered behind `ahead` others runs; `timed`
+    /// for a wait with a deadline.
+    ///
+    /// A timed wait may park even under a policy that never parks: past its
+    /// spins it watches as the policy says while yields are cheap, and parks
+    /// (with its deadline as the park's timeout) once they are slow, so that
+    /// it returns near its deadline instead of after a series of sleeps,
+    /// each of which waits for a CPU again on a saturated machine.
+    fn watch_policy(bits: u64, ahead: u32, timed: bool) -> WaitPolicy {
         let config = Config::from_bits(bits);
         match config.watcher_limit() {
             Some(n) if ahead >= u32::from(n) => WaitPolicy::block(),
+            _ if timed => config.wait_policy().park(true),
             _ => config.wait_policy(),
         }
     }
@@ -944,7 +952,8 @@ impl<P: Policy> RawAdaptiveLock<P> {
         // Relaxed: a sensor; the lock word orders the data.
         let ahead = self.waiting.fetch_add(1, Ordering::Relaxed);
         let mut bits = self.config.load(Ordering::Relaxed);
-        let mut watch = Watch::new(Self::watch_policy(bits, ahead));
+        let timed = deadline.is_some();
+        let mut watch = Watch::new(Self::watch_policy(bits, ahead, timed));
         // Relaxed: a hint; the queue lock orders parking and waking.
         let mut epoch = self.handoff_epoch.load(Ordering::Relaxed);
         let mut parks = 0u64;
@@ -980,7 +989,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
                 // restarting it at every change would let a policy that
                 // changes faster than the budget keep a waiter from ever
                 // parking.
-                watch.set_policy(Self::watch_policy(bits, ahead));
+                watch.set_policy(Self::watch_policy(bits, ahead, timed));
             }
             // A handoff passed this watching waiter by (the lock went from
             // one holder to a parked thread without ever looking free): it
@@ -1063,7 +1072,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
             }
             // Woken to compete: watch again with the configuration in force.
             bits = self.config.load(Ordering::Relaxed);
-            watch.reset(Self::watch_policy(bits, 0));
+            watch.reset(Self::watch_policy(bits, 0, timed));
             epoch = self.handoff_epoch.load(Ordering::Relaxed);
             state = self.state.load(Ordering::Relaxed);
         };
