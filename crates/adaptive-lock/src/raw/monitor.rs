@@ -198,20 +198,10 @@ pub(super) fn thread_cpu_ns() -> Option<u64> {
     }
 }
 
+/// The CPUs the process may use, as the monitor reports them
+/// ([`Stats::cpus`]): the family's count.
 fn cpus() -> u32 {
-    #[cfg(not(loom))]
-    {
-        static CPUS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-        *CPUS.get_or_init(|| {
-            std::thread::available_parallelism()
-                .map(|n| n.get() as u32)
-                .unwrap_or(1)
-        })
-    }
-    #[cfg(loom)]
-    {
-        2
-    }
+    u32::try_from(sync_core::load::cpus()).unwrap_or(u32::MAX)
 }
 
 impl<P: Policy> RawAdaptiveLock<P> {
