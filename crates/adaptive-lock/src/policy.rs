@@ -48,8 +48,8 @@ use crate::stats::Stats;
 /// A policy that parks as soon as more than two threads wait:
 ///
 /// ```
-/// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Config, Policy, Stats};
-/// use sync_core::wait::WaitPolicy;
+/// use adaptive_lock::{AdaptiveMutex, Config, Policy, Stats};
+/// use adaptive_lock::WaitPolicy;
 ///
 /// struct ParkWhenCrowded;
 ///
@@ -104,8 +104,8 @@ pub trait Policy: Send {
 /// # Examples
 ///
 /// ```
-/// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Static};
-/// use sync_core::wait::WaitPolicy;
+/// use adaptive_lock::{AdaptiveMutex, Static};
+/// use adaptive_lock::WaitPolicy;
 ///
 /// let m = AdaptiveMutex::with_policy(0, Static(WaitPolicy::spin_then_block(10)));
 /// assert_eq!(m.config().wait_policy(), WaitPolicy::spin_then_block(10));
@@ -150,7 +150,7 @@ impl Policy for Static {
 /// # Examples
 ///
 /// ```
-/// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, SimpleAdapt};
+/// use adaptive_lock::{AdaptiveMutex, SimpleAdapt};
 /// let m = AdaptiveMutex::with_policy(0, SimpleAdapt { threshold: 1, step: 10 });
 /// *m.lock() += 1;
 /// ```
@@ -227,9 +227,15 @@ impl Policy for SimpleAdapt {
     }
 }
 
-/// What a wake-up costs on a typical virtual machine (`base/park-unpark`
-/// measures about 30-40 µs for two): the learned policy's cap on spinning
-/// when threads outnumber cores.
+/// The cost of a wake-up (an unpark and the woken thread's return to a
+/// CPU) that the learned policy assumes: its cap on watching when threads
+/// outnumber cores, and the unit of its "long hold" (16 of them).
+///
+/// # Examples
+///
+/// ```
+/// assert!(adaptive_lock::WAKE_COST > std::time::Duration::ZERO);
+/// ```
 pub const WAKE_COST: Duration = Duration::from_micros(30);
 
 /// Holds longer than this many [`WAKE_COST`]s are not worth never parking
@@ -260,10 +266,11 @@ const DOMINATED: f64 = 0.7;
 /// where spinning is faster it must be faster than the CPU it burns.
 ///
 /// Rules of thumb (spin if the wait is shorter than a wake-up, park if
-/// threads outnumber cores) each lose somewhere: a critical section of
-/// 20 ns contended by two threads is fastest when the waiter parks (the
-/// holder keeps the cache line and re-acquires alone), the same lock with
-/// 1 µs of work outside is fastest when it spins. So the policy measures.
+/// threads outnumber cores) each lose somewhere: a tiny critical section
+/// contended by two threads with no work between acquisitions can be
+/// fastest when the waiter parks (the holder keeps the cache line and
+/// re-acquires alone), while the same lock with some work outside is
+/// fastest when the waiter spins. So the policy measures.
 /// It chooses between five waiting policies (arms):
 ///
 /// 0. parking_lot's: 3 backed-off spins, 7 yields, park;
@@ -274,7 +281,7 @@ const DOMINATED: f64 = 0.7;
 /// 2. park soon: 10 spins, then park;
 /// 3. never park: 10 backed-off spins, then yield between polls (wins when
 ///    the lock is always contended and a yield hands the core to the
-///    holder, 20 ns or 100 µs critical sections alike; once yields are
+///    holder, short and long critical sections alike; once yields are
 ///    slow, the watchers sleep briefly between polls instead, see
 ///    [`Watch::pause`](sync_core::wait::Watch::pause));
 /// 4. never park with concurrency restriction, tried only while more
@@ -316,9 +323,9 @@ const DOMINATED: f64 = 0.7;
 /// # Examples
 ///
 /// ```
-/// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex};
+/// use adaptive_lock::AdaptiveMutex;
 ///
-/// let m = AdaptiveMutex::<i32>::new(0); // the learned policy is the default
+/// let m = AdaptiveMutex::new(0); // the learned policy is the default
 /// *m.lock() += 1;
 /// assert_eq!(m.stats().total.acquisitions, 1);
 /// ```
@@ -467,16 +474,11 @@ impl Learned {
         wall.saturating_add(cpu / u64::from(s.cpus.max(1)))
     }
 
-    /// The arm whose number this policy is on now (for tests and examples:
-    /// 0 parking_lot's, 1 long watch, 2 park soon, 3 never park, 4 never
-    /// park with concurrency restriction).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert_eq!(adaptive_lock::Learned::new().arm(), 0);
-    /// ```
-    pub fn arm(&self) -> usize {
+    /// The arm whose number this policy is on now (0 parking_lot's, 1 long
+    /// watch, 2 park soon, 3 never park, 4 never park with concurrency
+    /// restriction).
+    #[cfg(test)]
+    fn arm(&self) -> usize {
         self.arm
     }
 }

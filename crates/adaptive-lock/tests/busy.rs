@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Learned, Policy, SimpleAdapt, Static};
+use adaptive_lock::{AdaptiveMutex, Learned, Policy, SimpleAdapt, Static};
 use sync_core::testing::BusyThreads;
 use sync_core::wait::WaitPolicy;
 

@@ -43,7 +43,7 @@ pub const DEFAULT_SAMPLING_RATE: u32 = 256;
 ///
 /// `lock` sets `LOCKED` with one CAS from `0`; `unlock` clears it with one
 /// CAS from `LOCKED`. Any other word sends them to the slow paths: a waiter
-/// watches the word as the [`WaitPolicy`] says, then sets `PARKED` and parks
+/// watches the word as the [`WaitPolicy`](crate::WaitPolicy) says, then sets `PARKED` and parks
 /// with a validation that the word is still `LOCKED | PARKED` (under the
 /// parking lot's queue lock, so an unlock that follows finds it parked); an
 /// unlock that sees `PARKED` wakes one parked thread and, in the parking
@@ -107,7 +107,7 @@ pub const DEFAULT_SAMPLING_RATE: u32 = 256;
 ///
 /// ```
 /// use adaptive_lock::{RawAdaptiveLock, Static};
-/// use sync_core::wait::WaitPolicy;
+/// use adaptive_lock::WaitPolicy;
 ///
 /// let raw = RawAdaptiveLock::with_policy(Static(WaitPolicy::block()));
 /// raw.lock();
@@ -456,7 +456,7 @@ impl<P: Policy> RawAdaptiveLock<P> {
     ///
     /// ```
     /// use adaptive_lock::{Config, RawAdaptiveLock, Static};
-    /// use sync_core::wait::WaitPolicy;
+    /// use adaptive_lock::WaitPolicy;
     /// let raw = RawAdaptiveLock::with_policy(Static(Default::default()));
     /// raw.configure(Config::new().wait(WaitPolicy::block()));
     /// assert_eq!(raw.config().wait_policy(), WaitPolicy::block());
