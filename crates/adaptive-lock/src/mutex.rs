@@ -344,10 +344,8 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     #[doc(alias = "try_lock_owned")]
     #[inline]
     pub fn try_lock_arc(self: &Arc<Self>) -> Option<ArcAdaptiveMutexGuard<T, P>> {
-        // SAFETY: the lock is held by this thread, for the guard.
-        self.raw_lock()
-            .try_lock()
-            .then(|| unsafe { ArcAdaptiveMutexGuard::new(Arc::clone(self)) })
+        let locked = self.raw_lock().try_lock();
+        self.arc_guard_if(locked)
     }
 
     /// Takes the lock through an `Arc` (see [`lock_arc`](Self::lock_arc)),
@@ -367,10 +365,8 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
         self: &Arc<Self>,
         timeout: Duration,
     ) -> Option<ArcAdaptiveMutexGuard<T, P>> {
-        // SAFETY: the lock is held by this thread, for the guard.
-        self.raw_lock()
-            .try_lock_for(timeout)
-            .then(|| unsafe { ArcAdaptiveMutexGuard::new(Arc::clone(self)) })
+        let locked = self.raw_lock().try_lock_for(timeout);
+        self.arc_guard_if(locked)
     }
 
     /// Takes the lock through an `Arc` (see [`lock_arc`](Self::lock_arc)),
@@ -390,10 +386,15 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
         self: &Arc<Self>,
         deadline: Instant,
     ) -> Option<ArcAdaptiveMutexGuard<T, P>> {
-        // SAFETY: the lock is held by this thread, for the guard.
-        self.raw_lock()
-            .try_lock_until(deadline)
-            .then(|| unsafe { ArcAdaptiveMutexGuard::new(Arc::clone(self)) })
+        let locked = self.raw_lock().try_lock_until(deadline);
+        self.arc_guard_if(locked)
+    }
+
+    /// An owned guard if `locked` (the lock was just taken by this thread).
+    #[inline]
+    fn arc_guard_if(self: &Arc<Self>, locked: bool) -> Option<ArcAdaptiveMutexGuard<T, P>> {
+        // SAFETY: `locked`: the lock is held by this thread, for the guard.
+        locked.then(|| unsafe { ArcAdaptiveMutexGuard::new(Arc::clone(self)) })
     }
 
     /// A mutable reference to the data, without locking: the borrow
