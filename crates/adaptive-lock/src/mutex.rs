@@ -266,10 +266,10 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
         priority: usize,
         timeout: Duration,
     ) -> Option<AdaptiveMutexGuard<'_, T, P>> {
-        match Instant::now().checked_add(timeout) {
-            Some(deadline) => self.try_lock_with_priority_until(priority, deadline),
-            None => Some(self.lock_with_priority(priority)),
-        }
+        let locked = self
+            .raw_lock()
+            .try_lock_with_priority_for(priority, timeout);
+        self.guard_if(locked)
     }
 
     /// Takes the lock with `priority` (see
@@ -290,15 +290,10 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
         priority: usize,
         deadline: Instant,
     ) -> Option<AdaptiveMutexGuard<'_, T, P>> {
-        if self
+        let locked = self
             .raw_lock()
-            .try_lock_with_priority_until(priority, deadline)
-        {
-            // SAFETY: the lock is held by this thread, for the guard.
-            Some(unsafe { self.inner.make_guard_unchecked() })
-        } else {
-            None
-        }
+            .try_lock_with_priority_until(priority, deadline);
+        self.guard_if(locked)
     }
 
     /// Takes the lock through an `Arc`: the guard owns a reference to the
@@ -388,6 +383,13 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     ) -> Option<ArcAdaptiveMutexGuard<T, P>> {
         let locked = self.raw_lock().try_lock_until(deadline);
         self.arc_guard_if(locked)
+    }
+
+    /// A guard if `locked` (the lock was just taken by this thread).
+    #[inline]
+    fn guard_if(&self, locked: bool) -> Option<AdaptiveMutexGuard<'_, T, P>> {
+        // SAFETY: `locked`: the lock is held by this thread, for the guard.
+        locked.then(|| unsafe { self.inner.make_guard_unchecked() })
     }
 
     /// An owned guard if `locked` (the lock was just taken by this thread).

@@ -351,10 +351,29 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// ```
     #[inline]
     pub fn try_lock_for(&self, timeout: Duration) -> bool {
+        self.try_lock_with_priority_for(0, timeout)
+    }
+
+    /// Takes the lock with `priority` (see
+    /// [`lock_with_priority`](Self::lock_with_priority)), or gives up after
+    /// `timeout`. A timeout too large for an `Instant` waits without a
+    /// deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let raw = adaptive_lock::RawAdaptiveLock::<adaptive_lock::Learned>::new();
+    /// assert!(raw.try_lock_with_priority_for(5, Duration::from_millis(1)));
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
+    #[inline]
+    pub fn try_lock_with_priority_for(&self, priority: usize, timeout: Duration) -> bool {
         match Instant::now().checked_add(timeout) {
-            Some(deadline) => self.try_lock_until(deadline),
+            Some(deadline) => self.try_lock_with_priority_until(priority, deadline),
             None => {
-                self.lock();
+                self.lock_with_priority(priority);
                 true
             }
         }
