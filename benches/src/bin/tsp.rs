@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use adaptive_lock::{AdaptiveLockExt, Stats};
+use adaptive_lock::Stats;
 use clap::Parser;
 use sync_bench::workloads::adaptive::tsp::{self, Problem, Slot, Variant};
 use sync_bench::workloads::adaptive::{Adaptive, BlockPolicy, LearnedPolicy};

@@ -27,7 +27,7 @@ use std::sync::{Arc, Barrier, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Learned, Policy, SimpleAdapt, Static};
+use adaptive_lock::{AdaptiveMutex, Learned, Policy, SimpleAdapt, Static};
 use sync_core::wait::WaitPolicy;
 
 use crate::harness::{Mode, Unit, Workload, ms};

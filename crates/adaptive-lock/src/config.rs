@@ -109,7 +109,7 @@ impl Scheduler {
 ///
 /// ```
 /// use adaptive_lock::{Config, Scheduler};
-/// use sync_core::wait::WaitPolicy;
+/// use adaptive_lock::WaitPolicy;
 ///
 /// let c = Config::new()
 ///     .wait(WaitPolicy::spin_then_block(10))
@@ -169,8 +169,8 @@ impl Config {
     /// # Examples
     ///
     /// ```
-    /// let c = adaptive_lock::Config::new().wait(sync_core::wait::WaitPolicy::block());
-    /// assert_eq!(c.wait_policy(), sync_core::wait::WaitPolicy::block());
+    /// let c = adaptive_lock::Config::new().wait(adaptive_lock::WaitPolicy::block());
+    /// assert_eq!(c.wait_policy(), adaptive_lock::WaitPolicy::block());
     /// ```
     pub const fn wait(mut self, wait: WaitPolicy) -> Self {
         self.wait = wait;
@@ -339,7 +339,7 @@ impl Config {
     ///
     /// ```
     /// use adaptive_lock::Config;
-    /// use sync_core::wait::WaitPolicy;
+    /// use adaptive_lock::WaitPolicy;
     /// let c = Config::new().wait(WaitPolicy::new().yields(1000));
     /// assert_eq!(c.clamped().wait_policy().yield_count(), 254);
     /// ```

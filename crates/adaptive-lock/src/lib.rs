@@ -10,23 +10,32 @@
 //! successes, parks, hold and wait times, sampled every k-th unlock) and a
 //! user-provided **policy** ([`Policy`]) that runs in the unlock path and
 //! returns the next [`Config`]. An external agent may also
-//! [`configure`](AdaptiveLockExt::configure) it and read its
-//! [`stats`](AdaptiveLockExt::stats).
+//! [`configure`](AdaptiveMutex::configure) it and read its
+//! [`stats`](AdaptiveMutex::stats).
 //!
-//! [`AdaptiveMutex`] is `lock_api::Mutex<RawAdaptiveLock<P>, T>`, so it has
-//! parking_lot's guard API. Its uncontended path is parking_lot's (one CAS
-//! to lock, one to unlock, plus one add to a counter on the same cache
-//! line); the policies are [`Learned`] (the default), [`SimpleAdapt`] (the
-//! paper's) and [`Static`].
+//! [`AdaptiveMutex`] wraps a `lock_api::Mutex<RawAdaptiveLock<P>, T>`, so
+//! its guard is parking_lot's ([`AdaptiveMutexGuard`]); it adds owned
+//! guards through an `Arc` ([`ArcAdaptiveMutexGuard`]). Its uncontended
+//! path is parking_lot's (one CAS to lock, one to unlock, plus one add to a
+//! counter on the same cache line); the policies are [`Learned`] (the
+//! default), [`SimpleAdapt`] (the paper's) and [`Static`].
+//!
+//! | form | method |
+//! |---|---|
+//! | blocking | [`lock`](AdaptiveMutex::lock), [`lock_with_priority`](AdaptiveMutex::lock_with_priority) |
+//! | attempt | [`try_lock`](AdaptiveMutex::try_lock) |
+//! | bounded wait | [`try_lock_for`](AdaptiveMutex::try_lock_for), [`try_lock_until`](AdaptiveMutex::try_lock_until), [`try_lock_with_priority_for`](AdaptiveMutex::try_lock_with_priority_for), [`try_lock_with_priority_until`](AdaptiveMutex::try_lock_with_priority_until) |
+//! | owned through an `Arc` | [`lock_arc`](AdaptiveMutex::lock_arc), [`try_lock_arc`](AdaptiveMutex::try_lock_arc), [`try_lock_arc_for`](AdaptiveMutex::try_lock_arc_for), [`try_lock_arc_until`](AdaptiveMutex::try_lock_arc_until) |
+//! | async | none: a blocking lock (use `tokio::sync::Mutex` or `lockfree_sync::Mutex` for a lock held across `.await`) |
 //!
 //! # Examples
 //!
 //! ```
 //! use std::sync::Arc;
 //! use std::thread;
-//! use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex};
+//! use adaptive_lock::AdaptiveMutex;
 //!
-//! let queue = Arc::new(AdaptiveMutex::<Vec<u32>>::new(Vec::new()));
+//! let queue = Arc::new(AdaptiveMutex::new(Vec::new()));
 //! let producers: Vec<_> = (0..2)
 //!     .map(|p| {
 //!         let queue = Arc::clone(&queue);
@@ -45,7 +54,7 @@
 //! Under `--cfg loom` the raw lock is built on loom's atomics and the
 //! parking lot's model; `lock_api`'s traits (which need `const`
 //! constructors) are left out, and models use the raw lock's methods.
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations)]
 
 mod config;
 #[cfg(not(loom))]
@@ -56,7 +65,9 @@ mod stats;
 
 pub use config::{Config, Scheduler};
 #[cfg(not(loom))]
-pub use mutex::{AdaptiveGuard, AdaptiveLockExt, AdaptiveMutex, AdaptiveMutexGuard};
+pub use mutex::{
+    AdaptiveMutex, AdaptiveMutexGuard, ArcAdaptiveMutexGuard, MappedAdaptiveMutexGuard,
+};
 pub use policy::{Learned, Policy, SimpleAdapt, Static, WAKE_COST};
 pub use raw::{DEFAULT_SAMPLING_RATE, RawAdaptiveLock};
 pub use stats::{Counters, Stats};

@@ -1,23 +1,29 @@
-//! The safe lock: `lock_api::Mutex` over [`RawAdaptiveLock`], and what it
-//! adds (priority lock, monitor, external control, a chosen policy).
+//! The safe lock: [`AdaptiveMutex`], a mutex over [`RawAdaptiveLock`], and
+//! its guards.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::ops::{Deref, DerefMut};
+use core::time::Duration;
+use std::sync::Arc;
+use std::time::Instant;
 
 use crate::config::Config;
-use crate::policy::Policy;
+use crate::policy::{Learned, Policy};
 use crate::raw::RawAdaptiveLock;
 use crate::stats::Stats;
 
 /// A mutual-exclusion lock that monitors itself and adapts how its waiters
-/// wait, run by the policy `P` ([`Learned`](crate::Learned) by default).
+/// wait, run by the policy `P` ([`Learned`] by default).
 ///
-/// It is `lock_api::Mutex<RawAdaptiveLock<P>, T>`: the guard API of
-/// parking_lot (`lock`, `try_lock`, `try_lock_for`, `try_lock_until`,
-/// `MutexGuard::unlock_fair`, `MutexGuard::map`, …), plus the methods of
-/// [`AdaptiveLockExt`].
-///
-/// Name the data type when you call `new` (`AdaptiveMutex::<u64>::new(0)`,
-/// or `let m: AdaptiveMutex<u64> = AdaptiveMutex::new(0)`): Rust does not
-/// fill in a type alias's default policy while it infers, and
-/// [`with_policy`](AdaptiveLockExt::with_policy) names the policy itself.
+/// Its guard API is parking_lot's ([`AdaptiveMutexGuard`] is a
+/// `lock_api::MutexGuard`: `unlock_fair`, `map`, `unlocked`, …), with the
+/// family's forms: [`lock`](Self::lock), [`try_lock`](Self::try_lock),
+/// [`try_lock_for`](Self::try_lock_for) /
+/// [`try_lock_until`](Self::try_lock_until), and owned guards through an
+/// `Arc` ([`lock_arc`](Self::lock_arc) and its `try_` forms). On top of
+/// those: priority locking, the monitor ([`stats`](Self::stats)) and
+/// external control ([`configure`](Self::configure)).
 ///
 /// # Panics and poisoning
 ///
@@ -25,9 +31,9 @@ use crate::stats::Stats;
 /// section releases the lock as the guard is dropped, and the next thread
 /// gets the data as the panicking thread left it.
 ///
-/// No unlock unwinds (dropping a guard, `MutexGuard::unlock_fair`,
-/// `unlocked`, `unlocked_fair`, `bump`, the mapped guards'): a panic of the
-/// policy, which runs in the unlock path, is caught and counted in
+/// No unlock unwinds (dropping a guard, `unlock_fair`, `unlocked`,
+/// `unlocked_fair`, `bump`, the mapped guards'): a panic of the policy,
+/// which runs in the unlock path, is caught and counted in
 /// [`Counters::policy_panics`](crate::Counters::policy_panics) (see
 /// [`Policy`'s panics](crate::Policy#panics)).
 ///
@@ -35,16 +41,16 @@ use crate::stats::Stats;
 ///
 /// See [`RawAdaptiveLock`]: barging by default, handoff with
 /// [`Scheduler::HANDOFF`](crate::Scheduler::HANDOFF) or
-/// `MutexGuard::unlock_fair`.
+/// [`AdaptiveMutexGuard::unlock_fair`].
 ///
 /// # Examples
 ///
 /// ```
 /// use std::sync::Arc;
 /// use std::thread;
-/// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex};
+/// use adaptive_lock::AdaptiveMutex;
 ///
-/// let counter = Arc::new(AdaptiveMutex::<u64>::new(0));
+/// let counter = Arc::new(AdaptiveMutex::new(0u64));
 /// let threads: Vec<_> = (0..4)
 ///     .map(|_| {
 ///         let counter = Arc::clone(&counter);
@@ -61,48 +67,378 @@ use crate::stats::Stats;
 /// assert_eq!(*counter.lock(), 4000);
 /// assert_eq!(counter.stats().total.acquisitions, 4001);
 /// ```
-pub type AdaptiveMutex<T, P = crate::Learned> = lock_api::Mutex<RawAdaptiveLock<P>, T>;
+pub struct AdaptiveMutex<T: ?Sized, P = Learned> {
+    inner: lock_api::Mutex<RawAdaptiveLock<P>, T>,
+}
 
-/// The guard of an [`AdaptiveMutex`].
-pub type AdaptiveMutexGuard<'a, T, P = crate::Learned> =
-    lock_api::MutexGuard<'a, RawAdaptiveLock<P>, T>;
+/// The guard of an [`AdaptiveMutex`]: the lock is held until it is
+/// dropped. A `lock_api::MutexGuard`, with its associated functions
+/// (`AdaptiveMutexGuard::unlock_fair(guard)`, `map`, `unlocked`, `bump`).
+pub type AdaptiveMutexGuard<'a, T, P = Learned> = lock_api::MutexGuard<'a, RawAdaptiveLock<P>, T>;
 
-/// What an [`AdaptiveMutex`] offers beyond `lock_api::Mutex`.
-pub trait AdaptiveLockExt<T, P: Policy> {
-    /// A lock around `value` run by `policy` (its initial configuration
-    /// and sampling rate).
+/// The guard [`AdaptiveMutexGuard::map`] returns: holds the lock, gives
+/// access to a part of the data.
+pub type MappedAdaptiveMutexGuard<'a, T, P = Learned> =
+    lock_api::MappedMutexGuard<'a, RawAdaptiveLock<P>, T>;
+
+impl<T> AdaptiveMutex<T, Learned> {
+    /// An unlocked lock around `value`, run by the default [`Learned`]
+    /// policy. `const`, so that a lock may be a `static`.
     ///
     /// # Examples
     ///
     /// ```
-    /// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, SimpleAdapt};
+    /// use adaptive_lock::AdaptiveMutex;
+    ///
+    /// static HITS: AdaptiveMutex<u64> = AdaptiveMutex::new(0);
+    /// *HITS.lock() += 1;
+    /// let m = AdaptiveMutex::new(0u64);
+    /// assert_eq!(*m.lock(), 0);
+    /// ```
+    pub const fn new(value: T) -> Self {
+        Self::const_new(value)
+    }
+}
+
+impl<T, P: Policy> AdaptiveMutex<T, P> {
+    /// An unlocked lock around `value` run by `policy` (its initial
+    /// configuration and sampling rate apply at once).
+    ///
+    /// # Panics
+    ///
+    /// If the policy's `initial`, `sampling_rate` or `uses_time` panics
+    /// (see [`RawAdaptiveLock::with_policy`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptive_lock::{AdaptiveMutex, SimpleAdapt};
+    ///
     /// let m = AdaptiveMutex::with_policy(1, SimpleAdapt { threshold: 2, step: 5 });
     /// assert_eq!(*m.lock(), 1);
     /// ```
-    fn with_policy(value: T, policy: P) -> Self;
+    pub fn with_policy(value: T, policy: P) -> Self {
+        Self {
+            inner: lock_api::Mutex::from_raw(RawAdaptiveLock::with_policy(policy), value),
+        }
+    }
 
-    /// Locks with `priority`: under a priority scheduler, a release wakes
-    /// the parked waiter of highest priority first.
+    /// An unlocked lock around `value` run by the policy's constant
+    /// [`Policy::INIT`]: `const`, for a `static` lock of any policy. Its
+    /// first acquisition applies the policy's initial configuration and
+    /// sampling rate (see [`RawAdaptiveLock::new`]).
     ///
     /// # Examples
     ///
     /// ```
-    /// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex};
-    /// let m = AdaptiveMutex::<i32>::new(0);
+    /// use adaptive_lock::{AdaptiveMutex, SimpleAdapt};
+    ///
+    /// static QUEUE: AdaptiveMutex<Vec<u32>, SimpleAdapt> = AdaptiveMutex::const_new(Vec::new());
+    /// QUEUE.lock().push(1);
+    /// assert_eq!(QUEUE.lock().len(), 1);
+    /// ```
+    pub const fn const_new(value: T) -> Self {
+        Self {
+            inner: lock_api::Mutex::from_raw(RawAdaptiveLock::new(), value),
+        }
+    }
+
+    /// Consumes the lock and returns its data.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = adaptive_lock::AdaptiveMutex::new(String::from("data"));
+    /// assert_eq!(m.into_inner(), "data");
+    /// ```
+    pub fn into_inner(self) -> T {
+        self.inner.into_inner()
+    }
+}
+
+impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
+    /// Takes the lock, waiting as the current configuration says, and
+    /// returns a guard that releases it when dropped.
+    ///
+    /// # Deadlocks
+    ///
+    /// Locking a lock this thread holds deadlocks (the lock is not
+    /// reentrant).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = adaptive_lock::AdaptiveMutex::new(1);
+    /// *m.lock() += 1;
+    /// assert_eq!(*m.lock(), 2);
+    /// ```
+    #[inline]
+    pub fn lock(&self) -> AdaptiveMutexGuard<'_, T, P> {
+        self.inner.lock()
+    }
+
+    /// Takes the lock if it is free now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = adaptive_lock::AdaptiveMutex::new(0);
+    /// let held = m.lock();
+    /// assert!(m.try_lock().is_none());
+    /// drop(held);
+    /// assert!(m.try_lock().is_some());
+    /// ```
+    #[inline]
+    pub fn try_lock(&self) -> Option<AdaptiveMutexGuard<'_, T, P>> {
+        self.inner.try_lock()
+    }
+
+    /// Takes the lock, or gives up after `timeout`. The deadline is checked
+    /// while the waiter watches as well as while it is parked (see
+    /// [`RawAdaptiveLock::try_lock_until`]). A timeout too large for an
+    /// `Instant` waits without a deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let m = adaptive_lock::AdaptiveMutex::new(0);
+    /// let held = m.lock();
+    /// assert!(m.try_lock_for(Duration::from_millis(1)).is_none());
+    /// drop(held);
+    /// assert!(m.try_lock_for(Duration::from_millis(1)).is_some());
+    /// ```
+    #[inline]
+    pub fn try_lock_for(&self, timeout: Duration) -> Option<AdaptiveMutexGuard<'_, T, P>> {
+        self.inner.try_lock_for(timeout)
+    }
+
+    /// Takes the lock, or gives up at `deadline` (see
+    /// [`try_lock_for`](Self::try_lock_for)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let m = adaptive_lock::AdaptiveMutex::new(0);
+    /// let held = m.lock();
+    /// assert!(m.try_lock_until(Instant::now() + Duration::from_millis(1)).is_none());
+    /// ```
+    #[inline]
+    pub fn try_lock_until(&self, deadline: Instant) -> Option<AdaptiveMutexGuard<'_, T, P>> {
+        self.inner.try_lock_until(deadline)
+    }
+
+    /// Takes the lock with `priority` (higher first): under a priority
+    /// scheduler, a release wakes the parked waiter of highest priority
+    /// first. Under other schedulers, the same as [`lock`](Self::lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptive_lock::{AdaptiveMutex, Scheduler};
+    ///
+    /// let m = AdaptiveMutex::new(0);
+    /// m.configure(m.config().scheduler(Scheduler::PRIORITY));
     /// *m.lock_with_priority(3) += 1;
     /// ```
-    fn lock_with_priority(&self, priority: usize) -> AdaptiveGuard<'_, T, P>;
+    #[inline]
+    pub fn lock_with_priority(&self, priority: usize) -> AdaptiveMutexGuard<'_, T, P> {
+        self.raw_lock().lock_with_priority(priority);
+        // SAFETY: the lock is held by this thread, for the guard.
+        unsafe { self.inner.make_guard_unchecked() }
+    }
+
+    /// Takes the lock with `priority` (see
+    /// [`lock_with_priority`](Self::lock_with_priority)), or gives up after
+    /// `timeout`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let m = adaptive_lock::AdaptiveMutex::new(0);
+    /// assert!(m.try_lock_with_priority_for(2, Duration::from_millis(1)).is_some());
+    /// ```
+    #[inline]
+    pub fn try_lock_with_priority_for(
+        &self,
+        priority: usize,
+        timeout: Duration,
+    ) -> Option<AdaptiveMutexGuard<'_, T, P>> {
+        let locked = self
+            .raw_lock()
+            .try_lock_with_priority_for(priority, timeout);
+        self.guard_if(locked)
+    }
+
+    /// Takes the lock with `priority` (see
+    /// [`lock_with_priority`](Self::lock_with_priority)), or gives up at
+    /// `deadline`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let m = adaptive_lock::AdaptiveMutex::new(0);
+    /// let deadline = Instant::now() + Duration::from_millis(1);
+    /// assert!(m.try_lock_with_priority_until(2, deadline).is_some());
+    /// ```
+    #[inline]
+    pub fn try_lock_with_priority_until(
+        &self,
+        priority: usize,
+        deadline: Instant,
+    ) -> Option<AdaptiveMutexGuard<'_, T, P>> {
+        let locked = self
+            .raw_lock()
+            .try_lock_with_priority_until(priority, deadline);
+        self.guard_if(locked)
+    }
+
+    /// Takes the lock through an `Arc`: the guard owns a reference to the
+    /// lock instead of borrowing it, so that it may outlive the scope (be
+    /// moved into another thread, stored in a struct).
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::thread;
+    /// use adaptive_lock::AdaptiveMutex;
+    ///
+    /// let m = Arc::new(AdaptiveMutex::new(0));
+    /// let mut guard = m.lock_arc();
+    /// thread::spawn(move || *guard += 1).join().unwrap();
+    /// assert_eq!(*m.lock(), 1);
+    /// ```
+    #[doc(alias = "lock_owned")]
+    #[inline]
+    pub fn lock_arc(self: &Arc<Self>) -> ArcAdaptiveMutexGuard<T, P> {
+        self.raw_lock().lock();
+        // SAFETY: the lock is held by this thread, for the guard.
+        unsafe { ArcAdaptiveMutexGuard::new(Arc::clone(self)) }
+    }
+
+    /// Takes the lock through an `Arc` (see [`lock_arc`](Self::lock_arc))
+    /// if it is free now.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let m = Arc::new(adaptive_lock::AdaptiveMutex::new(0));
+    /// let held = m.try_lock_arc().unwrap();
+    /// assert!(m.try_lock_arc().is_none());
+    /// drop(held);
+    /// ```
+    #[doc(alias = "try_lock_owned")]
+    #[inline]
+    pub fn try_lock_arc(self: &Arc<Self>) -> Option<ArcAdaptiveMutexGuard<T, P>> {
+        let locked = self.raw_lock().try_lock();
+        self.arc_guard_if(locked)
+    }
+
+    /// Takes the lock through an `Arc` (see [`lock_arc`](Self::lock_arc)),
+    /// or gives up after `timeout` (see [`try_lock_for`](Self::try_lock_for)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// let m = Arc::new(adaptive_lock::AdaptiveMutex::new(0));
+    /// let held = m.lock_arc();
+    /// assert!(m.try_lock_arc_for(Duration::from_millis(1)).is_none());
+    /// ```
+    #[inline]
+    pub fn try_lock_arc_for(
+        self: &Arc<Self>,
+        timeout: Duration,
+    ) -> Option<ArcAdaptiveMutexGuard<T, P>> {
+        let locked = self.raw_lock().try_lock_for(timeout);
+        self.arc_guard_if(locked)
+    }
+
+    /// Takes the lock through an `Arc` (see [`lock_arc`](Self::lock_arc)),
+    /// or gives up at `deadline` (see [`try_lock_for`](Self::try_lock_for)).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::{Duration, Instant};
+    /// let m = Arc::new(adaptive_lock::AdaptiveMutex::new(0));
+    /// let deadline = Instant::now() + Duration::from_millis(1);
+    /// assert!(m.try_lock_arc_until(deadline).is_some());
+    /// ```
+    #[inline]
+    pub fn try_lock_arc_until(
+        self: &Arc<Self>,
+        deadline: Instant,
+    ) -> Option<ArcAdaptiveMutexGuard<T, P>> {
+        let locked = self.raw_lock().try_lock_until(deadline);
+        self.arc_guard_if(locked)
+    }
+
+    /// A guard if `locked` (the lock was just taken by this thread).
+    #[inline]
+    fn guard_if(&self, locked: bool) -> Option<AdaptiveMutexGuard<'_, T, P>> {
+        // SAFETY: `locked`: the lock is held by this thread, for the guard.
+        locked.then(|| unsafe { self.inner.make_guard_unchecked() })
+    }
+
+    /// An owned guard if `locked` (the lock was just taken by this thread).
+    #[inline]
+    fn arc_guard_if(self: &Arc<Self>, locked: bool) -> Option<ArcAdaptiveMutexGuard<T, P>> {
+        // SAFETY: `locked`: the lock is held by this thread, for the guard.
+        locked.then(|| unsafe { ArcAdaptiveMutexGuard::new(Arc::clone(self)) })
+    }
+
+    /// A mutable reference to the data, without locking: the borrow
+    /// checker proves that no guard exists.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut m = adaptive_lock::AdaptiveMutex::new(1);
+    /// *m.get_mut() += 1;
+    /// assert_eq!(*m.lock(), 2);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut T {
+        self.inner.get_mut()
+    }
+
+    /// Whether the lock is held (a hint: it may change at once).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = adaptive_lock::AdaptiveMutex::new(0);
+    /// let held = m.lock();
+    /// assert!(m.is_locked());
+    /// ```
+    #[inline]
+    pub fn is_locked(&self) -> bool {
+        self.inner.is_locked()
+    }
 
     /// A snapshot of the monitor (see [`RawAdaptiveLock::stats`]).
     ///
     /// # Examples
     ///
     /// ```
-    /// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex};
-    /// let m = AdaptiveMutex::<i32>::new(0);
-    /// assert_eq!(m.stats().total.acquisitions, 0);
+    /// let m = adaptive_lock::AdaptiveMutex::new(0);
+    /// drop(m.lock());
+    /// assert_eq!(m.stats().total.acquisitions, 1);
     /// ```
-    fn stats(&self) -> Stats;
+    pub fn stats(&self) -> Stats {
+        self.raw_lock().stats()
+    }
 
     /// External control: sets the configuration now (see
     /// [`RawAdaptiveLock::configure`]).
@@ -110,54 +446,215 @@ pub trait AdaptiveLockExt<T, P: Policy> {
     /// # Examples
     ///
     /// ```
-    /// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Config, Scheduler};
-    /// let m = AdaptiveMutex::<i32>::new(0);
+    /// use adaptive_lock::{AdaptiveMutex, Config, Scheduler};
+    /// let m = AdaptiveMutex::new(0);
     /// m.configure(Config::new().scheduler(Scheduler::HANDOFF));
     /// assert!(m.config().scheduler_kind().is_handoff());
     /// ```
-    fn configure(&self, config: Config);
+    pub fn configure(&self, config: Config) {
+        self.raw_lock().configure(config)
+    }
 
     /// The configuration in force.
     ///
     /// # Examples
     ///
     /// ```
-    /// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Config};
-    /// let m = AdaptiveMutex::<u8>::new(0);
+    /// use adaptive_lock::{AdaptiveMutex, Config};
+    /// let m = AdaptiveMutex::new(0u8);
     /// assert_eq!(m.config(), Config::new());
     /// ```
-    fn config(&self) -> Config;
+    pub fn config(&self) -> Config {
+        self.raw_lock().config()
+    }
+
+    /// The raw lock under this one, for its hints and monitor.
+    ///
+    /// # Safety
+    ///
+    /// Locking or unlocking the raw lock while a guard of this lock exists,
+    /// or unlocking it without holding it, breaks the guards' exclusion.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = adaptive_lock::AdaptiveMutex::new(0);
+    /// // SAFETY: only reads a hint.
+    /// assert!(!unsafe { m.raw() }.has_parked());
+    /// ```
+    pub unsafe fn raw(&self) -> &RawAdaptiveLock<P> {
+        self.raw_lock()
+    }
+
+    /// Releases the lock held without a guard (one leaked with
+    /// `mem::forget`, or taken through [`raw`](Self::raw)).
+    ///
+    /// # Safety
+    ///
+    /// The lock must be held by the calling context, and no guard of it
+    /// may be used afterwards.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = adaptive_lock::AdaptiveMutex::new(0);
+    /// std::mem::forget(m.lock());
+    /// // SAFETY: the lock is held, and its guard was forgotten.
+    /// unsafe { m.force_unlock() };
+    /// assert!(!m.is_locked());
+    /// ```
+    pub unsafe fn force_unlock(&self) {
+        // SAFETY: the caller holds the lock.
+        unsafe { self.inner.force_unlock() }
+    }
+
+    /// A raw pointer to the data, for code that synchronizes by other
+    /// means.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = adaptive_lock::AdaptiveMutex::new(7);
+    /// let guard = m.lock();
+    /// // SAFETY: this thread holds the lock.
+    /// assert_eq!(unsafe { *m.data_ptr() }, 7);
+    /// ```
+    pub fn data_ptr(&self) -> *mut T {
+        self.inner.data_ptr()
+    }
+
+    /// The raw lock (safe inside the crate: only its methods that keep the
+    /// guards' invariant are called).
+    #[inline]
+    fn raw_lock(&self) -> &RawAdaptiveLock<P> {
+        // SAFETY: the callers lock only to make a guard, and otherwise use
+        // the raw lock's methods that neither lock nor unlock it.
+        unsafe { self.inner.raw() }
+    }
 }
 
-/// The guard [`AdaptiveLockExt::lock_with_priority`] returns.
-pub type AdaptiveGuard<'a, T, P> = lock_api::MutexGuard<'a, RawAdaptiveLock<P>, T>;
+impl<T: Default> Default for AdaptiveMutex<T, Learned> {
+    fn default() -> Self {
+        Self::new(T::default())
+    }
+}
 
-impl<T, P: Policy> AdaptiveLockExt<T, P> for AdaptiveMutex<T, P> {
-    fn with_policy(value: T, policy: P) -> Self {
-        lock_api::Mutex::from_raw(RawAdaptiveLock::with_policy(policy), value)
+impl<T> From<T> for AdaptiveMutex<T, Learned> {
+    fn from(value: T) -> Self {
+        Self::new(value)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug, P: Policy> fmt::Debug for AdaptiveMutex<T, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.try_lock() {
+            Some(guard) => f
+                .debug_struct("AdaptiveMutex")
+                .field("data", &&*guard)
+                .finish(),
+            None => f
+                .debug_struct("AdaptiveMutex")
+                .field("data", &format_args!("<locked>"))
+                .finish(),
+        }
+    }
+}
+
+/// The guard of [`AdaptiveMutex::lock_arc`] and its `try_` forms: holds the
+/// lock through an `Arc`, so that it is `'static` when the data is.
+#[must_use = "if unused the lock is released at once"]
+pub struct ArcAdaptiveMutexGuard<T: ?Sized, P: Policy = Learned> {
+    mutex: Arc<AdaptiveMutex<T, P>>,
+    /// Neither `Send` nor `Sync` by default: the impls below state them.
+    _not_auto: PhantomData<*const ()>,
+}
+
+// SAFETY: the raw lock may be unlocked from any thread (`GuardSend`), so the
+// guard may move with the data it gives access to, as `&mut T` may.
+unsafe impl<T: ?Sized + Send, P: Policy> Send for ArcAdaptiveMutexGuard<T, P> {}
+// SAFETY: a shared guard gives out `&T` only, as `&T` would.
+unsafe impl<T: ?Sized + Sync + Send, P: Policy> Sync for ArcAdaptiveMutexGuard<T, P> {}
+
+impl<T: ?Sized, P: Policy> ArcAdaptiveMutexGuard<T, P> {
+    /// # Safety
+    ///
+    /// The calling thread holds `mutex`'s lock, and gives it to the guard.
+    unsafe fn new(mutex: Arc<AdaptiveMutex<T, P>>) -> Self {
+        Self {
+            mutex,
+            _not_auto: PhantomData,
+        }
     }
 
-    fn lock_with_priority(&self, priority: usize) -> AdaptiveGuard<'_, T, P> {
-        // SAFETY: we only lock through the raw lock; the guard made below
-        // unlocks it.
-        let raw = unsafe { self.raw() };
-        raw.lock_with_priority(priority);
-        // SAFETY: the lock is held by this thread, for the guard.
-        unsafe { self.make_guard_unchecked() }
+    /// The lock this guard holds.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use adaptive_lock::{AdaptiveMutex, ArcAdaptiveMutexGuard};
+    /// let m = Arc::new(AdaptiveMutex::new(0));
+    /// let guard = m.lock_arc();
+    /// assert!(Arc::ptr_eq(ArcAdaptiveMutexGuard::mutex(&guard), &m));
+    /// ```
+    pub fn mutex(guard: &Self) -> &Arc<AdaptiveMutex<T, P>> {
+        &guard.mutex
     }
 
-    fn stats(&self) -> Stats {
-        // SAFETY: `stats` neither unlocks nor leaves the lock held.
-        unsafe { self.raw() }.stats()
+    /// Releases the lock and hands it to a parked thread if there is one
+    /// (see [`RawAdaptiveLock::unlock_fair`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use adaptive_lock::{AdaptiveMutex, ArcAdaptiveMutexGuard};
+    /// let m = Arc::new(AdaptiveMutex::new(0));
+    /// ArcAdaptiveMutexGuard::unlock_fair(m.lock_arc());
+    /// assert!(!m.is_locked());
+    /// ```
+    pub fn unlock_fair(guard: Self) {
+        let guard = core::mem::ManuallyDrop::new(guard);
+        // SAFETY: the guard holds the lock; it is not dropped (so not
+        // unlocked twice), and its `Arc` is taken out exactly once.
+        let mutex = unsafe { core::ptr::read(&guard.mutex) };
+        // SAFETY: the guard held the lock.
+        unsafe { mutex.raw_lock().unlock_fair() };
     }
+}
 
-    fn configure(&self, config: Config) {
-        // SAFETY: `configure` does not touch the lock word.
-        unsafe { self.raw() }.configure(config)
+impl<T: ?Sized, P: Policy> Deref for ArcAdaptiveMutexGuard<T, P> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard holds the lock: no other reference to the data
+        // is live.
+        unsafe { &*self.mutex.data_ptr() }
     }
+}
 
-    fn config(&self) -> Config {
-        // SAFETY: `config` only reads the configuration word.
-        unsafe { self.raw() }.config()
+impl<T: ?Sized, P: Policy> DerefMut for ArcAdaptiveMutexGuard<T, P> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: the guard holds the lock and is borrowed mutably: this is
+        // the only reference to the data.
+        unsafe { &mut *self.mutex.data_ptr() }
+    }
+}
+
+impl<T: ?Sized, P: Policy> Drop for ArcAdaptiveMutexGuard<T, P> {
+    fn drop(&mut self) {
+        // SAFETY: the guard holds the lock and releases it once, here.
+        unsafe { self.mutex.raw_lock().unlock() };
+    }
+}
+
+impl<T: ?Sized + fmt::Debug, P: Policy> fmt::Debug for ArcAdaptiveMutexGuard<T, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<T: ?Sized + fmt::Display, P: Policy> fmt::Display for ArcAdaptiveMutexGuard<T, P> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&**self, f)
     }
 }

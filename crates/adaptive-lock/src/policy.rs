@@ -48,8 +48,8 @@ use crate::stats::Stats;
 /// A policy that parks as soon as more than two threads wait:
 ///
 /// ```
-/// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Config, Policy, Stats};
-/// use sync_core::wait::WaitPolicy;
+/// use adaptive_lock::{AdaptiveMutex, Config, Policy, Stats};
+/// use adaptive_lock::WaitPolicy;
 ///
 /// struct ParkWhenCrowded;
 ///
@@ -104,8 +104,8 @@ pub trait Policy: Send {
 /// # Examples
 ///
 /// ```
-/// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Static};
-/// use sync_core::wait::WaitPolicy;
+/// use adaptive_lock::{AdaptiveMutex, Static};
+/// use adaptive_lock::WaitPolicy;
 ///
 /// let m = AdaptiveMutex::with_policy(0, Static(WaitPolicy::spin_then_block(10)));
 /// assert_eq!(m.config().wait_policy(), WaitPolicy::spin_then_block(10));
@@ -150,7 +150,7 @@ impl Policy for Static {
 /// # Examples
 ///
 /// ```
-/// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, SimpleAdapt};
+/// use adaptive_lock::{AdaptiveMutex, SimpleAdapt};
 /// let m = AdaptiveMutex::with_policy(0, SimpleAdapt { threshold: 1, step: 10 });
 /// *m.lock() += 1;
 /// ```
@@ -227,16 +227,22 @@ impl Policy for SimpleAdapt {
     }
 }
 
-/// What a wake-up costs on a typical virtual machine (`base/park-unpark`
-/// measures about 30-40 µs for two): the learned policy's cap on spinning
-/// when threads outnumber cores.
+/// The cost of a wake-up (an unpark and the woken thread's return to a
+/// CPU) that the learned policy assumes: its cap on watching when threads
+/// outnumber cores, and the unit of its "long hold" (16 of them).
+///
+/// # Examples
+///
+/// ```
+/// assert!(adaptive_lock::WAKE_COST > std::time::Duration::ZERO);
+/// ```
 pub const WAKE_COST: Duration = Duration::from_micros(30);
 
 /// Holds longer than this many [`WAKE_COST`]s are not worth never parking
 /// for.
 const LONG_HOLD: u32 = 16;
 /// The learned policy's candidate waiting policies ("arms").
-const ARMS: usize = 4;
+const ARMS: usize = 5;
 /// Samples an arm is tried for when the policy explores.
 const PROBE: u32 = 3;
 /// Samples the best arm is kept for after a first exploration; doubled
@@ -260,11 +266,12 @@ const DOMINATED: f64 = 0.7;
 /// where spinning is faster it must be faster than the CPU it burns.
 ///
 /// Rules of thumb (spin if the wait is shorter than a wake-up, park if
-/// threads outnumber cores) each lose somewhere: a critical section of
-/// 20 ns contended by two threads is fastest when the waiter parks (the
-/// holder keeps the cache line and re-acquires alone), the same lock with
-/// 1 µs of work outside is fastest when it spins. So the policy measures.
-/// It chooses between four waiting policies (arms):
+/// threads outnumber cores) each lose somewhere: a tiny critical section
+/// contended by two threads with no work between acquisitions can be
+/// fastest when the waiter parks (the holder keeps the cache line and
+/// re-acquires alone), while the same lock with some work outside is
+/// fastest when the waiter spins. So the policy measures.
+/// It chooses between five waiting policies (arms):
 ///
 /// 0. parking_lot's: 3 backed-off spins, 7 yields, park;
 /// 1. a long watch: 100 spins, then yields (so that a preempted holder
@@ -274,18 +281,25 @@ const DOMINATED: f64 = 0.7;
 /// 2. park soon: 10 spins, then park;
 /// 3. never park: 10 backed-off spins, then yield between polls (wins when
 ///    the lock is always contended and a yield hands the core to the
-///    holder, 20 ns or 100 µs critical sections alike). When more threads
-///    wait than there are CPUs, with concurrency restriction: at most one
-///    watcher per CPU ([`Config::watchers`]); a thread that arrives to find
-///    that many waiting parks at once, and each release that finds threads
-///    parked wakes one of them (first come, first served) to watch in its
-///    turn, so only a few threads circulate and the rest sleep (see
+///    holder, short and long critical sections alike; once yields are
+///    slow, the watchers sleep briefly between polls instead, see
+///    [`Watch::pause`](sync_core::wait::Watch::pause));
+/// 4. never park with concurrency restriction, tried only while more
+///    threads wait than there are CPUs: at most one watcher per CPU
+///    ([`Config::watchers`]); a thread that arrives to find that many
+///    waiting parks at once, and each release that finds threads parked
+///    wakes one of them (first come, first served) to watch in its turn, so
+///    only a few threads circulate and the rest sleep (see
 ///    [`RawAdaptiveLock`'s fairness](crate::RawAdaptiveLock#fairness) for
-///    the bound on how long a parked one waits).
+///    the bound on how long a parked one waits). It saves the CPU that
+///    arm 3's watchers spend polling, and costs a wake-up in the release
+///    that finds threads parked: which of the two pays depends on the
+///    critical section, so both are measured.
 ///
 /// A long watch is not explored while more threads wait than there are
-/// cores and the lock is held longer than two wake-ups; never parking is
-/// not explored while the lock is held longer than 16 wake-ups (it could
+/// cores and the lock is held longer than two wake-ups; never parking
+/// (arms 3 and 4) is not explored while the lock is held longer than 16
+/// wake-ups (it could
 /// save at most one wake-up per acquisition, a few percent, and would burn
 /// the whole hold in every watcher).
 ///
@@ -309,9 +323,9 @@ const DOMINATED: f64 = 0.7;
 /// # Examples
 ///
 /// ```
-/// use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex};
+/// use adaptive_lock::AdaptiveMutex;
 ///
-/// let m = AdaptiveMutex::<i32>::new(0); // the learned policy is the default
+/// let m = AdaptiveMutex::new(0); // the learned policy is the default
 /// *m.lock() += 1;
 /// assert_eq!(m.stats().total.acquisitions, 1);
 /// ```
@@ -405,6 +419,7 @@ impl Learned {
                     .timeout(Some(Duration::from_nanos(budget)))
             }
             2 => WaitPolicy::spin_then_block(10),
+            // 3 and 4 (4 with a watcher cap, see `config`).
             _ => WaitPolicy::spin_backoff(),
         }
     }
@@ -420,6 +435,7 @@ impl Learned {
         match arm {
             1 => !crowded || s.hold_time < 2 * WAKE_COST,
             3 => s.hold_time <= LONG_HOLD * WAKE_COST,
+            4 => crowded && s.hold_time <= LONG_HOLD * WAKE_COST,
             _ => true,
         }
     }
@@ -434,12 +450,12 @@ impl Learned {
     }
 
     /// The configuration for `arm`: its waiting policy, and the watcher
-    /// cap of concurrency restriction when the arm never parks and more
-    /// threads wait than there are CPUs.
+    /// cap of concurrency restriction for arm 4 while more threads wait
+    /// than there are CPUs.
     fn config(&mut self, arm: usize, s: &Stats) -> Config {
         let config = s.config.wait(Self::policy(arm, s));
         let crowded = s.waiting + 1 > s.cpus.max(1);
-        if arm == 3 && crowded {
+        if arm == 4 && crowded {
             self.restricting = true;
             config.watchers(Some(s.cpus.clamp(1, 254) as u8))
         } else if self.restricting {
@@ -458,15 +474,11 @@ impl Learned {
         wall.saturating_add(cpu / u64::from(s.cpus.max(1)))
     }
 
-    /// The arm whose number this policy is on now (for tests and examples:
-    /// 0 parking_lot's, 1 long watch, 2 park soon, 3 never park).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// assert_eq!(adaptive_lock::Learned::new().arm(), 0);
-    /// ```
-    pub fn arm(&self) -> usize {
+    /// The arm whose number this policy is on now (0 parking_lot's, 1 long
+    /// watch, 2 park soon, 3 never park, 4 never park with concurrency
+    /// restriction).
+    #[cfg(test)]
+    fn arm(&self) -> usize {
         self.arm
     }
 }
@@ -653,6 +665,36 @@ mod tests {
         );
     }
 
+    /// With more threads waiting than CPUs, never parking is tried both
+    /// with every waiter watching (arm 3, the static `spin_backoff`) and
+    /// with one watcher per CPU (arm 4), and the one that does better is
+    /// kept with its own configuration: where every waiter watching is
+    /// faster, no watcher cap is left in force.
+    #[test]
+    fn learned_tries_never_park_with_and_without_restriction_when_crowded() {
+        let crowded = |acquisitions, c| {
+            let mut s = window(acquisitions, 10, c);
+            s.waiting = 16;
+            s
+        };
+        for (fastest, cap) in [(3, None), (4, Some(2))] {
+            let mut p = Learned::new();
+            let mut c = Config::new();
+            let mut explored = Vec::new();
+            for _ in 0..ARMS as u32 * PROBE {
+                let arm = p.arm();
+                explored.push(arm);
+                let rate = if arm == fastest { 30 } else { 10 };
+                c = p.adapt(&crowded(rate * 10, c)).unwrap();
+            }
+            // Every arm is tried (the hold is short enough for each).
+            assert_eq!(explored, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4]);
+            assert_eq!(p.arm(), fastest);
+            assert_eq!(c.wait_policy(), WaitPolicy::spin_backoff());
+            assert_eq!(c.watcher_limit(), cap, "arm {fastest}");
+        }
+    }
+
     /// A lock held for a millisecond (a holder that sleeps in it): never
     /// park is not even explored.
     #[test]
@@ -664,7 +706,7 @@ mod tests {
             s.hold_time = Duration::from_millis(1);
             s.waiting = 16;
             c = p.adapt(&s).unwrap();
-            assert_ne!(p.arm(), 3);
+            assert!(p.arm() < 3, "never park explored: arm {}", p.arm());
             assert!(c.wait_policy().parks());
         }
     }
@@ -700,7 +742,7 @@ mod tests {
         // The next exploration tries them all again; they then sit out two.
         let explored: Vec<usize> = (0..12).map(|_| step(&mut p, &mut c)).collect();
         assert_eq!(explored, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
-        assert_eq!(p.rest, [2, 0, 2, 2]);
+        assert_eq!(p.rest, [2, 0, 2, 2, 0]);
         // A change of load: windows at a tenth of the rate start an
         // exploration at once (once the smoothed rate has halved, twice),
         // with the shortest keep; one slow window does not.

@@ -9,9 +9,9 @@ use crate::config::Config;
 /// # Examples
 ///
 /// ```
-/// let m = adaptive_lock::AdaptiveMutex::<i32>::new(0);
+/// let m = adaptive_lock::AdaptiveMutex::new(0);
 /// *m.lock() += 1;
-/// assert_eq!(adaptive_lock::AdaptiveLockExt::stats(&m).total.acquisitions, 1);
+/// assert_eq!(m.stats().total.acquisitions, 1);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -68,9 +68,8 @@ impl Counters {
 /// # Examples
 ///
 /// ```
-/// use adaptive_lock::AdaptiveLockExt;
 ///
-/// let m = adaptive_lock::AdaptiveMutex::<()>::new(());
+/// let m = adaptive_lock::AdaptiveMutex::new(());
 /// drop(m.lock());
 /// let s = m.stats();
 /// assert_eq!(s.total.contended, 0);

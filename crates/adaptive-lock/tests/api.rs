@@ -9,8 +9,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use adaptive_lock::{
-    AdaptiveLockExt, AdaptiveMutex, Config, Learned, Policy, RawAdaptiveLock, Scheduler,
-    SimpleAdapt, Static, WaitPolicy,
+    AdaptiveMutex, Config, Learned, Policy, RawAdaptiveLock, Scheduler, SimpleAdapt, Static,
+    WaitPolicy,
 };
 use sync_core::testing::parked_on;
 
@@ -275,4 +275,71 @@ fn uncontended_lock_does_not_wait() {
     assert_eq!(s.total.acquisitions, 100);
     assert_eq!(s.total.contended, 0);
     assert_eq!(s.total.parks, 0);
+}
+
+/// `AdaptiveMutex::new(value)` infers the default policy: with the old type
+/// alias (`lock_api::Mutex<RawAdaptiveLock<P>, T>` with `P = Learned`),
+/// this failed to compile (E0283, the alias's default is not used while
+/// inferring).
+#[test]
+fn new_infers_the_default_policy() {
+    let m = AdaptiveMutex::new(0u64);
+    let m: &AdaptiveMutex<u64, Learned> = &m;
+    *m.lock() += 1;
+    assert_eq!(*m.lock(), 1);
+}
+
+/// The owned guard: moved to another thread, it keeps the lock until it is
+/// dropped there; the timed forms give up while it is held; `unlock_fair`
+/// releases.
+#[test]
+fn lock_arc_guards_outlive_the_borrow_and_release_on_drop() {
+    use adaptive_lock::ArcAdaptiveMutexGuard;
+    let m = Arc::new(AdaptiveMutex::new(Vec::new()));
+    let mut guard = m.lock_arc();
+    guard.push(1);
+    assert!(m.try_lock_arc().is_none());
+    assert!(m.try_lock_arc_for(Duration::from_millis(1)).is_none());
+    assert!(
+        m.try_lock_arc_until(Instant::now() + Duration::from_millis(1))
+            .is_none()
+    );
+    let other = thread::spawn(move || {
+        guard.push(2);
+        drop(guard);
+    });
+    other.join().unwrap();
+    let guard = m
+        .try_lock_arc_for(Duration::from_secs(5))
+        .expect("released");
+    assert_eq!(*guard, [1, 2]);
+    assert!(Arc::ptr_eq(ArcAdaptiveMutexGuard::mutex(&guard), &m));
+    ArcAdaptiveMutexGuard::unlock_fair(guard);
+    assert!(!m.is_locked());
+    // Every guard dropped: the lock's only owner is `m`.
+    assert_eq!(Arc::strong_count(&m), 1);
+    assert_eq!(m.stats().total.acquisitions, 2);
+}
+
+/// The timed priority forms give up while the lock is held.
+#[test]
+fn timed_priority_locks_give_up_while_held() {
+    let m = AdaptiveMutex::new(0);
+    let held = m.lock();
+    thread::scope(|s| {
+        s.spawn(|| {
+            assert!(
+                m.try_lock_with_priority_for(3, Duration::from_millis(1))
+                    .is_none()
+            );
+            let deadline = Instant::now() + Duration::from_millis(1);
+            assert!(m.try_lock_with_priority_until(3, deadline).is_none());
+        });
+    });
+    drop(held);
+    assert!(
+        m.try_lock_with_priority_for(3, Duration::from_millis(1))
+            .is_some()
+    );
+    assert_eq!(m.stats().total.timeouts, 2);
 }

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 use std::thread;
 
-use adaptive_lock::{
-    AdaptiveLockExt, AdaptiveMutex, Config, Policy, RawAdaptiveLock, SimpleAdapt, Stats,
-};
+use adaptive_lock::{AdaptiveMutex, Config, Policy, RawAdaptiveLock, SimpleAdapt, Stats};
 use sync_core::wait::WaitPolicy;
 
 /// Panics at every sample.
@@ -78,7 +76,7 @@ impl Policy for HugeRate {
 fn a_huge_sampling_rate_is_clamped() {
     let m = AdaptiveMutex::with_policy(0u32, HugeRate);
     *m.lock() += 1;
-    let c = AdaptiveMutex::<u32, HugeRate>::new(0);
+    let c = AdaptiveMutex::<u32, HugeRate>::const_new(0);
     *c.lock() += 1;
     assert_eq!(*m.lock() + *c.lock(), 2);
 }
@@ -131,7 +129,7 @@ fn finite_counts_are_clamped_to_finite_ones() {
 /// the first acquisition (it used to keep the default for ever).
 #[test]
 fn the_const_constructor_takes_the_policys_initial_configuration() {
-    let m = AdaptiveMutex::<u32, SimpleAdapt>::new(0);
+    let m = AdaptiveMutex::<u32, SimpleAdapt>::const_new(0);
     let w = AdaptiveMutex::with_policy(0u32, SimpleAdapt::INIT);
     assert_eq!(w.config(), SimpleAdapt::INIT.initial().clamped());
     drop(m.lock());
@@ -147,7 +145,7 @@ fn the_const_constructor_takes_the_policys_initial_configuration() {
 /// returns.
 struct Reentrant;
 
-static SELF_LOCK: AdaptiveMutex<u32, Reentrant> = AdaptiveMutex::new(0);
+static SELF_LOCK: AdaptiveMutex<u32, Reentrant> = AdaptiveMutex::const_new(0);
 
 impl Policy for Reentrant {
     const INIT: Self = Reentrant;

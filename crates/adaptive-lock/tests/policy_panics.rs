@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Config, Policy, RawAdaptiveLock, Stats};
+use adaptive_lock::{AdaptiveMutex, Config, Policy, RawAdaptiveLock, Stats};
 use lock_api::{MappedMutexGuard, MutexGuard};
 use sync_core::testing::parked_on;
 
@@ -196,7 +196,7 @@ impl<const W: u8> Policy for Fragile<W> {
 /// initial configuration: a panic there must neither leave the lock held
 /// nor unwind out of the unlock.
 fn first_unlock_survives<const W: u8>() {
-    let m = AdaptiveMutex::<u32, Fragile<W>>::new(0);
+    let m = AdaptiveMutex::<u32, Fragile<W>>::const_new(0);
     let unwound = catch_unwind(AssertUnwindSafe(|| *m.lock() += 1)).is_err();
     assert!(!m.is_locked(), "the lock was left held");
     assert!(!unwound, "the unlock unwound");
@@ -226,7 +226,7 @@ fn a_panicking_uses_time_does_not_leave_the_lock_held() {
 /// The policy's panics are counted in the monitor, once each.
 #[test]
 fn policy_panics_are_counted() {
-    let m = AdaptiveMutex::<u32, Fragile<0>>::new(0);
+    let m = AdaptiveMutex::<u32, Fragile<0>>::const_new(0);
     drop(m.lock());
     assert_eq!(m.stats().total.policy_panics, 1);
     static ARMED: AtomicBool = AtomicBool::new(false);
@@ -261,7 +261,7 @@ impl Policy for PanicInTls {
 #[test]
 fn a_policy_panic_in_a_thread_local_destructor_does_not_abort() {
     type TlsGuard = MutexGuard<'static, RawAdaptiveLock<PanicInTls>, ()>;
-    static M: AdaptiveMutex<(), PanicInTls> = AdaptiveMutex::new(());
+    static M: AdaptiveMutex<(), PanicInTls> = AdaptiveMutex::const_new(());
     struct Holds(Option<TlsGuard>);
     impl Drop for Holds {
         fn drop(&mut self) {

@@ -10,8 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use adaptive_lock::{
-    AdaptiveLockExt, AdaptiveMutex, Config, Learned, Policy, RawAdaptiveLock, Scheduler, Static,
-    WaitPolicy,
+    AdaptiveMutex, Config, Learned, Policy, RawAdaptiveLock, Scheduler, Static, WaitPolicy,
 };
 use sync_core::testing::parked_on;
 
@@ -42,7 +41,7 @@ fn configure_before_the_first_lock_is_kept() {
     // The learned policy changes the waiting policy, never the scheduler.
     assert_eq!(m.config().scheduler_kind(), Scheduler::PRIORITY);
 
-    let s = AdaptiveMutex::<u32, Static>::new(0);
+    let s = AdaptiveMutex::<u32, Static>::const_new(0);
     let c = Config::new()
         .wait(WaitPolicy::block())
         .scheduler(Scheduler::HANDOFF);

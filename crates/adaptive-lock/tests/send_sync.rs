@@ -5,8 +5,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use adaptive_lock::{
-    AdaptiveMutex, AdaptiveMutexGuard, Config, Learned, Policy, RawAdaptiveLock, SimpleAdapt,
-    Static, Stats,
+    AdaptiveMutex, AdaptiveMutexGuard, ArcAdaptiveMutexGuard, Config, Learned, Policy,
+    RawAdaptiveLock, SimpleAdapt, Static, Stats,
 };
 use sync_core::{assert_impl, assert_not_impl};
 
@@ -24,6 +24,13 @@ assert_impl!(AdaptiveMutexGuard<'static, Vec<u8>>: Send, Sync);
 assert_impl!(AdaptiveMutexGuard<'static, Cell<u8>>: Send);
 assert_not_impl!(AdaptiveMutexGuard<'static, Cell<u8>>: Sync);
 assert_not_impl!(AdaptiveMutexGuard<'static, Rc<u8>>: Send);
+
+// The owned guard: sent like the data; shared like `&T` (and the lock).
+assert_impl!(ArcAdaptiveMutexGuard<Vec<u8>>: Send, Sync);
+assert_impl!(ArcAdaptiveMutexGuard<Cell<u8>>: Send);
+assert_not_impl!(ArcAdaptiveMutexGuard<Cell<u8>>: Sync);
+assert_not_impl!(ArcAdaptiveMutexGuard<Rc<u8>>: Send);
+assert_not_impl!(ArcAdaptiveMutexGuard<Rc<u8>>: Sync);
 
 // A policy that is not `Send` cannot be moved between its holders.
 struct LocalPolicy(#[allow(dead_code)] Rc<u8>);

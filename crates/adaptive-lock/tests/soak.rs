@@ -10,8 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use adaptive_lock::{
-    AdaptiveLockExt, AdaptiveMutex, Config, Learned, Policy, Scheduler, SimpleAdapt, Static,
-    WaitPolicy,
+    AdaptiveMutex, Config, Learned, Policy, Scheduler, SimpleAdapt, Static, WaitPolicy,
 };
 use sync_core::testing::soak;
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use adaptive_lock::{AdaptiveLockExt, AdaptiveMutex, Stats};
+use adaptive_lock::{AdaptiveMutex, Stats};
 
 /// Busy work for `ns` nanoseconds.
 fn busy(ns: u64) {
