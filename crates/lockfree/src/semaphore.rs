@@ -78,9 +78,9 @@ use std::time::Instant;
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
-use sync_core::sync::{hint, thread};
+use sync_core::sync::hint;
 use sync_core::unwind::Panics;
-use sync_core::wait::{self, Watch};
+use sync_core::wait::{self, WaitPolicy, Watch};
 use sync_core::waiter::{Token, Waiter, WaiterQueue, Wakeup};
 
 use crate::error::{AcquireError, TryAcquireError};
@@ -957,13 +957,17 @@ impl Semaphore {
         // taken without queueing, so a busy semaphore keeps its permits
         // moving between running threads instead of handing each one to a
         // thread that must be woken. The deadline is checked in the spin.
-        let mut watch = Watch::default();
-        while self.count.load(Relaxed) >= 0 && watch.spin() {
+        // A timed wait does not yield: a yield that finds other threads
+        // runnable gives the core away for a scheduling round, far past a
+        // short deadline; it parks with the time left instead.
+        // (Under loom the default watch does not pause at all.)
+        let mut watch = match deadline {
+            Some(_) if !cfg!(loom) => Watch::new(WaitPolicy::new().yields(0)),
+            _ => Watch::default(),
+        };
+        while self.count.load(Relaxed) >= 0 && watch.pause(deadline) == wait::Next::Poll {
             if self.try_take(n) {
                 return Ok(());
-            }
-            if expired(deadline) {
-                return Err(Fail::NoPermits);
             }
         }
         if expired(deadline) {
@@ -979,21 +983,20 @@ impl Semaphore {
         };
         Waiter::set_data(&mut waiter, n);
         self.enqueue(Arc::clone(&waiter), found);
+        // Spin before parking: a delivery is a handoff, and a releaser
+        // usually comes within microseconds.
         let token = match deadline {
-            // Spin before parking: a delivery is a handoff, and a releaser
-            // usually comes within microseconds.
             None => waiter.wait(true),
-            Some(deadline) => match wait_until(&waiter, deadline) {
+            // `None`: the deadline passed and the waiter is withdrawn (a
+            // delivery that won the race comes back as `Some`). No spin
+            // (nor yields) here: the watch above has spun.
+            Some(deadline) => match waiter.wait_until(false, deadline) {
                 Some(token) => token,
-                None => match waiter.cancel() {
-                    Ok(()) => {
-                        // Withdrawn: the deliverer folds our demand.
-                        self.withdrawn();
-                        return Err(Fail::NoPermits);
-                    }
-                    // Served (or closed) just in time.
-                    Err(token) => token,
-                },
+                None => {
+                    // The deliverer folds our demand.
+                    self.withdrawn();
+                    return Err(Fail::NoPermits);
+                }
             },
         };
         token_result(token).map_err(Fail::from)
@@ -1194,44 +1197,6 @@ fn backoff(waits: &mut u32) {
         hint::spin_loop();
     } else {
         wait::give_way(None);
-    }
-}
-
-/// Waits for `waiter`'s token until `deadline`: `None` if it passed first
-/// (the waiter is still queued; the caller cancels it). The deadline is
-/// checked inside the spin too, so this returns within the deadline plus a
-/// scheduling quantum.
-///
-/// Under loom, where time is not modelled, the thread lets the others run
-/// once and then times out unless it has its token, so the models explore
-/// the race between a timeout and a delivery.
-fn wait_until(waiter: &Waiter, deadline: Instant) -> Option<Token> {
-    #[cfg(loom)]
-    {
-        let _ = deadline;
-        thread::yield_now();
-        waiter.token()
-    }
-    #[cfg(not(loom))]
-    {
-        // The family's watch: it checks the deadline, and parks rather
-        // than yield once yields are slow.
-        let mut watch = Watch::default();
-        loop {
-            if let Some(token) = waiter.token() {
-                return Some(token);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return None;
-            }
-            if watch.pause(Some(deadline)) != wait::Next::Poll {
-                // A delivery before the park leaves the thread's unpark
-                // token set, so the park returns at once; spurious returns
-                // just loop.
-                thread::park_timeout(deadline - now);
-            }
-        }
     }
 }
 
