@@ -65,6 +65,8 @@ use core::marker::PhantomPinned;
 use core::pin::Pin;
 use core::ptr;
 use core::task::{Context, Poll};
+use core::time::Duration;
+use std::time::Instant;
 
 use sync_core::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
@@ -204,8 +206,9 @@ impl<T> Slot<T> {
             debug_assert!(prev != DONE && prev != SHUT, "a slot completed twice");
             // SAFETY: the owner's reference, left in `state` for us.
             let waiter = unsafe { Arc::from_raw(prev) };
-            // Cannot fail (`None`): the owner never cancels a published
-            // waiter.
+            // `None` if the owner's timed wait gave up (it cancels its
+            // waiter): it then finds the slot taken when it retracts, and
+            // waits for this completion without sleeping.
             return Waiter::notify_later(&waiter, COMPLETE);
         }
         None
@@ -214,14 +217,18 @@ impl<T> Slot<T> {
     /// Waits (spin, yield, park) until the slot is complete; the calling
     /// thread owns the slot. It spins `spins` times, and then adjusts
     /// `budget` (the channel's spin budget) by whether that paid.
-    fn wait(&self, spins: u32, budget: &AtomicU32) -> Outcome {
+    ///
+    /// `None` once `deadline` has passed: the slot is still published (the
+    /// caller [retracts](Self::retract) it), and a waiter it published in
+    /// `state` is cancelled (the retract, or the completer, reclaims it).
+    fn wait(&self, spins: u32, budget: &AtomicU32, deadline: Option<Instant>) -> Option<Outcome> {
         for _ in 0..spins {
             if let Some(outcome) = self.outcome() {
                 if spins < MAX_SPINS {
                     // Relaxed: a hint.
                     budget.store((spins * 2).min(MAX_SPINS), Relaxed);
                 }
-                return outcome;
+                return Some(outcome);
             }
             hint::spin_loop();
         }
@@ -232,8 +239,8 @@ impl<T> Slot<T> {
         let start = std::time::Instant::now();
         for i in 0..YIELDS {
             // A yield is no wait once yields are slow (more runnable
-            // threads than CPUs): sleep instead.
-            if sync_core::load::yields_are_slow() {
+            // threads than CPUs): sleep instead. Nor near a deadline.
+            if sync_core::load::yields_are_slow() || crate::clock::passed(deadline) {
                 break;
             }
             sync_core::load::measured_yield();
@@ -249,7 +256,7 @@ impl<T> Slot<T> {
                 let next = if soon { spins * 2 } else { spins / 2 };
                 // Relaxed: a hint.
                 budget.store(next.clamp(MIN_SPINS, MAX_SPINS), Relaxed);
-                return outcome;
+                return Some(outcome);
             }
             #[cfg(not(loom))]
             if start.elapsed() > YIELD_FOR {
@@ -267,14 +274,25 @@ impl<T> Slot<T> {
             .compare_exchange(ptr::null_mut(), raw, AcqRel, Acquire)
         {
             Ok(_) => {
-                waiter.wait(false);
-                self.outcome().expect("a notified slot is complete")
+                match deadline {
+                    None => {
+                        waiter.wait(false);
+                    }
+                    // Timed out: the waiter is cancelled, and stays in
+                    // `state` for the retract (or the completer) to reclaim.
+                    Some(deadline) => {
+                        waiter.wait_until(false, deadline)?;
+                    }
+                }
+                Some(self.outcome().expect("a notified slot is complete"))
             }
             Err(_) => {
                 // SAFETY: the reference we made for `state`, not published.
                 drop(unsafe { Arc::from_raw(raw) });
-                self.outcome()
-                    .expect("a slot leaves null only when complete")
+                Some(
+                    self.outcome()
+                        .expect("a slot leaves null only when complete"),
+                )
             }
         }
     }
@@ -517,14 +535,100 @@ impl<T> Sender<T> {
     /// assert_eq!(tx.send(1).unwrap_err().0, 1);
     /// ```
     pub fn send(&mut self, value: T) -> Result<(), SendError<T>> {
+        self.send_timed(value, None).map_err(|e| match e {
+            SendTimeoutError::Disconnected(v) => SendError(v),
+            SendTimeoutError::Timeout(_) => unreachable!("a send without a deadline timed out"),
+        })
+    }
+
+    /// Sends `value` if the receiver takes it within `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// [`SendTimeoutError::Timeout`] with the value if no receiver took it
+    /// in time (the offer is withdrawn: no receiver gets it later),
+    /// [`SendTimeoutError::Disconnected`] with the value if the receiver is
+    /// gone.
+    ///
+    /// # Progress
+    ///
+    /// As [`send`](Self::send), for `timeout` at most: the thread parks
+    /// with the deadline as its timeout, and returns within the deadline
+    /// plus a timer's and a scheduler's latency, whatever the load. A
+    /// receiver that took the value just as the time ran out makes it
+    /// `Ok`: the value is delivered exactly once, or handed back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lockfree_sync::csp::{self, SendTimeoutError};
+    ///
+    /// let (mut tx, _rx) = csp::channel();
+    /// let r = tx.try_send_for(5, Duration::from_millis(1)); // nobody receives
+    /// assert_eq!(r, Err(SendTimeoutError::Timeout(5)));
+    /// ```
+    #[doc(alias = "send_timeout")]
+    pub fn try_send_for(&mut self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
+        // A deadline past what `Instant` holds is no deadline.
+        self.send_timed(value, Instant::now().checked_add(timeout))
+    }
+
+    /// Sends `value` if the receiver takes it before `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_send_for`](Self::try_send_for).
+    ///
+    /// # Progress
+    ///
+    /// As [`try_send_for`](Self::try_send_for).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+    /// let t = std::thread::spawn(move || rx.recv());
+    /// let deadline = Instant::now() + Duration::from_secs(60);
+    /// assert_eq!(tx.try_send_until('a', deadline), Ok(()));
+    /// assert_eq!(t.join().unwrap(), Ok('a'));
+    /// ```
+    pub fn try_send_until(
+        &mut self,
+        value: T,
+        deadline: Instant,
+    ) -> Result<(), SendTimeoutError<T>> {
+        self.send_timed(value, Some(deadline))
+    }
+
+    fn send_timed(
+        &mut self,
+        value: T,
+        deadline: Option<Instant>,
+    ) -> Result<(), SendTimeoutError<T>> {
         let slot = Slot::new(Some(value));
-        match self.offer(&slot) {
-            Some(outcome) => self.finish(&slot, outcome),
-            None => {
-                let outcome = slot.wait(self.chan.spins(SENDER), &self.chan.budget);
-                self.finish(&slot, outcome)
-            }
-        }
+        let outcome = match self.offer(&slot) {
+            Some(outcome) => outcome,
+            None => match slot.wait(self.chan.spins(SENDER), &self.chan.budget, deadline) {
+                Some(outcome) => outcome,
+                None => match slot.retract(&self.chan) {
+                    Some(outcome) => outcome,
+                    // Withdrawn: nobody touches the slot any more.
+                    // SAFETY: as just said.
+                    None => {
+                        return Err(SendTimeoutError::Timeout(
+                            slot.value
+                                .with_mut(|v| unsafe { (*v).take() })
+                                .expect("an unsent value stays in its slot"),
+                        ));
+                    }
+                },
+            },
+        };
+        self.finish(&slot, outcome)
+            .map_err(|SendError(v)| SendTimeoutError::Disconnected(v))
     }
 
     /// Publishes `slot` (ours, holding the value): `Some(outcome)` if the
@@ -755,6 +859,70 @@ impl<T> Receiver<T> {
     /// assert!(rx.recv().is_err());
     /// ```
     pub fn recv(&mut self) -> Result<T, RecvError> {
+        self.recv_timed(None).map_err(|e| match e {
+            RecvTimeoutError::Disconnected => RecvError,
+            RecvTimeoutError::Timeout => unreachable!("a receive without a deadline timed out"),
+        })
+    }
+
+    /// Waits for the sender for `timeout` at most, and takes its value.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvTimeoutError::Timeout`] if no sender came in time (nothing is
+    /// left published: a sender that comes later waits for the next
+    /// receive), [`RecvTimeoutError::Disconnected`] if the sender is gone.
+    ///
+    /// # Progress
+    ///
+    /// As [`recv`](Self::recv), for `timeout` at most: the thread parks
+    /// with the deadline as its timeout, and returns within the deadline
+    /// plus a timer's and a scheduler's latency, whatever the load. A
+    /// sender that handed its value over just as the time ran out makes it
+    /// `Ok`: no value is lost.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lockfree_sync::csp::{self, RecvTimeoutError};
+    ///
+    /// let (_tx, mut rx) = csp::channel::<u8>();
+    /// let r = rx.try_recv_for(Duration::from_millis(1)); // nobody sends
+    /// assert_eq!(r, Err(RecvTimeoutError::Timeout));
+    /// ```
+    #[doc(alias = "recv_timeout")]
+    pub fn try_recv_for(&mut self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        // A deadline past what `Instant` holds is no deadline.
+        self.recv_timed(Instant::now().checked_add(timeout))
+    }
+
+    /// Waits for the sender until `deadline` at most, and takes its value.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_recv_for`](Self::try_recv_for).
+    ///
+    /// # Progress
+    ///
+    /// As [`try_recv_for`](Self::try_recv_for).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+    /// std::thread::spawn(move || tx.send(7u8));
+    /// let deadline = Instant::now() + Duration::from_secs(60);
+    /// assert_eq!(rx.try_recv_until(deadline), Ok(7));
+    /// ```
+    #[doc(alias = "recv_deadline")]
+    pub fn try_recv_until(&mut self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+        self.recv_timed(Some(deadline))
+    }
+
+    fn recv_timed(&mut self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
         self.reclaim();
         if let Some(v) = self.stash.take() {
             return Ok(v);
@@ -762,9 +930,14 @@ impl<T> Receiver<T> {
         let slot = Slot::new(None);
         let outcome = match self.accept(&slot) {
             Some(outcome) => outcome,
-            None => slot.wait(self.chan.spins(RECEIVER), &self.chan.budget),
+            None => match slot.wait(self.chan.spins(RECEIVER), &self.chan.budget, deadline) {
+                Some(outcome) => outcome,
+                // Withdrawn, or completed by a sender that took the slot
+                // first.
+                None => slot.retract(&self.chan).ok_or(RecvTimeoutError::Timeout)?,
+            },
         };
-        Self::finish(&slot, outcome)
+        Self::finish(&slot, outcome).map_err(|RecvError| RecvTimeoutError::Disconnected)
     }
 
     /// Publishes our (empty) slot: `Some(outcome)` if the rendezvous is
@@ -1335,12 +1508,91 @@ impl<'a, T> Alt<'a, T> {
     /// assert_eq!(alt.select(), (1, Ok(1)));
     /// ```
     pub fn select(&mut self) -> (usize, Result<T, RecvError>) {
+        self.select_timed(None)
+            .expect("a select without a deadline timed out")
+    }
+
+    /// [`select`](Self::select) for `timeout` at most.
+    ///
+    /// # Errors
+    ///
+    /// [`SelectTimeoutError`] if no sender was ready (or gone) in time;
+    /// the Alt is then withdrawn from every channel, and a sender that
+    /// comes later waits for the next receive or select.
+    ///
+    /// # Progress
+    ///
+    /// As [`select`](Self::select), for `timeout` at most: the thread
+    /// parks with the deadline as its timeout, and returns within the
+    /// deadline plus a timer's and a scheduler's latency, whatever the
+    /// load. A sender that claimed the Alt just as the time ran out makes
+    /// it `Ok`: no value is lost.
+    ///
+    /// # Fairness
+    ///
+    /// As [`select`](Self::select).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lockfree_sync::csp::{self, Alt, SelectTimeoutError};
+    ///
+    /// let (_tx1, mut rx1) = csp::channel::<u8>();
+    /// let (_tx2, mut rx2) = csp::channel::<u8>();
+    /// let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+    /// assert_eq!(alt.try_select_for(Duration::from_millis(1)), Err(SelectTimeoutError));
+    /// ```
+    #[doc(alias = "select_timeout")]
+    pub fn try_select_for(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<(usize, Result<T, RecvError>), SelectTimeoutError> {
+        // A deadline past what `Instant` holds is no deadline.
+        self.select_timed(Instant::now().checked_add(timeout))
+            .ok_or(SelectTimeoutError)
+    }
+
+    /// [`select`](Self::select) until `deadline` at most.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_select_for`](Self::try_select_for).
+    ///
+    /// # Progress
+    ///
+    /// As [`try_select_for`](Self::try_select_for).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use lockfree_sync::csp::{self, Alt};
+    ///
+    /// let (mut tx, mut rx) = csp::channel();
+    /// std::thread::spawn(move || tx.send(1u8));
+    /// let mut alt = Alt::new(vec![&mut rx]);
+    /// let deadline = Instant::now() + Duration::from_secs(60);
+    /// assert_eq!(alt.try_select_until(deadline), Ok((0, Ok(1))));
+    /// ```
+    #[doc(alias = "select_deadline")]
+    pub fn try_select_until(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<(usize, Result<T, RecvError>), SelectTimeoutError> {
+        self.select_timed(Some(deadline)).ok_or(SelectTimeoutError)
+    }
+
+    /// `None` once `deadline` has passed.
+    fn select_timed(&mut self, deadline: Option<Instant>) -> Option<(usize, Result<T, RecvError>)> {
         loop {
             if let Some(got) = self.poll_ready() {
-                return got;
+                return Some(got);
             }
-            if let Some(got) = self.wait() {
-                return got;
+            match self.wait(deadline) {
+                Waited::Got(got) => return Some(got),
+                Waited::Retry => {}
+                Waited::TimedOut => return None,
             }
         }
     }
@@ -1391,28 +1643,66 @@ impl<'a, T> Alt<'a, T> {
         None
     }
 
-    /// Publishes the Alt on every channel and waits for a claim. `None`:
-    /// start over (a ready sender withdrew while we took it).
-    fn wait(&mut self) -> Option<(usize, Result<T, RecvError>)> {
+    /// Publishes the Alt on every channel and waits for a claim, until
+    /// `deadline` at most.
+    fn wait(&mut self, deadline: Option<Instant>) -> Waited<T> {
         let mut enabled = self.enable();
         let result = match enabled.found.take() {
             Some((i, ready)) => {
                 // Withdrawn first, then the ready sender completed (and
                 // woken, which may panic).
                 self.disable(&enabled);
-                return Some(self.take_ready(i, ready));
+                return Waited::Got(self.take_ready(i, ready));
             }
             None if enabled.retry => None,
             None => {
-                let outcome = enabled
-                    .shared
-                    .slot
-                    .wait(MIN_SPINS, &AtomicU32::new(MIN_SPINS));
-                Some(self.claimed(&enabled.shared, outcome))
+                let waited =
+                    enabled
+                        .shared
+                        .slot
+                        .wait(MIN_SPINS, &AtomicU32::new(MIN_SPINS), deadline);
+                match waited {
+                    Some(outcome) => Some(self.claimed(&enabled.shared, outcome)),
+                    None => match self.abandon(&enabled) {
+                        Some(got) => Some(got),
+                        None => {
+                            self.disable(&enabled);
+                            return Waited::TimedOut;
+                        }
+                    },
+                }
             }
         };
         self.disable(&enabled);
-        result.map(|(i, got)| self.took(i, got))
+        match result {
+            Some((i, got)) => Waited::Got(self.took(i, got)),
+            None => Waited::Retry,
+        }
+    }
+
+    /// Gives up waiting on an enabled Alt (a dropped future, a timed
+    /// select whose time ran out), before it is disabled: `None` if nobody
+    /// had claimed it (nobody will now), or what the sender (or closing
+    /// end) that claimed it first left in its slot, and for which
+    /// receiver.
+    fn abandon(&self, enabled: &Enabled<T>) -> Option<(usize, Result<T, RecvError>)> {
+        let slot = &enabled.shared.slot;
+        if enabled.shared.claim(CLAIM_SELF) {
+            // Nobody will complete the slot: take back the waiter (a
+            // task's, or a timed-out thread's, cancelled) if it is
+            // published there.
+            let parked = slot.state.swap(ptr::null_mut(), Acquire);
+            if !parked.is_null() {
+                // SAFETY: our reference, left in `state`, untaken.
+                drop(unsafe { Arc::from_raw(parked) });
+            }
+            None
+        } else {
+            // A sender (or a closing end) claimed us and is a few steps
+            // from completing the slot: wait for it.
+            let outcome = slot.await_completion();
+            Some(self.claimed(&enabled.shared, outcome))
+        }
     }
 
     /// Publishes the Alt on every channel, in scan order, until a channel
@@ -1569,6 +1859,16 @@ unsafe impl<T: Send> Send for Ready<T> {}
 // SAFETY: never used through a shared reference.
 unsafe impl<T: Send> Sync for Ready<T> {}
 
+/// How [`Alt::wait`] ended.
+enum Waited<T> {
+    /// A value (or a closed channel) was taken.
+    Got((usize, Result<T, RecvError>)),
+    /// A ready sender withdrew while we took it: start over.
+    Retry,
+    /// The deadline passed; the Alt is withdrawn.
+    TimedOut,
+}
+
 /// An Alt published on its channels, waiting for a claim.
 struct Enabled<T> {
     shared: Arc<AltShared<T>>,
@@ -1649,22 +1949,9 @@ impl<T> Drop for SelectFuture<'_, '_, T> {
         let Some(enabled) = self.waiting.take() else {
             return;
         };
-        let slot = &enabled.shared.slot;
-        if enabled.shared.claim(CLAIM_SELF) {
-            // Nobody will complete the slot: take back the task's waiter
-            // if it is published there.
-            let parked = slot.state.swap(ptr::null_mut(), Acquire);
-            if !parked.is_null() {
-                // SAFETY: our reference, left in `state`, untaken.
-                drop(unsafe { Arc::from_raw(parked) });
-            }
-        } else {
-            // A sender (or a closing end) claimed us and is a few steps
-            // from completing the slot: wait, and keep what it handed over.
-            let outcome = slot.await_completion();
-            if let (i, Ok(v)) = self.alt.claimed(&enabled.shared, outcome) {
-                self.alt.receivers[i].stash = Some(v);
-            }
+        // Keep what a sender that claimed us handed over.
+        if let Some((i, Ok(v))) = self.alt.abandon(&enabled) {
+            self.alt.receivers[i].stash = Some(v);
         }
         self.alt.disable(&enabled);
     }
@@ -1748,3 +2035,114 @@ impl fmt::Display for RecvError {
 }
 
 impl std::error::Error for RecvError {}
+
+/// Why a timed send ([`Sender::try_send_for`], [`Sender::try_send_until`])
+/// failed: the value comes back either way.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use lockfree_sync::csp::{self, SendTimeoutError};
+///
+/// let (mut tx, rx) = csp::channel();
+/// drop(rx);
+/// let e = tx.try_send_for(1, Duration::from_millis(1)).unwrap_err();
+/// assert_eq!(e, SendTimeoutError::Disconnected(1));
+/// assert_eq!(e.into_inner(), 1);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SendTimeoutError<T> {
+    /// No receiver took the value in time.
+    Timeout(T),
+    /// The receiver is gone.
+    Disconnected(T),
+}
+
+impl<T> SendTimeoutError<T> {
+    /// The value that was not sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let e = lockfree_sync::csp::SendTimeoutError::Timeout("v");
+    /// assert_eq!(e.into_inner(), "v");
+    /// ```
+    pub fn into_inner(self) -> T {
+        match self {
+            Self::Timeout(v) | Self::Disconnected(v) => v,
+        }
+    }
+}
+
+impl<T> fmt::Debug for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout(_) => f.write_str("Timeout(..)"),
+            Self::Disconnected(_) => f.write_str("Disconnected(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout(_) => f.write_str("timed out sending on a CSP channel"),
+            Self::Disconnected(_) => f.write_str("sending on a CSP channel whose receiver is gone"),
+        }
+    }
+}
+
+impl<T> std::error::Error for SendTimeoutError<T> {}
+
+/// Why a timed receive ([`Receiver::try_recv_for`],
+/// [`Receiver::try_recv_until`]) returned no value.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use lockfree_sync::csp::{self, RecvTimeoutError};
+///
+/// let (tx, mut rx) = csp::channel::<u8>();
+/// drop(tx);
+/// assert_eq!(rx.try_recv_for(Duration::from_millis(1)), Err(RecvTimeoutError::Disconnected));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RecvTimeoutError {
+    /// No sender came in time.
+    Timeout,
+    /// The sender is gone.
+    Disconnected,
+}
+
+impl fmt::Display for RecvTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout => f.write_str("timed out receiving on a CSP channel"),
+            Self::Disconnected => f.write_str("receiving on a CSP channel whose sender is gone"),
+        }
+    }
+}
+
+impl std::error::Error for RecvTimeoutError {}
+
+/// A timed select ([`Alt::try_select_for`], [`Alt::try_select_until`])
+/// found no sender ready in time.
+///
+/// # Examples
+///
+/// ```
+/// let e = lockfree_sync::csp::SelectTimeoutError;
+/// assert_eq!(e.to_string(), "timed out waiting on a CSP ALT");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SelectTimeoutError;
+
+impl fmt::Display for SelectTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("timed out waiting on a CSP ALT")
+    }
+}
+
+impl std::error::Error for SelectTimeoutError {}
