@@ -237,6 +237,10 @@ impl<T> Slot<T> {
         // us sleep too, and the next rendezvous wake us in turn.
         #[cfg(not(loom))]
         let start = std::time::Instant::now();
+        // Samples the load if the last sample is old: a waiter that reads
+        // `yields_are_slow` without it may act on a verdict from before the
+        // machine filled up, and give its core away for a scheduling round.
+        sync_core::load::tick();
         for i in 0..YIELDS {
             // A yield is no wait once yields are slow (more runnable
             // threads than CPUs): sleep instead. Nor near a deadline.
