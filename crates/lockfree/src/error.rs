@@ -1,10 +1,17 @@
-//! The semaphore's errors, named as `tokio::sync`'s so that code moves
-//! between the two without surprises.
+//! The crate's errors. The semaphore's are named as `tokio::sync`'s so that
+//! code moves between the two without surprises; the CSP channel's are
+//! re-exported from [`csp`](crate::csp).
 
 use core::fmt;
 
 /// The semaphore was [closed](crate::Semaphore::close): an acquire that
 /// waits, or starts, after the close fails with this error.
+///
+/// In async code use [`acquire_async`](crate::Semaphore::acquire_async)`().await`.
+/// [`Semaphore::acquire`](crate::Semaphore::acquire) is the blocking form:
+/// `sem.acquire().await` does not compile (`Result<SemaphorePermit,
+/// AcquireError>` is not a future), and removing the `.await`, as the
+/// compiler suggests, blocks the executor's thread while it waits.
 ///
 /// # Examples
 ///

@@ -85,5 +85,5 @@ pub use patience::STARVATION;
 pub use raw_mutex::{Fairness, RawLock, RawMutex};
 #[cfg(not(loom))]
 pub use raw_mutex::{LockApiMutex, LockApiMutexGuard};
-pub use semaphore::{Acquire, Semaphore, SemaphorePermit};
-pub use semaphore::{AcquireOwned, OwnedSemaphorePermit};
+pub use semaphore::{AcquireArcAsync, ArcSemaphorePermit};
+pub use semaphore::{AcquireAsync, Semaphore, SemaphorePermit};

@@ -430,7 +430,7 @@ fn leak<F>(future: std::pin::Pin<Box<F>>) {
     std::mem::forget(future);
 }
 
-/// A published `SendFuture` leaked with `mem::forget` left its slot in the
+/// A published `SendAsync` leaked with `mem::forget` left its slot in the
 /// channel word, and the sender's next send took that sender slot for a
 /// receiver's: it returned `Ok` at once and both values were lost. Now the
 /// next send withdraws the leaked offer first and waits for a real receiver.
@@ -494,7 +494,7 @@ fn a_leaked_send_future_taken_by_the_receiver_is_delivered() {
     assert_eq!(receiver.join().unwrap(), Ok(2));
 }
 
-/// A published `RecvFuture` leaked with `mem::forget`: a sender that then
+/// A published `RecvAsync` leaked with `mem::forget`: a sender that then
 /// delivered into its slot returned `Ok`, and the value was lost (the next
 /// receive waited for another); a receive that found the leaked slot took
 /// it for a sender's and panicked. Now the receiver's next receive takes
@@ -539,7 +539,7 @@ fn a_leaked_recv_future_is_withdrawn_by_the_next_receive() {
     drop(sender.join().unwrap().unwrap());
 }
 
-/// A value delivered to a leaked `RecvFuture` and never received is dropped
+/// A value delivered to a leaked `RecvAsync` and never received is dropped
 /// with the receiver, once.
 #[test]
 fn a_value_delivered_to_a_leaked_recv_future_drops_with_the_receiver() {
@@ -649,7 +649,7 @@ fn a_panicking_receiver_waker_loses_no_value() {
     assert_eq!(poll_once(recv.as_mut()), Poll::Ready(Ok(5)));
 }
 
-/// A `SelectFuture` leaked with `mem::forget` while its Alt was published
+/// A `SelectAsync` leaked with `mem::forget` while its Alt was published
 /// left the Alt's entries in the channel words: a sender then claimed the
 /// dead Alt and "delivered" into it (the value lost, the send `Ok`). Now
 /// the receiver's next receive (or the Alt's next select, or a new Alt)

@@ -186,7 +186,7 @@ fn alt_with_a_closing_sender() {
     });
 }
 
-/// A sending task polls once and then cancels with `SendFuture::cancel`,
+/// A sending task polls once and then cancels with `SendAsync::cancel`,
 /// racing the receiver: the value is delivered exactly once or comes back,
 /// never both, never neither.
 #[test]

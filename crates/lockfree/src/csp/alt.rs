@@ -496,8 +496,8 @@ impl<'a, T> Alt<'a, T> {
     /// assert_eq!(alt.select_async().await, (1, Ok(2)));
     /// # });
     /// ```
-    pub fn select_async(&mut self) -> SelectFuture<'_, 'a, T> {
-        SelectFuture {
+    pub fn select_async(&mut self) -> SelectAsync<'_, 'a, T> {
+        SelectAsync {
             alt: self,
             waiting: None,
             parked: None,
@@ -552,12 +552,12 @@ struct Enabled<T> {
 /// let (mut tx, mut rx) = lockfree_sync::csp::channel();
 /// std::thread::spawn(move || tx.send(1u8).unwrap());
 /// let mut alt = lockfree_sync::csp::Alt::new(vec![&mut rx]);
-/// let select: lockfree_sync::csp::SelectFuture<'_, '_, u8> = alt.select_async();
+/// let select: lockfree_sync::csp::SelectAsync<'_, '_, u8> = alt.select_async();
 /// assert_eq!(select.await, (0, Ok(1)));
 /// # });
 /// ```
 #[must_use = "futures do nothing unless polled"]
-pub struct SelectFuture<'s, 'a, T> {
+pub struct SelectAsync<'s, 'a, T> {
     alt: &'s mut Alt<'a, T>,
     /// The Alt published on its channels, while the task waits.
     waiting: Option<Enabled<T>>,
@@ -567,9 +567,9 @@ pub struct SelectFuture<'s, 'a, T> {
 
 // Nothing of the future is published by address (the Alt's shared part is
 // on the heap), so it may move between polls.
-impl<T> Unpin for SelectFuture<'_, '_, T> {}
+impl<T> Unpin for SelectAsync<'_, '_, T> {}
 
-impl<T> Future for SelectFuture<'_, '_, T> {
+impl<T> Future for SelectAsync<'_, '_, T> {
     type Output = (usize, Result<T, RecvError>);
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -601,7 +601,7 @@ impl<T> Future for SelectFuture<'_, '_, T> {
     }
 }
 
-impl<T> Drop for SelectFuture<'_, '_, T> {
+impl<T> Drop for SelectAsync<'_, '_, T> {
     fn drop(&mut self) {
         let Some(enabled) = self.waiting.take() else {
             return;
@@ -614,9 +614,9 @@ impl<T> Drop for SelectFuture<'_, '_, T> {
     }
 }
 
-impl<T> fmt::Debug for SelectFuture<'_, '_, T> {
+impl<T> fmt::Debug for SelectAsync<'_, '_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SelectFuture")
+        f.debug_struct("SelectAsync")
             .field("waiting", &self.waiting.is_some())
             .finish_non_exhaustive()
     }

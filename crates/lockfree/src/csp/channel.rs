@@ -13,8 +13,8 @@ use super::alt::{AltShared, CLAIM_SELF};
 use super::slot::{
     CLOSED, Chan, EMPTY, Found, Outcome, RECEIVER, SENDER, Slot, move_value, shut, take_from,
 };
+use super::{RecvAsync, SendAsync, future::Phase};
 use super::{RecvError, RecvTimeoutError, SendError, SendTimeoutError};
-use super::{RecvFuture, SendFuture, future::Phase};
 
 /// The sending end of a [`csp::channel`](channel). Not `Clone`: the channel
 /// is point to point.
@@ -35,7 +35,7 @@ use super::{RecvFuture, SendFuture, future::Phase};
 /// ```
 pub struct Sender<T> {
     pub(super) chan: Arc<Chan>,
-    /// The slot of this sender's [`SendFuture`] while it is published.
+    /// The slot of this sender's [`SendAsync`] while it is published.
     pub(super) published: Published<T>,
     /// Values of `T` go to the receiver's thread: `Send` only if `T` is.
     pub(super) _t: core::marker::PhantomData<T>,
@@ -206,7 +206,7 @@ impl<T> Sender<T> {
         }
     }
 
-    /// Takes back the slot of a [`SendFuture`] that was leaked (with
+    /// Takes back the slot of a [`SendAsync`] that was leaked (with
     /// `mem::forget`) while its offer was published, as its drop would
     /// have: withdrawn (its value stays with the leaked future), or
     /// delivered already. Left in the channel word, it would make our next
@@ -242,7 +242,7 @@ impl<T> Sender<T> {
     /// Dropping the future before it completes either withdraws the offer
     /// (the value is dropped with the future, never received) or, if the
     /// receiver had already taken it, leaves it delivered exactly once.
-    /// [`SendFuture::cancel`] gives up the same way but hands an undelivered
+    /// [`SendAsync::cancel`] gives up the same way but hands an undelivered
     /// value back. A future leaked (with `mem::forget`) while it waits is
     /// withdrawn by this sender's next send: its value stays with the leaked
     /// future, unless the receiver took it before.
@@ -261,8 +261,8 @@ impl<T> Sender<T> {
     /// assert_eq!(t.join().unwrap(), 3);
     /// # });
     /// ```
-    pub fn send_async(&mut self, value: T) -> SendFuture<'_, T> {
-        SendFuture {
+    pub fn send_async(&mut self, value: T) -> SendAsync<'_, T> {
+        SendAsync {
             tx: self,
             slot: Slot::new(Some(value)),
             phase: Phase::Idle,
@@ -317,7 +317,7 @@ pub struct Receiver<T> {
     /// A value delivered to a receiving future that was dropped at that
     /// moment: the next receive returns it.
     pub(super) stash: Option<T>,
-    /// The slot of this receiver's [`RecvFuture`] while it is published.
+    /// The slot of this receiver's [`RecvAsync`] while it is published.
     pub(super) published: Published<T>,
     /// The [`Alt`] published on this receiver's channel, while it is.
     pub(super) alt: AltEntry<T>,
@@ -426,7 +426,7 @@ impl<T> Receiver<T> {
 
     /// Publishes our (empty) slot: `Some(outcome)` if the rendezvous is
     /// over, `None` if we must wait for the sender.
-    /// Takes back the slot of a [`RecvFuture`] that was leaked (with
+    /// Takes back the slot of a [`RecvAsync`] that was leaked (with
     /// `mem::forget`) while it waited, as its drop would have: withdrawn,
     /// or, if a sender handed its value over, that value is kept for this
     /// receiver's next receive. Left in the channel word, it would make our
@@ -447,7 +447,7 @@ impl<T> Receiver<T> {
         }
     }
 
-    /// Withdraws an Alt whose [`SelectFuture`] was leaked (with
+    /// Withdraws an Alt whose [`SelectAsync`] was leaked (with
     /// `mem::forget`) while it was published on this channel, as the
     /// future's drop would have: if a sender on this channel claimed it,
     /// the value it handed over is kept for this receiver's next receive.
@@ -546,8 +546,8 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.recv_async().await, Ok('x'));
     /// # });
     /// ```
-    pub fn recv_async(&mut self) -> RecvFuture<'_, T> {
-        RecvFuture {
+    pub fn recv_async(&mut self) -> RecvAsync<'_, T> {
+        RecvAsync {
             rx: self,
             slot: Slot::new(None),
             phase: Phase::Idle,

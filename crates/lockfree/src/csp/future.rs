@@ -28,7 +28,7 @@ pub(super) enum Phase {
 ///
 /// # Cancel safety
 ///
-/// See [`Sender::send_async`] and [`SendFuture::cancel`].
+/// See [`Sender::send_async`] and [`SendAsync::cancel`].
 ///
 /// # Examples
 ///
@@ -36,13 +36,13 @@ pub(super) enum Phase {
 /// # futures::executor::block_on(async {
 /// let (mut tx, mut rx) = lockfree_sync::csp::channel();
 /// let t = std::thread::spawn(move || rx.recv());
-/// let send: lockfree_sync::csp::SendFuture<'_, u8> = tx.send_async(9);
+/// let send: lockfree_sync::csp::SendAsync<'_, u8> = tx.send_async(9);
 /// send.await.unwrap();
 /// assert_eq!(t.join().unwrap(), Ok(9));
 /// # });
 /// ```
 #[must_use = "futures do nothing unless polled"]
-pub struct SendFuture<'a, T> {
+pub struct SendAsync<'a, T> {
     pub(super) tx: &'a mut Sender<T>,
     /// Our half of the rendezvous; its address is published, so the future
     /// is `!Unpin`.
@@ -52,7 +52,7 @@ pub struct SendFuture<'a, T> {
     pub(super) _pin: PhantomPinned,
 }
 
-impl<T> Future for SendFuture<'_, T> {
+impl<T> Future for SendAsync<'_, T> {
     type Output = Result<(), SendError<T>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -69,7 +69,7 @@ impl<T> Future for SendFuture<'_, T> {
                 }
             },
             Phase::Published => core::task::ready!(this.slot.poll_wait(&mut this.parked, cx)),
-            Phase::Finished => panic!("SendFuture polled after it completed"),
+            Phase::Finished => panic!("SendAsync polled after it completed"),
         };
         this.phase = Phase::Finished;
         this.tx.published = Published::NONE;
@@ -78,7 +78,7 @@ impl<T> Future for SendFuture<'_, T> {
     }
 }
 
-impl<T> SendFuture<'_, T> {
+impl<T> SendAsync<'_, T> {
     /// Gives up the send and says what became of the value: `Some(value)`
     /// if the receiver never took it (the offer is withdrawn, or the
     /// receiver is gone), `None` if it was delivered (perhaps just now, as
@@ -126,7 +126,7 @@ impl<T> SendFuture<'_, T> {
     }
 }
 
-impl<T> Drop for SendFuture<'_, T> {
+impl<T> Drop for SendAsync<'_, T> {
     fn drop(&mut self) {
         if self.phase == Phase::Published {
             // Withdrawn (the value drops with us), or delivered already.
@@ -136,9 +136,9 @@ impl<T> Drop for SendFuture<'_, T> {
     }
 }
 
-impl<T> fmt::Debug for SendFuture<'_, T> {
+impl<T> fmt::Debug for SendAsync<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SendFuture")
+        f.debug_struct("SendAsync")
             .field("phase", &self.phase)
             .finish_non_exhaustive()
     }
@@ -156,12 +156,12 @@ impl<T> fmt::Debug for SendFuture<'_, T> {
 /// # futures::executor::block_on(async {
 /// let (mut tx, mut rx) = lockfree_sync::csp::channel();
 /// std::thread::spawn(move || tx.send(4u8).unwrap());
-/// let recv: lockfree_sync::csp::RecvFuture<'_, u8> = rx.recv_async();
+/// let recv: lockfree_sync::csp::RecvAsync<'_, u8> = rx.recv_async();
 /// assert_eq!(recv.await, Ok(4));
 /// # });
 /// ```
 #[must_use = "futures do nothing unless polled"]
-pub struct RecvFuture<'a, T> {
+pub struct RecvAsync<'a, T> {
     pub(super) rx: &'a mut Receiver<T>,
     /// Our half of the rendezvous; its address is published, so the future
     /// is `!Unpin`.
@@ -171,11 +171,11 @@ pub struct RecvFuture<'a, T> {
     pub(super) _pin: PhantomPinned,
 }
 
-impl<T> Future for RecvFuture<'_, T> {
+impl<T> Future for RecvAsync<'_, T> {
     type Output = Result<T, RecvError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // SAFETY: as in `SendFuture::poll`.
+        // SAFETY: as in `SendAsync::poll`.
         let this = unsafe { self.get_unchecked_mut() };
         let outcome = match this.phase {
             Phase::Idle => {
@@ -194,7 +194,7 @@ impl<T> Future for RecvFuture<'_, T> {
                 }
             }
             Phase::Published => core::task::ready!(this.slot.poll_wait(&mut this.parked, cx)),
-            Phase::Finished => panic!("RecvFuture polled after it completed"),
+            Phase::Finished => panic!("RecvAsync polled after it completed"),
         };
         this.phase = Phase::Finished;
         this.rx.published = Published::NONE;
@@ -203,7 +203,7 @@ impl<T> Future for RecvFuture<'_, T> {
     }
 }
 
-impl<T> Drop for RecvFuture<'_, T> {
+impl<T> Drop for RecvAsync<'_, T> {
     fn drop(&mut self) {
         if self.phase == Phase::Published {
             self.rx.published = Published::NONE;
@@ -216,9 +216,9 @@ impl<T> Drop for RecvFuture<'_, T> {
     }
 }
 
-impl<T> fmt::Debug for RecvFuture<'_, T> {
+impl<T> fmt::Debug for RecvAsync<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RecvFuture")
+        f.debug_struct("RecvAsync")
             .field("phase", &self.phase)
             .finish_non_exhaustive()
     }

@@ -67,10 +67,10 @@ mod slot;
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicPtr, AtomicU32};
 
-pub use self::alt::{Alt, SelectFuture};
+pub use self::alt::{Alt, SelectAsync};
 use self::channel::{AltEntry, Published};
 pub use self::channel::{Receiver, Sender};
-pub use self::future::{RecvFuture, SendFuture};
+pub use self::future::{RecvAsync, SendAsync};
 use self::slot::{Chan, EMPTY, SPINS};
 pub use crate::error::{
     RecvError, RecvTimeoutError, SelectTimeoutError, SendError, SendTimeoutError,

@@ -30,54 +30,39 @@ const SHUT: *mut Waiter = ptr::without_provenance_mut(2);
 /// The token that wakes a slot's owner.
 const COMPLETE: usize = 1;
 
-/// A channel's first spin budget: spin hints (~40 ns each on this machine)
-/// a waiting thread spends before it yields, when its partner last ran on
-/// another processor. A partner running there completes a rendezvous
-/// within a few cache-line round trips (~130 ns each here). When the
-/// partner last ran on our processor, spinning cannot help (it runs only
-/// once we stop), so the thread yields at once (see `Chan::spins`).
-#[cfg(not(loom))]
-pub(super) const SPINS: u32 = 64;
+/// A channel's first spin budget: spin hints a waiting thread spends
+/// before it yields, when its partner last ran on another processor. A
+/// partner running there completes a rendezvous within a few cache-line
+/// round trips. When the partner last ran on our processor, spinning cannot
+/// help (it runs only once we stop), so the thread yields at once (see
+/// `Chan::spins`). Under loom (here and below) a spin is a yield to the
+/// model's scheduler: one is enough to explore "the partner came during
+/// the spin".
+pub(super) const SPINS: u32 = if cfg!(loom) { 1 } else { 64 };
 /// The budget doubles after a wait that the spin caught (or just missed:
 /// see [`SOON`]) and halves after one it missed, within these bounds: two
-/// threads that meet on two processors spin long enough (up to ~40 µs,
-/// about a sleep and a wakeup) that a stray delay does not throw them into
-/// yields, where each one's slower answer would make the other yield too;
-/// a pipeline whose partners are often descheduled hardly spins.
-#[cfg(not(loom))]
-pub(super) const MIN_SPINS: u32 = 2;
+/// threads that meet on two processors spin for up to about a sleep and a
+/// wakeup, so that a stray delay does not throw them into yields, where
+/// each one's slower answer would make the other yield too; a pipeline
+/// whose partners are often descheduled hardly spins.
+pub(super) const MIN_SPINS: u32 = if cfg!(loom) { 1 } else { 2 };
+/// See [`MIN_SPINS`].
+const MAX_SPINS: u32 = if cfg!(loom) { 1 } else { 1024 };
 /// A wait that ends at the first yield, within this time, came "soon": the
 /// partner runs on another processor and a longer spin would have caught
-/// it (a yield with nothing else to run costs well under a microsecond; one
-/// that lets another thread run, its time slice).
+/// it (a yield with nothing else to run is a short system call; one that
+/// lets another thread run costs its time slice).
 #[cfg(not(loom))]
 const SOON: std::time::Duration = std::time::Duration::from_micros(2);
-/// See [`MIN_SPINS`].
-#[cfg(not(loom))]
-const MAX_SPINS: u32 = 1024;
-/// Yields after the spin, at most, before sleeping (a yield costs under a
-/// microsecond, a sleep and wakeup ~30 µs): lets a partner that shares our
-/// processor run.
-#[cfg(not(loom))]
-const YIELDS: u32 = 1_000;
+/// Yields after the spin, at most, before sleeping (a yield with nothing
+/// else to run is much cheaper than a sleep and a wakeup): lets a partner
+/// that shares our processor run. Under loom, one yield before parking.
+const YIELDS: u32 = if cfg!(loom) { 1 } else { 1_000 };
 /// How long a thread yields at most before it sleeps: several wakeups'
 /// worth, so that two threads that meet often do not fall into a chain of
 /// sleeps and wakeups.
 #[cfg(not(loom))]
 const YIELD_FOR: std::time::Duration = std::time::Duration::from_micros(200);
-/// Under loom a spin is a yield to the model's scheduler: one is enough to
-/// explore "the partner came during the spin".
-#[cfg(loom)]
-pub(super) const SPINS: u32 = 1;
-/// See [`SPINS`].
-#[cfg(loom)]
-pub(super) const MIN_SPINS: u32 = 1;
-/// See [`SPINS`].
-#[cfg(loom)]
-const MAX_SPINS: u32 = 1;
-/// Under loom, one yield before parking.
-#[cfg(loom)]
-const YIELDS: u32 = 1;
 
 /// How a wait ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,10 +9,10 @@ use sync_core::sync::Arc;
 use sync_core::waiter::Waiter;
 
 use super::raw::{GRANTED, token_result};
-use super::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
+use super::{ArcSemaphorePermit, Semaphore, SemaphorePermit};
 use crate::error::{AcquireError, TryAcquireError};
 
-/// An async request's state, shared by [`Acquire`] and [`AcquireOwned`].
+/// An async request's state, shared by [`AcquireAsync`] and [`AcquireArcAsync`].
 #[derive(Debug)]
 pub(super) struct Request {
     pub(super) n: usize,
@@ -102,16 +102,16 @@ impl Request {
 ///
 /// ```
 /// let sem = lockfree_sync::Semaphore::new(1);
-/// let fut: lockfree_sync::Acquire<'_> = sem.acquire_async();
+/// let fut: lockfree_sync::AcquireAsync<'_> = sem.acquire_async();
 /// assert!(futures::executor::block_on(fut).is_ok());
 /// ```
 #[must_use = "futures do nothing unless polled"]
-pub struct Acquire<'a> {
+pub struct AcquireAsync<'a> {
     pub(super) sem: &'a Semaphore,
     pub(super) state: Request,
 }
 
-impl<'a> Future for Acquire<'a> {
+impl<'a> Future for AcquireAsync<'a> {
     type Output = Result<SemaphorePermit<'a>, AcquireError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -123,23 +123,23 @@ impl<'a> Future for Acquire<'a> {
     }
 }
 
-impl Drop for Acquire<'_> {
+impl Drop for AcquireAsync<'_> {
     fn drop(&mut self) {
         self.state.cancel(self.sem);
     }
 }
 
-impl fmt::Debug for Acquire<'_> {
+impl fmt::Debug for AcquireAsync<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Acquire")
+        f.debug_struct("AcquireAsync")
             .field("permits", &self.state.n)
             .field("queued", &self.state.node.is_some())
             .finish()
     }
 }
 
-/// The future of [`Semaphore::acquire_owned`] and
-/// [`Semaphore::acquire_many_owned`].
+/// The future of [`Semaphore::acquire_arc_async`] and
+/// [`Semaphore::acquire_many_arc_async`].
 ///
 /// # Cancel safety
 ///
@@ -150,37 +150,37 @@ impl fmt::Debug for Acquire<'_> {
 /// ```
 /// use std::sync::Arc;
 /// let sem = Arc::new(lockfree_sync::Semaphore::new(1));
-/// let fut: lockfree_sync::AcquireOwned = sem.acquire_owned();
+/// let fut: lockfree_sync::AcquireArcAsync = sem.acquire_arc_async();
 /// assert!(futures::executor::block_on(fut).is_ok());
 /// ```
 #[must_use = "futures do nothing unless polled"]
-pub struct AcquireOwned {
+pub struct AcquireArcAsync {
     pub(super) sem: std::sync::Arc<Semaphore>,
     pub(super) state: Request,
 }
 
-impl Future for AcquireOwned {
-    type Output = Result<OwnedSemaphorePermit, AcquireError>;
+impl Future for AcquireArcAsync {
+    type Output = Result<ArcSemaphorePermit, AcquireError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let r = core::task::ready!(this.state.poll(&this.sem, cx));
-        Poll::Ready(r.map(|()| OwnedSemaphorePermit {
+        Poll::Ready(r.map(|()| ArcSemaphorePermit {
             sem: std::sync::Arc::clone(&this.sem),
             permits: this.state.n,
         }))
     }
 }
 
-impl Drop for AcquireOwned {
+impl Drop for AcquireArcAsync {
     fn drop(&mut self) {
         self.state.cancel(&self.sem);
     }
 }
 
-impl fmt::Debug for AcquireOwned {
+impl fmt::Debug for AcquireArcAsync {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AcquireOwned")
+        f.debug_struct("AcquireArcAsync")
             .field("permits", &self.state.n)
             .field("queued", &self.state.node.is_some())
             .finish()

@@ -31,9 +31,9 @@
 //! for itself: once it is queued it adds the `c` to `pending`, like a
 //! release, so they go to the *oldest* waiter. Permits are only ever held by
 //! a request that has all of them, or waiting in `pending` for the head of
-//! the queue. (Keeping them, as this file once did, let a request counted
-//! later but queued first wait at the head for permits that a request
-//! behind it was sitting on: a deadlock, issue 12.)
+//! the queue. (Were a waiting request to keep them, a request counted
+//! later but queued first could wait at the head for permits that a
+//! request behind it sits on: a deadlock.)
 //!
 //! # Cancellation
 //!
@@ -78,13 +78,14 @@ use sync_core::waiter::WaiterQueue;
 
 use crate::error::{AcquireError, TryAcquireError};
 
+mod arc;
 mod future;
 mod permit;
 mod raw;
 
 use future::Request;
-pub use future::{Acquire, AcquireOwned};
-pub use permit::{OwnedSemaphorePermit, SemaphorePermit};
+pub use future::{AcquireArcAsync, AcquireAsync};
+pub use permit::{ArcSemaphorePermit, SemaphorePermit};
 use raw::{ACTIVE, CLOSED, Line, RECHECK};
 
 /// A counting semaphore whose waiters wait in a lock-free FIFO queue, and
@@ -97,12 +98,12 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 ///   deadline at most;
 /// * [`acquire_async`](Self::acquire_async),
 ///   [`acquire_many_async`](Self::acquire_many_async) and, for a semaphore
-///   in an [`Arc`](std::sync::Arc), [`acquire_owned`](Self::acquire_owned)
+///   in an [`Arc`](std::sync::Arc), [`acquire_arc_async`](Self::acquire_arc_async)
 ///   return futures that never block the executor's thread, on any
 ///   executor.
 ///
 /// Permits come back when the [`SemaphorePermit`] (or
-/// [`OwnedSemaphorePermit`]) drops, or explicitly with
+/// [`ArcSemaphorePermit`]) drops, or explicitly with
 /// [`add_permits`](Self::add_permits) (after [`SemaphorePermit::forget`], or
 /// to raise the limit). [`close`](Self::close) sends every waiter away with
 /// an error.
@@ -385,9 +386,20 @@ impl Semaphore {
 
     /// Takes one permit, parking the thread until one is free.
     ///
+    /// In async code use [`acquire_async`](Self::acquire_async)`().await`
+    /// (tokio's `acquire().await`): this method blocks the executor's
+    /// thread.
+    ///
     /// # Errors
     ///
     /// [`AcquireError`] if the semaphore is closed, before or while waiting.
+    ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread. Called from a task on a
+    /// single-threaded executor while another task of that executor holds
+    /// the permits, it blocks that executor for ever: in async code use
+    /// [`acquire_async`](Self::acquire_async)`().await`.
     ///
     /// # Examples
     ///
@@ -408,6 +420,13 @@ impl Semaphore {
     ///
     /// [`AcquireError`] if the semaphore is closed, before or while waiting.
     ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread. Called from a task on a
+    /// single-threaded executor while another task of that executor holds
+    /// the permits, it blocks that executor for ever: in async code use
+    /// [`acquire_many_async`](Self::acquire_many_async)`().await`.
+    ///
     /// # Panics
     ///
     /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS): such a request
@@ -424,17 +443,21 @@ impl Semaphore {
     /// ```
     #[inline]
     pub fn acquire_many(&self, n: usize) -> Result<SemaphorePermit<'_>, AcquireError> {
+        self.take_blocking(n)?;
+        Ok(SemaphorePermit::new(self, n))
+    }
+
+    /// Takes `n` permits, parking the thread until they are free.
+    #[inline]
+    fn take_blocking(&self, n: usize) -> Result<(), AcquireError> {
         check_request(n);
         match self.try_take_open(n) {
-            Ok(()) => {}
-            Err(TryAcquireError::Closed) => return Err(AcquireError::closed()),
-            Err(TryAcquireError::NoPermits) => {
-                if self.acquire_slow(n, None).is_err() {
-                    return Err(AcquireError::closed());
-                }
-            }
+            Ok(()) => Ok(()),
+            Err(TryAcquireError::Closed) => Err(AcquireError::closed()),
+            Err(TryAcquireError::NoPermits) => self
+                .acquire_slow(n, None)
+                .map_err(|_| AcquireError::closed()),
         }
-        Ok(SemaphorePermit::new(self, n))
     }
 
     /// Takes one permit, parking the thread until one is free or `timeout`
@@ -455,6 +478,13 @@ impl Semaphore {
     /// no lock, so whoever holds the deliverer's role does the delivering),
     /// and it returns once the releases stop arriving faster than it hands
     /// them out.
+    ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread until the deadline. Called from a task on a
+    /// single-threaded executor while another task of that executor holds
+    /// the permits, it blocks that executor meanwhile: in async code use
+    /// [`acquire_async`](Self::acquire_async)`().await`.
     ///
     /// # Examples
     ///
@@ -483,6 +513,10 @@ impl Semaphore {
     ///
     /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
     ///
+    /// # Deadlocks
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
     /// # Examples
     ///
     /// ```
@@ -496,8 +530,8 @@ impl Semaphore {
         n: usize,
         timeout: Duration,
     ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
-        // A deadline past what `Instant` holds is no deadline.
-        self.acquire_timed(n, Instant::now().checked_add(timeout))
+        self.take_timed(n, after(timeout))?;
+        Ok(SemaphorePermit::new(self, n))
     }
 
     /// Takes one permit, parking the thread until one is free or `deadline`
@@ -508,6 +542,10 @@ impl Semaphore {
     /// As [`try_acquire_for`](Self::try_acquire_for).
     ///
     /// # Progress
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Deadlocks
     ///
     /// As [`try_acquire_for`](Self::try_acquire_for).
     ///
@@ -537,6 +575,10 @@ impl Semaphore {
     ///
     /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
     ///
+    /// # Deadlocks
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
     /// # Examples
     ///
     /// ```
@@ -550,20 +592,18 @@ impl Semaphore {
         n: usize,
         deadline: Instant,
     ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
-        self.acquire_timed(n, Some(deadline))
+        self.take_timed(n, Some(deadline))?;
+        Ok(SemaphorePermit::new(self, n))
     }
 
-    fn acquire_timed(
-        &self,
-        n: usize,
-        deadline: Option<Instant>,
-    ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+    /// Takes `n` permits, parking the thread until they are free or
+    /// `deadline` has passed.
+    fn take_timed(&self, n: usize, deadline: Option<Instant>) -> Result<(), TryAcquireError> {
         check_request(n);
         match self.try_take_open(n) {
-            Err(TryAcquireError::NoPermits) => self.acquire_slow(n, deadline)?,
-            other => other?,
+            Err(TryAcquireError::NoPermits) => self.acquire_slow(n, deadline),
+            other => other,
         }
-        Ok(SemaphorePermit::new(self, n))
     }
 
     /// A future that takes one permit without blocking the thread.
@@ -589,7 +629,8 @@ impl Semaphore {
     /// let p = futures::executor::block_on(sem.acquire_async()).unwrap();
     /// assert_eq!(p.permits(), 1);
     /// ```
-    pub fn acquire_async(&self) -> Acquire<'_> {
+    #[doc(alias = "acquire")]
+    pub fn acquire_async(&self) -> AcquireAsync<'_> {
         self.acquire_many_async(1)
     }
 
@@ -615,122 +656,12 @@ impl Semaphore {
     /// let p = futures::executor::block_on(sem.acquire_many_async(2)).unwrap();
     /// assert_eq!(p.permits(), 2);
     /// ```
-    pub fn acquire_many_async(&self, n: usize) -> Acquire<'_> {
+    pub fn acquire_many_async(&self, n: usize) -> AcquireAsync<'_> {
         check_request(n);
-        Acquire {
+        AcquireAsync {
             sem: self,
             state: Request::new(n),
         }
-    }
-
-    /// A future that takes one permit and returns it as an
-    /// [`OwnedSemaphorePermit`], which keeps the semaphore alive and has no
-    /// lifetime: for tasks that are spawned, or permits moved between tasks.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire_async`](Self::acquire_async).
-    ///
-    /// # Cancel safety
-    ///
-    /// As for [`acquire_async`](Self::acquire_async).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use lockfree_sync::Semaphore;
-    ///
-    /// let sem = Arc::new(Semaphore::new(1));
-    /// let p = futures::executor::block_on(sem.acquire_owned()).unwrap();
-    /// let t = std::thread::spawn(move || drop(p)); // 'static
-    /// t.join().unwrap();
-    /// assert_eq!(sem.available_permits(), 1);
-    /// ```
-    pub fn acquire_owned(self: &std::sync::Arc<Self>) -> AcquireOwned {
-        self.acquire_many_owned(1)
-    }
-
-    /// [`acquire_owned`](Self::acquire_owned) for `n` permits at once.
-    ///
-    /// # Errors
-    ///
-    /// As [`acquire_async`](Self::acquire_async).
-    ///
-    /// # Cancel safety
-    ///
-    /// As for [`acquire_async`](Self::acquire_async).
-    ///
-    /// # Panics
-    ///
-    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS) (when called).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// let sem = Arc::new(lockfree_sync::Semaphore::new(3));
-    /// let p = futures::executor::block_on(sem.acquire_many_owned(3)).unwrap();
-    /// assert_eq!(p.permits(), 3);
-    /// ```
-    pub fn acquire_many_owned(self: &std::sync::Arc<Self>, n: usize) -> AcquireOwned {
-        check_request(n);
-        AcquireOwned {
-            sem: std::sync::Arc::clone(self),
-            state: Request::new(n),
-        }
-    }
-
-    /// [`try_acquire`](Self::try_acquire), returning an
-    /// [`OwnedSemaphorePermit`].
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// let sem = Arc::new(lockfree_sync::Semaphore::new(1));
-    /// let p = sem.try_acquire_owned().unwrap();
-    /// assert!(sem.try_acquire_owned().is_err());
-    /// # drop(p);
-    /// ```
-    pub fn try_acquire_owned(
-        self: &std::sync::Arc<Self>,
-    ) -> Result<OwnedSemaphorePermit, TryAcquireError> {
-        self.try_acquire_many_owned(1)
-    }
-
-    /// [`try_acquire_many`](Self::try_acquire_many), returning an
-    /// [`OwnedSemaphorePermit`].
-    ///
-    /// # Errors
-    ///
-    /// As [`try_acquire`](Self::try_acquire).
-    ///
-    /// # Panics
-    ///
-    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// let sem = Arc::new(lockfree_sync::Semaphore::new(2));
-    /// assert_eq!(sem.try_acquire_many_owned(2).unwrap().permits(), 2);
-    /// ```
-    pub fn try_acquire_many_owned(
-        self: &std::sync::Arc<Self>,
-        n: usize,
-    ) -> Result<OwnedSemaphorePermit, TryAcquireError> {
-        check_request(n);
-        self.try_take_open(n)?;
-        Ok(OwnedSemaphorePermit {
-            sem: std::sync::Arc::clone(self),
-            permits: n,
-        })
     }
 
     /// Adds `n` permits: returns forgotten permits, or raises the limit.
@@ -832,6 +763,12 @@ impl Semaphore {
         }
         self.put_back(n);
     }
+}
+
+/// The deadline `timeout` from now; `None` (no deadline) past what
+/// `Instant` holds.
+fn after(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
 }
 
 #[cold]

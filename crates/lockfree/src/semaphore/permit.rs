@@ -138,19 +138,19 @@ impl fmt::Debug for SemaphorePermit<'_> {
 /// ```
 /// use std::sync::Arc;
 /// let sem = Arc::new(lockfree_sync::Semaphore::new(2));
-/// let mut p = sem.try_acquire_many_owned(2).unwrap();
+/// let mut p = sem.try_acquire_many_arc(2).unwrap();
 /// let q = p.split(1).unwrap();
 /// std::thread::spawn(move || drop(q)).join().unwrap();
 /// assert_eq!(sem.available_permits(), 1);
 /// # drop(p);
 /// ```
 #[must_use = "dropping the permit releases it at once"]
-pub struct OwnedSemaphorePermit {
+pub struct ArcSemaphorePermit {
     pub(super) sem: std::sync::Arc<Semaphore>,
     pub(super) permits: usize,
 }
 
-impl OwnedSemaphorePermit {
+impl ArcSemaphorePermit {
     /// How many permits this holds.
     ///
     /// # Examples
@@ -158,7 +158,7 @@ impl OwnedSemaphorePermit {
     /// ```
     /// use std::sync::Arc;
     /// let sem = Arc::new(lockfree_sync::Semaphore::new(2));
-    /// assert_eq!(sem.try_acquire_owned().unwrap().permits(), 1);
+    /// assert_eq!(sem.try_acquire_arc().unwrap().permits(), 1);
     /// ```
     pub fn permits(&self) -> usize {
         self.permits
@@ -171,7 +171,7 @@ impl OwnedSemaphorePermit {
     /// ```
     /// use std::sync::Arc;
     /// let sem = Arc::new(lockfree_sync::Semaphore::new(1));
-    /// let p = sem.try_acquire_owned().unwrap();
+    /// let p = sem.try_acquire_arc().unwrap();
     /// assert!(Arc::ptr_eq(p.semaphore(), &sem));
     /// ```
     pub fn semaphore(&self) -> &std::sync::Arc<Semaphore> {
@@ -186,7 +186,7 @@ impl OwnedSemaphorePermit {
     /// ```
     /// use std::sync::Arc;
     /// let sem = Arc::new(lockfree_sync::Semaphore::new(1));
-    /// sem.try_acquire_owned().unwrap().forget();
+    /// sem.try_acquire_arc().unwrap().forget();
     /// assert_eq!(sem.available_permits(), 0);
     /// ```
     pub fn forget(mut self) {
@@ -208,15 +208,15 @@ impl OwnedSemaphorePermit {
     /// ```
     /// use std::sync::Arc;
     /// let sem = Arc::new(lockfree_sync::Semaphore::new(2));
-    /// let mut a = sem.try_acquire_owned().unwrap();
-    /// a.merge(sem.try_acquire_owned().unwrap());
+    /// let mut a = sem.try_acquire_arc().unwrap();
+    /// a.merge(sem.try_acquire_arc().unwrap());
     /// assert_eq!(a.permits(), 2);
     /// ```
     #[track_caller]
     pub fn merge(&mut self, mut other: Self) {
         assert!(
             std::sync::Arc::ptr_eq(&self.sem, &other.sem),
-            "OwnedSemaphorePermit::merge: the permits come from different semaphores"
+            "ArcSemaphorePermit::merge: the permits come from different semaphores"
         );
         self.permits += core::mem::take(&mut other.permits);
     }
@@ -229,7 +229,7 @@ impl OwnedSemaphorePermit {
     /// ```
     /// use std::sync::Arc;
     /// let sem = Arc::new(lockfree_sync::Semaphore::new(2));
-    /// let mut a = sem.try_acquire_many_owned(2).unwrap();
+    /// let mut a = sem.try_acquire_many_arc(2).unwrap();
     /// let b = a.split(2).unwrap();
     /// assert_eq!((a.permits(), b.permits()), (0, 2));
     /// ```
@@ -242,7 +242,7 @@ impl OwnedSemaphorePermit {
     }
 }
 
-impl Drop for OwnedSemaphorePermit {
+impl Drop for ArcSemaphorePermit {
     #[inline]
     fn drop(&mut self) {
         if self.permits > 0 {
@@ -251,9 +251,9 @@ impl Drop for OwnedSemaphorePermit {
     }
 }
 
-impl fmt::Debug for OwnedSemaphorePermit {
+impl fmt::Debug for ArcSemaphorePermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OwnedSemaphorePermit")
+        f.debug_struct("ArcSemaphorePermit")
             .field("permits", &self.permits)
             .finish()
     }
