@@ -9,7 +9,8 @@ use sync_core::sync::atomic::Ordering::*;
 use sync_core::sync::hint;
 use sync_core::unwind::Panics;
 use sync_core::wait::{self, WaitPolicy, Watch};
-use sync_core::waiter::{Token, Waiter, Wakeup};
+use sync_core::wake_list::WakeList;
+use sync_core::waiter::{Token, Waiter};
 
 use super::Semaphore;
 use crate::error::{AcquireError, TryAcquireError};
@@ -235,7 +236,9 @@ impl Semaphore {
         // Our callers (`deliver`, `recheck`, `close`) have just set ACTIVE.
         let role = Role(self);
         let mut panics = Panics::new();
-        let mut wakeups = Wakeups::default();
+        // The wakeups we owe, delivered once we retire; past the few kept
+        // without allocating, delivered at once.
+        let mut wakeups = WakeList::new();
         // Whether to fold cancelled waiters at the head even with nothing to
         // deliver (after a cancel), so that their demand and nodes do not
         // linger until the next release.
@@ -258,7 +261,7 @@ impl Semaphore {
                     // canceller leaves the fold to us either way).
                     self.fold(head.data());
                     if let Some(wakeup) = Waiter::notify_later(&head, CLOSED_TOKEN) {
-                        wakeups.push(wakeup, &mut panics);
+                        wakeups.push_or_wake(wakeup, &mut panics);
                     }
                     continue;
                 }
@@ -309,7 +312,7 @@ impl Semaphore {
                         // is held for less time (a wakeup may schedule a
                         // task), and a panicking waker cannot leave it held.
                         match Waiter::notify_later(&head, GRANTED) {
-                            Some(wakeup) => wakeups.push(wakeup, &mut panics),
+                            Some(wakeup) => wakeups.push_or_wake(wakeup, &mut panics),
                             None => {
                                 // Cancelled meanwhile: take the permits back
                                 // and fold its demand.
@@ -449,29 +452,3 @@ impl Role<'_> {
     }
 }
 
-/// The wakeups a deliverer owes, delivered after it retires. A few fit
-/// without allocating; past that they are delivered at once. A waker's
-/// panic is caught into the deliverer's [`Panics`].
-#[derive(Default)]
-struct Wakeups {
-    held: [Option<Wakeup>; 4],
-}
-
-impl Wakeups {
-    fn push(&mut self, wakeup: Wakeup, panics: &mut Panics) {
-        match self.held.iter_mut().find(|slot| slot.is_none()) {
-            Some(slot) => *slot = Some(wakeup),
-            None => {
-                panics.catch(|| wakeup.wake());
-            }
-        }
-    }
-
-    fn wake_all(&mut self, panics: &mut Panics) {
-        for slot in &mut self.held {
-            if let Some(wakeup) = slot.take() {
-                panics.catch(|| wakeup.wake());
-            }
-        }
-    }
-}
