@@ -147,13 +147,20 @@ impl<'a, T> Alt<'a, T> {
     ///
     /// # Progress
     ///
-    /// Blocks until a sender is ready (or gone). It spins briefly, yields,
-    /// then parks. A sender that finds the Alt waiting claims it with one
+    /// Blocks until a sender is ready (or gone). It spins briefly, yields while yields are
+    /// cheap, then parks. A sender that finds the Alt waiting claims it with one
     /// CAS; the Alt publishes and withdraws itself with one CAS per channel.
     ///
     /// # Fairness
     ///
     /// See [`Alt`].
+    ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread. Called from a task on a
+    /// single-threaded executor whose other task is the partner (a sender),
+    /// it blocks that executor for ever: in async code use
+    /// [`select_async`](Self::select_async)`().await`.
     ///
     /// # Examples
     ///
@@ -189,6 +196,13 @@ impl<'a, T> Alt<'a, T> {
     ///
     /// As [`select`](Self::select).
     ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread until the deadline. Called from a task on a
+    /// single-threaded executor whose other task is the partner (a sender),
+    /// it blocks that executor meanwhile: in async code use
+    /// [`select_async`](Self::select_async)`().await`.
+    ///
     /// # Examples
     ///
     /// ```
@@ -217,6 +231,10 @@ impl<'a, T> Alt<'a, T> {
     /// As [`try_select_for`](Self::try_select_for).
     ///
     /// # Progress
+    ///
+    /// As [`try_select_for`](Self::try_select_for).
+    ///
+    /// # Deadlocks
     ///
     /// As [`try_select_for`](Self::try_select_for).
     ///

@@ -11,7 +11,7 @@ use sync_core::sync::atomic::Ordering::*;
 
 use super::alt::{AltShared, CLAIM_SELF};
 use super::slot::{
-    CLOSED, Chan, EMPTY, Found, Outcome, RECEIVER, SENDER, Slot, move_value, shut, take_from,
+    Chan, EMPTY, Found, Outcome, RECEIVER, SENDER, Slot, move_value, shut, take_from,
 };
 use super::{RecvAsync, SendAsync, future::Phase};
 use super::{RecvError, RecvTimeoutError, SendError, SendTimeoutError};
@@ -53,7 +53,15 @@ impl<T> Sender<T> {
     ///
     /// Blocks until the receiver arrives. Apart from that wait, one swap and
     /// a bounded number of steps (wait-free). If the receiver is not there,
-    /// the thread spins briefly, yields a few times, then parks.
+    /// the thread spins briefly, yields while yields are cheap (not once
+    /// more threads are runnable than cores), then parks.
+    ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread. Called from a task on a
+    /// single-threaded executor whose other task is the partner (the receiver),
+    /// it blocks that executor for ever: in async code use
+    /// [`send_async`](Self::send_async)`().await`.
     ///
     /// # Examples
     ///
@@ -86,6 +94,13 @@ impl<T> Sender<T> {
     /// receiver that took the value just as the time ran out makes it
     /// `Ok`: the value is delivered exactly once, or handed back.
     ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread until the deadline. Called from a task on a
+    /// single-threaded executor whose other task is the partner (the receiver),
+    /// it blocks that executor meanwhile: in async code use
+    /// [`send_async`](Self::send_async)`().await`.
+    ///
     /// # Examples
     ///
     /// ```
@@ -109,6 +124,10 @@ impl<T> Sender<T> {
     /// As [`try_send_for`](Self::try_send_for).
     ///
     /// # Progress
+    ///
+    /// As [`try_send_for`](Self::try_send_for).
+    ///
+    /// # Deadlocks
     ///
     /// As [`try_send_for`](Self::try_send_for).
     ///
@@ -164,17 +183,9 @@ impl<T> Sender<T> {
     pub(super) fn offer(&mut self, slot: &Slot<T>) -> Option<Outcome> {
         self.reclaim();
         let chan = &*self.chan;
-        chan.note_cpu(SENDER);
-        let me = ptr::from_ref(slot).cast::<u8>().cast_mut();
-        // AcqRel: Release publishes our slot (and value) to the receiver
-        // that swaps it out; Acquire makes a waiting receiver's slot ours.
-        match Chan::found::<T>(chan.word.swap(me, AcqRel)) {
+        match chan.publish(SENDER, slot) {
             Found::Empty => None,
-            Found::Closed => {
-                // Put the mark back: nobody else uses the word now.
-                chan.word.store(CLOSED, Release);
-                Some(Outcome::Shut)
-            }
+            Found::Closed => Some(Outcome::Shut),
             Found::Slot(receiver) => {
                 // Release: our next use of the word, or the receiver's,
                 // sees it empty (the receiver's also through `complete`).
@@ -281,7 +292,7 @@ impl<T> Sender<T> {
     /// assert!(tx.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.chan.word.load(Acquire) == CLOSED
+        self.chan.is_closed()
     }
 }
 
@@ -333,7 +344,15 @@ impl<T> Receiver<T> {
     /// # Progress
     ///
     /// Blocks until the sender arrives; otherwise one swap and a bounded
-    /// number of steps. It spins briefly, yields, then parks.
+    /// number of steps. It spins briefly, yields while yields are cheap,
+    /// then parks.
+    ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread. Called from a task on a
+    /// single-threaded executor whose other task is the partner (the sender),
+    /// it blocks that executor for ever: in async code use
+    /// [`recv_async`](Self::recv_async)`().await`.
     ///
     /// # Examples
     ///
@@ -365,6 +384,13 @@ impl<T> Receiver<T> {
     /// sender that handed its value over just as the time ran out makes it
     /// `Ok`: no value is lost.
     ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread until the deadline. Called from a task on a
+    /// single-threaded executor whose other task is the partner (the sender),
+    /// it blocks that executor meanwhile: in async code use
+    /// [`recv_async`](Self::recv_async)`().await`.
+    ///
     /// # Examples
     ///
     /// ```
@@ -388,6 +414,10 @@ impl<T> Receiver<T> {
     /// As [`try_recv_for`](Self::try_recv_for).
     ///
     /// # Progress
+    ///
+    /// As [`try_recv_for`](Self::try_recv_for).
+    ///
+    /// # Deadlocks
     ///
     /// As [`try_recv_for`](Self::try_recv_for).
     ///
@@ -484,15 +514,9 @@ impl<T> Receiver<T> {
 
     pub(super) fn accept(&mut self, slot: &Slot<T>) -> Option<Outcome> {
         let chan = &*self.chan;
-        chan.note_cpu(RECEIVER);
-        let me = ptr::from_ref(slot).cast::<u8>().cast_mut();
-        // AcqRel: as in `offer`.
-        match Chan::found::<T>(chan.word.swap(me, AcqRel)) {
+        match chan.publish(RECEIVER, slot) {
             Found::Empty => None,
-            Found::Closed => {
-                chan.word.store(CLOSED, Release);
-                Some(Outcome::Shut)
-            }
+            Found::Closed => Some(Outcome::Shut),
             Found::Slot(sender) => {
                 // Release: as in `offer`.
                 chan.word.store(EMPTY, Release);
@@ -567,7 +591,7 @@ impl<T> Receiver<T> {
     /// assert!(rx.is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
-        self.chan.word.load(Acquire) == CLOSED
+        self.chan.is_closed()
     }
 }
 

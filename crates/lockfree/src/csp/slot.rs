@@ -388,6 +388,28 @@ impl Chan {
         }
     }
 
+    /// Notes the processor `side` runs on and swaps `slot` (the caller's)
+    /// into the word: what the swap found. A closed word gets its mark back
+    /// at once (nobody else uses the word then).
+    pub(super) fn publish<T>(&self, side: usize, slot: &Slot<T>) -> Found<T> {
+        self.note_cpu(side);
+        let me = ptr::from_ref(slot).cast::<u8>().cast_mut();
+        // AcqRel: Release publishes our slot (and a sender's value) to the
+        // partner that swaps it out; Acquire makes a waiting partner's slot
+        // ours.
+        let found = Self::found::<T>(self.word.swap(me, AcqRel));
+        if let Found::Closed = found {
+            self.word.store(CLOSED, Release);
+        }
+        found
+    }
+
+    /// Whether an end has been dropped.
+    pub(super) fn is_closed(&self) -> bool {
+        // Acquire: pairs with the closing end's swap in `shut`.
+        self.word.load(Acquire) == CLOSED
+    }
+
     /// The channel's identity, as an Alt's claim records it.
     pub(super) fn id(&self) -> usize {
         ptr::from_ref(self).addr()

@@ -65,9 +65,7 @@ impl<'a> SemaphorePermit<'a> {
     /// assert_eq!(sem.available_permits(), 0);
     /// ```
     pub fn forget(mut self) {
-        // Relaxed: a bound (see `Semaphore::total`).
-        self.sem.total.fetch_sub(self.permits, Relaxed);
-        self.permits = 0;
+        forget(self.sem, &mut self.permits);
     }
 
     /// Moves `other`'s permits into this one. (Together they never exceed
@@ -88,11 +86,7 @@ impl<'a> SemaphorePermit<'a> {
     /// ```
     #[track_caller]
     pub fn merge(&mut self, mut other: Self) {
-        assert!(
-            core::ptr::eq(self.sem, other.sem),
-            "SemaphorePermit::merge: the permits come from different semaphores"
-        );
-        self.permits += core::mem::take(&mut other.permits);
+        merge(self.sem, other.sem, &mut self.permits, &mut other.permits);
     }
 
     /// Splits `n` permits off into a new permit; `None` (and nothing
@@ -116,9 +110,7 @@ impl<'a> SemaphorePermit<'a> {
 impl Drop for SemaphorePermit<'_> {
     #[inline]
     fn drop(&mut self) {
-        if self.permits > 0 {
-            self.sem.put_back(self.permits);
-        }
+        give_back(self.sem, self.permits);
     }
 }
 
@@ -190,9 +182,7 @@ impl ArcSemaphorePermit {
     /// assert_eq!(sem.available_permits(), 0);
     /// ```
     pub fn forget(mut self) {
-        // Relaxed: a bound (see `Semaphore::total`).
-        self.sem.total.fetch_sub(self.permits, Relaxed);
-        self.permits = 0;
+        forget(&self.sem, &mut self.permits);
     }
 
     /// Moves `other`'s permits into this one. (Together they never exceed
@@ -214,11 +204,7 @@ impl ArcSemaphorePermit {
     /// ```
     #[track_caller]
     pub fn merge(&mut self, mut other: Self) {
-        assert!(
-            std::sync::Arc::ptr_eq(&self.sem, &other.sem),
-            "ArcSemaphorePermit::merge: the permits come from different semaphores"
-        );
-        self.permits += core::mem::take(&mut other.permits);
+        merge(&self.sem, &other.sem, &mut self.permits, &mut other.permits);
     }
 
     /// Splits `n` permits off into a new permit; `None` (and nothing
@@ -245,9 +231,7 @@ impl ArcSemaphorePermit {
 impl Drop for ArcSemaphorePermit {
     #[inline]
     fn drop(&mut self) {
-        if self.permits > 0 {
-            self.sem.put_back(self.permits);
-        }
+        give_back(&self.sem, self.permits);
     }
 }
 
@@ -256,5 +240,33 @@ impl fmt::Debug for ArcSemaphorePermit {
         f.debug_struct("ArcSemaphorePermit")
             .field("permits", &self.permits)
             .finish()
+    }
+}
+
+// What both kinds of permit do with their permits, written once.
+
+/// Keeps `permits` out of `sem` for good (until `add_permits`).
+fn forget(sem: &Semaphore, permits: &mut usize) {
+    // Relaxed: a bound (see `Semaphore::total`).
+    sem.total.fetch_sub(*permits, Relaxed);
+    *permits = 0;
+}
+
+/// Moves `from`'s permits into `into`'s, checking that they come from the
+/// same semaphore.
+#[track_caller]
+fn merge(sem: &Semaphore, other: &Semaphore, into: &mut usize, from: &mut usize) {
+    assert!(
+        core::ptr::eq(sem, other),
+        "a permit's merge: the permits come from different semaphores"
+    );
+    *into += core::mem::take(from);
+}
+
+/// Returns a dropped permit's permits.
+#[inline]
+fn give_back(sem: &Semaphore, permits: usize) {
+    if permits > 0 {
+        sem.put_back(permits);
     }
 }

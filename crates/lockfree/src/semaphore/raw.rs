@@ -9,8 +9,8 @@ use sync_core::sync::atomic::Ordering::*;
 use sync_core::sync::hint;
 use sync_core::unwind::Panics;
 use sync_core::wait::{self, WaitPolicy, Watch};
-use sync_core::wake_list::WakeList;
 use sync_core::waiter::{Token, Waiter};
+use sync_core::wake_list::WakeList;
 
 use super::Semaphore;
 use crate::error::{AcquireError, TryAcquireError};
@@ -451,4 +451,3 @@ impl Role<'_> {
         unsafe { self.0.queue.pop() }
     }
 }
-
