@@ -135,7 +135,7 @@ impl fmt::Display for RecvError {
 
 impl std::error::Error for RecvError {}
 
-/// Why a timed send ([`Sender::try_send_for`], [`Sender::try_send_until`])
+/// Why a timed send ([`Sender::try_send_for`](crate::csp::Sender::try_send_for), [`Sender::try_send_until`](crate::csp::Sender::try_send_until))
 /// failed: the value comes back either way.
 ///
 /// # Examples
@@ -194,8 +194,8 @@ impl<T> fmt::Display for SendTimeoutError<T> {
 
 impl<T> std::error::Error for SendTimeoutError<T> {}
 
-/// Why a timed receive ([`Receiver::try_recv_for`],
-/// [`Receiver::try_recv_until`]) returned no value.
+/// Why a timed receive ([`Receiver::try_recv_for`](crate::csp::Receiver::try_recv_for),
+/// [`Receiver::try_recv_until`](crate::csp::Receiver::try_recv_until)) returned no value.
 ///
 /// # Examples
 ///
@@ -226,7 +226,7 @@ impl fmt::Display for RecvTimeoutError {
 
 impl std::error::Error for RecvTimeoutError {}
 
-/// A timed select ([`Alt::try_select_for`], [`Alt::try_select_until`])
+/// A timed select ([`Alt::try_select_for`](crate::csp::Alt::try_select_for), [`Alt::try_select_until`](crate::csp::Alt::try_select_until))
 /// found no sender ready in time.
 ///
 /// # Examples

@@ -16,11 +16,11 @@ use super::slot::{
 use super::{RecvAsync, SendAsync, future::Phase};
 use super::{RecvError, RecvTimeoutError, SendError, SendTimeoutError};
 
-/// The sending end of a [`csp::channel`](channel). Not `Clone`: the channel
+/// The sending end of a [`csp::channel`](crate::csp::channel()). Not `Clone`: the channel
 /// is point to point.
 ///
 /// Dropping it wakes a receiver that waits, with [`RecvError`]. If the
-/// receiver waits as a task (or an [`Alt`]'s task) and its waker panics,
+/// receiver waits as a task (or an [`Alt`](crate::csp::Alt)'s task) and its waker panics,
 /// the panic goes on out of the drop once the channel is closed, unless
 /// the thread is already unwinding: then it is dropped (a second panic
 /// would abort the process).
@@ -163,12 +163,14 @@ impl<T> Sender<T> {
                 None => match slot.retract(&self.chan) {
                     Some(outcome) => outcome,
                     // Withdrawn: nobody touches the slot any more.
-                    // SAFETY: as just said.
                     None => {
+                        let value = slot.value.with_mut(|v| {
+                            // SAFETY: withdrawn, as just said: the slot is
+                            // ours alone.
+                            unsafe { (*v).take() }
+                        });
                         return Err(SendTimeoutError::Timeout(
-                            slot.value
-                                .with_mut(|v| unsafe { (*v).take() })
-                                .expect("an unsent value stays in its slot"),
+                            value.expect("an unsent value stays in its slot"),
                         ));
                     }
                 },
@@ -310,7 +312,7 @@ impl<T> fmt::Debug for Sender<T> {
     }
 }
 
-/// The receiving end of a [`csp::channel`](channel). Not `Clone`.
+/// The receiving end of a [`csp::channel`](crate::csp::channel()). Not `Clone`.
 ///
 /// Dropping it wakes a sender that waits, whose value comes back in
 /// [`SendError`]. A sending task's waker that panics then is handled as
@@ -330,7 +332,7 @@ pub struct Receiver<T> {
     pub(super) stash: Option<T>,
     /// The slot of this receiver's [`RecvAsync`] while it is published.
     pub(super) published: Published<T>,
-    /// The [`Alt`] published on this receiver's channel, while it is.
+    /// The [`Alt`](crate::csp::Alt) published on this receiver's channel, while it is.
     pub(super) alt: AltEntry<T>,
 }
 
@@ -555,7 +557,7 @@ impl<T> Receiver<T> {
     /// already handed its value over, keeps that value for this receiver's
     /// next receive. No value is lost or received twice. A future leaked
     /// (with `mem::forget`) while it waits is withdrawn the same way by this
-    /// receiver's next receive (or an [`Alt`] built on it, or its drop).
+    /// receiver's next receive (or an [`Alt`](crate::csp::Alt) built on it, or its drop).
     ///
     /// # Progress
     ///
@@ -619,7 +621,7 @@ impl<T> fmt::Debug for Receiver<T> {
 /// would stay in the word, and the end's next send (or receive) would find
 /// a slot of its own side there and take it for the partner's (a send
 /// "delivered" into a leaked sender slot, both values lost). So each end
-/// records its future's slot, and its next operation (or an [`Alt`] built
+/// records its future's slot, and its next operation (or an [`Alt`](crate::csp::Alt) built
 /// on it) does what the leaked future's drop would have done.
 pub(super) struct Published<T>(pub(super) *const Slot<T>);
 
@@ -645,7 +647,7 @@ unsafe impl<T> Send for Published<T> {}
 // SAFETY: as for `Send`: never followed through a shared reference.
 unsafe impl<T> Sync for Published<T> {}
 
-/// The shared part of an [`Alt`] published on a receiver's channel (see
+/// The shared part of an [`Alt`](crate::csp::Alt) published on a receiver's channel (see
 /// [`Receiver::reclaim_alt`]).
 pub(super) struct AltEntry<T>(pub(super) Option<Arc<AltShared<T>>>);
 

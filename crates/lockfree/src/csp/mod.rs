@@ -21,7 +21,7 @@
 //! Vella and KRoC, where the word holds the waiting process's workspace.)
 //!
 //! A slot's `state` says whether it is complete (`DONE`, or `SHUT` when
-//! the other end was dropped), and holds the owner's [`Waiter`] once the
+//! the other end was dropped), and holds the owner's waiter once the
 //! owner stops spinning and sleeps: the completer's swap on `state` both
 //! completes the slot and takes the waiter to wake, so the wake is never
 //! lost. A thread spins briefly before it sleeps (a cache-line round trip is
