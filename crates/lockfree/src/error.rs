@@ -245,3 +245,90 @@ impl fmt::Display for SelectTimeoutError {
 }
 
 impl std::error::Error for SelectTimeoutError {}
+
+/// Why [`Sender::try_send`](crate::csp::Sender::try_send) did not send: the
+/// value comes back either way.
+///
+/// # Examples
+///
+/// ```
+/// use lockfree_sync::csp::{self, TrySendError};
+///
+/// let (mut tx, rx) = csp::channel();
+/// drop(rx);
+/// assert_eq!(tx.try_send(3), Err(TrySendError::Disconnected(3)));
+/// assert_eq!(TrySendError::Full(4).into_inner(), 4);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum TrySendError<T> {
+    /// No receiver was waiting (a rendezvous channel holds no value).
+    Full(T),
+    /// The receiver is gone.
+    Disconnected(T),
+}
+
+impl<T> TrySendError<T> {
+    /// The value that was not sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let e = lockfree_sync::csp::TrySendError::Full('v');
+    /// assert_eq!(e.into_inner(), 'v');
+    /// ```
+    pub fn into_inner(self) -> T {
+        match self {
+            Self::Full(v) | Self::Disconnected(v) => v,
+        }
+    }
+}
+
+impl<T> fmt::Debug for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Full(_) => f.write_str("Full(..)"),
+            Self::Disconnected(_) => f.write_str("Disconnected(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Full(_) => f.write_str("no receiver waits on the CSP channel"),
+            Self::Disconnected(_) => f.write_str("sending on a CSP channel whose receiver is gone"),
+        }
+    }
+}
+
+impl<T> std::error::Error for TrySendError<T> {}
+
+/// Why [`Receiver::try_recv`](crate::csp::Receiver::try_recv) returned no
+/// value.
+///
+/// # Examples
+///
+/// ```
+/// use lockfree_sync::csp::{self, TryRecvError};
+///
+/// let (_tx, mut rx) = csp::channel::<u8>();
+/// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TryRecvError {
+    /// No sender was waiting.
+    Empty,
+    /// The sender is gone.
+    Disconnected,
+}
+
+impl fmt::Display for TryRecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => f.write_str("no sender waits on the CSP channel"),
+            Self::Disconnected => f.write_str("receiving on a CSP channel whose sender is gone"),
+        }
+    }
+}
+
+impl std::error::Error for TryRecvError {}

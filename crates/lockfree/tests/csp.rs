@@ -846,3 +846,49 @@ fn timed_selects_lose_and_duplicate_nothing() {
     sent.sort_unstable();
     assert_eq!(got, sent);
 }
+
+/// The attempts: with nobody on the other side they return at once and
+/// leave nothing published; with a partner waiting they complete the
+/// rendezvous; after a close they report it (a send hands its value back).
+#[test]
+fn attempts_complete_only_with_a_waiting_partner() {
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    assert_eq!(tx.try_send(1), Err(csp::TrySendError::Full(1)));
+    assert_eq!(rx.try_recv(), Err(csp::TryRecvError::Empty));
+    assert_eq!(Alt::new(vec![&mut rx]).try_select(), None);
+    // A waiting receiver takes a try_send; a waiting sender a try_recv.
+    let receiver = thread::spawn(move || {
+        let got = rx.recv();
+        (got, rx)
+    });
+    let mut sent = Err(csp::TrySendError::Full(2));
+    while let Err(csp::TrySendError::Full(v)) = sent {
+        thread::yield_now();
+        sent = tx.try_send(v);
+    }
+    assert_eq!(sent, Ok(()));
+    let (got, mut rx) = receiver.join().unwrap();
+    assert_eq!(got, Ok(2));
+    let sender = thread::spawn(move || tx.send(3).map(|()| tx));
+    let got = loop {
+        match rx.try_recv() {
+            Err(csp::TryRecvError::Empty) => thread::yield_now(),
+            other => break other,
+        }
+    };
+    assert_eq!(got, Ok(3));
+    let mut tx = sender.join().unwrap().unwrap();
+    let sender = thread::spawn(move || tx.send(4).map(|()| tx));
+    let got = loop {
+        if let Some(got) = Alt::new(vec![&mut rx]).try_select() {
+            break got;
+        }
+        thread::yield_now();
+    };
+    assert_eq!(got, (0, Ok(4)));
+    drop(sender.join().unwrap().unwrap());
+    assert_eq!(rx.try_recv(), Err(csp::TryRecvError::Disconnected));
+    let (mut tx, rx) = csp::channel::<u32>();
+    drop(rx);
+    assert_eq!(tx.try_send(5), Err(csp::TrySendError::Disconnected(5)));
+}

@@ -176,6 +176,26 @@ impl<'a, T> Alt<'a, T> {
             .expect("a select without a deadline timed out")
     }
 
+    /// Takes a value from a receiver whose sender is waiting now (or
+    /// reports a closed channel): `None` if no channel is ready. Nothing is
+    /// left published.
+    ///
+    /// # Fairness
+    ///
+    /// As [`select`](Self::select).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let (_tx1, mut rx1) = lockfree_sync::csp::channel::<u8>();
+    /// let (_tx2, mut rx2) = lockfree_sync::csp::channel::<u8>();
+    /// let mut alt = lockfree_sync::csp::Alt::new(vec![&mut rx1, &mut rx2]);
+    /// assert_eq!(alt.try_select(), None); // nobody sends
+    /// ```
+    pub fn try_select(&mut self) -> Option<(usize, Result<T, RecvError>)> {
+        self.select_timed(Some(Instant::now()))
+    }
+
     /// [`select`](Self::select) for `timeout` at most.
     ///
     /// # Errors

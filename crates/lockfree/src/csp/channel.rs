@@ -14,7 +14,7 @@ use super::slot::{
     Chan, EMPTY, Found, Outcome, RECEIVER, SENDER, Slot, move_value, shut, take_from,
 };
 use super::{RecvAsync, SendAsync, future::Phase};
-use super::{RecvError, RecvTimeoutError, SendError, SendTimeoutError};
+use super::{RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError};
 
 /// The sending end of a [`csp::channel`](crate::csp::channel()). Not `Clone`: the channel
 /// is point to point.
@@ -75,6 +75,30 @@ impl<T> Sender<T> {
             SendTimeoutError::Disconnected(v) => SendError(v),
             SendTimeoutError::Timeout(_) => unreachable!("a send without a deadline timed out"),
         })
+    }
+
+    /// Sends `value` if the receiver is waiting for it now.
+    ///
+    /// # Errors
+    ///
+    /// [`TrySendError::Full`] with the value if no receiver waits (nothing
+    /// is left published), [`TrySendError::Disconnected`] with the value if
+    /// the receiver is gone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::csp::{self, TrySendError};
+    ///
+    /// let (mut tx, _rx) = csp::channel();
+    /// assert_eq!(tx.try_send(1), Err(TrySendError::Full(1))); // nobody receives
+    /// ```
+    pub fn try_send(&mut self, value: T) -> Result<(), TrySendError<T>> {
+        self.send_timed(value, Some(Instant::now()))
+            .map_err(|e| match e {
+                SendTimeoutError::Timeout(v) => TrySendError::Full(v),
+                SendTimeoutError::Disconnected(v) => TrySendError::Disconnected(v),
+            })
     }
 
     /// Sends `value` if the receiver takes it within `timeout`.
@@ -158,7 +182,11 @@ impl<T> Sender<T> {
         let slot = Slot::new(Some(value));
         let outcome = match self.offer(&slot) {
             Some(outcome) => outcome,
-            None => match slot.wait(self.chan.spins(SENDER), &self.chan.budget, deadline) {
+            None => match slot.wait(
+                self.chan.spins_until(SENDER, deadline),
+                &self.chan.budget,
+                deadline,
+            ) {
                 Some(outcome) => outcome,
                 None => match slot.retract(&self.chan) {
                     Some(outcome) => outcome,
@@ -370,6 +398,30 @@ impl<T> Receiver<T> {
         })
     }
 
+    /// Takes the value of a sender that is waiting now.
+    ///
+    /// # Errors
+    ///
+    /// [`TryRecvError::Empty`] if no sender waits (nothing is left
+    /// published), [`TryRecvError::Disconnected`] if the sender is gone.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::csp::{self, TryRecvError};
+    ///
+    /// let (tx, mut rx) = csp::channel::<u8>();
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty)); // nobody sends
+    /// drop(tx);
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
+    /// ```
+    pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
+        self.recv_timed(Some(Instant::now())).map_err(|e| match e {
+            RecvTimeoutError::Timeout => TryRecvError::Empty,
+            RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
+        })
+    }
+
     /// Waits for the sender for `timeout` at most, and takes its value.
     ///
     /// # Errors
@@ -446,7 +498,11 @@ impl<T> Receiver<T> {
         let slot = Slot::new(None);
         let outcome = match self.accept(&slot) {
             Some(outcome) => outcome,
-            None => match slot.wait(self.chan.spins(RECEIVER), &self.chan.budget, deadline) {
+            None => match slot.wait(
+                self.chan.spins_until(RECEIVER, deadline),
+                &self.chan.budget,
+                deadline,
+            ) {
                 Some(outcome) => outcome,
                 // Withdrawn, or completed by a sender that took the slot
                 // first.

@@ -73,7 +73,8 @@ pub use self::channel::{Receiver, Sender};
 pub use self::future::{RecvAsync, SendAsync};
 use self::slot::{Chan, EMPTY, SPINS};
 pub use crate::error::{
-    RecvError, RecvTimeoutError, SelectTimeoutError, SendError, SendTimeoutError,
+    RecvError, RecvTimeoutError, SelectTimeoutError, SendError, SendTimeoutError, TryRecvError,
+    TrySendError,
 };
 
 /// Creates a CSP channel: a synchronous rendezvous between one [`Sender`]

@@ -196,6 +196,10 @@ impl<T> Slot<T> {
                 break;
             }
         }
+        if crate::clock::passed(deadline) {
+            // Nothing published: the caller retracts the slot.
+            return None;
+        }
         // Relaxed: a hint.
         budget.store(MIN_SPINS, Relaxed);
         let waiter = Waiter::for_thread(0);
@@ -408,6 +412,17 @@ impl Chan {
     pub(super) fn is_closed(&self) -> bool {
         // Acquire: pairs with the closing end's swap in `shut`.
         self.word.load(Acquire) == CLOSED
+    }
+
+    /// [`spins`](Self::spins), or none once `deadline` has passed (an
+    /// attempt that does not wait).
+    #[inline]
+    pub(super) fn spins_until(&self, side: usize, deadline: Option<Instant>) -> u32 {
+        if crate::clock::passed(deadline) {
+            0
+        } else {
+            self.spins(side)
+        }
     }
 
     /// The channel's identity, as an Alt's claim records it.
