@@ -272,7 +272,7 @@ impl Semaphore {
     /// is done.
     #[cfg(loom)]
     #[doc(hidden)]
-    pub fn loom_state(&self) -> (isize, usize) {
+    pub fn __test_loom_state(&self) -> (isize, usize) {
         (self.count.load(Relaxed), self.pending.load(Relaxed))
     }
 
