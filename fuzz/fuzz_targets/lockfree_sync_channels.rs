@@ -159,8 +159,8 @@ fn run_mpsc(data: &[u8], drops: &Arc<AtomicUsize>) -> usize {
     made
 }
 
-type SendFut<'a> = Pin<Box<csp::SendFuture<'a, Val>>>;
-type RecvFut<'a> = Pin<Box<csp::RecvFuture<'a, Val>>>;
+type SendFut<'a> = Pin<Box<csp::SendAsync<'a, Val>>>;
+type RecvFut<'a> = Pin<Box<csp::RecvAsync<'a, Val>>>;
 
 /// A future polled by hand: its waker, and whether its last poll was
 /// `Pending`.

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 
 use libfuzzer_sys::fuzz_target;
-use lockfree_sync::{Acquire, Fairness, LockFuture, Mutex, MutexGuard, Semaphore, SemaphorePermit};
+use lockfree_sync::{AcquireAsync, Fairness, LockFuture, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 
 struct Count(AtomicUsize);
 
@@ -71,7 +71,7 @@ fuzz_target!(|data: &[u8]| {
     let mut guard: Option<MutexGuard<'_, u32>> = None;
     let mut locks: Vec<Polled<LockFuture<'_, u32>>> = Vec::new();
     let mut permits: Vec<SemaphorePermit<'_>> = Vec::new();
-    let mut acquires: Vec<Polled<Acquire<'_>>> = Vec::new();
+    let mut acquires: Vec<Polled<AcquireAsync<'_>>> = Vec::new();
     let held =
         |permits: &Vec<SemaphorePermit<'_>>| permits.iter().map(|p| p.permits()).sum::<usize>();
 

@@ -17,7 +17,9 @@
 //! The background threads are started for each run and stopped after it;
 //! starting them is not timed. Ids: `busy/{overshoot,wake}-{p50,p99}/
 //! {lock,semaphore,recv}/{0,4,50}` (the last part is the number of busy
-//! threads, so each is a sweep).
+//! threads, so each is a sweep), and for rendezvous channels (`csp`
+//! module) `busy/overshoot-{p50,p99}/{csp-recv,csp-send,alt}/N` and
+//! `busy/wake-{p50,p99}/{csp,alt}/N`.
 //!
 //! Beside them, the throughput rows that fall apart with a little
 //! background load run again with 4 spinning threads, under their own ids
@@ -36,6 +38,8 @@ use crate::harness::{Mode, Unit, Workload, summarize};
 use crate::peers::{BenchMutex, OneState};
 use crate::twins::CondvarSemaphore;
 use crate::workloads::adaptive::{Adaptive, LearnedPolicy};
+
+mod csp;
 
 /// The timed waits' timeout.
 const TIMEOUT: Duration = Duration::from_millis(1);
@@ -72,6 +76,7 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
         all.push(wake_lock(busy, waits, budget));
         all.push(wake_semaphore(busy, waits, budget));
         all.push(wake_recv(busy, waits, budget));
+        all.extend(csp::workloads(busy, waits, budget));
     }
     all
 }

@@ -1,10 +1,17 @@
-//! The semaphore's errors, named as `tokio::sync`'s so that code moves
-//! between the two without surprises.
+//! The crate's errors. The semaphore's are named as `tokio::sync`'s so that
+//! code moves between the two without surprises; the CSP channel's are
+//! re-exported from [`csp`](crate::csp).
 
 use core::fmt;
 
 /// The semaphore was [closed](crate::Semaphore::close): an acquire that
 /// waits, or starts, after the close fails with this error.
+///
+/// In async code use [`acquire_async`](crate::Semaphore::acquire_async)`().await`.
+/// [`Semaphore::acquire`](crate::Semaphore::acquire) is the blocking form:
+/// `sem.acquire().await` does not compile (`Result<SemaphorePermit,
+/// AcquireError>` is not a future), and removing the `.await`, as the
+/// compiler suggests, blocks the executor's thread while it waits.
 ///
 /// # Examples
 ///
@@ -78,3 +85,250 @@ impl From<AcquireError> for TryAcquireError {
         Self::Closed
     }
 }
+
+// The CSP channel's errors (`crate::csp` re-exports them).
+
+/// A send whose receiver is gone: the value comes back.
+///
+/// # Examples
+///
+/// ```
+/// let (mut tx, rx) = lockfree_sync::csp::channel();
+/// drop(rx);
+/// let lockfree_sync::csp::SendError(back) = tx.send(vec![1]).unwrap_err();
+/// assert_eq!(back, [1]);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SendError<T>(pub T);
+
+impl<T> fmt::Debug for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SendError(..)")
+    }
+}
+
+impl<T> fmt::Display for SendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("sending on a CSP channel whose receiver is gone")
+    }
+}
+
+impl<T> std::error::Error for SendError<T> {}
+
+/// A receive whose sender is gone.
+///
+/// # Examples
+///
+/// ```
+/// let (tx, mut rx) = lockfree_sync::csp::channel::<u8>();
+/// drop(tx);
+/// assert_eq!(rx.recv(), Err(lockfree_sync::csp::RecvError));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RecvError;
+
+impl fmt::Display for RecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("receiving on a CSP channel whose sender is gone")
+    }
+}
+
+impl std::error::Error for RecvError {}
+
+/// Why a timed send ([`Sender::try_send_for`](crate::csp::Sender::try_send_for), [`Sender::try_send_until`](crate::csp::Sender::try_send_until))
+/// failed: the value comes back either way.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use lockfree_sync::csp::{self, SendTimeoutError};
+///
+/// let (mut tx, rx) = csp::channel();
+/// drop(rx);
+/// let e = tx.try_send_for(1, Duration::from_millis(1)).unwrap_err();
+/// assert_eq!(e, SendTimeoutError::Disconnected(1));
+/// assert_eq!(e.into_inner(), 1);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SendTimeoutError<T> {
+    /// No receiver took the value in time.
+    Timeout(T),
+    /// The receiver is gone.
+    Disconnected(T),
+}
+
+impl<T> SendTimeoutError<T> {
+    /// The value that was not sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let e = lockfree_sync::csp::SendTimeoutError::Timeout("v");
+    /// assert_eq!(e.into_inner(), "v");
+    /// ```
+    pub fn into_inner(self) -> T {
+        match self {
+            Self::Timeout(v) | Self::Disconnected(v) => v,
+        }
+    }
+}
+
+impl<T> fmt::Debug for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout(_) => f.write_str("Timeout(..)"),
+            Self::Disconnected(_) => f.write_str("Disconnected(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for SendTimeoutError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout(_) => f.write_str("timed out sending on a CSP channel"),
+            Self::Disconnected(_) => f.write_str("sending on a CSP channel whose receiver is gone"),
+        }
+    }
+}
+
+impl<T> std::error::Error for SendTimeoutError<T> {}
+
+/// Why a timed receive ([`Receiver::try_recv_for`](crate::csp::Receiver::try_recv_for),
+/// [`Receiver::try_recv_until`](crate::csp::Receiver::try_recv_until)) returned no value.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use lockfree_sync::csp::{self, RecvTimeoutError};
+///
+/// let (tx, mut rx) = csp::channel::<u8>();
+/// drop(tx);
+/// assert_eq!(rx.try_recv_for(Duration::from_millis(1)), Err(RecvTimeoutError::Disconnected));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RecvTimeoutError {
+    /// No sender came in time.
+    Timeout,
+    /// The sender is gone.
+    Disconnected,
+}
+
+impl fmt::Display for RecvTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout => f.write_str("timed out receiving on a CSP channel"),
+            Self::Disconnected => f.write_str("receiving on a CSP channel whose sender is gone"),
+        }
+    }
+}
+
+impl std::error::Error for RecvTimeoutError {}
+
+/// A timed select ([`Alt::try_select_for`](crate::csp::Alt::try_select_for), [`Alt::try_select_until`](crate::csp::Alt::try_select_until))
+/// found no sender ready in time.
+///
+/// # Examples
+///
+/// ```
+/// let e = lockfree_sync::csp::SelectTimeoutError;
+/// assert_eq!(e.to_string(), "timed out waiting on a CSP ALT");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SelectTimeoutError;
+
+impl fmt::Display for SelectTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("timed out waiting on a CSP ALT")
+    }
+}
+
+impl std::error::Error for SelectTimeoutError {}
+
+/// Why [`Sender::try_send`](crate::csp::Sender::try_send) did not send: the
+/// value comes back either way.
+///
+/// # Examples
+///
+/// ```
+/// use lockfree_sync::csp::{self, TrySendError};
+///
+/// let (mut tx, rx) = csp::channel();
+/// drop(rx);
+/// assert_eq!(tx.try_send(3), Err(TrySendError::Disconnected(3)));
+/// assert_eq!(TrySendError::Full(4).into_inner(), 4);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum TrySendError<T> {
+    /// No receiver was waiting (a rendezvous channel holds no value).
+    Full(T),
+    /// The receiver is gone.
+    Disconnected(T),
+}
+
+impl<T> TrySendError<T> {
+    /// The value that was not sent.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let e = lockfree_sync::csp::TrySendError::Full('v');
+    /// assert_eq!(e.into_inner(), 'v');
+    /// ```
+    pub fn into_inner(self) -> T {
+        match self {
+            Self::Full(v) | Self::Disconnected(v) => v,
+        }
+    }
+}
+
+impl<T> fmt::Debug for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Full(_) => f.write_str("Full(..)"),
+            Self::Disconnected(_) => f.write_str("Disconnected(..)"),
+        }
+    }
+}
+
+impl<T> fmt::Display for TrySendError<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Full(_) => f.write_str("no receiver waits on the CSP channel"),
+            Self::Disconnected(_) => f.write_str("sending on a CSP channel whose receiver is gone"),
+        }
+    }
+}
+
+impl<T> std::error::Error for TrySendError<T> {}
+
+/// Why [`Receiver::try_recv`](crate::csp::Receiver::try_recv) returned no
+/// value.
+///
+/// # Examples
+///
+/// ```
+/// use lockfree_sync::csp::{self, TryRecvError};
+///
+/// let (_tx, mut rx) = csp::channel::<u8>();
+/// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TryRecvError {
+    /// No sender was waiting.
+    Empty,
+    /// The sender is gone.
+    Disconnected,
+}
+
+impl fmt::Display for TryRecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => f.write_str("no sender waits on the CSP channel"),
+            Self::Disconnected => f.write_str("receiving on a CSP channel whose sender is gone"),
+        }
+    }
+}
+
+impl std::error::Error for TryRecvError {}

@@ -11,7 +11,7 @@
 //! | | blocking (threads) | async (tasks, any executor) |
 //! |---|---|---|
 //! | [`Mutex`] | [`lock`](Mutex::lock), [`try_lock`](Mutex::try_lock), [`try_lock_for`](Mutex::try_lock_for), [`lock_arc`](Mutex::lock_arc) | [`lock_async`](Mutex::lock_async), [`lock_owned`](Mutex::lock_owned) |
-//! | [`Semaphore`] | [`acquire`](Semaphore::acquire), [`acquire_many`](Semaphore::acquire_many), [`try_acquire`](Semaphore::try_acquire) | [`acquire_async`](Semaphore::acquire_async), [`acquire_many_async`](Semaphore::acquire_many_async) |
+//! | [`Semaphore`] | [`acquire`](Semaphore::acquire), [`acquire_many`](Semaphore::acquire_many), [`try_acquire`](Semaphore::try_acquire), [`try_acquire_for`](Semaphore::try_acquire_for), [`acquire_arc`](Semaphore::acquire_arc) | [`acquire_async`](Semaphore::acquire_async), [`acquire_many_async`](Semaphore::acquire_many_async), [`acquire_arc_async`](Semaphore::acquire_arc_async) |
 //!
 //! Threads and tasks wait in the same queue, so they can share one lock.
 //!
@@ -68,7 +68,7 @@
 //! assert_eq!(log.lock().len(), 4);
 //! assert_eq!(pool.available_permits(), 2);
 //! ```
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations)]
 
 mod clock;
 pub mod csp;
@@ -85,5 +85,5 @@ pub use patience::STARVATION;
 pub use raw_mutex::{Fairness, RawLock, RawMutex};
 #[cfg(not(loom))]
 pub use raw_mutex::{LockApiMutex, LockApiMutexGuard};
-pub use semaphore::{Acquire, Semaphore, SemaphorePermit};
-pub use semaphore::{AcquireOwned, OwnedSemaphorePermit};
+pub use semaphore::{AcquireArcAsync, ArcSemaphorePermit};
+pub use semaphore::{AcquireAsync, Semaphore, SemaphorePermit};

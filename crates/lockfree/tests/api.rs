@@ -358,7 +358,7 @@ fn forgotten_permits_make_room_under_the_maximum() {
     const MAX: usize = Semaphore::MAX_PERMITS;
     let sem = std::sync::Arc::new(Semaphore::new(MAX));
     sem.acquire_many(2).unwrap().forget();
-    sem.try_acquire_owned().unwrap().forget();
+    sem.try_acquire_arc().unwrap().forget();
     assert_eq!(sem.forget_permits(4), 4);
     let held = sem.acquire_many(MAX - 7).unwrap();
     sem.add_permits(7);

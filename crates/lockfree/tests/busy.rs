@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use lockfree_sync::{Mutex, Semaphore, mpsc};
+use lockfree_sync::{Mutex, Semaphore, csp, mpsc};
 use sync_core::testing::{BusyThreads, within};
 
 const TIMEOUT: Duration = Duration::from_millis(1);
@@ -21,6 +21,9 @@ fn timed_waits_return_on_time_with_50_busy_threads() {
     let _held = m.lock();
     let sem = Semaphore::new(0);
     let (_tx, rx) = mpsc::channel::<u64>();
+    let (mut csp_tx, _csp_rx) = csp::channel::<u64>();
+    let (_csp_tx, mut csp_rx) = csp::channel::<u64>();
+    let (_alt_tx, mut alt_rx) = csp::channel::<u64>();
     for _ in 0..5 {
         let (r, _) = within("Mutex::try_lock_for(1 ms)", BOUND, || {
             m.try_lock_for(TIMEOUT)
@@ -34,5 +37,17 @@ fn timed_waits_return_on_time_with_50_busy_threads() {
             rx.recv_timeout(TIMEOUT)
         });
         assert_eq!(r, Err(mpsc::RecvTimeoutError::Timeout));
+        let (r, _) = within("csp::Sender::try_send_for(1 ms)", BOUND, || {
+            csp_tx.try_send_for(7, TIMEOUT)
+        });
+        assert_eq!(r, Err(csp::SendTimeoutError::Timeout(7)));
+        let (r, _) = within("csp::Receiver::try_recv_for(1 ms)", BOUND, || {
+            csp_rx.try_recv_for(TIMEOUT)
+        });
+        assert_eq!(r, Err(csp::RecvTimeoutError::Timeout));
+        let (r, _) = within("csp::Alt::try_select_for(1 ms)", BOUND, || {
+            csp::Alt::new(vec![&mut alt_rx]).try_select_for(TIMEOUT)
+        });
+        assert_eq!(r, Err(csp::SelectTimeoutError));
     }
 }

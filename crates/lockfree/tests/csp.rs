@@ -430,27 +430,54 @@ fn leak<F>(future: std::pin::Pin<Box<F>>) {
     std::mem::forget(future);
 }
 
-/// A published `SendFuture` leaked with `mem::forget` left its slot in the
+/// A published `SendAsync` leaked with `mem::forget` left its slot in the
 /// channel word, and the sender's next send took that sender slot for a
 /// receiver's: it returned `Ok` at once and both values were lost. Now the
 /// next send withdraws the leaked offer first and waits for a real receiver.
+///
+/// The receiver starts only once the next send's first poll has withdrawn
+/// the leaked offer (and published 2), so 1 can no longer be received. (A
+/// receiver that runs before that takes 1 from the leaked offer, which is
+/// delivered: `a_leaked_send_future_taken_by_the_receiver_is_delivered`.
+/// An earlier version started the receiver first and raced it.)
 #[test]
 fn a_leaked_send_future_does_not_swallow_the_next_send() {
     let (mut tx, mut rx) = csp::channel::<u32>();
     let mut leaked = Box::pin(tx.send_async(1));
     assert!(poll_once(leaked.as_mut()).is_pending());
     leak(leaked);
-    let receiver = thread::spawn(move || (rx.recv(), rx.recv()));
-    assert_eq!(tx.send(2).map_err(|e| e.0), Ok(()));
+    let receiver = {
+        let mut next = pin!(tx.send_async(2));
+        assert!(poll_once(next.as_mut()).is_pending());
+        let receiver = thread::spawn(move || (rx.recv(), rx.recv()));
+        assert_eq!(futures::executor::block_on(next).map_err(|e| e.0), Ok(()));
+        receiver
+    };
     drop(tx);
-    // Either the send withdrew the leaked offer first (1 stays with the
-    // leaked future) or the receiver took 1 from it before (delivered, as
-    // the next test shows); 2 is received in both cases, never lost.
-    let got = receiver.join().unwrap();
-    assert!(
-        got == (Ok(2), Err(RecvError)) || got == (Ok(1), Ok(2)),
-        "{got:?}"
+    // 1 stays with the leaked future; 2 is received.
+    assert_eq!(receiver.join().unwrap(), (Ok(2), Err(RecvError)));
+}
+
+/// The same with the blocking forms: a timed send after the leak finds no
+/// receiver (it must not "deliver" into the leaked sender slot), and a
+/// timed receive then finds no sender (both offers are withdrawn).
+#[test]
+fn a_leaked_send_future_is_withdrawn_by_the_next_blocking_send() {
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    let mut leaked = Box::pin(tx.send_async(1));
+    assert!(poll_once(leaked.as_mut()).is_pending());
+    leak(leaked);
+    assert_eq!(
+        tx.try_send_for(2, Duration::from_millis(1)),
+        Err(csp::SendTimeoutError::Timeout(2))
     );
+    assert_eq!(
+        rx.try_recv_for(Duration::from_millis(1)),
+        Err(csp::RecvTimeoutError::Timeout)
+    );
+    let receiver = thread::spawn(move || rx.recv());
+    tx.send(3).unwrap();
+    assert_eq!(receiver.join().unwrap(), Ok(3));
 }
 
 /// The same with an async send after the leak, and a value delivered to the
@@ -467,7 +494,7 @@ fn a_leaked_send_future_taken_by_the_receiver_is_delivered() {
     assert_eq!(receiver.join().unwrap(), Ok(2));
 }
 
-/// A published `RecvFuture` leaked with `mem::forget`: a sender that then
+/// A published `RecvAsync` leaked with `mem::forget`: a sender that then
 /// delivered into its slot returned `Ok`, and the value was lost (the next
 /// receive waited for another); a receive that found the leaked slot took
 /// it for a sender's and panicked. Now the receiver's next receive takes
@@ -512,7 +539,7 @@ fn a_leaked_recv_future_is_withdrawn_by_the_next_receive() {
     drop(sender.join().unwrap().unwrap());
 }
 
-/// A value delivered to a leaked `RecvFuture` and never received is dropped
+/// A value delivered to a leaked `RecvAsync` and never received is dropped
 /// with the receiver, once.
 #[test]
 fn a_value_delivered_to_a_leaked_recv_future_drops_with_the_receiver() {
@@ -622,7 +649,7 @@ fn a_panicking_receiver_waker_loses_no_value() {
     assert_eq!(poll_once(recv.as_mut()), Poll::Ready(Ok(5)));
 }
 
-/// A `SelectFuture` leaked with `mem::forget` while its Alt was published
+/// A `SelectAsync` leaked with `mem::forget` while its Alt was published
 /// left the Alt's entries in the channel words: a sender then claimed the
 /// dead Alt and "delivered" into it (the value lost, the send `Ok`). Now
 /// the receiver's next receive (or the Alt's next select, or a new Alt)
@@ -679,4 +706,189 @@ fn cancelling_an_idle_send_future_keeps_a_leaked_offer_withdrawable() {
     assert_eq!(futures::executor::block_on(third).map_err(|e| e.0), Ok(()));
     drop(tx);
     assert_eq!(receiver.join().unwrap(), (Ok(3), Err(RecvError)));
+}
+
+/// A timed receive with nobody sending times out and leaves nothing
+/// published: the next rendezvous works as usual.
+#[test]
+fn timed_recv_times_out_then_the_channel_still_works() {
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    assert_eq!(
+        rx.try_recv_for(Duration::from_millis(5)),
+        Err(csp::RecvTimeoutError::Timeout)
+    );
+    let sender = thread::spawn(move || {
+        tx.send(1).unwrap();
+        tx
+    });
+    assert_eq!(rx.try_recv_for(Duration::from_secs(60)), Ok(1));
+    drop(sender.join().unwrap());
+    assert_eq!(
+        rx.try_recv_for(Duration::from_secs(60)),
+        Err(csp::RecvTimeoutError::Disconnected)
+    );
+}
+
+/// A timed send with nobody receiving hands its value back, and a receiver
+/// that comes later never sees it.
+#[test]
+fn timed_send_times_out_with_the_value_then_the_channel_still_works() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (mut tx, mut rx) = csp::channel();
+    let back = tx
+        .try_send_for(Counted(Arc::clone(&drops), 1), Duration::from_millis(5))
+        .unwrap_err();
+    let csp::SendTimeoutError::Timeout(back) = back else {
+        panic!("not a timeout: {back:?}");
+    };
+    assert_eq!(back.1, 1);
+    assert_eq!(drops.load(SeqCst), 0);
+    let receiver = thread::spawn(move || rx.recv().map(|v| v.1));
+    tx.try_send_until(
+        Counted(Arc::clone(&drops), 2),
+        std::time::Instant::now() + Duration::from_secs(60),
+    )
+    .unwrap();
+    assert_eq!(receiver.join().unwrap(), Ok(2));
+    let e = tx
+        .try_send_for(Counted(Arc::clone(&drops), 3), Duration::from_secs(60))
+        .unwrap_err();
+    assert!(matches!(
+        e,
+        csp::SendTimeoutError::Disconnected(Counted(_, 3))
+    ));
+}
+
+/// Timed sends and receives racing each other with timeouts around the
+/// partner's arrival: every value is received exactly once or handed back
+/// to its sender, never both, never neither.
+#[test]
+fn timed_sends_and_receives_lose_and_duplicate_nothing() {
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    let receiver = thread::spawn(move || {
+        let mut got = Vec::new();
+        loop {
+            match rx.try_recv_for(Duration::from_micros(50)) {
+                Ok(v) => got.push(v),
+                Err(csp::RecvTimeoutError::Timeout) => {}
+                Err(csp::RecvTimeoutError::Disconnected) => return got,
+            }
+        }
+    });
+    let mut sent = Vec::new();
+    for i in 0..2_000 {
+        match tx.try_send_for(i, Duration::from_micros(50)) {
+            Ok(()) => sent.push(i),
+            Err(csp::SendTimeoutError::Timeout(v)) => assert_eq!(v, i),
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+    drop(tx);
+    assert_eq!(receiver.join().unwrap(), sent);
+}
+
+/// A timed select with nobody sending times out and withdraws from every
+/// channel; with a sender it returns its value.
+#[test]
+fn timed_select_times_out_then_takes_a_sender() {
+    let (mut tx1, mut rx1) = csp::channel::<u32>();
+    let (_tx2, mut rx2) = csp::channel::<u32>();
+    {
+        let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+        assert_eq!(
+            alt.try_select_for(Duration::from_millis(5)),
+            Err(csp::SelectTimeoutError)
+        );
+    }
+    // Nothing of the Alt is left in the words: a timed send finds nobody.
+    assert_eq!(
+        tx1.try_send_for(1, Duration::from_millis(1)),
+        Err(csp::SendTimeoutError::Timeout(1))
+    );
+    let sender = thread::spawn(move || tx1.send(2).map(|()| tx1));
+    let mut alt = Alt::new(vec![&mut rx2, &mut rx1]);
+    assert_eq!(alt.try_select_for(Duration::from_secs(60)), Ok((1, Ok(2))));
+    drop(alt);
+    drop(sender.join().unwrap().unwrap());
+}
+
+/// Timed selects racing timed senders with short timeouts: every value is
+/// taken exactly once, or handed back to its sender.
+#[test]
+fn timed_selects_lose_and_duplicate_nothing() {
+    let (tx1, mut rx1) = csp::channel::<u32>();
+    let (tx2, mut rx2) = csp::channel::<u32>();
+    let sender = |mut tx: csp::Sender<u32>, base: u32| {
+        thread::spawn(move || {
+            let mut sent = Vec::new();
+            for i in base..base + 1_000 {
+                if tx.try_send_for(i, Duration::from_micros(50)).is_ok() {
+                    sent.push(i);
+                }
+            }
+            (sent, tx) // kept open: a closed channel would stay ready
+        })
+    };
+    let (a, b) = (sender(tx1, 0), sender(tx2, 10_000));
+    let mut got = Vec::new();
+    let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+    // Once both have finished, no send is in flight (each returned).
+    while !(a.is_finished() && b.is_finished()) {
+        match alt.try_select_for(Duration::from_micros(50)) {
+            Ok((_, Ok(v))) => got.push(v),
+            Ok((i, Err(RecvError))) => panic!("channel {i} closed"),
+            Err(csp::SelectTimeoutError) => {}
+        }
+    }
+    let (mut sent, _tx1) = a.join().unwrap();
+    sent.extend(b.join().unwrap().0);
+    got.sort_unstable();
+    sent.sort_unstable();
+    assert_eq!(got, sent);
+}
+
+/// The attempts: with nobody on the other side they return at once and
+/// leave nothing published; with a partner waiting they complete the
+/// rendezvous; after a close they report it (a send hands its value back).
+#[test]
+fn attempts_complete_only_with_a_waiting_partner() {
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    assert_eq!(tx.try_send(1), Err(csp::TrySendError::Full(1)));
+    assert_eq!(rx.try_recv(), Err(csp::TryRecvError::Empty));
+    assert_eq!(Alt::new(vec![&mut rx]).try_select(), None);
+    // A waiting receiver takes a try_send; a waiting sender a try_recv.
+    let receiver = thread::spawn(move || {
+        let got = rx.recv();
+        (got, rx)
+    });
+    let mut sent = Err(csp::TrySendError::Full(2));
+    while let Err(csp::TrySendError::Full(v)) = sent {
+        thread::yield_now();
+        sent = tx.try_send(v);
+    }
+    assert_eq!(sent, Ok(()));
+    let (got, mut rx) = receiver.join().unwrap();
+    assert_eq!(got, Ok(2));
+    let sender = thread::spawn(move || tx.send(3).map(|()| tx));
+    let got = loop {
+        match rx.try_recv() {
+            Err(csp::TryRecvError::Empty) => thread::yield_now(),
+            other => break other,
+        }
+    };
+    assert_eq!(got, Ok(3));
+    let mut tx = sender.join().unwrap().unwrap();
+    let sender = thread::spawn(move || tx.send(4).map(|()| tx));
+    let got = loop {
+        if let Some(got) = Alt::new(vec![&mut rx]).try_select() {
+            break got;
+        }
+        thread::yield_now();
+    };
+    assert_eq!(got, (0, Ok(4)));
+    drop(sender.join().unwrap().unwrap());
+    assert_eq!(rx.try_recv(), Err(csp::TryRecvError::Disconnected));
+    let (mut tx, rx) = csp::channel::<u32>();
+    drop(rx);
+    assert_eq!(tx.try_send(5), Err(csp::TrySendError::Disconnected(5)));
 }

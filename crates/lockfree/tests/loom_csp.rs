@@ -186,7 +186,7 @@ fn alt_with_a_closing_sender() {
     });
 }
 
-/// A sending task polls once and then cancels with `SendFuture::cancel`,
+/// A sending task polls once and then cancels with `SendAsync::cancel`,
 /// racing the receiver: the value is delivered exactly once or comes back,
 /// never both, never neither.
 #[test]
@@ -268,5 +268,99 @@ fn select_async_with_two_senders() {
         drop(alt);
         drop(a.join().unwrap());
         drop(b.join().unwrap());
+    });
+}
+
+/// The race behind `a_leaked_send_future_does_not_swallow_the_next_send`:
+/// a published offer is withdrawn by the sender (here by the future's
+/// drop, which runs the same `retract` as the next send's reclaim of a
+/// leaked future) while the receiver may take it; then the sender sends
+/// again and leaves. The receiver gets 1 then 2 (it took the offer before
+/// the withdrawal: delivered), or 2 then the close (withdrawn): never 1
+/// alone, never 2 lost, never a value twice.
+#[test]
+fn withdrawn_offer_then_next_send() {
+    model::check_with_bound(3, || {
+        let (mut tx, mut rx) = csp::channel::<u8>();
+        let sender = thread::spawn(move || {
+            let first = {
+                let fut = pin!(tx.send_async(1));
+                poll_once(fut).is_ready()
+            }; // withdrawn here if still pending
+            tx.send(2).unwrap();
+            first
+        });
+        let got = (rx.recv(), rx.recv());
+        let first = sender.join().unwrap();
+        if first {
+            assert_eq!(got, (Ok(1), Ok(2)));
+        } else {
+            assert!(
+                got == (Ok(1), Ok(2)) || got == (Ok(2), Err(RecvError)),
+                "{got:?}"
+            );
+        }
+    });
+}
+
+/// A timed receive racing a sender, timing out (under loom: after letting
+/// the other thread run once) unless the value came: the value is received
+/// exactly when the send succeeds; after a timeout the receiver leaves and
+/// the value comes back to the sender.
+#[test]
+fn timed_recv_racing_a_sender() {
+    model::check_with_bound(3, || {
+        let (mut tx, mut rx) = csp::channel::<u8>();
+        let sender = thread::spawn(move || tx.send(5).map_err(|e| e.0));
+        let got = rx.try_recv_for(std::time::Duration::from_millis(1));
+        if got.is_err() {
+            assert_eq!(got, Err(csp::RecvTimeoutError::Timeout));
+            drop(rx);
+        }
+        let sent = sender.join().unwrap();
+        match got {
+            Ok(v) => assert_eq!((v, sent), (5, Ok(()))),
+            Err(_) => assert_eq!(sent, Err(5)),
+        }
+    });
+}
+
+/// A timed send racing a receiver: delivered exactly when the send says
+/// so; after a timeout the value is back and the receiver sees the close.
+#[test]
+fn timed_send_racing_a_receiver() {
+    model::check_with_bound(3, || {
+        let (mut tx, mut rx) = csp::channel::<u8>();
+        let receiver = thread::spawn(move || rx.recv());
+        let sent = tx.try_send_for(6, std::time::Duration::from_millis(1));
+        drop(tx);
+        let got = receiver.join().unwrap();
+        match sent {
+            Ok(()) => assert_eq!(got, Ok(6)),
+            Err(e) => {
+                assert_eq!(e, csp::SendTimeoutError::Timeout(6));
+                assert_eq!(got, Err(RecvError));
+            }
+        }
+    });
+}
+
+/// A timed select racing a sender: the value is taken exactly when the
+/// send succeeds; after a timeout the Alt is withdrawn, the receiver
+/// leaves and the value comes back to the sender.
+#[test]
+fn timed_select_racing_a_sender() {
+    model::check_with_bound(2, || {
+        let (mut tx, mut rx) = csp::channel::<u8>();
+        let sender = thread::spawn(move || tx.send(8).map_err(|e| e.0));
+        let got = Alt::new(vec![&mut rx]).try_select_for(std::time::Duration::from_millis(1));
+        if got.is_err() {
+            drop(rx);
+        }
+        let sent = sender.join().unwrap();
+        match got {
+            Ok(taken) => assert_eq!((taken, sent), ((0, Ok(8)), Ok(()))),
+            Err(csp::SelectTimeoutError) => assert_eq!(sent, Err(8)),
+        }
     });
 }

@@ -21,7 +21,11 @@ fn assert_idle(sem: &Semaphore, free: usize) {
     let all = sem.try_acquire_many(free + 1);
     assert!(all.is_ok(), "fewer than {} permits", free + 1);
     all.unwrap().forget();
-    assert_eq!(sem.loom_state(), (0, 0), "(count, pending) left behind");
+    assert_eq!(
+        sem.__test_loom_state(),
+        (0, 0),
+        "(count, pending) left behind"
+    );
 }
 
 fn releaser(sem: &Arc<Semaphore>, n: usize) -> thread::JoinHandle<()> {
@@ -259,7 +263,7 @@ fn close_sends_every_waiter_away_even_an_impossible_request() {
         assert!(sem.is_closed());
         assert!(sem.acquire().is_err(), "an acquire after close");
         assert_eq!(sem.available_permits(), 1);
-        let (count, pending) = sem.loom_state();
+        let (count, pending) = sem.__test_loom_state();
         assert_eq!(count, 1);
         assert_eq!(pending & !0b100, 0, "pending {pending:#b} left behind");
     });
@@ -286,7 +290,7 @@ fn close_races_a_queueing_task() {
         // the permit is free again.
         let _ = closed_out;
         assert_eq!(sem.available_permits(), 1);
-        let (count, pending) = sem.loom_state();
+        let (count, pending) = sem.__test_loom_state();
         assert_eq!(count, 1);
         assert_eq!(pending & !0b100, 0, "pending {pending:#b} left behind");
     });
@@ -340,7 +344,11 @@ fn close_races_a_queueing_thread_and_task() {
         sem.close();
         assert!(thread_waiter.join().unwrap());
         assert!(task.join().unwrap());
-        assert_eq!(sem.loom_state(), (0, 0b100), "(count, pending) left behind");
+        assert_eq!(
+            sem.__test_loom_state(),
+            (0, 0b100),
+            "(count, pending) left behind"
+        );
     });
 }
 

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use lockfree_sync::{Acquire, AcquireError, Semaphore, SemaphorePermit, TryAcquireError};
+use lockfree_sync::{AcquireAsync, AcquireError, Semaphore, SemaphorePermit, TryAcquireError};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -115,10 +115,10 @@ impl Model {
 struct Pending<'a> {
     id: u64,
     n: usize,
-    fut: Acquire<'a>,
+    fut: AcquireAsync<'a>,
 }
 
-fn poll<'s>(fut: &mut Acquire<'s>) -> Poll<Result<SemaphorePermit<'s>, AcquireError>> {
+fn poll<'s>(fut: &mut AcquireAsync<'s>) -> Poll<Result<SemaphorePermit<'s>, AcquireError>> {
     Pin::new(fut).poll(&mut Context::from_waker(Waker::noop()))
 }
 

@@ -134,7 +134,7 @@ fn close_releases_a_request_larger_than_the_semaphore_and_everyone_behind() {
         TryAcquireError::Closed
     );
     assert!(futures::executor::block_on(sem.acquire_async()).is_err());
-    assert!(futures::executor::block_on(sem.acquire_owned()).is_err());
+    assert!(futures::executor::block_on(sem.acquire_arc_async()).is_err());
 }
 
 /// Tasks on tokio and on futures' executor, and parked threads, all waiting
@@ -143,7 +143,7 @@ fn close_releases_a_request_larger_than_the_semaphore_and_everyone_behind() {
 #[test]
 fn close_wakes_threads_and_tasks_on_two_executors() {
     let sem = Arc::new(Semaphore::new(1));
-    let held = sem.try_acquire_owned().unwrap();
+    let held = sem.try_acquire_arc().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .build()
@@ -273,7 +273,7 @@ fn owned_permits_move_into_spawned_tasks() {
     rt.block_on(async {
         let mut tasks = Vec::new();
         for _ in 0..16 {
-            let permit = sem.acquire_owned().await.unwrap();
+            let permit = sem.acquire_arc_async().await.unwrap();
             let inside = Arc::clone(&inside);
             tasks.push(tokio::spawn(async move {
                 let now = inside.fetch_add(1, SeqCst) + 1;
@@ -294,9 +294,9 @@ fn owned_permits_move_into_spawned_tasks() {
 fn a_dropped_owned_acquire_loses_nothing() {
     let sem = Arc::new(Semaphore::new(0));
     // Boxed, so that `drop` drops the future (not just a pinned reference).
-    let mut big = Box::pin(sem.acquire_many_owned(2));
+    let mut big = Box::pin(sem.acquire_many_arc_async(2));
     assert!(poll_once(big.as_mut()).is_pending());
-    let mut small = pin!(sem.acquire_owned());
+    let mut small = pin!(sem.acquire_arc_async());
     assert!(poll_once(small.as_mut()).is_pending());
     sem.add_permits(1);
     // Withdraw the head: the permit kept for it goes to `small`.
@@ -325,8 +325,8 @@ fn permits_merge_split_and_forget() {
     assert_eq!(sem.available_permits(), 3);
 
     let sem = Arc::new(Semaphore::new(3));
-    let mut o = sem.try_acquire_owned().unwrap();
-    o.merge(sem.try_acquire_many_owned(2).unwrap());
+    let mut o = sem.try_acquire_arc().unwrap();
+    o.merge(sem.try_acquire_many_arc(2).unwrap());
     let q = o.split(1).unwrap();
     assert_eq!((o.permits(), q.permits()), (2, 1));
     drop(o);

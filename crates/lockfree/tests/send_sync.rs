@@ -5,7 +5,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use lockfree_sync::{
-    Acquire, Fairness, LockFuture, Mutex, MutexGuard, RawLock, RawMutex, Semaphore, SemaphorePermit,
+    AcquireAsync, Fairness, LockFuture, Mutex, MutexGuard, RawLock, RawMutex, Semaphore,
+    SemaphorePermit,
 };
 use sync_core::{assert_impl, assert_not_impl};
 
@@ -34,13 +35,13 @@ assert_impl!(lockfree_sync::LockApiMutexGuard<'static, Vec<u8>>: Send, Sync);
 assert_impl!(LockFuture<'static, Vec<u8>>: Send);
 assert_not_impl!(LockFuture<'static, Rc<u8>>: Send);
 assert_impl!(RawLock<'static>: Send);
-assert_impl!(Acquire<'static>: Send);
+assert_impl!(AcquireAsync<'static>: Send);
 
 // The semaphore and its permits.
 assert_impl!(Semaphore: Send, Sync);
 assert_impl!(SemaphorePermit<'static>: Send, Sync);
-assert_impl!(lockfree_sync::OwnedSemaphorePermit: Send, Sync);
-assert_impl!(lockfree_sync::AcquireOwned: Send);
+assert_impl!(lockfree_sync::ArcSemaphorePermit: Send, Sync);
+assert_impl!(lockfree_sync::AcquireArcAsync: Send);
 assert_impl!(lockfree_sync::AcquireError: Send, Sync, Copy, std::error::Error);
 assert_impl!(lockfree_sync::TryAcquireError: Send, Sync, Copy, std::error::Error);
 assert_impl!(Fairness: Send, Sync, Copy);
@@ -65,14 +66,14 @@ assert_impl!(lockfree_sync::csp::Sender<Vec<u8>>: Send, Sync);
 assert_not_impl!(lockfree_sync::csp::Sender<Rc<u8>>: Send);
 assert_impl!(lockfree_sync::csp::Receiver<Vec<u8>>: Send, Sync);
 assert_not_impl!(lockfree_sync::csp::Receiver<Rc<u8>>: Send);
-assert_impl!(lockfree_sync::csp::SendFuture<'static, Vec<u8>>: Send);
-assert_not_impl!(lockfree_sync::csp::SendFuture<'static, Rc<u8>>: Send);
-assert_impl!(lockfree_sync::csp::RecvFuture<'static, Vec<u8>>: Send);
-assert_not_impl!(lockfree_sync::csp::RecvFuture<'static, Rc<u8>>: Send);
-assert_not_impl!(lockfree_sync::csp::RecvFuture<'static, Vec<u8>>: Unpin);
+assert_impl!(lockfree_sync::csp::SendAsync<'static, Vec<u8>>: Send);
+assert_not_impl!(lockfree_sync::csp::SendAsync<'static, Rc<u8>>: Send);
+assert_impl!(lockfree_sync::csp::RecvAsync<'static, Vec<u8>>: Send);
+assert_not_impl!(lockfree_sync::csp::RecvAsync<'static, Rc<u8>>: Send);
+assert_not_impl!(lockfree_sync::csp::RecvAsync<'static, Vec<u8>>: Unpin);
 assert_impl!(lockfree_sync::csp::Alt<'static, Vec<u8>>: Send);
-assert_impl!(lockfree_sync::csp::SelectFuture<'static, 'static, Vec<u8>>: Send, Unpin);
-assert_not_impl!(lockfree_sync::csp::SelectFuture<'static, 'static, Rc<u8>>: Send);
+assert_impl!(lockfree_sync::csp::SelectAsync<'static, 'static, Vec<u8>>: Send, Unpin);
+assert_not_impl!(lockfree_sync::csp::SelectAsync<'static, 'static, Rc<u8>>: Send);
 assert_impl!(lockfree_sync::csp::SendError<Vec<u8>>: Send, Sync, std::error::Error);
 
 #[test]

@@ -1,0 +1,225 @@
+//! The futures of the async send and receive.
+
+use core::fmt;
+use core::future::Future;
+use core::marker::PhantomPinned;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use sync_core::sync::Arc;
+use sync_core::waiter::Waiter;
+
+use super::channel::Published;
+use super::slot::{Outcome, Slot};
+use super::{Receiver, RecvError, SendError, Sender};
+
+/// Where a future is in its rendezvous.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Not yet offered.
+    Idle,
+    /// Our slot is in the channel word (or taken by the partner).
+    Published,
+    /// Over: the output was returned.
+    Finished,
+}
+
+/// The future of [`Sender::send_async`].
+///
+/// # Cancel safety
+///
+/// See [`Sender::send_async`] and [`SendAsync::cancel`].
+///
+/// # Examples
+///
+/// ```
+/// # futures::executor::block_on(async {
+/// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+/// let t = std::thread::spawn(move || rx.recv());
+/// let send: lockfree_sync::csp::SendAsync<'_, u8> = tx.send_async(9);
+/// send.await.unwrap();
+/// assert_eq!(t.join().unwrap(), Ok(9));
+/// # });
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct SendAsync<'a, T> {
+    pub(super) tx: &'a mut Sender<T>,
+    /// Our half of the rendezvous; its address is published, so the future
+    /// is `!Unpin`.
+    pub(super) slot: Slot<T>,
+    pub(super) phase: Phase,
+    pub(super) parked: Option<Arc<Waiter>>,
+    pub(super) _pin: PhantomPinned,
+}
+
+impl<T> Future for SendAsync<'_, T> {
+    type Output = Result<(), SendError<T>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: we never move out of the pinned future; the slot's address
+        // stays valid until `drop` has retracted or awaited it.
+        let this = unsafe { self.get_unchecked_mut() };
+        let outcome = match this.phase {
+            Phase::Idle => match this.tx.offer(&this.slot) {
+                Some(outcome) => outcome,
+                None => {
+                    this.phase = Phase::Published;
+                    this.tx.published = Published(&raw const this.slot);
+                    core::task::ready!(this.slot.poll_wait(&mut this.parked, cx))
+                }
+            },
+            Phase::Published => core::task::ready!(this.slot.poll_wait(&mut this.parked, cx)),
+            Phase::Finished => panic!("SendAsync polled after it completed"),
+        };
+        this.phase = Phase::Finished;
+        this.tx.published = Published::NONE;
+        this.parked = None;
+        Poll::Ready(this.tx.finish(&this.slot, outcome))
+    }
+}
+
+impl<T> SendAsync<'_, T> {
+    /// Gives up the send and says what became of the value: `Some(value)`
+    /// if the receiver never took it (the offer is withdrawn, or the
+    /// receiver is gone), `None` if it was delivered (perhaps just now, as
+    /// we gave up). Dropping the future instead drops an undelivered value.
+    ///
+    /// # Cancel safety
+    ///
+    /// This is the cancellation that loses nothing: the value is either
+    /// delivered exactly once or handed back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::pin::pin;
+    /// use std::task::{Context, Waker};
+    ///
+    /// let (mut tx, _rx) = lockfree_sync::csp::channel();
+    /// let mut send = pin!(tx.send_async(String::from("offer")));
+    /// let mut cx = Context::from_waker(Waker::noop());
+    /// assert!(send.as_mut().poll(&mut cx).is_pending()); // nobody receives
+    /// assert_eq!(send.cancel(), Some(String::from("offer")));
+    /// ```
+    pub fn cancel(self: Pin<&mut Self>) -> Option<T> {
+        // SAFETY: we do not move out of the pinned future; the slot stays
+        // where it is until it is retracted or completed.
+        let this = unsafe { self.get_unchecked_mut() };
+        let outcome = match this.phase {
+            Phase::Finished => return None,
+            Phase::Idle => None,
+            Phase::Published => {
+                // Ours (an idle future leaves a leaked one's record alone).
+                this.tx.published = Published::NONE;
+                this.slot.retract(&this.tx.chan)
+            }
+        };
+        this.phase = Phase::Finished;
+        this.parked = None;
+        match outcome {
+            Some(Outcome::Done) => None,
+            // Never offered, withdrawn, or refused by a closing receiver:
+            // nobody else touches the slot.
+            // SAFETY: as just said.
+            None | Some(Outcome::Shut) => this.slot.value.with_mut(|v| unsafe { (*v).take() }),
+        }
+    }
+}
+
+impl<T> Drop for SendAsync<'_, T> {
+    fn drop(&mut self) {
+        if self.phase == Phase::Published {
+            // Withdrawn (the value drops with us), or delivered already.
+            let _ = self.slot.retract(&self.tx.chan);
+            self.tx.published = Published::NONE;
+        }
+    }
+}
+
+impl<T> fmt::Debug for SendAsync<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendAsync")
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The future of [`Receiver::recv_async`].
+///
+/// # Cancel safety
+///
+/// See [`Receiver::recv_async`].
+///
+/// # Examples
+///
+/// ```
+/// # futures::executor::block_on(async {
+/// let (mut tx, mut rx) = lockfree_sync::csp::channel();
+/// std::thread::spawn(move || tx.send(4u8).unwrap());
+/// let recv: lockfree_sync::csp::RecvAsync<'_, u8> = rx.recv_async();
+/// assert_eq!(recv.await, Ok(4));
+/// # });
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct RecvAsync<'a, T> {
+    pub(super) rx: &'a mut Receiver<T>,
+    /// Our half of the rendezvous; its address is published, so the future
+    /// is `!Unpin`.
+    pub(super) slot: Slot<T>,
+    pub(super) phase: Phase,
+    pub(super) parked: Option<Arc<Waiter>>,
+    pub(super) _pin: PhantomPinned,
+}
+
+impl<T> Future for RecvAsync<'_, T> {
+    type Output = Result<T, RecvError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: as in `SendAsync::poll`.
+        let this = unsafe { self.get_unchecked_mut() };
+        let outcome = match this.phase {
+            Phase::Idle => {
+                this.rx.reclaim();
+                if let Some(v) = this.rx.stash.take() {
+                    this.phase = Phase::Finished;
+                    return Poll::Ready(Ok(v));
+                }
+                match this.rx.accept(&this.slot) {
+                    Some(outcome) => outcome,
+                    None => {
+                        this.phase = Phase::Published;
+                        this.rx.published = Published(&raw const this.slot);
+                        core::task::ready!(this.slot.poll_wait(&mut this.parked, cx))
+                    }
+                }
+            }
+            Phase::Published => core::task::ready!(this.slot.poll_wait(&mut this.parked, cx)),
+            Phase::Finished => panic!("RecvAsync polled after it completed"),
+        };
+        this.phase = Phase::Finished;
+        this.rx.published = Published::NONE;
+        this.parked = None;
+        Poll::Ready(Receiver::finish(&this.slot, outcome))
+    }
+}
+
+impl<T> Drop for RecvAsync<'_, T> {
+    fn drop(&mut self) {
+        if self.phase == Phase::Published {
+            self.rx.published = Published::NONE;
+            if let Some(Outcome::Done) = self.slot.retract(&self.rx.chan) {
+                // Handed over as we gave up: keep it for the next receive.
+                // SAFETY: complete: nobody else touches the slot.
+                self.rx.stash = self.slot.value.with_mut(|v| unsafe { (*v).take() });
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for RecvAsync<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecvAsync")
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,188 @@
+//! The futures of the semaphore's async acquires.
+
+use core::fmt;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use sync_core::sync::Arc;
+use sync_core::waiter::Waiter;
+
+use super::raw::{GRANTED, token_result};
+use super::{ArcSemaphorePermit, Semaphore, SemaphorePermit};
+use crate::error::{AcquireError, TryAcquireError};
+
+/// An async request's state, shared by [`AcquireAsync`] and [`AcquireArcAsync`].
+#[derive(Debug)]
+pub(super) struct Request {
+    pub(super) n: usize,
+    pub(super) node: Option<Arc<Waiter>>,
+    done: bool,
+}
+
+impl Request {
+    pub(super) fn new(n: usize) -> Self {
+        Self {
+            n,
+            node: None,
+            done: false,
+        }
+    }
+
+    pub(super) fn poll(
+        &mut self,
+        sem: &Semaphore,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(), AcquireError>> {
+        assert!(!self.done, "an acquire future polled after it completed");
+        let result = if let Some(node) = &self.node {
+            let token = core::task::ready!(node.poll(cx));
+            self.node = None;
+            token_result(token)
+        } else {
+            match sem.try_take_open(self.n) {
+                Ok(()) => Ok(()),
+                Err(TryAcquireError::Closed) => Err(AcquireError::closed()),
+                Err(TryAcquireError::NoPermits) => {
+                    // Allocated (and the waker cloned) before we are
+                    // counted: a deliverer that sees our count waits for our
+                    // push, so the window between them holds no allocation
+                    // and no user code. Registered before it is pushed, so no
+                    // delivery can miss it.
+                    let mut node = Waiter::for_task(cx.waker(), 0);
+                    match sem.commit(self.n) {
+                        Ok(()) => Ok(()),
+                        Err(found) => {
+                            Waiter::set_data(&mut node, self.n);
+                            sem.enqueue(Arc::clone(&node), found);
+                            // Our found permits, or a close, may have served
+                            // us already.
+                            match node.token() {
+                                Some(token) => token_result(token),
+                                None => {
+                                    self.node = Some(node);
+                                    return Poll::Pending;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        self.done = true;
+        Poll::Ready(result)
+    }
+
+    /// The future is dropped: withdraw the request, or give back what it
+    /// was handed.
+    pub(super) fn cancel(&mut self, sem: &Semaphore) {
+        let Some(node) = self.node.take() else {
+            return;
+        };
+        match node.cancel() {
+            // Withdrawn: the deliverer folds our demand when it reaches the
+            // node (and frees what `pending` kept for it).
+            Ok(()) => sem.withdrawn(),
+            // Everything was delivered: give it all back.
+            Err(GRANTED) => sem.put_back(self.n),
+            // Sent away by a close: our demand is folded already.
+            Err(_) => {}
+        }
+    }
+}
+
+/// The future of [`Semaphore::acquire_async`] and
+/// [`Semaphore::acquire_many_async`].
+///
+/// # Cancel safety
+///
+/// Dropping it loses no permit: see [`Semaphore::acquire_async`].
+///
+/// # Examples
+///
+/// ```
+/// let sem = lockfree_sync::Semaphore::new(1);
+/// let fut: lockfree_sync::AcquireAsync<'_> = sem.acquire_async();
+/// assert!(futures::executor::block_on(fut).is_ok());
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct AcquireAsync<'a> {
+    pub(super) sem: &'a Semaphore,
+    pub(super) state: Request,
+}
+
+impl<'a> Future for AcquireAsync<'a> {
+    type Output = Result<SemaphorePermit<'a>, AcquireError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let sem = this.sem;
+        this.state
+            .poll(sem, cx)
+            .map(|r| r.map(|()| SemaphorePermit::new(sem, this.state.n)))
+    }
+}
+
+impl Drop for AcquireAsync<'_> {
+    fn drop(&mut self) {
+        self.state.cancel(self.sem);
+    }
+}
+
+impl fmt::Debug for AcquireAsync<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcquireAsync")
+            .field("permits", &self.state.n)
+            .field("queued", &self.state.node.is_some())
+            .finish()
+    }
+}
+
+/// The future of [`Semaphore::acquire_arc_async`] and
+/// [`Semaphore::acquire_many_arc_async`].
+///
+/// # Cancel safety
+///
+/// Dropping it loses no permit: see [`Semaphore::acquire_async`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// let sem = Arc::new(lockfree_sync::Semaphore::new(1));
+/// let fut: lockfree_sync::AcquireArcAsync = sem.acquire_arc_async();
+/// assert!(futures::executor::block_on(fut).is_ok());
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct AcquireArcAsync {
+    pub(super) sem: std::sync::Arc<Semaphore>,
+    pub(super) state: Request,
+}
+
+impl Future for AcquireArcAsync {
+    type Output = Result<ArcSemaphorePermit, AcquireError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let r = core::task::ready!(this.state.poll(&this.sem, cx));
+        Poll::Ready(r.map(|()| ArcSemaphorePermit {
+            sem: std::sync::Arc::clone(&this.sem),
+            permits: this.state.n,
+        }))
+    }
+}
+
+impl Drop for AcquireArcAsync {
+    fn drop(&mut self) {
+        self.state.cancel(&self.sem);
+    }
+}
+
+impl fmt::Debug for AcquireArcAsync {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AcquireArcAsync")
+            .field("permits", &self.state.n)
+            .field("queued", &self.state.node.is_some())
+            .finish()
+    }
+}

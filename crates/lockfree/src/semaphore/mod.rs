@@ -1,0 +1,825 @@
+//! [`Semaphore`]: Lin & Vella's algorithm 2, a counter that may go negative
+//! and a lock-free FIFO queue of waiters, usable from threads and tasks.
+//!
+//! # The words
+//!
+//! * `count`: free permits minus the demand nobody has covered yet. An
+//!   acquire that finds too few permits subtracts its whole request anyway
+//!   (it is *counted*), then enqueues a [`Waiter`] whose `data` is its whole
+//!   request. A negative `count` therefore says how many permits counted
+//!   waiters still lack, whether or not they have finished enqueueing: the
+//!   paper's lost-wakeup window is closed by the counter, as in the mutex.
+//! * `pending`: permits that releases have taken out of the deficit but not
+//!   yet handed to waiters, shifted left by three, with three flags:
+//!   `ACTIVE` (one thread is delivering), `RECHECK` (a waiter cancelled: look
+//!   at the head again) and `CLOSED` (set once by [`Semaphore::close`], never
+//!   cleared). A release that finds `count` negative adds what it covers to
+//!   `pending`; if nobody is delivering, it becomes the deliverer, and hands
+//!   permits to the waiters in queue order until the oldest needs more than
+//!   `pending` holds. A deliverer retires with a CAS on the exact `pending`
+//!   it last saw, so permits added meanwhile are never stranded; other
+//!   releasers never wait for it.
+//!
+//! The paper lets releasers race each other to dequeue; here the queue has
+//! one consumer at a time (the `ACTIVE` holder), which is what lets the
+//! queue be the simple wait-free-push MPSC queue and lets a request of many
+//! permits wait at the head while releases accumulate for it.
+//!
+//! # No partial holds
+//!
+//! A request for `n` that finds `0 < c < n` permits free takes none of them
+//! for itself: once it is queued it adds the `c` to `pending`, like a
+//! release, so they go to the *oldest* waiter. Permits are only ever held by
+//! a request that has all of them, or waiting in `pending` for the head of
+//! the queue. (Were a waiting request to keep them, a request counted
+//! later but queued first could wait at the head for permits that a
+//! request behind it sits on: a deadlock.)
+//!
+//! # Cancellation
+//!
+//! A future dropped while queued marks its node cancelled; its demand stays
+//! in `count` until the deliverer reaches the node and *folds* it: the
+//! demand leaves `count`, and whatever part of it `pending` had already
+//! covered goes back to the free permits. The canceller then sets `RECHECK`
+//! (running a delivery itself if nobody is): had it been the head, waiting
+//! for more permits, the ones `pending` already held for it would otherwise
+//! sit there until the next release, while newcomers queue behind a waiter
+//! that is gone. `pending` may dip below zero for a moment while a releaser
+//! is between its two steps; the sums stay exact.
+//!
+//! A lock-free queue cannot unlink a node from its middle, so a withdrawn
+//! waiter behind a live head would keep its node until the head is served.
+//! The deliverer therefore keeps a private *line* (the queue's front, which
+//! only it touches): after a cancel it moves what has arrived into the line
+//! and, once the withdrawn waiters may be half of it, folds and drops them
+//! in one pass. Memory stays under twice the waiters present, whatever the
+//! number of cancels (see `Line`). A cancelled task's waker is dropped at
+//! the cancel itself (`sync_core::waiter`).
+//!
+//! # Close
+//!
+//! [`Semaphore::close`] sets `CLOSED` and `RECHECK` and runs (or makes the
+//! running deliverer run) a *drain*: every queued waiter's demand is folded
+//! and the waiter is handed the `CLOSED` token, until no demand is left in
+//! `count` or `pending`. A waiter counted while the drain runs is waited
+//! for (its demand is in `count`); one counted after the drain's last look
+//! at `count` (an RMW) sees `CLOSED` when it checks after its push (its
+//! counting RMW comes later in `count`'s order, so it sees everything the
+//! drain saw), and runs a drain itself.
+
+use core::fmt;
+use core::time::Duration;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use sync_core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::*};
+use sync_core::sync::cell::UnsafeCell;
+use sync_core::waiter::WaiterQueue;
+
+use crate::error::{AcquireError, TryAcquireError};
+
+mod arc;
+mod future;
+mod permit;
+mod raw;
+
+use future::Request;
+pub use future::{AcquireArcAsync, AcquireAsync};
+pub use permit::{ArcSemaphorePermit, SemaphorePermit};
+use raw::{ACTIVE, CLOSED, Line, RECHECK};
+
+/// A counting semaphore whose waiters wait in a lock-free FIFO queue, and
+/// which both threads and async tasks can acquire.
+///
+/// * [`acquire`](Self::acquire) and [`acquire_many`](Self::acquire_many) park
+///   the calling thread until the permits are available;
+///   [`try_acquire_for`](Self::try_acquire_for) and
+///   [`try_acquire_until`](Self::try_acquire_until) park it until a
+///   deadline at most;
+/// * [`acquire_async`](Self::acquire_async),
+///   [`acquire_many_async`](Self::acquire_many_async) and, for a semaphore
+///   in an [`Arc`](std::sync::Arc), [`acquire_arc_async`](Self::acquire_arc_async)
+///   return futures that never block the executor's thread, on any
+///   executor.
+///
+/// Permits come back when the [`SemaphorePermit`] (or
+/// [`ArcSemaphorePermit`]) drops, or explicitly with
+/// [`add_permits`](Self::add_permits) (after [`SemaphorePermit::forget`], or
+/// to raise the limit). [`close`](Self::close) sends every waiter away with
+/// an error.
+///
+/// # Fairness
+///
+/// FIFO: a request waits behind every request counted before it, and a
+/// request for many permits is served at the head of the queue as releases
+/// accumulate, so large requests are not starved by small ones. A new
+/// request takes permits at once only if they are free, which they are not
+/// while a queued request lacks any (the counter is then negative); a
+/// blocking acquire spins briefly for a free permit before it is counted.
+///
+/// "Counted before" is exact for every request that had reached the queue
+/// when the later one was counted. Two requests counted within the few
+/// instructions between one's count and its push (no user code runs there)
+/// may reach the queue in the other order, and are then served in queue
+/// order; since a waiting request never holds permits (see the module's
+/// notes), the order they take can delay but never deadlock them.
+///
+/// # Requests larger than the semaphore
+///
+/// A request for more permits than will ever exist (say `acquire_many(5)`
+/// on `Semaphore::new(3)` with no [`add_permits`](Self::add_permits) to
+/// come) waits at the head of the queue for ever, and every request behind
+/// it waits too (FIFO: nobody overtakes it), as in `tokio`. Permits released
+/// meanwhile are kept for it, not lost. [`close`](Self::close) sends it (and
+/// everybody else) away with an error and frees what was kept; dropping its
+/// future or letting a [`try_acquire_many_for`](Self::try_acquire_many_for)
+/// time out withdraws it, and the requests behind it proceed. A request
+/// above [`MAX_PERMITS`](Self::MAX_PERMITS) can never be met and panics.
+///
+/// # Panics
+///
+/// A task's waker that panics when a release wakes it: the release finishes
+/// delivering permits to every waiter it serves, and then the panic goes on
+/// in the releasing thread, unless that thread is already unwinding (a
+/// permit or an acquire future dropped during a panic): then the waker's
+/// panic is dropped, since a second panic would abort the process.
+///
+/// # Progress
+///
+/// No internal lock. An uncontended acquire is one CAS, a release one
+/// `fetch_add`. A release that finds waiters adds to the delivery and
+/// returns; only one releaser at a time delivers, and it never waits for
+/// another releaser, only for a counted waiter to finish its enqueue (a swap
+/// and a store: waiters allocate before they are counted).
+///
+/// # Examples
+///
+/// ```
+/// use lockfree_sync::Semaphore;
+///
+/// let sem = Semaphore::new(2);
+/// let a = sem.acquire().unwrap();
+/// let b = sem.try_acquire().expect("a second permit");
+/// assert!(sem.try_acquire().is_err());
+/// drop(a);
+/// assert_eq!(sem.available_permits(), 1);
+/// # drop(b);
+/// ```
+///
+/// Limiting tasks:
+///
+/// ```
+/// use lockfree_sync::Semaphore;
+///
+/// let sem = Semaphore::new(3);
+/// futures::executor::block_on(async {
+///     let p = sem.acquire_many_async(3).await.unwrap();
+///     assert_eq!(sem.available_permits(), 0);
+///     drop(p);
+/// });
+/// assert_eq!(sem.available_permits(), 3);
+/// ```
+pub struct Semaphore {
+    count: AtomicIsize,
+    pending: AtomicUsize,
+    /// The permits in existence: free, held, or kept for waiters (what
+    /// `new`, `add_permits` and `release` made, less what was forgotten).
+    /// At most [`MAX_PERMITS`](Self::MAX_PERMITS), checked before permits
+    /// are added, so that a permit's return, and a merge of permits, can
+    /// never go past it.
+    ///
+    /// A bound only: no operation orders anything through it (all its
+    /// accesses are Relaxed) and the waiting protocol never reads it. So it
+    /// is the core atomic even under loom, which then need not explore its
+    /// accesses (they would multiply the interleavings of every model that
+    /// adds or forgets permits, for no protocol to check).
+    total: core::sync::atomic::AtomicUsize,
+    queue: WaiterQueue,
+    /// Requests withdrawn (cancelled futures, timed-out waits) since the
+    /// deliverer last compacted its line: when they reach half the line, it
+    /// compacts.
+    cancels: AtomicUsize,
+    /// The deliverer's private front of the queue. Only the `ACTIVE` holder
+    /// touches it.
+    line: UnsafeCell<Line>,
+}
+
+// SAFETY: every field but `line` is an atomic or the (Send + Sync) queue;
+// `line` is only accessed by the thread holding `pending`'s ACTIVE bit,
+// which is passed from one holder to the next with Release/Acquire RMWs.
+// The nodes it holds are `Arc<Waiter>`s (Send + Sync).
+unsafe impl Send for Semaphore {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Semaphore {}
+
+// A panic (bad input, or a waker's, which the deliverer holds back until it
+// has retired) never leaves the counters half-updated.
+impl core::panic::UnwindSafe for Semaphore {}
+impl core::panic::RefUnwindSafe for Semaphore {}
+
+impl Semaphore {
+    /// The most permits a semaphore holds, and the most one request may ask
+    /// for: `2^31 - 1` on 64-bit targets (`2^15 - 1` on 32-bit ones).
+    ///
+    /// Waiters count their demand into the semaphore's counter before they
+    /// wait, so the sum of all outstanding requests must fit: half the
+    /// pointer width per request leaves room for billions of waiters on
+    /// 64-bit targets (thousands on 32-bit ones).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::Semaphore;
+    /// assert!(Semaphore::MAX_PERMITS >= (1 << 15) - 1);
+    /// ```
+    pub const MAX_PERMITS: usize = usize::MAX >> (usize::BITS / 2 + 1);
+
+    sync_core::const_unless_loom! {
+        /// A semaphore with `permits` permits.
+        ///
+        /// # Panics
+        ///
+        /// If `permits` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use lockfree_sync::Semaphore;
+        /// static POOL: Semaphore = Semaphore::new(4);
+        /// assert_eq!(POOL.available_permits(), 4);
+        /// ```
+        pub fn new(permits: usize) -> Self {
+            assert!(
+                permits <= Self::MAX_PERMITS,
+                "Semaphore::new: more permits than Semaphore::MAX_PERMITS"
+            );
+            Self {
+                count: AtomicIsize::new(permits as isize),
+                pending: AtomicUsize::new(0),
+                total: core::sync::atomic::AtomicUsize::new(permits),
+                queue: WaiterQueue::new(),
+                cancels: AtomicUsize::new(0),
+                line: UnsafeCell::new(Line {
+                    nodes: VecDeque::new(),
+                    dead: 0,
+                }),
+            }
+        }
+    }
+
+    /// The raw words `(count, pending)`, for loom models to check that no
+    /// demand, delivery or deliverer role is left behind when every thread
+    /// is done.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __test_loom_state(&self) -> (isize, usize) {
+        (self.count.load(Relaxed), self.pending.load(Relaxed))
+    }
+
+    /// The permits free right now (a hint: it may change at once). Permits
+    /// on their way to waiters are not free.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(2);
+    /// let _p = sem.acquire().unwrap();
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
+    pub fn available_permits(&self) -> usize {
+        self.count.load(Relaxed).max(0) as usize
+    }
+
+    /// Whether [`close`](Self::close) has been called.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// assert!(!sem.is_closed());
+    /// sem.close();
+    /// assert!(sem.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        // Acquire: pairs with `close`'s AcqRel fetch_or.
+        self.pending.load(Acquire) & CLOSED != 0
+    }
+
+    /// Closes the semaphore: every waiting acquire, thread or task, returns
+    /// [`AcquireError`] (or [`TryAcquireError::Closed`] for a timed one), and
+    /// every later acquire fails at once. Permits already held stay valid
+    /// and come back as usual; permits that were kept for waiters become
+    /// free again (so [`available_permits`](Self::available_permits) still
+    /// counts every permit). Closing twice does nothing more.
+    ///
+    /// This is the way out for a request larger than the semaphore will
+    /// ever be (see the type's docs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockfree_sync::Semaphore;
+    ///
+    /// let sem = Arc::new(Semaphore::new(1));
+    /// let waiter = {
+    ///     let sem = Arc::clone(&sem);
+    ///     std::thread::spawn(move || sem.acquire_many(2).map(|p| p.permits()))
+    /// };
+    /// sem.close();
+    /// assert!(waiter.join().unwrap().is_err());
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
+    pub fn close(&self) {
+        // AcqRel: Release publishes the flag to whoever sees it; Acquire, if
+        // we become the deliverer, pairs with the previous one's retirement.
+        let prev = self.pending.fetch_or(CLOSED | RECHECK | ACTIVE, AcqRel);
+        if prev & ACTIVE == 0 {
+            self.run_delivery();
+        }
+    }
+
+    /// Takes one permit if one is free and nobody is waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`TryAcquireError::NoPermits`] if none is free (or others wait for
+    /// it), [`TryAcquireError::Closed`] after [`close`](Self::close).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::{Semaphore, TryAcquireError};
+    /// let sem = Semaphore::new(1);
+    /// let p = sem.try_acquire().unwrap();
+    /// assert_eq!(sem.try_acquire().unwrap_err(), TryAcquireError::NoPermits);
+    /// # drop(p);
+    /// ```
+    #[inline]
+    pub fn try_acquire(&self) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        self.try_acquire_many(1)
+    }
+
+    /// Takes `n` permits if they are free and nobody is waiting.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Self::try_acquire).
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(3);
+    /// assert_eq!(sem.try_acquire_many(2).unwrap().permits(), 2);
+    /// assert!(sem.try_acquire_many(4).is_err());
+    /// ```
+    #[inline]
+    pub fn try_acquire_many(&self, n: usize) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        check_request(n);
+        self.try_take_open(n)?;
+        Ok(SemaphorePermit::new(self, n))
+    }
+
+    /// Takes one permit, parking the thread until one is free.
+    ///
+    /// In async code use [`acquire_async`](Self::acquire_async)`().await`
+    /// (tokio's `acquire().await`): this method blocks the executor's
+    /// thread.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError`] if the semaphore is closed, before or while waiting.
+    ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread. Called from a task on a
+    /// single-threaded executor while another task of that executor holds
+    /// the permits, it blocks that executor for ever: in async code use
+    /// [`acquire_async`](Self::acquire_async)`().await`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// let p = sem.acquire().unwrap();
+    /// assert_eq!(p.permits(), 1);
+    /// ```
+    #[inline]
+    pub fn acquire(&self) -> Result<SemaphorePermit<'_>, AcquireError> {
+        self.acquire_many(1)
+    }
+
+    /// Takes `n` permits at once, parking the thread until they are free.
+    /// A request for zero permits returns at once.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError`] if the semaphore is closed, before or while waiting.
+    ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread. Called from a task on a
+    /// single-threaded executor while another task of that executor holds
+    /// the permits, it blocks that executor for ever: in async code use
+    /// [`acquire_many_async`](Self::acquire_many_async)`().await`.
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS): such a request
+    /// could never be met. (A request above the permits that exist but
+    /// within the maximum waits: see the type's docs.)
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(3);
+    /// let p = sem.acquire_many(3).unwrap();
+    /// assert_eq!(sem.available_permits(), 0);
+    /// # drop(p);
+    /// ```
+    #[inline]
+    pub fn acquire_many(&self, n: usize) -> Result<SemaphorePermit<'_>, AcquireError> {
+        self.take_blocking(n)?;
+        Ok(SemaphorePermit::new(self, n))
+    }
+
+    /// Takes `n` permits, parking the thread until they are free.
+    #[inline]
+    fn take_blocking(&self, n: usize) -> Result<(), AcquireError> {
+        check_request(n);
+        match self.try_take_open(n) {
+            Ok(()) => Ok(()),
+            Err(TryAcquireError::Closed) => Err(AcquireError::closed()),
+            Err(TryAcquireError::NoPermits) => self
+                .acquire_slow(n, None)
+                .map_err(|_| AcquireError::closed()),
+        }
+    }
+
+    /// Takes one permit, parking the thread until one is free or `timeout`
+    /// has passed.
+    ///
+    /// # Errors
+    ///
+    /// [`TryAcquireError::NoPermits`] if the time ran out (the request is
+    /// withdrawn: nothing stays counted or queued),
+    /// [`TryAcquireError::Closed`] if the semaphore is closed.
+    ///
+    /// # Progress
+    ///
+    /// Returns within `timeout` plus about one scheduling quantum: the
+    /// deadline is checked inside the spin and yield loops too. One
+    /// exception: a request that times out while releases are arriving may
+    /// find it must deliver them to the waiters behind it (the semaphore has
+    /// no lock, so whoever holds the deliverer's role does the delivering),
+    /// and it returns once the releases stop arriving faster than it hands
+    /// them out.
+    ///
+    /// # Deadlocks
+    ///
+    /// Blocks the calling thread until the deadline. Called from a task on a
+    /// single-threaded executor while another task of that executor holds
+    /// the permits, it blocks that executor meanwhile: in async code use
+    /// [`acquire_async`](Self::acquire_async)`().await`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lockfree_sync::{Semaphore, TryAcquireError};
+    ///
+    /// let sem = Semaphore::new(0);
+    /// let r = sem.try_acquire_for(Duration::from_millis(1));
+    /// assert_eq!(r.unwrap_err(), TryAcquireError::NoPermits);
+    /// ```
+    pub fn try_acquire_for(
+        &self,
+        timeout: Duration,
+    ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        self.try_acquire_many_for(1, timeout)
+    }
+
+    /// [`try_acquire_for`](Self::try_acquire_for) for `n` permits at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let sem = lockfree_sync::Semaphore::new(2);
+    /// let p = sem.try_acquire_many_for(2, Duration::from_millis(1)).unwrap();
+    /// assert_eq!(p.permits(), 2);
+    /// ```
+    pub fn try_acquire_many_for(
+        &self,
+        n: usize,
+        timeout: Duration,
+    ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        self.take_timed(n, after(timeout))?;
+        Ok(SemaphorePermit::new(self, n))
+    }
+
+    /// Takes one permit, parking the thread until one is free or `deadline`
+    /// has passed.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Progress
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// let p = sem.try_acquire_until(Instant::now() + Duration::from_millis(1));
+    /// assert!(p.is_ok());
+    /// ```
+    pub fn try_acquire_until(
+        &self,
+        deadline: Instant,
+    ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        self.try_acquire_many_until(1, deadline)
+    }
+
+    /// [`try_acquire_until`](Self::try_acquire_until) for `n` permits at
+    /// once.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// assert!(sem.try_acquire_many_until(2, Instant::now()).is_err());
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
+    pub fn try_acquire_many_until(
+        &self,
+        n: usize,
+        deadline: Instant,
+    ) -> Result<SemaphorePermit<'_>, TryAcquireError> {
+        self.take_timed(n, Some(deadline))?;
+        Ok(SemaphorePermit::new(self, n))
+    }
+
+    /// Takes `n` permits, parking the thread until they are free or
+    /// `deadline` has passed.
+    fn take_timed(&self, n: usize, deadline: Option<Instant>) -> Result<(), TryAcquireError> {
+        check_request(n);
+        match self.try_take_open(n) {
+            Err(TryAcquireError::NoPermits) => self.acquire_slow(n, deadline),
+            other => other,
+        }
+    }
+
+    /// A future that takes one permit without blocking the thread.
+    ///
+    /// # Errors
+    ///
+    /// The future returns [`AcquireError`] if the semaphore is closed
+    /// before or while it waits.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future at any point loses no permit and no place for
+    /// others: a queued request is withdrawn (its demand is folded, and
+    /// permits kept for it go to the next waiter or back to the free ones),
+    /// and permits already delivered to it are released. The task's waker
+    /// is dropped with it (the queue node that stays behind until a
+    /// deliverer passes holds neither the waker nor the task).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// let p = futures::executor::block_on(sem.acquire_async()).unwrap();
+    /// assert_eq!(p.permits(), 1);
+    /// ```
+    #[doc(alias = "acquire")]
+    pub fn acquire_async(&self) -> AcquireAsync<'_> {
+        self.acquire_many_async(1)
+    }
+
+    /// A future that takes `n` permits at once without blocking the thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Cancel safety
+    ///
+    /// As for [`acquire_async`](Self::acquire_async).
+    ///
+    /// # Panics
+    ///
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS) (when called, not
+    /// when polled).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(2);
+    /// let p = futures::executor::block_on(sem.acquire_many_async(2)).unwrap();
+    /// assert_eq!(p.permits(), 2);
+    /// ```
+    pub fn acquire_many_async(&self, n: usize) -> AcquireAsync<'_> {
+        check_request(n);
+        AcquireAsync {
+            sem: self,
+            state: Request::new(n),
+        }
+    }
+
+    /// Adds `n` permits: returns forgotten permits, or raises the limit.
+    /// Waiters are served first, oldest first. The same as
+    /// [`release`](Self::release).
+    ///
+    /// # Panics
+    ///
+    /// If the semaphore's permits, free, held and kept for waiters, would
+    /// exceed [`MAX_PERMITS`](Self::MAX_PERMITS). Nothing changes then.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(0);
+    /// sem.add_permits(2);
+    /// assert_eq!(sem.available_permits(), 2);
+    /// ```
+    #[inline]
+    #[track_caller]
+    pub fn add_permits(&self, n: usize) {
+        self.release(n);
+    }
+
+    /// Removes up to `n` of the free permits for good, and returns how many
+    /// it removed: lowers the limit without waiting (permits that are held,
+    /// or kept for waiters, are not touched).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(3);
+    /// let held = sem.acquire().unwrap();
+    /// assert_eq!(sem.forget_permits(5), 2);
+    /// assert_eq!(sem.available_permits(), 0);
+    /// drop(held);
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
+    pub fn forget_permits(&self, n: usize) -> usize {
+        let mut c = self.count.load(Relaxed);
+        loop {
+            if c <= 0 || n == 0 {
+                return 0;
+            }
+            let take = n.min(c as usize);
+            // Relaxed: the permits are destroyed, nothing is handed over.
+            match self
+                .count
+                .compare_exchange_weak(c, c - take as isize, Relaxed, Relaxed)
+            {
+                Ok(_) => {
+                    // Relaxed: a bound (see `total`); lowered after the
+                    // permits are gone, so it never counts fewer than exist.
+                    self.total.fetch_sub(take, Relaxed);
+                    return take;
+                }
+                Err(actual) => c = actual,
+            }
+        }
+    }
+
+    /// Adds `n` permits: returns forgotten permits, or raises the limit.
+    /// Waiters are served first, oldest first.
+    ///
+    /// # Panics
+    ///
+    /// If the semaphore's permits, free, held and kept for waiters, would
+    /// exceed [`MAX_PERMITS`](Self::MAX_PERMITS): checked before anything
+    /// changes, so that nothing does then, and so that a permit's return
+    /// (its drop) never can go past the maximum.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let sem = lockfree_sync::Semaphore::new(1);
+    /// sem.acquire().unwrap().forget();
+    /// sem.release(1);
+    /// assert_eq!(sem.available_permits(), 1);
+    /// ```
+    #[track_caller]
+    pub fn release(&self, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let mut total = self.total.load(Relaxed);
+        loop {
+            if n > Self::MAX_PERMITS - total {
+                overflow(n, total);
+            }
+            // Relaxed: a bound, not a hand-over; the permits go out with
+            // `put_back`'s Release.
+            match self
+                .total
+                .compare_exchange_weak(total, total + n, Relaxed, Relaxed)
+            {
+                Ok(_) => break,
+                Err(actual) => total = actual,
+            }
+        }
+        self.put_back(n);
+    }
+}
+
+/// The deadline `timeout` from now; `None` (no deadline) past what
+/// `Instant` holds.
+fn after(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn overflow(n: usize, total: usize) -> ! {
+    panic!(
+        "Semaphore::add_permits({n}): the semaphore's permits (free, held or kept for \
+         waiters: {total}) would exceed Semaphore::MAX_PERMITS ({})",
+        Semaphore::MAX_PERMITS
+    )
+}
+
+#[inline]
+#[track_caller]
+fn check_request(n: usize) {
+    if n > Semaphore::MAX_PERMITS {
+        request_too_large(n);
+    }
+}
+
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn request_too_large(n: usize) -> ! {
+    panic!(
+        "Semaphore: a request for {n} permits can never be met: it exceeds Semaphore::MAX_PERMITS ({})",
+        Semaphore::MAX_PERMITS
+    )
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("available_permits", &self.available_permits())
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A semaphore with no permits (add them with
+/// [`add_permits`](Semaphore::add_permits)).
+///
+/// # Examples
+///
+/// ```
+/// let sem = lockfree_sync::Semaphore::default();
+/// assert_eq!(sem.available_permits(), 0);
+/// ```
+impl Default for Semaphore {
+    fn default() -> Self {
+        Self::new(0)
+    }
+}

@@ -1,0 +1,453 @@
+//! The semaphore's protocol: the two words, the deliverer's role and
+//! its line, the wait of a counted thread (see the module's notes).
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use sync_core::sync::Arc;
+use sync_core::sync::atomic::Ordering::*;
+use sync_core::sync::hint;
+use sync_core::unwind::Panics;
+use sync_core::wait::{self, WaitPolicy, Watch};
+use sync_core::waiter::{Token, Waiter};
+use sync_core::wake_list::WakeList;
+
+use super::Semaphore;
+use crate::error::{AcquireError, TryAcquireError};
+use crate::patience::pop_counted;
+
+/// `pending`'s deliverer bit.
+pub(super) const ACTIVE: usize = 0b001;
+/// `pending`'s "look at the head again" bit, set by a cancelled waiter (and
+/// by `close`) so that the deliverer cannot retire past it.
+pub(super) const RECHECK: usize = 0b010;
+/// `pending`'s closed bit: set once by `close`, never cleared.
+pub(super) const CLOSED: usize = 0b100;
+/// Where `pending`'s amount starts.
+pub(super) const SHIFT: u32 = 3;
+/// The token of a waiter whose permits have all been delivered.
+pub(super) const GRANTED: Token = 1;
+/// The token of a waiter that a close sent away without permits.
+pub(super) const CLOSED_TOKEN: Token = 2;
+
+/// Waiters the deliverer has dequeued, oldest first: the head (still short
+/// of permits) and, after a cancel, those it pulled from the queue behind
+/// it to drop the withdrawn ones.
+///
+/// A lock-free queue cannot unlink a node from its middle, so withdrawn
+/// waiters stuck behind a live head would otherwise keep their nodes until
+/// the head is served: memory that grows with the history of cancels. A
+/// cancel makes the deliverer move what has arrived in the queue into the
+/// line (each node moves once) and, once the withdrawn ones may be half of
+/// it, drop them all (one pass): nodes kept stay under twice the live
+/// waiters (plus those still arriving), at a cost per cancel that is O(1)
+/// amortised.
+#[derive(Debug, Default)]
+pub(super) struct Line {
+    pub(super) nodes: VecDeque<Arc<Waiter>>,
+    /// Withdrawn waiters that may be in `nodes` (an over-estimate: cancels
+    /// are counted, whichever path folds them).
+    pub(super) dead: usize,
+}
+
+/// Why a blocking wait ended without permits.
+pub(super) type Fail = TryAcquireError;
+
+impl Semaphore {
+    /// Returns `n` permits that exist (held, or just counted in `total`):
+    /// they cover the oldest waiters' demand first, then become free. Never
+    /// goes past [`MAX_PERMITS`](Self::MAX_PERMITS), which bounds `total`.
+    #[inline]
+    pub(super) fn put_back(&self, n: usize) {
+        // Release: pairs with the Acquire of whoever takes the permits (a
+        // CAS in `try_take`, `commit`'s fetch_sub, or the deliverer's
+        // `pending` load).
+        let c = self.count.fetch_add(n as isize, Release);
+        debug_assert!(
+            c <= (Self::MAX_PERMITS - n) as isize,
+            "more permits than the semaphore's total"
+        );
+        if c < 0 {
+            // The first `-c` of our permits cover counted waiters' demand.
+            self.deliver(n.min(c.unsigned_abs()));
+        }
+    }
+
+    /// `try_take`, failing on a closed semaphore first.
+    #[inline]
+    pub(super) fn try_take_open(&self, n: usize) -> Result<(), TryAcquireError> {
+        if self.is_closed() {
+            return Err(TryAcquireError::Closed);
+        }
+        if self.try_take(n) {
+            Ok(())
+        } else {
+            Err(TryAcquireError::NoPermits)
+        }
+    }
+
+    /// Takes `n` permits if free; never counts the caller as a waiter.
+    #[inline]
+    pub(super) fn try_take(&self, n: usize) -> bool {
+        if n == 0 {
+            // Nothing to wait for, even behind a queue.
+            return true;
+        }
+        let n = n as isize;
+        let mut c = self.count.load(Relaxed);
+        while c >= n {
+            // Acquire: pairs with the Release of the release that freed them.
+            match self.count.compare_exchange_weak(c, c - n, Acquire, Relaxed) {
+                Ok(_) => return true,
+                Err(actual) => c = actual,
+            }
+        }
+        false
+    }
+
+    /// Counts the caller as a waiter for `n` permits. `Ok(())` if they were
+    /// free after all; otherwise `Err(found)`: the free permits it found,
+    /// which it must [`enqueue`](Self::enqueue) for the oldest waiter.
+    pub(super) fn commit(&self, n: usize) -> Result<(), usize> {
+        // AcqRel: Acquire, the permits we may take came from a Release (and,
+        // after a close, we see what the drain saw: see the module's notes);
+        // Release for the drain's RMW that may follow ours.
+        let c = self.count.fetch_sub(n as isize, AcqRel);
+        if c >= n as isize {
+            return Ok(());
+        }
+        Err(c.max(0) as usize)
+    }
+
+    /// Queues a counted `waiter` (its data its whole request), hands the
+    /// `found` free permits its count absorbed to the delivery (for the
+    /// oldest waiter, which may be this one), and makes sure a close that
+    /// missed it still sends it away.
+    pub(super) fn enqueue(&self, waiter: Arc<Waiter>, found: usize) {
+        self.queue.push(waiter);
+        if found > 0 {
+            // Like a release that finds `count` negative: `found` of the
+            // deficit is now covered.
+            self.deliver(found);
+        }
+        if self.is_closed() {
+            // The drain may have finished before our push: run it again.
+            self.recheck();
+        }
+    }
+
+    #[cold]
+    pub(super) fn acquire_slow(&self, n: usize, deadline: Option<Instant>) -> Result<(), Fail> {
+        // Spin while nobody is queued: a permit freed within the spin is
+        // taken without queueing, so a busy semaphore keeps its permits
+        // moving between running threads instead of handing each one to a
+        // thread that must be woken. The deadline is checked in the spin.
+        // A timed wait does not yield: a yield that finds other threads
+        // runnable gives the core away for a scheduling round, far past a
+        // short deadline; it parks with the time left instead.
+        // (Under loom the default watch does not pause at all.)
+        let mut watch = match deadline {
+            Some(_) if !cfg!(loom) => Watch::new(WaitPolicy::new().yields(0)),
+            _ => Watch::default(),
+        };
+        while self.count.load(Relaxed) >= 0 && watch.pause(deadline) == wait::Next::Poll {
+            if self.try_take(n) {
+                return Ok(());
+            }
+        }
+        if expired(deadline) {
+            // Not counted: nothing to withdraw (the caller already tried).
+            return self.try_take_open(n);
+        }
+        // Allocated before we are counted: a deliverer that sees our count
+        // waits for our push, so keep that window short.
+        let mut waiter = Waiter::for_thread(0);
+        // The paper's wait: one fetch_sub counts us in.
+        let Err(found) = self.commit(n) else {
+            return Ok(());
+        };
+        Waiter::set_data(&mut waiter, n);
+        self.enqueue(Arc::clone(&waiter), found);
+        // Spin before parking: a delivery is a handoff, and a releaser
+        // usually comes within microseconds.
+        let token = match deadline {
+            None => waiter.wait(true),
+            // `None`: the deadline passed and the waiter is withdrawn (a
+            // delivery that won the race comes back as `Some`). No spin
+            // (nor yields) here: the watch above has spun.
+            Some(deadline) => match waiter.wait_until(false, deadline) {
+                Some(token) => token,
+                None => {
+                    // The deliverer folds our demand.
+                    self.withdrawn();
+                    return Err(Fail::NoPermits);
+                }
+            },
+        };
+        token_result(token).map_err(Fail::from)
+    }
+
+    /// Adds `d` permits to the delivery, and delivers if nobody is.
+    pub(super) fn deliver(&self, d: usize) {
+        let add = d << SHIFT;
+        let mut w = self.pending.load(Relaxed);
+        loop {
+            // Add our permits, and take the deliverer's role if it is free:
+            // one RMW either way.
+            let new = w.wrapping_add(add) | ACTIVE;
+            // AcqRel: Release hands our permits (and `count`'s change) to
+            // the deliverer, which loads `pending` with Acquire; Acquire, if
+            // we become the deliverer, pairs with the Release of the previous
+            // one's retirement, so we see the queue and `line` as it left
+            // them.
+            match self.pending.compare_exchange_weak(w, new, AcqRel, Relaxed) {
+                // Somebody is delivering: it cannot retire without seeing
+                // our addition.
+                Ok(prev) if prev & ACTIVE != 0 => return,
+                Ok(_) => return self.run_delivery(),
+                Err(actual) => w = actual,
+            }
+        }
+    }
+
+    /// Called by a waiter that cancelled (or found the semaphore closed
+    /// after its push): if it was the head, permits `pending` holds for it
+    /// must not wait for the next release. Runs a delivery, or makes the
+    /// running deliverer look again.
+    pub(super) fn recheck(&self) {
+        // AcqRel: Release orders our cancel (or push) before the deliverer's
+        // next look; Acquire as in `deliver`, if we become the deliverer.
+        if self.pending.fetch_or(ACTIVE | RECHECK, AcqRel) & ACTIVE == 0 {
+            self.run_delivery();
+        }
+    }
+
+    /// Called by a waiter that cancelled: counts it for the line's
+    /// compaction, and rechecks.
+    pub(super) fn withdrawn(&self) {
+        // Relaxed: an estimate; the recheck's RMW orders what matters.
+        self.cancels.fetch_add(1, Relaxed);
+        self.recheck();
+    }
+
+    /// Hands `pending` permits to waiters in order, or, once closed, sends
+    /// every waiter away. The caller holds ACTIVE.
+    pub(super) fn run_delivery(&self) {
+        // Our callers (`deliver`, `recheck`, `close`) have just set ACTIVE.
+        let role = Role(self);
+        let mut panics = Panics::new();
+        // The wakeups we owe, delivered once we retire; past the few kept
+        // without allocating, delivered at once.
+        let mut wakeups = WakeList::new();
+        // Whether to fold cancelled waiters at the head even with nothing to
+        // deliver (after a cancel), so that their demand and nodes do not
+        // linger until the next release.
+        let mut sweep = false;
+        let mut waits = 0u32;
+        loop {
+            // Acquire: pairs with releasers' Release additions.
+            let mut w = self.pending.load(Acquire);
+            if w & RECHECK != 0 {
+                // A waiter cancelled: this pass looks at the head afresh, and
+                // a later cancel changes the word, failing our retirement.
+                w = self.pending.fetch_and(!RECHECK, AcqRel) & !RECHECK;
+                sweep = true;
+            }
+            let amount = (w as isize) >> SHIFT;
+            if w & CLOSED != 0 {
+                if let Some(head) = role.take_head().or_else(|| role.pop()) {
+                    // Fold first (a waiter sent away finds its demand gone),
+                    // then send it away unless it cancelled meanwhile (its
+                    // canceller leaves the fold to us either way).
+                    self.fold(head.data());
+                    if let Some(wakeup) = Waiter::notify_later(&head, CLOSED_TOKEN) {
+                        wakeups.push_or_wake(wakeup, &mut panics);
+                    }
+                    continue;
+                }
+                // The queue looks empty. AcqRel RMW: the last look at
+                // `count`; a waiter counted after it sees CLOSED (module
+                // notes), one counted before it shows here.
+                let c = self.count.fetch_add(0, AcqRel);
+                if c < 0 || amount > 0 {
+                    // A counted waiter has not finished its push.
+                    backoff(&mut waits);
+                    continue;
+                }
+            } else {
+                if sweep && role.compact() {
+                    // Demand was folded: look at the words again.
+                    continue;
+                }
+                if amount <= 0 && sweep {
+                    sweep = false;
+                    // A `None` from `pop` (a push half-done) just ends the
+                    // sweep.
+                    let head = role.take_head().or_else(|| role.pop());
+                    if let Some(head) = head {
+                        if head.is_cancelled() {
+                            self.fold(head.data());
+                            sweep = true;
+                            continue;
+                        }
+                        role.put_head(head);
+                    }
+                }
+                if amount > 0 {
+                    // `pending` covers demand, so a counted waiter is queued
+                    // or about to be.
+                    let head = role
+                        .take_head()
+                        .unwrap_or_else(|| pop_counted(|| role.pop()));
+                    if head.is_cancelled() {
+                        self.fold(head.data());
+                        continue;
+                    }
+                    let need = head.data();
+                    if amount as usize >= need {
+                        // AcqRel: Acquire is already ours; Release for the
+                        // next deliverer.
+                        self.pending.fetch_sub(need << SHIFT, AcqRel);
+                        // The token now, the wakeup after we retire: the role
+                        // is held for less time (a wakeup may schedule a
+                        // task), and a panicking waker cannot leave it held.
+                        match Waiter::notify_later(&head, GRANTED) {
+                            Some(wakeup) => wakeups.push_or_wake(wakeup, &mut panics),
+                            None => {
+                                // Cancelled meanwhile: take the permits back
+                                // and fold its demand.
+                                self.pending.fetch_add(need << SHIFT, AcqRel);
+                                self.fold(need);
+                            }
+                        }
+                        continue;
+                    }
+                    // The oldest waiter needs more than we hold: it waits at
+                    // the head for later releases.
+                    role.put_head(head);
+                }
+            }
+            // Retire, unless somebody added permits (or closed) since we
+            // looked. Release: pairs with the next deliverer's Acquire.
+            if self
+                .pending
+                .compare_exchange(w, w & !ACTIVE, Release, Relaxed)
+                .is_ok()
+            {
+                wakeups.wake_all(&mut panics);
+                // The family's policy (sync_core::unwind): the first
+                // waker's panic goes on now that the semaphore is
+                // consistent, unless this thread is already unwinding (a
+                // permit or a future dropped during a panic), where a
+                // second panic would abort: it is dropped then.
+                panics.resume();
+                return;
+            }
+        }
+    }
+
+    /// Removes a queued waiter's `need` from the deficit. The part of it
+    /// that `pending` had already covered becomes free permits again.
+    pub(super) fn fold(&self, need: usize) {
+        // AcqRel: our permits (if `count` turns positive) are published with
+        // Release; Acquire for symmetry with `release`.
+        let old = self.count.fetch_add(need as isize, AcqRel);
+        let uncovered = old.min(0).unsigned_abs();
+        let covered = need.saturating_sub(uncovered);
+        if covered > 0 {
+            // May dip below zero while a releaser has raised `count` but not
+            // yet added to `pending`; its addition restores the balance.
+            self.pending.fetch_sub(covered << SHIFT, AcqRel);
+        }
+    }
+}
+
+/// What a waiter's token means.
+pub(super) fn token_result(token: Token) -> Result<(), AcquireError> {
+    match token {
+        GRANTED => Ok(()),
+        CLOSED_TOKEN => Err(AcquireError::closed()),
+        other => unreachable!("a semaphore waiter got token {other}"),
+    }
+}
+
+/// Whether `deadline` has passed: see [`crate::clock::passed`].
+fn expired(deadline: Option<Instant>) -> bool {
+    crate::clock::passed(deadline)
+}
+
+/// The drain's wait for a counted waiter to finish its push: spin briefly,
+/// then let it run.
+fn backoff(waits: &mut u32) {
+    if *waits < 16 {
+        *waits += 1;
+        hint::spin_loop();
+    } else {
+        wait::give_way(None);
+    }
+}
+
+/// The deliverer's role: made only by `run_delivery`, whose callers have
+/// just set `pending`'s ACTIVE bit, and gone before it retires. Holding it
+/// means the `line` and the queue's consumer side are this thread's.
+struct Role<'a>(&'a Semaphore);
+
+impl Role<'_> {
+    /// Runs `f` on the line.
+    fn line<R>(&self, f: impl FnOnce(&mut Line) -> R) -> R {
+        // `f` does not reach `line` again (it pops the queue and folds,
+        // which touch only atomics).
+        // SAFETY: only the ACTIVE holder touches `line`, and ACTIVE passes
+        // from one holder to the next with Release/Acquire RMWs.
+        self.0.line.with_mut(|l| f(unsafe { &mut *l }))
+    }
+
+    /// The oldest waiter the deliverer has dequeued.
+    fn take_head(&self) -> Option<Arc<Waiter>> {
+        self.line(|l| l.nodes.pop_front())
+    }
+
+    /// Puts the oldest waiter back in front.
+    fn put_head(&self, waiter: Arc<Waiter>) {
+        self.line(|l| l.nodes.push_front(waiter));
+    }
+
+    /// After a cancel: moves what has arrived in the queue to the line and,
+    /// if the withdrawn waiters may be half of it, folds and drops them
+    /// all. Returns whether it folded any.
+    fn compact(&self) -> bool {
+        let sem = self.0;
+        self.line(|l| {
+            while let Some(waiter) = self.pop() {
+                l.nodes.push_back(waiter);
+            }
+            l.dead += sem.cancels.swap(0, Relaxed);
+            if l.dead == 0 || l.dead * 2 < l.nodes.len() {
+                return false;
+            }
+            l.dead = 0;
+            let before = l.nodes.len();
+            l.nodes.retain(|w| {
+                let withdrawn = w.is_cancelled();
+                if withdrawn {
+                    // Demand behind the head is uncovered (`pending` covers
+                    // the oldest demand first), so this only raises `count`.
+                    sem.fold(w.data());
+                }
+                !withdrawn
+            });
+            // Memory follows the waiters present, not the largest line
+            // there ever was.
+            if l.nodes.capacity() > 4 * l.nodes.len().max(4) {
+                l.nodes.shrink_to(2 * l.nodes.len());
+            }
+            l.nodes.len() < before
+        })
+    }
+
+    fn pop(&self) -> Option<Arc<Waiter>> {
+        // SAFETY: the ACTIVE holder is the queue's only consumer, and each
+        // holder's pops happen after the previous holder's (see above).
+        unsafe { self.0.queue.pop() }
+    }
+}
