@@ -68,6 +68,7 @@ mod guard;
 mod mutex;
 mod state;
 mod waiters;
+mod watchers;
 
 pub use future::{Enter, EnterArc};
 pub use guard::{ArcAstGuard, AstGuard};

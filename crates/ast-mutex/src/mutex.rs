@@ -18,6 +18,7 @@ use crate::future::{Enter, EnterArc, Wait};
 use crate::guard::{ArcAstGuard, AstGuard};
 use crate::state::{AbstractState, StateSet};
 use crate::waiters::{Handle, Slot, Table, Waiters};
+use crate::watchers::{MAX_WATCHERS, Watchers};
 
 /// Bits 0-5 of the lock word: the abstract state's index. While the lock is
 /// held they keep the state the holder entered in.
@@ -62,6 +63,12 @@ pub const DEFAULT_SPINS: u32 = 16;
 /// thread that may be about to change the state, and costs a system call
 /// when no other thread is runnable; see [`DEFAULT_SPINS`].
 pub const DEFAULT_YIELDS: u32 = 64;
+
+/// How many exits may leave a parked first in line parked because a
+/// watcher that accepts their state is running (concurrency restriction);
+/// the next exit that serves it wakes it, and from then on it counts passes
+/// as any woken waiter. Loom models the same protocol with 1.
+const ROTATE_AFTER_SKIPS: u32 = if cfg!(loom) { 1 } else { 256 };
 
 #[inline]
 fn enterable(word: u32, mask: u64) -> bool {
@@ -136,6 +143,9 @@ pub struct Config {
     wake_mode: WakeMode,
     /// How a waiter watches the word before it waits in the table.
     wait: WaitPolicy,
+    /// Concurrency restriction: at most this many threads watch the word
+    /// at a time; 0: no restriction.
+    watchers: u8,
 }
 
 impl Config {
@@ -154,6 +164,7 @@ impl Config {
                 .spins(DEFAULT_SPINS)
                 .yields(DEFAULT_YIELDS)
                 .backoff(false),
+            watchers: 0,
         }
     }
 
@@ -217,6 +228,60 @@ impl Config {
     pub const fn wait(mut self, policy: WaitPolicy) -> Self {
         self.wait = policy;
         self
+    }
+
+    /// Concurrency restriction in the entry-set queues: at most `n`
+    /// threads of each entry set (and 4 in all) watch the lock word at a
+    /// time, as the [`WaitPolicy`] says, before they park; a thread that
+    /// arrives while `n` threads of its set watch (or 4 in all) parks in
+    /// its queue at once. An exit whose first in line is parked while a
+    /// watcher that accepts the new state is running leaves it parked, and
+    /// the lock to the watcher. With more waiting threads than CPUs, only a
+    /// few circulate and the rest sleep, so yields stay cheap and exits
+    /// need not wake anyone while the watchers keep the lock busy.
+    ///
+    /// `0` (the default) turns it off: every waiter watches as the
+    /// [`WaitPolicy`] says, and exits wake a waiter whenever one is parked.
+    /// Only [`WakeMode::Compete`] leaves parked waiters parked for a
+    /// watcher; the other modes only cap the watchers.
+    ///
+    /// # Fairness
+    ///
+    /// Parked waiters are rotated in: a parked first in line for a state is
+    /// left parked by at most 256 exits to its states; the next one that
+    /// serves it wakes it, and it then enters within 33 more (see
+    /// [`AstMutex`]'s `# Fairness`): the 289th exit to its states at the
+    /// latest hands it the lock.
+    ///
+    /// # Panics
+    ///
+    /// If `n` is above 4.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let c = ast_mutex::Config::new().watchers(1);
+    /// assert_eq!(c.watcher_limit(), 1);
+    /// ```
+    pub const fn watchers(mut self, n: u32) -> Self {
+        assert!(
+            n as usize <= MAX_WATCHERS,
+            "Config::watchers: at most 4 watchers"
+        );
+        self.watchers = n as u8;
+        self
+    }
+
+    /// The cap on watching threads set by [`watchers`](Self::watchers);
+    /// 0 if there is none.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// assert_eq!(ast_mutex::Config::new().watchers(2).watcher_limit(), 2);
+    /// ```
+    pub const fn watcher_limit(&self) -> u32 {
+        self.watchers as u32
     }
 
     /// The watch, as a [`WaitPolicy`].
@@ -348,6 +413,8 @@ pub struct AstMutex<S, T: ?Sized> {
     /// table and its published summary, not here.
     word: AtomicU32,
     waiters: Waiters,
+    /// The watcher slots of concurrency restriction.
+    watchers: Watchers,
     config: Config,
     /// The state `UNRESOLVED` stands for.
     initial: S,
@@ -405,6 +472,7 @@ impl<S: AbstractState, T> AstMutex<S, T> {
             Self {
                 word: AtomicU32::new(UNRESOLVED),
                 waiters: Waiters::new(),
+                watchers: Watchers::new(),
                 config,
                 initial,
                 data: UnsafeCell::new(data),
@@ -756,16 +824,43 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         // Woken to compete and not queued since: our node is woken, and a
         // give-up passes the wake on.
         let mut woken = false;
+        let limit = self.config.watchers as usize;
         loop {
-            if let Some(s) = self.watch(mask, deadline, &mut place) {
-                return Some(s);
+            // Concurrency restriction: a thread watches (as the policy
+            // says) with a watcher slot, or when woken (it is first in line,
+            // and exits count against it); any other parks after one look
+            // at the word.
+            let slot = if limit == 0 {
+                None
+            } else {
+                self.watchers.claim(mask, limit)
+            };
+            let policy = if limit == 0 || slot.is_some() || place.node.is_some() {
+                self.config.wait
+            } else {
+                WaitPolicy::block()
+            };
+            let entered = self.watch(mask, deadline, &mut place, policy);
+            if let Some(i) = slot {
+                self.watchers.give_back(i);
+            }
+            if entered.is_some() {
+                return entered;
             }
             // Under loom, where time is not modelled, a timed waiter's timer
             // has fired by the time it was woken (as `Waiter::wait_until`
-            // models it), so the give-up after a wake is explored.
-            if past(deadline) || (cfg!(loom) && deadline.is_some() && woken) {
+            // models it), or by the end of a watch with a watcher slot, so
+            // the give-ups after a wake and after a watch are explored.
+            if past(deadline) || (cfg!(loom) && deadline.is_some() && (woken || slot.is_some())) {
+                let mut panics = Panics::new();
                 // Handed the lock while we gave up: it is ours.
-                return self.abandon(&mut place, &mut Panics::new());
+                let handed = self.abandon(&mut place, &mut panics);
+                if handed.is_none() && slot.is_some() {
+                    // An exit may have left its waiters parked for us.
+                    self.wake_pass(&mut panics);
+                }
+                panics.resume();
+                return handed;
             }
             woken = false;
             let waiter = Waiter::for_thread(0);
@@ -807,15 +902,20 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// A woken waiter also watches its slot, where an exit may hand it the
     /// lock. Returns the state entered in, with the waiter's node gone.
     #[inline]
-    fn watch(&self, mask: u64, deadline: Option<Instant>, place: &mut Place) -> Option<u32> {
+    fn watch(
+        &self,
+        mask: u64,
+        deadline: Option<Instant>,
+        place: &mut Place,
+        policy: WaitPolicy,
+    ) -> Option<u32> {
         // Under loom every spin and yield is a scheduling point: one read
         // after one spin explores a waiter that finds its state while
         // watching, without multiplying the paths.
         let policy = if cfg!(loom) {
-            let p = self.config.wait;
-            WaitPolicy::spin_then_block(p.spin_count().min(1))
+            WaitPolicy::spin_then_block(policy.spin_count().min(1))
         } else {
-            self.config.wait
+            policy
         };
         let mut watch = Watch::new(policy);
         loop {
@@ -1151,6 +1251,18 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 }
                 break;
             } else {
+                // Concurrency restriction: a parked first in line stays
+                // parked while a watcher that accepts the state runs (it
+                // takes the lock), up to `ROTATE_AFTER_SKIPS` times.
+                let limit = self.config.watchers as usize;
+                if limit != 0
+                    && t.is_queued_at(i)
+                    && t.skips(i) < ROTATE_AFTER_SKIPS
+                    && self.watchers.accept(bit)
+                {
+                    t.skip(i);
+                    break;
+                }
                 match t.take_waiter(i) {
                     Some(waiter) => match Waiter::notify_deferred(&waiter, TOKEN_WAKE) {
                         // It cannot act on the wake before we release: if it

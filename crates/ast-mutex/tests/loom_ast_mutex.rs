@@ -25,6 +25,63 @@ fn mutex(mode: WakeMode, initial: St) -> Arc<AstMutex<St, usize>> {
     Arc::new(AstMutex::with_config(initial, 0, config))
 }
 
+/// A Compete mutex with concurrency restriction: one watcher at a time
+/// (it spins once under loom), the others park at once.
+fn restricted(initial: St) -> Arc<AstMutex<St, usize>> {
+    let config = Config::new().spins(0).yields(0).watchers(1);
+    Arc::new(AstMutex::with_config(initial, 0, config))
+}
+
+/// Concurrency restriction: two waiters for B while the holder exits to B.
+/// One may watch (holding the one watcher slot) while the other parks at
+/// once; the exit then leaves the parked one parked for the watcher, whose
+/// exit to B must reach it. Each gets in exactly once.
+#[test]
+fn restricted_exit_leaves_a_parked_waiter_to_the_watcher() {
+    model::check_with_bound(2, || {
+        let m = restricted(St::A);
+        let holder = m.enter(St::A);
+        let first = waiter(&m, St::B, 1, St::B);
+        let second = waiter(&m, St::B | St::C, 10, St::B);
+        let mut holder = holder;
+        *holder += 100;
+        holder.exit(St::B);
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(*m.enter(St::B), 111);
+        assert_eq!(m.waiter_table_size(), (0, 0));
+    });
+}
+
+/// Concurrency restriction with a timed waiter: a patient waiter and a
+/// timed one for B, the holder exits to B. Whether the timed one watched
+/// (and the exit left the patient one parked for it) and then gave up, or
+/// parked and timed out, the patient one gets in.
+#[test]
+fn restricted_timed_watcher_gives_up_and_passes_the_state_on() {
+    model::check_with_bound(2, || {
+        let m = restricted(St::A);
+        let g = m.enter(St::A);
+        let timed = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || match m.enter_for(St::B, Duration::from_secs(1)) {
+                Some(mut g) => {
+                    *g += 10;
+                    g.exit(St::B);
+                    true
+                }
+                None => false,
+            })
+        };
+        let patient = waiter(&m, St::B, 1, St::B);
+        g.exit(St::B);
+        let entered = timed.join().unwrap();
+        patient.join().unwrap();
+        assert_eq!(*m.enter(St::B), 1 + if entered { 10 } else { 0 });
+        assert_eq!(m.waiter_table_size(), (0, 0));
+    });
+}
+
 /// A thread that enters in a state of `want`, adds `add`, and exits in `next`.
 fn waiter(
     m: &Arc<AstMutex<St, usize>>,
