@@ -14,7 +14,8 @@ use sync_core::sync::Arc;
 use sync_core::waiter::Waiter;
 
 use crate::guard::{ArcAstGuard, AstGuard};
-use crate::mutex::{AstMutex, Place};
+use crate::mutex::AstMutex;
+use crate::raw::Place;
 use crate::state::AbstractState;
 
 /// A task's wait: its entry set, its place in line, and its queued waiter.

@@ -63,14 +63,17 @@
 //! * [`AstGuard::on_unwind`]: the state a panic leaves.
 //! * `const fn` [`AstMutex::new`], for statics.
 
+mod config;
 mod future;
 mod guard;
 mod mutex;
+mod raw;
 mod state;
 mod waiters;
 mod watchers;
 
+pub use config::{Config, DEFAULT_SPINS, DEFAULT_YIELDS, WakeMode};
 pub use future::{Enter, EnterArc};
 pub use guard::{ArcAstGuard, AstGuard};
-pub use mutex::{AstMutex, Config, DEFAULT_SPINS, DEFAULT_YIELDS, WakeMode};
+pub use mutex::AstMutex;
 pub use state::{AbstractState, Iter, StateSet};
