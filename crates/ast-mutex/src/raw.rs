@@ -10,7 +10,8 @@ use sync_core::sync::Arc;
 use sync_core::sync::atomic::Ordering;
 use sync_core::unwind::Panics;
 use sync_core::wait::{Next, WaitPolicy, Watch};
-use sync_core::waiter::{Token, Waiter, Wakeup};
+use sync_core::waiter::{Token, Waiter};
+use sync_core::wake_list::WakeList;
 
 use crate::config::WakeMode;
 use crate::future::Wait;
@@ -307,7 +308,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// meanwhile, which it then owns. Wakers' panics go to `panics`.
     fn abandon(&self, place: &mut Place, panics: &mut Panics) -> Option<u32> {
         let h = place.node.take()?;
-        let mut wakeups = Wakeups::default();
+        let mut wakeups = WakeList::new();
         {
             let mut t = self.waiters.lock();
             // Under the table lock, under which handoffs are made.
@@ -321,7 +322,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             }
             self.waiters.publish(&mut t);
         }
-        wakeups.deliver(panics);
+        wakeups.wake_all(panics);
         None
     }
 
@@ -460,13 +461,13 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// the tasks, with the table lock released.
     #[cold]
     fn unlock_slow(&self, next: u32, panics: &mut Panics) {
-        let mut wakeups = Wakeups::default();
+        let mut wakeups = WakeList::new();
         {
             let mut t = self.waiters.lock();
             self.serve(&mut t, next, true, &mut wakeups);
             self.waiters.publish(&mut t);
         }
-        wakeups.deliver(panics);
+        wakeups.wake_all(panics);
     }
 
     /// Serves the waiters of `state`, under the table lock, when the caller
@@ -483,7 +484,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// and nobody else is woken for it: it is still first in line, and the
     /// exit that finds it passed often enough hands it the lock through its
     /// slot.
-    fn serve(&self, t: &mut Table, state: u32, mut held: bool, wakeups: &mut Wakeups) {
+    fn serve(&self, t: &mut Table, state: u32, mut held: bool, wakeups: &mut WakeList) {
         let bit = 1u64 << state;
         let mode = self.config.wake_mode;
         while let Some(i) = t.oldest(bit) {
@@ -594,7 +595,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
 
     /// Under the table lock: if the lock is free, serve the waiters of its
     /// state.
-    fn serve_free(&self, t: &mut Table, wakeups: &mut Wakeups) {
+    fn serve_free(&self, t: &mut Table, wakeups: &mut WakeList) {
         let w = self.word.load(Ordering::Relaxed);
         if w & (LOCKED | UNRESOLVED) == 0 {
             self.serve(t, w & STATE_BITS, false, wakeups);
@@ -605,45 +606,18 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// state: while the lock is free, serve the waiters of its state.
     #[cold]
     fn wake_pass(&self, panics: &mut Panics) {
-        let mut wakeups = Wakeups::default();
+        let mut wakeups = WakeList::new();
         {
             let mut t = self.waiters.lock();
             self.serve_free(&mut t, &mut wakeups);
             self.waiters.publish(&mut t);
         }
-        wakeups.deliver(panics);
+        wakeups.wake_all(panics);
     }
 
     /// The state-index form of [`AbstractState::from_index`].
     pub(crate) fn state_of(index: u32) -> S {
         S::from_index(index)
-    }
-}
-
-/// The wake-ups an exit owes (a task's waker, or a thread's unpark),
-/// delivered after the table lock is released. One, except in Broadcast
-/// mode: no allocation then.
-#[derive(Default)]
-struct Wakeups {
-    one: Option<Wakeup>,
-    more: Vec<Wakeup>,
-}
-
-impl Wakeups {
-    fn push(&mut self, w: Wakeup) {
-        match self.one {
-            None => self.one = Some(w),
-            Some(_) => self.more.push(w),
-        }
-    }
-
-    /// Wakes every waiter (a task's waker is user code): all of them,
-    /// whichever panics, keeping the first panic in `panics`.
-    fn deliver(self, panics: &mut Panics) {
-        let Self { one, more } = self;
-        for w in one.into_iter().chain(more) {
-            panics.catch(|| w.wake());
-        }
     }
 }
 
