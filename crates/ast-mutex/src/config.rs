@@ -9,16 +9,29 @@ use crate::watchers::MAX_WATCHERS;
 /// How many times a waiter reads the lock word, with a spin hint between
 /// reads, before it starts yielding, by default.
 ///
-/// Chosen by measurement (the `ast/spins/*` and `ast/yields/*` sweeps of
-/// `cargo xtask report`): on a 2-core virtual machine where a wake-up costs
-/// ~30 µs, busy spinning while other threads wait for the core slowed the
-/// oversubscribed buffers down, and yielding sped them up several times.
+/// Few: a waiter that spins while other threads wait for a CPU delays the
+/// thread that would change the state. The report's `ast/spins/*` and
+/// `ast/yields/*` sweeps measure the choice.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(ast_mutex::Config::new().wait_policy().spin_count(), ast_mutex::DEFAULT_SPINS);
+/// ```
 pub const DEFAULT_SPINS: u32 = 16;
 
 /// How many times a waiter yields its core (re-reading the lock word after
 /// each yield) before it parks, by default. A yield hands the core to a
 /// thread that may be about to change the state, and costs a system call
-/// when no other thread is runnable; see [`DEFAULT_SPINS`].
+/// when no other thread is runnable; see [`DEFAULT_SPINS`]. Once yields
+/// are slow (the CPUs are crowded, or a yield gave the core away for long),
+/// the family's wait loop parks instead of yielding.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(ast_mutex::Config::new().wait_policy().yield_count(), ast_mutex::DEFAULT_YIELDS);
+/// ```
 pub const DEFAULT_YIELDS: u32 = 64;
 
 /// What an exit does when a waiter accepts the next state.
@@ -44,9 +57,8 @@ pub enum WakeMode {
     /// than wake someone else, and once 32 exits have passed it the next
     /// one hands it the lock (see [`AstMutex`]'s `# Fairness`).
     ///
-    /// The default: a wake-up costs tens of microseconds on a virtual
-    /// machine, and letting running threads take the lock meanwhile keeps
-    /// the lock busy.
+    /// The default: a woken thread takes a while to run, and letting
+    /// running threads take the lock meanwhile keeps the lock busy.
     #[default]
     Compete,
     /// Hand the lock to the woken waiter, which returns from `enter` holding
@@ -120,7 +132,7 @@ impl Config {
 
     /// How many times a waiter reads the lock word, with a spin hint in
     /// between, before it yields. A timed wait checks its deadline while it
-    /// spins, so any value is safe with [`AstMutex::enter_for`].
+    /// spins, so any value is safe with [`AstMutex::try_enter_for`].
     ///
     /// # Examples
     ///
@@ -158,7 +170,7 @@ impl Config {
     /// # Examples
     ///
     /// ```
-    /// use sync_core::wait::WaitPolicy;
+    /// use ast_mutex::WaitPolicy;
     /// let c = ast_mutex::Config::new().wait(WaitPolicy::spin_then_block(10));
     /// assert_eq!(c.wait_policy(), WaitPolicy::spin_then_block(10));
     /// assert_eq!(ast_mutex::Config::new().spins(10).yields(0), c);

@@ -10,7 +10,9 @@ use sync_core::sync::atomic::{AtomicU32, Ordering};
 use sync_core::sync::cell::UnsafeCell;
 
 use crate::config::Config;
-use crate::future::{Enter, EnterArc};
+#[cfg(doc)]
+use crate::config::WakeMode;
+use crate::future::{EnterArcAsync, EnterAsync};
 use crate::guard::{ArcAstGuard, AstGuard};
 use crate::raw::{LOCKED, STATE_BITS, UNRESOLVED};
 use crate::state::{AbstractState, StateSet};
@@ -87,7 +89,7 @@ use crate::watchers::Watchers;
 ///
 /// A task woken to compete keeps its place until it is polled or dropped:
 /// while it is not polled, the waiters behind it wait too, and after 32
-/// exits the lock is held for it. Keep polling an [`Enter`] you created, or
+/// exits the lock is held for it. Keep polling an [`EnterAsync`] you created, or
 /// drop it (which passes the wake-up or the lock on).
 ///
 /// # Panics
@@ -97,7 +99,7 @@ use crate::watchers::Watchers;
 /// wakes a waiter that accepts it.
 ///
 /// A task's waker is user code, and may panic. It never runs while the
-/// mutex's internal table is locked: an exit (or a dropped [`Enter`] that
+/// mutex's internal table is locked: an exit (or a dropped [`EnterAsync`] that
 /// passes a wake-up or a lock on) first completes its state change and
 /// wakes every task it owes a wake-up, then the first waker panic goes on
 /// to its caller; if the thread is already unwinding (a guard or a future
@@ -262,6 +264,13 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     ///
     /// If `set` is empty: no state could ever admit the caller.
     ///
+    /// # Deadlocks
+    ///
+    /// It blocks the calling thread. Called from a task on a single-threaded
+    /// executor while another task of that executor holds the lock (or is
+    /// the one that must bring the state into `set`), it blocks that
+    /// executor for ever: await [`enter_async`](Self::enter_async) there.
+    ///
     /// # Examples
     ///
     /// ```
@@ -273,6 +282,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// assert_eq!(m.state(), Some(Light::Red));
     /// ```
     #[inline]
+    #[doc(alias = "lock")]
     pub fn enter(&self, set: impl Into<StateSet<S>>) -> AstGuard<'_, S, T> {
         let mask = entry_mask(set.into(), "enter");
         self.enter_mask(mask)
@@ -280,13 +290,25 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
 
     #[inline]
     pub(crate) fn enter_mask(&self, mask: u64) -> AstGuard<'_, S, T> {
-        let entered = match self.try_lock_in(mask) {
-            Some(s) => s,
-            None => self
-                .lock_slow(mask, None)
-                .expect("a wait without a deadline ends holding the lock"),
-        };
-        AstGuard::new(self, entered)
+        AstGuard::new(self, self.lock_forever(mask))
+    }
+
+    /// Takes the lock for `mask`, waiting as long as it takes; returns the
+    /// state entered in.
+    #[inline]
+    fn lock_forever(&self, mask: u64) -> u32 {
+        self.lock_until(mask, None)
+            .expect("a wait without a deadline ends holding the lock")
+    }
+
+    /// Takes the lock for `mask`, giving up at `deadline`; returns the state
+    /// entered in.
+    #[inline]
+    fn lock_until(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
+        match self.try_lock_in(mask) {
+            Some(s) => Some(s),
+            None => self.lock_slow(mask, deadline),
+        }
     }
 
     /// Takes the lock if it is free in a state of `set`; never blocks.
@@ -307,6 +329,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// assert!(m.try_enter(Light::Red).is_some());
     /// ```
     #[inline]
+    #[doc(alias = "try_lock")]
     pub fn try_enter(&self, set: impl Into<StateSet<S>>) -> Option<AstGuard<'_, S, T>> {
         let mask = entry_mask(set.into(), "try_enter");
         self.try_lock_in(mask).map(|s| AstGuard::new(self, s))
@@ -329,23 +352,25 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// use std::time::Duration;
     /// ast_mutex::states! { enum Light { Red, Green } }
     /// let m = ast_mutex::AstMutex::new(Light::Red, ());
-    /// assert!(m.enter_for(Light::Green, Duration::from_millis(5)).is_none());
+    /// assert!(m.try_enter_for(Light::Green, Duration::from_millis(5)).is_none());
     /// ```
-    pub fn enter_for(
+    #[doc(alias = "enter_for", alias = "try_lock_for")]
+    pub fn try_enter_for(
         &self,
         set: impl Into<StateSet<S>>,
         timeout: Duration,
     ) -> Option<AstGuard<'_, S, T>> {
-        let mask = entry_mask(set.into(), "enter_for");
+        let mask = entry_mask(set.into(), "try_enter_for");
         let deadline = Instant::now().checked_add(timeout);
-        self.enter_mask_until(mask, deadline)
+        self.lock_until(mask, deadline)
+            .map(|s| AstGuard::new(self, s))
     }
 
     /// Like [`enter`](Self::enter), giving up at `deadline`.
     ///
     /// A waiter handed the lock by an exit returns it even if the deadline
     /// passed meanwhile. The deadline is honoured as in
-    /// [`enter_for`](Self::enter_for).
+    /// [`try_enter_for`](Self::try_enter_for).
     ///
     /// # Panics
     ///
@@ -358,24 +383,18 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// ast_mutex::states! { enum Light { Red, Green } }
     /// let m = ast_mutex::AstMutex::new(Light::Red, ());
     /// let soon = Instant::now() + Duration::from_millis(5);
-    /// assert!(m.enter_until(Light::Green, soon).is_none());
-    /// assert!(m.enter_until(Light::Red, soon).is_some());
+    /// assert!(m.try_enter_until(Light::Green, soon).is_none());
+    /// assert!(m.try_enter_until(Light::Red, soon).is_some());
     /// ```
-    pub fn enter_until(
+    #[doc(alias = "enter_until", alias = "try_lock_until")]
+    pub fn try_enter_until(
         &self,
         set: impl Into<StateSet<S>>,
         deadline: Instant,
     ) -> Option<AstGuard<'_, S, T>> {
-        let mask = entry_mask(set.into(), "enter_until");
-        self.enter_mask_until(mask, Some(deadline))
-    }
-
-    fn enter_mask_until(&self, mask: u64, deadline: Option<Instant>) -> Option<AstGuard<'_, S, T>> {
-        let entered = match self.try_lock_in(mask) {
-            Some(s) => s,
-            None => self.lock_slow(mask, deadline)?,
-        };
-        Some(AstGuard::new(self, entered))
+        let mask = entry_mask(set.into(), "try_enter_until");
+        self.lock_until(mask, Some(deadline))
+            .map(|s| AstGuard::new(self, s))
     }
 
     /// A future that resolves to a guard once the lock is free in a state
@@ -392,7 +411,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// As for threads (see [`AstMutex`]'s `# Fairness`). A future woken to
     /// compete keeps its place in line until it is polled or dropped, and
     /// after 32 exits to its states the lock is held for it: keep polling
-    /// an `Enter` you created, as with tokio's mutex, or drop it (which
+    /// an `EnterAsync` you created, as with tokio's mutex, or drop it (which
     /// passes the wake-up or the lock on).
     ///
     /// # Cancel safety
@@ -421,9 +440,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     ///     g.exit(Buf::Empty);
     /// });
     /// ```
-    pub fn enter_async(&self, set: impl Into<StateSet<S>>) -> Enter<'_, S, T> {
+    pub fn enter_async(&self, set: impl Into<StateSet<S>>) -> EnterAsync<'_, S, T> {
         let mask = entry_mask(set.into(), "enter_async");
-        Enter::new(self, mask)
+        EnterAsync::new(self, mask)
     }
 
     /// Whether the lock is held (a snapshot).
@@ -476,10 +495,10 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         self.data.with_mut(|p| unsafe { &mut *p })
     }
 
-    /// How many distinct entry sets have waiters now, and how many waiters
-    /// are queued: for tests of the reclamation promise.
+    /// Test hook, not part of the API: how many distinct entry sets have
+    /// waiters now, and how many waiters (queued or woken) have a node.
     #[doc(hidden)]
-    pub fn waiter_table_size(&self) -> (usize, usize) {
+    pub fn __test_waiter_table_size(&self) -> (usize, usize) {
         let t = self.waiters.lock();
         (t.groups(), t.waiters())
     }
@@ -498,6 +517,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     ///
     /// If `set` is empty.
     ///
+    /// # Deadlocks
+    ///
+    /// As [`enter`](Self::enter): in a task on a single-threaded executor,
+    /// await [`enter_arc_async`](Self::enter_arc_async) instead.
+    ///
     /// # Examples
     ///
     /// ```
@@ -513,19 +537,14 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// .unwrap();
     /// assert_eq!(*m.enter(Light::Green), 1);
     /// ```
+    #[doc(alias = "lock_arc")]
     pub fn enter_arc(self: &StdArc<Self>, set: impl Into<StateSet<S>>) -> ArcAstGuard<S, T> {
         let mask = entry_mask(set.into(), "enter_arc");
         self.enter_arc_mask(mask)
     }
 
     pub(crate) fn enter_arc_mask(self: &StdArc<Self>, mask: u64) -> ArcAstGuard<S, T> {
-        let entered = match self.try_lock_in(mask) {
-            Some(s) => s,
-            None => self
-                .lock_slow(mask, None)
-                .expect("a wait without a deadline ends holding the lock"),
-        };
-        ArcAstGuard::new(StdArc::clone(self), entered)
+        ArcAstGuard::new(StdArc::clone(self), self.lock_forever(mask))
     }
 
     /// [`try_enter`](Self::try_enter) with an owned guard.
@@ -543,12 +562,71 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// assert!(m.try_enter_arc(Light::Green).is_none());
     /// assert!(m.try_enter_arc(Light::Red).is_some());
     /// ```
+    #[doc(alias = "try_lock_arc")]
     pub fn try_enter_arc(
         self: &StdArc<Self>,
         set: impl Into<StateSet<S>>,
     ) -> Option<ArcAstGuard<S, T>> {
         let mask = entry_mask(set.into(), "try_enter_arc");
         self.try_lock_in(mask)
+            .map(|s| ArcAstGuard::new(StdArc::clone(self), s))
+    }
+
+    /// [`try_enter_for`](Self::try_enter_for) with an owned guard.
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// ast_mutex::states! { enum Light { Red, Green } }
+    /// let m = Arc::new(ast_mutex::AstMutex::new(Light::Red, ()));
+    /// assert!(m.try_enter_arc_for(Light::Green, Duration::from_millis(5)).is_none());
+    /// let g = m.try_enter_arc_for(Light::Red, Duration::from_millis(5)).unwrap();
+    /// std::thread::spawn(move || g.exit(Light::Green)).join().unwrap();
+    /// assert_eq!(m.state(), Some(Light::Green));
+    /// ```
+    #[doc(alias = "try_lock_arc_for")]
+    pub fn try_enter_arc_for(
+        self: &StdArc<Self>,
+        set: impl Into<StateSet<S>>,
+        timeout: Duration,
+    ) -> Option<ArcAstGuard<S, T>> {
+        let mask = entry_mask(set.into(), "try_enter_arc_for");
+        let deadline = Instant::now().checked_add(timeout);
+        self.lock_until(mask, deadline)
+            .map(|s| ArcAstGuard::new(StdArc::clone(self), s))
+    }
+
+    /// [`try_enter_until`](Self::try_enter_until) with an owned guard.
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::{Duration, Instant};
+    /// ast_mutex::states! { enum Light { Red, Green } }
+    /// let m = Arc::new(ast_mutex::AstMutex::new(Light::Red, ()));
+    /// let soon = Instant::now() + Duration::from_millis(5);
+    /// assert!(m.try_enter_arc_until(Light::Green, soon).is_none());
+    /// assert!(m.try_enter_arc_until(Light::Red, soon).is_some());
+    /// ```
+    #[doc(alias = "try_lock_arc_until")]
+    pub fn try_enter_arc_until(
+        self: &StdArc<Self>,
+        set: impl Into<StateSet<S>>,
+        deadline: Instant,
+    ) -> Option<ArcAstGuard<S, T>> {
+        let mask = entry_mask(set.into(), "try_enter_arc_until");
+        self.lock_until(mask, Some(deadline))
             .map(|s| ArcAstGuard::new(StdArc::clone(self), s))
     }
 
@@ -576,9 +654,13 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// let g = futures::executor::block_on(wait);
     /// assert_eq!(g.entered_in(), Light::Green);
     /// ```
-    pub fn enter_arc_async(self: &StdArc<Self>, set: impl Into<StateSet<S>>) -> EnterArc<S, T> {
+    #[doc(alias = "lock_owned", alias = "lock_arc_async")]
+    pub fn enter_arc_async(
+        self: &StdArc<Self>,
+        set: impl Into<StateSet<S>>,
+    ) -> EnterArcAsync<S, T> {
         let mask = entry_mask(set.into(), "enter_arc_async");
-        EnterArc::new(StdArc::clone(self), mask)
+        EnterArcAsync::new(StdArc::clone(self), mask)
     }
 }
 

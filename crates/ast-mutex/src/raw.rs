@@ -39,13 +39,11 @@ const TOKEN_HANDOFF: Token = 1 << 8;
 /// or passed while it was woken and had not taken the lock yet) is handed
 /// the lock by the next exit that serves it, in every wake mode.
 ///
-/// Chosen by measurement (`ast/bb-large`, `ast/wm-large` and the
-/// `ast/spins/*`, `ast/yields/*` sweeps of `cargo xtask report`): on an
-/// oversubscribed machine a woken waiter often waits for a CPU while the
-/// running threads pass it, and a lock handed to it waits with it; at 2
-/// those handoffs made the oversubscribed buffers up to twice as slow, at
-/// 32 they cost nothing measurable. Loom models the same protocol with 2,
-/// to reach the handoff in few steps.
+/// A compromise: on an oversubscribed machine a woken waiter often waits
+/// for a CPU while the running threads pass it, and a lock handed to it
+/// waits with it, so a small bound idles the lock often (the report's
+/// `ast/bb-large` and `ast/wm-large` measure it). Loom models the same
+/// protocol with 2, to reach the handoff in few steps.
 const HANDOFF_AFTER_PASSES: u32 = if cfg!(loom) { 2 } else { 32 };
 
 /// How many exits may leave a parked first in line parked because a
@@ -613,11 +611,6 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             self.waiters.publish(&mut t);
         }
         wakeups.wake_all(panics);
-    }
-
-    /// The state-index form of [`AbstractState::from_index`].
-    pub(crate) fn state_of(index: u32) -> S {
-        S::from_index(index)
     }
 }
 

@@ -49,7 +49,7 @@ fn restricted_exit_leaves_a_parked_waiter_to_the_watcher() {
         first.join().unwrap();
         second.join().unwrap();
         assert_eq!(*m.enter(St::B), 111);
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }
 
@@ -64,21 +64,23 @@ fn restricted_timed_watcher_gives_up_and_passes_the_state_on() {
         let g = m.enter(St::A);
         let timed = {
             let m = Arc::clone(&m);
-            thread::spawn(move || match m.enter_for(St::B, Duration::from_secs(1)) {
-                Some(mut g) => {
-                    *g += 10;
-                    g.exit(St::B);
-                    true
-                }
-                None => false,
-            })
+            thread::spawn(
+                move || match m.try_enter_for(St::B, Duration::from_secs(1)) {
+                    Some(mut g) => {
+                        *g += 10;
+                        g.exit(St::B);
+                        true
+                    }
+                    None => false,
+                },
+            )
         };
         let patient = waiter(&m, St::B, 1, St::B);
         g.exit(St::B);
         let entered = timed.join().unwrap();
         patient.join().unwrap();
         assert_eq!(*m.enter(St::B), 1 + if entered { 10 } else { 0 });
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }
 
@@ -178,7 +180,7 @@ fn timeout_race(mode: WakeMode, hasty_set: StateSet<St>) {
     let hasty = {
         let m = Arc::clone(&m);
         thread::spawn(
-            move || match m.enter_for(hasty_set, Duration::from_millis(1)) {
+            move || match m.try_enter_for(hasty_set, Duration::from_millis(1)) {
                 Some(mut g) => {
                     *g += 10;
                     g.exit(St::B);
@@ -305,7 +307,7 @@ fn a_cancelled_async_waiter_races_an_exit() {
             assert!(*g == 1 || *g == 11, "count {}", *g);
             drop(g);
             assert_eq!(m.state(), Some(St::B));
-            assert_eq!(m.waiter_table_size(), (0, 0), "nothing left queued");
+            assert_eq!(m.__test_waiter_table_size(), (0, 0), "nothing left queued");
         });
     }
 }
@@ -345,7 +347,7 @@ fn broadcast_lets_every_waiter_of_the_state_through() {
         first.join().unwrap();
         second.join().unwrap();
         assert_eq!(*m.enter(St::B), 11);
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }
 
@@ -361,7 +363,7 @@ fn a_timed_waiter_woken_past_its_deadline_passes_the_wake_on() {
         let timed = {
             let m = Arc::clone(&m);
             thread::spawn(move || {
-                let _ = m.enter_for(St::B, Duration::from_secs(1));
+                let _ = m.try_enter_for(St::B, Duration::from_secs(1));
             })
         };
         let patient = waiter(&m, St::B, 1, St::B);
@@ -373,7 +375,7 @@ fn a_timed_waiter_woken_past_its_deadline_passes_the_wake_on() {
 
 /// Lets the other threads run until one waiter is queued.
 fn wait_until_queued(m: &AstMutex<St, usize>) {
-    while m.waiter_table_size() != (1, 1) {
+    while m.__test_waiter_table_size() != (1, 1) {
         thread::yield_now();
     }
 }
@@ -404,7 +406,7 @@ fn a_woken_waiter_passed_by_two_exits_is_handed_the_lock() {
         assert!(barges <= 2, "the woken waiter was passed by {barges} exits");
         wants_b.join().unwrap();
         assert_eq!(*m.enter(St::C), 1 + 10 * barges);
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }
 
@@ -436,7 +438,7 @@ fn a_woken_task_passed_by_two_exits_is_handed_the_lock() {
         assert!(barges <= 2, "the woken task was passed by {barges} exits");
         task.join().unwrap();
         assert_eq!(*m.enter(St::C), 1 + 10 * barges);
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }
 
@@ -451,14 +453,16 @@ fn a_woken_timed_waiter_gives_up_racing_a_handoff() {
         let g = m.enter(St::A);
         let timed = {
             let m = Arc::clone(&m);
-            thread::spawn(move || match m.enter_for(St::B, Duration::from_secs(1)) {
-                Some(mut g) => {
-                    *g += 1;
-                    g.exit(St::C);
-                    true
-                }
-                None => false,
-            })
+            thread::spawn(
+                move || match m.try_enter_for(St::B, Duration::from_secs(1)) {
+                    Some(mut g) => {
+                        *g += 1;
+                        g.exit(St::C);
+                        true
+                    }
+                    None => false,
+                },
+            )
         };
         g.exit(St::B);
         let mut barges = 0;
@@ -472,6 +476,6 @@ fn a_woken_timed_waiter_gives_up_racing_a_handoff() {
         let entered = timed.join().unwrap();
         let end = if entered { St::C } else { St::B };
         assert_eq!(*m.enter(end), usize::from(entered) + 10 * barges);
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }

@@ -43,7 +43,7 @@ fn exits_before_the_first_in_line_enters(config: Config) -> usize {
             })
         })
     };
-    while m.waiter_table_size() != (1, 1) {
+    while m.__test_waiter_table_size() != (1, 1) {
         thread::sleep(Duration::from_millis(1));
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -148,6 +148,6 @@ fn a_restricted_buffer_moves_every_item_with_many_threads() {
         let sum: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
         assert_eq!(sum, (0..64 * PER).sum::<u64>(), "watchers({watchers})");
         assert_eq!(m.state(), Some(Buf::Empty));
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     }
 }
