@@ -67,6 +67,11 @@ pub trait AstLike: Send + Sync + 'static {
     /// Enters in a state of `set`, runs `f`, and exits in the state `f`
     /// returns.
     fn with(&self, set: StateSet<Level>, f: impl FnOnce(&mut VecDeque<u64>) -> Level);
+
+    /// How many threads wait in the lock's queues, if it can tell.
+    fn queued(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl AstLike for AstMutex<Level, VecDeque<u64>> {
@@ -75,6 +80,10 @@ impl AstLike for AstMutex<Level, VecDeque<u64>> {
         let mut g = self.enter(set);
         let next = f(&mut g);
         g.exit(next);
+    }
+
+    fn queued(&self) -> Option<usize> {
+        Some(self.__test_waiter_table_size().1)
     }
 }
 
@@ -163,6 +172,20 @@ impl<A: AstLike> AstBuffer<A> {
     /// bystanders of `ast/waiters`.
     pub fn wait_for_never(&self) {
         self.0.with(Level::Never.into(), |_| Level::Never);
+    }
+
+    /// Waits until `n` bystanders are queued, where the lock can tell, or
+    /// for `fallback` otherwise.
+    pub fn until_queued(&self, n: usize, fallback: std::time::Duration) {
+        if self.0.queued().is_none() {
+            return std::thread::sleep(fallback);
+        }
+        let give_up = std::time::Instant::now() + fallback * 10;
+        while self.0.queued().is_some_and(|q| q < n) && std::time::Instant::now() < give_up {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Queued: each is about to sleep (or asleep).
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 
     /// Sets `Never` once the buffer is empty, releasing the bystanders.

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 
-use ast_mutex::{AbstractState, AstGuard, AstMutex, Config, Enter, StateSet, WakeMode};
+use ast_mutex::{AbstractState, AstGuard, AstMutex, Config, EnterAsync, StateSet, WakeMode};
 use libfuzzer_sys::fuzz_target;
 
 ast_mutex::states! { enum St { A, B, C, D } }
@@ -33,7 +33,7 @@ impl Wake for Count {
 /// A future with its own counting waker, the wake count it last saw, and
 /// its entry set.
 struct Polled<'a> {
-    fut: Enter<'a, St, u32>,
+    fut: EnterAsync<'a, St, u32>,
     set: StateSet<St>,
     wakes: Arc<Count>,
     waker: Waker,
@@ -172,7 +172,7 @@ fuzz_target!(|data: &[u8]| {
     }
     drop(futures);
     assert_eq!(
-        m.waiter_table_size(),
+        m.__test_waiter_table_size(),
         (0, 0),
         "a dropped future left a waiter queued"
     );

@@ -179,7 +179,14 @@ fn buffer_workload(id: &str, title: &str, mix: Mix, watermark: bool, paper: &str
         .baseline("repeated-tests-std")
         .paper(paper)
         .implementation("ast-mutex", sample(ast(WakeMode::Compete), mix))
-        .implementation("ast-mutex-handoff", sample(ast(WakeMode::Handoff), mix));
+        .implementation("ast-mutex-handoff", sample(ast(WakeMode::Handoff), mix))
+        .implementation(
+            "ast-mutex-restricted",
+            sample(
+                move || AstBuffer::with_config(Config::new().watchers(1)),
+                mix,
+            ),
+        );
     if !watermark {
         w = w
             .baseline("condvar-std")
@@ -223,8 +230,11 @@ fn with_bystanders<A: AstLike>(
             })
             .collect();
         // Let them reach their wait and park (each watches for a few
-        // microseconds first).
-        thread::sleep(Duration::from_millis(20) + Duration::from_micros(100) * bystanders as u32);
+        // microseconds first): until they are queued where the lock tells.
+        b.until_queued(
+            bystanders,
+            Duration::from_millis(20) + Duration::from_micros(100) * bystanders as u32,
+        );
         let mix = Mix {
             putters: (1, items),
             marginal: (0, 0),

@@ -3,7 +3,7 @@
 //! peer's, and two things are measured in milliseconds:
 //!
 //! * **overshoot**: how late a 1 ms timed wait that cannot succeed returns
-//!   (`try_lock_for`, `enter_for`, `try_acquire_for`, `recv_timeout`);
+//!   (`try_lock_for`, `try_enter_for`, `try_acquire_for`, `recv_timeout`);
 //! * **wake-up latency**: from the event (an unlock, a release, a send) to
 //!   the woken waiter's return.
 //!
@@ -155,7 +155,7 @@ fn overshoot_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
             let m = ast_mutex::AstMutex::new(OneState::Only, ());
             let held = m.enter(OneState::Only);
             let r = percentiles(busy, waits, budget, || {
-                overshoot(|| assert!(m.enter_for(OneState::Only, TIMEOUT).is_none()))
+                overshoot(|| assert!(m.try_enter_for(OneState::Only, TIMEOUT).is_none()))
             });
             held.exit(OneState::Only);
             r

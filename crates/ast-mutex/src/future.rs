@@ -14,7 +14,8 @@ use sync_core::sync::Arc;
 use sync_core::waiter::Waiter;
 
 use crate::guard::{ArcAstGuard, AstGuard};
-use crate::mutex::{AstMutex, Place};
+use crate::mutex::AstMutex;
+use crate::raw::Place;
 use crate::state::AbstractState;
 
 /// A task's wait: its entry set, its place in line, and its queued waiter.
@@ -51,12 +52,12 @@ impl Wait {
 /// assert_eq!(*g, 1);
 /// ```
 #[must_use = "futures do nothing unless polled"]
-pub struct Enter<'a, S: AbstractState, T: ?Sized> {
+pub struct EnterAsync<'a, S: AbstractState, T: ?Sized> {
     mutex: &'a AstMutex<S, T>,
     wait: Wait,
 }
 
-impl<'a, S: AbstractState, T: ?Sized> Enter<'a, S, T> {
+impl<'a, S: AbstractState, T: ?Sized> EnterAsync<'a, S, T> {
     pub(crate) fn new(mutex: &'a AstMutex<S, T>, mask: u64) -> Self {
         Self {
             mutex,
@@ -65,7 +66,7 @@ impl<'a, S: AbstractState, T: ?Sized> Enter<'a, S, T> {
     }
 }
 
-impl<'a, S: AbstractState, T: ?Sized> Future for Enter<'a, S, T> {
+impl<'a, S: AbstractState, T: ?Sized> Future for EnterAsync<'a, S, T> {
     type Output = AstGuard<'a, S, T>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -77,15 +78,15 @@ impl<'a, S: AbstractState, T: ?Sized> Future for Enter<'a, S, T> {
     }
 }
 
-impl<S: AbstractState, T: ?Sized> Drop for Enter<'_, S, T> {
+impl<S: AbstractState, T: ?Sized> Drop for EnterAsync<'_, S, T> {
     fn drop(&mut self) {
         self.mutex.cancel_wait(&mut self.wait);
     }
 }
 
-impl<S: AbstractState, T: ?Sized> fmt::Debug for Enter<'_, S, T> {
+impl<S: AbstractState, T: ?Sized> fmt::Debug for EnterAsync<'_, S, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Enter")
+        f.debug_struct("EnterAsync")
             .field("queued", &self.wait.waiter.is_some())
             .finish_non_exhaustive()
     }
@@ -108,12 +109,12 @@ impl<S: AbstractState, T: ?Sized> fmt::Debug for Enter<'_, S, T> {
 /// assert_eq!(*g, 1);
 /// ```
 #[must_use = "futures do nothing unless polled"]
-pub struct EnterArc<S: AbstractState, T: ?Sized> {
+pub struct EnterArcAsync<S: AbstractState, T: ?Sized> {
     mutex: StdArc<AstMutex<S, T>>,
     wait: Wait,
 }
 
-impl<S: AbstractState, T: ?Sized> EnterArc<S, T> {
+impl<S: AbstractState, T: ?Sized> EnterArcAsync<S, T> {
     pub(crate) fn new(mutex: StdArc<AstMutex<S, T>>, mask: u64) -> Self {
         Self {
             mutex,
@@ -122,7 +123,7 @@ impl<S: AbstractState, T: ?Sized> EnterArc<S, T> {
     }
 }
 
-impl<S: AbstractState, T: ?Sized> Future for EnterArc<S, T> {
+impl<S: AbstractState, T: ?Sized> Future for EnterArcAsync<S, T> {
     type Output = ArcAstGuard<S, T>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -133,15 +134,15 @@ impl<S: AbstractState, T: ?Sized> Future for EnterArc<S, T> {
     }
 }
 
-impl<S: AbstractState, T: ?Sized> Drop for EnterArc<S, T> {
+impl<S: AbstractState, T: ?Sized> Drop for EnterArcAsync<S, T> {
     fn drop(&mut self) {
         self.mutex.cancel_wait(&mut self.wait);
     }
 }
 
-impl<S: AbstractState, T: ?Sized> fmt::Debug for EnterArc<S, T> {
+impl<S: AbstractState, T: ?Sized> fmt::Debug for EnterArcAsync<S, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EnterArc")
+        f.debug_struct("EnterArcAsync")
             .field("queued", &self.wait.waiter.is_some())
             .finish_non_exhaustive()
     }

@@ -11,7 +11,7 @@ use core::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use sync_core::sync::cell::MutPtr;
 
-use crate::future::{Enter, EnterArc};
+use crate::future::{EnterArcAsync, EnterAsync};
 use crate::mutex::{AstMutex, entry_mask, state_index};
 use crate::state::{AbstractState, StateSet};
 
@@ -50,6 +50,31 @@ impl<T: ?Sized> Lease<T> {
         }
     }
 
+    /// The state entered in.
+    fn entered_in<S: AbstractState>(&self) -> S {
+        S::from_index(self.entered)
+    }
+
+    /// Makes a drop leave `next`, whether or not the thread panics.
+    #[inline]
+    fn exit_in<S: AbstractState>(&mut self, next: S) {
+        let i = state_index(next);
+        self.next = i;
+        self.unwind = i;
+    }
+
+    /// Makes a drop while the thread panics leave `state`.
+    fn unwind_in<S: AbstractState>(&mut self, state: S) {
+        self.unwind = state_index(state);
+    }
+
+    /// Ends the lease and unlocks `mutex` (the guard's drop).
+    #[inline]
+    fn release<S: AbstractState>(&mut self, mutex: &AstMutex<S, T>) {
+        let next = self.end();
+        mutex.unlock(self.entered, next);
+    }
+
     fn get(&self) -> &T {
         // Shared access straight from the pointer: no `&mut T` is created,
         // so `&T`s handed out before (perhaps to other threads, the guard
@@ -63,6 +88,33 @@ impl<T: ?Sized> Lease<T> {
         // SAFETY: the guard holds the lock, so no other access exists.
         unsafe { MutPtr::deref(&self.data) }
     }
+}
+
+/// The methods both guards have, written once: each hands the work to the
+/// guard's [`Lease`]. Each method's docs come with the invocation.
+macro_rules! lease_methods {
+    (
+        $(#[$entered:meta])* entered_in;
+        $(#[$exit:meta])* exit;
+        $(#[$unwind:meta])* on_unwind;
+    ) => {
+        $(#[$entered])*
+        pub fn entered_in(&self) -> S {
+            self.lease.entered_in()
+        }
+
+        $(#[$exit])*
+        #[inline]
+        pub fn exit(mut self, next: S) {
+            self.lease.exit_in(next);
+            // Drop unlocks.
+        }
+
+        $(#[$unwind])*
+        pub fn on_unwind(&mut self, state: S) {
+            self.lease.unwind_in(state);
+        }
+    };
 }
 
 /// The lock of an [`AstMutex`], held: derefs to the data.
@@ -119,74 +171,66 @@ impl<'a, S: AbstractState, T: ?Sized> AstGuard<'a, S, T> {
         }
     }
 
-    /// The state the lock was in when this guard entered (or was handed it).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// ast_mutex::states! { enum Light { Red, Green } }
-    /// let m = ast_mutex::AstMutex::new(Light::Green, ());
-    /// assert_eq!(m.enter(Light::Red | Light::Green).entered_in(), Light::Green);
-    /// ```
-    pub fn entered_in(&self) -> S {
-        AstMutex::<S, T>::state_of(self.lease.entered)
-    }
+    lease_methods! {
+        /// The state the lock was in when this guard entered (or was handed it).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// ast_mutex::states! { enum Light { Red, Green } }
+        /// let m = ast_mutex::AstMutex::new(Light::Green, ());
+        /// assert_eq!(m.enter(Light::Red | Light::Green).entered_in(), Light::Green);
+        /// ```
+        entered_in;
 
-    /// Leaves the critical section in state `next`, waking a waiter whose
-    /// entry set contains `next`.
-    ///
-    /// # Panics
-    ///
-    /// If `next.index()` is not below `S::COUNT` (a broken hand-written
-    /// [`AbstractState`]). If the waker of a task this exit wakes panics,
-    /// with that panic, once the exit is complete (see the type's
-    /// `# Panics`).
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// ast_mutex::states! { enum Light { Red, Green } }
-    /// let m = ast_mutex::AstMutex::new(Light::Green, ());
-    /// m.enter(Light::Green).exit(Light::Red);
-    /// assert_eq!(m.state(), Some(Light::Red));
-    /// ```
-    #[inline]
-    pub fn exit(mut self, next: S) {
-        let i = state_index(next);
-        self.lease.next = i;
-        self.lease.unwind = i;
-        // Drop unlocks.
-    }
+        /// Leaves the critical section in state `next`, waking a waiter whose
+        /// entry set contains `next`.
+        ///
+        /// # Panics
+        ///
+        /// If `next.index()` is not below `S::COUNT` (a broken hand-written
+        /// [`AbstractState`]). If the waker of a task this exit wakes panics,
+        /// with that panic, once the exit is complete (see the type's
+        /// `# Panics`).
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// ast_mutex::states! { enum Light { Red, Green } }
+        /// let m = ast_mutex::AstMutex::new(Light::Green, ());
+        /// m.enter(Light::Green).exit(Light::Red);
+        /// assert_eq!(m.state(), Some(Light::Red));
+        /// ```
+        exit;
 
-    /// Names the state the lock is left in if this guard is dropped while
-    /// the thread panics (by default the state it entered in). Call it
-    /// before risky work, once the data no longer matches the entry state:
-    /// a buffer filled before a panic should not be left `Mid`.
-    ///
-    /// "While the thread panics" is `std::thread::panicking()`: a guard
-    /// taken and dropped (without `exit`) inside a `Drop` that runs during
-    /// an unrelated unwind also leaves this state, so exit explicitly there.
-    ///
-    /// # Panics
-    ///
-    /// If `state.index()` is not below `S::COUNT`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::panic::{AssertUnwindSafe, catch_unwind};
-    /// ast_mutex::states! { enum Buf { Empty, Mid, Full } }
-    /// let m = ast_mutex::AstMutex::new(Buf::Mid, vec![1]);
-    /// let _ = catch_unwind(AssertUnwindSafe(|| {
-    ///     let mut g = m.enter(Buf::Mid);
-    ///     g.push(2);
-    ///     g.on_unwind(Buf::Full); // the buffer is full now, whatever happens
-    ///     panic!("risky work failed");
-    /// }));
-    /// assert_eq!(m.state(), Some(Buf::Full));
-    /// ```
-    pub fn on_unwind(&mut self, state: S) {
-        self.lease.unwind = state_index(state);
+        /// Names the state the lock is left in if this guard is dropped while
+        /// the thread panics (by default the state it entered in). Call it
+        /// before risky work, once the data no longer matches the entry state:
+        /// a buffer filled before a panic should not be left `Mid`.
+        ///
+        /// "While the thread panics" is `std::thread::panicking()`: a guard
+        /// taken and dropped (without `exit`) inside a `Drop` that runs during
+        /// an unrelated unwind also leaves this state, so exit explicitly there.
+        ///
+        /// # Panics
+        ///
+        /// If `state.index()` is not below `S::COUNT`.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::panic::{AssertUnwindSafe, catch_unwind};
+        /// ast_mutex::states! { enum Buf { Empty, Mid, Full } }
+        /// let m = ast_mutex::AstMutex::new(Buf::Mid, vec![1]);
+        /// let _ = catch_unwind(AssertUnwindSafe(|| {
+        ///     let mut g = m.enter(Buf::Mid);
+        ///     g.push(2);
+        ///     g.on_unwind(Buf::Full); // the buffer is full now, whatever happens
+        ///     panic!("risky work failed");
+        /// }));
+        /// assert_eq!(m.state(), Some(Buf::Full));
+        /// ```
+        on_unwind;
     }
 
     /// Exits in `next`, then waits to enter in a state of `set`: the
@@ -198,6 +242,11 @@ impl<'a, S: AbstractState, T: ?Sized> AstGuard<'a, S, T> {
     /// # Panics
     ///
     /// If `set` is empty (before exiting), or as [`exit`](Self::exit).
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`AstMutex::enter`]: in a task on a single-threaded executor, await
+    /// [`exit_and_enter_async`](Self::exit_and_enter_async) instead.
     ///
     /// # Examples
     ///
@@ -224,6 +273,7 @@ impl<'a, S: AbstractState, T: ?Sized> AstGuard<'a, S, T> {
     /// g.exit(Turn::Pong);
     /// pong.join().unwrap();
     /// ```
+    #[doc(alias = "wait")]
     pub fn exit_and_enter(self, next: S, set: impl Into<StateSet<S>>) -> AstGuard<'a, S, T> {
         let mask = entry_mask(set.into(), "exit_and_enter");
         let mutex = self.mutex;
@@ -255,19 +305,22 @@ impl<'a, S: AbstractState, T: ?Sized> AstGuard<'a, S, T> {
     ///     assert_eq!(*wait.await, 1);
     /// });
     /// ```
-    pub fn exit_and_enter_async(self, next: S, set: impl Into<StateSet<S>>) -> Enter<'a, S, T> {
+    pub fn exit_and_enter_async(
+        self,
+        next: S,
+        set: impl Into<StateSet<S>>,
+    ) -> EnterAsync<'a, S, T> {
         let mask = entry_mask(set.into(), "exit_and_enter_async");
         let mutex = self.mutex;
         self.exit(next);
-        Enter::new(mutex, mask)
+        EnterAsync::new(mutex, mask)
     }
 }
 
 impl<S: AbstractState, T: ?Sized> Drop for AstGuard<'_, S, T> {
     #[inline]
     fn drop(&mut self) {
-        let next = self.lease.end();
-        self.mutex.unlock(self.lease.entered, next);
+        self.lease.release(self.mutex);
     }
 }
 
@@ -351,61 +404,54 @@ impl<S: AbstractState, T: ?Sized> ArcAstGuard<S, T> {
         &self.mutex
     }
 
-    /// As [`AstGuard::entered_in`].
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// ast_mutex::states! { enum One { Only } }
-    /// let m = Arc::new(ast_mutex::AstMutex::new(One::Only, ()));
-    /// assert_eq!(m.enter_arc(One::Only).entered_in(), One::Only);
-    /// ```
-    pub fn entered_in(&self) -> S {
-        AstMutex::<S, T>::state_of(self.lease.entered)
-    }
+    lease_methods! {
+        /// As [`AstGuard::entered_in`].
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// ast_mutex::states! { enum One { Only } }
+        /// let m = Arc::new(ast_mutex::AstMutex::new(One::Only, ()));
+        /// assert_eq!(m.enter_arc(One::Only).entered_in(), One::Only);
+        /// ```
+        entered_in;
 
-    /// As [`AstGuard::exit`].
-    ///
-    /// # Panics
-    ///
-    /// If `next.index()` is not below `S::COUNT`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// ast_mutex::states! { enum Light { Red, Green } }
-    /// let m = Arc::new(ast_mutex::AstMutex::new(Light::Red, ()));
-    /// m.enter_arc(Light::Red).exit(Light::Green);
-    /// assert_eq!(m.state(), Some(Light::Green));
-    /// ```
-    #[inline]
-    pub fn exit(mut self, next: S) {
-        let i = state_index(next);
-        self.lease.next = i;
-        self.lease.unwind = i;
-    }
+        /// As [`AstGuard::exit`].
+        ///
+        /// # Panics
+        ///
+        /// If `next.index()` is not below `S::COUNT`.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// ast_mutex::states! { enum Light { Red, Green } }
+        /// let m = Arc::new(ast_mutex::AstMutex::new(Light::Red, ()));
+        /// m.enter_arc(Light::Red).exit(Light::Green);
+        /// assert_eq!(m.state(), Some(Light::Green));
+        /// ```
+        exit;
 
-    /// As [`AstGuard::on_unwind`].
-    ///
-    /// # Panics
-    ///
-    /// If `state.index()` is not below `S::COUNT`.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// ast_mutex::states! { enum Job { Idle, Broken } }
-    /// let m = Arc::new(ast_mutex::AstMutex::new(Job::Idle, ()));
-    /// let mut g = m.enter_arc(Job::Idle);
-    /// g.on_unwind(Job::Broken);
-    /// drop(g); // not panicking: back to Idle
-    /// assert_eq!(m.state(), Some(Job::Idle));
-    /// ```
-    pub fn on_unwind(&mut self, state: S) {
-        self.lease.unwind = state_index(state);
+        /// As [`AstGuard::on_unwind`].
+        ///
+        /// # Panics
+        ///
+        /// If `state.index()` is not below `S::COUNT`.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use std::sync::Arc;
+        /// ast_mutex::states! { enum Job { Idle, Broken } }
+        /// let m = Arc::new(ast_mutex::AstMutex::new(Job::Idle, ()));
+        /// let mut g = m.enter_arc(Job::Idle);
+        /// g.on_unwind(Job::Broken);
+        /// drop(g); // not panicking: back to Idle
+        /// assert_eq!(m.state(), Some(Job::Idle));
+        /// ```
+        on_unwind;
     }
 
     /// As [`AstGuard::exit_and_enter`], returning an owned guard.
@@ -413,6 +459,11 @@ impl<S: AbstractState, T: ?Sized> ArcAstGuard<S, T> {
     /// # Panics
     ///
     /// If `set` is empty (before exiting), or as [`exit`](Self::exit).
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`AstMutex::enter`]: in a task on a single-threaded executor, await
+    /// [`exit_and_enter_async`](Self::exit_and_enter_async) instead.
     ///
     /// # Examples
     ///
@@ -450,19 +501,18 @@ impl<S: AbstractState, T: ?Sized> ArcAstGuard<S, T> {
     /// let wait = m.enter_arc(Light::Red).exit_and_enter_async(Light::Green, Light::Green);
     /// assert_eq!(futures::executor::block_on(wait).entered_in(), Light::Green);
     /// ```
-    pub fn exit_and_enter_async(self, next: S, set: impl Into<StateSet<S>>) -> EnterArc<S, T> {
+    pub fn exit_and_enter_async(self, next: S, set: impl Into<StateSet<S>>) -> EnterArcAsync<S, T> {
         let mask = entry_mask(set.into(), "exit_and_enter_async");
         let mutex = Arc::clone(&self.mutex);
         self.exit(next);
-        EnterArc::new(mutex, mask)
+        EnterArcAsync::new(mutex, mask)
     }
 }
 
 impl<S: AbstractState, T: ?Sized> Drop for ArcAstGuard<S, T> {
     #[inline]
     fn drop(&mut self) {
-        let next = self.lease.end();
-        self.mutex.unlock(self.lease.entered, next);
+        self.lease.release(&self.mutex);
     }
 }
 

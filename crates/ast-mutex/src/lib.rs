@@ -54,7 +54,7 @@
 //!
 //! # More than the paper
 //!
-//! * Timed entry ([`AstMutex::enter_for`], [`AstMutex::enter_until`]),
+//! * Timed entry ([`AstMutex::try_enter_for`], [`AstMutex::try_enter_until`]),
 //!   honoured within about a scheduling quantum whatever the [`Config`].
 //! * Async entry on any executor ([`AstMutex::enter_async`],
 //!   [`AstMutex::enter_arc_async`]), cancel safe.
@@ -62,14 +62,36 @@
 //! * [`AstGuard::exit_and_enter`], a condition variable's `wait`.
 //! * [`AstGuard::on_unwind`]: the state a panic leaves.
 //! * `const fn` [`AstMutex::new`], for statics.
+//! * Concurrency restriction ([`Config::watchers`]): with more waiting
+//!   threads than CPUs, only a few watch the lock word and the rest sleep,
+//!   rotated in within a stated bound.
+//!
+//! # Forms
+//!
+//! | form | borrowed guard ([`AstGuard`]) | owned guard ([`ArcAstGuard`]) |
+//! |---|---|---|
+//! | blocking | [`enter`](AstMutex::enter) | [`enter_arc`](AstMutex::enter_arc) |
+//! | attempt | [`try_enter`](AstMutex::try_enter) | [`try_enter_arc`](AstMutex::try_enter_arc) |
+//! | bounded wait | [`try_enter_for`](AstMutex::try_enter_for), [`try_enter_until`](AstMutex::try_enter_until) | [`try_enter_arc_for`](AstMutex::try_enter_arc_for), [`try_enter_arc_until`](AstMutex::try_enter_arc_until) |
+//! | async | [`enter_async`](AstMutex::enter_async) → [`EnterAsync`] | [`enter_arc_async`](AstMutex::enter_arc_async) → [`EnterArcAsync`] |
+//! | exit, then wait | [`AstGuard::exit_and_enter`], [`AstGuard::exit_and_enter_async`] | [`ArcAstGuard::exit_and_enter`], [`ArcAstGuard::exit_and_enter_async`] |
 
+#![warn(missing_docs, missing_debug_implementations)]
+
+mod config;
 mod future;
 mod guard;
 mod mutex;
+mod raw;
 mod state;
 mod waiters;
+mod watchers;
 
-pub use future::{Enter, EnterArc};
+pub use config::{Config, DEFAULT_SPINS, DEFAULT_YIELDS, WakeMode};
+pub use future::{EnterArcAsync, EnterAsync};
 pub use guard::{ArcAstGuard, AstGuard};
-pub use mutex::{AstMutex, Config, DEFAULT_SPINS, DEFAULT_YIELDS, WakeMode};
+pub use mutex::AstMutex;
 pub use state::{AbstractState, Iter, StateSet};
+/// The family's waiting vocabulary, taken by [`Config::wait`]: re-exported
+/// so that a user needs no `sync_core` dependency.
+pub use sync_core::wait::WaitPolicy;

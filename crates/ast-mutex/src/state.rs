@@ -14,6 +14,14 @@ pub trait AbstractState: Copy + Eq + fmt::Debug + 'static {
     const COUNT: u32;
 
     /// The state's number, in `0..COUNT`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ast_mutex::AbstractState;
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert_eq!(L::C.index(), 2);
+    /// ```
     fn index(self) -> u32;
 
     /// The state numbered `index`.
@@ -21,6 +29,14 @@ pub trait AbstractState: Copy + Eq + fmt::Debug + 'static {
     /// # Panics
     ///
     /// If `index >= COUNT`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use ast_mutex::AbstractState;
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert_eq!(L::from_index(1), L::B);
+    /// ```
     fn from_index(index: u32) -> Self;
 }
 
@@ -96,6 +112,14 @@ impl<S: AbstractState> StateSet<S> {
     /// # Panics
     ///
     /// If `bits` names a state `S` does not have.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// let set = ast_mutex::StateSet::<L>::from_bits(0b101);
+    /// assert_eq!(set, L::A | L::C);
+    /// ```
     pub fn from_bits(bits: u64) -> Self {
         assert!(
             bits & !Self::ALL.bits == 0,
@@ -107,21 +131,51 @@ impl<S: AbstractState> StateSet<S> {
     }
 
     /// The mask: bit `i` for the state numbered `i`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert_eq!((L::A | L::C).bits(), 0b101);
+    /// ```
     pub const fn bits(self) -> u64 {
         self.bits
     }
 
     /// Whether `state` is in the set.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert!((L::A | L::B).contains(L::B));
+    /// assert!(!(L::A | L::B).contains(L::C));
+    /// ```
     pub fn contains(self, state: S) -> bool {
         self.bits & bit(state) != 0
     }
 
     /// Whether the set has no state.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert!(ast_mutex::StateSet::<L>::EMPTY.is_empty());
+    /// assert!(!ast_mutex::StateSet::from(L::A).is_empty());
+    /// ```
     pub const fn is_empty(self) -> bool {
         self.bits == 0
     }
 
     /// How many states the set has.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// assert_eq!((L::A | L::C).len(), 2);
+    /// ```
     pub const fn len(self) -> usize {
         self.bits.count_ones() as usize
     }
@@ -213,16 +267,42 @@ impl<S: AbstractState> StateSet<S> {
     }
 
     /// Adds `state`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// let mut set = ast_mutex::StateSet::from(L::A);
+    /// set.insert(L::C);
+    /// assert_eq!(set, L::A | L::C);
+    /// ```
     pub fn insert(&mut self, state: S) {
         self.bits |= bit(state);
     }
 
     /// Removes `state`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// let mut set = L::A | L::C;
+    /// set.remove(L::A);
+    /// assert_eq!(set, L::C.into());
+    /// ```
     pub fn remove(&mut self, state: S) {
         self.bits &= !bit(state);
     }
 
     /// The states in the set, in index order.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// ast_mutex::states! { enum L { A, B, C } }
+    /// let states: Vec<L> = (L::C | L::A).iter().collect();
+    /// assert_eq!(states, [L::A, L::C]);
+    /// ```
     pub fn iter(self) -> Iter<S> {
         Iter {
             bits: self.bits,
@@ -232,14 +312,7 @@ impl<S: AbstractState> StateSet<S> {
 }
 
 fn bit<S: AbstractState>(state: S) -> u64 {
-    let i = state.index();
-    assert!(
-        i < S::COUNT && i < 64,
-        "{state:?}.index() = {i} is not below {}::COUNT = {}",
-        core::any::type_name::<S>(),
-        S::COUNT
-    );
-    1 << i
+    1 << crate::mutex::state_index(state)
 }
 
 impl<S> Clone for StateSet<S> {

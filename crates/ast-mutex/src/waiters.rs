@@ -87,6 +87,9 @@ struct Node {
     /// How many exits served this node without giving it the lock (woken to
     /// compete, or passed while it was woken).
     passes: u32,
+    /// How many exits left this node parked because a watcher that accepts
+    /// their state was running (concurrency restriction).
+    skips: u32,
     /// `Some` while queued; `None` while woken (and while free).
     waiter: Option<Arc<Waiter>>,
     /// Where an exit hands the lock to the node while it is woken.
@@ -193,6 +196,7 @@ impl Table {
             prev: NIL,
             next: NIL,
             passes: 0,
+            skips: 0,
             waiter: Some(waiter),
             slot: Some(slot),
         };
@@ -347,6 +351,23 @@ impl Table {
     pub fn pass(&mut self, i: u32) {
         let n = &mut self.nodes[i as usize];
         n.passes = n.passes.saturating_add(1);
+    }
+
+    /// The skips of live node `i`.
+    pub fn skips(&self, i: u32) -> u32 {
+        self.nodes[i as usize].skips
+    }
+
+    /// Counts one more exit that left live node `i` parked for a watcher.
+    pub fn skip(&mut self, i: u32) {
+        let n = &mut self.nodes[i as usize];
+        n.skips = n.skips.saturating_add(1);
+    }
+
+    /// Whether live node `i` is queued (its waiter parked or its task
+    /// waiting for a wake), not woken.
+    pub fn is_queued_at(&self, i: u32) -> bool {
+        self.nodes[i as usize].waiter.is_some()
     }
 
     /// Takes live node `i`'s waiter: `Some` if it was queued (it is then

@@ -32,10 +32,10 @@ fn try_enter_with_an_empty_set_panics() {
 }
 
 #[test]
-#[should_panic(expected = "AstMutex::enter_for with an empty state set")]
+#[should_panic(expected = "AstMutex::try_enter_for with an empty state set")]
 fn enter_for_with_an_empty_set_panics() {
     let m = AstMutex::new(S::A, ());
-    let _g = m.enter_for(StateSet::EMPTY, Duration::from_secs(1));
+    let _g = m.try_enter_for(StateSet::EMPTY, Duration::from_secs(1));
 }
 
 #[test]
@@ -92,9 +92,9 @@ fn enter_for_times_out_and_leaves_the_mutex_usable() {
     for mode in MODES {
         let m = with_mode(mode);
         let start = Instant::now();
-        assert!(m.enter_for(S::B, Duration::from_millis(20)).is_none());
+        assert!(m.try_enter_for(S::B, Duration::from_millis(20)).is_none());
         assert!(start.elapsed() >= Duration::from_millis(20));
-        assert!(m.enter_until(S::C, Instant::now()).is_none());
+        assert!(m.try_enter_until(S::C, Instant::now()).is_none());
         // The timed-out waiters left no trace: the fast path still works.
         m.enter(S::A).exit(S::B);
         assert_eq!(m.state(), Some(S::B));

@@ -89,7 +89,7 @@ fn tokio_tasks_and_threads_share_a_bounded_buffer() {
             .sum();
         assert_eq!(got, want, "{mode:?}");
         assert_eq!(buf.state(), Some(Buf::Empty));
-        assert_eq!(buf.waiter_table_size(), (0, 0));
+        assert_eq!(buf.__test_waiter_table_size(), (0, 0));
     }
 }
 
@@ -149,7 +149,7 @@ fn a_future_dropped_after_it_was_notified_passes_the_lock_on() {
         let waker = Waker::from(Arc::clone(&counting));
         let mut f = m.enter_async(Buf::Full);
         assert!(poll_once(&mut f, &waker).is_pending());
-        assert_eq!(m.waiter_table_size(), (1, 1));
+        assert_eq!(m.__test_waiter_table_size(), (1, 1));
         let (done, finished) = std::sync::mpsc::channel();
         let thread_waiter = {
             let m = Arc::clone(&m);
@@ -160,7 +160,7 @@ fn a_future_dropped_after_it_was_notified_passes_the_lock_on() {
                 done.send(()).unwrap();
             })
         };
-        while m.waiter_table_size().1 < 2 {
+        while m.__test_waiter_table_size().1 < 2 {
             thread::yield_now();
         }
         holder.exit(Buf::Full); // notifies the future first: it came first
@@ -180,7 +180,7 @@ fn a_future_dropped_after_it_was_notified_passes_the_lock_on() {
             });
         thread_waiter.join().unwrap();
         assert_eq!(*m.enter(Buf::Empty), 1, "{mode:?}");
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
         drop(waker);
         assert_eq!(Arc::strong_count(&counting), 1, "no waker clone kept");
     }
@@ -203,11 +203,11 @@ fn cancelled_async_waits_leave_nothing_behind() {
             assert!(r.is_err());
         }
     });
-    assert_eq!(m.waiter_table_size(), (0, 0));
+    assert_eq!(m.__test_waiter_table_size(), (0, 0));
     for _ in 0..10_000 {
         assert!(m.enter_async(Buf::Full).now_or_never().is_none());
     }
-    assert_eq!(m.waiter_table_size(), (0, 0));
+    assert_eq!(m.__test_waiter_table_size(), (0, 0));
 
     let counting = Arc::new(Counting(AtomicUsize::new(0)));
     let waker = Waker::from(Arc::clone(&counting));
@@ -216,7 +216,7 @@ fn cancelled_async_waits_leave_nothing_behind() {
         assert!(poll_once(&mut f, &waker).is_pending());
         drop(f);
     }
-    assert_eq!(m.waiter_table_size(), (0, 0));
+    assert_eq!(m.__test_waiter_table_size(), (0, 0));
     assert_eq!(Arc::strong_count(&counting), 2, "only ours and `waker`");
 }
 
@@ -301,7 +301,7 @@ fn broadcast_wakes_every_waiter_of_the_state_at_once() {
             };
             g.exit(Buf::Full);
         }
-        assert_eq!(m.waiter_table_size(), (0, 0), "{mode:?}");
+        assert_eq!(m.__test_waiter_table_size(), (0, 0), "{mode:?}");
     }
 }
 

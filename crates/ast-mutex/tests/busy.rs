@@ -1,5 +1,5 @@
 //! A timed enter with more runnable threads than cores: 50 threads spin on
-//! the CPUs while `enter_for` waits 1 ms for a state that never comes (or
+//! the CPUs while `try_enter_for` waits 1 ms for a state that never comes (or
 //! for a lock that is held). The family's wait loop parks or sleeps
 //! briefly rather than yield, so it returns within a generous 50 ms; the
 //! precise figures are in the report (`busy/`).
@@ -21,15 +21,15 @@ fn timed_enters_return_on_time_with_50_busy_threads() {
     let _busy = BusyThreads::start(50);
     let m = ast_mutex::AstMutex::new(Light::Red, 0u32);
     for _ in 0..5 {
-        let (r, _) = within("enter_for(a state that never comes)", BOUND, || {
-            m.enter_for(Light::Green, TIMEOUT).is_none()
+        let (r, _) = within("try_enter_for(a state that never comes)", BOUND, || {
+            m.try_enter_for(Light::Green, TIMEOUT).is_none()
         });
         assert!(r);
     }
     let held = m.enter(Light::Red);
     for _ in 0..5 {
-        let (r, _) = within("enter_for(a held lock)", BOUND, || {
-            m.enter_for(Light::Red, TIMEOUT).is_none()
+        let (r, _) = within("try_enter_for(a held lock)", BOUND, || {
+            m.try_enter_for(Light::Red, TIMEOUT).is_none()
         });
         assert!(r);
     }

@@ -25,6 +25,65 @@ fn mutex(mode: WakeMode, initial: St) -> Arc<AstMutex<St, usize>> {
     Arc::new(AstMutex::with_config(initial, 0, config))
 }
 
+/// A Compete mutex with concurrency restriction: one watcher at a time
+/// (it spins once under loom), the others park at once.
+fn restricted(initial: St) -> Arc<AstMutex<St, usize>> {
+    let config = Config::new().spins(0).yields(0).watchers(1);
+    Arc::new(AstMutex::with_config(initial, 0, config))
+}
+
+/// Concurrency restriction: two waiters for B while the holder exits to B.
+/// One may watch (holding the one watcher slot) while the other parks at
+/// once; the exit then leaves the parked one parked for the watcher, whose
+/// exit to B must reach it. Each gets in exactly once.
+#[test]
+fn restricted_exit_leaves_a_parked_waiter_to_the_watcher() {
+    model::check_with_bound(2, || {
+        let m = restricted(St::A);
+        let holder = m.enter(St::A);
+        let first = waiter(&m, St::B, 1, St::B);
+        let second = waiter(&m, St::B | St::C, 10, St::B);
+        let mut holder = holder;
+        *holder += 100;
+        holder.exit(St::B);
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(*m.enter(St::B), 111);
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
+    });
+}
+
+/// Concurrency restriction with a timed waiter: a patient waiter and a
+/// timed one for B, the holder exits to B. Whether the timed one watched
+/// (and the exit left the patient one parked for it) and then gave up, or
+/// parked and timed out, the patient one gets in.
+#[test]
+fn restricted_timed_watcher_gives_up_and_passes_the_state_on() {
+    model::check_with_bound(2, || {
+        let m = restricted(St::A);
+        let g = m.enter(St::A);
+        let timed = {
+            let m = Arc::clone(&m);
+            thread::spawn(
+                move || match m.try_enter_for(St::B, Duration::from_secs(1)) {
+                    Some(mut g) => {
+                        *g += 10;
+                        g.exit(St::B);
+                        true
+                    }
+                    None => false,
+                },
+            )
+        };
+        let patient = waiter(&m, St::B, 1, St::B);
+        g.exit(St::B);
+        let entered = timed.join().unwrap();
+        patient.join().unwrap();
+        assert_eq!(*m.enter(St::B), 1 + if entered { 10 } else { 0 });
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
+    });
+}
+
 /// A thread that enters in a state of `want`, adds `add`, and exits in `next`.
 fn waiter(
     m: &Arc<AstMutex<St, usize>>,
@@ -121,7 +180,7 @@ fn timeout_race(mode: WakeMode, hasty_set: StateSet<St>) {
     let hasty = {
         let m = Arc::clone(&m);
         thread::spawn(
-            move || match m.enter_for(hasty_set, Duration::from_millis(1)) {
+            move || match m.try_enter_for(hasty_set, Duration::from_millis(1)) {
                 Some(mut g) => {
                     *g += 10;
                     g.exit(St::B);
@@ -248,7 +307,7 @@ fn a_cancelled_async_waiter_races_an_exit() {
             assert!(*g == 1 || *g == 11, "count {}", *g);
             drop(g);
             assert_eq!(m.state(), Some(St::B));
-            assert_eq!(m.waiter_table_size(), (0, 0), "nothing left queued");
+            assert_eq!(m.__test_waiter_table_size(), (0, 0), "nothing left queued");
         });
     }
 }
@@ -288,7 +347,7 @@ fn broadcast_lets_every_waiter_of_the_state_through() {
         first.join().unwrap();
         second.join().unwrap();
         assert_eq!(*m.enter(St::B), 11);
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }
 
@@ -304,7 +363,7 @@ fn a_timed_waiter_woken_past_its_deadline_passes_the_wake_on() {
         let timed = {
             let m = Arc::clone(&m);
             thread::spawn(move || {
-                let _ = m.enter_for(St::B, Duration::from_secs(1));
+                let _ = m.try_enter_for(St::B, Duration::from_secs(1));
             })
         };
         let patient = waiter(&m, St::B, 1, St::B);
@@ -316,7 +375,7 @@ fn a_timed_waiter_woken_past_its_deadline_passes_the_wake_on() {
 
 /// Lets the other threads run until one waiter is queued.
 fn wait_until_queued(m: &AstMutex<St, usize>) {
-    while m.waiter_table_size() != (1, 1) {
+    while m.__test_waiter_table_size() != (1, 1) {
         thread::yield_now();
     }
 }
@@ -347,7 +406,7 @@ fn a_woken_waiter_passed_by_two_exits_is_handed_the_lock() {
         assert!(barges <= 2, "the woken waiter was passed by {barges} exits");
         wants_b.join().unwrap();
         assert_eq!(*m.enter(St::C), 1 + 10 * barges);
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }
 
@@ -379,7 +438,7 @@ fn a_woken_task_passed_by_two_exits_is_handed_the_lock() {
         assert!(barges <= 2, "the woken task was passed by {barges} exits");
         task.join().unwrap();
         assert_eq!(*m.enter(St::C), 1 + 10 * barges);
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }
 
@@ -394,14 +453,16 @@ fn a_woken_timed_waiter_gives_up_racing_a_handoff() {
         let g = m.enter(St::A);
         let timed = {
             let m = Arc::clone(&m);
-            thread::spawn(move || match m.enter_for(St::B, Duration::from_secs(1)) {
-                Some(mut g) => {
-                    *g += 1;
-                    g.exit(St::C);
-                    true
-                }
-                None => false,
-            })
+            thread::spawn(
+                move || match m.try_enter_for(St::B, Duration::from_secs(1)) {
+                    Some(mut g) => {
+                        *g += 1;
+                        g.exit(St::C);
+                        true
+                    }
+                    None => false,
+                },
+            )
         };
         g.exit(St::B);
         let mut barges = 0;
@@ -415,6 +476,6 @@ fn a_woken_timed_waiter_gives_up_racing_a_handoff() {
         let entered = timed.join().unwrap();
         let end = if entered { St::C } else { St::B };
         assert_eq!(*m.enter(end), usize::from(entered) + 10 * barges);
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }

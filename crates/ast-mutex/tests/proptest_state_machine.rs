@@ -10,7 +10,7 @@ ast_mutex::states! { enum S { A, B, C, D } }
 
 #[derive(Clone, Debug)]
 enum Op {
-    /// `try_enter(set)`, or `enter_for(set, 0)` when `timed`.
+    /// `try_enter(set)`, or `try_enter_for(set, 0)` when `timed`.
     Enter { set: u64, timed: bool },
     /// Exit the held guard in this state, or drop it (restore) on `None`.
     Leave(Option<u32>),
@@ -44,7 +44,7 @@ proptest! {
                 Op::Enter { set, timed } => {
                     let set = StateSet::<S>::from_bits(set);
                     let got = if timed {
-                        m.enter_for(set, Duration::ZERO)
+                        m.try_enter_for(set, Duration::ZERO)
                     } else {
                         m.try_enter(set)
                     };

@@ -56,7 +56,7 @@ fn every_group_that_accepts_a_state_gets_its_turns() {
                 }
             }));
             // Queue the groups in the order.
-            while m.waiter_table_size().1 < i + 1 {
+            while m.__test_waiter_table_size().1 < i + 1 {
                 thread::yield_now();
             }
         }
@@ -86,7 +86,7 @@ fn every_group_that_accepts_a_state_gets_its_turns() {
     }
 }
 
-/// Bug 2: with a huge spin and yield budget, `enter_for(1 ms)` on a state
+/// Bug 2: with a huge spin and yield budget, `try_enter_for(1 ms)` on a state
 /// that never comes must still return (before the fix it spun and yielded
 /// the whole budget first: for ever, in effect). The bound is generous on
 /// purpose: this checks liveness, not speed.
@@ -112,14 +112,14 @@ fn enter_for_returns_whatever_the_watch_budget() {
             let m = Arc::clone(&m);
             thread::spawn(move || {
                 let start = Instant::now();
-                let got = m.enter_for(F::B, Duration::from_millis(1)).is_some();
+                let got = m.try_enter_for(F::B, Duration::from_millis(1)).is_some();
                 tx.send((got, start.elapsed())).unwrap();
             });
         }
         let result = rx.recv_timeout(Duration::from_secs(2));
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let (got, took) = result.unwrap_or_else(|_| {
-            panic!("enter_for(1 ms) with spins {spins}, yields {yields} did not return in 2 s")
+            panic!("try_enter_for(1 ms) with spins {spins}, yields {yields} did not return in 2 s")
         });
         assert!(!got, "B never comes");
         assert!(took >= Duration::from_millis(1), "returned early: {took:?}");
@@ -139,7 +139,7 @@ fn enter_until_returns_while_being_woken_and_losing() {
         let m = Arc::clone(&m);
         thread::spawn(move || {
             let deadline = Instant::now() + Duration::from_millis(1);
-            let got = m.enter_until(F::Idle, deadline).is_some();
+            let got = m.try_enter_until(F::Idle, deadline).is_some();
             tx.send(got).unwrap();
         });
     }
@@ -147,7 +147,7 @@ fn enter_until_returns_while_being_woken_and_losing() {
     drop(g);
     assert!(
         result.is_ok(),
-        "enter_until(1 ms) on a held lock did not return in 2 s"
+        "try_enter_until(1 ms) on a held lock did not return in 2 s"
     );
 }
 
@@ -168,22 +168,22 @@ fn groups_of_sets_with_no_waiter_are_freed() {
             let m = Arc::clone(&m);
             thread::spawn(move || m.enter(Wide::S10).exit(Wide::Home))
         };
-        while m.waiter_table_size() != (1, 1) {
+        while m.__test_waiter_table_size() != (1, 1) {
             thread::yield_now();
         }
         for bits in 1u64..1000 {
             // Sets of S1..S10 that are never the state (Home is bit 0).
             let set = StateSet::<Wide>::from_bits(bits << 1);
-            assert!(m.enter_for(set, Duration::from_micros(20)).is_none());
+            assert!(m.try_enter_for(set, Duration::from_micros(20)).is_none());
         }
         assert_eq!(
-            m.waiter_table_size(),
+            m.__test_waiter_table_size(),
             (1, 1),
             "{mode:?}: only the stayer's group may remain"
         );
         m.enter(Wide::Home).exit(Wide::S10);
         stayer.join().unwrap();
-        assert_eq!(m.waiter_table_size(), (0, 0), "{mode:?}");
+        assert_eq!(m.__test_waiter_table_size(), (0, 0), "{mode:?}");
         assert_eq!(m.state(), Some(Wide::Home));
     }
 }

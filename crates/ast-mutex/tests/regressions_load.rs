@@ -87,7 +87,7 @@ fn scene_under_load(run: usize) {
                 g.exit(F::Idle);
             }
         }));
-        while m.waiter_table_size().1 < i + 1 {
+        while m.__test_waiter_table_size().1 < i + 1 {
             thread::yield_now();
         }
     }
@@ -139,14 +139,14 @@ fn cancel_all(n: usize, newest_first: bool) -> Duration {
     for f in &mut futs {
         assert!(poll_with(f, Waker::noop()).is_pending());
     }
-    assert_eq!(m.waiter_table_size(), (1, n));
+    assert_eq!(m.__test_waiter_table_size(), (1, n));
     if newest_first {
         futs.reverse();
     }
     let start = Instant::now();
     drop(futs);
     let took = start.elapsed();
-    assert_eq!(m.waiter_table_size(), (0, 0));
+    assert_eq!(m.__test_waiter_table_size(), (0, 0));
     drop(g);
     took
 }
@@ -226,7 +226,7 @@ fn a_panicking_waker_panics_out_of_exit_after_the_exit_is_done() {
         assert_eq!(*g2, 1);
         drop(g2);
         assert_eq!(m.state(), Some(F::A));
-        assert_eq!(m.waiter_table_size(), (0, 0));
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
     }
 }
 
@@ -303,7 +303,7 @@ fn a_panicking_waker_woken_from_a_cancelled_future_drop() {
             };
             drop(g);
             assert_eq!(m.state(), Some(F::A));
-            assert_eq!(m.waiter_table_size(), (0, 0));
+            assert_eq!(m.__test_waiter_table_size(), (0, 0));
         }
     }
 }
@@ -338,7 +338,7 @@ fn oversubscribed_threads_and_cancelled_tasks_complete() {
                         } else {
                             (StateSet::from(F::A), F::Idle)
                         };
-                        match m.enter_for(want, Duration::from_millis(20)) {
+                        match m.try_enter_for(want, Duration::from_millis(20)) {
                             Some(mut g) => {
                                 *g += 1;
                                 g.exit(next);
@@ -358,7 +358,7 @@ fn oversubscribed_threads_and_cancelled_tasks_complete() {
         for t in threads {
             t.join().unwrap();
         }
-        assert_eq!(m.waiter_table_size(), (0, 0), "{mode:?}");
+        assert_eq!(m.__test_waiter_table_size(), (0, 0), "{mode:?}");
         assert!(!m.is_locked(), "{mode:?}");
     }
 }

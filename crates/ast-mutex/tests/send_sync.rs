@@ -4,7 +4,9 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use ast_mutex::{ArcAstGuard, AstGuard, AstMutex, Config, Enter, EnterArc, StateSet, WakeMode};
+use ast_mutex::{
+    ArcAstGuard, AstGuard, AstMutex, Config, EnterArcAsync, EnterAsync, StateSet, WakeMode,
+};
 use sync_core::{assert_impl, assert_not_impl};
 
 ast_mutex::states! { enum S { A, B } }
@@ -27,10 +29,10 @@ assert_not_impl!(ArcAstGuard<S, Cell<u8>>: Sync);
 assert_not_impl!(ArcAstGuard<S, Rc<u8>>: Send);
 
 // The futures can be spawned on a multi-threaded executor.
-assert_impl!(Enter<'static, S, Vec<u8>>: Send, Sync, Unpin);
-assert_impl!(EnterArc<S, Vec<u8>>: Send, Sync, Unpin);
-assert_impl!(Enter<'static, S, Cell<u8>>: Send);
-assert_not_impl!(EnterArc<S, Rc<u8>>: Send);
+assert_impl!(EnterAsync<'static, S, Vec<u8>>: Send, Sync, Unpin);
+assert_impl!(EnterArcAsync<S, Vec<u8>>: Send, Sync, Unpin);
+assert_impl!(EnterAsync<'static, S, Cell<u8>>: Send);
+assert_not_impl!(EnterArcAsync<S, Rc<u8>>: Send);
 
 // The initial state is kept in the mutex: a state type that is not `Sync`
 // makes the mutex not `Sync`.

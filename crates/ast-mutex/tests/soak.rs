@@ -195,7 +195,7 @@ fn tasks_and_threads_with_cancelled_waits() {
             let expected: Vec<u64> = (0..(PER_TASK * TASKS) as u64).collect();
             assert!(got == expected, "{mode:?}: an item was lost or duplicated");
             assert_eq!(b.state(), Some(Level::Empty));
-            assert_eq!(b.waiter_table_size(), (0, 0), "{mode:?}");
+            assert_eq!(b.__test_waiter_table_size(), (0, 0), "{mode:?}");
         }
     });
 }

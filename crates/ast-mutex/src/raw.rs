@@ -1,0 +1,645 @@
+//! The protocol of an [`AstMutex`]: the lock word, the slow paths of an
+//! entry (watch, queue, park; a task's poll), and the exits that serve the
+//! waiters. The public API is in `mutex.rs`, the waiter table in
+//! `waiters.rs`, the watcher slots in `watchers.rs`.
+
+use core::task::{Context, Poll};
+use std::time::Instant;
+
+use sync_core::sync::Arc;
+use sync_core::sync::atomic::Ordering;
+use sync_core::unwind::Panics;
+use sync_core::wait::{Next, WaitPolicy, Watch};
+use sync_core::waiter::{Token, Waiter};
+use sync_core::wake_list::WakeList;
+
+use crate::config::WakeMode;
+use crate::future::Wait;
+use crate::mutex::{AstMutex, state_index};
+use crate::state::AbstractState;
+use crate::waiters::{Handle, Slot, Table};
+
+/// Bits 0-5 of the lock word: the abstract state's index. While the lock is
+/// held they keep the state the holder entered in.
+pub(crate) const STATE_BITS: u32 = 0x3f;
+/// Bit 6: the lock is held; the abstract state is "null" (paper, 2.1 step 3).
+pub(crate) const LOCKED: u32 = 1 << 6;
+/// Bit 7: free in the state the constructor was given, not yet written as
+/// its index (a `const fn` cannot call [`AbstractState::index`]). The first
+/// operation that reads it writes the index instead ([`AstMutex::resolve`]);
+/// it is never set again.
+pub(crate) const UNRESOLVED: u32 = 1 << 7;
+
+/// The waiter token of a waiter woken to compete for the lock.
+const TOKEN_WAKE: Token = 1;
+/// The waiter token of a waiter handed the lock: `TOKEN_HANDOFF | state`.
+const TOKEN_HANDOFF: Token = 1 << 8;
+
+/// A waiter that this many exits served without the lock (woken to compete,
+/// or passed while it was woken and had not taken the lock yet) is handed
+/// the lock by the next exit that serves it, in every wake mode.
+///
+/// A compromise: on an oversubscribed machine a woken waiter often waits
+/// for a CPU while the running threads pass it, and a lock handed to it
+/// waits with it, so a small bound idles the lock often (the report's
+/// `ast/bb-large` and `ast/wm-large` measure it). Loom models the same
+/// protocol with 2, to reach the handoff in few steps.
+const HANDOFF_AFTER_PASSES: u32 = if cfg!(loom) { 2 } else { 32 };
+
+/// How many exits may leave a parked first in line parked because a
+/// watcher that accepts their state is running (concurrency restriction);
+/// the next exit that serves it wakes it, and from then on it counts passes
+/// as any woken waiter. Loom models the same protocol with 1.
+const ROTATE_AFTER_SKIPS: u32 = if cfg!(loom) { 1 } else { 256 };
+
+#[inline]
+fn enterable(word: u32, mask: u64) -> bool {
+    word & (LOCKED | UNRESOLVED) == 0 && (mask >> (word & STATE_BITS)) & 1 != 0
+}
+
+/// Whether `deadline` has passed. Always `false` under loom, whose models
+/// must not depend on the clock: there a timeout is the nondeterministic
+/// early return of a timed park.
+#[inline]
+fn past(deadline: Option<Instant>) -> bool {
+    !cfg!(loom) && deadline.is_some_and(|d| Instant::now() >= d)
+}
+
+impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
+    /// Replaces `UNRESOLVED` by the index of `initial`; returns the word.
+    #[cold]
+    pub(crate) fn resolve(&self) -> u32 {
+        let i = state_index(self.initial);
+        // Relaxed: the two words mean the same state, and nothing is
+        // published; the winner of a race writes what the loser would have.
+        match self
+            .word
+            .compare_exchange(UNRESOLVED, i, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => i,
+            Err(now) => now,
+        }
+    }
+
+    /// Takes the lock if the word is enterable for `mask`; returns the
+    /// state entered in.
+    #[inline]
+    pub(crate) fn try_lock_in(&self, mask: u64) -> Option<u32> {
+        let mut w = self.word.load(Ordering::Relaxed);
+        loop {
+            if !enterable(w, mask) {
+                if w & UNRESOLVED == 0 {
+                    return None;
+                }
+                w = self.resolve();
+                continue;
+            }
+            // Acquire: pairs with the Release of the exit that freed the word
+            // (the swap in `unlock` or the store in `release`).
+            match self.word.compare_exchange_weak(
+                w,
+                w | LOCKED,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(w & STATE_BITS),
+                Err(now) => w = now,
+            }
+        }
+    }
+
+    /// Watches the word, then waits in the group of `mask` until entered,
+    /// handed the lock, or past `deadline`.
+    #[cold]
+    pub(crate) fn lock_slow(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
+        let mut place = Place::default();
+        // Woken to compete and not queued since: our node is woken, and a
+        // give-up passes the wake on.
+        let mut woken = false;
+        let limit = self.config.watchers as usize;
+        loop {
+            // Concurrency restriction: a thread watches (as the policy
+            // says) with a watcher slot, or when woken (it is first in line,
+            // and exits count against it); any other parks after one look
+            // at the word.
+            let slot = if limit == 0 {
+                None
+            } else {
+                self.watchers.claim(mask, limit)
+            };
+            let policy = if limit == 0 || slot.is_some() || place.node.is_some() {
+                self.config.wait
+            } else {
+                WaitPolicy::block()
+            };
+            let entered = self.watch(mask, deadline, &mut place, policy);
+            if let Some(i) = slot {
+                self.watchers.give_back(i);
+            }
+            if entered.is_some() {
+                return entered;
+            }
+            // Under loom, where time is not modelled, a timed waiter's timer
+            // has fired by the time it was woken (as `Waiter::wait_until`
+            // models it), or by the end of a watch with a watcher slot, so
+            // the give-ups after a wake and after a watch are explored.
+            if past(deadline) || (cfg!(loom) && deadline.is_some() && (woken || slot.is_some())) {
+                let mut panics = Panics::new();
+                // Handed the lock while we gave up: it is ours.
+                let handed = self.abandon(&mut place, &mut panics);
+                if handed.is_none() && slot.is_some() {
+                    // An exit may have left its waiters parked for us.
+                    self.wake_pass(&mut panics);
+                }
+                panics.resume();
+                return handed;
+            }
+            woken = false;
+            let waiter = Waiter::for_thread(0);
+            match self.enqueue(mask, &mut place, &waiter) {
+                Enqueued::Queued => {}
+                Enqueued::Enterable => continue,
+                Enqueued::Handed(s) => return Some(s),
+            }
+            let token = match deadline {
+                None => waiter.wait(false),
+                // A notify that wins the race with the timeout is returned:
+                // what it carried (the lock) is ours.
+                Some(deadline) => match waiter.wait_until(false, deadline) {
+                    Some(token) => token,
+                    None => {
+                        // Cancelled: leave the queue (an exit may have
+                        // removed the node already).
+                        self.dequeue(&mut place);
+                        return None;
+                    }
+                },
+            };
+            if token & TOKEN_HANDOFF != 0 {
+                // The exit removed our node.
+                place.node = None;
+                return Some(token as u32 & STATE_BITS);
+            }
+            // Woken to compete: our node stays, woken; watch again (once, if
+            // past the deadline).
+            woken = true;
+        }
+    }
+
+    /// Watches the lock word for a state of `mask`, taking the lock if one
+    /// comes, as the configuration's [`WaitPolicy`] says (by default
+    /// `spins` reads with a spin hint between them, then `yields` reads
+    /// each after a yield), checking `deadline` throughout (the
+    /// [`Watch`] reads the clock every 16 spins and before every yield).
+    /// A woken waiter also watches its slot, where an exit may hand it the
+    /// lock. Returns the state entered in, with the waiter's node gone.
+    #[inline]
+    fn watch(
+        &self,
+        mask: u64,
+        deadline: Option<Instant>,
+        place: &mut Place,
+        policy: WaitPolicy,
+    ) -> Option<u32> {
+        // Under loom every spin and yield is a scheduling point: one read
+        // after one spin explores a waiter that finds its state while
+        // watching, without multiplying the paths.
+        let policy = if cfg!(loom) {
+            WaitPolicy::spin_then_block(policy.spin_count().min(1))
+        } else {
+            policy
+        };
+        let mut watch = Watch::new(policy);
+        loop {
+            if let Some(s) = place.take_handed() {
+                return Some(s);
+            }
+            if let Some(s) = self.try_lock_in(mask) {
+                self.leave(place);
+                return Some(s);
+            }
+            match watch.pause(deadline) {
+                Next::Poll => {}
+                Next::Park | Next::TimedOut => return None,
+            }
+        }
+    }
+
+    /// Queues `waiter` for `mask` unless the word admits `mask`: a waiter
+    /// without a node gets one at the end of its group (with a new ticket);
+    /// a woken one is queued again in its place.
+    pub(crate) fn enqueue(&self, mask: u64, place: &mut Place, waiter: &Arc<Waiter>) -> Enqueued {
+        let mut t = self.waiters.lock();
+        let fresh = match place.node {
+            Some(h) => {
+                // Handoffs to a woken node happen under the table lock.
+                if let Some(s) = place.take_handed() {
+                    return Enqueued::Handed(s);
+                }
+                t.requeue(h, Arc::clone(waiter));
+                false
+            }
+            None => {
+                let slot = Arc::clone(place.slot.get_or_insert_with(Slot::new));
+                place.node = Some(t.insert(mask, slot, Arc::clone(waiter)));
+                true
+            }
+        };
+        // Queue ourselves and publish our states first, then read the word
+        // with an RMW that changes nothing. An exit whose release comes
+        // after this RMW in the word's modification order reads the summary
+        // after its own RMW, which reads from ours: it sees our states and
+        // serves us (or takes the table lock, and finds us queued). An exit
+        // whose release came before it left the word enterable, and we see
+        // that here.
+        self.waiters.publish(&mut t);
+        // AcqRel: Acquire pairs with the Release of the exit that freed the
+        // word; Release carries the summary store to that exit's re-check.
+        let w = self.word.fetch_or(0, Ordering::AcqRel);
+        if enterable(w, mask) || w & UNRESOLVED != 0 {
+            // Nobody served the node: exits serve under the table lock we
+            // hold. A new node leaves; a woken one stays woken, in its place.
+            let h = place.node.expect("queued above");
+            if fresh {
+                t.remove(h);
+                place.node = None;
+            } else {
+                drop(t.unqueue(h));
+            }
+            self.waiters.publish(&mut t);
+            return Enqueued::Enterable;
+        }
+        Enqueued::Queued
+    }
+
+    /// Removes the node of a waiter whose `Waiter` was cancelled (an exit
+    /// may have removed it already, on finding it cancelled).
+    pub(crate) fn dequeue(&self, place: &mut Place) {
+        let Some(h) = place.node.take() else {
+            return;
+        };
+        let mut t = self.waiters.lock();
+        if t.remove(h) {
+            self.waiters.publish(&mut t);
+        }
+    }
+
+    /// Removes the node of a woken waiter that has just taken the lock.
+    fn leave(&self, place: &mut Place) {
+        let Some(h) = place.node.take() else {
+            return;
+        };
+        let mut t = self.waiters.lock();
+        // Nobody hands the lock to a waiter that took it by itself: the word
+        // has been held by us since.
+        let removed = t.remove(h);
+        debug_assert!(
+            removed,
+            "a woken node is removed only by its waiter or a handoff"
+        );
+        self.waiters.publish(&mut t);
+    }
+
+    /// A woken (or never queued) waiter gives up: removes its node and, if
+    /// it was woken, passes the wake-up on, since exits served it rather
+    /// than wake anyone else. Returns the state of a lock handed to it
+    /// meanwhile, which it then owns. Wakers' panics go to `panics`.
+    fn abandon(&self, place: &mut Place, panics: &mut Panics) -> Option<u32> {
+        let h = place.node.take()?;
+        let mut wakeups = WakeList::new();
+        {
+            let mut t = self.waiters.lock();
+            // Under the table lock, under which handoffs are made.
+            if let Some(s) = place.take_handed() {
+                return Some(s);
+            }
+            let woken = t.is_woken(h);
+            t.remove(h);
+            if woken {
+                self.serve_free(&mut t, &mut wakeups);
+            }
+            self.waiters.publish(&mut t);
+        }
+        wakeups.wake_all(panics);
+        None
+    }
+
+    /// A task's wait: `Ready(state)` once it holds the lock, entered in
+    /// `state`.
+    pub(crate) fn poll_enter(&self, wait: &mut Wait, cx: &mut Context<'_>) -> Poll<u32> {
+        loop {
+            if let Some(waiter) = &wait.waiter {
+                match waiter.poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(token) => {
+                        wait.waiter = None;
+                        if token & TOKEN_HANDOFF != 0 {
+                            // The exit removed our node.
+                            wait.place.node = None;
+                            wait.place.slot = None;
+                            return Poll::Ready(token as u32 & STATE_BITS);
+                        }
+                        // Woken to compete: our node stays, woken.
+                    }
+                }
+            }
+            if let Some(s) = wait.place.take_handed() {
+                return Poll::Ready(s);
+            }
+            if let Some(s) = self.try_lock_in(wait.mask) {
+                self.leave(&mut wait.place);
+                return Poll::Ready(s);
+            }
+            let waiter = Waiter::for_task(cx.waker(), 0);
+            match self.enqueue(wait.mask, &mut wait.place, &waiter) {
+                Enqueued::Queued => {
+                    // A notify from now on wakes the waker registered above.
+                    wait.waiter = Some(waiter);
+                    return Poll::Pending;
+                }
+                Enqueued::Enterable => {}
+                Enqueued::Handed(s) => return Poll::Ready(s),
+            }
+        }
+    }
+
+    /// A task's wait dropped before it returned a guard: leave the queue,
+    /// or pass on the lock or the wake-up it was given. A waker that panics
+    /// (dropped here, or woken by the pass-on) panics out of the drop once
+    /// the mutex is consistent, unless the thread is already unwinding.
+    pub(crate) fn cancel_wait(&self, wait: &mut Wait) {
+        let mut panics = Panics::new();
+        if let Some(waiter) = wait.waiter.take() {
+            // A withdrawn waiter drops its waker: user code. If that panics,
+            // the withdrawal itself was done.
+            match panics.catch(|| waiter.cancel()).unwrap_or(Ok(())) {
+                Ok(()) => {
+                    self.dequeue(&mut wait.place);
+                    return panics.resume();
+                }
+                Err(token) if token & TOKEN_HANDOFF != 0 => {
+                    // Handed the lock (the exit removed our node): release
+                    // it in the state it was handed in.
+                    wait.place.node = None;
+                    let s = token as u32 & STATE_BITS;
+                    self.unlock_with(s, s, &mut panics);
+                    return panics.resume();
+                }
+                // Woken to compete: our node is woken.
+                Err(_) => {}
+            }
+        }
+        if let Some(s) = self.abandon(&mut wait.place, &mut panics) {
+            // Handed the lock while woken: release it as it was handed.
+            self.unlock_with(s, s, &mut panics);
+        }
+        panics.resume();
+    }
+
+    /// Frees the lock in state `next`; `entered` is the holder's entry state.
+    ///
+    /// If no waiter accepts `next`, one RMW releases the lock. A re-check of
+    /// the waiting states then catches a waiter that queued meanwhile (see
+    /// `enqueue`). Otherwise the slow path serves one.
+    ///
+    /// Why the re-check cannot miss a waiter: while we hold the lock, every
+    /// other write to the word is an RMW (`enqueue`'s), so if a waiter's RMW
+    /// precedes our swap in the word's modification order, our swap reads
+    /// from a release sequence headed by it. Its summary store is sequenced
+    /// before its RMW, and our re-check after our swap, so we read that
+    /// summary or a later one. If its RMW follows our swap, it reads our
+    /// release and, when `next` admits it, does not wait.
+    ///
+    /// A task's waker that panics panics out of here, after the exit is
+    /// complete (dropped if the thread is already unwinding).
+    #[inline]
+    pub(crate) fn unlock(&self, entered: u32, next: u32) {
+        let bit = 1u64 << next;
+        // A first look, to keep the lock for a handoff when a waiter
+        // accepts `next`.
+        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+            return self.unlock_slow_resume(next);
+        }
+        // An RMW, not a store, so that it reads from `enqueue`'s RMWs.
+        // AcqRel: Release publishes the critical section (pairs with the
+        // Acquire CAS in `try_lock_in` and RMW in `enqueue`); Acquire pairs
+        // with `enqueue`'s RMW, ordering its summary store before our
+        // re-check.
+        let held = self.word.swap(next, Ordering::AcqRel);
+        debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
+        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+            let mut panics = Panics::new();
+            self.wake_pass(&mut panics);
+            panics.resume();
+        }
+    }
+
+    #[cold]
+    fn unlock_slow_resume(&self, next: u32) {
+        let mut panics = Panics::new();
+        self.unlock_slow(next, &mut panics);
+        panics.resume();
+    }
+
+    /// [`unlock`](Self::unlock), keeping wakers' panics in `panics`.
+    fn unlock_with(&self, entered: u32, next: u32, panics: &mut Panics) {
+        let bit = 1u64 << next;
+        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+            return self.unlock_slow(next, panics);
+        }
+        // As in `unlock`.
+        let held = self.word.swap(next, Ordering::AcqRel);
+        debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
+        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+            self.wake_pass(panics);
+        }
+    }
+
+    /// An exit with waiters for `next`: serve them (see `serve`), then wake
+    /// the tasks, with the table lock released.
+    #[cold]
+    fn unlock_slow(&self, next: u32, panics: &mut Panics) {
+        let mut wakeups = WakeList::new();
+        {
+            let mut t = self.waiters.lock();
+            self.serve(&mut t, next, true, &mut wakeups);
+            self.waiters.publish(&mut t);
+        }
+        wakeups.wake_all(panics);
+    }
+
+    /// Serves the waiters of `state`, under the table lock, when the caller
+    /// holds the lock (`held`: an exit, which then gives the lock away or
+    /// frees it in `state`) or when the lock is free in `state` (a pass-on,
+    /// which takes it with a CAS to hand it over, and otherwise leaves it).
+    ///
+    /// The node that has waited longest among those accepting `state` is
+    /// served: handed the lock in Handoff mode, or once `HANDOFF_AFTER_PASSES`
+    /// exits have served it without the lock; otherwise woken to compete
+    /// (every queued acceptor in Broadcast mode) and counted as passed. A
+    /// node that is woken already, and not yet back (its waiter may be
+    /// waiting for a CPU), is counted as passed by an exit, not woken again,
+    /// and nobody else is woken for it: it is still first in line, and the
+    /// exit that finds it passed often enough hands it the lock through its
+    /// slot.
+    fn serve(&self, t: &mut Table, state: u32, mut held: bool, wakeups: &mut WakeList) {
+        let bit = 1u64 << state;
+        let mode = self.config.wake_mode;
+        while let Some(i) = t.oldest(bit) {
+            if mode == WakeMode::Handoff || t.passes(i) >= HANDOFF_AFTER_PASSES {
+                if held {
+                    // The notify's (or the slot's) Release publishes this
+                    // store and our critical section to the new owner.
+                    self.word.store(LOCKED | state, Ordering::Relaxed);
+                } else {
+                    // Take the free lock for the waiter if the state is
+                    // still the one we serve; if someone entered first, its
+                    // exit serves instead. Acquire: pairs with the Release
+                    // of the exit that freed the word; the notify's Release
+                    // hands it on.
+                    if self
+                        .word
+                        .compare_exchange(
+                            state,
+                            LOCKED | state,
+                            Ordering::Acquire,
+                            Ordering::Relaxed,
+                        )
+                        .is_err()
+                    {
+                        return;
+                    }
+                    held = true;
+                }
+                let token = TOKEN_HANDOFF | state as usize;
+                match t.take_waiter(i) {
+                    None => {
+                        t.hand_to_woken(i, token);
+                        return;
+                    }
+                    Some(waiter) => {
+                        let notified = Waiter::notify_deferred(&waiter, token);
+                        t.remove_at(i);
+                        if let Some(w) = notified {
+                            wakeups.push(w);
+                            return;
+                        }
+                        // Cancelled: we still hold the lock; serve the next.
+                    }
+                }
+            } else if mode == WakeMode::Broadcast {
+                for j in t.all(bit) {
+                    match t.take_waiter(j) {
+                        Some(waiter) => match Waiter::notify_deferred(&waiter, TOKEN_WAKE) {
+                            Some(w) => {
+                                t.pass(j);
+                                wakeups.push(w);
+                            }
+                            None => t.remove_at(j),
+                        },
+                        None if held => t.pass(j),
+                        None => {}
+                    }
+                }
+                break;
+            } else {
+                // Concurrency restriction: a parked first in line stays
+                // parked while a watcher that accepts the state runs (it
+                // takes the lock), up to `ROTATE_AFTER_SKIPS` times.
+                let limit = self.config.watchers as usize;
+                if limit != 0
+                    && t.is_queued_at(i)
+                    && t.skips(i) < ROTATE_AFTER_SKIPS
+                    && self.watchers.accept(bit)
+                {
+                    t.skip(i);
+                    break;
+                }
+                match t.take_waiter(i) {
+                    Some(waiter) => match Waiter::notify_deferred(&waiter, TOKEN_WAKE) {
+                        // It cannot act on the wake before we release: if it
+                        // finds the lock held, it queues again under the
+                        // table lock we hold, and then sees the released
+                        // word.
+                        Some(w) => {
+                            t.pass(i);
+                            wakeups.push(w);
+                            break;
+                        }
+                        None => t.remove_at(i), // cancelled: the next one
+                    },
+                    None => {
+                        if held {
+                            t.pass(i);
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        if held {
+            self.release(t, state);
+        }
+    }
+
+    /// Frees the word in state `next`, under the table lock (`_held` is the
+    /// proof): `enqueue` reads the word under the same lock, so it sees
+    /// either the held word, and is then queued before we look, or this.
+    fn release(&self, _held: &Table, next: u32) {
+        // Release: pairs with the Acquire CAS in `try_lock_in` and the
+        // Acquire RMW in `enqueue`, publishing the holder's writes.
+        self.word.store(next, Ordering::Release);
+    }
+
+    /// Under the table lock: if the lock is free, serve the waiters of its
+    /// state.
+    fn serve_free(&self, t: &mut Table, wakeups: &mut WakeList) {
+        let w = self.word.load(Ordering::Relaxed);
+        if w & (LOCKED | UNRESOLVED) == 0 {
+            self.serve(t, w & STATE_BITS, false, wakeups);
+        }
+    }
+
+    /// After an exit released the lock and then found a waiter for its
+    /// state: while the lock is free, serve the waiters of its state.
+    #[cold]
+    fn wake_pass(&self, panics: &mut Panics) {
+        let mut wakeups = WakeList::new();
+        {
+            let mut t = self.waiters.lock();
+            self.serve_free(&mut t, &mut wakeups);
+            self.waiters.publish(&mut t);
+        }
+        wakeups.wake_all(panics);
+    }
+}
+
+/// A waiter's node in the table, kept across its wake-ups, and the slot
+/// where an exit may hand it the lock while it is woken.
+#[derive(Default)]
+pub(crate) struct Place {
+    pub node: Option<Handle>,
+    pub slot: Option<Arc<Slot>>,
+}
+
+impl Place {
+    /// The state of a lock handed over through the slot, if one was: the
+    /// exit removed the node, and the slot is spent.
+    #[inline]
+    fn take_handed(&mut self) -> Option<u32> {
+        let token = self.slot.as_ref()?.token()?;
+        self.node = None;
+        self.slot = None;
+        Some(token as u32 & STATE_BITS)
+    }
+}
+
+/// What [`AstMutex::enqueue`] did.
+pub(crate) enum Enqueued {
+    /// The waiter is queued; a notify will come.
+    Queued,
+    /// The word admits the waiter: try to enter.
+    Enterable,
+    /// The lock was handed to the (woken) waiter, in this state.
+    Handed(u32),
+}
