@@ -65,6 +65,16 @@ const HANDOVER_SPINS: usize = 64;
 #[cfg(loom)]
 const HANDOVER_SPINS: usize = 0;
 
+/// How many times a contended `call` looks at the lock word for the holder
+/// to let go before it queues its task (`spin_for_call`): about as long
+/// as a short critical section.
+#[cfg(not(loom))]
+const CALL_LOCK_SPINS: usize = 32;
+/// Under loom, one look: the models see both a caller that takes the
+/// monitor after all and one that queues.
+#[cfg(loom)]
+const CALL_LOCK_SPINS: usize = 1;
+
 /// The most batches a combiner serves between two offers
 /// (`offer_handover`) after offers were not taken.
 const OFFER_BACKOFF_MAX: usize = 8;
@@ -76,6 +86,23 @@ const OFFER_BACKOFF_MAX: usize = 8;
 const SPACE_SWEEP_MIN: usize = SWEEP_MIN;
 #[cfg(loom)]
 const SPACE_SWEEP_MIN: usize = 1;
+
+/// What [`Monitor::hand_to_producer`] did with the monitor.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Handover {
+    /// Handed it, held, to a producer thread ([`SPACE_HELD`]).
+    Thread,
+    /// Let it go, then woke async producers ([`SPACE`]): each looks at
+    /// the monitor when it is polled (or passes the wake-up on if it is
+    /// dropped), so the queued tasks are not stranded. Also: let it go,
+    /// and nothing was left to serve, or someone else took it.
+    Tasks,
+    /// Let it go for producers that had all withdrawn, and took it back:
+    /// work remained. Still held.
+    Retaken,
+    /// Nothing: no producer waits for space. Still held.
+    Nobody,
+}
 
 /// The token a producer waiting for queue space is woken with.
 const SPACE: usize = 3;
@@ -662,7 +689,35 @@ impl<T, S: AbstractState> Monitor<T, S> {
             !unwind::is_running(self.id()),
             "Monitor::call from a task of the same monitor: it would wait for ever"
         );
-        self.call_queued(f, false)
+        match self.spin_for_call() {
+            Some(true) => self.call_inline(f),
+            Some(false) => self.call_queued(f, true),
+            None => self.call_queued(f, false),
+        }
+    }
+
+    /// A `call` that found the monitor held with nothing queued: its holder
+    /// is running a task of its own, as a lock's holder runs its critical
+    /// section. Like a lock's waiter, spin a short while for it to let go
+    /// and take it then, rather than queue the task and wait to be run
+    /// (or woken): the running caller keeps taking an idle monitor, and
+    /// nobody is woken. `Some(empty)` once taken (`empty`: nothing queued,
+    /// run inline); `None` if tasks are queued (a combiner or a server
+    /// serves them: queue behind them, in FIFO order) or the holder did
+    /// not let go within the spin.
+    #[inline]
+    fn spin_for_call(&self) -> Option<bool> {
+        for _ in 0..CALL_LOCK_SPINS {
+            if !self.queue.is_empty() {
+                return None;
+            }
+            hint::spin_loop();
+            let s = self.lock.load(Relaxed);
+            if (s == 0 || s & STATE == HANDOVER) && self.try_lock_for_call() {
+                return Some(self.queue.is_empty());
+            }
+        }
+        None
     }
 
     /// Runs `f` under the held monitor and returns its result as the body
@@ -681,14 +736,19 @@ impl<T, S: AbstractState> Monitor<T, S> {
         impl<T, S: AbstractState> Drop for After<'_, T, S> {
             fn drop(&mut self) {
                 let m = self.0;
-                let guard = Unlock(m);
-                unwind::running(m.id(), || {
-                    m.exec.with_mut(|e| {
-                        // SAFETY: we hold the monitor.
-                        unsafe { (*e).relay() }
-                    })
-                });
-                core::mem::forget(guard);
+                // Most monitors have no waiting task most of the time: then
+                // nothing to relay, and no user code runs here.
+                // SAFETY: we hold the monitor; a shared look.
+                if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
+                    let guard = Unlock(m);
+                    unwind::running(m.id(), || {
+                        m.exec.with_mut(|e| {
+                            // SAFETY: we hold the monitor.
+                            unsafe { (*e).relay() }
+                        })
+                    });
+                    core::mem::forget(guard);
+                }
                 // Resumes a deferred panic, or drops it if the body's own
                 // panic unwinds.
                 m.serve();
@@ -713,9 +773,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
     where
         F: FnOnce(&mut T) -> R,
     {
-        let outcome = self.run_inline(f);
+        // The completion is made before serving: the outcome goes straight
+        // into it, and is not kept aside across the call.
+        let completion = Completion::from_outcome(self.run_inline(f));
         self.serve();
-        Completion::from_outcome(outcome)
+        completion
     }
 
     /// `when` on an idle monitor whose precondition holds, for a result
@@ -744,7 +806,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
                         Ok(r) => Outcome::Value(r),
                         Err(p) => Outcome::Panicked(p),
                     };
-                exec.relay();
+                if exec.has_waiting() {
+                    exec.relay();
+                }
                 outcome
             })
         });
@@ -1720,22 +1784,22 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
             return self.offer_backing_off();
         }
-        // The stint is over. Producers waiting for space are woken (async
-        // ones can only take an offer, when their executor polls them):
-        // then the offer does not back off. Otherwise it does: with a
-        // small queue the stint is over after a few batches, and an offer
-        // nobody takes costs its spin and a yield each time.
-        let producers_waiting = !self.space.is_empty();
-        if self.hand_to_producer() {
-            return true;
+        // The stint is over. A producer thread waiting for space is handed
+        // the monitor, held. Async producers waiting for space are woken,
+        // and the monitor is let go of for them: a woken producer always
+        // looks at the monitor when its executor polls it (it pushes and
+        // serves an idle monitor, or passes the wake-up on if dropped,
+        // which does the same), so the queued tasks are not stranded, and
+        // whoever comes first serves them. Otherwise the monitor is offered
+        // (backing off: with a small queue the stint is over after a few
+        // batches, and an offer nobody takes costs its spin and a yield
+        // each time).
+        match self.hand_to_producer() {
+            Handover::Thread | Handover::Tasks => return true,
+            Handover::Retaken => return false,
+            Handover::Nobody => {}
         }
-        let taken = if producers_waiting {
-            self.offer_handover()
-        } else {
-            self.offer_backing_off()
-        };
-        if taken {
-            self.offer_backoff.store(0, Relaxed);
+        if self.offer_backing_off() {
             return true;
         }
         if blocking {
@@ -1785,7 +1849,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// Unlike an offer, this needs no taker to come by: the producer is
     /// there, asleep, and the notify (Release, paired with its Acquire of
     /// the token) passes the monitor and the data as we left them.
-    fn hand_to_producer(&self) -> bool {
+    fn hand_to_producer(&self) -> Handover {
         // SeqCst fence: as in `wake_space` (pairs with the producer's fence
         // in `wait_for_space`: either we see it in `space`, or it sees the
         // room or the offer and does not sleep).
@@ -1793,22 +1857,52 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // A producer sweeping `space`: skip this hand-over (the stint ends
         // by another).
         if self.space.is_empty() || !self.try_pop_space() {
-            return false;
+            return Handover::Nobody;
         }
+        let mut tasks = Vec::new();
         let mut handed = false;
         while !handed && !self.space.is_empty() {
             // SAFETY: we have the consumer role of `space`.
             match unsafe { self.space.pop() } {
                 Some(w) if w.is_thread() => handed = w.notify(SPACE_HELD),
-                Some(w) => {
-                    Self::notify_space(&w);
-                }
+                Some(w) => tasks.push(w),
                 // A producer is half-way through its push.
                 None => hint::spin_loop(),
             }
         }
+        if handed {
+            // The monitor is the thread's now: the woken tasks' looks at it
+            // are its holder's to answer.
+            for w in &tasks {
+                Self::notify_space(w);
+            }
+            self.end_pop_space();
+            return Handover::Thread;
+        }
+        if tasks.is_empty() {
+            self.end_pop_space();
+            return Handover::Nobody;
+        }
+        // Let go first, then wake: each woken producer's look at the
+        // monitor comes after our release (the Release store below is
+        // sequenced before the notify's Release CAS of its token, which the
+        // producer acquires before it looks).
+        self.unlock_plain();
+        let mut woken = false;
+        for w in &tasks {
+            woken |= Self::notify_space(w);
+        }
         self.end_pop_space();
-        handed
+        if woken {
+            return Handover::Tasks;
+        }
+        // All of them withdrew meanwhile: nobody is bound to look. Look as
+        // a releasing holder does.
+        if self.look_after_release() {
+            Handover::Tasks
+        } else {
+            Handover::Retaken
+        }
     }
 
     /// A producer woken while waiting for space: with [`SPACE_HELD`] it
@@ -1961,6 +2055,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // Release: pairs with the Acquire CAS in `try_lock` (the next
         // holder sees the data as we left it).
         self.lock.store(0, Release);
+        self.look_after_release()
+    }
+
+    /// [`release`](Self::release)'s look for work, once the monitor is let
+    /// go of: `false` if it took the monitor back.
+    fn look_after_release(&self) -> bool {
         // SeqCst fence: pairs with the fences in `after_push` and
         // `wait_for_space` (see there).
         fence(SeqCst);
@@ -2096,6 +2196,8 @@ impl<T, S: AbstractState> Drop for Unlock<'_, T, S> {
         if !self.0.release() {
             self.0.serve_loop();
         }
+        // The callers whose tasks ran are not left asleep by the unwind.
+        unwind::wake_deferred();
     }
 }
 
@@ -2209,10 +2311,19 @@ impl<T, S: AbstractState> Exec<T, S> {
         // result and precondition are user values.
         unwind::drop_caught(task);
         if let Some(waiter) = caller {
-            // Release (in `notify`): the result written by `run` happens
-            // before the caller's Acquire of the token.
-            waiter.notify(DONE);
+            // Release (in `notify_deferred`): the result written by `run`
+            // happens before the caller's Acquire of the token. A caller
+            // that spins sees it at once; a sleeping one is unparked once
+            // we have let go of the monitor (`unwind::wake_later`), not on
+            // every other caller's time.
+            unwind::wake_later(Waiter::notify_deferred(&waiter, DONE));
         }
+    }
+
+    /// Whether any task waits on its precondition.
+    #[inline]
+    fn has_waiting(&self) -> bool {
+        !self.waiting.is_empty()
     }
 
     /// Relay invariance: after a task ran, run the waiting tasks whose
