@@ -25,58 +25,61 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
 use sync_bench::harness::{Mode, summarize};
 use sync_bench::workloads::classic::{Config, Model, Program, run};
 
-fn usage() -> ExitCode {
-    eprintln!(
-        "usage: classic --problem dp|pc|rw|ji --model cp-lockfree|cp-std|cm|pcm|all \
-         --work N [--reps N] [--runs N]"
-    );
-    ExitCode::FAILURE
+#[derive(Parser)]
+#[command(about = "Paper 002's classic problems in each execution model")]
+struct Args {
+    /// dp, pc, rw or ji [default: every problem].
+    #[arg(long, value_parser = parse::<Program>)]
+    problem: Option<Program>,
+    /// cp-lockfree, cp-std, cm, pcm, or all.
+    #[arg(long, default_value = "all", value_parser = parse_models)]
+    model: Models,
+    /// The busy work inside and outside each critical section (for ji, the
+    /// matrix size) [default: 1000, ji 128].
+    #[arg(long)]
+    work: Option<u64>,
+    /// Meals, items, accesses or JI's iteration bound [default: the
+    /// report's quick size].
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Runs per model; the median is printed.
+    #[arg(long, default_value_t = 5, value_parser = positive)]
+    runs: usize,
+}
+
+/// The models `--model` names (clap needs one type per argument).
+#[derive(Clone)]
+struct Models(Vec<Model>);
+
+fn parse<T: std::str::FromStr<Err = String>>(s: &str) -> Result<T, String> {
+    s.parse()
+}
+
+fn positive(s: &str) -> Result<usize, String> {
+    match s.parse() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{e}")),
+    }
+}
+
+fn parse_models(s: &str) -> Result<Models, String> {
+    if s == "all" {
+        Ok(Models(Model::ALL.to_vec()))
+    } else {
+        s.parse().map(|m| Models(vec![m]))
+    }
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mut problem, mut models, mut work, mut reps, mut runs): (Option<Program>, _, _, _, _) =
-        (None, Some(Model::ALL.to_vec()), None, None, 5usize);
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let Some(value) = it.next() else {
-            return usage();
-        };
-        let parsed: Result<(), String> = match flag.as_str() {
-            "--problem" => value.parse().map(|p| problem = Some(p)),
-            "--model" if value == "all" => {
-                models = Some(Model::ALL.to_vec());
-                Ok(())
-            }
-            "--model" => value.parse().map(|m: Model| models = Some(vec![m])),
-            "--work" => value
-                .parse()
-                .map(|w| work = Some(w))
-                .map_err(|e| format!("--work {value}: {e}")),
-            "--reps" => value
-                .parse()
-                .map(|r| reps = Some(r))
-                .map_err(|e| format!("--reps {value}: {e}")),
-            "--runs" => value
-                .parse()
-                .map(|r: usize| runs = r.max(1))
-                .map_err(|e| format!("--runs {value}: {e}")),
-            _ => Err(format!("unknown flag {flag}")),
-        };
-        if let Err(e) = parsed {
-            eprintln!("{e}");
-            return usage();
-        }
-    }
-    let Some(models) = models else {
-        return usage();
-    };
-    let programs = problem.map_or(Program::ALL.to_vec(), |p| vec![p]);
+    let args = Args::parse();
+    let programs = args.problem.map_or(Program::ALL.to_vec(), |p| vec![p]);
     for program in programs {
-        if let Err(code) = run_one(program, &models, work, reps, runs) {
+        if let Err(code) = run_one(program, &args.model.0, args.work, args.reps, args.runs) {
             return code;
         }
     }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use adaptive_lock::{AdaptiveLockExt, Stats};
+use clap::Parser;
 use sync_bench::workloads::adaptive::tsp::{self, Problem, Slot, Variant};
 use sync_bench::workloads::adaptive::{Adaptive, BlockPolicy, LearnedPolicy};
 
@@ -32,14 +33,35 @@ fn show(name: &str, s: &Stats) {
     );
 }
 
+#[derive(Parser)]
+#[command(about = "The paper's TSP branch and bound on the adaptive lock")]
+struct Args {
+    /// Cities in the random problem.
+    #[arg(default_value_t = 13, value_parser = two_or_more)]
+    cities: usize,
+    /// Searcher threads.
+    #[arg(default_value_t = tsp::SEARCHERS, value_parser = positive)]
+    searchers: usize,
+}
+
+fn at_least(s: &str, least: usize) -> Result<usize, String> {
+    match s.parse() {
+        Ok(n) if n >= least => Ok(n),
+        Ok(_) => Err(format!("must be at least {least}")),
+        Err(e) => Err(format!("{e}")),
+    }
+}
+
+fn positive(s: &str) -> Result<usize, String> {
+    at_least(s, 1)
+}
+
+fn two_or_more(s: &str) -> Result<usize, String> {
+    at_least(s, 2)
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let cities = args
-        .next()
-        .map_or(13, |a| a.parse().expect("CITIES: a number"));
-    let searchers = args
-        .next()
-        .map_or(tsp::SEARCHERS, |a| a.parse().expect("SEARCHERS: a number"));
+    let Args { cities, searchers } = Args::parse();
     let p = Arc::new(Problem::random(cities, 0x5eed_7591));
 
     let start = Instant::now();

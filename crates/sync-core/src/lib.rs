@@ -31,7 +31,11 @@
 //!   policies, `Drop`s, task bodies) that a primitive runs.
 //! * [`waiter`]: a waiter that is a parked thread or a task's `Waker`, and the
 //!   lock-free FIFO queue of waiters that blocking primitives share;
-//!   [`waker`]: the `AtomicWaker` it uses for tasks.
+//!   [`waker`]: the `AtomicWaker` it uses for tasks. The queue's
+//!   [`sweep`](waiter::WaiterQueue::sweep) and
+//!   [`sweep_front`](waiter::WaiterQueue::sweep_front) free withdrawn waiters.
+//! * [`wake_list`]: the wake-ups a primitive owes, kept while it holds a
+//!   lock or role and delivered after it lets go.
 //! * `model` (loom builds only): helpers that run a loom model with a
 //!   preemption bound.
 //!
@@ -82,7 +86,7 @@
 //! manifest. The model's contract is documented in [`parking_lot`].
 //!
 //! [loom]: https://docs.rs/loom
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations)]
 
 pub mod load;
 pub mod parking_lot;
@@ -91,6 +95,7 @@ pub mod sync;
 pub mod unwind;
 pub mod wait;
 pub mod waiter;
+pub mod wake_list;
 pub mod waker;
 
 #[cfg(loom)]

@@ -189,6 +189,12 @@ impl<T: ?Sized> DerefMut for SpinGuard<'_, T> {
     }
 }
 
+impl<T: ?Sized + fmt::Debug> fmt::Debug for SpinGuard<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
 #[cfg(not(loom))]
 impl<T: ?Sized> Drop for SpinGuard<'_, T> {
     #[inline]

@@ -276,7 +276,7 @@ impl Waiter {
     pub fn wait(&self, spin: bool) -> Token {
         self.assert_owner();
         // If asked, a short spin first: a notify that comes within it costs
-        // no sleep and no wakeup (about 30 µs on a virtual machine).
+        // no sleep and no wakeup (a system call on each side).
         if spin {
             // The family's watch: it yields only while yields are cheap.
             let mut watch = Watch::default();
@@ -387,6 +387,12 @@ impl Waiter {
 pub struct Wakeup(Option<Arc<Waiter>>);
 
 impl Wakeup {
+    /// Whether there is nothing left to do (a thread already unparked by
+    /// [`Waiter::notify_later`]).
+    pub(crate) fn is_done(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// Wakes the waiter (it already has its token).
     pub fn wake(mut self) {
         if let Some(waiter) = self.0.take() {
@@ -546,10 +552,85 @@ impl WaiterQueue {
         unsafe { first.as_ref() }
     }
 
+    /// Frees the withdrawn ([cancelled](Waiter::cancel)) waiters at the
+    /// front of the queue, up to the first live one, and returns how many it
+    /// freed. It also stops where a producer is half-way through a push (as
+    /// [`pop`](Self::pop) returns `None` there); the next sweep goes on.
+    ///
+    /// For a consumer that must not dequeue a live waiter (it has no lock to
+    /// hand it) but should not leave withdrawn waiters piling up in front.
+    ///
+    /// # Safety
+    ///
+    /// As for [`pop`](Self::pop): only the consumer may call it.
+    pub unsafe fn sweep_front(&self) -> usize {
+        let mut freed = 0;
+        loop {
+            // SAFETY: our caller is the consumer; the borrow ends with this
+            // statement, before the `pop`.
+            let withdrawn = unsafe { self.front() }.is_some_and(Waiter::is_cancelled);
+            if !withdrawn {
+                return freed;
+            }
+            // SAFETY: as above.
+            match unsafe { self.pop() } {
+                Some(waiter) => {
+                    debug_assert!(waiter.is_cancelled());
+                    freed += 1;
+                }
+                None => return freed,
+            }
+        }
+    }
+
+    /// Frees every withdrawn ([cancelled](Waiter::cancel)) waiter in the
+    /// queue: takes the waiters out, drops the withdrawn ones, and pushes the
+    /// live ones back in their order, behind any pushed meanwhile. Where a
+    /// producer is half-way through a push it stops, and what stands behind
+    /// that producer is left for the next sweep.
+    ///
+    /// Memory then follows the live waiters, whatever the number of waits
+    /// withdrawn. The sweep costs the queue's length; a primitive calls it
+    /// once the withdrawals it has counted are as many as the waiters it
+    /// kept last time, so that each withdrawal pays a constant share.
+    ///
+    /// A live waiter is never lost or duplicated; it may end up behind
+    /// waiters that arrived during the sweep.
+    ///
+    /// # Safety
+    ///
+    /// As for [`pop`](Self::pop): only the consumer may call it.
+    pub unsafe fn sweep(&self) -> Swept {
+        let mut swept = Swept::default();
+        let mut live = Vec::new();
+        while !self.is_empty() {
+            // SAFETY: our caller is the consumer.
+            match unsafe { self.pop() } {
+                Some(waiter) if waiter.is_cancelled() => swept.freed += 1,
+                Some(waiter) => live.push(waiter),
+                None => break,
+            }
+        }
+        swept.kept = live.len();
+        for waiter in live {
+            self.push(waiter);
+        }
+        swept
+    }
+
     /// Whether the queue looks empty (a hint: it may change at once).
     pub fn is_empty(&self) -> bool {
         self.head.load(Relaxed).is_null()
     }
+}
+
+/// What a [`WaiterQueue::sweep`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Withdrawn waiters freed.
+    pub freed: usize,
+    /// Live waiters put back.
+    pub kept: usize,
 }
 
 impl Default for WaiterQueue {

@@ -200,3 +200,94 @@ fn counting_waker(count: &Arc<AtomicUsize>) -> Waker {
     }
     Waker::from(std::sync::Arc::new(Count(Arc::clone(count))))
 }
+
+/// A consumer sweeps the queue while another thread withdraws a waiter in
+/// it and then pushes a new one: every live waiter stays queued exactly once, and the
+/// withdrawn one is either freed by the sweep or still queued (withdrawn
+/// too late for it), never both.
+#[test]
+fn sweep_races_push_and_cancel() {
+    model::check_with_bound(3, || {
+        let q = Arc::new(WaiterQueue::new());
+        let leaving = Waiter::for_thread(1);
+        q.push(Arc::clone(&leaving));
+        q.push(Waiter::for_thread(2));
+        let other = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                leaving.cancel().unwrap();
+                q.push(Waiter::for_thread(3));
+            })
+        };
+        // SAFETY: this thread is the only consumer.
+        let swept = unsafe { q.sweep() };
+        other.join().unwrap();
+        let mut left = Vec::new();
+        // SAFETY: as above; every push has completed.
+        while let Some(w) = unsafe { q.pop() } {
+            left.push(w.data());
+        }
+        left.sort_unstable();
+        let expected: &[usize] = if swept.freed == 1 {
+            &[2, 3]
+        } else {
+            &[1, 2, 3]
+        };
+        assert_eq!(left, expected, "{swept:?}");
+        assert!(swept.kept <= 3);
+    });
+}
+
+/// `sweep_front` frees withdrawn waiters at the front only, while a
+/// producer pushes behind them: it stops at the first live waiter (which
+/// stays first) or at the half-done push.
+#[test]
+fn sweep_front_stops_at_the_first_live_waiter() {
+    model::check_with_bound(3, || {
+        let q = Arc::new(WaiterQueue::new());
+        let gone = Waiter::for_thread(1);
+        q.push(Arc::clone(&gone));
+        gone.cancel().unwrap();
+        let producer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || q.push(Waiter::for_thread(2)))
+        };
+        // SAFETY: this thread is the only consumer.
+        let freed = unsafe { q.sweep_front() };
+        producer.join().unwrap();
+        let mut left = Vec::new();
+        // SAFETY: as above; every push has completed.
+        while let Some(w) = unsafe { q.pop() } {
+            left.push(w.data());
+        }
+        let expected: &[usize] = if freed == 1 { &[2] } else { &[1, 2] };
+        assert_eq!(left, expected);
+    });
+}
+
+/// A notifier hands a sleeping thread its token and keeps the wake-up in a
+/// `WakeList`, delivered later (as after releasing a lock): the thread
+/// returns with the token, whether it parked before or after.
+#[test]
+fn wake_list_delivers_a_deferred_wakeup() {
+    use sync_core::unwind::Panics;
+    use sync_core::wake_list::WakeList;
+    model::check(|| {
+        let waiter = Waiter::for_thread(0);
+        let notifier = {
+            let waiter = Arc::clone(&waiter);
+            thread::spawn(move || {
+                let mut wakes = WakeList::new();
+                if let Some(wakeup) = Waiter::notify_deferred(&waiter, 5) {
+                    wakes.push(wakeup);
+                }
+                // ... the notifier's lock would be released here ...
+                let mut panics = Panics::new();
+                wakes.wake_all(&mut panics);
+                assert!(panics.is_empty());
+            })
+        };
+        assert_eq!(waiter.wait(false), 5);
+        notifier.join().unwrap();
+    });
+}

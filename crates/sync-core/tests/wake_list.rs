@@ -1,0 +1,192 @@
+//! `WakeList` and the queue's sweeps under real threads and tasks: every
+//! promised wake-up is delivered, whatever wakers panic and however the
+//! list is left; a sweep keeps exactly the live waiters.
+#![cfg(not(loom))]
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::*};
+use std::task::{Wake, Waker};
+use std::thread;
+
+use sync_core::unwind::Panics;
+use sync_core::waiter::{Waiter, WaiterQueue};
+use sync_core::wake_list::{INLINE, WakeList};
+
+/// A waker that counts its wakes and panics on the ones it was told to.
+struct Counting {
+    woken: AtomicUsize,
+    panic: bool,
+}
+
+impl Wake for Counting {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.fetch_add(1, SeqCst);
+        if self.panic {
+            panic!("waker panics");
+        }
+    }
+}
+
+fn task_waiters(n: usize, panic_at: &[usize]) -> (Vec<Arc<Counting>>, Vec<Arc<Waiter>>) {
+    let wakers: Vec<_> = (0..n)
+        .map(|i| {
+            Arc::new(Counting {
+                woken: AtomicUsize::new(0),
+                panic: panic_at.contains(&i),
+            })
+        })
+        .collect();
+    let waiters = wakers
+        .iter()
+        .map(|c| Waiter::for_task(&Waker::from(Arc::clone(c)), 0))
+        .collect();
+    (wakers, waiters)
+}
+
+fn woken(wakers: &[Arc<Counting>]) -> Vec<usize> {
+    wakers.iter().map(|c| c.woken.load(SeqCst)).collect()
+}
+
+#[test]
+fn wake_all_wakes_everyone_past_the_inline_part_and_keeps_the_first_panic() {
+    let n = INLINE + 3;
+    let (wakers, waiters) = task_waiters(n, &[1, INLINE + 1]);
+    let mut list = WakeList::new();
+    for w in &waiters {
+        list.push(Waiter::notify_later(w, 9).expect("not cancelled"));
+    }
+    assert_eq!(list.len(), n);
+    assert_eq!(woken(&wakers), vec![0; n], "push must not wake");
+    let mut panics = Panics::new();
+    list.wake_all(&mut panics);
+    assert!(list.is_empty());
+    assert_eq!(woken(&wakers), vec![1; n], "every waiter is woken once");
+    let payload = panics.take().expect("the first panic is kept");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"waker panics"));
+}
+
+#[test]
+fn push_or_wake_wakes_at_once_past_the_inline_part() {
+    let (wakers, waiters) = task_waiters(INLINE + 1, &[]);
+    let mut list = WakeList::new();
+    let mut panics = Panics::new();
+    for w in &waiters {
+        list.push_or_wake(Waiter::notify_later(w, 9).unwrap(), &mut panics);
+    }
+    let mut expected = vec![0; INLINE + 1];
+    expected[INLINE] = 1;
+    assert_eq!(woken(&wakers), expected);
+    list.wake_all(&mut panics);
+    assert_eq!(woken(&wakers), vec![1; INLINE + 1]);
+    assert!(panics.is_empty());
+}
+
+#[test]
+fn a_dropped_list_still_wakes_even_while_unwinding() {
+    let (wakers, waiters) = task_waiters(INLINE + 2, &[0]);
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let mut list = WakeList::new();
+        for w in &waiters {
+            list.push(Waiter::notify_later(w, 9).unwrap());
+        }
+        // An operation that fails before it delivers: the list unwinds with
+        // it, and a waker's panic during that unwind must not abort.
+        panic!("the operation fails");
+    }));
+    assert!(result.is_err());
+    assert_eq!(woken(&wakers), vec![1; INLINE + 2]);
+}
+
+#[test]
+fn a_deferred_thread_wakeup_reaches_the_sleeping_thread() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sleeper = thread::spawn(move || {
+        let waiter = Waiter::for_thread(0);
+        tx.send(Arc::clone(&waiter)).unwrap();
+        waiter.wait(false)
+    });
+    let waiter = rx.recv().unwrap();
+    let mut list = WakeList::new();
+    list.push(Waiter::notify_deferred(&waiter, 3).unwrap());
+    list.wake_all(&mut Panics::new());
+    assert_eq!(sleeper.join().unwrap(), 3);
+}
+
+#[test]
+fn sweep_keeps_exactly_the_live_waiters_in_order() {
+    let q = WaiterQueue::new();
+    let waiters: Vec<_> = (0..10).map(Waiter::for_thread).collect();
+    for w in &waiters {
+        q.push(Arc::clone(w));
+    }
+    for w in waiters.iter().filter(|w| w.data() % 3 == 0) {
+        w.cancel().unwrap();
+    }
+    // SAFETY: this thread is the only consumer.
+    let swept = unsafe { q.sweep() };
+    assert_eq!((swept.freed, swept.kept), (4, 6));
+    let mut left = Vec::new();
+    // SAFETY: as above.
+    while let Some(w) = unsafe { q.pop() } {
+        left.push(w.data());
+    }
+    assert_eq!(left, [1, 2, 4, 5, 7, 8]);
+    // Freed nodes released the queue's references.
+    assert!(waiters.iter().all(|w| Arc::strong_count(w) == 1));
+}
+
+#[test]
+fn sweep_front_frees_only_up_to_the_first_live_waiter() {
+    let q = WaiterQueue::new();
+    let waiters: Vec<_> = (0..5).map(Waiter::for_thread).collect();
+    for w in &waiters {
+        q.push(Arc::clone(w));
+    }
+    for i in [0, 1, 3] {
+        waiters[i].cancel().unwrap();
+    }
+    // SAFETY: this thread is the only consumer.
+    assert_eq!(unsafe { q.sweep_front() }, 2);
+    let mut left = Vec::new();
+    // SAFETY: as above.
+    while let Some(w) = unsafe { q.pop() } {
+        left.push(w.data());
+    }
+    assert_eq!(left, [2, 3, 4]);
+}
+
+/// Memory follows the live waiters: a long history of withdrawn waits,
+/// swept as a primitive does (once withdrawals reach the waiters kept last
+/// time), never leaves more nodes than twice the live ones plus the slack.
+#[test]
+fn sweeping_as_withdrawals_arrive_bounds_the_queue() {
+    let q = WaiterQueue::new();
+    let live: Vec<_> = (0..8).map(Waiter::for_thread).collect();
+    for w in &live {
+        q.push(Arc::clone(w));
+    }
+    let (mut queued, mut withdrawn, mut kept) = (live.len(), 0, live.len());
+    for i in 0..100_000 {
+        let w = Waiter::for_thread(1000 + i);
+        q.push(Arc::clone(&w));
+        w.cancel().unwrap();
+        queued += 1;
+        withdrawn += 1;
+        if withdrawn >= kept.max(16) {
+            // SAFETY: this thread is the only consumer.
+            let swept = unsafe { q.sweep() };
+            queued -= swept.freed;
+            withdrawn = 0;
+            kept = swept.kept;
+        }
+        assert!(
+            queued <= 2 * live.len() + 16,
+            "{queued} nodes for 8 live waiters"
+        );
+    }
+    assert_eq!(kept, live.len());
+}
