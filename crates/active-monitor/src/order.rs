@@ -104,18 +104,17 @@ use crate::completion::Finish;
 /// submitter with many waiting tasks can still submit the tasks that
 /// enable them. Without the bound a producer could pile up waiting tasks
 /// without limit (the task queue's back-pressure ends where waiting
-/// begins), and every task that runs re-checks the waiting predicates.
-/// The paper's bounded queue with asynchronous puts
-/// (`sync-examples --bin bounded_queue`, 2 producers, 2 consumers) moves
-/// 2.6 M items/s with a bound of 16, 2.0 M with 64, 0.8 M with 256, and
-/// under 0.01 M without one.
+/// begins), and every task that runs re-checks the waiting predicates:
+/// the larger the bound, the more predicates each task re-checks (see
+/// `sync-examples --bin bounded_queue` for its effect on the paper's
+/// bounded queue).
 ///
 /// In async code, [`submit_async`](crate::Monitor::submit_async) and its
 /// kin output the task's result: an async task that awaits each of them
 /// is in program order by construction (each task has finished before the
 /// next is submitted), and async tasks on one thread never wait for each
 /// other. A task that keeps completions outstanding
-/// ([`Submit::completion`](crate::Submit::completion)) gets rules 3 and
+/// ([`SubmitAsync::completion`](crate::SubmitAsync::completion)) gets rules 3 and
 /// the bound for them in a [`worker`] scope; outside one, an async task has
 /// no record, and such completions order nothing.
 ///
@@ -532,7 +531,7 @@ pub(crate) fn submitted(monitor: usize, conditional: bool, task: &Arc<dyn Pendin
 }
 
 /// After an asynchronous submission whose completion is handed out
-/// ([`Submit::completion`](crate::Submit::completion)): recorded in a task
+/// ([`SubmitAsync::completion`](crate::SubmitAsync::completion)): recorded in a task
 /// body's or [`worker`] scope's record; outside one, nowhere (see
 /// [`to_await`]).
 #[inline]
@@ -574,7 +573,7 @@ impl Drop for OrderWait {
 /// An async task that awaits the result of each submission needs no scope:
 /// each of its tasks has finished before the next is submitted. The scope
 /// is for a task that keeps tasks outstanding across submissions
-/// ([`Submit::completion`](crate::Submit::completion), or the synchronous
+/// ([`SubmitAsync::completion`](crate::SubmitAsync::completion), or the synchronous
 /// `submit`/`when` from async code): in it, [`Order::Strict`]'s rule 3 and
 /// the bound [`WAITING_LIMIT`] hold for the task, on any executor, also
 /// when a multi-thread runtime moves it between threads (the record is

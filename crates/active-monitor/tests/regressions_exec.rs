@@ -12,14 +12,14 @@ use std::task::{Context, Wake, Waker};
 use std::thread;
 use std::time::Duration;
 
-use active_monitor::{Monitor, Order, set_saturation_override, set_server_limit};
+use active_monitor::{__test_set_saturation_override, Monitor, Order, set_server_limit};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial(sat: Option<bool>) -> MutexGuard<'static, ()> {
     let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     set_server_limit(1000);
-    set_saturation_override(sat);
+    __test_set_saturation_override(sat);
     g
 }
 
@@ -208,7 +208,7 @@ fn flipping_saturation_strands_no_task() {
     let flipper = thread::spawn(move || {
         let mut on = false;
         while !st.load(Relaxed) {
-            set_saturation_override(Some(on));
+            __test_set_saturation_override(Some(on));
             on = !on;
             for _ in 0..200 {
                 std::hint::spin_loop();
@@ -244,7 +244,7 @@ fn flipping_saturation_strands_no_task() {
     }
     stop.store(true, Relaxed);
     flipper.join().unwrap();
-    set_saturation_override(Some(false));
+    __test_set_saturation_override(Some(false));
     assert!(stuck.is_none(), "a task stranded in round {stuck:?}: {m:?}");
 }
 
@@ -389,7 +389,7 @@ fn a_combiner_stint_is_bounded_when_async_producers_poll_late() {
 }
 
 /// `served_small_queue_producers_are_not_stranded` with async producers
-/// (tokio multi_thread): their `Submit` futures wait in `space` too.
+/// (tokio multi_thread): their `SubmitAsync` futures wait in `space` too.
 #[test]
 fn served_small_queue_async_producers_are_not_stranded() {
     let _g = serial(Some(false));

@@ -185,6 +185,14 @@ impl<R> Completion<R> {
     /// Blocks the calling thread until the task has run, and returns its
     /// result.
     ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread until the task has finished. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use `.await` (a `Completion` is a future), which awaits instead.
+    ///
     /// # Panics
     ///
     /// Resumes the task's panic; panics if the task was discarded (see
@@ -305,6 +313,14 @@ impl<R> Completion<R> {
     /// [`Discarded`] if the task never ran: its monitor was dropped while its
     /// precondition was false.
     ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread until the task has finished. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use `.await` (a `Completion` is a future), which awaits instead.
+    ///
     /// # Panics
     ///
     /// Resumes the task's panic.
@@ -348,7 +364,7 @@ fn unwrap_outcome<R>(outcome: Outcome<R>) -> Result<R, Discarded> {
 }
 
 impl<R> Completion<R> {
-    /// Polls for the result itself (a `Submit` awaiting its task): read
+    /// Polls for the result itself (a `SubmitAsync` awaiting its task): read
     /// straight out of the task's slot; a panic resumes, a discarded task
     /// panics (the caller knows it cannot be).
     #[inline(never)]

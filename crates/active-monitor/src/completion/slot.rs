@@ -313,8 +313,8 @@ impl<R> ResultSlot<R> {
         // task within microseconds, and a park plus unpark costs tens.
         // parking_lot's SpinWait, not the family's Watch: the Watch parks
         // once yields look slow, and a parked waiter costs the combiner an
-        // unpark on its critical path; yielding to it measured 4x faster
-        // (am/bq/4/4: 2.85 against 0.69 Mops/s with the Watch).
+        // unpark on its critical path, where yielding to it costs none
+        // (the report's am/bq rows show the difference).
         let mut spin = SpinWait::new();
         loop {
             if self.is_done() {

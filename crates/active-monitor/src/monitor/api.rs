@@ -11,11 +11,11 @@ use std::sync::Arc;
 use sync_core::sync::atomic::Ordering::*;
 use sync_core::sync::hint;
 
-use crate::completion::{Completion, HasSlot, Outcome, fits_inline};
-use crate::order::{self, Order, Pending};
-use crate::submit::{CallAsync, Submit};
+use crate::completion::{Completion, Outcome, fits_inline};
+use crate::order;
+use crate::submit::{CallAsync, SubmitAsync, WhenAsync, WhenInAsync};
 use crate::task::{
-    Always, AsyncTask, Body, CallJob, DONE, HANDOFF, InSet, Job, Plain, Pre, Pred, Stated, Task,
+    Always, AsyncTask, Body, CallJob, DONE, HANDOFF, InSet, Plain, Pre, Pred, Stated, Task,
 };
 use crate::unwind;
 
@@ -30,13 +30,21 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// is queued and the thread sleeps until a combiner has run it, or until
     /// the monitor is handed to it.
     ///
-    /// Under [`Order::Strict`], first waits for this submitter's previous
+    /// Under [`Order::Strict`](crate::Order::Strict), first waits for this submitter's previous
     /// asynchronous task if it was on another monitor (rule 3, see
-    /// [`Order`]). In async code use [`call_async`](Self::call_async),
+    /// [`Order`](crate::Order)). In async code use [`call_async`](Self::call_async),
     /// which awaits instead of parking.
     ///
     /// The result is written once, where the body returns it: a call costs
     /// no more stack for a large result than the body itself.
+    ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread until the task has run. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use [`call_async`](Self::call_async), which awaits instead.
     ///
     /// # Panics
     ///
@@ -77,6 +85,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             None => self.call_queued(f, false),
         }
     }
+
     /// A `call` that found the monitor held with nothing queued: its holder
     /// is running a task of its own, as a lock's holder runs its critical
     /// section. Like a lock's waiter, spin a short while for it to let go
@@ -100,6 +109,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
         None
     }
+
     /// Runs `f` under the held monitor and returns its result as the body
     /// returns it: no `Outcome`, no `catch_unwind`, so that a large result
     /// is written once, in the caller's place, and costs no more stack than
@@ -145,6 +155,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             })
         })
     }
+
     /// `submit` on an idle monitor, for a result that fits a completion
     /// (apart, so that `submit`'s own frame has no room for an outcome).
     #[inline(never)]
@@ -158,6 +169,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.serve();
         completion
     }
+
     /// `when` on an idle monitor whose precondition holds, for a result
     /// that fits a completion (apart, as `submit_inline`).
     #[inline(never)]
@@ -168,6 +180,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     {
         self.run_op_if_idle(pre, body).map(Completion::from_outcome)
     }
+
     /// Runs `f` under the held monitor; the waiting tasks are re-checked.
     pub(super) fn run_inline<F, R>(&self, f: F) -> Outcome<R>
     where
@@ -192,6 +205,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         core::mem::forget(guard);
         outcome
     }
+
     #[cold]
     pub(super) fn call_queued<F, R>(&self, f: F, locked: bool) -> R
     where
@@ -223,6 +237,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             t => unreachable!("unexpected token {t}"),
         }
     }
+
     /// Submits a task and returns its [`Completion`] at once: asynchronous
     /// delegation.
     ///
@@ -233,9 +248,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// That wait parks the thread: in async code use
     /// [`submit_async`](Self::submit_async), which awaits instead.
     ///
-    /// Under [`Order::Strict`], first waits (parked, too) for this
+    /// Under [`Order::Strict`](crate::Order::Strict), first waits (parked, too) for this
     /// submitter's previous asynchronous task if it was on another monitor
-    /// (rule 3, see [`Order`]).
+    /// (rule 3, see [`Order`](crate::Order)).
     ///
     /// The returned [`Completion`] may be dropped: the task still runs
     /// (fire and forget, the paper's asynchronous call). To give a task up,
@@ -245,6 +260,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///
     /// Nothing to cancel in the call itself (it returns once the task is
     /// queued); see [`Completion`]'s.
+    ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread while the queue is full or program order makes it wait. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use [`submit_async`](Self::submit_async), which awaits instead.
     ///
     /// # Panics
     ///
@@ -280,6 +303,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
         self.submit_task(AsyncTask::new_arc(Always, Plain(f)), false, false)
     }
+
     /// Submits a task that runs once `pre` holds: the paper's `waituntil`.
     ///
     /// Whoever holds the monitor evaluates `pre` (the paper's closure of
@@ -293,12 +317,20 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///
     /// While the task waits, its submitter's later tasks on this monitor
     /// go ahead (the one that enables it included); under
-    /// [`Order::Strict`] the submitter's next submission to *another*
+    /// [`Order::Strict`](crate::Order::Strict) the submitter's next submission to *another*
     /// monitor waits for it to complete or be
-    /// [cancelled](Completion::cancel) (rule 3, see [`Order`]). At most
+    /// [cancelled](Completion::cancel) (rule 3, see [`Order`](crate::Order)). At most
     /// [`WAITING_LIMIT`](crate::WAITING_LIMIT) of a submitter's tasks wait
     /// at once. In async code use [`when_async`](Self::when_async), which
     /// awaits instead of parking.
+    ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread while the queue is full or program order makes it wait. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use [`when_async`](Self::when_async), which awaits instead.
     ///
     /// # Panics
     ///
@@ -340,11 +372,20 @@ impl<T, S: AbstractState> Monitor<T, S> {
         let locked = self.try_lock();
         self.submit_task(task, true, locked)
     }
+
     /// Submits a task that runs once the monitor's abstract state is in
     /// `set`; its body returns its result and the next abstract state.
     ///
     /// Only tasks whose entry set contains the current state are looked at:
     /// their order of submission decides, and no predicate is evaluated.
+    ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread while the queue is full or program order makes it wait. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use [`when_in_async`](Self::when_in_async), which awaits instead.
     ///
     /// # Panics
     ///
@@ -382,31 +423,32 @@ impl<T, S: AbstractState> Monitor<T, S> {
         let locked = self.try_lock();
         self.submit_task(task, true, locked)
     }
+
     /// [`submit`](Self::submit) for async code: a future that submits the
     /// task without blocking the thread, then outputs its result (awaited
-    /// once). [`Submit::completion`] outputs the task's [`Completion`]
+    /// once). [`SubmitAsync::completion`] outputs the task's [`Completion`]
     /// instead, once it is queued.
     ///
     /// Where `submit` parks the thread (the queue is full, or program order
     /// makes it wait for an earlier task of this worker), the future awaits
     /// instead: it registers its task's waker and returns `Pending`, and the
-    /// executor runs its other tasks meanwhile. See [`Submit`] for the
+    /// executor runs its other tasks meanwhile. See [`SubmitAsync`] for the
     /// steps.
     ///
     /// An async task that awaits each submission's result is in program
     /// order by construction (each task has finished before the next is
     /// submitted). To keep completions outstanding across submissions with
-    /// [`Order::Strict`]'s rule 3, run the task in a
-    /// [`worker`](crate::worker) scope (see [`Order`]).
+    /// [`Order::Strict`](crate::Order::Strict)'s rule 3, run the task in a
+    /// [`worker`](crate::worker) scope (see [`Order`](crate::Order)).
     ///
     /// # Cancel safety
     ///
     /// Dropping the future withdraws the task if it has not started (see
-    /// [`Submit`]): a timeout around it loses nothing.
+    /// [`SubmitAsync`]): a timeout around it loses nothing.
     ///
     /// # Panics
     ///
-    /// As [`Submit`]. `f`'s panic resumes in the completion's waiter.
+    /// As [`SubmitAsync`]. `f`'s panic resumes in the completion's waiter.
     ///
     /// # Examples
     ///
@@ -421,14 +463,15 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// });
     /// assert_eq!(r, 1);
     /// ```
-    pub fn submit_async<F, R>(&self, f: F) -> Submit<'_, T, S, R>
+    pub fn submit_async<F, R>(&self, f: F) -> SubmitAsync<'_, T, S, R>
     where
         F: FnOnce(&mut T) -> R + Send + 'static,
         R: Send + 'static,
         T: 'static,
     {
-        Submit::new(self, AsyncTask::new_arc(Always, Plain(f)), false)
+        SubmitAsync::new(self, AsyncTask::new_arc(Always, Plain(f)), false)
     }
+
     /// [`when`](Self::when) for async code: a future that submits the task
     /// without blocking the thread (see [`submit_async`](Self::submit_async)),
     /// and outputs its result once `pre` held and `body` ran.
@@ -441,7 +484,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///
     /// # Panics
     ///
-    /// As [`Submit`]. `pre`'s or `body`'s panic resumes in the completion's
+    /// As [`SubmitAsync`]. `pre`'s or `body`'s panic resumes in the completion's
     /// waiter.
     ///
     /// # Examples
@@ -460,15 +503,16 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///     assert_eq!(taken, 40);
     /// });
     /// ```
-    pub fn when_async<P, F, R>(&self, pre: P, body: F) -> Submit<'_, T, S, R>
+    pub fn when_async<P, F, R>(&self, pre: P, body: F) -> WhenAsync<'_, T, S, R>
     where
         P: Fn(&T) -> bool + Send + 'static,
         F: FnOnce(&mut T) -> R + Send + 'static,
         R: Send + 'static,
         T: 'static,
     {
-        Submit::new(self, AsyncTask::new_arc(Pred(pre), Plain(body)), true)
+        SubmitAsync::new(self, AsyncTask::new_arc(Pred(pre), Plain(body)), true)
     }
+
     /// [`when_in`](Self::when_in) for async code: a future that submits the
     /// task without blocking the thread (see
     /// [`submit_async`](Self::submit_async)).
@@ -480,7 +524,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// # Panics
     ///
     /// If `set` is empty (at once, not when polled); otherwise as
-    /// [`Submit`]. `body`'s panic resumes in the completion's waiter.
+    /// [`SubmitAsync`]. `body`'s panic resumes in the completion's waiter.
     ///
     /// # Examples
     ///
@@ -498,7 +542,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///     assert_eq!(enter.await, Ok(1));
     /// });
     /// ```
-    pub fn when_in_async<F, R>(&self, set: impl Into<StateSet<S>>, body: F) -> Submit<'_, T, S, R>
+    pub fn when_in_async<F, R>(
+        &self,
+        set: impl Into<StateSet<S>>,
+        body: F,
+    ) -> WhenInAsync<'_, T, S, R>
     where
         F: FnOnce(&mut T) -> (R, S) + Send + 'static,
         R: Send + 'static,
@@ -506,8 +554,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
         S: Send,
     {
         let set = entry_set(set.into(), "when_in_async");
-        Submit::new(self, AsyncTask::new_arc(InSet(set), Stated(body)), true)
+        SubmitAsync::new(self, AsyncTask::new_arc(InSet(set), Stated(body)), true)
     }
+
     /// [`call`](Self::call) for async code: submits `f` as
     /// [`submit_async`](Self::submit_async) does, then awaits its result.
     /// Unlike `call`, the task may outlive the caller's frame (the future
@@ -521,7 +570,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///
     /// # Panics
     ///
-    /// Resumes `f`'s panic; otherwise as [`Submit`].
+    /// Resumes `f`'s panic; otherwise as [`SubmitAsync`].
     ///
     /// # Examples
     ///
@@ -541,6 +590,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     {
         CallAsync::new(self.submit_async(f))
     }
+
     /// For an OR operand (`compose::or`) and `when`: if the monitor is idle with
     /// nothing queued, takes it, evaluates `pre` and, if it holds, runs
     /// `body` in the same critical section (then the waiting tasks are
@@ -595,6 +645,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.serve();
         outcome
     }
+
     /// Queues `task` (or runs it, if `locked` and the queue is empty) and
     /// returns its completion.
     pub(super) fn submit_task<P, B, R>(
@@ -609,10 +660,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send + 'static,
         T: 'static,
     {
-        let completion = Completion::shared(Arc::clone(&task) as Arc<dyn HasSlot<R>>);
-        let pending = (self.order == Order::Strict || conditional)
-            .then(|| Arc::clone(&task) as Arc<dyn Pending>);
-        self.submit_job(Task::Shared(task as Arc<dyn Job<T, S>>), locked);
+        let (task, completion, pending) = task.handles(self.order, conditional);
+        self.submit_job(task, locked);
         if let Some(pending) = pending {
             if !completion.is_done() {
                 order::submitted(self.id(), conditional, &pending, self.order);
@@ -620,6 +669,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
         completion
     }
+
     /// Queues `task`, or runs it if `locked` (the caller took the monitor)
     /// and nothing is queued; serves if it holds the monitor.
     pub(crate) fn submit_job(&self, task: Task<T, S>, locked: bool) {

@@ -47,6 +47,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
         self.take()
     }
+
     /// `call`'s [`try_lock`](Self::try_lock): with a server too, a caller
     /// that finds nothing queued and nobody holding the monitor takes it and
     /// runs its task at once. It waits for the result anyway, and a round
@@ -60,6 +61,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
         self.take()
     }
+
     /// Takes the monitor if it is idle, or offered by a combiner that has
     /// run its batch ([`HANDOVER`]).
     #[inline]
@@ -74,6 +76,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 .compare_exchange(s, LOCKED, Acquire, Relaxed)
                 .is_ok()
     }
+
     /// After publishing a task without holding the monitor: serve it if the
     /// monitor is idle or offered; with a server, wake it if it sleeps.
     #[inline]
@@ -97,6 +100,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.serve();
         }
     }
+
     /// Pushes `task` while holding the monitor (we are the consumer: if the
     /// queue is full, run the first task to make room).
     pub(super) fn push_held(&self, mut task: Task<T, S>) {
@@ -112,18 +116,21 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
         }
     }
+
     /// Takes the first queued task.
     pub(super) fn pop(&self) -> Option<Task<T, S>> {
         // SAFETY: the caller holds the monitor: the only consumer, after
         // the previous holder (lock Acquire/Release).
         unsafe { self.queue.pop() }
     }
+
     /// Checks and runs (or files) one task. The caller holds the monitor.
     pub(super) fn execute(&self, task: Task<T, S>) {
         let guard = Unlock(self);
         self.execute_unguarded(task);
         core::mem::forget(guard);
     }
+
     /// `execute`, without letting go of the monitor if it unwinds (for the
     /// owner, who holds no lock).
     pub(super) fn execute_unguarded(&self, task: Task<T, S>) {
@@ -134,6 +141,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             })
         });
     }
+
     /// Serves the queue while holding the monitor; returns once the monitor
     /// is released or handed off. Then resumes a panic caught in a drop or
     /// a waker meanwhile (see `unwind`), unless a task body of another
@@ -142,6 +150,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.serve_loop();
         unwind::resume_deferred();
     }
+
     /// A combiner's stint: at most `batch` tasks of its own choosing, then
     /// it gives way (`give_way`). Taking the monitor back after a release
     /// (work remained and nobody took it) does not restart the count, so
@@ -177,6 +186,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
         }
     }
+
     /// After a batch: hands the monitor to a blocked caller whose task is
     /// next if that caller is running (it spins for its token), keeps
     /// serving if the next task's caller sleeps, offers the monitor to
@@ -241,6 +251,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
         false
     }
+
     /// Hands the monitor, held, to the caller of the front task, a blocked
     /// `call` (after `peek`): it runs the task itself, then serves.
     pub(super) fn hand_off_front(&self) {
@@ -250,6 +261,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // and touch it no more after this.
         unsafe { task.handoff() };
     }
+
     /// Offers the monitor to the next publisher, unless offers are backing
     /// off: offers nobody takes cost their spin each, so after a miss the
     /// combiner serves more batches before the next offer (1, 2, 4, up to
@@ -270,6 +282,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.offer_skip.store(backoff, Relaxed);
         false
     }
+
     /// Offers the held monitor to the next submitter that publishes (its
     /// `after_push` takes it from [`HANDOVER`]), for a short while; then
     /// takes it back if nobody did. `true` if someone took it.
@@ -295,7 +308,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // take the offer may be waiting for ours (a yield with nobody to
         // run is a fraction of a microsecond). Not the family's give_way:
         // once yields are slow it sleeps, and nobody serves while an offer
-        // sleeps (am/call/32 went from 5x to 25x parking_lot with it).
+        // sleeps (the report's am/call rows).
         #[cfg(not(loom))]
         {
             std::thread::yield_now();
@@ -311,12 +324,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
             .compare_exchange(offer, LOCKED, Acquire, Relaxed)
             .is_err()
     }
+
     /// Lets go of the monitor without looking for work (the server, ending:
     /// the monitor's drop runs what is queued).
     pub(crate) fn unlock_plain(&self) {
         // Release: pairs with the Acquire CAS in `take`.
         self.lock.store(0, Release);
     }
+
     /// Releases the monitor. Returns `false` if it took it back because work
     /// remained (a published task, or producers waiting for space) and
     /// nobody else had taken it.
@@ -326,6 +341,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.lock.store(0, Release);
         self.look_after_release()
     }
+
     /// [`release`](Self::release)'s look for work, once the monitor is let
     /// go of: `false` if it took the monitor back.
     pub(super) fn look_after_release(&self) -> bool {
@@ -349,6 +365,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.wake_space();
         false
     }
+
     /// Runs every queued task (no one else is around).
     pub(super) fn run_queued(&mut self) {
         while let Some(task) = self.pop() {

@@ -57,7 +57,7 @@ pub(super) const STATE: usize = 3;
 ///
 /// * [`call`](Self::call) runs a task and returns its result (synchronous
 ///   delegation);
-/// * [`submit`](Self::submit) returns a [`Completion`] at once
+/// * [`submit`](Self::submit) returns a [`Completion`](crate::Completion) at once
 ///   (asynchronous);
 /// * [`when`](Self::when) submits a task that runs only once its
 ///   precondition holds (the paper's `waituntil`); [`when_in`](Self::when_in)
@@ -81,18 +81,29 @@ pub(super) const STATE: usize = 3;
 ///   monitor: waking a thread costs tens of microseconds during which
 ///   nobody would serve. Once its stint has run as many tasks as the
 ///   queue holds, it hands the monitor, held, to a producer thread asleep
-///   waiting for queue space, or to the next publisher, or to the next
-///   blocked caller even if asleep. So a combiner's stint is bounded even
-///   under a stream of submissions from other threads: what the queue
+///   waiting for queue space; or, if async producers wait for space, it
+///   lets the monitor go and wakes them (each looks at the monitor when
+///   its executor polls it, and serves it if nobody else does); or it
+///   offers it to the next publisher, or hands it to the next blocked
+///   caller even if asleep. So a combiner's stint is bounded even under a
+///   stream of submissions from other threads or tasks: what the queue
 ///   held when it began, plus about a queue's worth.
+///
+///   A `call` that finds the monitor held with nothing queued (its holder
+///   runs a task of its own, as a lock's holder runs its critical section)
+///   first watches the monitor a short while, as a lock's waiter spins,
+///   and runs its task itself once the monitor is let go; only then does
+///   it queue the task. A blocked caller whose task a combiner ran is
+///   given its result at once, and woken, if it sleeps, once the combiner
+///   has let go of the monitor.
 /// * **A dedicated server thread** ([`Builder::build_served`], which
-///   returns a shared [`Served`] handle): the server runs the tasks;
+///   returns a shared [`Served`](crate::Served) handle): the server runs the tasks;
 ///   submitters only publish, and wake the server if it sleeps. A `call`
 ///   that finds the monitor idle (nothing queued, nobody holding it) runs
 ///   its task at once, as with combining: its caller waits anyway, and a
-///   round trip to the server costs a wake-up or two (56-81 µs measured on
-///   this project's 2-CPU VM for a sleeping server, 0.6-15 µs for a
-///   watching one, against 25-40 ns inline); a `call` that finds tasks
+///   round trip to the server costs a wake-up or two (a sleeping server's
+///   is a system call each way, far more than the task itself); a `call`
+///   that finds tasks
 ///   queued waits for the server to run it after them. An idle server watches
 ///   the queue for 20 µs, less than a wake-up, then sleeps on a waiter,
 ///   with a fence protocol so that a task published while it goes to sleep
@@ -139,12 +150,12 @@ pub(super) const STATE: usize = 3;
 /// # Panics in tasks
 ///
 /// A panic in a precondition or a body is caught; it resumes in whoever
-/// takes the task's result ([`Completion::wait`], `.await`, or the `call`
+/// takes the task's result ([`Completion::wait`](crate::Completion::wait), `.await`, or the `call`
 /// itself). The monitor keeps serving. The data is not poisoned: it is left
 /// as the panicking body left it.
 ///
 /// A panic in a drop the monitor makes (a body never run, a result whose
-/// [`Completion`] was dropped, a precondition) or in a completion's waker
+/// [`Completion`](crate::Completion) was dropped, a precondition) or in a completion's waker
 /// is caught too: the monitor stays consistent and is let go of, then the
 /// panic resumes in the thread that was holding it, when its `call` or
 /// submission returns (or is dropped if that thread already unwinds). On
@@ -238,6 +249,35 @@ impl<T> Monitor<T> {
     }
 }
 
+impl<T: Default> Default for Monitor<T> {
+    /// A monitor over `T::default()`, with the defaults ([`Builder`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m: active_monitor::Monitor<Vec<u8>> = Default::default();
+    /// assert!(m.call(|v| v.is_empty()));
+    /// ```
+    fn default() -> Self {
+        Self::new(T::default())
+    }
+}
+
+impl<T> From<T> for Monitor<T> {
+    /// A monitor over `data`, with the defaults ([`Builder`]), as
+    /// [`Monitor::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::from(3);
+    /// assert_eq!(m.call(|n| *n), 3);
+    /// ```
+    fn from(data: T) -> Self {
+        Self::new(data)
+    }
+}
+
 impl Monitor<()> {
     /// A [`Builder`] with the defaults (`Monitor::builder()` whatever the
     /// data type: the builder's `build` chooses it).
@@ -295,23 +335,50 @@ impl<T, S: AbstractState> Monitor<T, S> {
     pub fn with_states(initial: S, data: T) -> Self {
         Builder::default().build_with_states(initial, data)
     }
+
     /// The monitor's identity for program order.
     pub(crate) fn id(&self) -> usize {
         self as *const Self as usize
     }
-    /// The combiner's batch.
+
+    /// The combiner's batch ([`Builder::batch`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::builder().batch(3).build(0);
+    /// assert_eq!(m.batch(), 3);
+    /// ```
     pub fn batch(&self) -> usize {
         self.batch
     }
+
     /// The task queue's capacity (the builder's, rounded up to a power of
     /// two).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::builder().capacity(100).build(0);
+    /// assert_eq!(m.capacity(), 128);
+    /// ```
     pub fn capacity(&self) -> usize {
         self.queue.capacity()
     }
-    /// The program order.
+
+    /// The program order ([`Builder::order`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// assert_eq!(Monitor::new(0).order(), Order::Strict);
+    /// ```
     pub fn order(&self) -> Order {
         self.order
     }
+
     /// Whether the monitor has a dedicated server thread: built with
     /// [`Builder::build_served`] while the process had fewer than
     /// [`server_limit`](crate::server_limit) servers.
@@ -325,9 +392,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
     pub fn has_server(&self) -> bool {
         self.server.is_some()
     }
+
     pub(crate) fn server_slot(&self) -> Option<&ServerSlot> {
         self.server.as_ref()
     }
+
     /// The data, for the monitor's owner: runs every queued task first (as
     /// `Drop` does), so the data is as the tasks submitted so far leave it.
     /// Tasks waiting on preconditions stay waiting.

@@ -23,6 +23,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.release_served();
         }
     }
+
     /// Pops the server's waiter and wakes it holding the monitor. `false`
     /// (still holding) if it has none live: it withdrew, it is awake.
     /// The caller holds the monitor (the `sleeper` queue's consumer).
@@ -48,6 +49,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
         }
     }
+
     /// Wakes the sleeping server so that it finds `stop` set (the last user
     /// handle's drop, after its fence). A holder other than the server
     /// pops the waiter; if someone else holds the monitor meanwhile, it
@@ -72,6 +74,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             hint::spin_loop();
         }
     }
+
     /// Lets go of a monitor whose server serves (not saturated): a holder
     /// other than the server gives the queued tasks to the server, waking
     /// it if it sleeps, instead of running them.
@@ -107,6 +110,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
         }
     }
+
     /// Wakes the monitor's server if it sleeps (it then takes the monitor,
     /// handed over held).
     pub(super) fn wake_sleeping_server(&self) {
@@ -116,6 +120,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
         }
     }
+
     /// The server's stint: runs the queue until it is empty (and stays
     /// empty through `release`'s check), waking producers waiting for
     /// space every `batch` tasks. The server holds the monitor.
@@ -146,6 +151,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
         }
     }
+
     /// An idle server watches the queue for [`SPIN`](crate::server::SPIN)
     /// (not when the CPUs are saturated: it then yields its CPU at once).
     /// `true` once a task is ready and the monitor is free to take.
@@ -173,11 +179,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.work_for_server()
         }
     }
+
     /// Whether a task is ready and nobody holds the monitor.
     pub(crate) fn work_for_server(&self) -> bool {
         let s = self.lock.load(Relaxed);
         (s == 0 || s & STATE == HANDOVER) && self.queue.front_ready()
     }
+
     /// The server's step before it sleeps: queues `waiter` on `sleeper`,
     /// then looks for work once more. `None`: sleep (a submitter or a
     /// holder will hand the monitor over with `HELD`). `Some(held)`: do not

@@ -58,12 +58,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.wait_for_space();
         }
     }
+
     #[cold]
     pub(super) fn wait_for_space(&self) {
         if let Some(waiter) = self.enqueue_for_space(|| Waiter::for_thread(0)) {
             self.woken_for_space(waiter.wait(false));
         }
     }
+
     /// [`wait_for_space`](Self::wait_for_space) for a task: `Some(waiter)`
     /// registered in `space` (poll it), or `None` if there is room to try
     /// again at once.
@@ -71,6 +73,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     pub(crate) fn wait_for_space_async(&self, cx: &mut Context<'_>) -> Option<LoomArc<Waiter>> {
         self.enqueue_for_space(|| Waiter::for_task(cx.waker(), 0))
     }
+
     /// Registers a waiter (made by `make`) in `space` to be woken when the
     /// queue has room; `None` if it need not wait: the monitor was idle
     /// (we served it, which made room) or room appeared meanwhile.
@@ -122,7 +125,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
         Some(waiter)
     }
-    /// A producer withdrew from `space` (an async `Submit` dropped while
+
+    /// A producer withdrew from `space` (an async `SubmitAsync` dropped while
     /// waiting, or a thread that found room after all): counted, and the
     /// withdrawn nodes are freed (by the withdrawing producer itself, if
     /// nobody pops `space` at the moment) once they outnumber the live
@@ -133,6 +137,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.space_withdrawn.fetch_add(1, Relaxed);
         self.sweep_space();
     }
+
     /// Takes the consumer role of `space` if nobody has it.
     pub(super) fn try_pop_space(&self) -> bool {
         // Acquire: pairs with the Release in `end_pop_space`, so our pops
@@ -141,6 +146,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             .compare_exchange(false, true, Acquire, Relaxed)
             .is_ok()
     }
+
     /// Takes the consumer role of `space`, waiting for a producer that
     /// sweeps it (a few pops and pushes) to finish.
     pub(super) fn pop_space(&self) {
@@ -155,11 +161,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
         }
     }
+
     /// Lets go of the consumer role of `space`.
     pub(super) fn end_pop_space(&self) {
         // Release: pairs with the Acquire CAS in `try_pop_space`.
         self.space_popper.store(false, Release);
     }
+
     /// Frees the nodes of producers that withdrew from `space`, once they
     /// are at least as many as the live ones the last sweep kept (and at
     /// least [`SPACE_SWEEP_MIN`]): `space` then holds about twice the producers
@@ -178,6 +186,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.look_after_space();
         }
     }
+
     /// After a sweep put live producers back into `space`: whoever let go
     /// of the monitor while the sweep had them out found `space` empty and
     /// woke nobody. Like a producer that registers, we look at the monitor
@@ -199,6 +208,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.serve();
         }
     }
+
     /// [`sweep_space`](Self::sweep_space) for a caller that has the
     /// consumer role; `true` if it swept and put live producers back.
     pub(super) fn sweep_space_popping(&self) -> bool {
@@ -232,6 +242,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
         kept
     }
+
     /// A producer woken for space (its waiter was notified) gives up
     /// without pushing: the wake-up is passed on. If the monitor is idle we
     /// take it and serve, and its release wakes the next producers while
@@ -241,7 +252,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
     pub(crate) fn pass_space_on(&self) {
         self.after_push();
     }
-    /// The asynchronous submissions' step ([`Submit`]): runs `task` if the
+
+    /// The asynchronous submissions' step ([`SubmitAsync`]): runs `task` if the
     /// monitor is idle (serving what is queued), or queues it;
     /// `Err(task)` if the queue is full.
     pub(crate) fn try_submit(&self, task: Task<T, S>) -> Result<(), Task<T, S>> {
@@ -253,6 +265,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.after_push();
         Ok(())
     }
+
     /// Hands the held monitor to a producer thread waiting for space
     /// ([`SPACE_HELD`]): it serves, then pushes its task. `true` if one
     /// took it; we then touch the monitor no more. A producer that waits
@@ -317,6 +330,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             Handover::Retaken
         }
     }
+
     /// A producer woken while waiting for space: with [`SPACE_HELD`] it
     /// holds the monitor, handed over by a combiner after its batch, and
     /// serves (making room) before it pushes.
@@ -325,6 +339,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.serve();
         }
     }
+
     /// Wakes as many producers waiting for space as there are free slots.
     /// The caller holds the monitor; it takes the consumer role of `space`
     /// (waiting for a producer that sweeps it).
@@ -346,6 +361,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.wake_space_popping();
         self.end_pop_space();
     }
+
     /// [`wake_space`](Self::wake_space)'s wake-ups, with the consumer role
     /// of `space`.
     pub(super) fn wake_space_popping(&self) {
@@ -371,6 +387,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
         }
     }
+
     /// Wakes a producer waiting for space with [`SPACE`]; `false` if it had
     /// withdrawn. An async producer's waker is user code, run while we hold
     /// the monitor: a panic in it is caught and resumed once the monitor is
@@ -384,6 +401,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             None => false,
         }
     }
+
     /// Whether the queue has drained enough to wake producers waiting for
     /// space (at most half full).
     pub(super) fn room_for_waiters(&self) -> bool {
