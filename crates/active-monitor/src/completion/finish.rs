@@ -151,32 +151,30 @@ impl Finish {
             let finished = self.is_finished();
             // Withdrawals from now on are the next sweep's.
             self.withdrawn.store(0, Relaxed);
-            let mut keep = Vec::new();
-            while !self.waiters.is_empty() {
-                // SAFETY: we hold the consumer role (one consumer at a
-                // time; Acquire/Release on `consumer` orders the turns).
-                match unsafe { self.waiters.pop() } {
-                    // A waker is user code: a panic in it is caught (see
-                    // `unwind`), so the role is always given back.
-                    Some(w) if finished => unwind::caught(|| {
-                        w.notify(FINISHED);
-                    }),
-                    Some(w) => {
-                        if !w.is_cancelled() {
-                            keep.push(w);
-                        }
+            let kept = if finished {
+                while !self.waiters.is_empty() {
+                    // SAFETY: we hold the consumer role (one consumer at a
+                    // time; Acquire/Release on `consumer` orders the turns).
+                    match unsafe { self.waiters.pop() } {
+                        // A waker is user code: a panic in it is caught (see
+                        // `unwind`), so the role is always given back.
+                        Some(w) => unwind::caught(|| {
+                            w.notify(FINISHED);
+                        }),
+                        // A producer is half-way through its push: a
+                        // finisher waits for the few instructions it needs.
+                        None => hint::spin_loop(),
                     }
-                    // A producer is half-way through its push. A finisher
-                    // waits for the few instructions it needs; a sweeper
-                    // leaves the node to the next one.
-                    None if finished => hint::spin_loop(),
-                    None => break,
                 }
-            }
-            self.kept.store(keep.len(), Relaxed);
-            for w in keep {
-                self.waiters.push(w);
-            }
+                0
+            } else {
+                // A sweeper frees the withdrawn waiters and puts the live
+                // ones back (a node half-way through its push is left to
+                // the next sweep).
+                // SAFETY: as above, we hold the consumer role.
+                unsafe { self.waiters.sweep() }.kept
+            };
+            self.kept.store(kept, Relaxed);
             // Release: pairs with the next holder's Acquire.
             self.consumer.store(false, Release);
             // SeqCst fence: pairs with the fence in `finished`. A finisher

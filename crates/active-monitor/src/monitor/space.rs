@@ -217,30 +217,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
             return false;
         }
         self.space_withdrawn.store(0, Relaxed);
-        let mut keep = Vec::new();
-        while !self.space.is_empty() {
-            // SAFETY: we have the consumer role of `space`.
-            match unsafe { self.space.pop() } {
-                Some(w) => {
-                    if !w.is_cancelled() {
-                        keep.push(w);
-                    }
-                }
-                // A producer half-way through its push: leave the rest to
-                // the next sweep.
-                None => break,
-            }
-        }
-        self.space_kept.store(keep.len(), Relaxed);
-        // Back in the order they waited (behind any that came meanwhile).
-        // A producer that withdraws after this is counted again; one that
-        // stays is woken as before (nothing is lost: the nodes stay the
-        // same waiters).
-        let kept = !keep.is_empty();
-        for w in keep {
-            self.space.push(w);
-        }
-        kept
+        // The live producers go back in the order they waited (behind any
+        // that came meanwhile). A producer that withdraws after this is
+        // counted again; one that stays is woken as before (nothing is
+        // lost: the nodes stay the same waiters).
+        // SAFETY: we have the consumer role of `space`.
+        let swept = unsafe { self.space.sweep() };
+        self.space_kept.store(swept.kept, Relaxed);
+        swept.kept > 0
     }
 
     /// A producer woken for space (its waiter was notified) gives up
