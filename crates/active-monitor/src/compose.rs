@@ -40,6 +40,14 @@ pub struct Op<'m, T, S: AbstractState, P, F> {
     body: F,
 }
 
+impl<T, S: AbstractState, P, F> core::fmt::Debug for Op<'_, T, S, P, F> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Op")
+            .field("monitor", &self.monitor.id())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<T, S: AbstractState> Monitor<T, S> {
     /// An operand for [`or`] / [`and`]: a task with precondition `pre` and
     /// body `body` on this monitor, submitted when the OR/AND is.
@@ -236,6 +244,7 @@ fn drop_unrun<R, Rest>(done: Completion<(usize, R)>, rest: Rest) -> Completion<(
 }
 
 /// The monitors of 2 to 4 operands, in order.
+#[derive(Debug)]
 pub struct Ids([usize; 4], usize);
 
 impl Ids {
@@ -316,12 +325,7 @@ where
     Ops: Operands<R>,
     R: Send + 'static,
 {
-    let ids = ops.ids();
-    let ids = ids.as_slice();
-    if let Some((first, second)) = same_monitor(ids) {
-        return Err(SameMonitor { ops, first, second });
-    }
-    let order = composed_order(&ops);
+    let (ops, operands, order) = composed(ops)?;
     // Fast path: an operand whose monitor is idle and whose precondition
     // holds runs at once, without allocating or queueing anything; the
     // later operands are not looked at. Tried again for a moment before
@@ -337,7 +341,7 @@ where
             break;
         }
     }
-    let shared = Arc::new(OrShared::new(ids.len()));
+    let shared = Arc::new(OrShared::new(operands));
     ops.submit_or(&shared);
     Ok(composed_completion(shared, order))
 }
@@ -374,15 +378,22 @@ where
     Ops: Operands<R>,
     R: Send + 'static,
 {
+    let (ops, operands, order) = composed(ops)?;
+    let shared = Arc::new(AndShared::new(operands));
+    ops.submit_and(&shared);
+    Ok(composed_completion(shared, order))
+}
+
+/// The operands of an OR or AND, checked (no two on one monitor), with
+/// their number and their program order (see [`composed_order`]).
+fn composed<R, Ops: Operands<R>>(ops: Ops) -> Result<(Ops, usize, Order), SameMonitor<Ops>> {
     let ids = ops.ids();
     let ids = ids.as_slice();
     if let Some((first, second)) = same_monitor(ids) {
         return Err(SameMonitor { ops, first, second });
     }
     let order = composed_order(&ops);
-    let shared = Arc::new(AndShared::new(ids.len()));
-    ops.submit_and(&shared);
-    Ok(composed_completion(shared, order))
+    Ok((ops, ids.len(), order))
 }
 
 /// The program order of an OR or AND (`Operands::strict`),
@@ -412,6 +423,14 @@ where
 
 /// A panic of an AND operand's precondition, kept for its body.
 type PrePanic = Mutex<Option<Box<dyn Any + Send + 'static>>>;
+
+impl<R> core::fmt::Debug for AndShared<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("AndShared")
+            .field("remaining", &self.remaining.load(Relaxed))
+            .finish_non_exhaustive()
+    }
+}
 
 /// The shared state of one AND: each operand's outcome, and the result.
 pub struct AndShared<R> {

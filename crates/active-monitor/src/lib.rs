@@ -67,6 +67,8 @@
 //! Asynchronous Monitor Framework for Scalability and Multi-Object
 //! Synchronization*, OPODIS 2016 (full technical report version).
 
+#![warn(missing_docs, missing_debug_implementations)]
+
 mod completion;
 mod compose;
 mod error;
@@ -86,9 +88,14 @@ pub use monitor::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY, DataMut, Monitor};
 #[allow(deprecated)]
 pub use order::RELAXED_WAITING_LIMIT;
 pub use order::{Order, WAITING_LIMIT, Worker, worker};
-pub use saturation::{cpus_saturated, set_saturation_override};
+pub use saturation::{__test_set_saturation_override, cpus_saturated};
 pub use server::{Served, server_limit, servers, set_server_limit};
-pub use submit::{CallAsync, Enqueue, Submit};
+pub use submit::{CallAsync, Enqueue, SubmitAsync, WhenAsync, WhenInAsync};
+
+/// The abstract states of [`Monitor::with_states`] and
+/// [`Monitor::when_in`], from ast-mutex: the `states!` macro that declares
+/// them, the trait it implements and the sets of states a task names.
+pub use ast_mutex::{AbstractState, StateSet, states};
 
 ast_mutex::states! {
     /// The one abstract state of a monitor built without states

@@ -18,6 +18,7 @@
 
 use core::cell::{Cell, RefCell};
 use core::future::Future;
+use core::mem::ManuallyDrop;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::collections::VecDeque;
@@ -103,18 +104,17 @@ use crate::completion::Finish;
 /// submitter with many waiting tasks can still submit the tasks that
 /// enable them. Without the bound a producer could pile up waiting tasks
 /// without limit (the task queue's back-pressure ends where waiting
-/// begins), and every task that runs re-checks the waiting predicates.
-/// The paper's bounded queue with asynchronous puts
-/// (`sync-examples --bin bounded_queue`, 2 producers, 2 consumers) moves
-/// 2.6 M items/s with a bound of 16, 2.0 M with 64, 0.8 M with 256, and
-/// under 0.01 M without one.
+/// begins), and every task that runs re-checks the waiting predicates:
+/// the larger the bound, the more predicates each task re-checks (see
+/// `sync-examples --bin bounded_queue` for its effect on the paper's
+/// bounded queue).
 ///
 /// In async code, [`submit_async`](crate::Monitor::submit_async) and its
 /// kin output the task's result: an async task that awaits each of them
 /// is in program order by construction (each task has finished before the
 /// next is submitted), and async tasks on one thread never wait for each
 /// other. A task that keeps completions outstanding
-/// ([`Submit::completion`](crate::Submit::completion)) gets rules 3 and
+/// ([`SubmitAsync::completion`](crate::SubmitAsync::completion)) gets rules 3 and
 /// the bound for them in a [`worker`] scope; outside one, an async task has
 /// no record, and such completions order nothing.
 ///
@@ -226,6 +226,19 @@ impl Record {
         }
     }
 
+    /// Whether the record owns nothing: no task, and no allocation (its
+    /// drop would do nothing).
+    #[inline]
+    fn is_bare(&self) -> bool {
+        self.last.is_none() && self.waiting.capacity() == 0
+    }
+
+    /// Whether the record holds no task (nothing to wait for).
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.last.is_none() && self.waiting.is_empty()
+    }
+
     /// What a submission to `monitor` must wait for first, if anything:
     /// under strict order the submitter's last task if it was on another
     /// monitor and may be unfinished (rule 3); under either order, for a
@@ -330,16 +343,41 @@ impl Record {
 // been destroyed, a submission from a later thread-local destructor has no
 // record (it neither waits nor is waited for: nothing of the thread is left
 // to order it against but what such destructors submit themselves).
+//
+// `THREAD_USED` (no destructor either) is false while `THREAD` is known
+// to hold nothing, so that a submission with nothing to wait for does
+// not touch `THREAD` (whose access checks its destructor's registration,
+// and borrows): set when a task is recorded there, cleared when a look at
+// the record finds it empty (`with_record`).
 #[cfg(not(loom))]
 std::thread_local! {
     static CURRENT: Cell<*mut Record> = const { Cell::new(core::ptr::null_mut()) };
     static THREAD: RefCell<Record> = const { RefCell::new(Record::new()) };
+    static THREAD_USED: Cell<bool> = const { Cell::new(false) };
 }
 
 #[cfg(loom)]
 sync_core::loom::thread_local! {
     static CURRENT: Cell<*mut Record> = Cell::new(core::ptr::null_mut());
     static THREAD: RefCell<Record> = RefCell::new(Record::new());
+    static THREAD_USED: Cell<bool> = Cell::new(false);
+}
+
+/// Whether the current submitter's record may hold a task to wait for: a
+/// look that touches no borrow and no destructor-bearing thread-local, so
+/// that a submission with nothing recorded (the common case) costs two
+/// thread-local reads.
+#[inline]
+fn may_wait() -> bool {
+    let current = CURRENT.try_with(Cell::get).unwrap_or(core::ptr::null_mut());
+    if !current.is_null() {
+        // Only this thread sees the pointer, and nothing borrows the record
+        // outside `with_record`, which is not running.
+        // SAFETY: set by `as_task` or `Worker::poll`, whose record outlives
+        // the pointer (see `CURRENT`); a shared look, no borrow is live.
+        return unsafe { !(*current).is_empty() };
+    }
+    THREAD_USED.try_with(Cell::get).unwrap_or(false)
 }
 
 /// Runs `f` on the current submitter's record (see `CURRENT`); `None` if
@@ -354,7 +392,14 @@ fn with_record<X>(f: impl FnOnce(&mut Record) -> X) -> Option<X> {
         let record = unsafe { &mut *current };
         return Some(f(record));
     }
-    THREAD.try_with(|w| f(&mut w.borrow_mut())).ok()
+    THREAD
+        .try_with(|w| {
+            let mut record = w.borrow_mut();
+            let x = f(&mut record);
+            let _ = THREAD_USED.try_with(|u| u.set(!record.is_empty()));
+            x
+        })
+        .ok()
 }
 
 /// Runs `f`, a task body (or user code the executor runs for a task: a
@@ -364,21 +409,34 @@ fn with_record<X>(f: impl FnOnce(&mut Record) -> X) -> Option<X> {
 /// thread runs. The record lives on this frame and ends with the body.
 #[inline]
 pub(crate) fn as_task<X>(f: impl FnOnce() -> X) -> X {
-    /// Puts the previous submitter back, even if `f` unwinds.
-    struct Back(*mut Record);
+    /// Puts the previous submitter back, even if `f` unwinds, then drops
+    /// the body's record, unless it holds nothing (most bodies submit
+    /// nothing: no drop glue runs for them).
+    struct Back {
+        previous: *mut Record,
+        record: *mut ManuallyDrop<Record>,
+    }
     impl Drop for Back {
+        #[inline]
         fn drop(&mut self) {
-            let _ = CURRENT.try_with(|c| c.set(self.0));
+            let _ = CURRENT.try_with(|c| c.set(self.previous));
+            // SAFETY: `record` is on `as_task`'s frame, which outlives us,
+            // and is dropped only here, once; the pointer to it is gone.
+            unsafe {
+                if !(*self.record).is_bare() {
+                    ManuallyDrop::drop(&mut *self.record);
+                }
+            }
         }
     }
-    let mut record = Record::new();
+    let mut record = ManuallyDrop::new(Record::new());
+    let record: *mut ManuallyDrop<Record> = &mut record;
     let previous = CURRENT
-        .try_with(|c| c.replace(&mut record))
+        .try_with(|c| c.replace(record.cast()))
         .unwrap_or(core::ptr::null_mut());
-    // Dropped before `record` (declared after it): the pointer is gone
-    // before the record (Weak references only) is. `f()` is the tail, so
-    // that its result goes straight to our caller's place.
-    let _back = Back(previous);
+    // `f()` is the tail, so that its result goes straight to our caller's
+    // place; `_back` then puts the pointer back before the record goes.
+    let _back = Back { previous, record };
     f()
 }
 
@@ -404,9 +462,14 @@ pub(crate) fn before_plain_submit(monitor: usize, order: Order) {
 
 #[inline]
 fn before(monitor: usize, order: Order, conditional: bool) {
-    if order == Order::Relaxed && !conditional {
+    if order == Order::Relaxed && !conditional || !may_wait() {
         return;
     }
+    before_slow(monitor, order, conditional);
+}
+
+#[cold]
+fn before_slow(monitor: usize, order: Order, conditional: bool) {
     while let Some(task) = next_wait(monitor, order, conditional, true) {
         task.finish().wait();
     }
@@ -448,7 +511,7 @@ fn next_wait(
 /// of its own only in a scope (see [`worker`]).
 #[inline]
 pub(crate) fn to_await(monitor: usize, order: Order, conditional: bool) -> Option<OrderWait> {
-    if !in_scope() {
+    if !in_scope() || !may_wait() {
         return None;
     }
     next_wait(monitor, order, conditional, false).map(|task| OrderWait { task, waiter: None })
@@ -468,7 +531,7 @@ pub(crate) fn submitted(monitor: usize, conditional: bool, task: &Arc<dyn Pendin
 }
 
 /// After an asynchronous submission whose completion is handed out
-/// ([`Submit::completion`](crate::Submit::completion)): recorded in a task
+/// ([`SubmitAsync::completion`](crate::SubmitAsync::completion)): recorded in a task
 /// body's or [`worker`] scope's record; outside one, nowhere (see
 /// [`to_await`]).
 #[inline]
@@ -510,7 +573,7 @@ impl Drop for OrderWait {
 /// An async task that awaits the result of each submission needs no scope:
 /// each of its tasks has finished before the next is submitted. The scope
 /// is for a task that keeps tasks outstanding across submissions
-/// ([`Submit::completion`](crate::Submit::completion), or the synchronous
+/// ([`SubmitAsync::completion`](crate::SubmitAsync::completion), or the synchronous
 /// `submit`/`when` from async code): in it, [`Order::Strict`]'s rule 3 and
 /// the bound [`WAITING_LIMIT`] hold for the task, on any executor, also
 /// when a multi-thread runtime moves it between threads (the record is

@@ -53,6 +53,6 @@ pub fn cpus_saturated() -> bool {
 /// Test hook: forces the saturation verdict (`Some`) or returns it to the
 /// sampler (`None`). Process-wide.
 #[doc(hidden)]
-pub fn set_saturation_override(verdict: Option<bool>) {
+pub fn __test_set_saturation_override(verdict: Option<bool>) {
     sync_core::load::set_saturation_override(verdict);
 }

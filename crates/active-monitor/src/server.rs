@@ -71,7 +71,7 @@ pub(crate) const HELD: Token = 1;
 pub(crate) const STOP: Token = 2;
 
 /// How long an idle server watches its queue before it sleeps: less than
-/// a wake-up (30-40 µs on this project's VM, `base/park-unpark`), so that
+/// a wake-up (the report's `base/park-unpark`), so that
 /// a steady stream of submissions with short gaps never pays one.
 #[cfg(not(loom))]
 pub(crate) const SPIN: std::time::Duration = std::time::Duration::from_micros(20);

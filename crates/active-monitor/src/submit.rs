@@ -1,4 +1,4 @@
-//! The asynchronous submissions' futures: [`Submit`] (a task queued, or
+//! The asynchronous submissions' futures: [`SubmitAsync`] (a task queued, or
 //! run, once there is room and program order allows it, then its result),
 //! [`Enqueue`] (the same, up to the queuing: its [`Completion`]) and
 //! [`CallAsync`].
@@ -15,10 +15,10 @@ use sync_core::waiter::Waiter;
 // `task`).
 use std::sync::Arc;
 
-use crate::completion::{Completion, HasSlot};
+use crate::completion::Completion;
 use crate::monitor::Monitor;
 use crate::order::{self, OrderWait, Pending};
-use crate::task::{AsyncTask, Body, Job, Pre, Task};
+use crate::task::{AsyncTask, Body, Pre, Task};
 use crate::unwind;
 
 /// The submission of a task to a [`Monitor`] that waits without blocking
@@ -78,7 +78,7 @@ use crate::unwind;
 /// });
 /// ```
 #[must_use = "the task is submitted only when the future is awaited"]
-pub struct Submit<'a, T, S: AbstractState, R> {
+pub struct SubmitAsync<'a, T, S: AbstractState, R> {
     monitor: &'a Monitor<T, S>,
     /// The task, until it is submitted.
     task: Option<Task<T, S>>,
@@ -94,7 +94,7 @@ pub struct Submit<'a, T, S: AbstractState, R> {
     space: Option<LoomArc<Waiter>>,
 }
 
-impl<'a, T, S: AbstractState, R> Submit<'a, T, S, R> {
+impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
     pub(crate) fn new<P, B>(
         monitor: &'a Monitor<T, S>,
         task: Arc<AsyncTask<T, S, P, B, R>>,
@@ -106,12 +106,10 @@ impl<'a, T, S: AbstractState, R> Submit<'a, T, S, R> {
         R: Send + 'static,
         T: 'static,
     {
-        let completion = Completion::shared(Arc::clone(&task) as Arc<dyn HasSlot<R>>);
-        let pending = (monitor.order() == crate::Order::Strict || conditional)
-            .then(|| Arc::clone(&task) as Arc<dyn Pending>);
+        let (task, completion, pending) = task.handles(monitor.order(), conditional);
         Self {
             monitor,
-            task: Some(Task::Shared(task as Arc<dyn Job<T, S>>)),
+            task: Some(task),
             completion: Some(completion),
             pending,
             conditional,
@@ -217,14 +215,14 @@ impl<'a, T, S: AbstractState, R> Submit<'a, T, S, R> {
     }
 }
 
-impl<T, S: AbstractState, R> Future for Submit<'_, T, S, R> {
+impl<T, S: AbstractState, R> Future for SubmitAsync<'_, T, S, R> {
     type Output = R;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
         let this = self.get_mut();
         assert!(
             this.completion.is_some(),
-            "Submit polled after it returned Ready"
+            "SubmitAsync polled after it returned Ready"
         );
         if this.poll_queued(cx).is_pending() {
             return Poll::Pending;
@@ -236,7 +234,7 @@ impl<T, S: AbstractState, R> Future for Submit<'_, T, S, R> {
     }
 }
 
-impl<T, S: AbstractState, R> Drop for Submit<'_, T, S, R> {
+impl<T, S: AbstractState, R> Drop for SubmitAsync<'_, T, S, R> {
     fn drop(&mut self) {
         if let Some(waiter) = self.space.take() {
             if waiter.cancel().is_err() {
@@ -259,9 +257,9 @@ impl<T, S: AbstractState, R> Drop for Submit<'_, T, S, R> {
     }
 }
 
-impl<T, S: AbstractState, R> fmt::Debug for Submit<'_, T, S, R> {
+impl<T, S: AbstractState, R> fmt::Debug for SubmitAsync<'_, T, S, R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Submit")
+        f.debug_struct("SubmitAsync")
             .field("submitted", &self.task.is_none())
             .field("awaiting_order", &self.order.is_some())
             .field("awaiting_space", &self.space.is_some())
@@ -269,7 +267,16 @@ impl<T, S: AbstractState, R> fmt::Debug for Submit<'_, T, S, R> {
     }
 }
 
-/// [`Submit::completion`]'s future: the submission up to the task's
+/// [`Monitor::when_async`]'s future: a [`SubmitAsync`] of a task with a
+/// precondition (it outputs the task's result once the precondition held
+/// and the body ran).
+pub type WhenAsync<'a, T, S, R> = SubmitAsync<'a, T, S, R>;
+
+/// [`Monitor::when_in_async`]'s future: a [`SubmitAsync`] of a task with an
+/// entry set of abstract states.
+pub type WhenInAsync<'a, T, S, R> = SubmitAsync<'a, T, S, R>;
+
+/// [`SubmitAsync::completion`]'s future: the submission up to the task's
 /// queuing; outputs its [`Completion`].
 ///
 /// # Cancel safety
@@ -280,7 +287,7 @@ impl<T, S: AbstractState, R> fmt::Debug for Submit<'_, T, S, R> {
 ///
 /// # Panics
 ///
-/// As [`Submit`].
+/// As [`SubmitAsync`].
 ///
 /// # Examples
 ///
@@ -294,7 +301,7 @@ impl<T, S: AbstractState, R> fmt::Debug for Submit<'_, T, S, R> {
 /// ```
 #[must_use = "the task is submitted only when the future is awaited"]
 pub struct Enqueue<'a, T, S: AbstractState, R> {
-    submit: Submit<'a, T, S, R>,
+    submit: SubmitAsync<'a, T, S, R>,
 }
 
 impl<T, S: AbstractState, R> Future for Enqueue<'_, T, S, R> {
@@ -326,18 +333,18 @@ impl<T, S: AbstractState, R> fmt::Debug for Enqueue<'_, T, S, R> {
     }
 }
 
-/// [`Monitor::call_async`]'s future: the same as [`Submit`] (a task
+/// [`Monitor::call_async`]'s future: the same as [`SubmitAsync`] (a task
 /// without a precondition, its result awaited).
 ///
 /// # Cancel safety
 ///
-/// As [`Submit`]: dropped before its task started, the call never happens;
+/// As [`SubmitAsync`]: dropped before its task started, the call never happens;
 /// after, it runs to its end and its result is dropped. Either way the
 /// monitor's data sees the whole call or none of it.
 ///
 /// # Panics
 ///
-/// As [`Submit`].
+/// As [`SubmitAsync`].
 ///
 /// # Examples
 ///
@@ -348,11 +355,11 @@ impl<T, S: AbstractState, R> fmt::Debug for Enqueue<'_, T, S, R> {
 /// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct CallAsync<'a, T, S: AbstractState, R> {
-    submit: Submit<'a, T, S, R>,
+    submit: SubmitAsync<'a, T, S, R>,
 }
 
 impl<'a, T, S: AbstractState, R> CallAsync<'a, T, S, R> {
-    pub(crate) fn new(submit: Submit<'a, T, S, R>) -> Self {
+    pub(crate) fn new(submit: SubmitAsync<'a, T, S, R>) -> Self {
         Self { submit }
     }
 }

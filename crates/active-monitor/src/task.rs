@@ -15,8 +15,9 @@ use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::waiter::{Token, Waiter};
 
+use crate::completion::Completion;
 use crate::completion::{Finish, HasSlot, Outcome, ResultSlot};
-use crate::order::Pending;
+use crate::order::{Order, Pending};
 use crate::unwind;
 
 /// What the executor learns from a task's precondition.
@@ -300,6 +301,33 @@ impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
     }
 }
 
+/// What a submission hands out of a new asynchronous task: the queued
+/// task, its completion, and, if program order records it (strict order,
+/// or a task with a precondition), the task as the submitter's record
+/// holds it.
+pub(crate) type Handles<T, S, R> = (Task<T, S>, Completion<R>, Option<Arc<dyn Pending>>);
+
+impl<T, S, P, B, R> AsyncTask<T, S, P, B, R>
+where
+    S: AbstractState,
+    P: Pre<T, S> + 'static,
+    B: Body<T, S, R> + 'static,
+    R: Send + 'static,
+    T: 'static,
+{
+    /// The task's [`Handles`] for a monitor of `order`.
+    pub(crate) fn handles(self: Arc<Self>, order: Order, conditional: bool) -> Handles<T, S, R> {
+        let completion = Completion::shared(Arc::clone(&self) as Arc<dyn HasSlot<R>>);
+        let pending =
+            (order == Order::Strict || conditional).then(|| Arc::clone(&self) as Arc<dyn Pending>);
+        (
+            Task::Shared(self as Arc<dyn Job<T, S>>),
+            completion,
+            pending,
+        )
+    }
+}
+
 impl<T, S, P, B, R> Job<T, S> for AsyncTask<T, S, P, B, R>
 where
     S: Copy,
@@ -558,6 +586,14 @@ where
 
     fn caller(&self) -> Option<LoomArc<Waiter>> {
         Some(LoomArc::clone(&self.waiter))
+    }
+}
+
+impl<R> core::fmt::Debug for OrShared<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OrShared")
+            .field("taken", &self.taken.load(Relaxed))
+            .finish_non_exhaustive()
     }
 }
 

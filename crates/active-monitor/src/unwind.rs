@@ -10,10 +10,18 @@
 //! The same thread-local records which monitor's task body the thread is
 //! running (innermost), so that a task submitting to its own full monitor
 //! is told so instead of sleeping for ever.
+//!
+//! It also keeps the unparks of blocked callers whose tasks a holder ran
+//! ([`wake_later`]): an unpark is a system call when the caller sleeps, and
+//! made while holding the monitor it would lengthen every other caller's
+//! wait. They are delivered where deferred panics are resumed, once the
+//! thread has let go of the monitor ([`resume_deferred`]).
 
 use core::any::Any;
-use core::cell::Cell;
+use core::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use sync_core::waiter::Wakeup;
 
 type Payload = Box<dyn Any + Send + 'static>;
 
@@ -25,19 +33,57 @@ struct State {
     running: Cell<usize>,
     /// Whether `DEFERRED` holds a panic.
     deferred: Cell<bool>,
+    /// Whether `WAKES` may hold a wakeup.
+    wakes: Cell<bool>,
 }
 
 #[cfg(not(loom))]
 std::thread_local! {
-    static STATE: State = const { State { running: Cell::new(0), deferred: Cell::new(false) } };
+    static STATE: State = const {
+        State { running: Cell::new(0), deferred: Cell::new(false), wakes: Cell::new(false) }
+    };
     /// The first panic caught and not resumed yet.
     static DEFERRED: Cell<Option<Payload>> = const { Cell::new(None) };
+    /// Wakeups of blocked callers, delivered once the monitor is let go of.
+    static WAKES: RefCell<Vec<Wakeup>> = const { RefCell::new(Vec::new()) };
 }
 
 #[cfg(loom)]
 sync_core::loom::thread_local! {
-    static STATE: State = State { running: Cell::new(0), deferred: Cell::new(false) };
+    static STATE: State = State { running: Cell::new(0), deferred: Cell::new(false), wakes: Cell::new(false) };
     static DEFERRED: Cell<Option<Payload>> = Cell::new(None);
+    static WAKES: RefCell<Vec<Wakeup>> = RefCell::new(Vec::new());
+}
+
+/// Keeps `wakeup` (a blocked caller's, whose token is already set) to be
+/// delivered by the next [`resume_deferred`] on this thread, which comes
+/// once the thread has let go of the monitor (the end of `serve`, of a
+/// server's stint, of the owner's `get_mut` or drop). A caller that spins
+/// sees its token at once; only a sleeping one waits for the unpark. Where
+/// the list is gone (a thread-local destructor after it), the wakeup is
+/// delivered at once.
+pub(crate) fn wake_later(wakeup: Option<Wakeup>) {
+    let Some(wakeup) = wakeup else {
+        return;
+    };
+    let mut wakeup = Some(wakeup);
+    let _ = WAKES.try_with(|l| l.borrow_mut().extend(wakeup.take()));
+    match wakeup {
+        None => STATE.with(|s| s.wakes.set(true)),
+        // Dropping it wakes.
+        Some(w) => w.wake(),
+    }
+}
+
+/// Delivers the wakeups kept by [`wake_later`] (unparks: no user code runs,
+/// and none runs while the list is borrowed).
+pub(crate) fn wake_deferred() {
+    if !STATE.with(|s| s.wakes.replace(false)) {
+        return;
+    }
+    while let Some(w) = WAKES.try_with(|l| l.borrow_mut().pop()).ok().flatten() {
+        w.wake();
+    }
 }
 
 /// Keeps `payload` to resume later (the first one only).
@@ -78,10 +124,21 @@ pub(crate) fn drop_caught<X>(x: X) {
     caught(move || drop(x));
 }
 
-/// Resumes the deferred panic, if any, once this thread runs no task body
+/// Delivers the deferred wakeups (see [`wake_later`]), then resumes the
+/// deferred panic, if any, once this thread runs no task body
 /// (it holds no monitor then, but for one whose own caller resumes later);
 /// drops it if the thread is already unwinding.
+#[inline]
 pub(crate) fn resume_deferred() {
+    // One look at the thread's state in the common case: nothing deferred.
+    if STATE.with(|s| s.wakes.get() || s.deferred.get()) {
+        resume_deferred_slow();
+    }
+}
+
+#[cold]
+fn resume_deferred_slow() {
+    wake_deferred();
     let ours = STATE.with(|s| {
         let ours = s.running.get() == 0 && s.deferred.get();
         if ours {

@@ -509,7 +509,7 @@ fn dropping_call_async_withdraws_its_queued_task() {
     assert_eq!(m.call(|n| *n), 0, "a dropped call ran");
 }
 
-/// Dropping a `Submit` before it is ready (here: while it awaits space)
+/// Dropping a `SubmitAsync` before it is ready (here: while it awaits space)
 /// submits nothing; the others' tasks all run.
 #[test]
 fn a_dropped_submit_submits_nothing() {
@@ -608,7 +608,7 @@ fn select_with_timeouts_over_when_loses_nothing_under_load() {
 }
 
 #[test]
-#[should_panic(expected = "Submit polled after it returned Ready")]
+#[should_panic(expected = "SubmitAsync polled after it returned Ready")]
 fn polling_a_submit_again_panics() {
     let m = Monitor::new(0);
     let mut f = m.submit_async(|n| *n += 1);

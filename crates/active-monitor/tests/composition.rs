@@ -112,7 +112,7 @@ fn a_result_whose_drop_submits_is_never_dropped_inside_a_borrow() {
         }
     }
     active_monitor::set_server_limit(1000);
-    active_monitor::set_saturation_override(Some(false));
+    active_monitor::__test_set_saturation_override(Some(false));
     let pool: &'static Monitor<u64> =
         Box::leak(Box::new(Monitor::builder().order(Order::Relaxed).build(0)));
     let m: &'static Monitor<u64> = Box::leak(Box::new(

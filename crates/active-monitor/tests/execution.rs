@@ -15,7 +15,7 @@ use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 use active_monitor::{
-    Discarded, Monitor, Order, Served, servers, set_saturation_override, set_server_limit,
+    __test_set_saturation_override, Discarded, Monitor, Order, Served, servers, set_server_limit,
 };
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -25,7 +25,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn serial() -> MutexGuard<'static, ()> {
     let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     set_server_limit(1000);
-    set_saturation_override(Some(false));
+    __test_set_saturation_override(Some(false));
     g
 }
 
@@ -346,7 +346,7 @@ fn beyond_the_cap_a_served_monitor_combines_and_the_count_goes_down_on_drop() {
 fn when_saturated_submitters_run_tasks_themselves_and_the_server_sleeps() {
     let _g = serial();
     let m = served(Order::Relaxed, 0u32);
-    set_saturation_override(Some(true));
+    __test_set_saturation_override(Some(true));
     // The server watches no more; give it time to go to sleep.
     thread::sleep(Duration::from_millis(2));
     for _ in 0..10 {
@@ -354,7 +354,7 @@ fn when_saturated_submitters_run_tasks_themselves_and_the_server_sleeps() {
         assert_eq!(m.submit(|_| me()).wait(), me());
     }
     // Back to serving: the server runs tasks again.
-    set_saturation_override(Some(false));
+    __test_set_saturation_override(Some(false));
     for _ in 0..10 {
         // (A call on an idle monitor runs inline either way.)
         assert_ne!(
@@ -363,7 +363,7 @@ fn when_saturated_submitters_run_tasks_themselves_and_the_server_sleeps() {
             "not saturated: the server runs it"
         );
     }
-    set_saturation_override(Some(false));
+    __test_set_saturation_override(Some(false));
 }
 
 #[test]
@@ -377,7 +377,7 @@ fn switching_saturation_back_and_forth_under_load_loses_nothing() {
             let mut on = false;
             while !stop.load(Ordering::Relaxed) {
                 on = !on;
-                set_saturation_override(Some(on));
+                __test_set_saturation_override(Some(on));
                 thread::sleep(Duration::from_micros(200));
             }
         })
@@ -398,7 +398,7 @@ fn switching_saturation_back_and_forth_under_load_loses_nothing() {
     }
     stop.store(true, Ordering::Relaxed);
     flipper.join().unwrap();
-    set_saturation_override(Some(false));
+    __test_set_saturation_override(Some(false));
     assert_eq!(m.call(|n| *n), 15_000);
 }
 
@@ -498,7 +498,7 @@ fn soak_a_served_monitor_under_flipping_saturation() {
             let mut on = false;
             while !stop.load(Ordering::Relaxed) {
                 on = !on;
-                set_saturation_override(Some(on));
+                __test_set_saturation_override(Some(on));
                 thread::sleep(Duration::from_micros(300));
             }
         })
@@ -529,7 +529,7 @@ fn soak_a_served_monitor_under_flipping_saturation() {
     }
     stop.store(true, Ordering::Relaxed);
     flipper.join().unwrap();
-    set_saturation_override(Some(false));
+    __test_set_saturation_override(Some(false));
     assert_eq!(m.call(|n| *n), THREADS * OPS);
     drop(m);
     assert_eq!(servers(), before);

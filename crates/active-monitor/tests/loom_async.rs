@@ -140,6 +140,42 @@ fn a_dropped_space_waiter_passes_its_wake_up_on() {
     });
 }
 
+/// The end of a stint with an async producer waiting for space (capacity
+/// 1: a stint is over after one task). The holder runs `a`, a third
+/// thread queues `c` meanwhile, and the holder, its stint over, wakes the
+/// async producer and lets the monitor go without serving `c`: the woken
+/// producer's next poll takes the idle monitor and serves `c` before its
+/// own task (or someone else did). A stranded `c` shows as a completion
+/// nobody completes (the final `wait` deadlocks).
+#[test]
+fn a_stint_ends_with_the_monitor_let_go_to_a_woken_async_producer() {
+    check_with_bound(2, || {
+        let m = Arc::new(relaxed(1, 1));
+        let go = Arc::new(AtomicBool::new(false));
+        let holder = hold(&m, &go);
+        let a = m.submit(|n| *n += 10); // fills the one slot
+        let (waker, woken) = flag_waker();
+        let mut f = m.submit_async(|n| *n += 100).completion();
+        assert!(poll(&mut f, &waker).is_pending(), "the queue is full");
+        let m1 = Arc::clone(&m);
+        let third = thread::spawn(move || m1.submit(|n| *n += 1000));
+        go.store(true, SeqCst);
+        holder.join().unwrap();
+        let c = third.join().unwrap();
+        // The producer is polled only once it has been woken (as an
+        // executor does), or once nobody else is left to wake it.
+        assert!(woken.load(SeqCst), "the producer's wake-up was lost");
+        let mine = match poll(&mut f, &waker) {
+            Poll::Ready(mine) => mine,
+            Poll::Pending => panic!("woken, and no room made"),
+        };
+        mine.wait();
+        c.wait();
+        assert!(a.is_done());
+        assert_eq!(m.call(|n| *n), 1111, "a task was lost");
+    });
+}
+
 /// Counts the drops of a task's body.
 struct Body(Arc<AtomicUsize>);
 

@@ -3,7 +3,7 @@
 //! is process-wide, and would change the other models running beside it.
 #![cfg(loom)]
 
-use active_monitor::{Monitor, Order, set_saturation_override, set_server_limit};
+use active_monitor::{__test_set_saturation_override, Monitor, Order, set_server_limit};
 use sync_core::model::check_with_bound;
 use sync_core::sync::thread;
 
@@ -16,7 +16,7 @@ use sync_core::sync::thread;
 fn a_task_published_while_saturation_ends_is_not_stranded() {
     check_with_bound(2, || {
         set_server_limit(usize::MAX - 1);
-        set_saturation_override(Some(true));
+        __test_set_saturation_override(Some(true));
         let m = Monitor::builder()
             .order(Order::Relaxed)
             .capacity(2)
@@ -31,7 +31,7 @@ fn a_task_published_while_saturation_ends_is_not_stranded() {
         let p = thread::spawn(move || {
             let x = m2.submit(|n| *n += 10);
             // Saturation ends (a sample, in real life).
-            set_saturation_override(Some(false));
+            __test_set_saturation_override(Some(false));
             x
         });
         c.join().unwrap();

@@ -10,7 +10,7 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use active_monitor::{
-    Monitor, Order, WAITING_LIMIT, set_saturation_override, set_server_limit, worker,
+    __test_set_saturation_override, Monitor, Order, WAITING_LIMIT, set_server_limit, worker,
 };
 
 /// Runs `f` on a thread of its own; fails if it has not returned within a
@@ -38,7 +38,7 @@ type Unit = Arc<dyn std::ops::Deref<Target = Monitor<()>> + Send + Sync>;
 fn unit(served: bool, order: Order) -> Unit {
     if served {
         set_server_limit(1000);
-        set_saturation_override(Some(false));
+        __test_set_saturation_override(Some(false));
         let s = Monitor::builder().order(order).build_served(());
         assert!(s.has_server());
         Arc::new(s)
@@ -354,7 +354,7 @@ fn producer_consumer_tasks_local_pool() {
 fn producer_consumer_tasks_served_current_thread() {
     within("served, current-thread runtime", || {
         set_server_limit(1000);
-        set_saturation_override(Some(false));
+        __test_set_saturation_override(Some(false));
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -368,7 +368,7 @@ fn producer_consumer_tasks_served_local_pool() {
     within("served, LocalPool", || {
         use futures::task::SpawnExt;
         set_server_limit(1000);
-        set_saturation_override(Some(false));
+        __test_set_saturation_override(Some(false));
         let mut pool = futures::executor::LocalPool::new();
         let sp = pool.spawner();
         let q = Arc::new(Monitor::builder().build_served(Default::default()));

@@ -13,7 +13,7 @@ use proptest::prelude::*;
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
-    Submit,
+    SubmitAsync,
     Call,
     When,
 }
@@ -21,7 +21,7 @@ enum Kind {
 fn op() -> impl Strategy<Value = (usize, Kind)> {
     (
         0..2usize,
-        prop_oneof![Just(Kind::Submit), Just(Kind::Call), Just(Kind::When)],
+        prop_oneof![Just(Kind::SubmitAsync), Just(Kind::Call), Just(Kind::When)],
     )
 }
 
@@ -57,7 +57,7 @@ fn run(order: Order, capacity: usize, programs: Vec<Vec<(usize, Kind)>>) -> Log 
                         log.push((w, i, m, clock.fetch_add(1, SeqCst)));
                     };
                     match kind {
-                        Kind::Submit => pending.push(monitors[m].submit(task)),
+                        Kind::SubmitAsync => pending.push(monitors[m].submit(task)),
                         Kind::Call => monitors[m].call(task),
                         Kind::When => pending.push(monitors[m].when(|_| true, task)),
                     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use active_monitor::{
     Builder, CallAsync, Completion, DataMut, Discarded, Enqueue, Monitor, NoState, Order,
-    SameMonitor, Served, Submit, Worker,
+    SameMonitor, Served, SubmitAsync, Worker,
 };
 use sync_core::{assert_impl, assert_not_impl};
 
@@ -48,13 +48,13 @@ assert_not_impl!(DataMut<'static, Rc<u8>>: Send);
 // the monitor (Sync): Send, so a spawned task may hold them across an
 // .await; they are never shared (not Sync), as the task they carry is
 // reached only by whoever polls.
-assert_impl!(Submit<'static, Vec<u8>, NoState, Vec<u8>>: Send, Unpin);
+assert_impl!(SubmitAsync<'static, Vec<u8>, NoState, Vec<u8>>: Send, Unpin);
 assert_impl!(CallAsync<'static, Vec<u8>, NoState, Vec<u8>>: Send, Unpin);
 assert_impl!(Enqueue<'static, Vec<u8>, NoState, Vec<u8>>: Send, Unpin);
 assert_not_impl!(Enqueue<'static, Vec<u8>, NoState, Vec<u8>>: Sync);
-assert_not_impl!(Submit<'static, Vec<u8>, NoState, Vec<u8>>: Sync);
-assert_not_impl!(Submit<'static, Rc<u8>, NoState, u8>: Send);
-assert_not_impl!(Submit<'static, u8, NoState, Rc<u8>>: Send);
+assert_not_impl!(SubmitAsync<'static, Vec<u8>, NoState, Vec<u8>>: Sync);
+assert_not_impl!(SubmitAsync<'static, Rc<u8>, NoState, u8>: Send);
+assert_not_impl!(SubmitAsync<'static, u8, NoState, Rc<u8>>: Send);
 assert_not_impl!(CallAsync<'static, u8, NoState, Rc<u8>>: Send);
 
 // A worker scope is Send when its future is (its record of pending tasks

@@ -2,7 +2,7 @@
 //! (`cargo test -p active-monitor --release --test soak_async -- --ignored`):
 //! async producers and consumers on a multi-thread runtime, a small task
 //! queue (space waits), 1 ms timeouts that cancel `when` completions and
-//! drop `Submit` futures, and blocking threads on the same monitor. Every
+//! drop `SubmitAsync` futures, and blocking threads on the same monitor. Every
 //! item is put once and taken once.
 #![cfg(not(loom))]
 
@@ -41,7 +41,7 @@ fn round(order: Order) {
                 for i in 0..ITEMS {
                     let item = p * ITEMS + i;
                     if p % 2 == 0 {
-                        // A dropped Submit submits nothing: retry.
+                        // A dropped SubmitAsync submits nothing: retry.
                         loop {
                             let put = q
                                 .when_async(|d| d.len() < 16, move |d| d.push_back(item))

@@ -13,7 +13,7 @@ use std::task::{Context, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use active_monitor::{Monitor, Order, set_saturation_override, set_server_limit};
+use active_monitor::{__test_set_saturation_override, Monitor, Order, set_server_limit};
 
 /// The system allocator, counting allocations and the bytes live.
 struct Counting;
@@ -64,7 +64,7 @@ fn producers_of_a_served_monitor_wait_for_space_without_spinning() {
     const TASKS: u64 = 20_000;
     let _one = one_at_a_time();
     set_server_limit(1000);
-    set_saturation_override(Some(false));
+    __test_set_saturation_override(Some(false));
     let m = Monitor::builder()
         .order(Order::Relaxed)
         .capacity(4)
@@ -136,7 +136,7 @@ fn producers_of_a_served_monitor_wait_for_space_without_spinning() {
     }
     assert_eq!(m.call(|n| *n), PRODUCERS * TASKS);
     let per_submit = allocs as f64 / (PRODUCERS * TASKS) as f64;
-    set_saturation_override(None);
+    __test_set_saturation_override(None);
     assert!(
         per_submit < 3.0,
         "{per_submit:.1} allocations per submission: producers spin for space"

@@ -1,0 +1,281 @@
+//! [`Finish`]: how a task ends, and who waits for it to end.
+
+use core::task::{Context, Poll};
+
+use sync_core::parking_lot::SpinWait;
+use sync_core::sync::Arc as LoomArc;
+use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*, fence};
+use sync_core::sync::hint;
+use sync_core::waiter::{Token, Waiter, WaiterQueue};
+
+use crate::unwind;
+
+/// [`Finish::state`]: the task has not started; it can still be cancelled.
+const PENDING: usize = 0;
+/// The executor has claimed the task (it is running, or finishing with a
+/// panic or `Discarded`): too late to cancel.
+const STARTED: usize = 1;
+/// The outcome is written and published.
+pub(super) const READY: usize = 2;
+/// The task was withdrawn before it started ([`Completion::cancel`]): it
+/// never runs and has no outcome.
+const CANCELLED: usize = 3;
+
+/// The token an order waiter is notified with: the task has finished.
+const FINISHED: Token = 1;
+
+/// How a task ends, for everyone who waits for it to end without taking its
+/// result: the workers that must wait for it under strict program order
+/// (several may: async tasks sharing a thread's worker record, or a thread
+/// and such a task).
+///
+/// `state`: [`PENDING`] → [`STARTED`] → [`READY`] by the executor
+/// ([`claim`](Self::claim), then [`ResultSlot::complete`]), or
+/// [`PENDING`] → [`CANCELLED`] by the completion's owner
+/// ([`cancel`](Self::cancel)); an OR, whose taken flag decides instead,
+/// goes straight to `READY` or `CANCELLED`. `READY` and `CANCELLED` are
+/// final: the task is *finished*.
+///
+/// The waiters are a [`WaiterQueue`] of thread or task [`Waiter`]s, all
+/// notified once the task finishes (a broadcast, so their order does not
+/// matter). The queue's consumer role is the `consumer` flag: the finisher
+/// takes it to notify everybody, and a newcomer takes it to free the
+/// waiters that withdrew (futures dropped while waiting), so the queue
+/// holds the live waiters, not the history of cancelled waits. Whoever
+/// holds the role re-checks after letting go, so a finish that found the
+/// role taken is never left undelivered.
+pub(crate) struct Finish {
+    pub(super) state: AtomicUsize,
+    waiters: WaiterQueue,
+    /// The waiter queue's consumer role: true while somebody pops.
+    consumer: AtomicBool,
+    /// Waiters withdrawn since the last sweep (a heuristic count: it only
+    /// decides when a newcomer sweeps).
+    withdrawn: AtomicUsize,
+    /// Waiters the last sweep kept.
+    kept: AtomicUsize,
+}
+
+/// The fewest withdrawn waiters that make a newcomer sweep.
+const SWEEP_MIN: usize = 32;
+
+impl Finish {
+    pub(super) fn new() -> Self {
+        Self {
+            state: AtomicUsize::new(PENDING),
+            waiters: WaiterQueue::new(),
+            consumer: AtomicBool::new(false),
+            withdrawn: AtomicUsize::new(0),
+            kept: AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether the task has finished (ran, was discarded, or cancelled).
+    pub(crate) fn is_finished(&self) -> bool {
+        // Acquire: pairs with the Release store (or CAS) that finished it.
+        self.state.load(Acquire) >= READY
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.state.load(Acquire) == CANCELLED
+    }
+
+    /// The executor claims the task before it runs (or finishes) it.
+    /// `false` if it was cancelled first: then it must not run.
+    pub(crate) fn claim(&self) -> bool {
+        // AcqRel: the CAS races `cancel`'s on the same word; whoever wins
+        // owns the task's body (Acquire on failure pairs with `cancel`'s
+        // Release, so the body the canceller took is seen as taken).
+        match self
+            .state
+            .compare_exchange(PENDING, STARTED, AcqRel, Acquire)
+        {
+            Ok(_) => true,
+            Err(CANCELLED) => false,
+            Err(s) => unreachable!("a task is claimed once (state {s})"),
+        }
+    }
+
+    /// Withdraws a task that has not started. `false` if the executor
+    /// claimed it first.
+    pub(crate) fn cancel(&self) -> bool {
+        // AcqRel: pairs with `claim`'s CAS (exactly one wins) and publishes
+        // the cancellation to the order waiters' Acquire loads.
+        let won = self
+            .state
+            .compare_exchange(PENDING, CANCELLED, AcqRel, Acquire)
+            .is_ok();
+        if won {
+            self.finished();
+        }
+        won
+    }
+
+    /// An OR whose taken flag its owner won: it finishes cancelled.
+    pub(crate) fn set_cancelled(&self) {
+        // Release: pairs with the order waiters' Acquire loads.
+        self.state.store(CANCELLED, Release);
+        self.finished();
+    }
+
+    /// Publishes READY (the outcome is written) and notifies the waiters.
+    pub(super) fn set_ready(&self) {
+        // Release: pairs with the Acquire loads in `is_finished` and
+        // `ResultSlot::is_done` (the outcome was written before).
+        self.state.store(READY, Release);
+        self.finished();
+    }
+
+    /// After the state became final: notify every waiter.
+    fn finished(&self) {
+        // SeqCst fence: pairs with the fence in `push_waiter`. Either the
+        // waiter sees the final state after pushing, or we see its node.
+        fence(SeqCst);
+        if !self.waiters.is_empty() {
+            self.serve_waiters();
+        }
+    }
+
+    /// Takes the consumer role, if free, and pops every waiter: notifies
+    /// them all if the task has finished, otherwise frees the withdrawn
+    /// ones and puts the others back. Re-checks after letting go of the
+    /// role, for a finisher that found it taken.
+    fn serve_waiters(&self) {
+        // Acquire: pairs with the Release that ended the previous holder's
+        // turn (its pops happen before ours).
+        while self
+            .consumer
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_ok()
+        {
+            let finished = self.is_finished();
+            // Withdrawals from now on are the next sweep's.
+            self.withdrawn.store(0, Relaxed);
+            let kept = if finished {
+                while !self.waiters.is_empty() {
+                    // SAFETY: we hold the consumer role (one consumer at a
+                    // time; Acquire/Release on `consumer` orders the turns).
+                    match unsafe { self.waiters.pop() } {
+                        // A waker is user code: a panic in it is caught (see
+                        // `unwind`), so the role is always given back.
+                        Some(w) => unwind::caught(|| {
+                            w.notify(FINISHED);
+                        }),
+                        // A producer is half-way through its push: a
+                        // finisher waits for the few instructions it needs.
+                        None => hint::spin_loop(),
+                    }
+                }
+                0
+            } else {
+                // A sweeper frees the withdrawn waiters and puts the live
+                // ones back (a node half-way through its push is left to
+                // the next sweep).
+                // SAFETY: as above, we hold the consumer role.
+                unsafe { self.waiters.sweep() }.kept
+            };
+            self.kept.store(kept, Relaxed);
+            // Release: pairs with the next holder's Acquire.
+            self.consumer.store(false, Release);
+            // SeqCst fence: pairs with the fence in `finished`. A finisher
+            // whose CAS on `consumer` failed (we held it) fenced before
+            // that; after our fence we see its final state, and serve
+            // again if a waiter is left.
+            fence(SeqCst);
+            if !self.is_finished() || self.waiters.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Adds `waiter` (not notified yet) and returns whether the task is
+    /// still unfinished: if it has finished, the waiter is withdrawn (a
+    /// notify that won the race is as good) and need not wait.
+    fn push_waiter(&self, waiter: &LoomArc<Waiter>) -> bool {
+        self.waiters.push(LoomArc::clone(waiter));
+        // Frees the waiters that withdrew once they are as many as the live
+        // ones the last sweep kept (and at least SWEEP_MIN): the queue holds
+        // at most about twice the live waiters, and a sweep's cost is paid
+        // by as many withdrawals (a sweep at every newcomer made N live
+        // waiters cost O(N^2) to register). Skipping it is always safe: the
+        // finisher pops every node, and the fence below decides the race.
+        let withdrawn = self.withdrawn.load(Relaxed);
+        if withdrawn >= SWEEP_MIN.max(self.kept.load(Relaxed)) {
+            self.serve_waiters();
+        }
+        // SeqCst fence: pairs with the fence in `finished` (see there).
+        fence(SeqCst);
+        if self.is_finished() {
+            let _ = waiter.cancel();
+            return false;
+        }
+        true
+    }
+
+    /// Parks the calling thread until the task has finished.
+    pub(crate) fn wait(&self) {
+        // A short spin first: a combiner usually finishes the task within
+        // microseconds, and a park plus unpark costs tens.
+        // parking_lot's SpinWait, not the family's Watch: the Watch parks
+        // once yields look slow, and a parked waiter costs the combiner an
+        // unpark on its critical path, where yielding to it costs none
+        // (the report's am/bq rows show the difference).
+        let mut spin = SpinWait::new();
+        while spin.spin() {
+            if self.is_finished() {
+                return;
+            }
+        }
+        if self.is_finished() {
+            return;
+        }
+        let waiter = Waiter::for_thread(0);
+        if self.push_waiter(&waiter) {
+            waiter.wait(false);
+        }
+    }
+
+    /// `Ready` once the task has finished; otherwise registers the task in
+    /// `cx` (first poll: a new waiter in `waiter`) and returns `Pending`.
+    /// Dropping `waiter` without [`withdraw`](Self::withdraw) keeps its
+    /// node until the task finishes (a sweep keeps waiters that did not
+    /// withdraw), never a lost wake-up.
+    pub(crate) fn poll_finished(
+        &self,
+        waiter: &mut Option<LoomArc<Waiter>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
+        if self.is_finished() {
+            self.withdraw(waiter);
+            return Poll::Ready(());
+        }
+        match waiter {
+            Some(w) => {
+                if w.poll(cx).is_ready() {
+                    *waiter = None;
+                    return Poll::Ready(());
+                }
+                Poll::Pending
+            }
+            None => {
+                let w = Waiter::for_task(cx.waker(), 0);
+                if !self.push_waiter(&w) {
+                    return Poll::Ready(());
+                }
+                *waiter = Some(w);
+                Poll::Pending
+            }
+        }
+    }
+
+    /// A waiting future goes away: its node is withdrawn (and freed by the
+    /// next sweep or the finisher). A notify that came first carried
+    /// nothing to pass on: every waiter is notified.
+    pub(crate) fn withdraw(&self, waiter: &mut Option<LoomArc<Waiter>>) {
+        if let Some(w) = waiter.take() {
+            if w.cancel().is_ok() {
+                self.withdrawn.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}

@@ -1,0 +1,430 @@
+//! [`Completion`]: the future of a task's result; the one-shot slot the
+//! executor fills (`slot`), and how a task ends, for those who wait for it
+//! to end without taking its result (`finish`).
+
+use core::any::Any;
+use core::fmt;
+use core::future::Future;
+use core::marker::PhantomData;
+use core::mem::{ManuallyDrop, MaybeUninit};
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use std::panic::resume_unwind;
+
+use crate::error::Discarded;
+use crate::unwind;
+
+// `std::sync::Arc`, not loom's: tasks are shared as trait objects, and
+// loom's `Arc` cannot be coerced to one (the reference count is std's own,
+// the protocol's atomics are all loom's).
+use std::sync::Arc;
+
+mod finish;
+mod slot;
+
+pub(crate) use finish::Finish;
+use finish::READY;
+pub(crate) use slot::{HasSlot, ResultSlot};
+
+/// What a task ended with.
+pub(crate) enum Outcome<R> {
+    /// The body ran and returned.
+    Value(R),
+    /// The precondition or the body panicked: resumed in the waiter.
+    Panicked(Box<dyn Any + Send + 'static>),
+    /// The task never ran (its monitor was dropped while its precondition
+    /// was false, or it was an OR operand that could never run).
+    Discarded,
+}
+
+/// The words a completion keeps an outcome in when its task ran inline.
+type Words = [usize; 4];
+
+/// Whether an `Outcome<R>` fits a completion's own words. Larger results
+/// go through the task's shared slot on the heap instead, so that a
+/// [`Completion`] is a few words whatever `R` is, and a large result is
+/// never moved through it.
+pub(crate) const fn fits_inline<R>() -> bool {
+    size_of::<Outcome<R>>() <= size_of::<Words>() && align_of::<Outcome<R>>() <= align_of::<Words>()
+}
+
+/// An `Outcome<R>` kept in a completion's words (`fits_inline::<R>()`).
+struct InlineOutcome<R> {
+    words: MaybeUninit<Words>,
+    /// Owns an `Outcome<R>` (auto traits and drop check as if it did).
+    _outcome: PhantomData<Outcome<R>>,
+}
+
+impl<R> InlineOutcome<R> {
+    /// `None` (the outcome handed back) if it does not fit.
+    fn new(outcome: Outcome<R>) -> Result<Self, Outcome<R>> {
+        if !fits_inline::<R>() {
+            return Err(outcome);
+        }
+        let mut words = MaybeUninit::<Words>::uninit();
+        // SAFETY: `Outcome<R>` fits the words in size and alignment
+        // (checked above); they are uninitialized and written once.
+        unsafe { words.as_mut_ptr().cast::<Outcome<R>>().write(outcome) };
+        Ok(Self {
+            words,
+            _outcome: PhantomData,
+        })
+    }
+
+    fn into_inner(self) -> Outcome<R> {
+        let this = ManuallyDrop::new(self);
+        // SAFETY: written by `new`; `this` is never dropped, so the outcome
+        // is read out once.
+        unsafe { this.words.as_ptr().cast::<Outcome<R>>().read() }
+    }
+}
+
+impl<R> Drop for InlineOutcome<R> {
+    fn drop(&mut self) {
+        // SAFETY: written by `new`, not read out (`into_inner` forgets).
+        unsafe { core::ptr::drop_in_place(self.words.as_mut_ptr().cast::<Outcome<R>>()) }
+    }
+}
+
+enum Inner<R> {
+    /// Ran inline by the submitter (no allocation); `None` once taken.
+    Ready(Option<InlineOutcome<R>>),
+    /// Ran inline, with an outcome too large for `Ready` (the monitor
+    /// sends large results through `Shared` instead; an OR that ran inline
+    /// may come here); `None` once taken.
+    Boxed(Option<Box<Outcome<R>>>),
+    /// Queued: the slot the executor fills.
+    Shared(Arc<dyn HasSlot<R>>),
+}
+
+/// The result of a task submitted to a [`Monitor`](crate::Monitor): a
+/// future, and a handle to block on.
+///
+/// It is ready once the task has run. [`wait`](Self::wait) blocks the thread
+/// for it; `.await` waits without blocking the executor (any executor);
+/// [`is_done`](Self::is_done) looks.
+///
+/// If the task panicked, the panic resumes in whoever takes the result
+/// (`wait` or `.await`); the monitor itself keeps serving.
+///
+/// # Cancel safety
+///
+/// Dropping a `Completion`, awaited or not, does not cancel its task: the
+/// task still runs in its turn, and its result is dropped (fire and forget:
+/// `m.submit(f);` is the paper's asynchronous call). Awaiting `&mut c` in a
+/// `select!` loses nothing either: the completion stays, with its result.
+/// To give up on a task, [`cancel`](Self::cancel) it: it is withdrawn if it
+/// has not started, and handed back with its result to come if it has, so a
+/// timeout never loses a task's effect (see the example there).
+///
+/// # Panics
+///
+/// Taking the result ([`wait`](Self::wait), `.await`) resumes the task's
+/// panic if it panicked (the same payload). A task that was
+/// [discarded](Discarded) is an error: `.await` outputs
+/// `Err(Discarded)` (as a `JoinHandle`'s output is a `Result`), and so does
+/// [`wait_result`](Self::wait_result); [`wait`](Self::wait) panics.
+/// Polling again after the result was taken panics.
+///
+/// # Examples
+///
+/// ```
+/// use active_monitor::Monitor;
+///
+/// let m = Monitor::new(0u64);
+/// let c = m.submit(|n| {
+///     *n += 1;
+///     *n
+/// });
+/// assert_eq!(c.wait(), 1);
+///
+/// let c = m.submit(|n| *n * 10);
+/// assert_eq!(futures::executor::block_on(c), Ok(10));
+/// ```
+pub struct Completion<R> {
+    inner: Inner<R>,
+}
+
+impl<R> Completion<R> {
+    /// A completion for a task that ran inline: the outcome in the
+    /// completion's own words if it fits, otherwise in a slot of its own.
+    pub(crate) fn from_outcome(outcome: Outcome<R>) -> Self {
+        match InlineOutcome::new(outcome) {
+            Ok(o) => Self {
+                inner: Inner::Ready(Some(o)),
+            },
+            Err(outcome) => Self {
+                inner: Inner::Boxed(Some(Box::new(outcome))),
+            },
+        }
+    }
+
+    pub(crate) fn shared(slot: Arc<dyn HasSlot<R>>) -> Self {
+        Self {
+            inner: Inner::Shared(slot),
+        }
+    }
+
+    /// Whether the task has finished (ran, panicked or was discarded): then
+    /// [`wait`](Self::wait) returns at once.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(());
+    /// let c = m.submit(|_| 5); // the monitor is idle: runs at once
+    /// assert!(c.is_done());
+    /// ```
+    pub fn is_done(&self) -> bool {
+        match &self.inner {
+            Inner::Ready(_) | Inner::Boxed(_) => true,
+            Inner::Shared(s) => s.slot().is_done(),
+        }
+    }
+
+    /// Blocks the calling thread until the task has run, and returns its
+    /// result.
+    ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread until the task has finished. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use `.await` (a `Completion` is a future), which awaits instead.
+    ///
+    /// # Panics
+    ///
+    /// Resumes the task's panic; panics if the task was discarded (see
+    /// [`Discarded`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(vec![1, 2]);
+    /// assert_eq!(m.submit(|v| v.len()).wait(), 2);
+    /// ```
+    pub fn wait(self) -> R {
+        match &self.inner {
+            Inner::Shared(s) => {
+                let slot = s.slot();
+                slot.block();
+                // SAFETY: done, and `self` is the single owner (consumed).
+                // Read straight into our caller's place.
+                unsafe { slot.take_or_panic() }
+            }
+            Inner::Ready(_) | Inner::Boxed(_) => self.wait_ran_inline(),
+        }
+    }
+
+    /// [`wait`](Self::wait) for a task that ran inline (apart, so that
+    /// `wait`'s own frame has no room for a result).
+    #[inline(never)]
+    fn wait_ran_inline(self) -> R {
+        match self.wait_result() {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Withdraws the task if it has not started: `Ok(())` if it never runs
+    /// (its body is dropped, here or, for an [`or`](crate::or), by the
+    /// operands' monitors when they next look at them), `Err(self)` if it
+    /// has already started or finished, so that its result can still be
+    /// taken. Exactly one of the task's run and its cancellation happens:
+    /// nothing is lost.
+    ///
+    /// * A task from [`submit`](crate::Monitor::submit),
+    ///   [`when`](crate::Monitor::when) or
+    ///   [`when_in`](crate::Monitor::when_in) is withdrawn until its
+    ///   executor claims it to run it (a `when` task can be withdrawn
+    ///   while it waits on its precondition).
+    /// * An [`or`](crate::or) is withdrawn by winning its *taken* flag (the
+    ///   CAS its operands race for): then no operand runs.
+    /// * An [`and`](crate::and) is never withdrawn (`Err(self)`): its
+    ///   operands start independently on their monitors.
+    ///
+    /// A withdrawn task counts as finished for program order: a strict
+    /// submitter's next submission does not wait for it.
+    ///
+    /// # Errors
+    ///
+    /// `Err(self)` if the task started or finished (or is an AND, or ran
+    /// inline at submission).
+    ///
+    /// # Panics
+    ///
+    /// If dropping the withdrawn body panics (the panic is the body's own).
+    ///
+    /// # Cancel safety
+    ///
+    /// This is what makes a timeout lose nothing: cancel, and on `Err`
+    /// take the result after all.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let m = Monitor::builder().order(Order::Relaxed).build(Vec::<u32>::new());
+    /// let mut take = m.when(|q| !q.is_empty(), |q| q.remove(0));
+    /// let item = tokio::select! {
+    ///     item = &mut take => Some(item),
+    ///     _ = tokio::time::sleep(Duration::from_millis(1)) => match take.cancel() {
+    ///         Ok(()) => None,               // withdrawn: it will never take an item
+    ///         Err(take) => Some(take.await), // it took one meanwhile: keep it
+    ///     },
+    /// };
+    /// assert_eq!(item, None);
+    /// # });
+    /// ```
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// let m = Monitor::builder().order(Order::Relaxed).build(0);
+    /// let c = m.when(|n| *n > 0, |n| *n * 10);
+    /// assert!(c.cancel().is_ok()); // it had not run: it never will
+    /// m.submit(|n| *n = 1);
+    /// let c = m.submit(|n| *n + 1); // ran at once: too late to withdraw
+    /// assert_eq!(c.cancel().unwrap_err().wait(), 2);
+    /// ```
+    pub fn cancel(self) -> Result<(), Self> {
+        let withdrawn = match &self.inner {
+            Inner::Ready(_) | Inner::Boxed(_) => false,
+            Inner::Shared(s) => s.cancel(),
+        };
+        if withdrawn {
+            // A waker's panic caught while notifying the order waiters.
+            unwind::resume_deferred();
+            Ok(())
+        } else {
+            Err(self)
+        }
+    }
+
+    /// [`wait`](Self::wait), with a discarded task as an error instead of a
+    /// panic.
+    ///
+    /// # Errors
+    ///
+    /// [`Discarded`] if the task never ran: its monitor was dropped while its
+    /// precondition was false.
+    ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread until the task has finished. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use `.await` (a `Completion` is a future), which awaits instead.
+    ///
+    /// # Panics
+    ///
+    /// Resumes the task's panic.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Discarded, Monitor};
+    ///
+    /// let m = Monitor::new(0);
+    /// let never = m.when(|n| *n > 0, |n| *n);
+    /// drop(m); // the precondition never held
+    /// assert_eq!(never.wait_result(), Err(Discarded));
+    /// ```
+    pub fn wait_result(mut self) -> Result<R, Discarded> {
+        match &mut self.inner {
+            Inner::Ready(o) => unwrap_outcome(
+                o.take()
+                    .expect("a completion's outcome is taken once")
+                    .into_inner(),
+            ),
+            Inner::Boxed(o) => {
+                unwrap_outcome(*o.take().expect("a completion's outcome is taken once"))
+            }
+            Inner::Shared(s) => {
+                let slot = s.slot();
+                slot.block();
+                // SAFETY: done, and `self` is the single owner (consumed).
+                unsafe { slot.take_result() }
+            }
+        }
+    }
+}
+
+fn unwrap_outcome<R>(outcome: Outcome<R>) -> Result<R, Discarded> {
+    match outcome {
+        Outcome::Value(r) => Ok(r),
+        Outcome::Panicked(p) => resume_unwind(p),
+        Outcome::Discarded => Err(Discarded),
+    }
+}
+
+impl<R> Completion<R> {
+    /// Polls for the result itself (a `SubmitAsync` awaiting its task): read
+    /// straight out of the task's slot; a panic resumes, a discarded task
+    /// panics (the caller knows it cannot be).
+    #[inline(never)]
+    pub(crate) fn poll_value(&mut self, cx: &mut Context<'_>) -> Poll<R> {
+        if let Inner::Shared(s) = &self.inner {
+            if !s.slot().poll_done(cx.waker()) {
+                return Poll::Pending;
+            }
+            let Inner::Shared(s) = core::mem::replace(&mut self.inner, Inner::Ready(None)) else {
+                unreachable!()
+            };
+            // SAFETY: done, and we are the single owner; `self.inner` no
+            // longer holds the slot.
+            return Poll::Ready(unsafe { s.slot().take_or_panic() });
+        }
+        match Pin::new(self).poll(cx) {
+            Poll::Ready(r) => Poll::Ready(r.unwrap_or_else(|e| panic!("{e}"))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<R> Future for Completion<R> {
+    /// The task's result, or [`Discarded`] if it never ran (as a
+    /// `JoinHandle`'s output is a `Result`).
+    type Output = Result<R, Discarded>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<R, Discarded>> {
+        let this = self.get_mut();
+        match &mut this.inner {
+            Inner::Ready(o) => Poll::Ready(unwrap_outcome(
+                o.take()
+                    .expect("Completion polled after it returned Ready")
+                    .into_inner(),
+            )),
+            Inner::Boxed(o) => Poll::Ready(unwrap_outcome(
+                *o.take().expect("Completion polled after it returned Ready"),
+            )),
+            Inner::Shared(s) => {
+                let slot = s.slot();
+                if !slot.poll_done(cx.waker()) {
+                    return Poll::Pending;
+                }
+                // SAFETY: done, and we are the single owner; `this.inner`
+                // is replaced below so the slot is never taken again.
+                let r = unsafe { slot.take_result() };
+                this.inner = Inner::Ready(None);
+                Poll::Ready(r)
+            }
+        }
+    }
+}
+
+// The outcome is never pinned: it is moved out whole.
+impl<R> Unpin for Completion<R> {}
+
+impl<R> fmt::Debug for Completion<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Completion")
+            .field("done", &self.is_done())
+            .finish()
+    }
+}

@@ -1,0 +1,367 @@
+//! [`ResultSlot`]: the one-shot slot the executor writes a task's result
+//! into, and [`HasSlot`], what a completion reads it from.
+
+use core::any::Any;
+use core::mem::MaybeUninit;
+use core::task::Waker;
+use std::panic::resume_unwind;
+
+use core::ptr::addr_of_mut;
+use sync_core::parking_lot::SpinWait;
+use sync_core::sync::atomic::Ordering::*;
+use sync_core::sync::cell::UnsafeCell;
+use sync_core::sync::thread;
+use sync_core::waker::AtomicWaker;
+
+use crate::error::Discarded;
+use crate::unwind;
+
+use super::*;
+
+/// A one-shot result slot: written once by the executor, read once by the
+/// [`Completion`].
+///
+/// Its [`Finish`] says how far the task got and wakes the submitters waiting
+/// for it under strict program order; `waker` is the completion owner's (a
+/// task, or a thread in [`Completion::wait`]).
+///
+/// The result is kept apart from how the task ended, so that a body writes
+/// it in place ([`value_ptr`](Self::value_ptr)) and a waiter reads it out
+/// once ([`read_value`](Self::read_value)): a large result is never moved
+/// through an `Outcome` on either thread's stack.
+pub(crate) struct ResultSlot<R> {
+    finish: Finish,
+    /// The result, once the body wrote it (`ended` is [`Ended::Value`]),
+    /// until the completion's owner reads it out.
+    value: UnsafeCell<Value<R>>,
+    ended: UnsafeCell<Ended>,
+    waker: AtomicWaker,
+}
+
+/// A result written in place, and whether it is there: its drop drops it
+/// if nobody took it. The slot itself has no `Drop`: its cells are dropped
+/// as plain values (the last `Arc`'s drop orders that after every access;
+/// loom, which does not see std's `Arc`, would take an access there for a
+/// race with the owner's take).
+struct Value<R> {
+    r: MaybeUninit<R>,
+    init: bool,
+}
+
+impl<R> Drop for Value<R> {
+    fn drop(&mut self) {
+        if self.init {
+            // SAFETY: `init`: written by the body, not read out.
+            unsafe { self.r.assume_init_drop() }
+        }
+    }
+}
+
+/// How a task ended, as its slot keeps it until the result is taken.
+enum Ended {
+    /// Not yet, or taken.
+    Not,
+    /// The body returned: the slot's `value` holds the result.
+    Value,
+    Panicked(Box<dyn Any + Send + 'static>),
+    Discarded,
+}
+
+// SAFETY: `value` and `ended` are written once by the executor before the
+// state becomes READY (Release) and read by the single owner of the
+// completion after it sees READY (Acquire); R crosses threads, hence
+// R: Send.
+unsafe impl<R: Send> Send for ResultSlot<R> {}
+// SAFETY: as for `Send`; no `&R` is ever shared.
+unsafe impl<R: Send> Sync for ResultSlot<R> {}
+
+impl<R> ResultSlot<R> {
+    pub(crate) fn new() -> Self {
+        Self {
+            finish: Finish::new(),
+            value: UnsafeCell::new(Value {
+                r: MaybeUninit::uninit(),
+                init: false,
+            }),
+            ended: UnsafeCell::new(Ended::Not),
+            waker: AtomicWaker::new(),
+        }
+    }
+
+    /// Initializes a slot in place, leaving its value (a `MaybeUninit`)
+    /// as it is: a large result's room is never built on the stack.
+    ///
+    /// # Safety
+    ///
+    /// `p` is valid for writes of a `ResultSlot<R>`; the slot is
+    /// initialized afterwards.
+    #[cfg(not(loom))]
+    pub(crate) unsafe fn init(p: *mut Self) {
+        // SAFETY: our caller's contract; `value` needs no initialization.
+        unsafe {
+            addr_of_mut!((*p).finish).write(Finish::new());
+            // `value`: its flag only (the cell is `repr(transparent)`
+            // without loom); the value itself is written by the body.
+            let value = addr_of_mut!((*p).value).cast::<Value<R>>();
+            addr_of_mut!((*value).init).write(false);
+            addr_of_mut!((*p).ended).write(UnsafeCell::new(Ended::Not));
+            addr_of_mut!((*p).waker).write(AtomicWaker::new());
+        }
+    }
+
+    pub(crate) fn finish(&self) -> &Finish {
+        &self.finish
+    }
+
+    /// Where the body writes the result, before
+    /// [`complete_written`](Self::complete_written).
+    ///
+    /// # Safety
+    ///
+    /// Only for the executor that owns the task (it claimed it), which
+    /// writes it at most once.
+    pub(crate) unsafe fn value_ptr(&self) -> *mut R {
+        // SAFETY: a pointer into the slot, for the executor's one write.
+        self.value
+            .with_mut(|v| unsafe { addr_of_mut!((*v).r) }.cast::<R>())
+    }
+
+    /// The body wrote the result at [`value_ptr`](Self::value_ptr): marks
+    /// the task finished and wakes the waiters.
+    ///
+    /// # Safety
+    ///
+    /// As [`complete`](Self::complete), after the write.
+    pub(crate) unsafe fn complete_written(&self) {
+        self.value.with_mut(|v| {
+            // SAFETY: only the executor writes, once, before READY.
+            unsafe { (*v).init = true };
+        });
+        self.ended.with_mut(|e| {
+            // SAFETY: only the executor writes, once, before READY.
+            unsafe { *e = Ended::Value };
+        });
+        self.publish();
+    }
+
+    /// Stores the outcome and wakes the waiters.
+    ///
+    /// # Safety
+    ///
+    /// Called at most once, by the executor that owns the task (it claimed
+    /// it, or won an OR's taken flag).
+    pub(crate) unsafe fn complete(&self, outcome: Outcome<R>) {
+        let ended = match outcome {
+            Outcome::Value(r) => {
+                self.value.with_mut(|v| {
+                    // SAFETY: our caller's contract: the one write.
+                    unsafe {
+                        (*v).r.write(r);
+                        (*v).init = true;
+                    }
+                });
+                Ended::Value
+            }
+            Outcome::Panicked(p) => Ended::Panicked(p),
+            Outcome::Discarded => Ended::Discarded,
+        };
+        self.ended.with_mut(|e| {
+            // SAFETY: only the executor writes, once, before READY.
+            unsafe { *e = ended };
+        });
+        self.publish();
+    }
+
+    /// The task panicked: [`complete`](Self::complete) without an
+    /// `Outcome<R>` (as large as a result) on the caller's frame.
+    ///
+    /// # Safety
+    ///
+    /// As [`complete`](Self::complete).
+    pub(crate) unsafe fn complete_panicked(&self, p: Box<dyn Any + Send + 'static>) {
+        self.complete_other(Ended::Panicked(p));
+    }
+
+    /// The task never ran: `complete(Outcome::Discarded)`, without an
+    /// `Outcome<R>` on the caller's frame.
+    ///
+    /// # Safety
+    ///
+    /// As [`complete`](Self::complete).
+    pub(crate) unsafe fn complete_discarded(&self) {
+        self.complete_other(Ended::Discarded);
+    }
+
+    fn complete_other(&self, ended: Ended) {
+        self.ended.with_mut(|e| {
+            // SAFETY: only the executor writes, once, before READY (the
+            // callers' contract).
+            unsafe { *e = ended };
+        });
+        self.publish();
+    }
+
+    fn publish(&self) {
+        self.finish.set_ready();
+        // The AtomicWaker's RMW orders this wake after the READY store for
+        // a register that looks at the state after registering.
+        // A waker is user code: a panic in it is resumed once the monitor
+        // is let go of (see `unwind`).
+        unwind::caught(|| self.waker.wake());
+    }
+
+    /// Takes the result, in place: the value read straight out of the slot
+    /// into the caller's place. A panic resumes here; a discarded task is
+    /// `Err(Discarded)` ([`read_value`](Self::read_value) for the value
+    /// alone).
+    ///
+    /// # Safety
+    ///
+    /// `is_done()` returned true, and the caller is the completion's single
+    /// owner, taking the result once.
+    pub(super) unsafe fn take_result(&self) -> Result<R, Discarded> {
+        if self.ended_is_value() {
+            // SAFETY: our caller's contract.
+            Ok(unsafe { self.read_value() })
+        } else {
+            // SAFETY: our caller's contract.
+            Err(unsafe { self.take_other() })
+        }
+    }
+
+    /// Whether the task's body returned (its value is in the slot).
+    fn ended_is_value(&self) -> bool {
+        self.ended.with(|e| {
+            // SAFETY: read by the completion's owner after READY (or by
+            // nobody else before it).
+            matches!(unsafe { &*e }, Ended::Value)
+        })
+    }
+
+    /// Reads the value out (a body's result).
+    ///
+    /// # Safety
+    ///
+    /// `is_done()` returned true, the caller is the completion's single
+    /// owner, taking the result once, and `ended_is_value()`.
+    pub(crate) unsafe fn read_value(&self) -> R {
+        // Marked taken before the read, which is the tail, so that the
+        // value goes straight to our caller's place.
+        self.value.with_mut(|v| {
+            // SAFETY: our caller's contract: the single owner, once.
+            unsafe {
+                (*v).init = false;
+                (*v).r.assume_init_read()
+            }
+        })
+    }
+
+    /// A task that did not return: resumes its panic, or `Discarded`.
+    ///
+    /// # Safety
+    ///
+    /// `is_done()` returned true, the caller is the completion's single
+    /// owner, taking the result once, and not `ended_is_value()`.
+    unsafe fn take_other(&self) -> Discarded {
+        let ended = self.ended.with_mut(|e| {
+            // SAFETY: our caller's contract: the single owner, once.
+            unsafe { core::mem::replace(&mut *e, Ended::Not) }
+        });
+        match ended {
+            Ended::Panicked(p) => resume_unwind(p),
+            Ended::Discarded => Discarded,
+            Ended::Value | Ended::Not => unreachable!("a completion's outcome is taken once"),
+        }
+    }
+
+    /// The result of a finished task, or the task's panic resumed; panics
+    /// if it was discarded (`Completion::wait`).
+    ///
+    /// # Safety
+    ///
+    /// `is_done()` returned true, and the caller is the completion's single
+    /// owner, taking the result once.
+    pub(super) unsafe fn take_or_panic(&self) -> R {
+        if self.ended_is_value() {
+            // SAFETY: our caller's contract.
+            unsafe { self.read_value() }
+        } else {
+            // SAFETY: our caller's contract.
+            let e = unsafe { self.take_other() };
+            panic!("{e}")
+        }
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        // Acquire: pairs with the Release store in `Finish::set_ready`.
+        self.finish.state.load(Acquire) == READY
+    }
+
+    pub(super) fn poll_done(&self, cx: &Waker) -> bool {
+        if self.is_done() {
+            return true;
+        }
+        self.waker.register(cx);
+        // A completion between the first look and the register may have
+        // found no waker: look again.
+        self.is_done()
+    }
+
+    /// Parks the calling thread until the outcome is ready.
+    pub(super) fn block(&self) {
+        // A short spin, then yields, first: a combiner usually finishes the
+        // task within microseconds, and a park plus unpark costs tens.
+        // parking_lot's SpinWait, not the family's Watch: the Watch parks
+        // once yields look slow, and a parked waiter costs the combiner an
+        // unpark on its critical path, where yielding to it costs none
+        // (the report's am/bq rows show the difference).
+        let mut spin = SpinWait::new();
+        loop {
+            if self.is_done() {
+                return;
+            }
+            if !spin.spin() {
+                break;
+            }
+        }
+        let waker = thread_waker();
+        while !self.poll_done(&waker) {
+            // A wake between the register and the park leaves the thread's
+            // unpark token set: the park returns at once.
+            thread::park();
+        }
+    }
+}
+
+/// A `Waker` that unparks the calling thread.
+fn thread_waker() -> Waker {
+    struct Unpark(thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    Waker::from(std::sync::Arc::new(Unpark(thread::current())))
+}
+
+/// Whatever holds a [`ResultSlot`]: the task itself, so that a submitted
+/// task and its completion share one allocation.
+pub(crate) trait HasSlot<R>: Send + Sync {
+    fn slot(&self) -> &ResultSlot<R>;
+
+    /// Withdraws the task if it has not started ([`Completion::cancel`]):
+    /// `true` if it will never run (its body is dropped, by now or by the
+    /// executors that still hold it). The default refuses.
+    fn cancel(&self) -> bool {
+        false
+    }
+}
+
+impl<R: Send> HasSlot<R> for ResultSlot<R> {
+    fn slot(&self) -> &ResultSlot<R> {
+        self
+    }
+}

@@ -1,0 +1,709 @@
+//! The monitor's public methods (`call`, `submit`, `when`, `when_in` and
+//! their async forms) and the paths that run a task at once.
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+
+use ast_mutex::{AbstractState, StateSet};
+// `std::sync::Arc`, not loom's: tasks are shared as trait objects, and
+// loom's `Arc` cannot be coerced to one (the reference count is std's own,
+// the protocol's atomics are all loom's).
+use std::sync::Arc;
+use sync_core::sync::atomic::Ordering::*;
+use sync_core::sync::hint;
+
+use crate::completion::{Completion, Outcome, fits_inline};
+use crate::order;
+use crate::submit::{CallAsync, SubmitAsync, WhenAsync, WhenInAsync};
+use crate::task::{
+    Always, AsyncTask, Body, CallJob, DONE, HANDOFF, InSet, Plain, Pre, Pred, Stated, Task,
+};
+use crate::unwind;
+
+use super::*;
+
+impl<T, S: AbstractState> Monitor<T, S> {
+    /// Runs a task on the data and returns its result: synchronous
+    /// delegation.
+    ///
+    /// If the monitor is idle, the calling thread runs `f` itself at once,
+    /// then any tasks queued meanwhile (it is the combiner). Otherwise `f`
+    /// is queued and the thread sleeps until a combiner has run it, or until
+    /// the monitor is handed to it.
+    ///
+    /// Under [`Order::Strict`](crate::Order::Strict), first waits for this submitter's previous
+    /// asynchronous task if it was on another monitor (rule 3, see
+    /// [`Order`](crate::Order)). In async code use [`call_async`](Self::call_async),
+    /// which awaits instead of parking.
+    ///
+    /// The result is written once, where the body returns it: a call costs
+    /// no more stack for a large result than the body itself.
+    ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread until the task has run. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use [`call_async`](Self::call_async), which awaits instead.
+    ///
+    /// # Panics
+    ///
+    /// Resumes `f`'s panic (the monitor keeps serving). Panics if called
+    /// from inside a task of this same monitor (it would wait for ever; the
+    /// panic then resumes in that task's waiter).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(vec![3, 1, 2]);
+    /// let max = m.call(|v| {
+    ///     v.sort();
+    ///     *v.last().unwrap()
+    /// });
+    /// assert_eq!(max, 3);
+    /// ```
+    pub fn call<F, R>(&self, f: F) -> R
+    where
+        F: FnOnce(&mut T) -> R + Send,
+        R: Send,
+    {
+        order::before_plain_submit(self.id(), self.order);
+        if self.try_lock_for_call() {
+            if self.queue.is_empty() {
+                // Idle: run it here, like a lock.
+                return self.call_inline(f);
+            }
+            return self.call_queued(f, true);
+        }
+        assert!(
+            !unwind::is_running(self.id()),
+            "Monitor::call from a task of the same monitor: it would wait for ever"
+        );
+        match self.spin_for_call() {
+            Some(true) => self.call_inline(f),
+            Some(false) => self.call_queued(f, true),
+            None => self.call_queued(f, false),
+        }
+    }
+
+    /// A `call` that found the monitor held with nothing queued: its holder
+    /// is running a task of its own, as a lock's holder runs its critical
+    /// section. Like a lock's waiter, spin a short while for it to let go
+    /// and take it then, rather than queue the task and wait to be run
+    /// (or woken): the running caller keeps taking an idle monitor, and
+    /// nobody is woken. `Some(empty)` once taken (`empty`: nothing queued,
+    /// run inline); `None` if tasks are queued (a combiner or a server
+    /// serves them: queue behind them, in FIFO order) or the holder did
+    /// not let go within the spin.
+    #[inline]
+    pub(super) fn spin_for_call(&self) -> Option<bool> {
+        for _ in 0..CALL_LOCK_SPINS {
+            if !self.queue.is_empty() {
+                return None;
+            }
+            hint::spin_loop();
+            let s = self.lock.load(Relaxed);
+            if (s == 0 || s & STATE == HANDOVER) && self.try_lock_for_call() {
+                return Some(self.queue.is_empty());
+            }
+        }
+        None
+    }
+
+    /// Runs `f` under the held monitor and returns its result as the body
+    /// returns it: no `Outcome`, no `catch_unwind`, so that a large result
+    /// is written once, in the caller's place, and costs no more stack than
+    /// the body itself. Then the waiting tasks are re-checked and the
+    /// monitor is served, as after any task; if `f` panics, the same
+    /// happens while the panic unwinds to the caller (whose task it is),
+    /// so the monitor is never left held.
+    pub(super) fn call_inline<F, R>(&self, f: F) -> R
+    where
+        F: FnOnce(&mut T) -> R,
+    {
+        /// Relays and serves once the body is done, or unwinding.
+        struct After<'a, T, S: AbstractState>(&'a Monitor<T, S>);
+        impl<T, S: AbstractState> Drop for After<'_, T, S> {
+            fn drop(&mut self) {
+                let m = self.0;
+                // Most monitors have no waiting task most of the time: then
+                // nothing to relay, and no user code runs here.
+                // SAFETY: we hold the monitor; a shared look.
+                if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
+                    let guard = Unlock(m);
+                    unwind::running(m.id(), || {
+                        m.exec.with_mut(|e| {
+                            // SAFETY: we hold the monitor.
+                            unsafe { (*e).relay() }
+                        })
+                    });
+                    core::mem::forget(guard);
+                }
+                // Resumes a deferred panic, or drops it if the body's own
+                // panic unwinds.
+                m.serve();
+            }
+        }
+        // Dropped after the tail expression: relays and serves once the
+        // result is in our caller's place.
+        let _after = After(self);
+        unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: we hold the monitor; `_after`'s relay comes after
+                // this borrow ends.
+                order::as_task(|| f(unsafe { &mut (*e).data }))
+            })
+        })
+    }
+
+    /// `submit` on an idle monitor, for a result that fits a completion
+    /// (apart, so that `submit`'s own frame has no room for an outcome).
+    #[inline(never)]
+    fn submit_inline<F, R>(&self, f: F) -> Completion<R>
+    where
+        F: FnOnce(&mut T) -> R,
+    {
+        // The completion is made before serving: the outcome goes straight
+        // into it, and is not kept aside across the call.
+        let completion = Completion::from_outcome(self.run_inline(f));
+        self.serve();
+        completion
+    }
+
+    /// `when` on an idle monitor whose precondition holds, for a result
+    /// that fits a completion (apart, as `submit_inline`).
+    #[inline(never)]
+    pub(super) fn when_inline<P, F, R>(&self, pre: P, body: F) -> Result<Completion<R>, (P, F)>
+    where
+        P: Fn(&T) -> bool,
+        F: FnOnce(&mut T) -> R,
+    {
+        self.run_op_if_idle(pre, body).map(Completion::from_outcome)
+    }
+
+    /// Runs `f` under the held monitor; the waiting tasks are re-checked.
+    pub(super) fn run_inline<F, R>(&self, f: F) -> Outcome<R>
+    where
+        F: FnOnce(&mut T) -> R,
+    {
+        let guard = Unlock(self);
+        let outcome = unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: we hold the monitor.
+                let exec = unsafe { &mut *e };
+                let outcome =
+                    match catch_unwind(AssertUnwindSafe(|| order::as_task(|| f(&mut exec.data)))) {
+                        Ok(r) => Outcome::Value(r),
+                        Err(p) => Outcome::Panicked(p),
+                    };
+                if exec.has_waiting() {
+                    exec.relay();
+                }
+                outcome
+            })
+        });
+        core::mem::forget(guard);
+        outcome
+    }
+
+    #[cold]
+    pub(super) fn call_queued<F, R>(&self, f: F, locked: bool) -> R
+    where
+        F: FnOnce(&mut T) -> R + Send,
+        R: Send,
+    {
+        let job = CallJob::new(f);
+        // SAFETY: `job` stays on this frame until its waiter is notified:
+        // we return only after `wait` gave DONE, or after running it
+        // ourselves following HANDOFF.
+        let task = unsafe { job.task::<T, S>() };
+        if locked {
+            // We hold the monitor, with tasks queued before us: queue ours
+            // behind them (FIFO keeps other workers' and our own earlier
+            // tasks first) and serve.
+            self.push_held(task);
+            self.serve();
+        } else {
+            self.push(task);
+            self.after_push();
+        }
+        match job.wait() {
+            DONE => unwrap_call(job.take_result()),
+            HANDOFF => {
+                // The monitor is ours, held, and our task is the one the
+                // previous holder popped for us: run it here.
+                self.call_inline(job.take_body())
+            }
+            t => unreachable!("unexpected token {t}"),
+        }
+    }
+
+    /// Submits a task and returns its [`Completion`] at once: asynchronous
+    /// delegation.
+    ///
+    /// If the monitor is idle, the calling thread runs `f` at once (the
+    /// completion is then ready) and any tasks queued meanwhile. Otherwise
+    /// `f` is queued for the holder; if the queue is full, the thread waits
+    /// for space (helping to run the queue if the monitor becomes idle).
+    /// That wait parks the thread: in async code use
+    /// [`submit_async`](Self::submit_async), which awaits instead.
+    ///
+    /// Under [`Order::Strict`](crate::Order::Strict), first waits (parked, too) for this
+    /// submitter's previous asynchronous task if it was on another monitor
+    /// (rule 3, see [`Order`](crate::Order)).
+    ///
+    /// The returned [`Completion`] may be dropped: the task still runs
+    /// (fire and forget, the paper's asynchronous call). To give a task up,
+    /// [`cancel`](Completion::cancel) its completion.
+    ///
+    /// # Cancel safety
+    ///
+    /// Nothing to cancel in the call itself (it returns once the task is
+    /// queued); see [`Completion`]'s.
+    ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread while the queue is full or program order makes it wait. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use [`submit_async`](Self::submit_async), which awaits instead.
+    ///
+    /// # Panics
+    ///
+    /// Never for `f`'s panic: it resumes in the completion's waiter. Panics
+    /// if called from inside a task of this same monitor while its queue is
+    /// full: only the task's own thread could make room, and it is busy
+    /// running the task (the panic then resumes in that task's waiter).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(0u32);
+    /// let c = m.submit(|n| {
+    ///     *n += 1;
+    ///     *n
+    /// });
+    /// assert_eq!(c.wait(), 1);
+    /// ```
+    pub fn submit<F, R>(&self, f: F) -> Completion<R>
+    where
+        F: FnOnce(&mut T) -> R + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        order::before_plain_submit(self.id(), self.order);
+        if self.try_lock() {
+            // A result too large for the completion itself is written in
+            // place, in the task's slot (see `fits_inline`).
+            if self.queue.is_empty() && fits_inline::<R>() {
+                return self.submit_inline(f);
+            }
+            return self.submit_task(AsyncTask::new_arc(Always, Plain(f)), false, true);
+        }
+        self.submit_task(AsyncTask::new_arc(Always, Plain(f)), false, false)
+    }
+
+    /// Submits a task that runs once `pre` holds: the paper's `waituntil`.
+    ///
+    /// Whoever holds the monitor evaluates `pre` (the paper's closure of
+    /// predicates): when the task comes out of the queue, and again after
+    /// every task that runs while it waits, until it holds. Then `body` runs
+    /// at once, in the same critical section. Nobody is woken to evaluate a
+    /// predicate; the task's waiter is woken once, with the result.
+    ///
+    /// `pre` should be cheap and must not have side effects: it is evaluated
+    /// any number of times.
+    ///
+    /// While the task waits, its submitter's later tasks on this monitor
+    /// go ahead (the one that enables it included); under
+    /// [`Order::Strict`](crate::Order::Strict) the submitter's next submission to *another*
+    /// monitor waits for it to complete or be
+    /// [cancelled](Completion::cancel) (rule 3, see [`Order`](crate::Order)). At most
+    /// [`WAITING_LIMIT`](crate::WAITING_LIMIT) of a submitter's tasks wait
+    /// at once. In async code use [`when_async`](Self::when_async), which
+    /// awaits instead of parking.
+    ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread while the queue is full or program order makes it wait. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use [`when_async`](Self::when_async), which awaits instead.
+    ///
+    /// # Panics
+    ///
+    /// Never for `pre`'s or `body`'s panic: it resumes in the completion's
+    /// waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// let m = Monitor::new(0);
+    /// let c = m.when(|n| *n >= 2, |n| *n * 10);
+    /// m.submit(|n| *n += 1);
+    /// assert!(!c.is_done());
+    /// m.submit(|n| *n += 1);
+    /// assert_eq!(c.wait(), 20);
+    /// ```
+    pub fn when<P, F, R>(&self, pre: P, body: F) -> Completion<R>
+    where
+        P: Fn(&T) -> bool + Send + 'static,
+        F: FnOnce(&mut T) -> R + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        order::before_submit(self.id(), self.order);
+        // Idle with nothing queued and `pre` true: run at once, as `submit`
+        // does (no allocation, no wake-up); a large result goes through the
+        // task's slot (see `fits_inline`).
+        let (pre, body) = if fits_inline::<R>() {
+            match self.when_inline(pre, body) {
+                Ok(c) => return c,
+                Err(back) => back,
+            }
+        } else {
+            (pre, body)
+        };
+        let task = AsyncTask::new_arc(Pred(pre), Plain(body));
+        let locked = self.try_lock();
+        self.submit_task(task, true, locked)
+    }
+
+    /// Submits a task that runs once the monitor's abstract state is in
+    /// `set`; its body returns its result and the next abstract state.
+    ///
+    /// Only tasks whose entry set contains the current state are looked at:
+    /// their order of submission decides, and no predicate is evaluated.
+    ///
+    /// # Deadlocks
+    ///
+    /// Parks the thread while the queue is full or program order makes it wait. Called from a task on a single-threaded executor (tokio's
+    /// current-thread runtime, `futures`' `LocalPool`) while another task of
+    /// that executor must run first (it holds the monitor's work back, or
+    /// submits what this waits for), it blocks that executor for ever: in
+    /// async code use [`when_in_async`](Self::when_in_async), which awaits instead.
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty (the task could never run). A panic in `body`
+    /// resumes in the completion's waiter; the abstract state is then left
+    /// as it was.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// ast_mutex::states! { enum Door { Closed, Open } }
+    ///
+    /// let m = Monitor::builder()
+    ///     .order(Order::Relaxed)
+    ///     .build_with_states(Door::Closed, 0u32);
+    /// let enter = m.when_in(Door::Open, |visits| {
+    ///     *visits += 1;
+    ///     (*visits, Door::Open)
+    /// });
+    /// m.when_in(Door::Closed, |_| ((), Door::Open));
+    /// assert_eq!(enter.wait(), 1);
+    /// ```
+    pub fn when_in<F, R>(&self, set: impl Into<StateSet<S>>, body: F) -> Completion<R>
+    where
+        F: FnOnce(&mut T) -> (R, S) + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+        S: Send,
+    {
+        let set = entry_set(set.into(), "when_in");
+        order::before_submit(self.id(), self.order);
+        let task = AsyncTask::new_arc(InSet(set), Stated(body));
+        let locked = self.try_lock();
+        self.submit_task(task, true, locked)
+    }
+
+    /// [`submit`](Self::submit) for async code: a future that submits the
+    /// task without blocking the thread, then outputs its result (awaited
+    /// once). [`SubmitAsync::completion`] outputs the task's [`Completion`]
+    /// instead, once it is queued.
+    ///
+    /// Where `submit` parks the thread (the queue is full, or program order
+    /// makes it wait for an earlier task of this worker), the future awaits
+    /// instead: it registers its task's waker and returns `Pending`, and the
+    /// executor runs its other tasks meanwhile. See [`SubmitAsync`] for the
+    /// steps.
+    ///
+    /// An async task that awaits each submission's result is in program
+    /// order by construction (each task has finished before the next is
+    /// submitted). To keep completions outstanding across submissions with
+    /// [`Order::Strict`](crate::Order::Strict)'s rule 3, run the task in a
+    /// [`worker`](crate::worker) scope (see [`Order`](crate::Order)).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future withdraws the task if it has not started (see
+    /// [`SubmitAsync`]): a timeout around it loses nothing.
+    ///
+    /// # Panics
+    ///
+    /// As [`SubmitAsync`]. `f`'s panic resumes in the completion's waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(0u32);
+    /// let r = futures::executor::block_on(async {
+    ///     m.submit_async(|n| {
+    ///         *n += 1;
+    ///         *n
+    ///     })
+    ///     .await // submitted, run, and its result
+    /// });
+    /// assert_eq!(r, 1);
+    /// ```
+    pub fn submit_async<F, R>(&self, f: F) -> SubmitAsync<'_, T, S, R>
+    where
+        F: FnOnce(&mut T) -> R + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        SubmitAsync::new(self, AsyncTask::new_arc(Always, Plain(f)), false)
+    }
+
+    /// [`when`](Self::when) for async code: a future that submits the task
+    /// without blocking the thread (see [`submit_async`](Self::submit_async)),
+    /// and outputs its result once `pre` held and `body` ran.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`submit_async`](Self::submit_async): dropping the future while
+    /// the task waits on its precondition withdraws it, so a timeout loses
+    /// nothing (a `take` that timed out took no item).
+    ///
+    /// # Panics
+    ///
+    /// As [`SubmitAsync`]. `pre`'s or `body`'s panic resumes in the completion's
+    /// waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// let m = Monitor::new(0);
+    /// futures::executor::block_on(async {
+    ///     // Both at once: the take waits until the put has run.
+    ///     let (taken, ()) = futures::future::join(
+    ///         m.when_async(|n| *n > 0, |n| *n * 10),
+    ///         m.submit_async(|n| *n = 4),
+    ///     )
+    ///     .await;
+    ///     assert_eq!(taken, 40);
+    /// });
+    /// ```
+    pub fn when_async<P, F, R>(&self, pre: P, body: F) -> WhenAsync<'_, T, S, R>
+    where
+        P: Fn(&T) -> bool + Send + 'static,
+        F: FnOnce(&mut T) -> R + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        SubmitAsync::new(self, AsyncTask::new_arc(Pred(pre), Plain(body)), true)
+    }
+
+    /// [`when_in`](Self::when_in) for async code: a future that submits the
+    /// task without blocking the thread (see
+    /// [`submit_async`](Self::submit_async)).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`when_async`](Self::when_async).
+    ///
+    /// # Panics
+    ///
+    /// If `set` is empty (at once, not when polled); otherwise as
+    /// [`SubmitAsync`]. `body`'s panic resumes in the completion's waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// ast_mutex::states! { enum Door { Closed, Open } }
+    ///
+    /// let m = Monitor::builder()
+    ///     .order(Order::Relaxed)
+    ///     .build_with_states(Door::Closed, 0u32);
+    /// futures::executor::block_on(async {
+    ///     let enter = m.when_in_async(Door::Open, |n| (*n + 1, Door::Open)).completion().await;
+    ///     m.when_in_async(Door::Closed, |_| ((), Door::Open)).await;
+    ///     assert_eq!(enter.await, Ok(1));
+    /// });
+    /// ```
+    pub fn when_in_async<F, R>(
+        &self,
+        set: impl Into<StateSet<S>>,
+        body: F,
+    ) -> WhenInAsync<'_, T, S, R>
+    where
+        F: FnOnce(&mut T) -> (R, S) + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+        S: Send,
+    {
+        let set = entry_set(set.into(), "when_in_async");
+        SubmitAsync::new(self, AsyncTask::new_arc(InSet(set), Stated(body)), true)
+    }
+
+    /// [`call`](Self::call) for async code: submits `f` as
+    /// [`submit_async`](Self::submit_async) does, then awaits its result.
+    /// Unlike `call`, the task may outlive the caller's frame (the future
+    /// can be dropped while the task is queued), hence `'static`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future withdraws the task if it has not started; if it
+    /// has, it runs to its end and its result is dropped (see
+    /// [`CallAsync`]).
+    ///
+    /// # Panics
+    ///
+    /// Resumes `f`'s panic; otherwise as [`SubmitAsync`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(vec![3, 1, 2]);
+    /// let max = futures::executor::block_on(m.call_async(|v| {
+    ///     v.sort();
+    ///     *v.last().unwrap()
+    /// }));
+    /// assert_eq!(max, 3);
+    /// ```
+    pub fn call_async<F, R>(&self, f: F) -> CallAsync<'_, T, S, R>
+    where
+        F: FnOnce(&mut T) -> R + Send + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        CallAsync::new(self.submit_async(f))
+    }
+
+    /// For an OR operand (`compose::or`) and `when`: if the monitor is idle with
+    /// nothing queued, takes it, evaluates `pre` and, if it holds, runs
+    /// `body` in the same critical section (then the waiting tasks are
+    /// re-checked, as after any task); then serves and lets go as `submit`
+    /// does. `Err((pre, body))` if the monitor was busy, or queued tasks
+    /// had to run first (they are served), or `pre` was false: nothing of
+    /// this operand ran. A panic in `pre` or `body` is the outcome (`pre`
+    /// and `body` are then dropped here).
+    pub(crate) fn run_op_if_idle<P, F, R>(&self, pre: P, body: F) -> Result<Outcome<R>, (P, F)>
+    where
+        P: Fn(&T) -> bool,
+        F: FnOnce(&mut T) -> R,
+    {
+        if !self.try_lock() {
+            return Err((pre, body));
+        }
+        if !self.queue.is_empty() {
+            // Tasks queued before us come first: serve them, and let the
+            // caller queue the operand behind whatever remains.
+            self.serve();
+            return Err((pre, body));
+        }
+        let guard = Unlock(self);
+        let outcome = unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: we hold the monitor.
+                let exec = unsafe { &mut *e };
+                match catch_unwind(AssertUnwindSafe(|| pre(&exec.data))) {
+                    // Nothing changed: no waiting task to re-check.
+                    Ok(false) => Err((pre, body)),
+                    Ok(true) => {
+                        let outcome = match catch_unwind(AssertUnwindSafe(|| {
+                            order::as_task(|| body(&mut exec.data))
+                        })) {
+                            Ok(r) => Outcome::Value(r),
+                            Err(p) => Outcome::Panicked(p),
+                        };
+                        // Drops are user code (see `unwind`).
+                        unwind::drop_caught(pre);
+                        exec.relay();
+                        Ok(outcome)
+                    }
+                    Err(p) => {
+                        unwind::drop_caught(pre);
+                        unwind::drop_caught(body);
+                        Ok(Outcome::Panicked(p))
+                    }
+                }
+            })
+        });
+        core::mem::forget(guard);
+        self.serve();
+        outcome
+    }
+
+    /// Queues `task` (or runs it, if `locked` and the queue is empty) and
+    /// returns its completion.
+    pub(super) fn submit_task<P, B, R>(
+        &self,
+        task: Arc<AsyncTask<T, S, P, B, R>>,
+        conditional: bool,
+        locked: bool,
+    ) -> Completion<R>
+    where
+        P: Pre<T, S> + 'static,
+        B: Body<T, S, R> + 'static,
+        R: Send + 'static,
+        T: 'static,
+    {
+        let (task, completion, pending) = task.handles(self.order, conditional);
+        self.submit_job(task, locked);
+        if let Some(pending) = pending {
+            if !completion.is_done() {
+                order::submitted(self.id(), conditional, &pending, self.order);
+            }
+        }
+        completion
+    }
+
+    /// Queues `task`, or runs it if `locked` (the caller took the monitor)
+    /// and nothing is queued; serves if it holds the monitor.
+    pub(crate) fn submit_job(&self, task: Task<T, S>, locked: bool) {
+        if locked {
+            if self.queue.is_empty() {
+                self.execute(task);
+            } else {
+                self.push_held(task);
+            }
+            self.serve();
+        } else {
+            self.push(task);
+            self.after_push();
+        }
+    }
+}
+
+/// A `when_in` task's entry set, as a mask.
+///
+/// # Panics
+///
+/// If `set` is empty (the task could never run); `method` names the caller.
+fn entry_set<S: AbstractState>(set: StateSet<S>, method: &str) -> u64 {
+    assert!(
+        !set.is_empty(),
+        "Monitor::{method} with an empty set of states: the task could never run"
+    );
+    set.bits()
+}
+
+fn unwrap_call<R>(outcome: Outcome<R>) -> R {
+    match outcome {
+        Outcome::Value(r) => r,
+        Outcome::Panicked(p) => resume_unwind(p),
+        Outcome::Discarded => unreachable!("a call is never discarded"),
+    }
+}

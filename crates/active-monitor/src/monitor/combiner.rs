@@ -1,0 +1,391 @@
+//! The combining executor: taking and letting go of the monitor, the
+//! combiner's stint, its hand-overs and offers.
+
+use ast_mutex::AbstractState;
+use sync_core::sync::atomic::{Ordering::*, fence};
+use sync_core::sync::hint;
+
+use crate::saturation;
+use crate::task::Task;
+use crate::unwind;
+
+use super::*;
+
+/// How many times a combiner offering the monitor ([`HANDOVER`]) looks
+/// for a taker before it takes the monitor back: about a microsecond, the
+/// gap between two submissions of a thread that streams them.
+#[cfg(not(loom))]
+pub(super) const HANDOVER_SPINS: usize = 64;
+/// Under loom, none: a taker may still come between the offer and the
+/// CAS that takes it back (a preemption), and each spin would multiply the
+/// schedules of every model that gives way.
+#[cfg(loom)]
+pub(super) const HANDOVER_SPINS: usize = 0;
+
+/// How many times a contended `call` looks at the lock word for the holder
+/// to let go before it queues its task (`spin_for_call`): about as long
+/// as a short critical section.
+#[cfg(not(loom))]
+pub(super) const CALL_LOCK_SPINS: usize = 32;
+/// Under loom, one look: the models see both a caller that takes the
+/// monitor after all and one that queues.
+#[cfg(loom)]
+pub(super) const CALL_LOCK_SPINS: usize = 1;
+
+/// The most batches a combiner serves between two offers
+/// (`offer_handover`) after offers were not taken.
+pub(super) const OFFER_BACKOFF_MAX: usize = 8;
+
+impl<T, S: AbstractState> Monitor<T, S> {
+    /// A submitter takes the monitor if it is idle (or offered), to run
+    /// its task and the queued ones. Never while the monitor's server
+    /// serves (CPUs not saturated): the submitter then only publishes.
+    #[inline]
+    pub(crate) fn try_lock(&self) -> bool {
+        if self.server.is_some() && !saturation::saturated() {
+            return false;
+        }
+        self.take()
+    }
+
+    /// `call`'s [`try_lock`](Self::try_lock): with a server too, a caller
+    /// that finds nothing queued and nobody holding the monitor takes it and
+    /// runs its task at once. It waits for the result anyway, and a round
+    /// trip to the server costs a wake-up or two (tens of microseconds)
+    /// where a lock costs tens of nanoseconds; whatever is queued meanwhile
+    /// goes to the server when the caller lets go (`serve_loop`).
+    #[inline]
+    pub(crate) fn try_lock_for_call(&self) -> bool {
+        if self.server.is_some() && !saturation::saturated() && !self.queue.is_empty() {
+            return false;
+        }
+        self.take()
+    }
+
+    /// Takes the monitor if it is idle, or offered by a combiner that has
+    /// run its batch ([`HANDOVER`]).
+    #[inline]
+    pub(crate) fn take(&self) -> bool {
+        let s = self.lock.load(Relaxed);
+        // Acquire: pairs with the Release store of 0 in `release` or of
+        // HANDOVER in `offer_handover`, so the previous holder's writes to
+        // the data are visible.
+        (s == 0 || s & STATE == HANDOVER)
+            && self
+                .lock
+                .compare_exchange(s, LOCKED, Acquire, Relaxed)
+                .is_ok()
+    }
+
+    /// After publishing a task without holding the monitor: serve it if the
+    /// monitor is idle or offered; with a server, wake it if it sleeps.
+    #[inline]
+    pub(super) fn after_push(&self) {
+        // SeqCst fence: pairs with the fence in `release` (either the
+        // releasing holder sees our published task, or we see the monitor
+        // idle: a task is never stranded in an idle monitor's queue), and
+        // with the one in `prepare_sleep` (either the server about to sleep
+        // sees our task, or we see its waiter and wake it).
+        fence(SeqCst);
+        if let Some(srv) = &self.server {
+            saturation::tick_sometimes();
+            if !saturation::saturated() {
+                if !srv.sleeper.is_empty() {
+                    self.wake_server();
+                }
+                return;
+            }
+        }
+        if self.take() {
+            self.serve();
+        }
+    }
+
+    /// Pushes `task` while holding the monitor (we are the consumer: if the
+    /// queue is full, run the first task to make room).
+    pub(super) fn push_held(&self, mut task: Task<T, S>) {
+        loop {
+            match self.queue.push(task) {
+                Ok(()) => return,
+                Err(t) => task = t,
+            }
+            match self.pop() {
+                Some(first) => self.execute(first),
+                // The first position's producer is in flight.
+                None => hint::spin_loop(),
+            }
+        }
+    }
+
+    /// Takes the first queued task.
+    pub(super) fn pop(&self) -> Option<Task<T, S>> {
+        // SAFETY: the caller holds the monitor: the only consumer, after
+        // the previous holder (lock Acquire/Release).
+        unsafe { self.queue.pop() }
+    }
+
+    /// Checks and runs (or files) one task. The caller holds the monitor.
+    pub(super) fn execute(&self, task: Task<T, S>) {
+        let guard = Unlock(self);
+        self.execute_unguarded(task);
+        core::mem::forget(guard);
+    }
+
+    /// `execute`, without letting go of the monitor if it unwinds (for the
+    /// owner, who holds no lock).
+    pub(super) fn execute_unguarded(&self, task: Task<T, S>) {
+        unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: the caller holds the monitor.
+                unsafe { (*e).execute(task) }
+            })
+        });
+    }
+
+    /// Serves the queue while holding the monitor; returns once the monitor
+    /// is released or handed off. Then resumes a panic caught in a drop or
+    /// a waker meanwhile (see `unwind`), unless a task body of another
+    /// monitor runs below us on this thread (its own serve resumes it).
+    pub(super) fn serve(&self) {
+        self.serve_loop();
+        unwind::resume_deferred();
+    }
+
+    /// A combiner's stint: at most `batch` tasks of its own choosing, then
+    /// it gives way (`give_way`). Taking the monitor back after a release
+    /// (work remained and nobody took it) does not restart the count, so
+    /// the stint is bounded whatever other threads submit meanwhile.
+    pub(super) fn serve_loop(&self) {
+        let mut budget = self.batch;
+        // Tasks run in this stint (see `give_way`).
+        let mut served = 0;
+        loop {
+            if self.server.is_some() && !saturation::saturated() {
+                // The server's work: hand it over.
+                self.release_served();
+                return;
+            }
+            if budget == 0 {
+                if self.give_way(served) {
+                    return;
+                }
+                budget = self.batch;
+                continue;
+            }
+            match self.pop() {
+                Some(task) => {
+                    self.execute(task);
+                    budget -= 1;
+                    served += 1;
+                }
+                None => {
+                    if self.release() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// After a batch: hands the monitor to a blocked caller whose task is
+    /// next if that caller is running (it spins for its token), keeps
+    /// serving if the next task's caller sleeps, offers the monitor to
+    /// whoever publishes next ([`HANDOVER`]) if the next task is
+    /// asynchronous, or releases it if nothing is queued. Once the stint
+    /// has run `served` tasks, as many as the queue holds, it must end: the
+    /// monitor goes, held, to a producer asleep waiting for space, or to
+    /// the next publisher, or to the next task's caller even if it sleeps.
+    /// `false` if we still hold it: serve another batch.
+    ///
+    /// Waking a sleeping thread costs a wake-up (tens of microseconds, and
+    /// up to a scheduling quantum when there are more threads than CPUs)
+    /// during which nobody serves, and every caller that comes meanwhile
+    /// queues behind it and falls asleep in turn: handing the monitor to a
+    /// sleeping caller after every batch made a convoy that never
+    /// dissolved (hundreds of times slower than a lock with 32 threads
+    /// calling). Running a sleeping caller's task costs its unpark, and the
+    /// monitor keeps being served. After a queue's worth of tasks a wake-up
+    /// costs a few percent, and the stint stays bounded: about what was
+    /// queued when it began, plus that many.
+    pub(super) fn give_way(&self, served: usize) -> bool {
+        self.sweep_space();
+        // SAFETY: we are the consumer; the borrow ends before `pop`.
+        let front =
+            unsafe { self.queue.peek() }.map(|t| (t.job().is_blocking(), t.job().caller_spins()));
+        let Some((blocking, spins)) = front else {
+            return self.release();
+        };
+        if blocking && spins {
+            // A running caller: it takes over within a few instructions.
+            self.hand_off_front();
+            return true;
+        }
+        if served < self.queue.capacity() {
+            if blocking {
+                // Its caller waits for it anyway: run it.
+                return false;
+            }
+            return self.offer_backing_off();
+        }
+        // The stint is over. A producer thread waiting for space is handed
+        // the monitor, held. Async producers waiting for space are woken,
+        // and the monitor is let go of for them: a woken producer always
+        // looks at the monitor when its executor polls it (it pushes and
+        // serves an idle monitor, or passes the wake-up on if dropped,
+        // which does the same), so the queued tasks are not stranded, and
+        // whoever comes first serves them. Otherwise the monitor is offered
+        // (backing off: with a small queue the stint is over after a few
+        // batches, and an offer nobody takes costs its spin and a yield
+        // each time).
+        match self.hand_to_producer() {
+            Handover::Thread | Handover::Tasks => return true,
+            Handover::Retaken => return false,
+            Handover::Nobody => {}
+        }
+        if self.offer_backing_off() {
+            return true;
+        }
+        if blocking {
+            self.hand_off_front();
+            return true;
+        }
+        false
+    }
+
+    /// Hands the monitor, held, to the caller of the front task, a blocked
+    /// `call` (after `peek`): it runs the task itself, then serves.
+    pub(super) fn hand_off_front(&self) {
+        self.wake_space();
+        let task = self.pop().expect("peeked");
+        // SAFETY: a blocking call's task, not run; we hold the monitor
+        // and touch it no more after this.
+        unsafe { task.handoff() };
+    }
+
+    /// Offers the monitor to the next publisher, unless offers are backing
+    /// off: offers nobody takes cost their spin each, so after a miss the
+    /// combiner serves more batches before the next offer (1, 2, 4, up to
+    /// [`OFFER_BACKOFF_MAX`]), back to every batch once one is taken. The
+    /// stint stays bounded. `true` if the offer was taken.
+    pub(super) fn offer_backing_off(&self) -> bool {
+        let skip = self.offer_skip.load(Relaxed);
+        if skip > 0 {
+            self.offer_skip.store(skip - 1, Relaxed);
+            return false;
+        }
+        if self.offer_handover() {
+            self.offer_backoff.store(0, Relaxed);
+            return true;
+        }
+        let backoff = (2 * self.offer_backoff.load(Relaxed)).clamp(1, OFFER_BACKOFF_MAX);
+        self.offer_backoff.store(backoff, Relaxed);
+        self.offer_skip.store(backoff, Relaxed);
+        false
+    }
+
+    /// Offers the held monitor to the next submitter that publishes (its
+    /// `after_push` takes it from [`HANDOVER`]), for a short while; then
+    /// takes it back if nobody did. `true` if someone took it.
+    ///
+    /// No task is stranded: the queued tasks are served either by the
+    /// taker, who holds the monitor from its CAS on, or by us, who hold it
+    /// again from ours; exactly one of the two CASes from our offer
+    /// succeeds.
+    pub(super) fn offer_handover(&self) -> bool {
+        self.wake_space();
+        // Release: pairs with the Acquire CAS in the taker's `take`, which
+        // then sees the data as we left it. Only the holder writes the lock
+        // word while it is LOCKED, so a store suffices.
+        let offer = HANDOVER | (self.offers.fetch_add(1, Relaxed) << 2);
+        self.lock.store(offer, Release);
+        for _ in 0..HANDOVER_SPINS {
+            hint::spin_loop();
+            if self.lock.load(Relaxed) != offer {
+                return true;
+            }
+        }
+        // One yield: with more threads than CPUs the publisher that would
+        // take the offer may be waiting for ours (a yield with nobody to
+        // run is a fraction of a microsecond). Not the family's give_way:
+        // once yields are slow it sleeps, and nobody serves while an offer
+        // sleeps (the report's am/call rows).
+        #[cfg(not(loom))]
+        {
+            std::thread::yield_now();
+            if self.lock.load(Relaxed) != offer {
+                return true;
+            }
+        }
+
+        // Acquire: pairs with the Release store of HANDOVER by whoever
+        // offers it now (a taker that served and offered it in turn); the
+        // offer is ours to take back as much as anyone's.
+        self.lock
+            .compare_exchange(offer, LOCKED, Acquire, Relaxed)
+            .is_err()
+    }
+
+    /// Lets go of the monitor without looking for work (the server, ending:
+    /// the monitor's drop runs what is queued).
+    pub(crate) fn unlock_plain(&self) {
+        // Release: pairs with the Acquire CAS in `take`.
+        self.lock.store(0, Release);
+    }
+
+    /// Releases the monitor. Returns `false` if it took it back because work
+    /// remained (a published task, or producers waiting for space) and
+    /// nobody else had taken it.
+    pub(super) fn release(&self) -> bool {
+        // Release: pairs with the Acquire CAS in `try_lock` (the next
+        // holder sees the data as we left it).
+        self.lock.store(0, Release);
+        self.look_after_release()
+    }
+
+    /// [`release`](Self::release)'s look for work, once the monitor is let
+    /// go of: `false` if it took the monitor back.
+    pub(super) fn look_after_release(&self) -> bool {
+        // SeqCst fence: pairs with the fences in `after_push` and
+        // `wait_for_space` (see there).
+        fence(SeqCst);
+        // Producers waiting for space matter only once the queue is at most
+        // half full (a fuller queue's tasks are served, by us or by their
+        // producers after they publish, and it drains to half).
+        if !self.queue.front_ready() && (self.space.is_empty() || !self.room_for_waiters()) {
+            return true;
+        }
+        // `take`, not `try_lock`: with a server that serves, `try_lock`
+        // always fails, so neither producers waiting for space nor a task
+        // published while saturation ended would be looked after (the
+        // server may sleep). Taken back, a server keeps serving; another
+        // holder goes round `serve_loop` into `release_served`.
+        if !self.take() {
+            return true;
+        }
+        self.wake_space();
+        false
+    }
+
+    /// Runs every queued task (no one else is around).
+    pub(super) fn run_queued(&mut self) {
+        while let Some(task) = self.pop() {
+            self.execute_unguarded(task);
+        }
+    }
+}
+
+/// Lets go of the monitor if the holder unwinds (a panic that escaped
+/// every catch: none is known, user code is caught where it runs), then
+/// serves what remains if nobody else took it, so the monitor is never
+/// left held by a thread that has gone.
+pub(super) struct Unlock<'a, T, S: AbstractState>(pub(super) &'a Monitor<T, S>);
+
+impl<T, S: AbstractState> Drop for Unlock<'_, T, S> {
+    fn drop(&mut self) {
+        if !self.0.release() {
+            self.0.serve_loop();
+        }
+        // The callers whose tasks ran are not left asleep by the unwind.
+        unwind::wake_deferred();
+    }
+}

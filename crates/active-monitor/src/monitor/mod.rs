@@ -1,0 +1,518 @@
+//! [`Monitor`]: the active monitor; its builder (`builder`), its methods
+//! (`api`), the combining executor (`combiner`), the server thread's side
+//! (`serving`), the producers waiting for queue space (`space`) and the
+//! waiting tasks (`waiting`).
+
+use core::fmt;
+use core::marker::PhantomData;
+
+use ast_mutex::AbstractState;
+use sync_core::CachePadded;
+use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use sync_core::sync::cell::UnsafeCell;
+use sync_core::waiter::WaiterQueue;
+
+use crate::order::Order;
+use crate::queue::TaskQueue;
+use crate::server::ServerSlot;
+use crate::task::Task;
+use crate::unwind;
+
+use crate::NoState;
+
+mod api;
+mod builder;
+mod combiner;
+mod serving;
+mod space;
+mod waiting;
+
+pub use builder::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY};
+use combiner::{CALL_LOCK_SPINS, Unlock};
+use space::Handover;
+#[cfg(not(loom))]
+use waiting::SWEEP_MIN;
+use waiting::{Exec, Waiting};
+
+/// [`Monitor::lock`]: someone holds the monitor (a combiner serving, a
+/// caller or server it was handed to, or `Drop`).
+pub(super) const LOCKED: usize = 1;
+
+/// [`Monitor::lock`], low bits: a combiner that has run its batch offers
+/// the monitor to whoever publishes next; it still holds it until someone
+/// takes it (`take`, a CAS to [`LOCKED`]) or it takes it back (the same
+/// CAS). The bits above [`STATE`] number the offer, so that an offerer
+/// tells its own offer from a later one (someone took ours, served, and
+/// offered in turn): it then knows it was taken, and does not take the
+/// later offer back as if it were its own.
+pub(super) const HANDOVER: usize = 2;
+/// The low bits of [`Monitor::lock`]: 0, [`LOCKED`] or [`HANDOVER`].
+pub(super) const STATE: usize = 3;
+
+/// A monitor whose critical sections are *tasks*, run by whoever holds it:
+/// the paper's ActiveMonitor.
+///
+/// A task is a closure over the protected data (`&mut T`), optionally with
+/// a precondition. Workers never lock the data themselves:
+///
+/// * [`call`](Self::call) runs a task and returns its result (synchronous
+///   delegation);
+/// * [`submit`](Self::submit) returns a [`Completion`](crate::Completion) at once
+///   (asynchronous);
+/// * [`when`](Self::when) submits a task that runs only once its
+///   precondition holds (the paper's `waituntil`); [`when_in`](Self::when_in)
+///   does the same with a set of abstract states (see
+///   [`with_states`](Self::with_states)).
+///
+/// # Execution
+///
+/// Tasks go through a bounded FIFO queue ([`Builder::capacity`], 200 by
+/// default). Two ways to run them:
+///
+/// * **Combining** (the default, [`Builder::build`]): a worker that finds
+///   the monitor idle takes it and becomes the *combiner*: it runs its own
+///   task and the queued ones, up to [`Builder::batch`] tasks (5 by
+///   default), then hands over: to a worker blocked in `call` whose task
+///   is next, if that worker is still running (spinning for its result;
+///   the monitor passes to it held), or else, if the next task is
+///   asynchronous, it *offers* the monitor to whoever publishes next, for
+///   about a microsecond, and serves another batch only if nobody took
+///   it. A caller that has fallen asleep is served, not handed the
+///   monitor: waking a thread costs tens of microseconds during which
+///   nobody would serve. Once its stint has run as many tasks as the
+///   queue holds, it hands the monitor, held, to a producer thread asleep
+///   waiting for queue space; or, if async producers wait for space, it
+///   lets the monitor go and wakes them (each looks at the monitor when
+///   its executor polls it, and serves it if nobody else does); or it
+///   offers it to the next publisher, or hands it to the next blocked
+///   caller even if asleep. So a combiner's stint is bounded even under a
+///   stream of submissions from other threads or tasks: what the queue
+///   held when it began, plus about a queue's worth.
+///
+///   A `call` that finds the monitor held with nothing queued (its holder
+///   runs a task of its own, as a lock's holder runs its critical section)
+///   first watches the monitor a short while, as a lock's waiter spins,
+///   and runs its task itself once the monitor is let go; only then does
+///   it queue the task. A blocked caller whose task a combiner ran is
+///   given its result at once, and woken, if it sleeps, once the combiner
+///   has let go of the monitor.
+/// * **A dedicated server thread** ([`Builder::build_served`], which
+///   returns a shared [`Served`](crate::Served) handle): the server runs the tasks;
+///   submitters only publish, and wake the server if it sleeps. A `call`
+///   that finds the monitor idle (nothing queued, nobody holding it) runs
+///   its task at once, as with combining: its caller waits anyway, and a
+///   round trip to the server costs a wake-up or two (a sleeping server's
+///   is a system call each way, far more than the task itself); a `call`
+///   that finds tasks
+///   queued waits for the server to run it after them. An idle server watches
+///   the queue for 20 µs, less than a wake-up, then sleeps on a waiter,
+///   with a fence protocol so that a task published while it goes to sleep
+///   is never stranded. At most [`server_limit`](crate::server_limit)
+///   servers run in the process (one per CPU by default, see
+///   [`set_server_limit`](crate::set_server_limit)); beyond it a monitor
+///   built with a server runs by combining ([`Monitor::has_server`]
+///   tells). While the CPUs are saturated (more runnable threads than
+///   CPUs, sampled from `/proc/loadavg` every 5 ms at most, see
+///   [`cpus_saturated`](crate::cpus_saturated)), a served monitor runs by
+///   combining too, which is plain locking for its submitters, and its
+///   server sleeps: the paper's fallback. When the last handle is dropped,
+///   the server is stopped and joined, and the monitor is dropped as below.
+///
+/// Either way, no thread busy-waits for work beyond the server's short
+/// watch: an idle monitor is a word and an empty queue, and waiters sleep.
+///
+/// After every task that runs, the combiner re-checks the waiting tasks'
+/// preconditions itself and runs the first that holds (the paper's relay
+/// invariance): it evaluates predicates, it wakes nobody to evaluate them,
+/// and there is no broadcast. Tasks with entry sets are filed by set, and
+/// only the sets that contain the current state are looked at: no
+/// predicate is evaluated for them at all.
+///
+/// # Fairness
+///
+/// The queue is FIFO, and waiting tasks are re-checked oldest first:
+/// tasks run in queue order, whoever runs them.
+///
+/// # Progress
+///
+/// A combiner's stint is bounded as described above: after each batch it
+/// hands over or offers the monitor, and takes it back only when nobody
+/// takes it (then other submitters are not publishing, and the queue
+/// drains). A server serves for as long as tasks come; that is its job. A
+/// task runs only while someone holds the
+/// monitor, so a task must not block on the monitor it runs on: a `call`
+/// on its own monitor from inside one of its tasks panics, and so does a
+/// `submit`, `when` or `when_in` that finds the queue full (both would
+/// wait for ever); a result's `wait` on its own monitor deadlocks. (Only
+/// the innermost monitor is known: a task of `a` that calls into `b`,
+/// whose task then blocks on `a`, deadlocks.)
+///
+/// # Panics in tasks
+///
+/// A panic in a precondition or a body is caught; it resumes in whoever
+/// takes the task's result ([`Completion::wait`](crate::Completion::wait), `.await`, or the `call`
+/// itself). The monitor keeps serving. The data is not poisoned: it is left
+/// as the panicking body left it.
+///
+/// A panic in a drop the monitor makes (a body never run, a result whose
+/// [`Completion`](crate::Completion) was dropped, a precondition) or in a completion's waker
+/// is caught too: the monitor stays consistent and is let go of, then the
+/// panic resumes in the thread that was holding it, when its `call` or
+/// submission returns (or is dropped if that thread already unwinds). On
+/// a server thread nobody waits for the server, so such a panic is
+/// dropped there (a task's own panic still resumes in its waiter).
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use active_monitor::Monitor;
+///
+/// let m = Arc::new(Monitor::new(Vec::new()));
+/// let workers: Vec<_> = (0..4)
+///     .map(|i| {
+///         let m = Arc::clone(&m);
+///         std::thread::spawn(move || {
+///             m.submit(move |v| v.push(i)); // returns at once
+///             m.call(|v| v.len()) // runs after this worker's push
+///         })
+///     })
+///     .collect();
+/// for w in workers {
+///     assert!(w.join().unwrap() >= 1);
+/// }
+/// assert_eq!(m.call(|v| v.len()), 4);
+/// ```
+pub struct Monitor<T, S: AbstractState = NoState> {
+    /// 0: idle; [`LOCKED`]: held; [`HANDOVER`] (with an offer number above
+    /// [`STATE`]): held, offered to the next submitter. Taken by a CAS from 0 or `HANDOVER` to `LOCKED` (Acquire,
+    /// `take`); released by a store of 0 (Release, `release`) or offered by
+    /// a store of `HANDOVER` (Release, `offer_handover`); passed without
+    /// release to a blocked caller (`HANDOFF`) or to the server (`HELD`).
+    ///
+    /// | from | to | by |
+    /// |---|---|---|
+    /// | 0 | `LOCKED` | `take`: a submitter, the server, `wake_server` |
+    /// | `LOCKED` | 0 | `release`, `release_served` |
+    /// | `LOCKED` | `HANDOVER` | `offer_handover`, after a batch |
+    /// | `HANDOVER` | `LOCKED` | `take` (a taker), or the offerer taking it back |
+    lock: CachePadded<AtomicUsize>,
+    queue: TaskQueue<Task<T, S>>,
+    /// Producers waiting for queue space; popped by whoever holds
+    /// `space_popper`.
+    space: WaiterQueue,
+    /// The consumer role of `space` (a flag taken by CAS, Acquire, and let
+    /// go with Release: one popper at a time, each after the previous):
+    /// the monitor's holder takes it to wake or hand over to producers, a
+    /// withdrawing producer to sweep (`space_withdrawn`).
+    space_popper: AtomicBool,
+    /// Producers that withdrew from `space` (async submissions dropped
+    /// while waiting) since it was last swept: a heuristic count that only
+    /// decides when to sweep (`sweep_space`).
+    space_withdrawn: AtomicUsize,
+    /// The live producers the last sweep of `space` kept.
+    space_kept: AtomicUsize,
+    /// The data, the abstract state and the waiting tasks: the holder's.
+    exec: UnsafeCell<Exec<T, S>>,
+    batch: usize,
+    order: Order,
+    /// The server thread's side, if the monitor has one.
+    server: Option<ServerSlot>,
+    /// Offers made ([`HANDOVER`]): numbers them. Written by the holder.
+    offers: AtomicUsize,
+    /// Batches to serve before the next offer, and the current back-off
+    /// (see `give_way`). The holder's (atomics only to be `Sync`).
+    offer_skip: AtomicUsize,
+    offer_backoff: AtomicUsize,
+}
+
+// SAFETY: the monitor owns a T and tasks that carry closures and results
+// across threads (they are Send by the bounds of the submitting methods).
+unsafe impl<T: Send, S: AbstractState + Send> Send for Monitor<T, S> {}
+// SAFETY: `exec` is accessed only by the holder of `lock` (one thread at a
+// time, ordered by the lock's Acquire/Release), so sharing the monitor
+// shares T between threads one at a time, as a Mutex does: T: Send.
+unsafe impl<T: Send, S: AbstractState + Send> Sync for Monitor<T, S> {}
+
+impl<T> Monitor<T> {
+    /// A monitor over `data`, with the defaults ([`Builder`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(0);
+    /// m.submit(|n| *n += 2);
+    /// assert_eq!(m.call(|n| *n), 2);
+    /// ```
+    pub fn new(data: T) -> Self {
+        Builder::default().build(data)
+    }
+}
+
+impl<T: Default> Default for Monitor<T> {
+    /// A monitor over `T::default()`, with the defaults ([`Builder`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m: active_monitor::Monitor<Vec<u8>> = Default::default();
+    /// assert!(m.call(|v| v.is_empty()));
+    /// ```
+    fn default() -> Self {
+        Self::new(T::default())
+    }
+}
+
+impl<T> From<T> for Monitor<T> {
+    /// A monitor over `data`, with the defaults ([`Builder`]), as
+    /// [`Monitor::new`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::from(3);
+    /// assert_eq!(m.call(|n| *n), 3);
+    /// ```
+    fn from(data: T) -> Self {
+        Self::new(data)
+    }
+}
+
+impl Monitor<()> {
+    /// A [`Builder`] with the defaults (`Monitor::builder()` whatever the
+    /// data type: the builder's `build` chooses it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::builder().capacity(16).build(0);
+    /// assert_eq!(m.call(|n| *n), 0);
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+impl<T, S: AbstractState> Monitor<T, S> {
+    /// A monitor over `data` whose abstract state starts at `initial`.
+    ///
+    /// Abstract states (ast-mutex's [`states!`](ast_mutex::states)) name
+    /// the conditions tasks wait for: a [`when_in`](Self::when_in) task
+    /// gives the set of states it can run in, and names the next state when
+    /// it runs. The monitor then looks only at the tasks whose set contains
+    /// the current state, instead of evaluating predicates (the paper's
+    /// predicate tagging, with the tags given).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// ast_mutex::states! { enum Buf { Empty, Mid, Full } }
+    /// const CAP: usize = 2;
+    ///
+    /// // Relaxed: this one thread enables its own waiting task below, which
+    /// // strict order forbids (see `Order::Strict`).
+    /// let m = Monitor::builder()
+    ///     .order(Order::Relaxed)
+    ///     .build_with_states(Buf::Empty, Vec::new());
+    /// let next = |v: &Vec<i32>| match v.len() {
+    ///     0 => Buf::Empty,
+    ///     CAP => Buf::Full,
+    ///     _ => Buf::Mid,
+    /// };
+    /// let take = m.when_in(Buf::Mid | Buf::Full, move |v| {
+    ///     let x = v.remove(0);
+    ///     (x, next(v))
+    /// });
+    /// assert!(!take.is_done()); // empty: the task waits
+    /// m.when_in(Buf::Empty | Buf::Mid, move |v| {
+    ///     v.push(7);
+    ///     ((), next(v))
+    /// });
+    /// assert_eq!(take.wait(), 7);
+    /// ```
+    pub fn with_states(initial: S, data: T) -> Self {
+        Builder::default().build_with_states(initial, data)
+    }
+
+    /// The monitor's identity for program order.
+    pub(crate) fn id(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    /// The combiner's batch ([`Builder::batch`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::builder().batch(3).build(0);
+    /// assert_eq!(m.batch(), 3);
+    /// ```
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// The task queue's capacity (the builder's, rounded up to a power of
+    /// two).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::builder().capacity(100).build(0);
+    /// assert_eq!(m.capacity(), 128);
+    /// ```
+    pub fn capacity(&self) -> usize {
+        self.queue.capacity()
+    }
+
+    /// The program order ([`Builder::order`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// assert_eq!(Monitor::new(0).order(), Order::Strict);
+    /// ```
+    pub fn order(&self) -> Order {
+        self.order
+    }
+
+    /// Whether the monitor has a dedicated server thread: built with
+    /// [`Builder::build_served`] while the process had fewer than
+    /// [`server_limit`](crate::server_limit) servers.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = active_monitor::Monitor::new(0);
+    /// assert!(!m.has_server());
+    /// ```
+    pub fn has_server(&self) -> bool {
+        self.server.is_some()
+    }
+
+    pub(crate) fn server_slot(&self) -> Option<&ServerSlot> {
+        self.server.as_ref()
+    }
+
+    /// The data, for the monitor's owner: runs every queued task first (as
+    /// `Drop` does), so the data is as the tasks submitted so far leave it.
+    /// Tasks waiting on preconditions stay waiting.
+    ///
+    /// The guard derefs to the data. When it is dropped, the waiting tasks'
+    /// preconditions are re-checked, and those that now hold run (relay
+    /// invariance, as after any task): a change made here enables them as a
+    /// task's would.
+    ///
+    /// # Panics
+    ///
+    /// The guard's drop resumes a panic caught in a drop or a waker while
+    /// the queued or enabled tasks ran (see [`Monitor`]'s "Panics in
+    /// tasks"); a task's own panic resumes in its waiter.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use active_monitor::{Monitor, Order};
+    ///
+    /// let mut m = Monitor::builder().order(Order::Relaxed).build(0);
+    /// m.submit(|n| *n += 1);
+    /// let c = m.when(|n| *n >= 2, |n| *n * 10);
+    /// *m.get_mut() += 1; // the guard's drop runs the enabled task
+    /// assert_eq!(c.wait(), 20);
+    /// ```
+    pub fn get_mut(&mut self) -> DataMut<'_, T, S> {
+        self.run_queued();
+        DataMut {
+            monitor: self,
+            _sync_only_if_t_is: PhantomData,
+        }
+    }
+}
+
+impl<T, S: AbstractState> Drop for Monitor<T, S> {
+    /// Runs the queued tasks (their completions get their results), then discards
+    /// the tasks still waiting on preconditions (their completions resolve
+    /// to [`Discarded`](crate::Discarded)). Nothing is left waiting.
+    fn drop(&mut self) {
+        self.run_queued();
+        self.exec.with_mut(|e| {
+            // SAFETY: `&mut self`: nobody else holds the monitor.
+            unsafe { (*e).waiting.discard_all() }
+        });
+        unwind::resume_deferred();
+    }
+}
+
+impl<T, S: AbstractState> fmt::Debug for Monitor<T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Monitor")
+            .field("held", &(self.lock.load(Relaxed) != 0))
+            .field("queued", &self.queue.len())
+            .field("capacity", &self.queue.capacity())
+            .field("batch", &self.batch)
+            .field("order", &self.order)
+            .field("server", &self.server.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The monitor's data, borrowed by its owner ([`Monitor::get_mut`]); its
+/// drop runs the waiting tasks the change enabled.
+///
+/// # Examples
+///
+/// ```
+/// let mut m = active_monitor::Monitor::new(vec![1]);
+/// m.get_mut().push(2);
+/// assert_eq!(m.call(|v| v.len()), 2);
+/// ```
+#[must_use = "the guard is the data; dropping it at once changes nothing"]
+pub struct DataMut<'a, T, S: AbstractState = NoState> {
+    monitor: &'a mut Monitor<T, S>,
+    /// `&DataMut` hands out `&T`, so `DataMut` may be shared between
+    /// threads only when `T: Sync` (as std's `MutexGuard`); `&mut Monitor`
+    /// alone is `Sync` whenever `T: Send`. `RwLock<T>` is `Send` when
+    /// `T: Send` and `Sync` when `T: Send + Sync`: exactly the bounds
+    /// wanted, without an `unsafe impl`.
+    _sync_only_if_t_is: PhantomData<std::sync::RwLock<T>>,
+}
+
+impl<T, S: AbstractState> core::ops::Deref for DataMut<'_, T, S> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        let exec = self.monitor.exec.with(|e| e);
+        // SAFETY: the guard borrows the monitor mutably: nobody holds it.
+        unsafe { &(*exec).data }
+    }
+}
+
+impl<T, S: AbstractState> core::ops::DerefMut for DataMut<'_, T, S> {
+    fn deref_mut(&mut self) -> &mut T {
+        let exec = self.monitor.exec.with_mut(|e| e);
+        // SAFETY: as for `deref`, and `&mut self` makes it unique.
+        unsafe { &mut (*exec).data }
+    }
+}
+
+impl<T, S: AbstractState> Drop for DataMut<'_, T, S> {
+    fn drop(&mut self) {
+        let id = self.monitor.id();
+        unwind::running(id, || {
+            self.monitor.exec.with_mut(|e| {
+                // SAFETY: `&mut` monitor: nobody else holds it.
+                unsafe { (*e).relay() }
+            })
+        });
+        unwind::resume_deferred();
+    }
+}
+
+impl<T: fmt::Debug, S: AbstractState> fmt::Debug for DataMut<'_, T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
