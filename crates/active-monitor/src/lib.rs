@@ -74,7 +74,6 @@ mod compose;
 mod error;
 mod monitor;
 mod order;
-mod queue;
 mod saturation;
 mod server;
 mod submit;

@@ -36,6 +36,8 @@
 //!   [`sweep_front`](waiter::WaiterQueue::sweep_front) free withdrawn waiters.
 //! * [`wake_list`]: the wake-ups a primitive owes, kept while it holds a
 //!   lock or role and delivered after it lets go.
+//! * [`bounded_queue`]: a bounded lock-free FIFO queue of values, many
+//!   producers and one consumer at a time.
 //! * `model` (loom builds only): helpers that run a loom model with a
 //!   preemption bound.
 //!
@@ -88,6 +90,7 @@
 //! [loom]: https://docs.rs/loom
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod bounded_queue;
 pub mod load;
 pub mod parking_lot;
 pub mod spin;

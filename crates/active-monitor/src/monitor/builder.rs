@@ -7,8 +7,8 @@ use sync_core::sync::cell::UnsafeCell;
 use sync_core::waiter::WaiterQueue;
 
 use crate::order::Order;
-use crate::queue::TaskQueue;
 use crate::server::{Served, ServerSlot};
+use sync_core::bounded_queue::BoundedQueue as TaskQueue;
 
 use crate::NoState;
 

@@ -13,10 +13,10 @@ use sync_core::sync::cell::UnsafeCell;
 use sync_core::waiter::WaiterQueue;
 
 use crate::order::Order;
-use crate::queue::TaskQueue;
 use crate::server::ServerSlot;
 use crate::task::Task;
 use crate::unwind;
+use sync_core::bounded_queue::BoundedQueue as TaskQueue;
 
 use crate::NoState;
 

@@ -1,11 +1,13 @@
-//! The monitor's task queue: a bounded FIFO array queue for many producers
-//! (the submitting workers) and one consumer at a time (whoever holds the
-//! monitor: the combiner or the server).
+//! A bounded FIFO array queue for many producers and one consumer at a
+//! time, the family's queue of values beside [`WaiterQueue`](crate::waiter::WaiterQueue)
+//! (the unbounded queue of waiters). active-monitor keeps its task queue in
+//! it: the submitting workers produce, whoever holds the monitor (the
+//! combiner or the server) consumes.
 //!
-//! The paper (section 6.1, appendix C) uses a linked list under a producer
-//! lock with a consumer-side count cache. We keep its contract (bounded,
-//! single consumer, a consumer that touches no shared counter per item) with
-//! Vyukov's bounded array queue, which needs no lock at all:
+//! The contract: bounded (a full queue hands the value back), a single
+//! consumer whose role the caller's protocol guarantees (hence the `unsafe`
+//! `pop`), a consumer that touches no shared counter per item. The
+//! algorithm is Vyukov's bounded array queue, which needs no lock at all:
 //!
 //! * every slot has a sequence number `seq`: `2p` when it is free for
 //!   position `p`, `2p + 1` when it holds position `p`'s value (doubling
@@ -26,15 +28,29 @@
 //! So the consumer writes no line that producers write (only `head`, which
 //! producers never read on the fast path, and the slot it frees), and
 //! producers contend only on `tail`. A producer in flight blocks the
-//! consumer at its position; the monitor copes with that (see
-//! `Monitor::serve`): every producer looks at the monitor's lock after it
-//! publishes, so a task is never stranded behind an in-flight producer.
+//! consumer at its position; the caller's protocol copes with that
+//! (active-monitor's: every producer looks at the monitor's lock after it
+//! publishes, so a task is never stranded behind an in-flight producer).
+//!
+//! # Examples
+//!
+//! ```
+//! use sync_core::bounded_queue::BoundedQueue;
+//!
+//! let q = BoundedQueue::new(2);
+//! assert_eq!(q.push(1), Ok(()));
+//! assert_eq!(q.push(2), Ok(()));
+//! assert_eq!(q.push(3), Err(3)); // full: the value comes back
+//! // SAFETY: this thread is the only consumer.
+//! assert_eq!(unsafe { q.pop() }, Some(1));
+//! assert_eq!(q.len(), 1);
+//! ```
 
 use core::mem::MaybeUninit;
 
-use sync_core::CachePadded;
-use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
-use sync_core::sync::cell::UnsafeCell;
+use crate::CachePadded;
+use crate::sync::atomic::{AtomicUsize, Ordering::*};
+use crate::sync::cell::UnsafeCell;
 
 /// The `seq` of a slot free for position `pos`.
 fn free(pos: usize) -> usize {
@@ -55,7 +71,7 @@ struct Slot<V> {
 }
 
 /// A bounded multi-producer, single-consumer FIFO queue.
-pub(crate) struct TaskQueue<V> {
+pub struct BoundedQueue<V> {
     /// The next position a producer claims. Written by producers (CAS).
     tail: CachePadded<AtomicUsize>,
     /// The next position the consumer takes. Written by the consumer only;
@@ -68,11 +84,11 @@ pub(crate) struct TaskQueue<V> {
 // value is accessed only by the producer that claimed its position (before
 // publication) or by the single consumer (after it), as the slot's `seq`
 // says.
-unsafe impl<V: Send> Send for TaskQueue<V> {}
+unsafe impl<V: Send> Send for BoundedQueue<V> {}
 // SAFETY: as for `Send`: shared access goes through the atomics.
-unsafe impl<V: Send> Sync for TaskQueue<V> {}
+unsafe impl<V: Send> Sync for BoundedQueue<V> {}
 
-impl<V> TaskQueue<V> {
+impl<V> BoundedQueue<V> {
     /// An empty queue of at least `cap` slots: `cap` rounded up to a power
     /// of two, so that a position's slot (`pos & (cap - 1)`) stays the same
     /// when positions wrap around `usize` (with `pos % cap` and a `cap`
@@ -81,14 +97,13 @@ impl<V> TaskQueue<V> {
     ///
     /// # Panics
     ///
-    /// If `cap` is 0 (the monitor's builder checks it first, with a
-    /// clearer message) or above `usize::MAX / 4 + 1`.
-    pub(crate) fn new(cap: usize) -> Self {
-        assert!(cap > 0, "a task queue needs at least one slot");
+    /// If `cap` is 0 or above `usize::MAX / 4 + 1`.
+    pub fn new(cap: usize) -> Self {
+        assert!(cap > 0, "a BoundedQueue needs at least one slot");
         let cap = cap
             .checked_next_power_of_two()
             .filter(|&c| c <= usize::MAX / 4 + 1)
-            .expect("a task queue of at most usize::MAX / 4 + 1 slots");
+            .expect("a BoundedQueue of at most usize::MAX / 4 + 1 slots");
         let slots = (0..cap)
             .map(|i| Slot {
                 seq: AtomicUsize::new(free(i)),
@@ -103,7 +118,7 @@ impl<V> TaskQueue<V> {
     }
 
     /// How many slots the queue has.
-    pub(crate) fn capacity(&self) -> usize {
+    pub fn capacity(&self) -> usize {
         self.slots.len()
     }
 
@@ -113,7 +128,7 @@ impl<V> TaskQueue<V> {
     }
 
     /// Appends `value`, or hands it back if the queue is full.
-    pub(crate) fn push(&self, value: V) -> Result<(), V> {
+    pub fn push(&self, value: V) -> Result<(), V> {
         let mut t = self.tail.load(Relaxed);
         loop {
             let slot = self.slot(t);
@@ -155,8 +170,8 @@ impl<V> TaskQueue<V> {
     /// # Safety
     ///
     /// Only one consumer at a time, each pop happening after the previous
-    /// one (the monitor's lock gives both).
-    pub(crate) unsafe fn pop(&self) -> Option<V> {
+    /// one (active-monitor's lock gives both).
+    pub unsafe fn pop(&self) -> Option<V> {
         let h = self.head.load(Relaxed);
         let slot = self.slot(h);
         // Acquire: pairs with the producer's Release publication.
@@ -183,7 +198,7 @@ impl<V> TaskQueue<V> {
     /// # Safety
     ///
     /// As for [`pop`](Self::pop); the borrow ends before the next `pop`.
-    pub(crate) unsafe fn peek(&self) -> Option<&V> {
+    pub unsafe fn peek(&self) -> Option<&V> {
         let h = self.head.load(Relaxed);
         let slot = self.slot(h);
         // Acquire: pairs with the producer's Release publication.
@@ -196,7 +211,7 @@ impl<V> TaskQueue<V> {
 
     /// Whether the first value is published (a `pop` would succeed). Anyone
     /// may ask; the answer may change at once.
-    pub(crate) fn front_ready(&self) -> bool {
+    pub fn front_ready(&self) -> bool {
         let h = self.head.load(Acquire);
         self.slot(h).seq.load(Acquire) == full(h)
     }
@@ -204,27 +219,36 @@ impl<V> TaskQueue<V> {
     /// Whether no position is claimed and not taken (including producers in
     /// flight). A hint for anyone, exact for the consumer when no producer
     /// runs.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.tail.load(Acquire) == self.head.load(Acquire)
     }
 
     /// Whether a `push` would find a free slot now (a hint, used after a
     /// SeqCst fence by a producer about to sleep for space).
-    pub(crate) fn has_space(&self) -> bool {
+    pub fn has_space(&self) -> bool {
         let t = self.tail.load(Acquire);
         let seq = self.slot(t).seq.load(Acquire);
         seq.wrapping_sub(free(t)) as isize >= 0
     }
 
     /// How many positions are claimed and not yet taken (a hint).
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         let h = self.head.load(Acquire);
         let t = self.tail.load(Acquire);
         t.wrapping_sub(h).min(self.slots.len())
     }
 }
 
-impl<V> Drop for TaskQueue<V> {
+impl<V> core::fmt::Debug for BoundedQueue<V> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BoundedQueue")
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
+            .finish()
+    }
+}
+
+impl<V> Drop for BoundedQueue<V> {
     fn drop(&mut self) {
         // SAFETY: `&mut self`: no producer is in flight and we are the only
         // consumer.
@@ -240,7 +264,7 @@ mod tests {
     //! began is taken first (which includes each producer's own order), and
     //! no value is taken before its push began.
 
-    use super::TaskQueue;
+    use super::BoundedQueue;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 
@@ -252,7 +276,7 @@ mod tests {
         producers: usize,
         per: usize,
     ) -> (Vec<Push>, Vec<(usize, usize, usize)>) {
-        let q = Arc::new(TaskQueue::<(usize, usize)>::new(cap));
+        let q = Arc::new(BoundedQueue::<(usize, usize)>::new(cap));
         let clock = Arc::new(AtomicUsize::new(0));
         let done = Arc::new(AtomicBool::new(false));
         let consumer = {
@@ -337,8 +361,8 @@ mod tests {
 
     /// A queue of `cap` slots whose positions are about to wrap around
     /// `usize` (as if `usize::MAX - 1` values had gone through it).
-    fn near_wrap(cap: usize) -> TaskQueue<u32> {
-        let q = TaskQueue::new(cap);
+    fn near_wrap(cap: usize) -> BoundedQueue<u32> {
+        let q = BoundedQueue::new(cap);
         let start = usize::MAX - 1;
         q.head.store(start, SeqCst);
         q.tail.store(start, SeqCst);
@@ -388,7 +412,7 @@ mod tests {
 
     #[test]
     fn a_full_queue_refuses_and_hands_the_value_back() {
-        let q = TaskQueue::new(2);
+        let q = BoundedQueue::new(2);
         assert!(q.push(1).is_ok() && q.push(2).is_ok());
         assert_eq!(q.push(3), Err(3));
         assert!(!q.has_space());
