@@ -12,9 +12,12 @@
 //! cannot express that overlap, so [`CondvarBuffer`] does not offer it.
 
 use std::collections::VecDeque;
+
 use std::sync::{Condvar, Mutex, PoisonError};
 
 use ast_mutex::{AstMutex, Config, StateSet};
+
+pub use crate::peers::{Monitor, PlMonitor, StdMonitor};
 
 /// The buffer's capacity (the paper's).
 pub const CAP: usize = 10;
@@ -191,107 +194,6 @@ impl<A: AstLike> AstBuffer<A> {
     /// Sets `Never` once the buffer is empty, releasing the bystanders.
     pub fn release_never(&self) {
         self.0.with(Level::Empty.into(), |_| Level::Never);
-    }
-}
-
-/// A mutex with condition variables: std's or parking_lot's.
-pub trait Monitor: Send + Sync + 'static {
-    /// A monitor around `queue` with `condvars` condition variables.
-    fn new(queue: VecDeque<u64>, condvars: usize) -> Self;
-
-    /// Locks, waits on condition variable `wait_on` while `!ready`, runs
-    /// `f` and unlocks.
-    fn locked<R>(
-        &self,
-        wait_on: usize,
-        ready: impl Fn(&VecDeque<u64>) -> bool,
-        f: impl FnOnce(&mut VecDeque<u64>) -> R,
-    ) -> R;
-
-    /// Wakes one waiter of condition variable `cv`, or all of them.
-    fn notify(&self, cv: usize, all: bool);
-
-    /// [`locked`](Self::locked), then [`notify`](Self::notify) after the
-    /// unlock.
-    #[inline]
-    fn run<R>(
-        &self,
-        wait_on: usize,
-        ready: impl Fn(&VecDeque<u64>) -> bool,
-        f: impl FnOnce(&mut VecDeque<u64>) -> R,
-        notify: usize,
-        all: bool,
-    ) -> R {
-        let r = self.locked(wait_on, ready, f);
-        self.notify(notify, all);
-        r
-    }
-}
-
-/// `std::sync::Mutex` with `std::sync::Condvar`s.
-pub struct StdMonitor(Mutex<VecDeque<u64>>, Vec<Condvar>);
-/// `parking_lot::Mutex` with `parking_lot::Condvar`s.
-pub struct PlMonitor(parking_lot::Mutex<VecDeque<u64>>, Vec<parking_lot::Condvar>);
-
-impl Monitor for StdMonitor {
-    fn new(queue: VecDeque<u64>, condvars: usize) -> Self {
-        Self(
-            Mutex::new(queue),
-            (0..condvars).map(|_| Condvar::new()).collect(),
-        )
-    }
-
-    #[inline]
-    fn locked<R>(
-        &self,
-        wait_on: usize,
-        ready: impl Fn(&VecDeque<u64>) -> bool,
-        f: impl FnOnce(&mut VecDeque<u64>) -> R,
-    ) -> R {
-        let g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut g = self.1[wait_on]
-            .wait_while(g, |q| !ready(q))
-            .unwrap_or_else(PoisonError::into_inner);
-        f(&mut g)
-    }
-
-    #[inline]
-    fn notify(&self, cv: usize, all: bool) {
-        if all {
-            self.1[cv].notify_all();
-        } else {
-            self.1[cv].notify_one();
-        }
-    }
-}
-
-impl Monitor for PlMonitor {
-    fn new(queue: VecDeque<u64>, condvars: usize) -> Self {
-        Self(
-            parking_lot::Mutex::new(queue),
-            (0..condvars).map(|_| parking_lot::Condvar::new()).collect(),
-        )
-    }
-
-    #[inline]
-    fn locked<R>(
-        &self,
-        wait_on: usize,
-        ready: impl Fn(&VecDeque<u64>) -> bool,
-        f: impl FnOnce(&mut VecDeque<u64>) -> R,
-    ) -> R {
-        let mut g = self.0.lock();
-        self.1[wait_on].wait_while(&mut g, |q| !ready(q));
-        f(&mut g)
-    }
-
-    #[inline]
-    fn notify(&self, cv: usize, all: bool) {
-        if all {
-            self.1[cv].notify_all();
-        } else {
-            self.1[cv].notify_one();
-        }
     }
 }
 

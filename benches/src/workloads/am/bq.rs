@@ -2,6 +2,7 @@
 //! peers (the lock-based monitors and the actor) that `am/or/*` shares.
 
 use super::*;
+use crate::peers::{Monitor as CondvarMonitor, PlMonitor, StdMonitor};
 
 // ---------------------------------------------------------------- peers --
 
@@ -77,74 +78,35 @@ struct LkQueue<M> {
     cap: usize,
 }
 
-/// The lock and condition variables a lock-based monitor needs.
-trait LockMonitor: Send + Sync + 'static {
-    fn new() -> Self;
-    /// Waits until `ready` holds (on condition `which`), runs `f`, signals
-    /// the other condition.
-    fn enter<R>(
-        &self,
-        which: usize,
-        ready: impl Fn(&VecDeque<u64>) -> bool,
-        f: impl FnOnce(&mut VecDeque<u64>) -> R,
-    ) -> R;
-}
+/// Condition variables of [`LkQueue`]'s monitor.
+const NOT_FULL: usize = 0;
+const NOT_EMPTY: usize = 1;
 
-struct PlMonitor(parking_lot::Mutex<VecDeque<u64>>, [parking_lot::Condvar; 2]);
-
-impl LockMonitor for PlMonitor {
-    fn new() -> Self {
-        Self(parking_lot::Mutex::new(VecDeque::new()), Default::default())
-    }
-    fn enter<R>(
-        &self,
-        which: usize,
-        ready: impl Fn(&VecDeque<u64>) -> bool,
-        f: impl FnOnce(&mut VecDeque<u64>) -> R,
-    ) -> R {
-        let mut g = self.0.lock();
-        while !ready(&g) {
-            self.1[which].wait(&mut g);
-        }
-        let r = f(&mut g);
-        self.1[1 - which].notify_one();
-        r
-    }
-}
-
-struct StdMonitor(std::sync::Mutex<VecDeque<u64>>, [std::sync::Condvar; 2]);
-
-impl LockMonitor for StdMonitor {
-    fn new() -> Self {
-        Self(std::sync::Mutex::new(VecDeque::new()), Default::default())
-    }
-    fn enter<R>(
-        &self,
-        which: usize,
-        ready: impl Fn(&VecDeque<u64>) -> bool,
-        f: impl FnOnce(&mut VecDeque<u64>) -> R,
-    ) -> R {
-        let mut g = self.0.lock().unwrap();
-        while !ready(&g) {
-            g = self.1[which].wait(g).unwrap();
-        }
-        let r = f(&mut g);
-        self.1[1 - which].notify_one();
-        r
-    }
-}
-
-impl<M: LockMonitor> BoundedQueue for LkQueue<M> {
+impl<M: CondvarMonitor> BoundedQueue for LkQueue<M> {
     fn new(cap: usize) -> Self {
-        Self { m: M::new(), cap }
+        Self {
+            m: M::new(VecDeque::new(), 2),
+            cap,
+        }
     }
     fn put(&self, x: u64) {
         let cap = self.cap;
-        self.m.enter(0, |q| q.len() < cap, |q| q.push_back(x));
+        self.m.run(
+            NOT_FULL,
+            |q| q.len() < cap,
+            |q| q.push_back(x),
+            NOT_EMPTY,
+            false,
+        );
     }
     fn take(&self) -> u64 {
-        self.m
-            .enter(1, |q| !q.is_empty(), |q| q.pop_front().expect("not empty"))
+        self.m.run(
+            NOT_EMPTY,
+            |q| !q.is_empty(),
+            |q| q.pop_front().expect("not empty"),
+            NOT_FULL,
+            false,
+        )
     }
 }
 
