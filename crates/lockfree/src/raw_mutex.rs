@@ -227,6 +227,20 @@ impl RawMutex {
     /// Takes the lock, parking the thread while it is held.
     #[inline]
     pub fn lock(&self) {
+        if self.fairness == Fairness::Barging {
+            // One RMW whatever the rest of the word holds: waiters counted
+            // in the word must not cost every lock of the running threads a
+            // failed CAS and a second one. Setting `LOCKED` when it is set
+            // already changes nothing.
+            // Acquire: pairs with the Release of the unlock that freed it.
+            let old = self.word.fetch_or(LOCKED, Acquire);
+            if old & LOCKED != 0 {
+                self.lock_slow(None);
+            } else if old & STARVE != 0 && old >= ONE {
+                self.starved_out();
+            }
+            return;
+        }
         // The CAS from 0 is the uncontended path. A failed CAS leaves the
         // line in our cache, so a second CAS from the word it saw is cheap:
         // that keeps a wakeup in flight (WAKING set) from sending every lock
@@ -242,6 +256,19 @@ impl RawMutex {
                 self.lock_slow(None);
             }
         }
+    }
+
+    /// A newcomer's `fetch_or` took the lock while starvation mode owes it
+    /// to the oldest waiter: hand it over (as an unlock in that mode
+    /// would), then wait like any waiter.
+    #[cold]
+    fn starved_out(&self) {
+        let mut panics = Panics::new();
+        // SAFETY: the `fetch_or` took the lock: we hold it.
+        unsafe { self.unlock_fair_catching(&mut panics) };
+        // The lock is consistent: a waker's panic goes on to our caller.
+        panics.resume();
+        self.lock_slow(None);
     }
 
     /// A future that takes the lock without blocking the thread.
@@ -297,7 +324,9 @@ impl RawMutex {
             let old = self.word.fetch_sub(LOCKED, Release);
             // Waiters counted, or a starvation mode to end (`STARVE` sorts
             // just below `ONE`, so this is the same single comparison).
-            if old >= STARVE {
+            // A woken waiter on its way (`WAKING`) will find the lock free:
+            // nothing more to do, and no call.
+            if old >= STARVE && old & WAKING == 0 {
                 self.unlocked_with_waiters(old, panics);
             }
         } else if self
