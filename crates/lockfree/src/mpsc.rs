@@ -68,7 +68,7 @@ use sync_core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{Arc, hint};
 use sync_core::unwind::Panics;
-use sync_core::wait::{self, Next, WaitPolicy, Watch};
+use sync_core::wait;
 use sync_core::waiter::Waiter;
 
 /// Messages per block of nodes, at most (small under loom, so that models
@@ -142,17 +142,20 @@ const IN_FLIGHT_YIELDS: u32 = 4;
 const IN_FLIGHT_YIELDS: u32 = 0;
 
 /// How long a receiver watches an empty queue before it sleeps: spins,
-/// then, without a deadline, yields while yields are cheap (a wakeup costs
-/// far more than a cheap yield). A timed receive never yields (see
-/// [`Receiver::recv_timeout`]).
-fn watch_policy(timed: bool) -> WaitPolicy {
-    if cfg!(loom) {
-        // One spin (a spin is a yield there): enough to explore "the
-        // message came meanwhile".
-        return WaitPolicy::spin_then_block(1);
-    }
-    WaitPolicy::spin_then_block(32).yields(if timed { 0 } else { 128 })
-}
+/// then yields (a wakeup costs tens of microseconds on a virtual machine, a
+/// yield well under one).
+#[cfg(not(loom))]
+const SPINS: u32 = 32;
+/// See [`SPINS`].
+#[cfg(not(loom))]
+const YIELDS: u32 = 128;
+/// Under loom, one spin (a spin is a yield there): enough to explore "the
+/// message came meanwhile".
+#[cfg(loom)]
+const SPINS: u32 = 1;
+/// See [`SPINS`].
+#[cfg(loom)]
+const YIELDS: u32 = 0;
 
 /// Orders the waiting handshake under loom. The handshake's four accesses
 /// are `SeqCst`, which the memory model totally orders, so that on x86 a
@@ -1163,13 +1166,7 @@ impl<T> Receiver<T> {
     }
 
     fn recv_deadline(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
-        // The family's watch: a message that comes meanwhile costs no sleep
-        // and no wakeup, and it yields only while yields are cheap. A timed
-        // wait never yields: one yield can give the core away for a
-        // scheduling round, far past a short deadline, while a timed park
-        // returns when its timer fires.
-        let policy = watch_policy(deadline.is_some());
-        let mut watch = Watch::new(policy);
+        let mut watched = 0u32;
         // A timed park that ended without a wakeup: the deadline passed (or,
         // under loom, where time is not modelled, its timer fired).
         let mut timed_out = false;
@@ -1190,10 +1187,26 @@ impl<T> Receiver<T> {
                 wait::give_way(deadline);
                 continue;
             }
-            match watch.pause(deadline) {
-                Next::Poll => continue,
-                Next::TimedOut => return Err(RecvTimeoutError::Timeout),
-                Next::Park => {}
+            // Watch the queue a while, spinning then yielding: a message
+            // that comes meanwhile costs no sleep and no wakeup (tens of
+            // microseconds here), and a yield lets a producer that shares
+            // our core run.
+            if watched < SPINS + YIELDS {
+                if watched < SPINS {
+                    hint::spin_loop();
+                    watched += 1;
+                } else if deadline.is_some() || sync_core::load::yields_are_slow() {
+                    // A yield is no wait with more runnable threads than
+                    // CPUs, and a timed wait never yields: one yield can
+                    // give the core away for a scheduling round, far past
+                    // a short deadline, while a timed park returns when its
+                    // timer fires. Sleep now instead.
+                    watched = SPINS + YIELDS;
+                } else {
+                    sync_core::load::measured_yield();
+                    watched += 1;
+                }
+                continue;
             }
             // A task's waiter left by `poll_recv` goes first: the slot holds
             // one waiter, and it is about to be ours.
@@ -1209,7 +1222,7 @@ impl<T> Receiver<T> {
                 Some(d) => timed_out = waiter.wait_until(false, d).is_none(),
             }
             self.shared.withdraw();
-            watch.reset(policy);
+            watched = 0;
         }
     }
 
