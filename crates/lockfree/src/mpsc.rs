@@ -776,9 +776,16 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// The sending end of an [`mpsc::channel`](channel). Clone it for more
 /// producers.
 ///
-/// A `Sender` is [`Send`] but not [`Sync`]: each one hands out nodes from a
-/// block of its own without synchronizing, which is what makes a send one
-/// swap. Give each thread or task its own clone.
+/// A `Sender` is [`Send`] but not [`Sync`] (unlike std's, tokio's and
+/// crossbeam's): each one hands out nodes from a block of its own with
+/// plain loads and stores, which is what makes a send one swap on the
+/// queue. Sharing one sender between threads would need an atomic
+/// read-modify-write per send to claim a node, on top of that swap, where
+/// a send with one producer costs about as much as one such operation:
+/// the single-producer throughput would fall by about half. Give each
+/// thread or task its own clone (cloning is cheap and allocates nothing:
+/// the clone takes half of this sender's nodes); sharing `&Sender` fails
+/// to compile, with an error that names `Sender` as not `Sync`.
 ///
 /// # Examples
 ///
@@ -1120,6 +1127,13 @@ impl<T> Receiver<T> {
     /// briefly, then yields while yields are cheap, then parks; a sender
     /// wakes it (no lost wakeup: see the module documentation).
     ///
+    /// # Deadlocks
+    ///
+    /// It blocks the calling thread. Called from a task on a
+    /// single-threaded executor whose other task would send the message,
+    /// it blocks that executor for ever: in async code use
+    /// [`recv_async`](Self::recv_async).
+    ///
     /// # Examples
     ///
     /// ```
@@ -1132,7 +1146,13 @@ impl<T> Receiver<T> {
         self.recv_deadline(None).map_err(|_| RecvError)
     }
 
-    /// [`recv`](Self::recv) that gives up after `timeout`.
+    /// [`recv`](Self::recv) that gives up after `timeout` (std's
+    /// `recv_timeout`). A timeout too large for an `Instant` waits without
+    /// a deadline.
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`recv`](Self::recv), until the deadline.
     ///
     /// # Errors
     ///
@@ -1155,14 +1175,43 @@ impl<T> Receiver<T> {
     /// use lockfree_sync::mpsc::{self, RecvTimeoutError};
     ///
     /// let (tx, rx) = mpsc::channel::<u8>();
-    /// let waited = rx.recv_timeout(Duration::from_millis(10));
+    /// let waited = rx.try_recv_for(Duration::from_millis(10));
     /// assert_eq!(waited, Err(RecvTimeoutError::Timeout));
     /// drop(tx);
-    /// assert_eq!(rx.recv_timeout(Duration::from_millis(10)), Err(RecvTimeoutError::Disconnected));
+    /// assert_eq!(rx.try_recv_for(Duration::from_millis(10)), Err(RecvTimeoutError::Disconnected));
     /// ```
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+    #[doc(alias = "recv_timeout")]
+    pub fn try_recv_for(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
         // A timeout too large to add means "no deadline".
         self.recv_deadline(Instant::now().checked_add(timeout))
+    }
+
+    /// [`recv`](Self::recv) that gives up at `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvTimeoutError::Timeout`] if nothing came before `deadline`,
+    /// [`RecvTimeoutError::Disconnected`] as [`recv`](Self::recv).
+    ///
+    /// # Progress
+    ///
+    /// As [`try_recv_for`](Self::try_recv_for).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use lockfree_sync::mpsc::{self, RecvTimeoutError};
+    ///
+    /// let (tx, rx) = mpsc::channel();
+    /// let deadline = Instant::now() + Duration::from_millis(10);
+    /// assert_eq!(rx.try_recv_until(deadline), Err(RecvTimeoutError::Timeout));
+    /// tx.send(1).unwrap();
+    /// assert_eq!(rx.try_recv_until(deadline), Ok(1)); // queued: no wait
+    /// ```
+    #[doc(alias = "recv_deadline")]
+    pub fn try_recv_until(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+        self.recv_deadline(Some(deadline))
     }
 
     fn recv_deadline(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
@@ -1256,8 +1305,8 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.recv_async().await, Ok(5));
     /// # });
     /// ```
-    pub fn recv_async(&mut self) -> Recv<'_, T> {
-        Recv { rx: self }
+    pub fn recv_async(&mut self) -> RecvAsync<'_, T> {
+        RecvAsync { rx: self }
     }
 
     /// Polls for a message, as a `Stream` would: `Ready(Some(message))`,
@@ -1435,16 +1484,16 @@ impl<T> fmt::Debug for Receiver<T> {
 /// # futures::executor::block_on(async {
 /// let (tx, mut rx) = lockfree_sync::mpsc::channel();
 /// std::thread::spawn(move || tx.send(1).unwrap());
-/// let recv: lockfree_sync::mpsc::Recv<'_, i32> = rx.recv_async();
+/// let recv: lockfree_sync::mpsc::RecvAsync<'_, i32> = rx.recv_async();
 /// assert_eq!(recv.await, Ok(1));
 /// # });
 /// ```
 #[must_use = "futures do nothing unless polled"]
-pub struct Recv<'a, T> {
+pub struct RecvAsync<'a, T> {
     rx: &'a mut Receiver<T>,
 }
 
-impl<T> Future for Recv<'_, T> {
+impl<T> Future for RecvAsync<'_, T> {
     type Output = Result<T, RecvError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -1452,7 +1501,7 @@ impl<T> Future for Recv<'_, T> {
     }
 }
 
-impl<T> Drop for Recv<'_, T> {
+impl<T> Drop for RecvAsync<'_, T> {
     fn drop(&mut self) {
         // Cancelled (or done): withdraw the waiter, so no sender wakes a
         // task that no longer waits.
@@ -1460,9 +1509,9 @@ impl<T> Drop for Recv<'_, T> {
     }
 }
 
-impl<T> fmt::Debug for Recv<'_, T> {
+impl<T> fmt::Debug for RecvAsync<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Recv").finish_non_exhaustive()
+        f.debug_struct("RecvAsync").finish_non_exhaustive()
     }
 }
 
@@ -1632,7 +1681,7 @@ impl fmt::Display for TryRecvError {
 
 impl std::error::Error for TryRecvError {}
 
-/// Why [`Receiver::recv_timeout`] returned no message.
+/// Why [`Receiver::try_recv_for`] returned no message.
 ///
 /// # Examples
 ///
@@ -1640,7 +1689,7 @@ impl std::error::Error for TryRecvError {}
 /// use std::time::Duration;
 /// use lockfree_sync::mpsc::{self, RecvTimeoutError};
 /// let (_tx, rx) = mpsc::channel::<u8>();
-/// assert_eq!(rx.recv_timeout(Duration::ZERO), Err(RecvTimeoutError::Timeout));
+/// assert_eq!(rx.try_recv_for(Duration::ZERO), Err(RecvTimeoutError::Timeout));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecvTimeoutError {

@@ -163,6 +163,12 @@ pub struct RawMutex {
 impl RawMutex {
     sync_core::const_unless_loom! {
         /// An unlocked lock with [`Fairness::Barging`].
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// assert!(!lockfree_sync::RawMutex::new().is_locked());
+        /// ```
         pub fn new() -> Self {
             Self::with_fairness(Fairness::Barging)
         }
@@ -170,6 +176,14 @@ impl RawMutex {
 
     sync_core::const_unless_loom! {
         /// An unlocked lock with the given fairness.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use lockfree_sync::{Fairness, RawMutex};
+        /// let raw = RawMutex::with_fairness(Fairness::Fifo);
+        /// assert_eq!(raw.fairness(), Fairness::Fifo);
+        /// ```
         pub fn with_fairness(fairness: Fairness) -> Self {
             Self {
                 word: AtomicUsize::new(0),
@@ -190,6 +204,13 @@ impl RawMutex {
     }
 
     /// The fairness this lock was made with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::{Fairness, RawMutex};
+    /// assert_eq!(RawMutex::with_fairness(Fairness::Fifo).fairness(), Fairness::Fifo);
+    /// ```
     pub fn fairness(&self) -> Fairness {
         self.fairness
     }
@@ -203,11 +224,28 @@ impl RawMutex {
     }
 
     /// Whether the lock is held (a hint: it may change at once).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// assert!(!raw.is_locked());
+    /// ```
     pub fn is_locked(&self) -> bool {
         self.word.load(Relaxed) & LOCKED != 0
     }
 
     /// Takes the lock if it is free (and no starving waiter is owed it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// assert!(raw.try_lock());
+    /// assert!(!raw.try_lock());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
     #[inline]
     pub fn try_lock(&self) -> bool {
         let mut w = self.word.load(Relaxed);
@@ -225,6 +263,23 @@ impl RawMutex {
     }
 
     /// Takes the lock, parking the thread while it is held.
+    ///
+    /// # Deadlocks
+    ///
+    /// It blocks the calling thread. Called from a task on a
+    /// single-threaded executor while another task of that executor holds
+    /// the lock, it blocks that executor for ever: in async code use
+    /// [`lock_async`](Self::lock_async).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// raw.lock();
+    /// assert!(raw.is_locked());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
     #[inline]
     pub fn lock(&self) {
         if self.fairness == Fairness::Barging {
@@ -273,12 +328,22 @@ impl RawMutex {
 
     /// A future that takes the lock without blocking the thread.
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// futures::executor::block_on(raw.lock_async());
+    /// assert!(raw.is_locked());
+    /// // SAFETY: the future took the lock for this thread.
+    /// unsafe { raw.unlock() };
+    /// ```
+    ///
     /// # Cancel safety
     ///
     /// Dropping the future at any point loses nothing: a queued waiter is
     /// withdrawn, and a lock (or a wakeup) already handed to it is passed on.
-    pub fn lock_async(&self) -> RawLock<'_> {
-        RawLock {
+    pub fn lock_async(&self) -> RawLockAsync<'_> {
+        RawLockAsync {
             mutex: self,
             node: None,
             woken: false,
@@ -288,6 +353,16 @@ impl RawMutex {
     }
 
     /// Releases the lock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// raw.lock();
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// assert!(!raw.is_locked());
+    /// ```
     ///
     /// # Panics
     ///
@@ -342,6 +417,16 @@ impl RawMutex {
     /// whatever the lock's [`Fairness`] (unless a woken waiter is already on
     /// its way to the lock: then it is released for that waiter).
     ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// raw.lock();
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock_fair() };
+    /// assert!(!raw.is_locked());
+    /// ```
+    ///
     /// # Panics
     ///
     /// Never: as [`unlock`](Self::unlock).
@@ -377,12 +462,38 @@ impl RawMutex {
     ///
     /// The deadline is checked while spinning as well as while parked, so
     /// the call returns within the deadline plus one scheduling quantum.
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`lock`](Self::lock), until the deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// assert!(raw.try_lock_until(Instant::now()));
+    /// assert!(!raw.try_lock_until(Instant::now())); // held
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
     pub fn try_lock_until(&self, deadline: Instant) -> bool {
         self.try_lock() || self.lock_slow(Some(deadline))
     }
 
     /// [`try_lock_until`](Self::try_lock_until) `timeout` from now. A
     /// timeout too large for an `Instant` waits without a deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// assert!(raw.try_lock_for(Duration::from_millis(1)));
+    /// assert!(!raw.try_lock_for(Duration::from_millis(1)));
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
     pub fn try_lock_for(&self, timeout: Duration) -> bool {
         match Instant::now().checked_add(timeout) {
             Some(deadline) => self.try_lock_until(deadline),
@@ -849,7 +960,7 @@ pub type LockApiMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
 /// abort the process.
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
-pub struct RawLock<'a> {
+pub struct RawLockAsync<'a> {
     mutex: &'a RawMutex,
     /// Our queued node, while we are counted.
     node: Option<Arc<Waiter>>,
@@ -859,12 +970,12 @@ pub struct RawLock<'a> {
     patience: Patience,
 }
 
-impl Future for RawLock<'_> {
+impl Future for RawLockAsync<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        assert!(!this.done, "RawLock polled after it completed");
+        assert!(!this.done, "RawLockAsync polled after it completed");
         if let Some(node) = &this.node {
             match node.poll(cx) {
                 Poll::Pending => return Poll::Pending,
@@ -923,7 +1034,7 @@ impl Future for RawLock<'_> {
     }
 }
 
-impl Drop for RawLock<'_> {
+impl Drop for RawLockAsync<'_> {
     /// See the type's docs, "Panics".
     fn drop(&mut self) {
         let mut panics = Panics::new();

@@ -264,7 +264,7 @@ fn recv_timeout_races_send() {
             tx.send(1u8).unwrap();
             tx
         });
-        let got = match rx.recv_timeout(std::time::Duration::from_millis(1)) {
+        let got = match rx.try_recv_for(std::time::Duration::from_millis(1)) {
             Ok(v) => v,
             Err(mpsc::RecvTimeoutError::Timeout) => rx.recv().unwrap(),
             Err(e) => panic!("{e:?}"),
@@ -350,11 +350,11 @@ fn recv_timeout_times_out_without_the_real_clock() {
             tx
         });
         assert_eq!(
-            rx.recv_timeout(std::time::Duration::from_millis(1)),
+            rx.try_recv_for(std::time::Duration::from_millis(1)),
             Err(mpsc::RecvTimeoutError::Timeout)
         );
         let tx = other.join().unwrap();
         tx.send(1).unwrap();
-        assert_eq!(rx.recv_timeout(std::time::Duration::from_millis(1)), Ok(1));
+        assert_eq!(rx.try_recv_for(std::time::Duration::from_millis(1)), Ok(1));
     });
 }

@@ -135,7 +135,7 @@ fn recv_timeout_times_out_then_receives() {
     let (tx, rx) = mpsc::channel();
     let start = Instant::now();
     assert_eq!(
-        rx.recv_timeout(Duration::from_millis(30)),
+        rx.try_recv_for(Duration::from_millis(30)),
         Err(RecvTimeoutError::Timeout)
     );
     let waited = start.elapsed();
@@ -149,16 +149,16 @@ fn recv_timeout_times_out_then_receives() {
         tx.send(1).unwrap();
         tx
     });
-    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(1));
+    assert_eq!(rx.try_recv_for(Duration::from_secs(10)), Ok(1));
     drop(h.join().unwrap());
     assert_eq!(
-        rx.recv_timeout(Duration::from_secs(10)),
+        rx.try_recv_for(Duration::from_secs(10)),
         Err(RecvTimeoutError::Disconnected)
     );
     // A timeout too large for `Instant` means "no deadline".
     let (tx, rx) = mpsc::channel();
     tx.send(2).unwrap();
-    assert_eq!(rx.recv_timeout(Duration::MAX), Ok(2));
+    assert_eq!(rx.try_recv_for(Duration::MAX), Ok(2));
 }
 
 #[test]

@@ -5,7 +5,8 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use lockfree_sync::{
-    Acquire, Fairness, LockFuture, Mutex, MutexGuard, RawLock, RawMutex, Semaphore, SemaphorePermit,
+    Acquire, Fairness, LockAsync, Mutex, MutexGuard, RawLockAsync, RawMutex, Semaphore,
+    SemaphorePermit,
 };
 use sync_core::{assert_impl, assert_not_impl};
 
@@ -23,17 +24,17 @@ assert_impl!(MutexGuard<'static, Vec<u8>>: Send, Sync);
 assert_impl!(MutexGuard<'static, Cell<u8>>: Send);
 assert_not_impl!(MutexGuard<'static, Cell<u8>>: Sync);
 assert_not_impl!(MutexGuard<'static, Rc<u8>>: Send);
-assert_impl!(lockfree_sync::OwnedMutexGuard<Vec<u8>>: Send, Sync);
-assert_impl!(lockfree_sync::OwnedMutexGuard<Cell<u8>>: Send);
-assert_not_impl!(lockfree_sync::OwnedMutexGuard<Cell<u8>>: Sync);
-assert_not_impl!(lockfree_sync::OwnedMutexGuard<Rc<u8>>: Send);
+assert_impl!(lockfree_sync::ArcMutexGuard<Vec<u8>>: Send, Sync);
+assert_impl!(lockfree_sync::ArcMutexGuard<Cell<u8>>: Send);
+assert_not_impl!(lockfree_sync::ArcMutexGuard<Cell<u8>>: Sync);
+assert_not_impl!(lockfree_sync::ArcMutexGuard<Rc<u8>>: Send);
 assert_impl!(lockfree_sync::LockApiMutex<Vec<u8>>: Send, Sync);
 assert_impl!(lockfree_sync::LockApiMutexGuard<'static, Vec<u8>>: Send, Sync);
 
 // The futures can be spawned on multi-threaded executors.
-assert_impl!(LockFuture<'static, Vec<u8>>: Send);
-assert_not_impl!(LockFuture<'static, Rc<u8>>: Send);
-assert_impl!(RawLock<'static>: Send);
+assert_impl!(LockAsync<'static, Vec<u8>>: Send);
+assert_not_impl!(LockAsync<'static, Rc<u8>>: Send);
+assert_impl!(RawLockAsync<'static>: Send);
 assert_impl!(Acquire<'static>: Send);
 
 // The semaphore and its permits.
@@ -54,8 +55,8 @@ assert_not_impl!(lockfree_sync::mpsc::Sender<Rc<u8>>: Send);
 assert_impl!(lockfree_sync::mpsc::Receiver<Vec<u8>>: Send);
 assert_not_impl!(lockfree_sync::mpsc::Receiver<Vec<u8>>: Sync);
 assert_not_impl!(lockfree_sync::mpsc::Receiver<Rc<u8>>: Send);
-assert_impl!(lockfree_sync::mpsc::Recv<'static, Vec<u8>>: Send);
-assert_not_impl!(lockfree_sync::mpsc::Recv<'static, Rc<u8>>: Send);
+assert_impl!(lockfree_sync::mpsc::RecvAsync<'static, Vec<u8>>: Send);
+assert_not_impl!(lockfree_sync::mpsc::RecvAsync<'static, Rc<u8>>: Send);
 assert_impl!(lockfree_sync::mpsc::SendError<Vec<u8>>: Send, Sync, std::error::Error);
 
 // The CSP channel: each end moves to another thread or task with the values
@@ -98,11 +99,11 @@ fn a_permit_moves_to_another_thread_and_is_released_there() {
     assert_eq!(sem.available_permits(), 1);
 }
 
-/// `lock_owned`'s future can be spawned on a multi-threaded executor.
+/// `lock_arc_async`'s future can be spawned on a multi-threaded executor.
 #[test]
 fn owned_lock_future_is_send() {
     fn send<F: Send>(_: &F) {}
     let m = std::sync::Arc::new(Mutex::new(Vec::<u8>::new()));
-    let fut = m.lock_owned();
+    let fut = m.lock_arc_async();
     send(&fut);
 }
