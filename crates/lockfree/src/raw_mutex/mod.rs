@@ -71,9 +71,6 @@
 //! drops) therefore holds back later wakeups, as a thread would that never
 //! got scheduled; dropping it passes the wakeup on.
 
-use core::future::Future;
-use core::pin::Pin;
-use core::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use sync_core::sync::Arc;
@@ -83,6 +80,14 @@ use sync_core::wait::Watch;
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
 use crate::patience::{Patience, pop_counted};
+
+mod future;
+#[cfg(not(loom))]
+mod lock_api_impls;
+
+pub use self::future::RawLockAsync;
+#[cfg(not(loom))]
+pub use self::lock_api_impls::{LockApiMutex, LockApiMutexGuard};
 
 const LOCKED: usize = 0b001;
 const WAKING: usize = 0b010;
@@ -864,193 +869,5 @@ impl RawMutex {
 impl Default for RawMutex {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-// SAFETY: `lock` and `try_lock` give exclusive ownership until `unlock`
-// (LOCKED is set by one CAS and cleared only by the owner or handed to one
-// waiter); `unlock` may run on any thread, so the guard may be sent.
-#[cfg(not(loom))]
-unsafe impl lock_api::RawMutex for RawMutex {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = Self::new();
-    type GuardMarker = lock_api::GuardSend;
-
-    fn lock(&self) {
-        RawMutex::lock(self);
-    }
-
-    fn try_lock(&self) -> bool {
-        RawMutex::try_lock(self)
-    }
-
-    unsafe fn unlock(&self) {
-        // SAFETY: lock_api's caller holds the lock.
-        unsafe { RawMutex::unlock(self) }
-    }
-
-    fn is_locked(&self) -> bool {
-        RawMutex::is_locked(self)
-    }
-}
-
-// SAFETY: as above; a timed lock that returns `true` holds the lock exactly
-// as `lock` does.
-#[cfg(not(loom))]
-unsafe impl lock_api::RawMutexTimed for RawMutex {
-    type Duration = Duration;
-    type Instant = Instant;
-
-    fn try_lock_for(&self, timeout: Duration) -> bool {
-        RawMutex::try_lock_for(self, timeout)
-    }
-
-    fn try_lock_until(&self, deadline: Instant) -> bool {
-        RawMutex::try_lock_until(self, deadline)
-    }
-}
-
-// SAFETY: as above; `unlock_fair` is `unlock` with a handoff.
-#[cfg(not(loom))]
-unsafe impl lock_api::RawMutexFair for RawMutex {
-    unsafe fn unlock_fair(&self) {
-        // SAFETY: lock_api's caller holds the lock.
-        unsafe { RawMutex::unlock_fair(self) }
-    }
-}
-
-/// [`lock_api::Mutex`] over this crate's [`RawMutex`]: the familiar
-/// parking_lot-style API (blocking locks, `try_lock_for`, `unlock_fair`,
-/// `map`, `lock_arc` with lock_api's `arc_lock` feature) on the lock-free
-/// queue. [`Mutex`](crate::Mutex) adds `lock_async`.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use lockfree_sync::LockApiMutex;
-///
-/// let m = LockApiMutex::new(vec![1]);
-/// m.lock().push(2);
-/// assert_eq!(m.try_lock_for(Duration::from_millis(1)).unwrap().len(), 2);
-/// ```
-#[cfg(not(loom))]
-pub type LockApiMutex<T> = lock_api::Mutex<RawMutex, T>;
-
-/// The guard of a [`LockApiMutex`].
-#[cfg(not(loom))]
-pub type LockApiMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
-
-/// The future of [`RawMutex::lock_async`]: resolves once the lock is held.
-///
-/// # Cancel safety
-///
-/// Dropping it at any point loses nothing: a queued waiter is withdrawn (its
-/// node is freed by the unlocker that reaches it), a lock already handed to
-/// it is unlocked, and a wakeup already sent to it is passed to the next
-/// waiter.
-///
-/// # Panics
-///
-/// Passing the lock or a wakeup on may wake another waiting task, whose
-/// waker is user code. If that waker panics, the drop first finishes
-/// passing on (the other task holds its token), then resumes the panic,
-/// unless the thread is already unwinding (a future dropped during a
-/// panic): then the waker's panic is dropped, since a second panic would
-/// abort the process.
-#[must_use = "futures do nothing unless polled"]
-#[derive(Debug)]
-pub struct RawLockAsync<'a> {
-    mutex: &'a RawMutex,
-    /// Our queued node, while we are counted.
-    node: Option<Arc<Waiter>>,
-    /// Woken with COMPETE: we carry `WAKING` until our next CAS.
-    woken: bool,
-    done: bool,
-    patience: Patience,
-}
-
-impl Future for RawLockAsync<'_> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        assert!(!this.done, "RawLockAsync polled after it completed");
-        if let Some(node) = &this.node {
-            match node.poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(HANDOFF) => {
-                    this.node = None;
-                    this.done = true;
-                    this.mutex.handed_off(this.patience.waited_too_long());
-                    return Poll::Ready(());
-                }
-                Poll::Ready(token) => {
-                    debug_assert_eq!(token, COMPETE);
-                    this.node = None;
-                    this.woken = true;
-                }
-            }
-        }
-        let mutex = this.mutex;
-        let mut w = mutex.word.load(Relaxed);
-        let mut node = None;
-        loop {
-            if mutex.may(w, this.woken) {
-                // AcqRel: as in `lock_slow`.
-                match mutex
-                    .word
-                    .compare_exchange_weak(w, taken(w, this.woken), AcqRel, Relaxed)
-                {
-                    Ok(_) => {
-                        this.woken = false;
-                        this.done = true;
-                        return Poll::Ready(());
-                    }
-                    Err(actual) => w = actual,
-                }
-                continue;
-            }
-            // Registered before it is pushed, so no wake can miss it.
-            let waiter = node.get_or_insert_with(|| {
-                Waiter::for_task(cx.waker(), this.patience.starving() as usize)
-            });
-            // AcqRel: as in `lock_slow`.
-            match mutex.word.compare_exchange_weak(
-                w,
-                mutex.counted(w, this.woken, waiter.data() != 0),
-                AcqRel,
-                Relaxed,
-            ) {
-                Ok(_) => {
-                    this.woken = false;
-                    mutex.queue.push(Arc::clone(waiter));
-                    this.node = node;
-                    return Poll::Pending;
-                }
-                Err(actual) => w = actual,
-            }
-        }
-    }
-}
-
-impl Drop for RawLockAsync<'_> {
-    /// See the type's docs, "Panics".
-    fn drop(&mut self) {
-        let mut panics = Panics::new();
-        if let Some(node) = self.node.take() {
-            match node.cancel() {
-                // Withdrawn: a dequeuer uncounts and frees the node.
-                Ok(()) => self.mutex.reclaim(&mut panics),
-                // SAFETY: the lock was handed to us, so we hold it.
-                Err(HANDOFF) => unsafe { self.mutex.unlock_catching(&mut panics) },
-                Err(_) => self.mutex.pass_wake(&mut panics),
-            }
-        } else if self.woken {
-            self.mutex.pass_wake(&mut panics);
-        }
-        // The lock and the wakeup are passed on: now another task's waker
-        // panic may go on, unless we are unwinding already.
-        panics.resume();
     }
 }
