@@ -129,7 +129,7 @@ impl fmt::Display for RecvError {
 
 impl std::error::Error for RecvError {}
 
-/// Why [`Receiver::try_recv`] returned no message.
+/// Why [`Receiver::try_recv`](crate::mpsc::Receiver::try_recv) returned no message.
 ///
 /// # Examples
 ///
@@ -159,7 +159,7 @@ impl fmt::Display for TryRecvError {
 
 impl std::error::Error for TryRecvError {}
 
-/// Why [`Receiver::try_recv_for`] returned no message.
+/// Why [`Receiver::try_recv_for`](crate::mpsc::Receiver::try_recv_for) returned no message.
 ///
 /// # Examples
 ///

@@ -68,7 +68,7 @@
 //! assert_eq!(log.lock().len(), 4);
 //! assert_eq!(pool.available_permits(), 2);
 //! ```
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations)]
 
 mod clock;
 pub mod csp;

@@ -25,7 +25,7 @@
 //! # Waiting: the paper's `waiting_mark`
 //!
 //! The receiver announces that it is about to sleep by storing its
-//! [`Waiter`] in `parked` (the paper's `waiting_thread` and `waiting_mark` in
+//! `Waiter` in `parked` (the paper's `waiting_thread` and `waiting_mark` in
 //! one word), then looks at `tail` once more. A producer, after its swap on
 //! `tail`, looks at `parked`, and if a waiter is there, takes it (a swap, so
 //! only one producer wakes it) and wakes it once its message is linked. Both

@@ -46,7 +46,7 @@ const SPINS: u32 = 1;
 #[cfg(loom)]
 const YIELDS: u32 = 0;
 
-/// The receiving end of an [`mpsc::channel`](channel).
+/// The receiving end of an [`mpsc::channel`](super::channel).
 ///
 /// [`Send`] but not [`Sync`]: there is one receiver.
 ///
@@ -58,7 +58,7 @@ const YIELDS: u32 = 0;
 /// store from linking its message) to finish. A send that races the drop
 /// may return `Ok`; its message is dropped, never received, by the time
 /// both that send and the drop have returned. Nothing queued waits for the
-/// last [`Sender`] to go.
+/// last [`Sender`](super::Sender) to go.
 ///
 /// A message whose `Drop` panics does not stop the drain: the first such
 /// panic goes on once every message is dropped (it is dropped instead if
