@@ -174,3 +174,41 @@ fn owned_lock_futures_are_static_and_cancel_safe() {
     });
     assert_eq!(*m.lock(), 2);
 }
+
+/// The bound of the barging mode's concurrency restriction: a thread that
+/// relocks at once, in a tight loop, keeps the lock while the others sleep
+/// (only the woken waiter circulates), but cannot keep a queued waiter out
+/// for ever: once a waiter has waited `STARVATION`, the lock is handed to
+/// the waiters in FIFO order. Eight waiters on two cores each get the lock
+/// within a generous bound.
+#[test]
+fn a_hog_that_relocks_at_once_does_not_starve_queued_waiters() {
+    let m = Arc::new(Mutex::new(0u64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let hog = {
+        let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
+        thread::spawn(move || {
+            while !stop.load(Relaxed) {
+                *m.lock() += 1;
+            }
+        })
+    };
+    while *m.lock() == 0 {
+        thread::yield_now();
+    }
+    let waiters: Vec<_> = (0..8)
+        .map(|_| {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                sync_core::testing::within("a waiter beside a hog", Duration::from_secs(5), || {
+                    *m.lock() += 1
+                });
+            })
+        })
+        .collect();
+    for w in waiters {
+        w.join().unwrap();
+    }
+    stop.store(true, Relaxed);
+    hog.join().unwrap();
+}
