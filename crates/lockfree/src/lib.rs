@@ -80,7 +80,7 @@ mod raw_mutex;
 mod semaphore;
 
 pub use error::{AcquireError, TryAcquireError};
-pub use mutex::{ArcMutexGuard, LockAsync, Mutex, MutexGuard};
+pub use mutex::{ArcMutexGuard, LockArcAsync, LockAsync, Mutex, MutexGuard};
 pub use patience::STARVATION;
 pub use raw_mutex::{Fairness, RawLockAsync, RawMutex};
 #[cfg(not(loom))]

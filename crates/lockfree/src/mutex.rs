@@ -468,7 +468,7 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     /// [`lock_async`](Self::lock_async) for an `Arc` it takes over: the
-    /// future and its guard are `'static` (tokio's `lock_arc_async`).
+    /// future and its guard are `'static` (tokio's `lock_owned`).
     ///
     /// # Cancel safety
     ///
@@ -494,10 +494,16 @@ impl<T: ?Sized> Mutex<T> {
     /// # });
     /// ```
     #[doc(alias = "lock_owned")]
-    pub async fn lock_arc_async(self: Arc<Self>) -> ArcMutexGuard<T> {
-        self.raw.lock_async().await;
-        // SAFETY: the raw future resolved: we hold the lock.
-        unsafe { ArcMutexGuard::new(self) }
+    pub fn lock_arc_async(self: Arc<Self>) -> LockArcAsync<T> {
+        // SAFETY: the lock lives in the `Arc`'s allocation, which never
+        // moves and which the future keeps alive: it owns `self`, and drops
+        // its `raw` future (the only holder of this borrow, which never
+        // leaves the future) before it (field order).
+        let raw: &'static RawMutex = unsafe { &*core::ptr::from_ref(&self.raw) };
+        LockArcAsync {
+            raw: raw.lock_async(),
+            mutex: self,
+        }
     }
 }
 
@@ -560,6 +566,53 @@ impl<'a, T: ?Sized> Future for LockAsync<'a, T> {
 impl<T: ?Sized> fmt::Debug for LockAsync<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockAsync").field("raw", &self.raw).finish()
+    }
+}
+
+/// The future of [`Mutex::lock_arc_async`]: resolves to an
+/// [`ArcMutexGuard`]. It owns its `Arc` of the mutex, so it is `'static`.
+///
+/// # Cancel safety
+///
+/// As [`LockAsync`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use lockfree_sync::{LockArcAsync, Mutex};
+///
+/// let m = Arc::new(Mutex::new(1));
+/// let fut: LockArcAsync<i32> = Arc::clone(&m).lock_arc_async();
+/// let g = futures::executor::block_on(fut);
+/// assert_eq!(*g, 1);
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct LockArcAsync<T: ?Sized> {
+    // Declared first, so dropped first: it borrows the lock that `mutex`
+    // keeps alive.
+    raw: RawLockAsync<'static>,
+    mutex: Arc<Mutex<T>>,
+}
+
+impl<T: ?Sized> Future for LockArcAsync<T> {
+    type Output = ArcMutexGuard<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.raw).poll(cx) {
+            // SAFETY: the raw future resolved: we hold the lock.
+            Poll::Ready(()) => Poll::Ready(unsafe { ArcMutexGuard::new(Arc::clone(&this.mutex)) }),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for LockArcAsync<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockArcAsync")
+            .field("raw", &self.raw)
+            .finish()
     }
 }
 

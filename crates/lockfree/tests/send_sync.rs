@@ -35,6 +35,8 @@ assert_impl!(lockfree_sync::LockApiMutexGuard<'static, Vec<u8>>: Send, Sync);
 assert_impl!(LockAsync<'static, Vec<u8>>: Send);
 assert_not_impl!(LockAsync<'static, Rc<u8>>: Send);
 assert_impl!(RawLockAsync<'static>: Send);
+assert_impl!(lockfree_sync::LockArcAsync<Vec<u8>>: Send);
+assert_not_impl!(lockfree_sync::LockArcAsync<Rc<u8>>: Send);
 assert_impl!(Acquire<'static>: Send);
 
 // The semaphore and its permits.
