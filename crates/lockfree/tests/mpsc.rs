@@ -393,3 +393,26 @@ fn a_panicking_message_drop_does_not_stop_the_receivers_drain() {
     drop(tx);
     assert_eq!(drops.load(SeqCst), 10);
 }
+
+/// `Sender` is `Sync`: eight threads send through one shared `&Sender`
+/// (contended claims take blocks of their own) and every message arrives
+/// once.
+#[test]
+fn many_threads_send_through_one_shared_sender() {
+    let (tx, rx) = lockfree_sync::mpsc::channel::<u64>();
+    let per = 10_000u64;
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let tx = &tx;
+            s.spawn(move || {
+                for i in 0..per {
+                    tx.send(t * per + i).unwrap();
+                }
+            });
+        }
+    });
+    drop(tx);
+    let mut got: Vec<u64> = rx.iter().collect();
+    got.sort_unstable();
+    assert_eq!(got, (0..8 * per).collect::<Vec<_>>());
+}

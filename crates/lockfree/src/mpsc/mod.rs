@@ -133,16 +133,15 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// The sending end of an [`mpsc::channel`](channel). Clone it for more
 /// producers.
 ///
-/// A `Sender` is [`Send`] but not [`Sync`] (unlike std's, tokio's and
-/// crossbeam's): each one hands out nodes from a block of its own with
-/// plain loads and stores, which is what makes a send one swap on the
-/// queue. Sharing one sender between threads would need an atomic
-/// read-modify-write per send to claim a node, on top of that swap, where
-/// a send with one producer costs about as much as one such operation:
-/// the single-producer throughput would fall by about half. Give each
-/// thread or task its own clone (cloning is cheap and allocates nothing:
-/// the clone takes half of this sender's nodes); sharing `&Sender` fails
-/// to compile, with an error that names `Sender` as not `Sync`.
+/// A `Sender` is [`Send`] and [`Sync`], as std's, tokio's and crossbeam's
+/// are. Each one hands out nodes from a block of its own, claimed for the
+/// length of a send by one uncontended swap on the sender; a send through
+/// a sender that another thread is sending through at that instant takes
+/// a block of its own for its one message (from the channel's spare
+/// blocks, or a new one) instead of waiting. So sharing `&Sender` works
+/// and stays wait-free, but a clone per thread or task is faster (cloning
+/// is cheap and allocates nothing: the clone takes half of this sender's
+/// nodes).
 ///
 /// # Examples
 ///
@@ -157,6 +156,10 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// ```
 pub struct Sender<T> {
     shared: Arc<Shared<T>>,
+    /// Set while one send (or clone) uses `block`, `next` and `end`: only
+    /// the thread that set it touches them (or `&mut self`). Acquire on
+    /// setting pairs with the Release that cleared it.
+    busy: AtomicBool,
     /// The block this sender takes nodes from (dangling once its range is
     /// used up: the block may be freed then).
     block: Cell<*mut Block<T>>,
@@ -169,11 +172,17 @@ pub struct Sender<T> {
 // SAFETY: the block pointer is this sender's own (its unused nodes are
 // owned by it); messages go to the receiver's thread, hence `T: Send`.
 unsafe impl<T: Send> Send for Sender<T> {}
+// SAFETY: the `Cell`s are only touched by the thread that holds `busy`
+// (claimed with an Acquire swap, released with a Release store, so each
+// holder sees the previous one's writes) or through `&mut self`; the rest
+// is the shared channel, and a send moves a `T` to the receiver's thread.
+unsafe impl<T: Send> Sync for Sender<T> {}
 
 impl<T> Sender<T> {
     fn new(shared: Arc<Shared<T>>) -> Self {
         Self {
             shared,
+            busy: AtomicBool::new(false),
             block: Cell::new(ptr::null_mut()),
             next: Cell::new(0),
             end: Cell::new(0),
@@ -200,8 +209,10 @@ impl<T> Sender<T> {
     ///
     /// # Progress
     ///
-    /// Wait-free: one swap on the queue's tail and a few plain loads and
-    /// stores, plus an allocation every block ([`BLOCK_CAP`] sends for
+    /// Wait-free: one swap on the queue's tail, one uncontended swap and
+    /// store on the sender (a send that finds the sender in use by another
+    /// thread takes a block of its own instead of waiting) and a few plain
+    /// loads and stores, plus an allocation every block ([`BLOCK_CAP`] sends for
     /// small messages, fewer for large ones: see [`BLOCK_BYTES`]), and a second
     /// swap and a wakeup when the receiver sleeps.
     ///
@@ -221,7 +232,16 @@ impl<T> Sender<T> {
         if shared.signal.closed.load(Relaxed) {
             return Err(SendError(value));
         }
-        let node = self.next_node();
+        // Acquire: pairs with the Release that ended the previous claim.
+        let node = if self.busy.swap(true, Acquire) {
+            // Another thread is sending through this sender right now.
+            self.lone_node()
+        } else {
+            let node = self.next_node();
+            // Release: our use of the cells happens before the next claim.
+            self.busy.store(false, Release);
+            node
+        };
         // SAFETY: the node is this sender's: unused, unshared until the swap.
         unsafe { (*node).value.with_mut(|v| (*v).write(value)) };
         // SeqCst: the producer's write in the handshake (see `park_prepare`);
@@ -249,6 +269,22 @@ impl<T> Sender<T> {
             shared.wake_receiver();
         }
         Ok(())
+    }
+
+    /// A node for one send through a sender that another thread is using:
+    /// node 0 of a block of its own, whose other nodes are released at
+    /// once (the receiver releases node 0 as it moves past it).
+    #[cold]
+    fn lone_node(&self) -> *mut Node<T> {
+        let block = self.shared.spares.take();
+        let rest = Block::<T>::CAP - 1;
+        if rest > 0 {
+            // SAFETY: the block is ours (fresh or reset): we release the
+            // nodes we never use, keeping node 0 unreleased.
+            unsafe { Block::release(block, rest, &self.shared.spares) };
+        }
+        // SAFETY: node 0 is ours and unreleased, so the block is alive.
+        unsafe { Block::node(block, 0) }
     }
 
     /// A fresh node from this sender's block.
@@ -309,6 +345,12 @@ impl<T> Clone for Sender<T> {
         // zero.
         self.shared.senders.fetch_add(1, Relaxed);
         let clone = Self::new(Arc::clone(&self.shared));
+        // Acquire: as in `send`.
+        if self.busy.swap(true, Acquire) {
+            // Another thread is sending through this sender: the clone
+            // starts without nodes (its first send takes a block).
+            return clone;
+        }
         if self.end.get() - self.next.get() < 2 {
             self.refill();
         }
@@ -318,6 +360,8 @@ impl<T> Clone for Sender<T> {
         clone.next.set(mid);
         clone.end.set(end);
         self.end.set(mid);
+        // Release: as in `send`.
+        self.busy.store(false, Release);
         clone
     }
 }
