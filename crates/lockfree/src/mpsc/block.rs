@@ -16,11 +16,10 @@ use sync_core::sync::cell::UnsafeCell;
 /// assert!(lockfree_sync::mpsc::BLOCK_CAP >= 2);
 /// ```
 ///
-/// 128 nodes (3 KiB for a `u64` message): on two cores a producer that runs
-/// while the receiver is descheduled queues hundreds of thousands of
-/// messages, so blocks are allocated in one thread and freed in another by
-/// the thousand, and the allocator's arena locks start to show (measured
-/// with 32: 2 producers reached half the throughput of 1).
+/// 128 nodes (3 KiB for a `u64` message): a producer that runs while the
+/// receiver is descheduled queues a great many messages, so blocks are
+/// allocated in one thread and freed in another by the thousand; larger
+/// blocks keep the allocator's arena locks out of that path.
 #[cfg(not(loom))]
 pub const BLOCK_CAP: usize = 128;
 /// Messages per block of nodes, at most (small under loom, so that models
@@ -217,9 +216,8 @@ pub(super) const SPARES: usize = 1;
 
 /// Blocks whose nodes are all released, kept for the next sender that needs
 /// one. Blocks are allocated by the senders' threads and released mostly by
-/// the receiver's: freeing them there makes the allocator's arenas contend
-/// (measured on 2 producers: thousands of futex calls a second), reusing
-/// them costs a swap. A bounded number is kept, so memory follows the
+/// the receiver's: freeing them there makes the allocator's arenas
+/// contend, reusing them costs a swap. A bounded number is kept, so memory follows the
 /// messages in flight, not the history.
 pub(super) struct Spares<T> {
     /// Null or a released block (owned by the slot).

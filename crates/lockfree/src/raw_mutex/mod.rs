@@ -43,7 +43,7 @@
 //! [`Fairness::Fifo`] is the paper's algorithm: a lock that has waiters is
 //! always handed to the oldest one, so nobody waits for more than the waiters
 //! ahead of it, but every handoff to a sleeping thread keeps the lock idle
-//! for a whole wakeup (about 30 µs on a virtual machine).
+//! for a whole wakeup.
 //!
 //! [`Fairness::Barging`] (the default) lets the woken waiter race newcomers,
 //! as parking_lot and Go do, and a newcomer spins briefly before it queues.
