@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 
 use libfuzzer_sys::fuzz_target;
-use lockfree_sync::{AcquireAsync, Fairness, LockFuture, Mutex, MutexGuard, Semaphore, SemaphorePermit};
+use lockfree_sync::{AcquireAsync, Fairness, LockAsync, Mutex, MutexGuard, Semaphore, SemaphorePermit};
 
 struct Count(AtomicUsize);
 
@@ -69,7 +69,7 @@ fuzz_target!(|data: &[u8]| {
     let m = Mutex::with_fairness(0u32, fairness);
     let sem = Semaphore::new(total);
     let mut guard: Option<MutexGuard<'_, u32>> = None;
-    let mut locks: Vec<Polled<LockFuture<'_, u32>>> = Vec::new();
+    let mut locks: Vec<Polled<LockAsync<'_, u32>>> = Vec::new();
     let mut permits: Vec<SemaphorePermit<'_>> = Vec::new();
     let mut acquires: Vec<Polled<AcquireAsync<'_>>> = Vec::new();
     let held =

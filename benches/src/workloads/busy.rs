@@ -3,7 +3,7 @@
 //! peer's, and two things are measured in milliseconds:
 //!
 //! * **overshoot**: how late a 1 ms timed wait that cannot succeed returns
-//!   (`try_lock_for`, `try_enter_for`, `try_acquire_for`, `recv_timeout`);
+//!   (`try_lock_for`, `try_enter_for`, `try_acquire_for`, `try_recv_for`, the CSP timed forms);
 //! * **wake-up latency**: from the event (an unlock, a release, a send) to
 //!   the woken waiter's return.
 //!
@@ -509,9 +509,13 @@ struct StdMpsc;
 struct CrossbeamMpsc;
 struct FlumeMpsc;
 
-/// The four channels share their method names; only the types differ.
+/// The four channels share their method names (but for the timed receive:
+/// lockfree-sync's is `try_recv_for`); only the types differ.
 macro_rules! mpsc {
     ($name:ident, $tx:ty, $rx:ty, $channel:expr) => {
+        mpsc!($name, $tx, $rx, $channel, recv_timeout);
+    };
+    ($name:ident, $tx:ty, $rx:ty, $channel:expr, $timed:ident) => {
         impl Mpsc for $name {
             type Tx = $tx;
             type Rx = $rx;
@@ -525,7 +529,7 @@ macro_rules! mpsc {
                 rx.recv().expect("sender alive");
             }
             fn recv_timeout(rx: &Self::Rx, timeout: Duration) -> Option<()> {
-                rx.recv_timeout(timeout).ok()
+                rx.$timed(timeout).ok()
             }
         }
     };
@@ -535,7 +539,8 @@ mpsc!(
     LockfreeMpsc,
     lockfree_sync::mpsc::Sender<()>,
     lockfree_sync::mpsc::Receiver<()>,
-    lockfree_sync::mpsc::channel()
+    lockfree_sync::mpsc::channel(),
+    try_recv_for
 );
 mpsc!(
     StdMpsc,

@@ -389,7 +389,7 @@ trait TaskMpsc: 'static {
     type Rx: Send + 'static;
     fn channel() -> (Self::Tx, Self::Rx);
     fn clone_tx(tx: &Self::Tx) -> Self::Tx;
-    /// `&mut`: a lockfree-sync sender is `Send` but not `Sync`.
+    /// `&mut`: each task owns its sender (a clone), as the workload gives it.
     fn send(tx: &mut Self::Tx, value: u64) -> impl Future<Output = ()> + Send + '_;
     fn recv(rx: &mut Self::Rx) -> impl Future<Output = Option<u64>> + Send + '_;
 }

@@ -86,13 +86,22 @@ impl From<AcquireError> for TryAcquireError {
     }
 }
 
-// The CSP channel's errors (`crate::csp` re-exports them).
+// The channels' errors, shared by `mpsc` and `csp` (each re-exports them),
+// named as std's: one type per way a send or a receive can fail.
 
 /// A send whose receiver is gone: the value comes back.
+///
+/// Returned by [`mpsc::Sender::send`](crate::mpsc::Sender::send) and
+/// [`csp::Sender::send`](crate::csp::Sender::send).
 ///
 /// # Examples
 ///
 /// ```
+/// let (tx, rx) = lockfree_sync::mpsc::channel();
+/// drop(rx);
+/// let lockfree_sync::mpsc::SendError(back) = tx.send(String::from("kept")).unwrap_err();
+/// assert_eq!(back, "kept");
+///
 /// let (mut tx, rx) = lockfree_sync::csp::channel();
 /// drop(rx);
 /// let lockfree_sync::csp::SendError(back) = tx.send(vec![1]).unwrap_err();
@@ -109,31 +118,106 @@ impl<T> fmt::Debug for SendError<T> {
 
 impl<T> fmt::Display for SendError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("sending on a CSP channel whose receiver is gone")
+        f.write_str("sending on a channel whose receiver is gone")
     }
 }
 
 impl<T> std::error::Error for SendError<T> {}
 
-/// A receive whose sender is gone.
+/// A receive that can never succeed: the senders are gone and nothing is
+/// left to receive.
 ///
 /// # Examples
 ///
 /// ```
+/// let (tx, rx) = lockfree_sync::mpsc::channel::<u8>();
+/// drop(tx);
+/// assert_eq!(rx.recv(), Err(lockfree_sync::mpsc::RecvError));
+///
 /// let (tx, mut rx) = lockfree_sync::csp::channel::<u8>();
 /// drop(tx);
 /// assert_eq!(rx.recv(), Err(lockfree_sync::csp::RecvError));
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RecvError;
 
 impl fmt::Display for RecvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("receiving on a CSP channel whose sender is gone")
+        f.write_str("receiving on a channel whose senders are gone")
     }
 }
 
 impl std::error::Error for RecvError {}
+
+/// Why an attempt to receive
+/// ([`mpsc::Receiver::try_recv`](crate::mpsc::Receiver::try_recv),
+/// [`csp::Receiver::try_recv`](crate::csp::Receiver::try_recv)) returned
+/// nothing.
+///
+/// # Examples
+///
+/// ```
+/// use lockfree_sync::{csp, mpsc, mpsc::TryRecvError};
+/// let (_tx, rx) = mpsc::channel::<u8>();
+/// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+/// let (_tx, mut rx) = csp::channel::<u8>();
+/// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TryRecvError {
+    /// Nothing to receive now (for `csp`: no sender waits).
+    Empty,
+    /// Nothing to receive, and the senders are gone.
+    Disconnected,
+}
+
+impl fmt::Display for TryRecvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => f.write_str("receiving on an empty channel"),
+            Self::Disconnected => f.write_str("receiving on a channel whose senders are gone"),
+        }
+    }
+}
+
+impl std::error::Error for TryRecvError {}
+
+/// Why a timed receive (`try_recv_for`, `try_recv_until` of
+/// [`mpsc::Receiver`](crate::mpsc::Receiver) and
+/// [`csp::Receiver`](crate::csp::Receiver)) returned nothing.
+///
+/// # Examples
+///
+/// ```
+/// use std::time::Duration;
+/// use lockfree_sync::{csp, mpsc, mpsc::RecvTimeoutError};
+/// let (_tx, rx) = mpsc::channel::<u8>();
+/// assert_eq!(rx.try_recv_for(Duration::ZERO), Err(RecvTimeoutError::Timeout));
+/// let (tx, mut rx) = csp::channel::<u8>();
+/// drop(tx);
+/// assert_eq!(rx.try_recv_for(Duration::from_millis(1)), Err(RecvTimeoutError::Disconnected));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RecvTimeoutError {
+    /// Nothing came before the deadline.
+    Timeout,
+    /// Nothing to receive, and the senders are gone.
+    Disconnected,
+}
+
+impl fmt::Display for RecvTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout => f.write_str("timed out waiting on a channel"),
+            Self::Disconnected => f.write_str("receiving on a channel whose senders are gone"),
+        }
+    }
+}
+
+impl std::error::Error for RecvTimeoutError {}
+
+// The CSP channel's own errors (`crate::csp` re-exports them): only a CSP
+// send can wait or be refused, and only an ALT selects.
 
 /// Why a timed send ([`Sender::try_send_for`](crate::csp::Sender::try_send_for), [`Sender::try_send_until`](crate::csp::Sender::try_send_until))
 /// failed: the value comes back either way.
@@ -193,38 +277,6 @@ impl<T> fmt::Display for SendTimeoutError<T> {
 }
 
 impl<T> std::error::Error for SendTimeoutError<T> {}
-
-/// Why a timed receive ([`Receiver::try_recv_for`](crate::csp::Receiver::try_recv_for),
-/// [`Receiver::try_recv_until`](crate::csp::Receiver::try_recv_until)) returned no value.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use lockfree_sync::csp::{self, RecvTimeoutError};
-///
-/// let (tx, mut rx) = csp::channel::<u8>();
-/// drop(tx);
-/// assert_eq!(rx.try_recv_for(Duration::from_millis(1)), Err(RecvTimeoutError::Disconnected));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RecvTimeoutError {
-    /// No sender came in time.
-    Timeout,
-    /// The sender is gone.
-    Disconnected,
-}
-
-impl fmt::Display for RecvTimeoutError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Timeout => f.write_str("timed out receiving on a CSP channel"),
-            Self::Disconnected => f.write_str("receiving on a CSP channel whose sender is gone"),
-        }
-    }
-}
-
-impl std::error::Error for RecvTimeoutError {}
 
 /// A timed select ([`Alt::try_select_for`](crate::csp::Alt::try_select_for), [`Alt::try_select_until`](crate::csp::Alt::try_select_until))
 /// found no sender ready in time.
@@ -302,33 +354,3 @@ impl<T> fmt::Display for TrySendError<T> {
 }
 
 impl<T> std::error::Error for TrySendError<T> {}
-
-/// Why [`Receiver::try_recv`](crate::csp::Receiver::try_recv) returned no
-/// value.
-///
-/// # Examples
-///
-/// ```
-/// use lockfree_sync::csp::{self, TryRecvError};
-///
-/// let (_tx, mut rx) = csp::channel::<u8>();
-/// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TryRecvError {
-    /// No sender was waiting.
-    Empty,
-    /// The sender is gone.
-    Disconnected,
-}
-
-impl fmt::Display for TryRecvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Empty => f.write_str("no sender waits on the CSP channel"),
-            Self::Disconnected => f.write_str("receiving on a CSP channel whose sender is gone"),
-        }
-    }
-}
-
-impl std::error::Error for TryRecvError {}

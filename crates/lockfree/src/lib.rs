@@ -10,7 +10,7 @@
 //!
 //! | | blocking (threads) | async (tasks, any executor) |
 //! |---|---|---|
-//! | [`Mutex`] | [`lock`](Mutex::lock), [`try_lock`](Mutex::try_lock), [`try_lock_for`](Mutex::try_lock_for), [`lock_arc`](Mutex::lock_arc) | [`lock_async`](Mutex::lock_async), [`lock_owned`](Mutex::lock_owned) |
+//! | [`Mutex`] | [`lock`](Mutex::lock), [`try_lock`](Mutex::try_lock), [`try_lock_for`](Mutex::try_lock_for), [`lock_arc`](Mutex::lock_arc) | [`lock_async`](Mutex::lock_async), [`lock_arc_async`](Mutex::lock_arc_async) |
 //! | [`Semaphore`] | [`acquire`](Semaphore::acquire), [`acquire_many`](Semaphore::acquire_many), [`try_acquire`](Semaphore::try_acquire), [`try_acquire_for`](Semaphore::try_acquire_for), [`acquire_arc`](Semaphore::acquire_arc) | [`acquire_async`](Semaphore::acquire_async), [`acquire_many_async`](Semaphore::acquire_many_async), [`acquire_arc_async`](Semaphore::acquire_arc_async) |
 //!
 //! Threads and tasks wait in the same queue, so they can share one lock.
@@ -80,9 +80,9 @@ mod raw_mutex;
 mod semaphore;
 
 pub use error::{AcquireError, TryAcquireError};
-pub use mutex::{LockFuture, Mutex, MutexGuard, OwnedMutexGuard};
+pub use mutex::{ArcMutexGuard, LockArcAsync, LockAsync, Mutex, MutexGuard};
 pub use patience::STARVATION;
-pub use raw_mutex::{Fairness, RawLock, RawMutex};
+pub use raw_mutex::{Fairness, RawLockAsync, RawMutex};
 #[cfg(not(loom))]
 pub use raw_mutex::{LockApiMutex, LockApiMutexGuard};
 pub use semaphore::{AcquireArcAsync, ArcSemaphorePermit};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use sync_core::sync::cell::{MutPtr, UnsafeCell};
 use sync_core::unwind::Panics;
 
-use crate::raw_mutex::{Fairness, RawLock, RawMutex};
+use crate::raw_mutex::{Fairness, RawLockAsync, RawMutex};
 
 /// A mutual-exclusion lock whose waiters wait in a lock-free FIFO queue, and
 /// which both threads and async tasks can lock.
@@ -36,6 +36,19 @@ use crate::raw_mutex::{Fairness, RawLock, RawMutex};
 /// paper's strict order: every unlock with waiters hands the lock to the
 /// oldest. [`MutexGuard::unlock_fair`] hands off once, in either mode.
 ///
+/// # Concurrency restriction
+///
+/// In the default mode, while waiters are queued only one of them
+/// circulates: the oldest, woken by an unlock, which competes with the
+/// running threads; newcomers queue and sleep at once instead of spinning,
+/// and no other waiter is woken until that one has taken the lock or gone
+/// back to sleep. So when threads outnumber cores the running threads keep
+/// the lock (and their cores) without a wakeup per unlock, and the sleeping
+/// waiters are rotated in one at a time, oldest first. The bound: a waiter
+/// that has waited more than [`STARVATION`](crate::STARVATION) switches the
+/// lock to handoffs, and is then handed the lock after the waiters queued
+/// ahead of it (see *Fairness*).
+///
 /// # Progress
 ///
 /// The queue of waiters is lock-free: no thread ever holds an internal lock,
@@ -51,7 +64,7 @@ use crate::raw_mutex::{Fairness, RawLock, RawMutex};
 /// # Panics
 ///
 /// An unlock (a guard's drop, [`MutexGuard::unlock_fair`]) or a dropped
-/// [`LockFuture`] may wake a waiting task, whose waker is user code. If the
+/// [`LockAsync`] may wake a waiting task, whose waker is user code. If the
 /// waker panics, the lock (or the wakeup) is passed on first, so the other
 /// task holds its token, and then the panic goes on out of the drop, unless
 /// the thread is already unwinding: then it is dropped, since a second
@@ -104,6 +117,13 @@ unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
 impl<T> Mutex<T> {
     sync_core::const_unless_loom! {
         /// An unlocked mutex holding `value`, with [`Fairness::Barging`].
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// let m = lockfree_sync::Mutex::new(5);
+        /// assert_eq!(*m.lock(), 5);
+        /// ```
         pub fn new(value: T) -> Self {
             Self::with_fairness(value, Fairness::Barging)
         }
@@ -111,6 +131,14 @@ impl<T> Mutex<T> {
 
     sync_core::const_unless_loom! {
         /// An unlocked mutex holding `value`, with the given fairness.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use lockfree_sync::{Fairness, Mutex};
+        /// let m = Mutex::with_fairness(0, Fairness::Fifo);
+        /// assert_eq!(m.fairness(), Fairness::Fifo);
+        /// ```
         pub fn with_fairness(value: T, fairness: Fairness) -> Self {
             Self {
                 raw: RawMutex::with_fairness(fairness),
@@ -120,6 +148,13 @@ impl<T> Mutex<T> {
     }
 
     /// Consumes the mutex and returns the data.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = lockfree_sync::Mutex::new(String::from("x"));
+    /// assert_eq!(m.into_inner(), "x");
+    /// ```
     pub fn into_inner(self) -> T {
         self.data.into_inner()
     }
@@ -129,6 +164,21 @@ impl<T: ?Sized> Mutex<T> {
     /// Locks the mutex, parking the calling thread while another holds it.
     ///
     /// Locking a mutex the calling thread already holds deadlocks.
+    ///
+    /// # Deadlocks
+    ///
+    /// It blocks the calling thread. Called from a task on a
+    /// single-threaded executor while another task of that executor holds
+    /// the lock (across an `.await`), it blocks that executor for ever: in
+    /// async code use [`lock_async`](Self::lock_async).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = lockfree_sync::Mutex::new(1);
+    /// *m.lock() += 1;
+    /// assert_eq!(*m.lock(), 2);
+    /// ```
     #[inline]
     pub fn lock(&self) -> MutexGuard<'_, T> {
         self.raw.lock();
@@ -137,6 +187,15 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     /// Locks the mutex if it is free.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = lockfree_sync::Mutex::new(());
+    /// let g = m.try_lock().unwrap();
+    /// assert!(m.try_lock().is_none());
+    /// drop(g);
+    /// ```
     #[inline]
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         if self.raw.try_lock() {
@@ -181,8 +240,8 @@ impl<T: ?Sized> Mutex<T> {
     /// assert_eq!(*m.lock(), 10);
     /// # });
     /// ```
-    pub fn lock_async(&self) -> LockFuture<'_, T> {
-        LockFuture {
+    pub fn lock_async(&self) -> LockAsync<'_, T> {
+        LockAsync {
             mutex: self,
             raw: self.raw.lock_async(),
         }
@@ -190,6 +249,10 @@ impl<T: ?Sized> Mutex<T> {
 
     /// Takes the lock, parking the thread while it is held, but gives up at
     /// `deadline`: `None` if it passed first.
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`lock`](Self::lock), until the deadline.
     ///
     /// The deadline is checked while the thread spins as well as while it
     /// is parked, so the call returns within the deadline plus one
@@ -241,23 +304,57 @@ impl<T: ?Sized> Mutex<T> {
     }
 
     /// The fairness the mutex was made with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::{Fairness, Mutex};
+    /// assert_eq!(Mutex::new(0).fairness(), Fairness::Barging);
+    /// ```
     pub fn fairness(&self) -> Fairness {
         self.raw.fairness()
     }
 
     /// Whether the mutex is locked (a hint: it may change at once).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = lockfree_sync::Mutex::new(0);
+    /// let g = m.lock();
+    /// assert!(m.is_locked());
+    /// drop(g);
+    /// assert!(!m.is_locked());
+    /// ```
     pub fn is_locked(&self) -> bool {
         self.raw.is_locked()
     }
 
     /// Mutable access without locking: `&mut self` proves no one else can
     /// hold the lock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let mut m = lockfree_sync::Mutex::new(1);
+    /// *m.get_mut() += 1;
+    /// assert_eq!(*m.lock(), 2);
+    /// ```
     pub fn get_mut(&mut self) -> &mut T {
         // SAFETY: `&mut self` excludes every other access.
         self.data.with_mut(|p| unsafe { &mut *p })
     }
 
     /// The raw lock (for `lock_api` interop or to build other guards).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let m = lockfree_sync::Mutex::new(0);
+    /// let g = m.lock();
+    /// assert!(m.raw().is_locked());
+    /// drop(g);
+    /// ```
     pub fn raw(&self) -> &RawMutex {
         &self.raw
     }
@@ -279,22 +376,29 @@ impl<T: ?Sized> Mutex<T> {
     /// [`lock`](Self::lock) through an `Arc`: the guard keeps the mutex
     /// alive and borrows nothing (parking_lot's `lock_arc`).
     ///
+    /// # Deadlocks
+    ///
+    /// It blocks the calling thread. Called from a task on a
+    /// single-threaded executor while another task of that executor holds
+    /// the lock (across an `.await`), it blocks that executor for ever: in
+    /// async code use [`lock_arc_async`](Self::lock_arc_async).
+    ///
     /// # Examples
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use lockfree_sync::{Mutex, OwnedMutexGuard};
+    /// use lockfree_sync::{Mutex, ArcMutexGuard};
     ///
     /// let m = Arc::new(Mutex::new(1));
-    /// let mut g: OwnedMutexGuard<i32> = m.lock_arc();
+    /// let mut g: ArcMutexGuard<i32> = m.lock_arc();
     /// let t = std::thread::spawn(move || *g += 1); // the guard moves
     /// t.join().unwrap();
     /// assert_eq!(*m.lock(), 2);
     /// ```
-    pub fn lock_arc(self: &Arc<Self>) -> OwnedMutexGuard<T> {
+    pub fn lock_arc(self: &Arc<Self>) -> ArcMutexGuard<T> {
         self.raw.lock();
         // SAFETY: we just took the lock.
-        unsafe { OwnedMutexGuard::new(Arc::clone(self)) }
+        unsafe { ArcMutexGuard::new(Arc::clone(self)) }
     }
 
     /// [`try_lock`](Self::try_lock) through an `Arc`.
@@ -310,11 +414,57 @@ impl<T: ?Sized> Mutex<T> {
     /// assert!(m.try_lock_arc().is_none());
     /// drop(g);
     /// ```
-    pub fn try_lock_arc(self: &Arc<Self>) -> Option<OwnedMutexGuard<T>> {
+    pub fn try_lock_arc(self: &Arc<Self>) -> Option<ArcMutexGuard<T>> {
         // SAFETY: `try_lock` returned true: we hold the lock.
         self.raw
             .try_lock()
-            .then(|| unsafe { OwnedMutexGuard::new(Arc::clone(self)) })
+            .then(|| unsafe { ArcMutexGuard::new(Arc::clone(self)) })
+    }
+
+    /// [`try_lock_until`](Self::try_lock_until) through an `Arc`: `None` if
+    /// `deadline` passed first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::{Duration, Instant};
+    /// use lockfree_sync::Mutex;
+    ///
+    /// let m = Arc::new(Mutex::new(0));
+    /// let deadline = Instant::now() + Duration::from_millis(1);
+    /// let mut g = m.try_lock_arc_until(deadline).unwrap();
+    /// *g += 1;
+    /// assert!(m.try_lock_arc_until(Instant::now()).is_none()); // held
+    /// ```
+    pub fn try_lock_arc_until(self: &Arc<Self>, deadline: Instant) -> Option<ArcMutexGuard<T>> {
+        // SAFETY: `try_lock_until` returned true: we hold the lock.
+        self.raw
+            .try_lock_until(deadline)
+            .then(|| unsafe { ArcMutexGuard::new(Arc::clone(self)) })
+    }
+
+    /// [`try_lock_for`](Self::try_lock_for) through an `Arc`: `None` if
+    /// `timeout` passed first.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use lockfree_sync::Mutex;
+    ///
+    /// let m = Arc::new(Mutex::new(0));
+    /// let held = m.lock_arc();
+    /// assert!(m.try_lock_arc_for(Duration::from_millis(1)).is_none());
+    /// drop(held);
+    /// assert!(m.try_lock_arc_for(Duration::from_millis(1)).is_some());
+    /// ```
+    pub fn try_lock_arc_for(self: &Arc<Self>, timeout: Duration) -> Option<ArcMutexGuard<T>> {
+        // SAFETY: `try_lock_for` returned true: we hold the lock.
+        self.raw
+            .try_lock_for(timeout)
+            .then(|| unsafe { ArcMutexGuard::new(Arc::clone(self)) })
     }
 
     /// [`lock_async`](Self::lock_async) for an `Arc` it takes over: the
@@ -333,7 +483,7 @@ impl<T: ?Sized> Mutex<T> {
     /// use lockfree_sync::Mutex;
     ///
     /// let m = Arc::new(Mutex::new(0));
-    /// let g = Arc::clone(&m).lock_owned().await;
+    /// let g = Arc::clone(&m).lock_arc_async().await;
     /// tokio::spawn(async move {
     ///     let mut g = g; // 'static: moves into the task
     ///     *g += 1;
@@ -343,10 +493,17 @@ impl<T: ?Sized> Mutex<T> {
     /// assert_eq!(*m.lock_async().await, 1);
     /// # });
     /// ```
-    pub async fn lock_owned(self: Arc<Self>) -> OwnedMutexGuard<T> {
-        self.raw.lock_async().await;
-        // SAFETY: the raw future resolved: we hold the lock.
-        unsafe { OwnedMutexGuard::new(self) }
+    #[doc(alias = "lock_owned")]
+    pub fn lock_arc_async(self: Arc<Self>) -> LockArcAsync<T> {
+        // SAFETY: the lock lives in the `Arc`'s allocation, which never
+        // moves and which the future keeps alive: it owns `self`, and drops
+        // its `raw` future (the only holder of this borrow, which never
+        // leaves the future) before it (field order).
+        let raw: &'static RawMutex = unsafe { &*core::ptr::from_ref(&self.raw) };
+        LockArcAsync {
+            raw: raw.lock_async(),
+            mutex: self,
+        }
     }
 }
 
@@ -388,12 +545,12 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
 /// unwinding: then the panic is dropped, never a second panic (which would
 /// abort).
 #[must_use = "futures do nothing unless polled"]
-pub struct LockFuture<'a, T: ?Sized> {
+pub struct LockAsync<'a, T: ?Sized> {
     mutex: &'a Mutex<T>,
-    raw: RawLock<'a>,
+    raw: RawLockAsync<'a>,
 }
 
-impl<'a, T: ?Sized> Future for LockFuture<'a, T> {
+impl<'a, T: ?Sized> Future for LockAsync<'a, T> {
     type Output = MutexGuard<'a, T>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -406,9 +563,54 @@ impl<'a, T: ?Sized> Future for LockFuture<'a, T> {
     }
 }
 
-impl<T: ?Sized> fmt::Debug for LockFuture<'_, T> {
+impl<T: ?Sized> fmt::Debug for LockAsync<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockFuture")
+        f.debug_struct("LockAsync").field("raw", &self.raw).finish()
+    }
+}
+
+/// The future of [`Mutex::lock_arc_async`]: resolves to an
+/// [`ArcMutexGuard`]. It owns its `Arc` of the mutex, so it is `'static`.
+///
+/// # Cancel safety
+///
+/// As [`LockAsync`].
+///
+/// # Examples
+///
+/// ```
+/// use std::sync::Arc;
+/// use lockfree_sync::{LockArcAsync, Mutex};
+///
+/// let m = Arc::new(Mutex::new(1));
+/// let fut: LockArcAsync<i32> = Arc::clone(&m).lock_arc_async();
+/// let g = futures::executor::block_on(fut);
+/// assert_eq!(*g, 1);
+/// ```
+#[must_use = "futures do nothing unless polled"]
+pub struct LockArcAsync<T: ?Sized> {
+    // Declared first, so dropped first: it borrows the lock that `mutex`
+    // keeps alive.
+    raw: RawLockAsync<'static>,
+    mutex: Arc<Mutex<T>>,
+}
+
+impl<T: ?Sized> Future for LockArcAsync<T> {
+    type Output = ArcMutexGuard<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.raw).poll(cx) {
+            // SAFETY: the raw future resolved: we hold the lock.
+            Poll::Ready(()) => Poll::Ready(unsafe { ArcMutexGuard::new(Arc::clone(&this.mutex)) }),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: ?Sized> fmt::Debug for LockArcAsync<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockArcAsync")
             .field("raw", &self.raw)
             .finish()
     }
@@ -436,6 +638,15 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
     /// Unlocks, handing the lock to the oldest waiter if there is one (a
     /// one-off [`Fairness::Fifo`] unlock). If a woken waiter is already on
     /// its way to the lock, the lock is released for it instead.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::{Mutex, MutexGuard};
+    /// let m = Mutex::new(0);
+    /// MutexGuard::unlock_fair(m.lock());
+    /// assert!(!m.is_locked());
+    /// ```
     pub fn unlock_fair(guard: Self) {
         let mut guard = ManuallyDrop::new(guard);
         // SAFETY: dropped once, here; the guard's own Drop does not run.
@@ -448,6 +659,15 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
     }
 
     /// The mutex this guard locks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::{Mutex, MutexGuard};
+    /// let m = Mutex::new(0);
+    /// let g = m.lock();
+    /// assert!(std::ptr::eq(MutexGuard::mutex(&g), &m));
+    /// ```
     pub fn mutex(guard: &Self) -> &'a Mutex<T> {
         guard.mutex
     }
@@ -507,26 +727,26 @@ macro_rules! guard_impls {
     )*};
 }
 
-guard_impls!(MutexGuard<'a>, OwnedMutexGuard);
+guard_impls!(MutexGuard<'a>, ArcMutexGuard);
 
 /// A guard that owns an `Arc` of its [`Mutex`]: from
 /// [`lock_arc`](Mutex::lock_arc), [`try_lock_arc`](Mutex::try_lock_arc) and
-/// [`lock_owned`](Mutex::lock_owned). It borrows nothing, so it can move
+/// [`lock_arc_async`](Mutex::lock_arc_async). It borrows nothing, so it can move
 /// into a spawned task or thread; dropping it unlocks.
 ///
 /// # Examples
 ///
 /// ```
 /// use std::sync::Arc;
-/// use lockfree_sync::{Mutex, OwnedMutexGuard};
+/// use lockfree_sync::{Mutex, ArcMutexGuard};
 ///
 /// let m = Arc::new(Mutex::new(String::new()));
 /// let mut g = m.lock_arc();
 /// g.push_str("held");
-/// assert!(Arc::ptr_eq(OwnedMutexGuard::mutex(&g), &m));
+/// assert!(Arc::ptr_eq(ArcMutexGuard::mutex(&g), &m));
 /// ```
 #[must_use = "if unused the Mutex will immediately unlock"]
-pub struct OwnedMutexGuard<T: ?Sized> {
+pub struct ArcMutexGuard<T: ?Sized> {
     mutex: Arc<Mutex<T>>,
     // Dropped before the unlock, so loom sees the access end first.
     data: ManuallyDrop<MutPtr<T>>,
@@ -534,11 +754,11 @@ pub struct OwnedMutexGuard<T: ?Sized> {
 
 // SAFETY: as for `MutexGuard`: the guard gives `&mut T` and may unlock from
 // any thread; the `Arc<Mutex<T>>` it owns is Send when `T: Send`.
-unsafe impl<T: ?Sized + Send> Send for OwnedMutexGuard<T> {}
+unsafe impl<T: ?Sized + Send> Send for ArcMutexGuard<T> {}
 // SAFETY: a shared guard only gives `&T`.
-unsafe impl<T: ?Sized + Sync> Sync for OwnedMutexGuard<T> {}
+unsafe impl<T: ?Sized + Sync> Sync for ArcMutexGuard<T> {}
 
-impl<T: ?Sized> OwnedMutexGuard<T> {
+impl<T: ?Sized> ArcMutexGuard<T> {
     /// # Safety
     ///
     /// The caller holds `mutex`'s lock and gives it to the guard.
@@ -548,6 +768,16 @@ impl<T: ?Sized> OwnedMutexGuard<T> {
     }
 
     /// The mutex this guard locks.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockfree_sync::{ArcMutexGuard, Mutex};
+    /// let m = Arc::new(Mutex::new(0));
+    /// let g = m.lock_arc();
+    /// assert!(Arc::ptr_eq(ArcMutexGuard::mutex(&g), &m));
+    /// ```
     pub fn mutex(guard: &Self) -> &Arc<Mutex<T>> {
         &guard.mutex
     }

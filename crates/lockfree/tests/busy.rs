@@ -33,8 +33,8 @@ fn timed_waits_return_on_time_with_50_busy_threads() {
             sem.try_acquire_for(TIMEOUT).is_err()
         });
         assert!(r);
-        let (r, _) = within("mpsc::Receiver::recv_timeout(1 ms)", BOUND, || {
-            rx.recv_timeout(TIMEOUT)
+        let (r, _) = within("mpsc::Receiver::try_recv_for(1 ms)", BOUND, || {
+            rx.try_recv_for(TIMEOUT)
         });
         assert_eq!(r, Err(mpsc::RecvTimeoutError::Timeout));
         let (r, _) = within("csp::Sender::try_send_for(1 ms)", BOUND, || {
@@ -49,5 +49,35 @@ fn timed_waits_return_on_time_with_50_busy_threads() {
             csp::Alt::new(vec![&mut alt_rx]).try_select_for(TIMEOUT)
         });
         assert_eq!(r, Err(csp::SelectTimeoutError));
+    }
+}
+
+/// The timed forms of the mutex and the channel added to the naming rule's
+/// table: the `Arc` mutex's and the deadline forms.
+#[test]
+fn arc_and_deadline_forms_return_on_time_with_50_busy_threads() {
+    use std::sync::Arc;
+    use std::time::Instant;
+    let _busy = BusyThreads::start(50);
+    let m = Arc::new(Mutex::new(0));
+    let _held = m.lock();
+    let (_tx, rx) = mpsc::channel::<u64>();
+    for _ in 0..5 {
+        let (r, _) = within("Mutex::try_lock_arc_for(1 ms)", BOUND, || {
+            m.try_lock_arc_for(TIMEOUT)
+        });
+        assert!(r.is_none());
+        let (r, _) = within("Mutex::try_lock_arc_until(1 ms)", BOUND, || {
+            m.try_lock_arc_until(Instant::now() + TIMEOUT)
+        });
+        assert!(r.is_none());
+        let (r, _) = within("Mutex::try_lock_until(1 ms)", BOUND, || {
+            m.try_lock_until(Instant::now() + TIMEOUT)
+        });
+        assert!(r.is_none());
+        let (r, _) = within("mpsc::Receiver::try_recv_until(1 ms)", BOUND, || {
+            rx.try_recv_until(Instant::now() + TIMEOUT)
+        });
+        assert_eq!(r, Err(mpsc::RecvTimeoutError::Timeout));
     }
 }

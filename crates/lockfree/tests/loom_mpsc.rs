@@ -264,7 +264,7 @@ fn recv_timeout_races_send() {
             tx.send(1u8).unwrap();
             tx
         });
-        let got = match rx.recv_timeout(std::time::Duration::from_millis(1)) {
+        let got = match rx.try_recv_for(std::time::Duration::from_millis(1)) {
             Ok(v) => v,
             Err(mpsc::RecvTimeoutError::Timeout) => rx.recv().unwrap(),
             Err(e) => panic!("{e:?}"),
@@ -350,11 +350,36 @@ fn recv_timeout_times_out_without_the_real_clock() {
             tx
         });
         assert_eq!(
-            rx.recv_timeout(std::time::Duration::from_millis(1)),
+            rx.try_recv_for(std::time::Duration::from_millis(1)),
             Err(mpsc::RecvTimeoutError::Timeout)
         );
         let tx = other.join().unwrap();
         tx.send(1).unwrap();
-        assert_eq!(rx.recv_timeout(std::time::Duration::from_millis(1)), Ok(1));
+        assert_eq!(rx.try_recv_for(std::time::Duration::from_millis(1)), Ok(1));
+    });
+}
+
+/// Two threads send through one shared `&Sender` (it is `Sync`): one may
+/// find the sender claimed by the other's send and take a block of its own
+/// for its message. Both messages arrive, and every block is released.
+#[test]
+fn concurrent_sends_through_one_sender() {
+    model::check_with_bound(2, || {
+        let (tx, rx) = mpsc::channel::<usize>();
+        let tx = Arc::new(tx);
+        let senders: Vec<_> = (1..=2)
+            .map(|i| {
+                let tx = Arc::clone(&tx);
+                thread::spawn(move || tx.send(i).unwrap())
+            })
+            .collect();
+        let mut got = [rx.recv().unwrap(), rx.recv().unwrap()];
+        got.sort_unstable();
+        assert_eq!(got, [1, 2]);
+        for s in senders {
+            s.join().unwrap();
+        }
+        drop(tx);
+        assert!(rx.recv().is_err());
     });
 }

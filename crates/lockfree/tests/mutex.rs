@@ -1,5 +1,5 @@
 //! The Mutex's timed and owned faces: `try_lock_for`/`try_lock_until` (and
-//! lock_api's `RawMutexTimed`), `lock_arc`/`try_lock_arc`/`lock_owned`.
+//! lock_api's `RawMutexTimed`), `lock_arc`/`try_lock_arc`/`lock_arc_async`.
 #![cfg(not(loom))]
 
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use lockfree_sync::{Fairness, LockApiMutex, Mutex, OwnedMutexGuard};
+use lockfree_sync::{ArcMutexGuard, Fairness, LockApiMutex, Mutex};
 
 const MODES: [Fairness; 2] = [Fairness::Barging, Fairness::Fifo];
 
@@ -125,7 +125,7 @@ fn lock_api_timed_locks_work_through_the_alias() {
 #[test]
 fn an_arc_guard_moves_to_another_thread_and_unlocks_there() {
     let m = Arc::new(Mutex::new(Vec::new()));
-    let mut g: OwnedMutexGuard<Vec<i32>> = m.lock_arc();
+    let mut g: ArcMutexGuard<Vec<i32>> = m.lock_arc();
     g.push(1);
     assert!(m.try_lock_arc().is_none());
     thread::spawn(move || {
@@ -146,16 +146,16 @@ fn owned_lock_futures_are_static_and_cancel_safe() {
         .unwrap();
     rt.block_on(async {
         let m = Arc::new(Mutex::new(0));
-        let held = Arc::clone(&m).lock_owned().await;
+        let held = Arc::clone(&m).lock_arc_async().await;
         // A timed-out owned lock (dropped while queued) loses nothing.
         let timed_out =
-            tokio::time::timeout(Duration::from_millis(2), Arc::clone(&m).lock_owned()).await;
+            tokio::time::timeout(Duration::from_millis(2), Arc::clone(&m).lock_arc_async()).await;
         assert!(timed_out.is_err());
         let tasks: Vec<_> = (0..8)
             .map(|_| {
                 let m = Arc::clone(&m);
                 tokio::spawn(async move {
-                    let mut g = m.lock_owned().await;
+                    let mut g = m.lock_arc_async().await;
                     tokio::task::yield_now().await;
                     *g += 1;
                 })
@@ -165,12 +165,50 @@ fn owned_lock_futures_are_static_and_cancel_safe() {
         for t in tasks {
             t.await.unwrap();
         }
-        assert_eq!(*m.lock_owned().await, 8);
+        assert_eq!(*m.lock_arc_async().await, 8);
     });
     // And on a second executor.
     let m = Arc::new(Mutex::new(1));
     futures::executor::block_on(async {
-        *Arc::clone(&m).lock_owned().await += 1;
+        *Arc::clone(&m).lock_arc_async().await += 1;
     });
     assert_eq!(*m.lock(), 2);
+}
+
+/// The bound of the barging mode's concurrency restriction: a thread that
+/// relocks at once, in a tight loop, keeps the lock while the others sleep
+/// (only the woken waiter circulates), but cannot keep a queued waiter out
+/// for ever: once a waiter has waited `STARVATION`, the lock is handed to
+/// the waiters in FIFO order. Eight waiters on two cores each get the lock
+/// within a generous bound.
+#[test]
+fn a_hog_that_relocks_at_once_does_not_starve_queued_waiters() {
+    let m = Arc::new(Mutex::new(0u64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let hog = {
+        let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
+        thread::spawn(move || {
+            while !stop.load(Relaxed) {
+                *m.lock() += 1;
+            }
+        })
+    };
+    while *m.lock() == 0 {
+        thread::yield_now();
+    }
+    let waiters: Vec<_> = (0..8)
+        .map(|_| {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                sync_core::testing::within("a waiter beside a hog", Duration::from_secs(5), || {
+                    *m.lock() += 1
+                });
+            })
+        })
+        .collect();
+    for w in waiters {
+        w.join().unwrap();
+    }
+    stop.store(true, Relaxed);
+    hog.join().unwrap();
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 
-use lockfree_sync::{Fairness, LockFuture, Mutex, MutexGuard};
+use lockfree_sync::{Fairness, LockAsync, Mutex, MutexGuard};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -50,7 +50,7 @@ impl Wake for Count {
 
 struct Pending<'a> {
     id: u64,
-    fut: LockFuture<'a, u64>,
+    fut: LockAsync<'a, u64>,
     wakes: Arc<Count>,
     waker: Waker,
 }

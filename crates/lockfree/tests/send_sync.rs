@@ -5,7 +5,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use lockfree_sync::{
-    AcquireAsync, Fairness, LockFuture, Mutex, MutexGuard, RawLock, RawMutex, Semaphore,
+    AcquireAsync, Fairness, LockAsync, Mutex, MutexGuard, RawLockAsync, RawMutex, Semaphore,
     SemaphorePermit,
 };
 use sync_core::{assert_impl, assert_not_impl};
@@ -24,17 +24,19 @@ assert_impl!(MutexGuard<'static, Vec<u8>>: Send, Sync);
 assert_impl!(MutexGuard<'static, Cell<u8>>: Send);
 assert_not_impl!(MutexGuard<'static, Cell<u8>>: Sync);
 assert_not_impl!(MutexGuard<'static, Rc<u8>>: Send);
-assert_impl!(lockfree_sync::OwnedMutexGuard<Vec<u8>>: Send, Sync);
-assert_impl!(lockfree_sync::OwnedMutexGuard<Cell<u8>>: Send);
-assert_not_impl!(lockfree_sync::OwnedMutexGuard<Cell<u8>>: Sync);
-assert_not_impl!(lockfree_sync::OwnedMutexGuard<Rc<u8>>: Send);
+assert_impl!(lockfree_sync::ArcMutexGuard<Vec<u8>>: Send, Sync);
+assert_impl!(lockfree_sync::ArcMutexGuard<Cell<u8>>: Send);
+assert_not_impl!(lockfree_sync::ArcMutexGuard<Cell<u8>>: Sync);
+assert_not_impl!(lockfree_sync::ArcMutexGuard<Rc<u8>>: Send);
 assert_impl!(lockfree_sync::LockApiMutex<Vec<u8>>: Send, Sync);
 assert_impl!(lockfree_sync::LockApiMutexGuard<'static, Vec<u8>>: Send, Sync);
 
 // The futures can be spawned on multi-threaded executors.
-assert_impl!(LockFuture<'static, Vec<u8>>: Send);
-assert_not_impl!(LockFuture<'static, Rc<u8>>: Send);
-assert_impl!(RawLock<'static>: Send);
+assert_impl!(LockAsync<'static, Vec<u8>>: Send);
+assert_not_impl!(LockAsync<'static, Rc<u8>>: Send);
+assert_impl!(RawLockAsync<'static>: Send);
+assert_impl!(lockfree_sync::LockArcAsync<Vec<u8>>: Send);
+assert_not_impl!(lockfree_sync::LockArcAsync<Rc<u8>>: Send);
 assert_impl!(AcquireAsync<'static>: Send);
 
 // The semaphore and its permits.
@@ -50,13 +52,15 @@ assert_impl!(Fairness: Send, Sync, Copy);
 // messages; neither is shared (a sender hands out nodes from its own block,
 // and there is one receiver), so neither is `Sync`.
 assert_impl!(lockfree_sync::mpsc::Sender<Vec<u8>>: Send);
-assert_not_impl!(lockfree_sync::mpsc::Sender<Vec<u8>>: Sync);
+assert_impl!(lockfree_sync::mpsc::Sender<Vec<u8>>: Sync);
+assert_impl!(lockfree_sync::mpsc::Sender<Cell<u8>>: Send, Sync);
+assert_not_impl!(lockfree_sync::mpsc::Sender<Rc<u8>>: Sync);
 assert_not_impl!(lockfree_sync::mpsc::Sender<Rc<u8>>: Send);
 assert_impl!(lockfree_sync::mpsc::Receiver<Vec<u8>>: Send);
 assert_not_impl!(lockfree_sync::mpsc::Receiver<Vec<u8>>: Sync);
 assert_not_impl!(lockfree_sync::mpsc::Receiver<Rc<u8>>: Send);
-assert_impl!(lockfree_sync::mpsc::Recv<'static, Vec<u8>>: Send);
-assert_not_impl!(lockfree_sync::mpsc::Recv<'static, Rc<u8>>: Send);
+assert_impl!(lockfree_sync::mpsc::RecvAsync<'static, Vec<u8>>: Send);
+assert_not_impl!(lockfree_sync::mpsc::RecvAsync<'static, Rc<u8>>: Send);
 assert_impl!(lockfree_sync::mpsc::SendError<Vec<u8>>: Send, Sync, std::error::Error);
 
 // The CSP channel: each end moves to another thread or task with the values
@@ -99,11 +103,11 @@ fn a_permit_moves_to_another_thread_and_is_released_there() {
     assert_eq!(sem.available_permits(), 1);
 }
 
-/// `lock_owned`'s future can be spawned on a multi-threaded executor.
+/// `lock_arc_async`'s future can be spawned on a multi-threaded executor.
 #[test]
 fn owned_lock_future_is_send() {
     fn send<F: Send>(_: &F) {}
     let m = std::sync::Arc::new(Mutex::new(Vec::<u8>::new()));
-    let fut = m.lock_owned();
+    let fut = m.lock_arc_async();
     send(&fut);
 }

@@ -65,7 +65,7 @@ fn mpsc_four_producers_fifo_and_sum() {
                     Err(mpsc::TryRecvError::Empty) => continue,
                     Err(mpsc::TryRecvError::Disconnected) => None,
                 },
-                2 => match rx.recv_timeout(std::time::Duration::from_micros(50)) {
+                2 => match rx.try_recv_for(std::time::Duration::from_micros(50)) {
                     Ok(m) => Some(m),
                     Err(mpsc::RecvTimeoutError::Timeout) => continue,
                     Err(mpsc::RecvTimeoutError::Disconnected) => None,

@@ -43,7 +43,7 @@
 //! [`Fairness::Fifo`] is the paper's algorithm: a lock that has waiters is
 //! always handed to the oldest one, so nobody waits for more than the waiters
 //! ahead of it, but every handoff to a sleeping thread keeps the lock idle
-//! for a whole wakeup (about 30 µs on a virtual machine).
+//! for a whole wakeup.
 //!
 //! [`Fairness::Barging`] (the default) lets the woken waiter race newcomers,
 //! as parking_lot and Go do, and a newcomer spins briefly before it queues.
@@ -71,9 +71,6 @@
 //! drops) therefore holds back later wakeups, as a thread would that never
 //! got scheduled; dropping it passes the wakeup on.
 
-use core::future::Future;
-use core::pin::Pin;
-use core::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use sync_core::sync::Arc;
@@ -83,6 +80,14 @@ use sync_core::wait::Watch;
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
 use crate::patience::{Patience, pop_counted};
+
+mod future;
+#[cfg(not(loom))]
+mod lock_api_impls;
+
+pub use self::future::RawLockAsync;
+#[cfg(not(loom))]
+pub use self::lock_api_impls::{LockApiMutex, LockApiMutexGuard};
 
 const LOCKED: usize = 0b001;
 const WAKING: usize = 0b010;
@@ -163,6 +168,12 @@ pub struct RawMutex {
 impl RawMutex {
     sync_core::const_unless_loom! {
         /// An unlocked lock with [`Fairness::Barging`].
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// assert!(!lockfree_sync::RawMutex::new().is_locked());
+        /// ```
         pub fn new() -> Self {
             Self::with_fairness(Fairness::Barging)
         }
@@ -170,6 +181,14 @@ impl RawMutex {
 
     sync_core::const_unless_loom! {
         /// An unlocked lock with the given fairness.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use lockfree_sync::{Fairness, RawMutex};
+        /// let raw = RawMutex::with_fairness(Fairness::Fifo);
+        /// assert_eq!(raw.fairness(), Fairness::Fifo);
+        /// ```
         pub fn with_fairness(fairness: Fairness) -> Self {
             Self {
                 word: AtomicUsize::new(0),
@@ -190,6 +209,13 @@ impl RawMutex {
     }
 
     /// The fairness this lock was made with.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::{Fairness, RawMutex};
+    /// assert_eq!(RawMutex::with_fairness(Fairness::Fifo).fairness(), Fairness::Fifo);
+    /// ```
     pub fn fairness(&self) -> Fairness {
         self.fairness
     }
@@ -203,11 +229,28 @@ impl RawMutex {
     }
 
     /// Whether the lock is held (a hint: it may change at once).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// assert!(!raw.is_locked());
+    /// ```
     pub fn is_locked(&self) -> bool {
         self.word.load(Relaxed) & LOCKED != 0
     }
 
     /// Takes the lock if it is free (and no starving waiter is owed it).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// assert!(raw.try_lock());
+    /// assert!(!raw.try_lock());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
     #[inline]
     pub fn try_lock(&self) -> bool {
         let mut w = self.word.load(Relaxed);
@@ -225,8 +268,39 @@ impl RawMutex {
     }
 
     /// Takes the lock, parking the thread while it is held.
+    ///
+    /// # Deadlocks
+    ///
+    /// It blocks the calling thread. Called from a task on a
+    /// single-threaded executor while another task of that executor holds
+    /// the lock, it blocks that executor for ever: in async code use
+    /// [`lock_async`](Self::lock_async).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// raw.lock();
+    /// assert!(raw.is_locked());
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
     #[inline]
     pub fn lock(&self) {
+        if self.fairness == Fairness::Barging {
+            // One RMW whatever the rest of the word holds: waiters counted
+            // in the word must not cost every lock of the running threads a
+            // failed CAS and a second one. Setting `LOCKED` when it is set
+            // already changes nothing.
+            // Acquire: pairs with the Release of the unlock that freed it.
+            let old = self.word.fetch_or(LOCKED, Acquire);
+            if old & LOCKED != 0 {
+                self.lock_slow(None);
+            } else if old & STARVE != 0 && old >= ONE {
+                self.starved_out();
+            }
+            return;
+        }
         // The CAS from 0 is the uncontended path. A failed CAS leaves the
         // line in our cache, so a second CAS from the word it saw is cheap:
         // that keeps a wakeup in flight (WAKING set) from sending every lock
@@ -244,14 +318,37 @@ impl RawMutex {
         }
     }
 
+    /// A newcomer's `fetch_or` took the lock while starvation mode owes it
+    /// to the oldest waiter: hand it over (as an unlock in that mode
+    /// would), then wait like any waiter.
+    #[cold]
+    fn starved_out(&self) {
+        let mut panics = Panics::new();
+        // SAFETY: the `fetch_or` took the lock: we hold it.
+        unsafe { self.unlock_fair_catching(&mut panics) };
+        // The lock is consistent: a waker's panic goes on to our caller.
+        panics.resume();
+        self.lock_slow(None);
+    }
+
     /// A future that takes the lock without blocking the thread.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// futures::executor::block_on(raw.lock_async());
+    /// assert!(raw.is_locked());
+    /// // SAFETY: the future took the lock for this thread.
+    /// unsafe { raw.unlock() };
+    /// ```
     ///
     /// # Cancel safety
     ///
     /// Dropping the future at any point loses nothing: a queued waiter is
     /// withdrawn, and a lock (or a wakeup) already handed to it is passed on.
-    pub fn lock_async(&self) -> RawLock<'_> {
-        RawLock {
+    pub fn lock_async(&self) -> RawLockAsync<'_> {
+        RawLockAsync {
             mutex: self,
             node: None,
             woken: false,
@@ -261,6 +358,16 @@ impl RawMutex {
     }
 
     /// Releases the lock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// raw.lock();
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// assert!(!raw.is_locked());
+    /// ```
     ///
     /// # Panics
     ///
@@ -297,7 +404,9 @@ impl RawMutex {
             let old = self.word.fetch_sub(LOCKED, Release);
             // Waiters counted, or a starvation mode to end (`STARVE` sorts
             // just below `ONE`, so this is the same single comparison).
-            if old >= STARVE {
+            // A woken waiter on its way (`WAKING`) will find the lock free:
+            // nothing more to do, and no call.
+            if old >= STARVE && old & WAKING == 0 {
                 self.unlocked_with_waiters(old, panics);
             }
         } else if self
@@ -312,6 +421,16 @@ impl RawMutex {
     /// Releases the lock, handing it to the oldest waiter if there is one,
     /// whatever the lock's [`Fairness`] (unless a woken waiter is already on
     /// its way to the lock: then it is released for that waiter).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// raw.lock();
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock_fair() };
+    /// assert!(!raw.is_locked());
+    /// ```
     ///
     /// # Panics
     ///
@@ -348,12 +467,38 @@ impl RawMutex {
     ///
     /// The deadline is checked while spinning as well as while parked, so
     /// the call returns within the deadline plus one scheduling quantum.
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`lock`](Self::lock), until the deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// assert!(raw.try_lock_until(Instant::now()));
+    /// assert!(!raw.try_lock_until(Instant::now())); // held
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
     pub fn try_lock_until(&self, deadline: Instant) -> bool {
         self.try_lock() || self.lock_slow(Some(deadline))
     }
 
     /// [`try_lock_until`](Self::try_lock_until) `timeout` from now. A
     /// timeout too large for an `Instant` waits without a deadline.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// let raw = lockfree_sync::RawMutex::new();
+    /// assert!(raw.try_lock_for(Duration::from_millis(1)));
+    /// assert!(!raw.try_lock_for(Duration::from_millis(1)));
+    /// // SAFETY: this thread holds the lock.
+    /// unsafe { raw.unlock() };
+    /// ```
     pub fn try_lock_for(&self, timeout: Duration) -> bool {
         match Instant::now().checked_add(timeout) {
             Some(deadline) => self.try_lock_until(deadline),
@@ -724,193 +869,5 @@ impl RawMutex {
 impl Default for RawMutex {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-// SAFETY: `lock` and `try_lock` give exclusive ownership until `unlock`
-// (LOCKED is set by one CAS and cleared only by the owner or handed to one
-// waiter); `unlock` may run on any thread, so the guard may be sent.
-#[cfg(not(loom))]
-unsafe impl lock_api::RawMutex for RawMutex {
-    #[allow(clippy::declare_interior_mutable_const)]
-    const INIT: Self = Self::new();
-    type GuardMarker = lock_api::GuardSend;
-
-    fn lock(&self) {
-        RawMutex::lock(self);
-    }
-
-    fn try_lock(&self) -> bool {
-        RawMutex::try_lock(self)
-    }
-
-    unsafe fn unlock(&self) {
-        // SAFETY: lock_api's caller holds the lock.
-        unsafe { RawMutex::unlock(self) }
-    }
-
-    fn is_locked(&self) -> bool {
-        RawMutex::is_locked(self)
-    }
-}
-
-// SAFETY: as above; a timed lock that returns `true` holds the lock exactly
-// as `lock` does.
-#[cfg(not(loom))]
-unsafe impl lock_api::RawMutexTimed for RawMutex {
-    type Duration = Duration;
-    type Instant = Instant;
-
-    fn try_lock_for(&self, timeout: Duration) -> bool {
-        RawMutex::try_lock_for(self, timeout)
-    }
-
-    fn try_lock_until(&self, deadline: Instant) -> bool {
-        RawMutex::try_lock_until(self, deadline)
-    }
-}
-
-// SAFETY: as above; `unlock_fair` is `unlock` with a handoff.
-#[cfg(not(loom))]
-unsafe impl lock_api::RawMutexFair for RawMutex {
-    unsafe fn unlock_fair(&self) {
-        // SAFETY: lock_api's caller holds the lock.
-        unsafe { RawMutex::unlock_fair(self) }
-    }
-}
-
-/// [`lock_api::Mutex`] over this crate's [`RawMutex`]: the familiar
-/// parking_lot-style API (blocking locks, `try_lock_for`, `unlock_fair`,
-/// `map`, `lock_arc` with lock_api's `arc_lock` feature) on the lock-free
-/// queue. [`Mutex`](crate::Mutex) adds `lock_async`.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use lockfree_sync::LockApiMutex;
-///
-/// let m = LockApiMutex::new(vec![1]);
-/// m.lock().push(2);
-/// assert_eq!(m.try_lock_for(Duration::from_millis(1)).unwrap().len(), 2);
-/// ```
-#[cfg(not(loom))]
-pub type LockApiMutex<T> = lock_api::Mutex<RawMutex, T>;
-
-/// The guard of a [`LockApiMutex`].
-#[cfg(not(loom))]
-pub type LockApiMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;
-
-/// The future of [`RawMutex::lock_async`]: resolves once the lock is held.
-///
-/// # Cancel safety
-///
-/// Dropping it at any point loses nothing: a queued waiter is withdrawn (its
-/// node is freed by the unlocker that reaches it), a lock already handed to
-/// it is unlocked, and a wakeup already sent to it is passed to the next
-/// waiter.
-///
-/// # Panics
-///
-/// Passing the lock or a wakeup on may wake another waiting task, whose
-/// waker is user code. If that waker panics, the drop first finishes
-/// passing on (the other task holds its token), then resumes the panic,
-/// unless the thread is already unwinding (a future dropped during a
-/// panic): then the waker's panic is dropped, since a second panic would
-/// abort the process.
-#[must_use = "futures do nothing unless polled"]
-#[derive(Debug)]
-pub struct RawLock<'a> {
-    mutex: &'a RawMutex,
-    /// Our queued node, while we are counted.
-    node: Option<Arc<Waiter>>,
-    /// Woken with COMPETE: we carry `WAKING` until our next CAS.
-    woken: bool,
-    done: bool,
-    patience: Patience,
-}
-
-impl Future for RawLock<'_> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.get_mut();
-        assert!(!this.done, "RawLock polled after it completed");
-        if let Some(node) = &this.node {
-            match node.poll(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(HANDOFF) => {
-                    this.node = None;
-                    this.done = true;
-                    this.mutex.handed_off(this.patience.waited_too_long());
-                    return Poll::Ready(());
-                }
-                Poll::Ready(token) => {
-                    debug_assert_eq!(token, COMPETE);
-                    this.node = None;
-                    this.woken = true;
-                }
-            }
-        }
-        let mutex = this.mutex;
-        let mut w = mutex.word.load(Relaxed);
-        let mut node = None;
-        loop {
-            if mutex.may(w, this.woken) {
-                // AcqRel: as in `lock_slow`.
-                match mutex
-                    .word
-                    .compare_exchange_weak(w, taken(w, this.woken), AcqRel, Relaxed)
-                {
-                    Ok(_) => {
-                        this.woken = false;
-                        this.done = true;
-                        return Poll::Ready(());
-                    }
-                    Err(actual) => w = actual,
-                }
-                continue;
-            }
-            // Registered before it is pushed, so no wake can miss it.
-            let waiter = node.get_or_insert_with(|| {
-                Waiter::for_task(cx.waker(), this.patience.starving() as usize)
-            });
-            // AcqRel: as in `lock_slow`.
-            match mutex.word.compare_exchange_weak(
-                w,
-                mutex.counted(w, this.woken, waiter.data() != 0),
-                AcqRel,
-                Relaxed,
-            ) {
-                Ok(_) => {
-                    this.woken = false;
-                    mutex.queue.push(Arc::clone(waiter));
-                    this.node = node;
-                    return Poll::Pending;
-                }
-                Err(actual) => w = actual,
-            }
-        }
-    }
-}
-
-impl Drop for RawLock<'_> {
-    /// See the type's docs, "Panics".
-    fn drop(&mut self) {
-        let mut panics = Panics::new();
-        if let Some(node) = self.node.take() {
-            match node.cancel() {
-                // Withdrawn: a dequeuer uncounts and frees the node.
-                Ok(()) => self.mutex.reclaim(&mut panics),
-                // SAFETY: the lock was handed to us, so we hold it.
-                Err(HANDOFF) => unsafe { self.mutex.unlock_catching(&mut panics) },
-                Err(_) => self.mutex.pass_wake(&mut panics),
-            }
-        } else if self.woken {
-            self.mutex.pass_wake(&mut panics);
-        }
-        // The lock and the wakeup are passed on: now another task's waker
-        // panic may go on, unless we are unwinding already.
-        panics.resume();
     }
 }

@@ -1,0 +1,127 @@
+//! [`RawLockAsync`]: the future of [`RawMutex::lock_async`].
+
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+
+use sync_core::sync::Arc;
+use sync_core::sync::atomic::Ordering::*;
+use sync_core::unwind::Panics;
+use sync_core::waiter::Waiter;
+
+use super::{COMPETE, HANDOFF, RawMutex, taken};
+use crate::patience::Patience;
+
+/// The future of [`RawMutex::lock_async`]: resolves once the lock is held.
+///
+/// # Cancel safety
+///
+/// Dropping it at any point loses nothing: a queued waiter is withdrawn (its
+/// node is freed by the unlocker that reaches it), a lock already handed to
+/// it is unlocked, and a wakeup already sent to it is passed to the next
+/// waiter.
+///
+/// # Panics
+///
+/// Passing the lock or a wakeup on may wake another waiting task, whose
+/// waker is user code. If that waker panics, the drop first finishes
+/// passing on (the other task holds its token), then resumes the panic,
+/// unless the thread is already unwinding (a future dropped during a
+/// panic): then the waker's panic is dropped, since a second panic would
+/// abort the process.
+#[must_use = "futures do nothing unless polled"]
+#[derive(Debug)]
+pub struct RawLockAsync<'a> {
+    pub(super) mutex: &'a RawMutex,
+    /// Our queued node, while we are counted.
+    pub(super) node: Option<Arc<Waiter>>,
+    /// Woken with COMPETE: we carry `WAKING` until our next CAS.
+    pub(super) woken: bool,
+    pub(super) done: bool,
+    pub(super) patience: Patience,
+}
+
+impl Future for RawLockAsync<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        assert!(!this.done, "RawLockAsync polled after it completed");
+        if let Some(node) = &this.node {
+            match node.poll(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(HANDOFF) => {
+                    this.node = None;
+                    this.done = true;
+                    this.mutex.handed_off(this.patience.waited_too_long());
+                    return Poll::Ready(());
+                }
+                Poll::Ready(token) => {
+                    debug_assert_eq!(token, COMPETE);
+                    this.node = None;
+                    this.woken = true;
+                }
+            }
+        }
+        let mutex = this.mutex;
+        let mut w = mutex.word.load(Relaxed);
+        let mut node = None;
+        loop {
+            if mutex.may(w, this.woken) {
+                // AcqRel: as in `lock_slow`.
+                match mutex
+                    .word
+                    .compare_exchange_weak(w, taken(w, this.woken), AcqRel, Relaxed)
+                {
+                    Ok(_) => {
+                        this.woken = false;
+                        this.done = true;
+                        return Poll::Ready(());
+                    }
+                    Err(actual) => w = actual,
+                }
+                continue;
+            }
+            // Registered before it is pushed, so no wake can miss it.
+            let waiter = node.get_or_insert_with(|| {
+                Waiter::for_task(cx.waker(), this.patience.starving() as usize)
+            });
+            // AcqRel: as in `lock_slow`.
+            match mutex.word.compare_exchange_weak(
+                w,
+                mutex.counted(w, this.woken, waiter.data() != 0),
+                AcqRel,
+                Relaxed,
+            ) {
+                Ok(_) => {
+                    this.woken = false;
+                    mutex.queue.push(Arc::clone(waiter));
+                    this.node = node;
+                    return Poll::Pending;
+                }
+                Err(actual) => w = actual,
+            }
+        }
+    }
+}
+
+impl Drop for RawLockAsync<'_> {
+    /// See the type's docs, "Panics".
+    fn drop(&mut self) {
+        let mut panics = Panics::new();
+        if let Some(node) = self.node.take() {
+            match node.cancel() {
+                // Withdrawn: a dequeuer uncounts and frees the node.
+                Ok(()) => self.mutex.reclaim(&mut panics),
+                // SAFETY: the lock was handed to us, so we hold it.
+                Err(HANDOFF) => unsafe { self.mutex.unlock_catching(&mut panics) },
+                Err(_) => self.mutex.pass_wake(&mut panics),
+            }
+        } else if self.woken {
+            self.mutex.pass_wake(&mut panics);
+        }
+        // The lock and the wakeup are passed on: now another task's waker
+        // panic may go on, unless we are unwinding already.
+        panics.resume();
+    }
+}
