@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 
 use libfuzzer_sys::fuzz_target;
-use lockfree_sync::{AcquireAsync, Fairness, LockAsync, Mutex, MutexGuard, Semaphore, SemaphorePermit};
+use lockfree_sync::{
+    AcquireAsync, Fairness, LockAsync, Mutex, MutexGuard, Semaphore, SemaphorePermit,
+};
 
 struct Count(AtomicUsize);
 

@@ -21,7 +21,7 @@ fn a_timed_recv_never_yields_a_scheduling_round_away() {
     let _busy = BusyThreads::start(50);
     let (_tx, rx) = mpsc::channel::<u64>();
     for _ in 0..10 {
-        let (r, _) = within("mpsc::Receiver::recv_timeout(1 ms)", BOUND, || {
+        let (r, _) = within("mpsc::Receiver::try_recv_for(1 ms)", BOUND, || {
             rx.try_recv_for(TIMEOUT)
         });
         assert_eq!(r, Err(mpsc::RecvTimeoutError::Timeout));

@@ -253,7 +253,7 @@ fn receives_do_not_wait_for_a_send_in_flight() {
     });
 }
 
-/// `recv_timeout` racing a send: the timed park may time out (its waiter
+/// `try_recv_for` racing a send: the timed park may time out (its waiter
 /// cancelled while the sender may be notifying it), or the wait for a send
 /// in flight may reach the deadline; the message is never lost.
 #[test]

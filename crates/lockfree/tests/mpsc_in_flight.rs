@@ -1,6 +1,6 @@
 //! A producer preempted between its swap on the tail and its link (the
 //! message is "in flight") must not make the receiver wait for it:
-//! `try_recv` returns `Empty` after a bounded snooze, `recv_timeout`
+//! `try_recv` returns `Empty` after a bounded snooze, `try_recv_for`
 //! returns by its deadline, `poll_recv` returns `Pending` (waking its own
 //! task) instead of blocking the executor.
 //!
@@ -136,7 +136,7 @@ fn receives_do_not_wait_for_a_frozen_producer() {
         );
         assert!(
             start.elapsed() < PROMPT,
-            "recv_timeout overran its deadline"
+            "try_recv_for overran its deadline"
         );
         let start = Instant::now();
         assert!(rx.poll_recv(&mut cx).is_pending());

@@ -27,7 +27,7 @@ fn rng(seed: u64) -> impl FnMut() -> u64 {
 }
 
 /// Four producers send a million messages each; the receiver mixes `recv`,
-/// `try_recv`, `recv_timeout` and `poll_recv`. Every producer's messages
+/// `try_recv`, `try_recv_for` and `poll_recv`. Every producer's messages
 /// arrive in order, none is lost or duplicated (the sum), and the
 /// disconnection comes after the last one.
 #[test]
