@@ -841,18 +841,13 @@ impl RawMutex {
             // Acquire: pairs with the Release increments, so every
             // withdrawal counted in `seen` shows its node as cancelled.
             let seen = self.withdrawals.load(Acquire);
-            loop {
-                // SAFETY: we hold `WAKING`, the dequeuer's role; the borrow
-                // ends with this statement, before the `pop`.
-                let withdrawn = unsafe { self.queue.front() }.is_some_and(Waiter::is_cancelled);
-                if !withdrawn {
-                    break;
-                }
-                // SAFETY: as above; the previous dequeuer released the role
-                // (Release) before we acquired it (Acquire).
-                let node = pop_counted(|| unsafe { self.queue.pop() });
-                debug_assert!(node.is_cancelled());
-                self.word.fetch_sub(ONE, Relaxed);
+            // Frees the withdrawn nodes at the front (stopping at a live one,
+            // or behind a push in flight, which the next dequeuer passes).
+            // SAFETY: we hold `WAKING`, the dequeuer's role; the previous
+            // dequeuer released it (Release) before we acquired it (Acquire).
+            let freed = unsafe { self.queue.sweep_front() };
+            if freed != 0 {
+                self.word.fetch_sub(ONE * freed, Relaxed);
             }
             self.pass_wake(panics);
             // A waiter that withdrew while we held the role left its node to
