@@ -1,9 +1,12 @@
-//! A test-and-test-and-set spin lock with crossbeam-utils' `Backoff`, for
-//! short internal critical sections (a waiter table) and as the spin-lock
-//! twin of the benchmarks.
+//! A test-and-test-and-set spin lock with the family's
+//! [`Backoff`](crate::wait::Backoff), for short internal critical sections
+//! (a waiter table) and as the spin-lock twin of the benchmarks.
 //!
 //! It never parks: a holder preempted by the scheduler makes the others spin
-//! and then yield. Keep what it guards to a few instructions.
+//! and then give way ([`give_way`](crate::wait::give_way): a yield while
+//! yields are cheap, a short sleep once they are slow, so that a waiter does
+//! not give its core away for a whole scheduling round). Keep what it guards
+//! to a few instructions.
 //!
 //! Under loom the lock is a loom `Mutex`: loom cannot explore a spin loop
 //! (it may keep rescheduling a yielding spinner instead of the preempted
@@ -18,7 +21,7 @@ use core::ops::{Deref, DerefMut};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::cell::{MutPtr, UnsafeCell};
 #[cfg(not(loom))]
-use crossbeam_utils::Backoff;
+use crate::wait::Backoff;
 
 /// A spin lock around a value.
 ///
@@ -93,8 +96,8 @@ impl<T: ?Sized> SpinLock<T> {
 
     #[cold]
     fn lock_contended(&self) {
-        // crossbeam's schedule: spin 2^k times (k < 7), then yield.
-        let backoff = Backoff::new();
+        // Spin 2, 4, … 64 hints, then give way on every further look.
+        let mut backoff = Backoff::new();
         loop {
             // Test before test-and-set: spin on a shared cache line.
             while self.locked.load(Ordering::Relaxed) {
