@@ -1,5 +1,5 @@
 //! A test-and-test-and-set spin lock with the family's
-//! [`Backoff`](crate::wait::Backoff), for short internal critical sections
+//! [back-off](crate::wait::Backoff), for short internal critical sections
 //! (a waiter table) and as the spin-lock twin of the benchmarks.
 //!
 //! It never parks: a holder preempted by the scheduler makes the others spin
