@@ -278,10 +278,10 @@ impl<T: ?Sized> Mutex<T> {
     /// assert!(m.try_lock_until(Instant::now()).is_some());
     /// ```
     pub fn try_lock_until(&self, deadline: Instant) -> Option<MutexGuard<'_, T>> {
-        // SAFETY: `try_lock_until` returned true: we hold the lock.
-        self.raw
-            .try_lock_until(deadline)
-            .then(|| unsafe { self.guard() })
+        self.raw.try_lock_until(deadline).then(|| {
+            // SAFETY: `try_lock_until` returned true: we hold the lock.
+            unsafe { self.guard() }
+        })
     }
 
     /// [`try_lock_until`](Self::try_lock_until) `timeout` from now.
@@ -297,10 +297,10 @@ impl<T: ?Sized> Mutex<T> {
     /// assert_eq!(*m.lock(), 1);
     /// ```
     pub fn try_lock_for(&self, timeout: Duration) -> Option<MutexGuard<'_, T>> {
-        // SAFETY: `try_lock_for` returned true: we hold the lock.
-        self.raw
-            .try_lock_for(timeout)
-            .then(|| unsafe { self.guard() })
+        self.raw.try_lock_for(timeout).then(|| {
+            // SAFETY: `try_lock_for` returned true: we hold the lock.
+            unsafe { self.guard() }
+        })
     }
 
     /// The fairness the mutex was made with.
@@ -415,10 +415,10 @@ impl<T: ?Sized> Mutex<T> {
     /// drop(g);
     /// ```
     pub fn try_lock_arc(self: &Arc<Self>) -> Option<ArcMutexGuard<T>> {
-        // SAFETY: `try_lock` returned true: we hold the lock.
-        self.raw
-            .try_lock()
-            .then(|| unsafe { ArcMutexGuard::new(Arc::clone(self)) })
+        self.raw.try_lock().then(|| {
+            // SAFETY: `try_lock` returned true: we hold the lock.
+            unsafe { ArcMutexGuard::new(Arc::clone(self)) }
+        })
     }
 
     /// [`try_lock_until`](Self::try_lock_until) through an `Arc`: `None` if
@@ -438,10 +438,10 @@ impl<T: ?Sized> Mutex<T> {
     /// assert!(m.try_lock_arc_until(Instant::now()).is_none()); // held
     /// ```
     pub fn try_lock_arc_until(self: &Arc<Self>, deadline: Instant) -> Option<ArcMutexGuard<T>> {
-        // SAFETY: `try_lock_until` returned true: we hold the lock.
-        self.raw
-            .try_lock_until(deadline)
-            .then(|| unsafe { ArcMutexGuard::new(Arc::clone(self)) })
+        self.raw.try_lock_until(deadline).then(|| {
+            // SAFETY: `try_lock_until` returned true: we hold the lock.
+            unsafe { ArcMutexGuard::new(Arc::clone(self)) }
+        })
     }
 
     /// [`try_lock_for`](Self::try_lock_for) through an `Arc`: `None` if
@@ -461,10 +461,10 @@ impl<T: ?Sized> Mutex<T> {
     /// assert!(m.try_lock_arc_for(Duration::from_millis(1)).is_some());
     /// ```
     pub fn try_lock_arc_for(self: &Arc<Self>, timeout: Duration) -> Option<ArcMutexGuard<T>> {
-        // SAFETY: `try_lock_for` returned true: we hold the lock.
-        self.raw
-            .try_lock_for(timeout)
-            .then(|| unsafe { ArcMutexGuard::new(Arc::clone(self)) })
+        self.raw.try_lock_for(timeout).then(|| {
+            // SAFETY: `try_lock_for` returned true: we hold the lock.
+            unsafe { ArcMutexGuard::new(Arc::clone(self)) }
+        })
     }
 
     /// [`lock_async`](Self::lock_async) for an `Arc` it takes over: the
