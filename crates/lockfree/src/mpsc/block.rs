@@ -29,7 +29,8 @@ pub const BLOCK_CAP: usize = 2;
 
 /// The bytes of nodes a block holds at most, unless one node alone is
 /// larger (a block holds at least one): what a sender keeps allocated while
-/// nothing is queued. Small messages (up to about 16 bytes) still get
+/// nothing is queued (twice that for a sender that threads other than
+/// its owner send through: see [`Sender`](super::Sender)). Small messages (up to about 16 bytes) still get
 /// [`BLOCK_CAP`] nodes per block.
 ///
 /// ```
@@ -279,6 +280,122 @@ impl<T> Drop for Spares<T> {
                 // value was moved out before it was released.
                 unsafe { Block::free(block) };
             }
+        }
+    }
+}
+
+/// A sender's nodes: `next..end` of `block`, owned by the sender and not
+/// yet used (`next == end`: none, take a block first). Only one thread at a
+/// time uses a range (the [`Sender`](super::Sender) says which), so the
+/// fields sit in one cell, which loom checks for concurrent use.
+pub(super) struct Range<T> {
+    cell: UnsafeCell<RangeState<T>>,
+}
+
+struct RangeState<T> {
+    /// Dangling once the range is used up: the block may be freed then.
+    block: *mut Block<T>,
+    next: usize,
+    end: usize,
+}
+
+impl<T> Range<T> {
+    pub(super) fn empty() -> Self {
+        Self {
+            cell: UnsafeCell::new(RangeState {
+                block: ptr::null_mut(),
+                next: 0,
+                end: 0,
+            }),
+        }
+    }
+
+    /// A fresh node; takes a block first if the range is used up.
+    ///
+    /// # Safety
+    ///
+    /// No other thread uses this range meanwhile.
+    #[inline]
+    pub(super) unsafe fn next_node(&self, spares: &Spares<T>) -> *mut Node<T> {
+        self.cell.with_mut(|r| {
+            // SAFETY: the range is ours for now (the caller's promise).
+            let r = unsafe { &mut *r };
+            if r.next == r.end {
+                // SAFETY: as above.
+                unsafe { r.refill(spares) };
+            }
+            let i = r.next;
+            r.next += 1;
+            // SAFETY: `i < end`: the block still holds our unused nodes, so
+            // it is alive.
+            unsafe { Block::node(r.block, i) }
+        })
+    }
+
+    /// Releases the unused nodes.
+    ///
+    /// # Safety
+    ///
+    /// No other thread uses this range meanwhile.
+    pub(super) unsafe fn release_unused(&self, spares: &Spares<T>) {
+        // SAFETY: the range is ours (the caller's promise).
+        self.cell
+            .with_mut(|r| unsafe { (*r).release_unused(spares) });
+    }
+
+    /// Hands half of the unused nodes to `to` (an empty range), taking a
+    /// fresh block first if fewer than two are left, so that a clone made
+    /// for a new thread or task does not allocate there.
+    ///
+    /// # Safety
+    ///
+    /// No other thread uses either range meanwhile.
+    pub(super) unsafe fn split_into(&self, to: &Self, spares: &Spares<T>) {
+        self.cell.with_mut(|r| {
+            // SAFETY: the range is ours (the caller's promise).
+            let r = unsafe { &mut *r };
+            if r.end - r.next < 2 {
+                // SAFETY: as above.
+                unsafe { r.refill(spares) };
+            }
+            let mid = r.next + (r.end - r.next) / 2;
+            to.cell.with_mut(|t| {
+                // SAFETY: `to` is ours too (the caller's promise).
+                let t = unsafe { &mut *t };
+                debug_assert_eq!(t.next, t.end, "split into an empty range");
+                t.block = r.block;
+                t.next = mid;
+                t.end = r.end;
+            });
+            r.end = mid;
+        });
+    }
+}
+
+impl<T> RangeState<T> {
+    /// Takes a fresh block, releasing the nodes left in the current one.
+    ///
+    /// # Safety
+    ///
+    /// The range is the caller's.
+    #[cold]
+    unsafe fn refill(&mut self, spares: &Spares<T>) {
+        // SAFETY: the caller's.
+        unsafe { self.release_unused(spares) };
+        self.block = spares.take();
+        self.next = 0;
+        self.end = Block::<T>::CAP;
+    }
+
+    /// # Safety
+    ///
+    /// The range is the caller's.
+    unsafe fn release_unused(&mut self, spares: &Spares<T>) {
+        let unused = self.end - self.next;
+        if unused > 0 {
+            // SAFETY: the nodes `next..end` are ours and never used.
+            unsafe { Block::release(self.block, unused, spares) };
+            self.end = self.next;
         }
     }
 }

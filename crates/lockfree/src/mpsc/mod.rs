@@ -16,7 +16,8 @@
 //! parent's range), so a send allocates at most once per block and
 //! producers never contend for nodes. Blocks are sized in bytes, so that
 //! the memory a channel holds follows the messages queued, whatever their
-//! size: with nothing queued, each sender holds at most one block and the
+//! size: with nothing queued, each sender holds at most one block (two if
+//! threads other than its owner send through it: see [`Sender`]) and the
 //! channel keeps at most [`SPARE_BYTES`] of released blocks. A block counts the nodes
 //! that are not yet released (`live`): the receiver releases a node when it
 //! moves past it, a sender releases the nodes it never used when it is
@@ -68,7 +69,7 @@ use sync_core::sync::cell::UnsafeCell;
 use sync_core::unwind::Panics;
 
 pub use self::block::{BLOCK_BYTES, BLOCK_CAP, SPARE_BYTES};
-use self::block::{Block, Node, Spares};
+use self::block::{Block, Node, Range, Spares};
 use self::queue::{Consumer, Shared, Signal, handshake_fence};
 pub use self::receiver::{IntoIter, Iter, Receiver, RecvAsync, TryIter};
 pub use crate::error::{RecvError, RecvTimeoutError, SendError, TryRecvError};
@@ -134,14 +135,17 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// producers.
 ///
 /// A `Sender` is [`Send`] and [`Sync`], as std's, tokio's and crossbeam's
-/// are. Each one hands out nodes from a block of its own, claimed for the
-/// length of a send by one uncontended swap on the sender; a send through
-/// a sender that another thread is sending through at that instant takes
-/// a block of its own for its one message (from the channel's spare
-/// blocks, or a new one) instead of waiting. So sharing `&Sender` works
-/// and stays wait-free, but a clone per thread or task is faster (cloning
-/// is cheap and allocates nothing: the clone takes half of this sender's
-/// nodes).
+/// are. Each one hands out nodes from blocks of its own. The first thread
+/// that sends through it where it now lives becomes its *owner*, and
+/// takes nodes with plain loads and stores; any other thread sending
+/// through the same sender (a shared `&Sender`) claims a second range of
+/// the sender's nodes for the length of its send, with one uncontended
+/// swap, and a send that finds that range claimed by a third thread takes
+/// a block of its own for its one message instead of waiting. So sharing
+/// `&Sender` works and stays wait-free, but a clone per thread or task is
+/// faster (cloning is cheap and allocates nothing: the clone takes half of
+/// this sender's nodes). Moving a sender (to another thread, say) makes
+/// the first thread that sends through it at its new place its owner.
 ///
 /// # Examples
 ///
@@ -156,36 +160,71 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// ```
 pub struct Sender<T> {
     shared: Arc<Shared<T>>,
-    /// Set while one send (or clone) uses `block`, `next` and `end`: only
-    /// the thread that set it touches them (or `&mut self`). Acquire on
+    /// The owner's token (see [`thread_token`]; 0: none). Valid only while
+    /// `home` is this sender's address: a sender moved away from `home` can
+    /// no longer be reached by its owner there.
+    owner: AtomicUsize,
+    /// The address this sender had when its owner claimed it (0: never
+    /// claimed). Written, after `owner`, by a claim under `busy`.
+    home: AtomicUsize,
+    /// The owner's nodes: only the owner touches them (or `&mut self`).
+    own: Range<T>,
+    /// Set while a thread other than the owner uses `lent` (or claims the
+    /// sender): only the thread that set it touches them. Acquire on
     /// setting pairs with the Release that cleared it.
     busy: AtomicBool,
-    /// The block this sender takes nodes from (dangling once its range is
-    /// used up: the block may be freed then).
-    block: Cell<*mut Block<T>>,
-    /// This sender's nodes of `block` are `next..end` (a clone takes half
-    /// of its parent's range); `next == end` means "allocate first".
-    next: Cell<usize>,
-    end: Cell<usize>,
+    /// The nodes of the sends by other threads than the owner.
+    lent: Range<T>,
 }
 
-// SAFETY: the block pointer is this sender's own (its unused nodes are
-// owned by it); messages go to the receiver's thread, hence `T: Send`.
+/// A number no other thread has (0: none): each thread takes the next of
+/// a global count the first time it asks, and keeps it. Never reused, so
+/// that a thread that once owned a sender and a later thread never pass
+/// for one another (an address, of a thread-local say, may be reused once
+/// its thread ends).
+#[inline]
+fn thread_token() -> usize {
+    // Not a loom atomic: a source of distinct numbers, which orders
+    // nothing.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+    #[cfg(not(loom))]
+    std::thread_local! {
+        static TOKEN: Cell<usize> = const { Cell::new(0) };
+    }
+    #[cfg(loom)]
+    sync_core::loom::thread_local! {
+        static TOKEN: Cell<usize> = Cell::new(0);
+    }
+    TOKEN.with(|t| {
+        if t.get() == 0 {
+            // Relaxed: only distinctness matters.
+            t.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        }
+        t.get()
+    })
+}
+
+// SAFETY: the blocks are this sender's own (its unused nodes are owned by
+// it); messages go to the receiver's thread, hence `T: Send`.
 unsafe impl<T: Send> Send for Sender<T> {}
-// SAFETY: the `Cell`s are only touched by the thread that holds `busy`
-// (claimed with an Acquire swap, released with a Release store, so each
-// holder sees the previous one's writes) or through `&mut self`; the rest
-// is the shared channel, and a send moves a `T` to the receiver's thread.
+// SAFETY: `own` is only touched by the owner thread, the one whose token is
+// in `owner` while `home` is the sender's address (a claim under `busy`
+// sets them; see `with_range`), and `lent` only by the thread that holds
+// `busy` (claimed with an Acquire swap, released with a Release store, so
+// each holder sees the previous one's writes); both by `&mut self`. The
+// rest is the shared channel, and a send moves a `T` to the receiver's
+// thread.
 unsafe impl<T: Send> Sync for Sender<T> {}
 
 impl<T> Sender<T> {
     fn new(shared: Arc<Shared<T>>) -> Self {
         Self {
             shared,
+            owner: AtomicUsize::new(0),
+            home: AtomicUsize::new(0),
+            own: Range::empty(),
             busy: AtomicBool::new(false),
-            block: Cell::new(ptr::null_mut()),
-            next: Cell::new(0),
-            end: Cell::new(0),
+            lent: Range::empty(),
         }
     }
 
@@ -209,12 +248,14 @@ impl<T> Sender<T> {
     ///
     /// # Progress
     ///
-    /// Wait-free: one swap on the queue's tail, one uncontended swap and
-    /// store on the sender (a send that finds the sender in use by another
-    /// thread takes a block of its own instead of waiting) and a few plain
-    /// loads and stores, plus an allocation every block ([`BLOCK_CAP`] sends for
-    /// small messages, fewer for large ones: see [`BLOCK_BYTES`]), and a second
-    /// swap and a wakeup when the receiver sleeps.
+    /// Wait-free: one swap on the queue's tail and a few plain loads and
+    /// stores (the sender's owner thread; another thread adds one
+    /// uncontended swap and a store on the sender, and a send that finds
+    /// the sender in use by a third thread takes a block of its own
+    /// instead of waiting), plus an allocation every block ([`BLOCK_CAP`]
+    /// sends for small messages, fewer for large ones: see
+    /// [`BLOCK_BYTES`]), and a second swap and a wakeup when the receiver
+    /// sleeps.
     ///
     /// # Examples
     ///
@@ -232,16 +273,11 @@ impl<T> Sender<T> {
         if shared.signal.closed.load(Relaxed) {
             return Err(SendError(value));
         }
-        // Acquire: pairs with the Release that ended the previous claim.
-        let node = if self.busy.swap(true, Acquire) {
-            // Another thread is sending through this sender right now.
-            self.lone_node()
-        } else {
-            let node = self.next_node();
-            // Release: our use of the cells happens before the next claim.
-            self.busy.store(false, Release);
-            node
-        };
+        let spares = &shared.spares;
+        // SAFETY: `with_range` hands us a range no other thread uses.
+        let node = self
+            .with_range(|range| unsafe { range.next_node(spares) })
+            .unwrap_or_else(|| self.lone_node());
         // SAFETY: the node is this sender's: unused, unshared until the swap.
         unsafe { (*node).value.with_mut(|v| (*v).write(value)) };
         // SeqCst: the producer's write in the handshake (see `park_prepare`);
@@ -271,6 +307,52 @@ impl<T> Sender<T> {
         Ok(())
     }
 
+    /// Runs `f` on the range of nodes this thread may use now: `own` if it
+    /// is the owner, without an RMW; otherwise, holding `busy`, `own` if it
+    /// becomes the owner (nobody owns the sender where it now lives) or
+    /// `lent`. `None`, without running `f`, if another thread holds `busy`.
+    #[inline]
+    fn with_range<R>(&self, f: impl FnOnce(&Range<T>) -> R) -> Option<R> {
+        let me = thread_token();
+        let here = ptr::from_ref(self) as usize;
+        // Acquire: pairs with the Release store of `home` in `claim`, so
+        // that `owner` is read as that claim or a later write left it.
+        if self.home.load(Acquire) == here && self.owner.load(Relaxed) == me {
+            // Only one live thread has our token, and `owner` changes at
+            // this address only by a claim that finds `home` elsewhere.
+            return Some(f(&self.own));
+        }
+        self.claim(me, here, f)
+    }
+
+    /// [`with_range`](Self::with_range) for a thread that is not the
+    /// owner (yet).
+    #[cold]
+    fn claim<R>(&self, me: usize, here: usize, f: impl FnOnce(&Range<T>) -> R) -> Option<R> {
+        // Acquire: pairs with the Release that ended the previous claim.
+        if self.busy.swap(true, Acquire) {
+            return None;
+        }
+        // Relaxed: `home` changes only under `busy`, which we hold.
+        let range = if self.home.load(Relaxed) == here {
+            // Owned here: the owner may be using `own` right now.
+            &self.lent
+        } else {
+            // Nobody owns the sender where it lives now: any owner it had
+            // sent through it elsewhere, before it moved here (a move
+            // happens after every use at the old address). We become the
+            // owner.
+            self.owner.store(me, Relaxed);
+            // Release: pairs with the Acquire load in `with_range`.
+            self.home.store(here, Release);
+            &self.own
+        };
+        let r = f(range);
+        // Release: our use of the range happens before the next claim.
+        self.busy.store(false, Release);
+        Some(r)
+    }
+
     /// A node for one send through a sender that another thread is using:
     /// node 0 of a block of its own, whose other nodes are released at
     /// once (the receiver releases node 0 as it moves past it).
@@ -285,39 +367,6 @@ impl<T> Sender<T> {
         }
         // SAFETY: node 0 is ours and unreleased, so the block is alive.
         unsafe { Block::node(block, 0) }
-    }
-
-    /// A fresh node from this sender's block.
-    #[inline]
-    fn next_node(&self) -> *mut Node<T> {
-        let mut next = self.next.get();
-        if next == self.end.get() {
-            self.refill();
-            next = 0;
-        }
-        self.next.set(next + 1);
-        // SAFETY: `next < end`: the block still holds this sender's unused
-        // nodes, so it is alive.
-        unsafe { Block::node(self.block.get(), next) }
-    }
-
-    /// Takes a fresh block, releasing the nodes left in the current one.
-    #[cold]
-    fn refill(&self) {
-        self.release_unused();
-        self.block.set(self.shared.spares.take());
-        self.next.set(0);
-        self.end.set(Block::<T>::CAP);
-    }
-
-    /// Releases this sender's unused nodes.
-    fn release_unused(&self) {
-        let unused = self.end.get() - self.next.get();
-        if unused > 0 {
-            // SAFETY: the nodes `next..end` are ours and never used.
-            unsafe { Block::release(self.block.get(), unused, &self.shared.spares) };
-            self.end.set(self.next.get());
-        }
     }
 
     /// Whether the receiver has been dropped.
@@ -345,23 +394,12 @@ impl<T> Clone for Sender<T> {
         // zero.
         self.shared.senders.fetch_add(1, Relaxed);
         let clone = Self::new(Arc::clone(&self.shared));
-        // Acquire: as in `send`.
-        if self.busy.swap(true, Acquire) {
-            // Another thread is sending through this sender: the clone
-            // starts without nodes (its first send takes a block).
-            return clone;
-        }
-        if self.end.get() - self.next.get() < 2 {
-            self.refill();
-        }
-        let (next, end) = (self.next.get(), self.end.get());
-        let mid = next + (end - next) / 2;
-        clone.block.set(self.block.get());
-        clone.next.set(mid);
-        clone.end.set(end);
-        self.end.set(mid);
-        // Release: as in `send`.
-        self.busy.store(false, Release);
+        let spares = &self.shared.spares;
+        // SAFETY: `with_range` hands us a range no other thread uses, and
+        // the clone is ours alone. If another thread is sending through this
+        // sender's lent range, the clone starts without nodes (its first
+        // send takes a block).
+        self.with_range(|range| unsafe { range.split_into(&clone.own, spares) });
         clone
     }
 }
@@ -371,7 +409,12 @@ impl<T> Drop for Sender<T> {
     /// a task and its waker panics, the panic goes on once the sender is
     /// gone (it is dropped instead if the thread is already unwinding).
     fn drop(&mut self) {
-        self.release_unused();
+        let spares = &self.shared.spares;
+        // SAFETY: `&mut self`: nobody else uses the ranges.
+        unsafe {
+            self.own.release_unused(spares);
+            self.lent.release_unused(spares);
+        }
         // SeqCst: pairs with the receiver's handshake (`quiet` reads the
         // count after publishing its waiter); Release (in every sender's
         // decrement) publishes their links to the receiver that reads 0.
