@@ -1,0 +1,244 @@
+//! The unlock side's slow paths: after an unlock that finds waiters,
+//! dequeuing the oldest one and waking it (with `HANDOFF` or `COMPETE`),
+//! passing the `WAKING` role on, and freeing the nodes of waiters that
+//! withdrew. See the protocol in [`raw_mutex`](super).
+
+use sync_core::sync::atomic::{Ordering::*, fence};
+use sync_core::unwind::Panics;
+use sync_core::waiter::Waiter;
+
+use super::{COMPETE, Fairness, HANDOFF, LOCKED, ONE, RawMutex, STARVE, WAKING};
+use crate::patience::pop_counted;
+
+impl RawMutex {
+    /// After a barging unlock that found waiters or `STARVE` (`old`, the
+    /// word before it).
+    #[cold]
+    pub(super) fn unlocked_with_waiters(&self, old: usize, panics: &mut Panics) {
+        if old & WAKING != 0 {
+            // A woken waiter is on its way and will find the lock free (and
+            // end a starvation mode nobody else waits in as it takes it).
+            return;
+        }
+        let mut w = self.word.load(Relaxed);
+        // Starvation mode with nobody left to hand the lock to (the last
+        // waiter was handed the lock and left, or was withdrawn): end it.
+        // Relaxed: the bit orders nothing.
+        while w < ONE && w & STARVE != 0 {
+            match self
+                .word
+                .compare_exchange_weak(w, w & !STARVE, Relaxed, Relaxed)
+            {
+                Ok(_) => return,
+                Err(actual) => w = actual,
+            }
+        }
+        if old & STARVE != 0 {
+            // Starvation mode: take the lock back to hand it to the oldest
+            // waiter. Newcomers do not take it meanwhile; if a woken waiter
+            // did, its own unlock hands it over.
+            while w & (LOCKED | WAKING) == 0 && w & STARVE != 0 && w >= ONE {
+                // Acquire: we hold the lock again.
+                match self
+                    .word
+                    .compare_exchange_weak(w, w | LOCKED, Acquire, Relaxed)
+                {
+                    Ok(_) => return self.unlock_slow(panics),
+                    Err(actual) => w = actual,
+                }
+            }
+        }
+        // Wake one, unless somebody took the lock meanwhile (its unlock will)
+        // or is already waking.
+        while w >= ONE && w & (WAKING | LOCKED) == 0 {
+            // Acquire: pairs with the Release that ended the previous
+            // dequeuer's role, so we see the queue as it left it.
+            match self
+                .word
+                .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
+            {
+                Ok(_) => return self.wake_next(false, panics),
+                Err(actual) => w = actual,
+            }
+        }
+    }
+
+    /// The unlock of a lock somebody is counted on (or that a woken waiter
+    /// is on its way to).
+    #[cold]
+    pub(super) fn unlock_slow(&self, panics: &mut Panics) {
+        let mut w = self.word.load(Relaxed);
+        loop {
+            debug_assert!(w & LOCKED != 0, "unlock of an unlocked RawMutex");
+            if w < ONE || w & WAKING != 0 {
+                // Nobody to wake (and so no starvation mode left), or a
+                // woken waiter will find the lock free.
+                let new = w & !if w < ONE { LOCKED | STARVE } else { LOCKED };
+                // Release: pairs with the Acquire of the next lock.
+                match self.word.compare_exchange_weak(w, new, Release, Relaxed) {
+                    Ok(_) => return,
+                    Err(actual) => w = actual,
+                }
+                continue;
+            }
+            // Take the dequeuer's role, keeping the lock for now.
+            // Acquire: pairs with the Release that ended the previous
+            // dequeuer's role, so we see the queue as it left it.
+            match self
+                .word
+                .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
+            {
+                Ok(_) => return self.wake_next(true, panics),
+                Err(actual) => w = actual,
+            }
+        }
+    }
+
+    /// Dequeues and notifies a waiter. The caller holds `WAKING`, and holds
+    /// the lock if `holding`.
+    pub(super) fn wake_next(&self, mut holding: bool, panics: &mut Panics) {
+        loop {
+            let w = self.word.load(Relaxed);
+            if w < ONE || (!holding && w & LOCKED != 0) {
+                // Nobody counted (so no starvation mode either: the last
+                // node may have been a withdrawn one); or another thread
+                // holds the lock, and its unlock will find the count and wake.
+                let drop_bits =
+                    WAKING | if holding { LOCKED } else { 0 } | if w < ONE { STARVE } else { 0 };
+                // Release: ends our dequeuer role (and our lock).
+                if self
+                    .word
+                    .compare_exchange_weak(w, w & !drop_bits, Release, Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            // SAFETY: we hold `WAKING`, the dequeuer's role; the previous
+            // holder released it (Release) before we acquired it (Acquire).
+            let waiter = pop_counted(|| unsafe { self.queue.pop() });
+            if waiter.is_cancelled() {
+                // A dropped future's node: uncount it and look again.
+                self.word.fetch_sub(ONE, Relaxed);
+                continue;
+            }
+            if !holding && (waiter.data() != 0 || self.fairness == Fairness::Fifo) {
+                // A starving waiter (or any waiter, in FIFO mode) reached the
+                // head while the lock is free: take the lock for it rather
+                // than let it race newcomers (it would queue at the tail
+                // once more).
+                holding = self.take_for_handoff();
+            }
+            let token = if holding {
+                // The lock stays set: it is the waiter's now. Release: the
+                // critical section happens before the waiter's (also carried
+                // by the notify below).
+                self.word.fetch_sub(ONE | WAKING, Release);
+                HANDOFF
+            } else {
+                // Keep `WAKING`: the woken waiter clears it.
+                self.word.fetch_sub(ONE, Release);
+                COMPETE
+            };
+            // The token now; the wakeup, a task's waker (user code), last,
+            // once the word is consistent: its panic is caught, and goes
+            // on (or not) as the caller's `panics` decides.
+            if let Some(wakeup) = Waiter::notify_later(&waiter, token) {
+                panics.catch(|| wakeup.wake());
+                return;
+            }
+            // Cancelled between our check and the notify: what the token
+            // carried is still ours.
+            if holding {
+                // We hold the lock (but no longer `WAKING`): unlock it again
+                // from the start.
+                return self.unlock_slow(panics);
+            }
+            // We still hold `WAKING` (nobody was woken to clear it).
+        }
+    }
+
+    /// Takes the lock, if it is free, to hand it to a starving waiter.
+    pub(super) fn take_for_handoff(&self) -> bool {
+        let mut w = self.word.load(Relaxed);
+        while w & LOCKED == 0 {
+            // Acquire: the unlock that freed it happens before the handoff.
+            match self
+                .word
+                .compare_exchange_weak(w, w | LOCKED, Acquire, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(actual) => w = actual,
+            }
+        }
+        false
+    }
+
+    /// Passes on a `WAKING` this thread holds without the lock (a woken
+    /// future that was dropped): wakes another waiter if the lock is free.
+    pub(super) fn pass_wake(&self, panics: &mut Panics) {
+        self.wake_next(false, panics);
+    }
+
+    /// Called after a waiter withdrew (a dropped future, a timed-out
+    /// thread). Its node stays in the queue, counted, until a dequeuer
+    /// reaches it, and a lock held for long while waits time out would pile
+    /// such nodes up. So the withdrawing thread takes the dequeuer's role
+    /// (`WAKING`) if nobody has it, frees the withdrawn nodes at the front
+    /// of the queue, and passes the role on as a woken waiter that gives up
+    /// would (an unlock that came meanwhile left the waking to us). If the
+    /// role is taken, its holder either is a reclaimer, which sees the
+    /// withdrawal and sweeps again, or will dequeue (wake or hand off) soon;
+    /// the node is left to it. What stays queued is then the live waiters,
+    /// the withdrawn ones behind the first live waiter, and those withdrawn
+    /// while a waker held the role (until the next withdrawal or unlock).
+    #[cold]
+    pub(super) fn reclaim(&self, panics: &mut Panics) {
+        // Announce the withdrawal before looking at the role: either we find
+        // `WAKING` free, or its holder finds our announcement when it re-reads
+        // `withdrawals` after giving the role up (Dekker: each side writes,
+        // fences, then reads what the other wrote).
+        // Release: the reclaimer that reads the new count (Acquire, below)
+        // sees our node as cancelled.
+        self.withdrawals.fetch_add(1, Release);
+        fence(SeqCst);
+        loop {
+            let mut w = self.word.load(Relaxed);
+            loop {
+                if w < ONE || w & WAKING != 0 {
+                    // Nothing queued, or the role's holder will reclaim (or
+                    // pass) our node.
+                    return;
+                }
+                // Acquire: pairs with the Release that ended the previous
+                // dequeuer's role, so we see the queue as it left it.
+                match self
+                    .word
+                    .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
+                {
+                    Ok(_) => break,
+                    Err(actual) => w = actual,
+                }
+            }
+            // Acquire: pairs with the Release increments, so every
+            // withdrawal counted in `seen` shows its node as cancelled.
+            let seen = self.withdrawals.load(Acquire);
+            // Frees the withdrawn nodes at the front (stopping at a live one,
+            // or behind a push in flight, which the next dequeuer passes).
+            // SAFETY: we hold `WAKING`, the dequeuer's role; the previous
+            // dequeuer released it (Release) before we acquired it (Acquire).
+            let freed = unsafe { self.queue.sweep_front() };
+            if freed != 0 {
+                self.word.fetch_sub(ONE * freed, Relaxed);
+            }
+            self.pass_wake(panics);
+            // A waiter that withdrew while we held the role left its node to
+            // us: pairs with the fence in its `reclaim`.
+            fence(SeqCst);
+            if self.withdrawals.load(Relaxed) == seen {
+                return;
+            }
+        }
+    }
+}
