@@ -505,6 +505,8 @@ pub struct Watch {
     policy: WaitPolicy,
     polls: u32,
     began: Option<Instant>,
+    /// See [`measured_yields_only`](Self::measured_yields_only).
+    measured_only: bool,
 }
 
 impl Default for Watch {
@@ -535,7 +537,36 @@ impl Watch {
             policy,
             polls: 0,
             began: None,
+            measured_only: false,
         }
+    }
+
+    /// This watch judges yields by how long yields took
+    /// ([`load::measured_yield`], whose verdict every waiter shares) and
+    /// never samples the machine's runnable threads ([`load::tick`]): it
+    /// yields while no yield has been measured slow, even on a machine
+    /// with more runnable threads than CPUs. For a waiter whose yield is
+    /// what lets the thread it waits for run (a receiver whose producer
+    /// shares its CPU), and whose park costs that thread a wakeup. A timed
+    /// wait still never yields. Kept by [`reset`](Self::reset) and
+    /// [`set_policy`](Self::set_policy).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sync_core::wait::{Next, WaitPolicy, Watch};
+    ///
+    /// let mut w = Watch::new(WaitPolicy::spin_then_block(1).yields(1)).measured_yields_only();
+    /// assert_eq!(w.pause(None), Next::Poll); // the spin
+    /// // Then one yield, unless a yield was measured slow lately.
+    /// let next = w.pause(None);
+    /// assert!(next == Next::Poll || next == Next::Park);
+    /// assert_eq!(w.pause(None), Next::Park);
+    /// ```
+    #[must_use]
+    pub fn measured_yields_only(mut self) -> Self {
+        self.measured_only = true;
+        self
     }
 
     /// The policy this watch runs.
@@ -574,7 +605,9 @@ impl Watch {
     /// assert_eq!(w.pause(None), Next::Poll);
     /// ```
     pub fn reset(&mut self, policy: WaitPolicy) {
+        let measured_only = self.measured_only;
         *self = Self::new(policy);
+        self.measured_only = measured_only;
     }
 
     /// Runs `policy` from now on, keeping the watch's progress (the polls
@@ -673,11 +706,17 @@ impl Watch {
                 // The first pause past the spins samples the load (at most
                 // every few ms process-wide), so that the first yield of a
                 // saturated machine is not the one that finds out.
-                if i == p.spins {
+                if i == p.spins && !self.measured_only {
                     load::tick();
                 }
                 if load::yields_are_slow() {
                     return Next::Park;
+                }
+                if self.measured_only {
+                    // `give_way` would sample the load.
+                    load::measured_yield();
+                    self.polls = i.saturating_add(1);
+                    return Next::Poll;
                 }
             }
             give_way(deadline);

@@ -91,3 +91,28 @@ fn giving_way_is_brief_with_50_busy_threads() {
         }
     });
 }
+
+/// A watch that judges yields by measured yields only (it never samples
+/// the load) stops yielding once one yield was measured slow: with 50 busy
+/// threads, a watch allowed 1000 yields parks after a few scheduling
+/// rounds, not a thousand. Timed, it never yields.
+#[test]
+fn a_watch_of_measured_yields_only_stops_yielding_once_a_yield_was_slow() {
+    let _busy = BusyThreads::start(BUSY);
+    let policy = WaitPolicy::spin_then_block(2).yields(1000);
+    let (polls, _) = within("1000 measured yields", BOUND * 10, || {
+        let mut watch = Watch::new(policy).measured_yields_only();
+        while watch.pause(None) == Next::Poll {}
+        watch.polls()
+    });
+    assert!(polls >= 2, "the spins come first");
+    let mut watch = Watch::new(policy).measured_yields_only();
+    let far = Instant::now() + Duration::from_secs(60);
+    assert_eq!(watch.pause(Some(far)), Next::Poll);
+    assert_eq!(watch.pause(Some(far)), Next::Poll);
+    assert_eq!(
+        watch.pause(Some(far)),
+        Next::Park,
+        "a timed wait never yields"
+    );
+}
