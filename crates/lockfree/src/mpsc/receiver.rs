@@ -13,7 +13,7 @@ use sync_core::sync::Arc;
 use sync_core::sync::atomic::Ordering::*;
 use sync_core::sync::hint;
 use sync_core::unwind::Panics;
-use sync_core::wait;
+use sync_core::wait::{self, Next, WaitPolicy, Watch};
 use sync_core::waiter::Waiter;
 
 use super::queue::{IN_FLIGHT_SPINS, IN_FLIGHT_YIELDS, Pop, Shared, handshake_fence};
@@ -31,20 +31,19 @@ const TASK_YIELDS: u32 = 1;
 const TASK_YIELDS: u32 = 0;
 
 /// How long a receiver watches an empty queue before it sleeps: spins,
-/// then yields while yields are cheap (a wakeup costs far more than a
-/// cheap yield).
-#[cfg(not(loom))]
-const SPINS: u32 = 32;
-/// See [`SPINS`].
-#[cfg(not(loom))]
-const YIELDS: u32 = 128;
-/// Under loom, one spin (a spin is a yield there): enough to explore "the
-/// message came meanwhile".
-#[cfg(loom)]
-const SPINS: u32 = 1;
-/// See [`SPINS`].
-#[cfg(loom)]
-const YIELDS: u32 = 0;
+/// then yields while yields are cheap (a wakeup costs far more than a cheap
+/// yield), judged by measured yields only (see [`Watch::measured_yields_only`]:
+/// a yield is what lets a producer that shares the receiver's CPU run). A
+/// timed receive never yields. Under loom, one spin (a spin is a yield
+/// there): enough to explore "the message came meanwhile".
+fn new_watch() -> Watch {
+    let policy = if cfg!(loom) {
+        WaitPolicy::spin_then_block(1)
+    } else {
+        WaitPolicy::spin_then_block(32).yields(128)
+    };
+    Watch::new(policy).measured_yields_only()
+}
 
 /// The receiving end of an [`mpsc::channel`](super::channel).
 ///
@@ -268,7 +267,9 @@ impl<T> Receiver<T> {
     }
 
     fn recv_deadline(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
-        let mut watched = 0u32;
+        // The family's watch: a message that comes meanwhile costs no sleep
+        // and no wakeup.
+        let mut watch = new_watch();
         // A timed park that ended without a wakeup: the deadline passed (or,
         // under loom, where time is not modelled, its timer fired).
         let mut timed_out = false;
@@ -289,25 +290,10 @@ impl<T> Receiver<T> {
                 wait::give_way(deadline);
                 continue;
             }
-            // Watch the queue a while, spinning then yielding: a message
-            // that comes meanwhile costs no sleep and no wakeup, and a
-            // yield lets a producer that shares our core run.
-            if watched < SPINS + YIELDS {
-                if watched < SPINS {
-                    hint::spin_loop();
-                    watched += 1;
-                } else if deadline.is_some() || sync_core::load::yields_are_slow() {
-                    // A yield is no wait with more runnable threads than
-                    // CPUs, and a timed wait never yields: one yield can
-                    // give the core away for a scheduling round, far past
-                    // a short deadline, while a timed park returns when its
-                    // timer fires. Sleep now instead.
-                    watched = SPINS + YIELDS;
-                } else {
-                    sync_core::load::measured_yield();
-                    watched += 1;
-                }
-                continue;
+            match watch.pause(deadline) {
+                Next::Poll => continue,
+                Next::TimedOut => return Err(RecvTimeoutError::Timeout),
+                Next::Park => {}
             }
             // A task's waiter left by `poll_recv` goes first: the slot holds
             // one waiter, and it is about to be ours.
@@ -323,7 +309,7 @@ impl<T> Receiver<T> {
                 Some(d) => timed_out = waiter.wait_until(false, d).is_none(),
             }
             self.shared.withdraw();
-            watched = 0;
+            watch = new_watch();
         }
     }
 
