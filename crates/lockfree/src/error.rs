@@ -149,23 +149,30 @@ impl fmt::Display for RecvError {
 
 impl std::error::Error for RecvError {}
 
-/// Why an attempt to receive
-/// ([`mpsc::Receiver::try_recv`](crate::mpsc::Receiver::try_recv),
-/// [`csp::Receiver::try_recv`](crate::csp::Receiver::try_recv)) returned
-/// nothing.
+/// Why an attempt to receive, or a bounded wait to receive, returned
+/// nothing: `try_recv`, `try_recv_for` and `try_recv_until` of
+/// [`mpsc::Receiver`](crate::mpsc::Receiver) and
+/// [`csp::Receiver`](crate::csp::Receiver) (the family's naming rule: a
+/// bounded wait returns as the attempt does).
 ///
 /// # Examples
 ///
 /// ```
+/// use std::time::Duration;
 /// use lockfree_sync::{csp, mpsc, mpsc::TryRecvError};
 /// let (_tx, rx) = mpsc::channel::<u8>();
 /// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
-/// let (_tx, mut rx) = csp::channel::<u8>();
+/// assert_eq!(rx.try_recv_for(Duration::ZERO), Err(TryRecvError::Empty));
+/// let (tx, mut rx) = csp::channel::<u8>();
 /// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+/// drop(tx);
+/// let waited = rx.try_recv_for(Duration::from_millis(1));
+/// assert_eq!(waited, Err(TryRecvError::Disconnected));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TryRecvError {
-    /// Nothing to receive now (for `csp`: no sender waits).
+    /// Nothing to receive now, or nothing came in time for a bounded wait
+    /// (for `csp`: no sender waits, or none came).
     Empty,
     /// Nothing to receive, and the senders are gone.
     Disconnected,
@@ -182,124 +189,13 @@ impl fmt::Display for TryRecvError {
 
 impl std::error::Error for TryRecvError {}
 
-/// Why a timed receive (`try_recv_for`, `try_recv_until` of
-/// [`mpsc::Receiver`](crate::mpsc::Receiver) and
-/// [`csp::Receiver`](crate::csp::Receiver)) returned nothing.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use lockfree_sync::{csp, mpsc, mpsc::RecvTimeoutError};
-/// let (_tx, rx) = mpsc::channel::<u8>();
-/// assert_eq!(rx.try_recv_for(Duration::ZERO), Err(RecvTimeoutError::Timeout));
-/// let (tx, mut rx) = csp::channel::<u8>();
-/// drop(tx);
-/// assert_eq!(rx.try_recv_for(Duration::from_millis(1)), Err(RecvTimeoutError::Disconnected));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RecvTimeoutError {
-    /// Nothing came before the deadline.
-    Timeout,
-    /// Nothing to receive, and the senders are gone.
-    Disconnected,
-}
-
-impl fmt::Display for RecvTimeoutError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Timeout => f.write_str("timed out waiting on a channel"),
-            Self::Disconnected => f.write_str("receiving on a channel whose senders are gone"),
-        }
-    }
-}
-
-impl std::error::Error for RecvTimeoutError {}
-
 // The CSP channel's own errors (`crate::csp` re-exports them): only a CSP
 // send can wait or be refused, and only an ALT selects.
 
-/// Why a timed send ([`Sender::try_send_for`](crate::csp::Sender::try_send_for), [`Sender::try_send_until`](crate::csp::Sender::try_send_until))
-/// failed: the value comes back either way.
-///
-/// # Examples
-///
-/// ```
-/// use std::time::Duration;
-/// use lockfree_sync::csp::{self, SendTimeoutError};
-///
-/// let (mut tx, rx) = csp::channel();
-/// drop(rx);
-/// let e = tx.try_send_for(1, Duration::from_millis(1)).unwrap_err();
-/// assert_eq!(e, SendTimeoutError::Disconnected(1));
-/// assert_eq!(e.into_inner(), 1);
-/// ```
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum SendTimeoutError<T> {
-    /// No receiver took the value in time.
-    Timeout(T),
-    /// The receiver is gone.
-    Disconnected(T),
-}
-
-impl<T> SendTimeoutError<T> {
-    /// The value that was not sent.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// let e = lockfree_sync::csp::SendTimeoutError::Timeout("v");
-    /// assert_eq!(e.into_inner(), "v");
-    /// ```
-    pub fn into_inner(self) -> T {
-        match self {
-            Self::Timeout(v) | Self::Disconnected(v) => v,
-        }
-    }
-}
-
-impl<T> fmt::Debug for SendTimeoutError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Timeout(_) => f.write_str("Timeout(..)"),
-            Self::Disconnected(_) => f.write_str("Disconnected(..)"),
-        }
-    }
-}
-
-impl<T> fmt::Display for SendTimeoutError<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Timeout(_) => f.write_str("timed out sending on a CSP channel"),
-            Self::Disconnected(_) => f.write_str("sending on a CSP channel whose receiver is gone"),
-        }
-    }
-}
-
-impl<T> std::error::Error for SendTimeoutError<T> {}
-
-/// A timed select ([`Alt::try_select_for`](crate::csp::Alt::try_select_for), [`Alt::try_select_until`](crate::csp::Alt::try_select_until))
-/// found no sender ready in time.
-///
-/// # Examples
-///
-/// ```
-/// let e = lockfree_sync::csp::SelectTimeoutError;
-/// assert_eq!(e.to_string(), "timed out waiting on a CSP ALT");
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct SelectTimeoutError;
-
-impl fmt::Display for SelectTimeoutError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("timed out waiting on a CSP ALT")
-    }
-}
-
-impl std::error::Error for SelectTimeoutError {}
-
-/// Why [`Sender::try_send`](crate::csp::Sender::try_send) did not send: the
-/// value comes back either way.
+/// Why [`Sender::try_send`](crate::csp::Sender::try_send), or a bounded
+/// wait to send ([`try_send_for`](crate::csp::Sender::try_send_for),
+/// [`try_send_until`](crate::csp::Sender::try_send_until)), did not send:
+/// the value comes back either way.
 ///
 /// # Examples
 ///
@@ -313,7 +209,8 @@ impl std::error::Error for SelectTimeoutError {}
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum TrySendError<T> {
-    /// No receiver was waiting (a rendezvous channel holds no value).
+    /// No receiver was waiting (a rendezvous channel holds no value), or
+    /// none took the value in time for a bounded wait.
     Full(T),
     /// The receiver is gone.
     Disconnected(T),

@@ -469,11 +469,11 @@ fn a_leaked_send_future_is_withdrawn_by_the_next_blocking_send() {
     leak(leaked);
     assert_eq!(
         tx.try_send_for(2, Duration::from_millis(1)),
-        Err(csp::SendTimeoutError::Timeout(2))
+        Err(csp::TrySendError::Full(2))
     );
     assert_eq!(
         rx.try_recv_for(Duration::from_millis(1)),
-        Err(csp::RecvTimeoutError::Timeout)
+        Err(csp::TryRecvError::Empty)
     );
     let receiver = thread::spawn(move || rx.recv());
     tx.send(3).unwrap();
@@ -715,7 +715,7 @@ fn timed_recv_times_out_then_the_channel_still_works() {
     let (mut tx, mut rx) = csp::channel::<u32>();
     assert_eq!(
         rx.try_recv_for(Duration::from_millis(5)),
-        Err(csp::RecvTimeoutError::Timeout)
+        Err(csp::TryRecvError::Empty)
     );
     let sender = thread::spawn(move || {
         tx.send(1).unwrap();
@@ -725,7 +725,7 @@ fn timed_recv_times_out_then_the_channel_still_works() {
     drop(sender.join().unwrap());
     assert_eq!(
         rx.try_recv_for(Duration::from_secs(60)),
-        Err(csp::RecvTimeoutError::Disconnected)
+        Err(csp::TryRecvError::Disconnected)
     );
 }
 
@@ -738,7 +738,7 @@ fn timed_send_times_out_with_the_value_then_the_channel_still_works() {
     let back = tx
         .try_send_for(Counted(Arc::clone(&drops), 1), Duration::from_millis(5))
         .unwrap_err();
-    let csp::SendTimeoutError::Timeout(back) = back else {
+    let csp::TrySendError::Full(back) = back else {
         panic!("not a timeout: {back:?}");
     };
     assert_eq!(back.1, 1);
@@ -753,10 +753,7 @@ fn timed_send_times_out_with_the_value_then_the_channel_still_works() {
     let e = tx
         .try_send_for(Counted(Arc::clone(&drops), 3), Duration::from_secs(60))
         .unwrap_err();
-    assert!(matches!(
-        e,
-        csp::SendTimeoutError::Disconnected(Counted(_, 3))
-    ));
+    assert!(matches!(e, csp::TrySendError::Disconnected(Counted(_, 3))));
 }
 
 /// Timed sends and receives racing each other with timeouts around the
@@ -770,8 +767,8 @@ fn timed_sends_and_receives_lose_and_duplicate_nothing() {
         loop {
             match rx.try_recv_for(Duration::from_micros(50)) {
                 Ok(v) => got.push(v),
-                Err(csp::RecvTimeoutError::Timeout) => {}
-                Err(csp::RecvTimeoutError::Disconnected) => return got,
+                Err(csp::TryRecvError::Empty) => {}
+                Err(csp::TryRecvError::Disconnected) => return got,
             }
         }
     });
@@ -779,7 +776,7 @@ fn timed_sends_and_receives_lose_and_duplicate_nothing() {
     for i in 0..2_000 {
         match tx.try_send_for(i, Duration::from_micros(50)) {
             Ok(()) => sent.push(i),
-            Err(csp::SendTimeoutError::Timeout(v)) => assert_eq!(v, i),
+            Err(csp::TrySendError::Full(v)) => assert_eq!(v, i),
             Err(e) => panic!("{e:?}"),
         }
     }
@@ -795,19 +792,19 @@ fn timed_select_times_out_then_takes_a_sender() {
     let (_tx2, mut rx2) = csp::channel::<u32>();
     {
         let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
-        assert_eq!(
-            alt.try_select_for(Duration::from_millis(5)),
-            Err(csp::SelectTimeoutError)
-        );
+        assert_eq!(alt.try_select_for(Duration::from_millis(5)), None);
     }
     // Nothing of the Alt is left in the words: a timed send finds nobody.
     assert_eq!(
         tx1.try_send_for(1, Duration::from_millis(1)),
-        Err(csp::SendTimeoutError::Timeout(1))
+        Err(csp::TrySendError::Full(1))
     );
     let sender = thread::spawn(move || tx1.send(2).map(|()| tx1));
     let mut alt = Alt::new(vec![&mut rx2, &mut rx1]);
-    assert_eq!(alt.try_select_for(Duration::from_secs(60)), Ok((1, Ok(2))));
+    assert_eq!(
+        alt.try_select_for(Duration::from_secs(60)),
+        Some((1, Ok(2)))
+    );
     drop(alt);
     drop(sender.join().unwrap().unwrap());
 }
@@ -835,9 +832,9 @@ fn timed_selects_lose_and_duplicate_nothing() {
     // Once both have finished, no send is in flight (each returned).
     while !(a.is_finished() && b.is_finished()) {
         match alt.try_select_for(Duration::from_micros(50)) {
-            Ok((_, Ok(v))) => got.push(v),
-            Ok((i, Err(RecvError))) => panic!("channel {i} closed"),
-            Err(csp::SelectTimeoutError) => {}
+            Some((_, Ok(v))) => got.push(v),
+            Some((i, Err(RecvError))) => panic!("channel {i} closed"),
+            None => {}
         }
     }
     let (mut sent, _tx1) = a.join().unwrap();

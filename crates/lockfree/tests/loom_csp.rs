@@ -314,7 +314,7 @@ fn timed_recv_racing_a_sender() {
         let sender = thread::spawn(move || tx.send(5).map_err(|e| e.0));
         let got = rx.try_recv_for(std::time::Duration::from_millis(1));
         if got.is_err() {
-            assert_eq!(got, Err(csp::RecvTimeoutError::Timeout));
+            assert_eq!(got, Err(csp::TryRecvError::Empty));
             drop(rx);
         }
         let sent = sender.join().unwrap();
@@ -338,7 +338,7 @@ fn timed_send_racing_a_receiver() {
         match sent {
             Ok(()) => assert_eq!(got, Ok(6)),
             Err(e) => {
-                assert_eq!(e, csp::SendTimeoutError::Timeout(6));
+                assert_eq!(e, csp::TrySendError::Full(6));
                 assert_eq!(got, Err(RecvError));
             }
         }
@@ -354,13 +354,13 @@ fn timed_select_racing_a_sender() {
         let (mut tx, mut rx) = csp::channel::<u8>();
         let sender = thread::spawn(move || tx.send(8).map_err(|e| e.0));
         let got = Alt::new(vec![&mut rx]).try_select_for(std::time::Duration::from_millis(1));
-        if got.is_err() {
+        if got.is_none() {
             drop(rx);
         }
         let sent = sender.join().unwrap();
         match got {
-            Ok(taken) => assert_eq!((taken, sent), ((0, Ok(8)), Ok(()))),
-            Err(csp::SelectTimeoutError) => assert_eq!(sent, Err(8)),
+            Some(taken) => assert_eq!((taken, sent), ((0, Ok(8)), Ok(()))),
+            None => assert_eq!(sent, Err(8)),
         }
     });
 }

@@ -67,8 +67,8 @@ fn mpsc_four_producers_fifo_and_sum() {
                 },
                 2 => match rx.try_recv_for(std::time::Duration::from_micros(50)) {
                     Ok(m) => Some(m),
-                    Err(mpsc::RecvTimeoutError::Timeout) => continue,
-                    Err(mpsc::RecvTimeoutError::Disconnected) => None,
+                    Err(mpsc::TryRecvError::Empty) => continue,
+                    Err(mpsc::TryRecvError::Disconnected) => None,
                 },
                 _ => match rx.poll_recv(&mut cx) {
                     Poll::Ready(m) => m,

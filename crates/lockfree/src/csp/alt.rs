@@ -13,7 +13,7 @@ use sync_core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::*};
 use sync_core::waiter::Waiter;
 
 use super::slot::{ALT_TAG, CLOSED, EMPTY, MIN_SPINS, Outcome, Slot, take_from};
-use super::{Receiver, RecvError, SelectTimeoutError};
+use super::{Receiver, RecvError};
 
 /// The part of an [`Alt`] that senders reach through the channel words.
 pub(super) struct AltShared<T> {
@@ -196,13 +196,10 @@ impl<'a, T> Alt<'a, T> {
         self.select_timed(Some(Instant::now()))
     }
 
-    /// [`select`](Self::select) for `timeout` at most.
-    ///
-    /// # Errors
-    ///
-    /// [`SelectTimeoutError`] if no sender was ready (or gone) in time;
-    /// the Alt is then withdrawn from every channel, and a sender that
-    /// comes later waits for the next receive or select.
+    /// [`select`](Self::select) for `timeout` at most: `None`, as
+    /// [`try_select`](Self::try_select) returns it, if no sender was ready
+    /// (or gone) in time; the Alt is then withdrawn from every channel, and
+    /// a sender that comes later waits for the next receive or select.
     ///
     /// # Progress
     ///
@@ -210,7 +207,7 @@ impl<'a, T> Alt<'a, T> {
     /// parks with the deadline as its timeout, and returns within the
     /// deadline plus a timer's and a scheduler's latency, whatever the
     /// load. A sender that claimed the Alt just as the time ran out makes
-    /// it `Ok`: no value is lost.
+    /// it `Some`: no value is lost.
     ///
     /// # Fairness
     ///
@@ -227,28 +224,21 @@ impl<'a, T> Alt<'a, T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use lockfree_sync::csp::{self, Alt, SelectTimeoutError};
+    /// use lockfree_sync::csp::{self, Alt};
     ///
     /// let (_tx1, mut rx1) = csp::channel::<u8>();
     /// let (_tx2, mut rx2) = csp::channel::<u8>();
     /// let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
-    /// assert_eq!(alt.try_select_for(Duration::from_millis(1)), Err(SelectTimeoutError));
+    /// assert_eq!(alt.try_select_for(Duration::from_millis(1)), None);
     /// ```
     #[doc(alias = "select_timeout")]
-    pub fn try_select_for(
-        &mut self,
-        timeout: Duration,
-    ) -> Result<(usize, Result<T, RecvError>), SelectTimeoutError> {
+    pub fn try_select_for(&mut self, timeout: Duration) -> Option<(usize, Result<T, RecvError>)> {
         // A deadline past what `Instant` holds is no deadline.
         self.select_timed(Instant::now().checked_add(timeout))
-            .ok_or(SelectTimeoutError)
     }
 
-    /// [`select`](Self::select) until `deadline` at most.
-    ///
-    /// # Errors
-    ///
-    /// As [`try_select_for`](Self::try_select_for).
+    /// [`select`](Self::select) until `deadline` at most: `None` as
+    /// [`try_select_for`](Self::try_select_for) returns it.
     ///
     /// # Progress
     ///
@@ -268,14 +258,11 @@ impl<'a, T> Alt<'a, T> {
     /// std::thread::spawn(move || tx.send(1u8));
     /// let mut alt = Alt::new(vec![&mut rx]);
     /// let deadline = Instant::now() + Duration::from_secs(60);
-    /// assert_eq!(alt.try_select_until(deadline), Ok((0, Ok(1))));
+    /// assert_eq!(alt.try_select_until(deadline), Some((0, Ok(1))));
     /// ```
     #[doc(alias = "select_deadline")]
-    pub fn try_select_until(
-        &mut self,
-        deadline: Instant,
-    ) -> Result<(usize, Result<T, RecvError>), SelectTimeoutError> {
-        self.select_timed(Some(deadline)).ok_or(SelectTimeoutError)
+    pub fn try_select_until(&mut self, deadline: Instant) -> Option<(usize, Result<T, RecvError>)> {
+        self.select_timed(Some(deadline))
     }
 
     /// `None` once `deadline` has passed.

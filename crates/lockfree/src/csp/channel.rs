@@ -14,7 +14,7 @@ use super::slot::{
     Chan, EMPTY, Found, Outcome, RECEIVER, SENDER, Slot, move_value, shut, take_from,
 };
 use super::{RecvAsync, SendAsync, future::Phase};
-use super::{RecvError, RecvTimeoutError, SendError, SendTimeoutError, TryRecvError, TrySendError};
+use super::{RecvError, SendError, TryRecvError, TrySendError};
 
 /// The sending end of a [`csp::channel`](crate::csp::channel()). Not `Clone`: the channel
 /// is point to point.
@@ -72,8 +72,8 @@ impl<T> Sender<T> {
     /// ```
     pub fn send(&mut self, value: T) -> Result<(), SendError<T>> {
         self.send_timed(value, None).map_err(|e| match e {
-            SendTimeoutError::Disconnected(v) => SendError(v),
-            SendTimeoutError::Timeout(_) => unreachable!("a send without a deadline timed out"),
+            TrySendError::Disconnected(v) => SendError(v),
+            TrySendError::Full(_) => unreachable!("a send without a deadline timed out"),
         })
     }
 
@@ -95,19 +95,16 @@ impl<T> Sender<T> {
     /// ```
     pub fn try_send(&mut self, value: T) -> Result<(), TrySendError<T>> {
         self.send_timed(value, Some(Instant::now()))
-            .map_err(|e| match e {
-                SendTimeoutError::Timeout(v) => TrySendError::Full(v),
-                SendTimeoutError::Disconnected(v) => TrySendError::Disconnected(v),
-            })
     }
 
     /// Sends `value` if the receiver takes it within `timeout`.
     ///
     /// # Errors
     ///
-    /// [`SendTimeoutError::Timeout`] with the value if no receiver took it
-    /// in time (the offer is withdrawn: no receiver gets it later),
-    /// [`SendTimeoutError::Disconnected`] with the value if the receiver is
+    /// [`TrySendError::Full`] with the value, as
+    /// [`try_send`](Self::try_send) returns it, if no receiver took it in
+    /// time (the offer is withdrawn: no receiver gets it later),
+    /// [`TrySendError::Disconnected`] with the value if the receiver is
     /// gone.
     ///
     /// # Progress
@@ -129,14 +126,14 @@ impl<T> Sender<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use lockfree_sync::csp::{self, SendTimeoutError};
+    /// use lockfree_sync::csp::{self, TrySendError};
     ///
     /// let (mut tx, _rx) = csp::channel();
     /// let r = tx.try_send_for(5, Duration::from_millis(1)); // nobody receives
-    /// assert_eq!(r, Err(SendTimeoutError::Timeout(5)));
+    /// assert_eq!(r, Err(TrySendError::Full(5)));
     /// ```
     #[doc(alias = "send_timeout")]
-    pub fn try_send_for(&mut self, value: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
+    pub fn try_send_for(&mut self, value: T, timeout: Duration) -> Result<(), TrySendError<T>> {
         // A deadline past what `Instant` holds is no deadline.
         self.send_timed(value, Instant::now().checked_add(timeout))
     }
@@ -166,19 +163,11 @@ impl<T> Sender<T> {
     /// assert_eq!(tx.try_send_until('a', deadline), Ok(()));
     /// assert_eq!(t.join().unwrap(), Ok('a'));
     /// ```
-    pub fn try_send_until(
-        &mut self,
-        value: T,
-        deadline: Instant,
-    ) -> Result<(), SendTimeoutError<T>> {
+    pub fn try_send_until(&mut self, value: T, deadline: Instant) -> Result<(), TrySendError<T>> {
         self.send_timed(value, Some(deadline))
     }
 
-    fn send_timed(
-        &mut self,
-        value: T,
-        deadline: Option<Instant>,
-    ) -> Result<(), SendTimeoutError<T>> {
+    fn send_timed(&mut self, value: T, deadline: Option<Instant>) -> Result<(), TrySendError<T>> {
         let slot = Slot::new(Some(value));
         let outcome = match self.offer(&slot) {
             Some(outcome) => outcome,
@@ -197,7 +186,7 @@ impl<T> Sender<T> {
                             // ours alone.
                             unsafe { (*v).take() }
                         });
-                        return Err(SendTimeoutError::Timeout(
+                        return Err(TrySendError::Full(
                             value.expect("an unsent value stays in its slot"),
                         ));
                     }
@@ -205,7 +194,7 @@ impl<T> Sender<T> {
             },
         };
         self.finish(&slot, outcome)
-            .map_err(|SendError(v)| SendTimeoutError::Disconnected(v))
+            .map_err(|SendError(v)| TrySendError::Disconnected(v))
     }
 
     /// Publishes `slot` (ours, holding the value): `Some(outcome)` if the
@@ -393,8 +382,8 @@ impl<T> Receiver<T> {
     /// ```
     pub fn recv(&mut self) -> Result<T, RecvError> {
         self.recv_timed(None).map_err(|e| match e {
-            RecvTimeoutError::Disconnected => RecvError,
-            RecvTimeoutError::Timeout => unreachable!("a receive without a deadline timed out"),
+            TryRecvError::Disconnected => RecvError,
+            TryRecvError::Empty => unreachable!("a receive without a deadline timed out"),
         })
     }
 
@@ -417,8 +406,8 @@ impl<T> Receiver<T> {
     /// ```
     pub fn try_recv(&mut self) -> Result<T, TryRecvError> {
         self.recv_timed(Some(Instant::now())).map_err(|e| match e {
-            RecvTimeoutError::Timeout => TryRecvError::Empty,
-            RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
+            TryRecvError::Empty => TryRecvError::Empty,
+            TryRecvError::Disconnected => TryRecvError::Disconnected,
         })
     }
 
@@ -426,9 +415,9 @@ impl<T> Receiver<T> {
     ///
     /// # Errors
     ///
-    /// [`RecvTimeoutError::Timeout`] if no sender came in time (nothing is
+    /// [`TryRecvError::Empty`] if no sender came in time (nothing is
     /// left published: a sender that comes later waits for the next
-    /// receive), [`RecvTimeoutError::Disconnected`] if the sender is gone.
+    /// receive), [`TryRecvError::Disconnected`] if the sender is gone.
     ///
     /// # Progress
     ///
@@ -449,14 +438,14 @@ impl<T> Receiver<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use lockfree_sync::csp::{self, RecvTimeoutError};
+    /// use lockfree_sync::csp::{self, TryRecvError};
     ///
     /// let (_tx, mut rx) = csp::channel::<u8>();
     /// let r = rx.try_recv_for(Duration::from_millis(1)); // nobody sends
-    /// assert_eq!(r, Err(RecvTimeoutError::Timeout));
+    /// assert_eq!(r, Err(TryRecvError::Empty));
     /// ```
     #[doc(alias = "recv_timeout")]
-    pub fn try_recv_for(&mut self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+    pub fn try_recv_for(&mut self, timeout: Duration) -> Result<T, TryRecvError> {
         // A deadline past what `Instant` holds is no deadline.
         self.recv_timed(Instant::now().checked_add(timeout))
     }
@@ -486,11 +475,11 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.try_recv_until(deadline), Ok(7));
     /// ```
     #[doc(alias = "recv_deadline")]
-    pub fn try_recv_until(&mut self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+    pub fn try_recv_until(&mut self, deadline: Instant) -> Result<T, TryRecvError> {
         self.recv_timed(Some(deadline))
     }
 
-    fn recv_timed(&mut self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+    fn recv_timed(&mut self, deadline: Option<Instant>) -> Result<T, TryRecvError> {
         self.reclaim();
         if let Some(v) = self.stash.take() {
             return Ok(v);
@@ -506,10 +495,10 @@ impl<T> Receiver<T> {
                 Some(outcome) => outcome,
                 // Withdrawn, or completed by a sender that took the slot
                 // first.
-                None => slot.retract(&self.chan).ok_or(RecvTimeoutError::Timeout)?,
+                None => slot.retract(&self.chan).ok_or(TryRecvError::Empty)?,
             },
         };
-        Self::finish(&slot, outcome).map_err(|RecvError| RecvTimeoutError::Disconnected)
+        Self::finish(&slot, outcome).map_err(|RecvError| TryRecvError::Disconnected)
     }
 
     /// Publishes our (empty) slot: `Some(outcome)` if the rendezvous is

@@ -72,10 +72,7 @@ use self::channel::{AltEntry, Published};
 pub use self::channel::{Receiver, Sender};
 pub use self::future::{RecvAsync, SendAsync};
 use self::slot::{Chan, EMPTY, SPINS};
-pub use crate::error::{
-    RecvError, RecvTimeoutError, SelectTimeoutError, SendError, SendTimeoutError, TryRecvError,
-    TrySendError,
-};
+pub use crate::error::{RecvError, SendError, TryRecvError, TrySendError};
 
 /// Creates a CSP channel: a synchronous rendezvous between one [`Sender`]
 /// and one [`Receiver`].

@@ -72,7 +72,7 @@ pub use self::block::{BLOCK_BYTES, BLOCK_CAP, SPARE_BYTES};
 use self::block::{Block, Node, Range, Spares};
 use self::queue::{Consumer, Shared, Signal, handshake_fence};
 pub use self::receiver::{IntoIter, Iter, Receiver, RecvAsync, TryIter};
-pub use crate::error::{RecvError, RecvTimeoutError, SendError, TryRecvError};
+pub use crate::error::{RecvError, SendError, TryRecvError};
 
 /// Creates an unbounded channel: any number of [`Sender`]s (clone it), one
 /// [`Receiver`].

@@ -17,7 +17,7 @@ use sync_core::wait::{self, Next, WaitPolicy, Watch};
 use sync_core::waiter::Waiter;
 
 use super::queue::{IN_FLIGHT_SPINS, IN_FLIGHT_YIELDS, Pop, Shared, handshake_fence};
-use super::{RecvError, RecvTimeoutError, TryRecvError};
+use super::{RecvError, TryRecvError};
 
 /// How many times a receiving task that finds the queue empty yields to
 /// its executor (waking itself) before it publishes a waiter and sleeps:
@@ -208,8 +208,8 @@ impl<T> Receiver<T> {
     ///
     /// # Errors
     ///
-    /// [`RecvTimeoutError::Timeout`] if nothing came within `timeout`,
-    /// [`RecvTimeoutError::Disconnected`] as [`recv`](Self::recv).
+    /// [`TryRecvError::Empty`] if nothing came within `timeout`,
+    /// [`TryRecvError::Disconnected`] as [`recv`](Self::recv).
     ///
     /// # Progress
     ///
@@ -224,16 +224,16 @@ impl<T> Receiver<T> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use lockfree_sync::mpsc::{self, RecvTimeoutError};
+    /// use lockfree_sync::mpsc::{self, TryRecvError};
     ///
     /// let (tx, rx) = mpsc::channel::<u8>();
     /// let waited = rx.try_recv_for(Duration::from_millis(10));
-    /// assert_eq!(waited, Err(RecvTimeoutError::Timeout));
+    /// assert_eq!(waited, Err(TryRecvError::Empty));
     /// drop(tx);
-    /// assert_eq!(rx.try_recv_for(Duration::from_millis(10)), Err(RecvTimeoutError::Disconnected));
+    /// assert_eq!(rx.try_recv_for(Duration::from_millis(10)), Err(TryRecvError::Disconnected));
     /// ```
     #[doc(alias = "recv_timeout")]
-    pub fn try_recv_for(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+    pub fn try_recv_for(&self, timeout: Duration) -> Result<T, TryRecvError> {
         // A timeout too large to add means "no deadline".
         self.recv_deadline(Instant::now().checked_add(timeout))
     }
@@ -242,8 +242,8 @@ impl<T> Receiver<T> {
     ///
     /// # Errors
     ///
-    /// [`RecvTimeoutError::Timeout`] if nothing came before `deadline`,
-    /// [`RecvTimeoutError::Disconnected`] as [`recv`](Self::recv).
+    /// [`TryRecvError::Empty`] if nothing came before `deadline`,
+    /// [`TryRecvError::Disconnected`] as [`recv`](Self::recv).
     ///
     /// # Progress
     ///
@@ -253,20 +253,20 @@ impl<T> Receiver<T> {
     ///
     /// ```
     /// use std::time::{Duration, Instant};
-    /// use lockfree_sync::mpsc::{self, RecvTimeoutError};
+    /// use lockfree_sync::mpsc::{self, TryRecvError};
     ///
     /// let (tx, rx) = mpsc::channel();
     /// let deadline = Instant::now() + Duration::from_millis(10);
-    /// assert_eq!(rx.try_recv_until(deadline), Err(RecvTimeoutError::Timeout));
+    /// assert_eq!(rx.try_recv_until(deadline), Err(TryRecvError::Empty));
     /// tx.send(1).unwrap();
     /// assert_eq!(rx.try_recv_until(deadline), Ok(1)); // queued: no wait
     /// ```
     #[doc(alias = "recv_deadline")]
-    pub fn try_recv_until(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+    pub fn try_recv_until(&self, deadline: Instant) -> Result<T, TryRecvError> {
         self.recv_deadline(Some(deadline))
     }
 
-    fn recv_deadline(&self, deadline: Option<Instant>) -> Result<T, RecvTimeoutError> {
+    fn recv_deadline(&self, deadline: Option<Instant>) -> Result<T, TryRecvError> {
         // The family's watch: a message that comes meanwhile costs no sleep
         // and no wakeup.
         let mut watch = new_watch();
@@ -276,12 +276,12 @@ impl<T> Receiver<T> {
         loop {
             let in_flight = match self.take() {
                 Ok(v) => return Ok(v),
-                Err(Missing::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+                Err(Missing::Disconnected) => return Err(TryRecvError::Disconnected),
                 Err(Missing::Empty) => false,
                 Err(Missing::InFlight) => true,
             };
             if timed_out || crate::clock::passed(deadline) {
-                return Err(RecvTimeoutError::Timeout);
+                return Err(TryRecvError::Empty);
             }
             if in_flight {
                 // A producer preempted between its swap and its link: it
@@ -292,7 +292,7 @@ impl<T> Receiver<T> {
             }
             match watch.pause(deadline) {
                 Next::Poll => continue,
-                Next::TimedOut => return Err(RecvTimeoutError::Timeout),
+                Next::TimedOut => return Err(TryRecvError::Empty),
                 Next::Park => {}
             }
             // A task's waiter left by `poll_recv` goes first: the slot holds
