@@ -145,7 +145,7 @@ impl ZeroSelect for LockfreeCsp {
     fn select_timeout(a: &mut Self::Rx, b: &mut Self::Rx, timeout: Duration) -> bool {
         lockfree_sync::csp::Alt::new(vec![a, b])
             .try_select_for(timeout)
-            .is_ok()
+            .is_some()
     }
 }
 
