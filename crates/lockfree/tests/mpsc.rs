@@ -416,3 +416,70 @@ fn many_threads_send_through_one_shared_sender() {
     got.sort_unstable();
     assert_eq!(got, (0..8 * per).collect::<Vec<_>>());
 }
+
+/// A hostile life for one sender: it moves from thread to thread (each
+/// thread owns it where it then lives), then is shared by more threads than
+/// cores while its owner sends too, and a clone sends from a thread-local
+/// destructor. Every message arrives once, and the relayed messages (one
+/// logical producer, ordered by the joins) arrive in order.
+#[test]
+fn a_sender_moved_shared_and_used_from_a_thread_local_destructor() {
+    use lockfree_sync::mpsc::Sender;
+    use std::cell::RefCell;
+
+    struct SendOnDrop(Sender<u64>, u64);
+    impl Drop for SendOnDrop {
+        fn drop(&mut self) {
+            self.0.send(self.1).unwrap();
+        }
+    }
+    std::thread_local! {
+        static LAST_WORDS: RefCell<Option<SendOnDrop>> = const { RefCell::new(None) };
+    }
+
+    let (mut tx, rx) = lockfree_sync::mpsc::channel::<u64>();
+    let relay = 1_000u64;
+    for hop in 0..4u64 {
+        tx = std::thread::spawn(move || {
+            for i in 0..relay {
+                tx.send(hop * relay + i).unwrap();
+            }
+            tx
+        })
+        .join()
+        .unwrap();
+    }
+    let shared = 500u64;
+    let base = 4 * relay;
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let tx = &tx;
+            s.spawn(move || {
+                for i in 0..shared {
+                    tx.send(base + t * shared + i).unwrap();
+                }
+            });
+        }
+        for i in 0..shared {
+            tx.send(base + 8 * shared + i).unwrap();
+        }
+    });
+    let last = base + 9 * shared;
+    let clone = tx.clone();
+    std::thread::spawn(move || {
+        LAST_WORDS.with(|w| *w.borrow_mut() = Some(SendOnDrop(clone, last)));
+    })
+    .join()
+    .unwrap();
+    drop(tx);
+    let got: Vec<u64> = rx.iter().collect();
+    let relayed: Vec<u64> = got.iter().copied().filter(|&v| v < base).collect();
+    assert_eq!(
+        relayed,
+        (0..base).collect::<Vec<_>>(),
+        "relayed messages reordered"
+    );
+    let mut all = got;
+    all.sort_unstable();
+    assert_eq!(all, (0..=last).collect::<Vec<_>>());
+}
