@@ -145,7 +145,9 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// `&Sender` works and stays wait-free, but a clone per thread or task is
 /// faster (cloning is cheap and allocates nothing: the clone takes half of
 /// this sender's nodes). Moving a sender (to another thread, say) makes
-/// the first thread that sends through it at its new place its owner.
+/// the first thread that sends through it at its new place its owner; a
+/// sender that stays in place (in an `Arc`, a `Box` or a task that moves
+/// between worker threads) keeps its first owner.
 ///
 /// # Examples
 ///
@@ -177,11 +179,12 @@ pub struct Sender<T> {
     lent: Range<T>,
 }
 
-/// A number no other thread has (0: none): each thread takes the next of
-/// a global count the first time it asks, and keeps it. Never reused, so
-/// that a thread that once owned a sender and a later thread never pass
+/// A number no other thread has, or 0 (none): each thread takes the next
+/// of a global count the first time it asks, and keeps it. Never reused,
+/// so that a thread that once owned a sender and a later thread never pass
 /// for one another (an address, of a thread-local say, may be reused once
-/// its thread ends).
+/// its thread ends). Once the count is spent (only a 32-bit target could
+/// start that many threads), later threads get 0 and never own a sender.
 #[inline]
 fn thread_token() -> usize {
     // Not a loom atomic: a source of distinct numbers, which orders
@@ -197,8 +200,11 @@ fn thread_token() -> usize {
     }
     TOKEN.with(|t| {
         if t.get() == 0 {
-            // Relaxed: only distinctness matters.
-            t.set(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+            use std::sync::atomic::Ordering::Relaxed;
+            // Relaxed: only distinctness matters. Saturates: the last
+            // number is never handed out, and then every thread gets 0.
+            let next = NEXT.fetch_update(Relaxed, Relaxed, |n| n.checked_add(1));
+            t.set(next.unwrap_or(0));
         }
         t.get()
     })
@@ -334,8 +340,9 @@ impl<T> Sender<T> {
             return None;
         }
         // Relaxed: `home` changes only under `busy`, which we hold.
-        let range = if self.home.load(Relaxed) == here {
-            // Owned here: the owner may be using `own` right now.
+        let range = if self.home.load(Relaxed) == here || me == 0 {
+            // Owned here: the owner may be using `own` right now. (Or we
+            // have no token to own it with.)
             &self.lent
         } else {
             // Nobody owns the sender where it lives now: any owner it had
