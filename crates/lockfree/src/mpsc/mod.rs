@@ -280,10 +280,12 @@ impl<T> Sender<T> {
             return Err(SendError(value));
         }
         let spares = &shared.spares;
-        // SAFETY: `with_range` hands us a range no other thread uses.
-        let node = self
-            .with_range(|range| unsafe { range.next_node(spares) })
-            .unwrap_or_else(|| self.lone_node());
+        let node = self.with_range(|range| {
+            // SAFETY: `with_range` hands us a range no other thread uses.
+            unsafe { range.next_node(spares) }
+        });
+        // `None`: another thread is using the lent range.
+        let node = node.unwrap_or_else(|| self.lone_node());
         // SAFETY: the node is this sender's: unused, unshared until the swap.
         unsafe { (*node).value.with_mut(|v| (*v).write(value)) };
         // SeqCst: the producer's write in the handshake (see `park_prepare`);
@@ -402,11 +404,13 @@ impl<T> Clone for Sender<T> {
         self.shared.senders.fetch_add(1, Relaxed);
         let clone = Self::new(Arc::clone(&self.shared));
         let spares = &self.shared.spares;
-        // SAFETY: `with_range` hands us a range no other thread uses, and
-        // the clone is ours alone. If another thread is sending through this
-        // sender's lent range, the clone starts without nodes (its first
-        // send takes a block).
-        self.with_range(|range| unsafe { range.split_into(&clone.own, spares) });
+        // If another thread is using this sender's lent range, the clone
+        // starts without nodes (its first send takes a block).
+        self.with_range(|range| {
+            // SAFETY: `with_range` hands us a range no other thread uses,
+            // and the clone is ours alone.
+            unsafe { range.split_into(&clone.own, spares) }
+        });
         clone
     }
 }
