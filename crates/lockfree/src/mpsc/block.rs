@@ -338,9 +338,10 @@ impl<T> Range<T> {
     ///
     /// No other thread uses this range meanwhile.
     pub(super) unsafe fn release_unused(&self, spares: &Spares<T>) {
-        // SAFETY: the range is ours (the caller's promise).
-        self.cell
-            .with_mut(|r| unsafe { (*r).release_unused(spares) });
+        self.cell.with_mut(|r| {
+            // SAFETY: the range is ours (the caller's promise).
+            unsafe { (*r).release_unused(spares) }
+        });
     }
 
     /// Hands half of the unused nodes to `to` (an empty range), taking a
