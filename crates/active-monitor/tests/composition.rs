@@ -163,13 +163,78 @@ async fn timeouts_lose_nothing() {
             Ok(x) => got.push(x),
             Err(_) => timeouts += 1,
         }
-        assert!(timeouts < 100_000, "items were lost: {} taken", got.len());
+        if timeouts >= 100_000 {
+            panic!(
+                "items were lost: {} taken, {} produced, {} still queued",
+                got.len(),
+                produced.load(SeqCst),
+                q.call(|d| d.len())
+            );
+        }
     }
     p.await.unwrap();
     got.sort_unstable();
     assert_eq!(got, (0..ITEMS).collect::<Vec<_>>());
     assert!(timeouts > 0, "the timeouts were not exercised");
     assert_eq!(q.call(|d| d.len()), 0);
+}
+
+/// The interleaving behind a lost item: a `when_async` polled once (its
+/// precondition false: the task waits), then another thread's call makes
+/// the precondition hold, then the future is dropped (a timeout that fired
+/// meanwhile). The take must not have run on the other thread with its
+/// result dropped: the item is still queued. Polled instead of dropped,
+/// the future was woken and takes it. With combining and with a server.
+#[test]
+fn a_when_async_dropped_after_another_thread_enabled_it_took_nothing() {
+    for dropped in [true, false] {
+        dropped_take_case(Arc::new(Monitor::new(VecDeque::new())), dropped);
+        dropped_take_case(Monitor::builder().build_served(VecDeque::new()), dropped);
+    }
+}
+
+fn dropped_take_case<M>(q: M, dropped: bool)
+where
+    M: std::ops::Deref<Target = Monitor<VecDeque<usize>>> + Clone + Send + 'static,
+{
+    use std::future::Future;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Flag(std::sync::atomic::AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    let served = q.has_server();
+    let flag = Arc::new(Flag(false.into()));
+    let waker = Waker::from(Arc::clone(&flag));
+    let mut take = Box::pin(q.when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap()));
+    let mut cx = Context::from_waker(&waker);
+    assert!(take.as_mut().poll(&mut cx).is_pending());
+    let q2 = q.clone();
+    std::thread::spawn(move || q2.call(|d| d.push_back(7)))
+        .join()
+        .unwrap();
+    if dropped {
+        drop(take);
+        assert_eq!(
+            q.call(|d| d.len()),
+            1,
+            "the dropped take took the item (served: {served})"
+        );
+    } else {
+        // A served monitor's server may still be about to look.
+        let start = std::time::Instant::now();
+        while !flag.0.load(SeqCst) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the take was not woken (served: {served})"
+            );
+            std::thread::yield_now();
+        }
+        assert_eq!(take.as_mut().poll(&mut cx), Poll::Ready(7));
+        assert_eq!(q.call(|d| d.len()), 0);
+    }
 }
 
 #[test]

@@ -364,6 +364,23 @@ fn unwrap_outcome<R>(outcome: Outcome<R>) -> Result<R, Discarded> {
 }
 
 impl<R> Completion<R> {
+    /// Who runs the task's body (see `Runner`), for a queued asynchronous
+    /// task.
+    pub(crate) fn runner(&self) -> Option<&crate::task::Runner> {
+        match &self.inner {
+            Inner::Shared(s) => s.runner(),
+            Inner::Ready(_) | Inner::Boxed(_) => None,
+        }
+    }
+
+    /// Registers `waker` for the task's end, and for a holder's signal
+    /// (see `Runner`).
+    pub(crate) fn register(&self, waker: &core::task::Waker) {
+        if let Inner::Shared(s) = &self.inner {
+            s.slot().poll_done(waker);
+        }
+    }
+
     /// Polls for the result itself (a `SubmitAsync` awaiting its task): read
     /// straight out of the task's slot; a panic resumes, a discarded task
     /// panics (the caller knows it cannot be).

@@ -219,6 +219,14 @@ impl<R> ResultSlot<R> {
     ///
     /// `is_done()` returned true, and the caller is the completion's single
     /// owner, taking the result once.
+    /// Wakes the future that awaits the task without its finishing (the
+    /// task's precondition holds: see `Runner`).
+    pub(crate) fn wake_awaiter(&self) {
+        // A waker is user code: a panic in it is resumed once the monitor
+        // is let go of (see `unwind`).
+        unwind::caught(|| self.waker.wake());
+    }
+
     pub(super) unsafe fn take_result(&self) -> Result<R, Discarded> {
         if self.ended_is_value() {
             // SAFETY: our caller's contract.
@@ -357,6 +365,12 @@ pub(crate) trait HasSlot<R>: Send + Sync {
     /// executors that still hold it). The default refuses.
     fn cancel(&self) -> bool {
         false
+    }
+
+    /// Who runs the task's body, for an asynchronous task whose future may
+    /// run it itself; `None` for the others.
+    fn runner(&self) -> Option<&crate::task::Runner> {
+        None
     }
 }
 

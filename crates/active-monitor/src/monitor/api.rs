@@ -15,7 +15,8 @@ use crate::completion::{Completion, Outcome, fits_inline};
 use crate::order;
 use crate::submit::{CallAsync, SubmitAsync, WhenAsync, WhenInAsync};
 use crate::task::{
-    Always, AsyncTask, Body, CallJob, DONE, HANDOFF, InSet, Plain, Pre, Pred, Stated, Task,
+    AWAITER_HOLDS, Always, AsyncTask, BY_AWAITER, Body, CallJob, DONE, HANDOFF, InSet, Plain, Pre,
+    Pred, Runner, Stated, Task,
 };
 use crate::unwind;
 
@@ -478,9 +479,16 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///
     /// # Cancel safety
     ///
-    /// As [`submit_async`](Self::submit_async): dropping the future while
-    /// the task waits on its precondition withdraws it, so a timeout loses
-    /// nothing (a `take` that timed out took no item).
+    /// Dropping the future withdraws the task: a timeout around it loses
+    /// nothing (a `take` that timed out took no item). The body runs only
+    /// in the future's own poll, whose output is its result: a holder on
+    /// another thread that finds the precondition true wakes the future,
+    /// which then runs the body itself if it is still there (it takes the
+    /// monitor if idle, or submits the task again); dropped, it never ran.
+    /// So the body runs as a condition variable's waiter would (the
+    /// precondition re-checked by the future's poll), not in the holder's
+    /// batch. [`completion`](SubmitAsync::completion) hands the task to the
+    /// holders instead, with [`Completion::cancel`]'s semantics.
     ///
     /// # Panics
     ///
@@ -672,6 +680,37 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     /// Queues `task`, or runs it if `locked` (the caller took the monitor)
     /// and nothing is queued; serves if it holds the monitor.
+    /// Submits a task whose awaiting future runs its body itself (see
+    /// `Runner`), from that future's poll: with the monitor idle and
+    /// nothing queued, the poll takes it (even from a server that serves,
+    /// as `call` does: a server would only signal the task back) and
+    /// executes the task here, so a precondition that holds runs the body
+    /// on this thread, into the completion this poll reads; otherwise the
+    /// task is queued and a holder signals it once it can run.
+    /// `Err(task)` if the queue is full.
+    pub(crate) fn submit_awaited(
+        &self,
+        task: Task<T, S>,
+        runner: &Runner,
+    ) -> Result<(), Task<T, S>> {
+        if !self.try_lock_for_call() {
+            self.queue.push(task)?;
+            self.after_push();
+            return Ok(());
+        }
+        if self.queue.is_empty() {
+            runner.set(AWAITER_HOLDS);
+            self.execute(task);
+            // Filed as waiting (if it did not run): later holders signal it.
+            runner.set(BY_AWAITER);
+        } else {
+            // Tasks queued before it come first.
+            self.push_held(task);
+        }
+        self.serve();
+        Ok(())
+    }
+
     pub(crate) fn submit_job(&self, task: Task<T, S>, locked: bool) {
         if locked {
             if self.queue.is_empty() {
