@@ -141,12 +141,28 @@ fn a_result_whose_drop_submits_is_never_dropped_inside_a_borrow() {
 /// A `tokio::time::timeout` around `when_async` loses nothing: a take that
 /// timed out before it started is withdrawn (it took no item), and the
 /// abandoned takes do not fill the bound on waiting tasks.
+/// With combining, or with a server thread (`served`).
 async fn timeouts_lose_nothing() {
+    timeouts_lose_nothing_on(Arc::new(Monitor::new(VecDeque::new()))).await;
+    active_monitor::set_server_limit(1000);
+    timeouts_lose_nothing_on(Monitor::builder().build_served(VecDeque::new())).await;
+}
+
+/// A monitor handle the tests share across tasks and threads.
+trait Shared:
+    std::ops::Deref<Target = Monitor<VecDeque<usize>>> + Clone + Send + Sync + 'static
+{
+}
+impl<M: std::ops::Deref<Target = Monitor<VecDeque<usize>>> + Clone + Send + Sync + 'static> Shared
+    for M
+{
+}
+
+async fn timeouts_lose_nothing_on(q: impl Shared) {
     const ITEMS: usize = 100;
-    let q = Arc::new(Monitor::new(VecDeque::<usize>::new()));
     let produced = Arc::new(AtomicUsize::new(0));
     let p = {
-        let (q, produced) = (Arc::clone(&q), Arc::clone(&produced));
+        let (q, produced) = (q.clone(), Arc::clone(&produced));
         tokio::spawn(async move {
             for i in 0..ITEMS {
                 tokio::time::sleep(Duration::from_millis(2)).await;
@@ -177,6 +193,61 @@ async fn timeouts_lose_nothing() {
     assert_eq!(got, (0..ITEMS).collect::<Vec<_>>());
     assert!(timeouts > 0, "the timeouts were not exercised");
     assert_eq!(q.call(|d| d.len()), 0);
+}
+
+/// On `futures`' `LocalPool` (one thread) with the producer on another
+/// thread: a take given up after a few polls (a timeout made of yields, as
+/// `LocalPool` has no timer) loses nothing either.
+#[test]
+fn given_up_when_async_takes_lose_nothing_on_a_local_pool() {
+    use futures::future::{Either, select};
+    /// Ready after `n` polls, waking itself each time (a timeout counted
+    /// in polls).
+    struct Polls(usize);
+    impl std::future::Future for Polls {
+        type Output = ();
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<()> {
+            if self.0 == 0 {
+                return std::task::Poll::Ready(());
+            }
+            self.0 -= 1;
+            std::thread::yield_now();
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+    const ITEMS: usize = 200;
+    let q = Arc::new(Monitor::new(VecDeque::<usize>::new()));
+    let producer = {
+        let q = Arc::clone(&q);
+        std::thread::spawn(move || {
+            for i in 0..ITEMS {
+                std::thread::sleep(Duration::from_millis(1));
+                q.call(|d| d.push_back(i));
+            }
+        })
+    };
+    let mut pool = futures::executor::LocalPool::new();
+    let (got, gave_up) = pool.run_until(async {
+        let (mut got, mut gave_up) = (Vec::new(), 0usize);
+        while got.len() < ITEMS {
+            let take = q.when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap());
+            match select(std::pin::pin!(take), Polls(1)).await {
+                Either::Left((x, _)) => got.push(x),
+                Either::Right(_) => gave_up += 1,
+            }
+            assert!(gave_up < 10_000_000, "items were lost: {} taken", got.len());
+        }
+        (got, gave_up)
+    });
+    producer.join().unwrap();
+    let mut got = got;
+    got.sort_unstable();
+    assert_eq!(got, (0..ITEMS).collect::<Vec<_>>());
+    assert!(gave_up > 0, "the give-ups were not exercised");
 }
 
 /// The interleaving behind a lost item: a `when_async` polled once (its
