@@ -196,58 +196,82 @@ async fn timeouts_lose_nothing_on(q: impl Shared) {
 }
 
 /// On `futures`' `LocalPool` (one thread) with the producer on another
-/// thread: a take given up after a few polls (a timeout made of yields, as
-/// `LocalPool` has no timer) loses nothing either.
+/// thread: a take given up (a timeout made of polls, as `LocalPool` has no
+/// timer) right after the producer's push, without being polled again,
+/// took nothing; every item is taken once. Each give-up is arranged: the
+/// take's first poll finds the queue empty, then the give-up future's
+/// second poll asks for an item, waits until it is pushed, and fires, so
+/// the take is dropped with an item it could have taken on another thread.
 #[test]
 fn given_up_when_async_takes_lose_nothing_on_a_local_pool() {
     use futures::future::{Either, select};
-    /// Ready after `n` polls, waking itself each time (a timeout counted
-    /// in polls).
-    struct Polls(usize);
-    impl std::future::Future for Polls {
+    /// Pending once; on its second poll it asks the producer for an item,
+    /// waits until it is pushed, and is ready.
+    struct GiveUp<'a> {
+        polled: bool,
+        asked: &'a AtomicUsize,
+        pushed: &'a AtomicUsize,
+    }
+    impl std::future::Future for GiveUp<'_> {
         type Output = ();
         fn poll(
             mut self: std::pin::Pin<&mut Self>,
             cx: &mut std::task::Context<'_>,
         ) -> std::task::Poll<()> {
-            if self.0 == 0 {
-                return std::task::Poll::Ready(());
+            if !self.polled {
+                self.polled = true;
+                cx.waker().wake_by_ref();
+                return std::task::Poll::Pending;
             }
-            self.0 -= 1;
-            std::thread::yield_now();
-            cx.waker().wake_by_ref();
-            std::task::Poll::Pending
+            let n = self.asked.fetch_add(1, SeqCst) + 1;
+            while self.pushed.load(SeqCst) < n {
+                std::thread::yield_now();
+            }
+            std::task::Poll::Ready(())
         }
     }
-    const ITEMS: usize = 200;
+    const ITEMS: usize = 100;
     let q = Arc::new(Monitor::new(VecDeque::<usize>::new()));
+    let (asked, pushed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let producer = {
-        let q = Arc::clone(&q);
+        let (q, asked, pushed) = (Arc::clone(&q), Arc::clone(&asked), Arc::clone(&pushed));
         std::thread::spawn(move || {
             for i in 0..ITEMS {
-                std::thread::sleep(Duration::from_millis(1));
+                while asked.load(SeqCst) <= i {
+                    std::thread::yield_now();
+                }
                 q.call(|d| d.push_back(i));
+                pushed.store(i + 1, SeqCst);
             }
         })
     };
     let mut pool = futures::executor::LocalPool::new();
-    let (got, gave_up) = pool.run_until(async {
-        let (mut got, mut gave_up) = (Vec::new(), 0usize);
+    let got = pool.run_until(async {
+        let mut got = Vec::new();
         while got.len() < ITEMS {
             let take = q.when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap());
-            match select(std::pin::pin!(take), Polls(1)).await {
-                Either::Left((x, _)) => got.push(x),
-                Either::Right(_) => gave_up += 1,
+            let give_up = GiveUp {
+                polled: false,
+                asked: &asked,
+                pushed: &pushed,
+            };
+            // The give-up first: once it fires, the take is not polled again.
+            if let Either::Right((x, _)) = select(give_up, std::pin::pin!(take)).await {
+                got.push(x);
             }
-            assert!(gave_up < 10_000_000, "items were lost: {} taken", got.len());
+            if pushed.load(SeqCst) == ITEMS && got.len() < ITEMS {
+                // Every item was pushed: the rest must still be queued.
+                let left = q.call(|d| d.len());
+                assert_eq!(got.len() + left, ITEMS, "items were lost");
+                got.extend(q.call(|d| d.drain(..).collect::<Vec<_>>()));
+            }
         }
-        (got, gave_up)
+        got
     });
     producer.join().unwrap();
     let mut got = got;
     got.sort_unstable();
     assert_eq!(got, (0..ITEMS).collect::<Vec<_>>());
-    assert!(gave_up > 0, "the give-ups were not exercised");
 }
 
 /// The interleaving behind a lost item: a `when_async` polled once (its
