@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::completion::Completion;
 use crate::monitor::Monitor;
 use crate::order::{self, OrderWait, Pending};
-use crate::task::{AsyncTask, Body, Pre, Task};
+use crate::task::{AsyncTask, BY_AWAITER, BY_HOLDER, Body, Job, Pre, Task};
 use crate::unwind;
 
 /// The submission of a task to a [`Monitor`] that waits without blocking
@@ -47,11 +47,16 @@ use crate::unwind;
 /// [`Completion::cancel`] does: before it was queued, it never is (a
 /// producer woken for space that is dropped before it used the room passes
 /// the wake-up on, so no other producer is left waiting); once queued, it
-/// is withdrawn unless the monitor has started it (a `when` task can be
-/// withdrawn while it waits on its precondition). So a timeout around it
-/// loses nothing that has not happened: a task either ran and its result
-/// was output, or never runs. One exception: a task that started between
-/// the timeout and the drop runs to its end, and its result is dropped.
+/// is withdrawn unless the monitor has started it. A task with a
+/// precondition ([`Monitor::when_async`], [`Monitor::when_in_async`]) runs
+/// only in this future's poll (a holder that finds its precondition true
+/// wakes the future instead of running it), so a timeout around it loses
+/// nothing: its body either ran and its result was output, or never runs.
+/// A task without a precondition ([`Monitor::submit_async`],
+/// [`Monitor::call_async`]) is run by the monitor's holder: one that
+/// started between the timeout and the drop runs to its end (the data sees
+/// the whole task) and its result is dropped; to keep it, await
+/// [`completion`](Self::completion) and [`cancel`](Completion::cancel) it.
 ///
 /// # Panics
 ///
@@ -92,6 +97,9 @@ pub struct SubmitAsync<'a, T, S: AbstractState, R> {
     order: Option<OrderWait>,
     /// Registered in the monitor's queue of producers waiting for space.
     space: Option<LoomArc<Waiter>>,
+    /// A conditional task whose body this future runs itself (see
+    /// `Runner`): the task, to submit again when a holder signals it.
+    own: Option<Arc<dyn Job<T, S>>>,
 }
 
 impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
@@ -107,6 +115,16 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
         T: 'static,
     {
         let (task, completion, pending) = task.handles(monitor.order(), conditional);
+        // A task with a precondition runs in this future's poll (until
+        // `completion` hands its completion out): a holder on another
+        // thread only signals it. Set before the task is published.
+        let own = match (&task, completion.runner()) {
+            (Task::Shared(job), Some(runner)) if conditional => {
+                runner.set(BY_AWAITER);
+                Some(Arc::clone(job))
+            }
+            _ => None,
+        };
         Self {
             monitor,
             task: Some(task),
@@ -115,6 +133,7 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
             conditional,
             order: None,
             space: None,
+            own,
         }
     }
 
@@ -147,7 +166,14 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
     ///     assert_eq!(c.await, Ok(40));
     /// });
     /// ```
-    pub fn completion(self) -> Enqueue<'a, T, S, R> {
+    pub fn completion(mut self) -> Enqueue<'a, T, S, R> {
+        // The completion goes to the caller, who may drop it: the holder
+        // runs the task (not yet published: nobody has read `who`).
+        if self.own.take().is_some() {
+            if let Some(runner) = self.completion.as_ref().and_then(Completion::runner) {
+                runner.set(BY_HOLDER);
+            }
+        }
         Enqueue { submit: self }
     }
 
@@ -175,7 +201,16 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
                 self.space = None;
             }
             let task = self.task.take().expect("checked by the caller");
-            match m.try_submit(task) {
+            let runner = self
+                .own
+                .as_ref()
+                .and(self.completion.as_ref())
+                .and_then(Completion::runner);
+            let submitted = match runner {
+                Some(runner) => m.submit_awaited(task, runner),
+                None => m.try_submit(task),
+            };
+            match submitted {
                 Ok(()) => return Poll::Ready(()),
                 Err(task) => {
                     self.task = Some(task);
@@ -224,13 +259,36 @@ impl<T, S: AbstractState, R> Future for SubmitAsync<'_, T, S, R> {
             this.completion.is_some(),
             "SubmitAsync polled after it returned Ready"
         );
-        if this.poll_queued(cx).is_pending() {
-            return Poll::Pending;
+        loop {
+            if this.poll_queued(cx).is_pending() {
+                return Poll::Pending;
+            }
+            if this.own.is_none() || !this.signalled(cx) {
+                break;
+            }
+            // A holder found the precondition true: submit it again, to
+            // run it here if the monitor is idle.
+            this.task = this.own.as_ref().map(|job| Task::Shared(Arc::clone(job)));
         }
         // Apart, and the tail: a large result is read straight into our
         // caller's place, and no frame above the task's run holds room
         // for it.
         this.poll_result(cx)
+    }
+}
+
+impl<T, S: AbstractState, R> SubmitAsync<'_, T, S, R> {
+    /// For a task this future runs itself, once queued: whether a holder
+    /// signalled it (it left the monitor), looked at after registering
+    /// `cx` for the signal (which wakes it), unless it has finished.
+    fn signalled(&mut self, cx: &mut Context<'_>) -> bool {
+        let c = self.completion.as_ref().expect("checked on entry");
+        if c.is_done() {
+            return false;
+        }
+        let runner = c.runner().expect("a task this future runs");
+        c.register(cx.waker());
+        runner.take_signal()
     }
 }
 
@@ -246,11 +304,13 @@ impl<T, S: AbstractState, R> Drop for SubmitAsync<'_, T, S, R> {
                 self.monitor.space_withdrawn();
             }
         }
-        if self.task.is_none() {
+        if self.task.is_none() || self.own.is_some() {
             if let Some(c) = self.completion.take() {
                 // Queued: withdrawn if not started; otherwise it finishes
                 // unobserved (its result is dropped with `c`, or by the
-                // executor if it is still running).
+                // executor if it is still running). A task this future runs
+                // itself never started elsewhere: it is withdrawn, whether
+                // queued, waiting, or signalled and out of the monitor.
                 let _ = c.cancel();
             }
         }

@@ -244,6 +244,66 @@ fn run_body<T, S, R, B: Body<T, S, R>>(body: B, data: &mut T) -> (Outcome<R>, Op
     }
 }
 
+/// [`Runner::who`]: the monitor's holder runs the body (a task whose
+/// [`Completion`] is handed out: dropping it lets the task run).
+pub(crate) const BY_HOLDER: usize = 0;
+/// [`Runner::who`]: the future that awaits the task runs the body itself,
+/// in its poll, holding the monitor; a holder that finds the task runnable
+/// only removes it and signals the future (`when_async`, awaited).
+pub(crate) const BY_AWAITER: usize = 1;
+/// [`Runner::who`]: the awaiting future holds the monitor and executes the
+/// task now (its own poll): a precondition that holds runs the body here.
+pub(crate) const AWAITER_HOLDS: usize = 2;
+
+/// Who runs an asynchronous task's body, and the signal a holder leaves
+/// for an awaiting future that runs it itself.
+///
+/// Why an awaited `when_async` runs in its own future: a holder on another
+/// thread that ran it could do so between the future's last `Pending` and
+/// its drop (a timeout that fired meanwhile), and its result (a taken
+/// item) would be dropped with the future. Run in the future's own poll,
+/// a body's result is always output: a dropped future has taken nothing.
+pub(crate) struct Runner {
+    /// [`BY_HOLDER`], [`BY_AWAITER`] or [`AWAITER_HOLDS`]. Relaxed: written
+    /// by the future before the task is published (the queue's Release
+    /// push) or while it holds the monitor, read by holders (the lock's
+    /// Acquire/Release orders both).
+    who: AtomicUsize,
+    /// A holder found the precondition true and removed the task (it is
+    /// neither queued nor waiting): the future submits it again.
+    signalled: AtomicBool,
+}
+
+impl Runner {
+    fn new() -> Self {
+        Self {
+            who: AtomicUsize::new(BY_HOLDER),
+            signalled: AtomicBool::new(false),
+        }
+    }
+
+    /// Sets who runs the body (see [`Runner`]'s `who`).
+    pub(crate) fn set(&self, who: usize) {
+        self.who.store(who, Relaxed);
+    }
+
+    /// Whether a holder signalled since the last look (and clears it).
+    pub(crate) fn take_signal(&self) -> bool {
+        // Acquire: pairs with the Release store in `signal` (the task has
+        // left the monitor's lists before).
+        self.signalled.swap(false, Acquire)
+    }
+
+    fn signal<R>(&self, slot: &ResultSlot<R>) {
+        // Release: pairs with `take_signal`'s Acquire.
+        // An RMW, not a store: the signal stays set until the future's
+        // swap reads it (loom's models of a plain store here let the
+        // future's later swap read the initial value).
+        self.signalled.swap(true, Release);
+        slot.wake_awaiter();
+    }
+}
+
 /// An asynchronous task: precondition, body and result slot in one
 /// allocation shared with its `Completion`.
 pub(crate) struct AsyncTask<T, S, P, B, R> {
@@ -253,6 +313,7 @@ pub(crate) struct AsyncTask<T, S, P, B, R> {
     /// thread).
     body: UnsafeCell<Option<B>>,
     slot: ResultSlot<R>,
+    runner: Runner,
     _data: PhantomData<fn(&mut T, S)>,
 }
 
@@ -283,6 +344,7 @@ impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
             addr_of_mut!((*p).pre).write(pre);
             addr_of_mut!((*p).body).write(UnsafeCell::new(Some(body)));
             ResultSlot::init(addr_of_mut!((*p).slot));
+            addr_of_mut!((*p).runner).write(Runner::new());
             addr_of_mut!((*p)._data).write(PhantomData);
             task.assume_init()
         }
@@ -296,6 +358,7 @@ impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
             pre,
             body: UnsafeCell::new(Some(body)),
             slot: ResultSlot::new(),
+            runner: Runner::new(),
             _data: PhantomData,
         })
     }
@@ -364,6 +427,13 @@ where
     }
 
     unsafe fn run(&self, data: &mut T) -> Option<S> {
+        // Its future runs it (see `Runner`): the task leaves the monitor
+        // here, unclaimed (a drop of the future can still withdraw it),
+        // and the future is woken to submit it again.
+        if self.runner.who.load(Relaxed) == BY_AWAITER {
+            self.runner.signal(&self.slot);
+            return None;
+        }
         // Withdrawn since `check`: it must not run.
         if !self.slot.finish().claim() {
             return None;
@@ -419,6 +489,10 @@ impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
 impl<T, S, P: Send, B: Send, R: Send> HasSlot<R> for AsyncTask<T, S, P, B, R> {
     fn slot(&self) -> &ResultSlot<R> {
         &self.slot
+    }
+
+    fn runner(&self) -> Option<&Runner> {
+        Some(&self.runner)
     }
 
     fn cancel(&self) -> bool {

@@ -21,7 +21,9 @@ use core::any::Any;
 use core::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
+use sync_core::unwind::Panics;
 use sync_core::waiter::Wakeup;
+use sync_core::wake_list::WakeList;
 
 type Payload = Box<dyn Any + Send + 'static>;
 
@@ -44,15 +46,17 @@ std::thread_local! {
     };
     /// The first panic caught and not resumed yet.
     static DEFERRED: Cell<Option<Payload>> = const { Cell::new(None) };
-    /// Wakeups of blocked callers, delivered once the monitor is let go of.
-    static WAKES: RefCell<Vec<Wakeup>> = const { RefCell::new(Vec::new()) };
+    /// Wakeups of blocked callers, delivered once the monitor is let go of:
+    /// the family's deferred wake-ups, kept across the holder's whole stint
+    /// (every task it runs, however deep in its serve), hence per thread.
+    static WAKES: RefCell<WakeList> = const { RefCell::new(WakeList::new()) };
 }
 
 #[cfg(loom)]
 sync_core::loom::thread_local! {
     static STATE: State = State { running: Cell::new(0), deferred: Cell::new(false), wakes: Cell::new(false) };
     static DEFERRED: Cell<Option<Payload>> = Cell::new(None);
-    static WAKES: RefCell<Vec<Wakeup>> = RefCell::new(Vec::new());
+    static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
 }
 
 /// Keeps `wakeup` (a blocked caller's, whose token is already set) to be
@@ -67,7 +71,11 @@ pub(crate) fn wake_later(wakeup: Option<Wakeup>) {
         return;
     };
     let mut wakeup = Some(wakeup);
-    let _ = WAKES.try_with(|l| l.borrow_mut().extend(wakeup.take()));
+    let _ = WAKES.try_with(|l| {
+        if let Some(w) = wakeup.take() {
+            l.borrow_mut().push(w);
+        }
+    });
     match wakeup {
         None => STATE.with(|s| s.wakes.set(true)),
         // Dropping it wakes.
@@ -81,9 +89,21 @@ pub(crate) fn wake_deferred() {
     if !STATE.with(|s| s.wakes.replace(false)) {
         return;
     }
-    while let Some(w) = WAKES.try_with(|l| l.borrow_mut().pop()).ok().flatten() {
-        w.wake();
-    }
+    // Taken out first: no borrow while the wake-ups run.
+    let Ok(mut list) = WAKES.try_with(|l| core::mem::take(&mut *l.borrow_mut())) else {
+        return;
+    };
+    let mut panics = Panics::new();
+    list.wake_all(&mut panics);
+    // Back, emptied, with its allocation (if none was kept meanwhile).
+    let _ = WAKES.try_with(|l| {
+        let mut l = l.borrow_mut();
+        if l.is_empty() {
+            *l = list;
+        }
+    });
+    // Unparks do not panic; the policy's way all the same.
+    panics.resume();
 }
 
 /// Keeps `payload` to resume later (the first one only).

@@ -141,12 +141,28 @@ fn a_result_whose_drop_submits_is_never_dropped_inside_a_borrow() {
 /// A `tokio::time::timeout` around `when_async` loses nothing: a take that
 /// timed out before it started is withdrawn (it took no item), and the
 /// abandoned takes do not fill the bound on waiting tasks.
+/// With combining, or with a server thread (`served`).
 async fn timeouts_lose_nothing() {
+    timeouts_lose_nothing_on(Arc::new(Monitor::new(VecDeque::new()))).await;
+    active_monitor::set_server_limit(1000);
+    timeouts_lose_nothing_on(Monitor::builder().build_served(VecDeque::new())).await;
+}
+
+/// A monitor handle the tests share across tasks and threads.
+trait Shared:
+    std::ops::Deref<Target = Monitor<VecDeque<usize>>> + Clone + Send + Sync + 'static
+{
+}
+impl<M: std::ops::Deref<Target = Monitor<VecDeque<usize>>> + Clone + Send + Sync + 'static> Shared
+    for M
+{
+}
+
+async fn timeouts_lose_nothing_on(q: impl Shared) {
     const ITEMS: usize = 100;
-    let q = Arc::new(Monitor::new(VecDeque::<usize>::new()));
     let produced = Arc::new(AtomicUsize::new(0));
     let p = {
-        let (q, produced) = (Arc::clone(&q), Arc::clone(&produced));
+        let (q, produced) = (q.clone(), Arc::clone(&produced));
         tokio::spawn(async move {
             for i in 0..ITEMS {
                 tokio::time::sleep(Duration::from_millis(2)).await;
@@ -163,13 +179,157 @@ async fn timeouts_lose_nothing() {
             Ok(x) => got.push(x),
             Err(_) => timeouts += 1,
         }
-        assert!(timeouts < 100_000, "items were lost: {} taken", got.len());
+        if timeouts >= 100_000 {
+            panic!(
+                "items were lost: {} taken, {} produced, {} still queued",
+                got.len(),
+                produced.load(SeqCst),
+                q.call(|d| d.len())
+            );
+        }
     }
     p.await.unwrap();
     got.sort_unstable();
     assert_eq!(got, (0..ITEMS).collect::<Vec<_>>());
     assert!(timeouts > 0, "the timeouts were not exercised");
     assert_eq!(q.call(|d| d.len()), 0);
+}
+
+/// On `futures`' `LocalPool` (one thread) with the producer on another
+/// thread: a take given up (a timeout made of polls, as `LocalPool` has no
+/// timer) right after the producer's push, without being polled again,
+/// took nothing; every item is taken once. Each give-up is arranged: the
+/// take's first poll finds the queue empty, then the give-up future's
+/// second poll asks for an item, waits until it is pushed, and fires, so
+/// the take is dropped with an item it could have taken on another thread.
+#[test]
+fn given_up_when_async_takes_lose_nothing_on_a_local_pool() {
+    use futures::future::{Either, select};
+    /// Pending once; on its second poll it asks the producer for an item,
+    /// waits until it is pushed, and is ready.
+    struct GiveUp<'a> {
+        polled: bool,
+        asked: &'a AtomicUsize,
+        pushed: &'a AtomicUsize,
+    }
+    impl std::future::Future for GiveUp<'_> {
+        type Output = ();
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<()> {
+            if !self.polled {
+                self.polled = true;
+                cx.waker().wake_by_ref();
+                return std::task::Poll::Pending;
+            }
+            let n = self.asked.fetch_add(1, SeqCst) + 1;
+            while self.pushed.load(SeqCst) < n {
+                std::thread::yield_now();
+            }
+            std::task::Poll::Ready(())
+        }
+    }
+    const ITEMS: usize = 100;
+    let q = Arc::new(Monitor::new(VecDeque::<usize>::new()));
+    let (asked, pushed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let producer = {
+        let (q, asked, pushed) = (Arc::clone(&q), Arc::clone(&asked), Arc::clone(&pushed));
+        std::thread::spawn(move || {
+            for i in 0..ITEMS {
+                while asked.load(SeqCst) <= i {
+                    std::thread::yield_now();
+                }
+                q.call(|d| d.push_back(i));
+                pushed.store(i + 1, SeqCst);
+            }
+        })
+    };
+    let mut pool = futures::executor::LocalPool::new();
+    let got = pool.run_until(async {
+        let mut got = Vec::new();
+        while got.len() < ITEMS {
+            let take = q.when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap());
+            let give_up = GiveUp {
+                polled: false,
+                asked: &asked,
+                pushed: &pushed,
+            };
+            // The give-up first: once it fires, the take is not polled again.
+            if let Either::Right((x, _)) = select(give_up, std::pin::pin!(take)).await {
+                got.push(x);
+            }
+            if pushed.load(SeqCst) == ITEMS && got.len() < ITEMS {
+                // Every item was pushed: the rest must still be queued.
+                let left = q.call(|d| d.len());
+                assert_eq!(got.len() + left, ITEMS, "items were lost");
+                got.extend(q.call(|d| d.drain(..).collect::<Vec<_>>()));
+            }
+        }
+        got
+    });
+    producer.join().unwrap();
+    let mut got = got;
+    got.sort_unstable();
+    assert_eq!(got, (0..ITEMS).collect::<Vec<_>>());
+}
+
+/// The interleaving behind a lost item: a `when_async` polled once (its
+/// precondition false: the task waits), then another thread's call makes
+/// the precondition hold, then the future is dropped (a timeout that fired
+/// meanwhile). The take must not have run on the other thread with its
+/// result dropped: the item is still queued. Polled instead of dropped,
+/// the future was woken and takes it. With combining and with a server.
+#[test]
+fn a_when_async_dropped_after_another_thread_enabled_it_took_nothing() {
+    for dropped in [true, false] {
+        dropped_take_case(Arc::new(Monitor::new(VecDeque::new())), dropped);
+        dropped_take_case(Monitor::builder().build_served(VecDeque::new()), dropped);
+    }
+}
+
+fn dropped_take_case<M>(q: M, dropped: bool)
+where
+    M: std::ops::Deref<Target = Monitor<VecDeque<usize>>> + Clone + Send + 'static,
+{
+    use std::future::Future;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Flag(std::sync::atomic::AtomicBool);
+    impl Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    let served = q.has_server();
+    let flag = Arc::new(Flag(false.into()));
+    let waker = Waker::from(Arc::clone(&flag));
+    let mut take = Box::pin(q.when_async(|d| !d.is_empty(), |d| d.pop_front().unwrap()));
+    let mut cx = Context::from_waker(&waker);
+    assert!(take.as_mut().poll(&mut cx).is_pending());
+    let q2 = q.clone();
+    std::thread::spawn(move || q2.call(|d| d.push_back(7)))
+        .join()
+        .unwrap();
+    if dropped {
+        drop(take);
+        assert_eq!(
+            q.call(|d| d.len()),
+            1,
+            "the dropped take took the item (served: {served})"
+        );
+    } else {
+        // A served monitor's server may still be about to look.
+        let start = std::time::Instant::now();
+        while !flag.0.load(SeqCst) {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the take was not woken (served: {served})"
+            );
+            std::thread::yield_now();
+        }
+        assert_eq!(take.as_mut().poll(&mut cx), Poll::Ready(7));
+        assert_eq!(q.call(|d| d.len()), 0);
+    }
 }
 
 #[test]

@@ -330,3 +330,49 @@ fn cancel_of_an_or_races_its_operands() {
         assert_eq!(drops.load(SeqCst), 2, "a body was not dropped exactly once");
     });
 }
+
+/// A `when_async` polled once while its precondition is false, then
+/// dropped (a timeout that fired), races another thread's call that makes
+/// the precondition hold: the item is taken by the future's poll (output)
+/// or still there, never taken by the other thread with the result dropped
+/// with the future. Kept instead, the future is woken and its next poll
+/// takes the item (the signal is not lost).
+#[test]
+fn a_when_async_dropped_after_its_timeout_takes_nothing() {
+    for keep in [false, true] {
+        check_with_bound(2, move || {
+            let m = Arc::new(relaxed(2, 2));
+            let m1 = Arc::clone(&m);
+            let enabler = thread::spawn(move || m1.call(|n| *n += 1));
+            let (waker, woken) = flag_waker();
+            let mut take = m.when_async(
+                |n| *n > 0,
+                |n| {
+                    *n -= 1;
+                    1usize
+                },
+            );
+            let mut got = match poll(&mut take, &waker) {
+                Poll::Ready(x) => Some(x),
+                Poll::Pending => None,
+            };
+            if keep && got.is_none() {
+                enabler.join().unwrap();
+                assert!(woken.load(SeqCst), "the enabled take was not woken");
+                let Poll::Ready(x) = poll(&mut take, &waker) else {
+                    panic!("the woken take did not run")
+                };
+                got = Some(x);
+            } else {
+                drop(take);
+                enabler.join().unwrap();
+            }
+            let left = m.call(|n| *n);
+            assert_eq!(
+                left + got.unwrap_or(0),
+                1,
+                "the item was lost (taken by a dropped future)"
+            );
+        });
+    }
+}

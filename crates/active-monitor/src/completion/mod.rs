@@ -159,6 +159,33 @@ impl<R> Completion<R> {
         }
     }
 
+    /// Writes at `out` a completion of a task that ran inline whose
+    /// outcome is still to be written, and returns where to write it: in
+    /// place, so that the outcome is never copied (see `submit_inline`).
+    ///
+    /// # Safety
+    ///
+    /// `out` is valid for writes and `fits_inline::<R>()`; an outcome is
+    /// written at the returned pointer before the completion is read,
+    /// used or dropped.
+    pub(crate) unsafe fn init_ready(out: *mut Self) -> *mut Outcome<R> {
+        debug_assert!(fits_inline::<R>());
+        // SAFETY: our caller's contract; the words are written by our
+        // caller before the completion is used.
+        unsafe {
+            out.write(Self {
+                inner: Inner::Ready(Some(InlineOutcome {
+                    words: MaybeUninit::uninit(),
+                    _outcome: PhantomData,
+                })),
+            });
+            match &mut (*out).inner {
+                Inner::Ready(Some(o)) => o.words.as_mut_ptr().cast::<Outcome<R>>(),
+                _ => unreachable!(),
+            }
+        }
+    }
+
     pub(crate) fn shared(slot: Arc<dyn HasSlot<R>>) -> Self {
         Self {
             inner: Inner::Shared(slot),
@@ -364,6 +391,23 @@ fn unwrap_outcome<R>(outcome: Outcome<R>) -> Result<R, Discarded> {
 }
 
 impl<R> Completion<R> {
+    /// Who runs the task's body (see `Runner`), for a queued asynchronous
+    /// task.
+    pub(crate) fn runner(&self) -> Option<&crate::task::Runner> {
+        match &self.inner {
+            Inner::Shared(s) => s.runner(),
+            Inner::Ready(_) | Inner::Boxed(_) => None,
+        }
+    }
+
+    /// Registers `waker` for the task's end, and for a holder's signal
+    /// (see `Runner`).
+    pub(crate) fn register(&self, waker: &core::task::Waker) {
+        if let Inner::Shared(s) = &self.inner {
+            s.slot().poll_done(waker);
+        }
+    }
+
     /// Polls for the result itself (a `SubmitAsync` awaiting its task): read
     /// straight out of the task's slot; a panic resumes, a discarded task
     /// panics (the caller knows it cannot be).

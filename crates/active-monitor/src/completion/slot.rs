@@ -7,7 +7,6 @@ use core::task::Waker;
 use std::panic::resume_unwind;
 
 use core::ptr::addr_of_mut;
-use sync_core::parking_lot::SpinWait;
 use sync_core::sync::atomic::Ordering::*;
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::thread;
@@ -219,6 +218,14 @@ impl<R> ResultSlot<R> {
     ///
     /// `is_done()` returned true, and the caller is the completion's single
     /// owner, taking the result once.
+    /// Wakes the future that awaits the task without its finishing (the
+    /// task's precondition holds: see `Runner`).
+    pub(crate) fn wake_awaiter(&self) {
+        // A waker is user code: a panic in it is resumed once the monitor
+        // is let go of (see `unwind`).
+        unwind::caught(|| self.waker.wake());
+    }
+
     pub(super) unsafe fn take_result(&self) -> Result<R, Discarded> {
         if self.ended_is_value() {
             // SAFETY: our caller's contract.
@@ -309,20 +316,10 @@ impl<R> ResultSlot<R> {
 
     /// Parks the calling thread until the outcome is ready.
     pub(super) fn block(&self) {
-        // A short spin, then yields, first: a combiner usually finishes the
-        // task within microseconds, and a park plus unpark costs tens.
-        // parking_lot's SpinWait, not the family's Watch: the Watch parks
-        // once yields look slow, and a parked waiter costs the combiner an
-        // unpark on its critical path, where yielding to it costs none
-        // (the report's am/bq rows show the difference).
-        let mut spin = SpinWait::new();
-        loop {
-            if self.is_done() {
-                return;
-            }
-            if !spin.spin() {
-                break;
-            }
+        // The completion's watch (see `finish::watch` for why it is not
+        // the family's).
+        if super::finish::watch(|| self.is_done()) {
+            return;
         }
         let waker = thread_waker();
         while !self.poll_done(&waker) {
@@ -357,6 +354,12 @@ pub(crate) trait HasSlot<R>: Send + Sync {
     /// executors that still hold it). The default refuses.
     fn cancel(&self) -> bool {
         false
+    }
+
+    /// Who runs the task's body, for an asynchronous task whose future may
+    /// run it itself; `None` for the others.
+    fn runner(&self) -> Option<&crate::task::Runner> {
+        None
     }
 }
 

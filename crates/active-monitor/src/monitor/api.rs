@@ -1,6 +1,7 @@
 //! The monitor's public methods (`call`, `submit`, `when`, `when_in` and
 //! their async forms) and the paths that run a task at once.
 
+use core::mem::MaybeUninit;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use ast_mutex::{AbstractState, StateSet};
@@ -15,7 +16,8 @@ use crate::completion::{Completion, Outcome, fits_inline};
 use crate::order;
 use crate::submit::{CallAsync, SubmitAsync, WhenAsync, WhenInAsync};
 use crate::task::{
-    Always, AsyncTask, Body, CallJob, DONE, HANDOFF, InSet, Plain, Pre, Pred, Stated, Task,
+    AWAITER_HOLDS, Always, AsyncTask, BY_AWAITER, Body, CallJob, DONE, HANDOFF, InSet, Plain, Pre,
+    Pred, Runner, Stated, Task,
 };
 use crate::unwind;
 
@@ -157,21 +159,27 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// `submit` on an idle monitor, for a result that fits a completion
-    /// (apart, so that `submit`'s own frame has no room for an outcome).
+    /// (apart, so that `submit`'s own frame has no room for an outcome):
+    /// runs the task, writing its outcome straight into the completion at
+    /// `out` (in `submit`'s caller's place once inlined), then serves. A
+    /// completion made on this frame and returned was copied out with wide
+    /// loads of the outcome's narrow stores (a store-forwarding stall per
+    /// copy: most of an uncontended `submit`'s time).
     #[inline(never)]
-    fn submit_inline<F, R>(&self, f: F) -> Completion<R>
+    fn submit_inline<F, R>(&self, f: F, out: &mut MaybeUninit<Completion<R>>)
     where
         F: FnOnce(&mut T) -> R,
     {
-        // The completion is made before serving: the outcome goes straight
-        // into it, and is not kept aside across the call.
-        let completion = Completion::from_outcome(self.run_inline(f));
+        // SAFETY: `out` is valid for writes; the outcome is written below
+        // (`run_inline` writes it whether the body returns or panics)
+        // before `out` is read.
+        let outcome = unsafe { Completion::init_ready(out.as_mut_ptr()) };
+        // SAFETY: `outcome` points into `out`, valid for a write of an
+        // `Outcome<R>`.
+        unsafe { self.run_inline(f, outcome) };
         self.serve();
-        completion
     }
 
-    /// `when` on an idle monitor whose precondition holds, for a result
-    /// that fits a completion (apart, as `submit_inline`).
     #[inline(never)]
     pub(super) fn when_inline<P, F, R>(&self, pre: P, body: F) -> Result<Completion<R>, (P, F)>
     where
@@ -182,28 +190,36 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// Runs `f` under the held monitor; the waiting tasks are re-checked.
-    pub(super) fn run_inline<F, R>(&self, f: F) -> Outcome<R>
+    /// # Safety
+    ///
+    /// `out` is valid for a write of an `Outcome<R>`, written here once.
+    pub(super) unsafe fn run_inline<F, R>(&self, f: F, out: *mut Outcome<R>)
     where
         F: FnOnce(&mut T) -> R,
     {
         let guard = Unlock(self);
-        let outcome = unwind::running(self.id(), || {
+        unwind::running(self.id(), || {
             self.exec.with_mut(|e| {
                 // SAFETY: we hold the monitor.
                 let exec = unsafe { &mut *e };
-                let outcome =
-                    match catch_unwind(AssertUnwindSafe(|| order::as_task(|| f(&mut exec.data)))) {
-                        Ok(r) => Outcome::Value(r),
-                        Err(p) => Outcome::Panicked(p),
-                    };
+                // The value is written where it stays; the unwind's result
+                // is only looked at (no copy of a wide outcome).
+                let ran = catch_unwind(AssertUnwindSafe(|| {
+                    let r = order::as_task(|| f(&mut exec.data));
+                    // SAFETY: our caller's contract.
+                    unsafe { out.write(Outcome::Value(r)) };
+                }));
+                if let Err(p) = ran {
+                    // SAFETY: our caller's contract; the body panicked
+                    // before the write above.
+                    unsafe { out.write(Outcome::Panicked(p)) };
+                }
                 if exec.has_waiting() {
                     exec.relay();
                 }
-                outcome
             })
         });
         core::mem::forget(guard);
-        outcome
     }
 
     #[cold]
@@ -297,7 +313,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
             // A result too large for the completion itself is written in
             // place, in the task's slot (see `fits_inline`).
             if self.queue.is_empty() && fits_inline::<R>() {
-                return self.submit_inline(f);
+                let mut out = MaybeUninit::uninit();
+                self.submit_inline(f, &mut out);
+                // SAFETY: `submit_inline` wrote the completion.
+                return unsafe { out.assume_init() };
             }
             return self.submit_task(AsyncTask::new_arc(Always, Plain(f)), false, true);
         }
@@ -478,9 +497,16 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ///
     /// # Cancel safety
     ///
-    /// As [`submit_async`](Self::submit_async): dropping the future while
-    /// the task waits on its precondition withdraws it, so a timeout loses
-    /// nothing (a `take` that timed out took no item).
+    /// Dropping the future withdraws the task: a timeout around it loses
+    /// nothing (a `take` that timed out took no item). The body runs only
+    /// in the future's own poll, whose output is its result: a holder on
+    /// another thread that finds the precondition true wakes the future,
+    /// which then runs the body itself if it is still there (it takes the
+    /// monitor if idle, or submits the task again); dropped, it never ran.
+    /// So the body runs as a condition variable's waiter would (the
+    /// precondition re-checked by the future's poll), not in the holder's
+    /// batch. [`completion`](SubmitAsync::completion) hands the task to the
+    /// holders instead, with [`Completion::cancel`]'s semantics.
     ///
     /// # Panics
     ///
@@ -672,6 +698,37 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     /// Queues `task`, or runs it if `locked` (the caller took the monitor)
     /// and nothing is queued; serves if it holds the monitor.
+    /// Submits a task whose awaiting future runs its body itself (see
+    /// `Runner`), from that future's poll: with the monitor idle and
+    /// nothing queued, the poll takes it (even from a server that serves,
+    /// as `call` does: a server would only signal the task back) and
+    /// executes the task here, so a precondition that holds runs the body
+    /// on this thread, into the completion this poll reads; otherwise the
+    /// task is queued and a holder signals it once it can run.
+    /// `Err(task)` if the queue is full.
+    pub(crate) fn submit_awaited(
+        &self,
+        task: Task<T, S>,
+        runner: &Runner,
+    ) -> Result<(), Task<T, S>> {
+        if !self.try_lock_for_call() {
+            self.queue.push(task)?;
+            self.after_push();
+            return Ok(());
+        }
+        if self.queue.is_empty() {
+            runner.set(AWAITER_HOLDS);
+            self.execute(task);
+            // Filed as waiting (if it did not run): later holders signal it.
+            runner.set(BY_AWAITER);
+        } else {
+            // Tasks queued before it come first.
+            self.push_held(task);
+        }
+        self.serve();
+        Ok(())
+    }
+
     pub(crate) fn submit_job(&self, task: Task<T, S>, locked: bool) {
         if locked {
             if self.queue.is_empty() {
