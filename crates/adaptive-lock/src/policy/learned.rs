@@ -78,16 +78,21 @@ const DOMINATED: f64 = 0.7;
 ///    that finds threads parked: which of the two pays depends on the
 ///    critical section, so both are measured.
 ///
-/// A long watch is not explored while more threads wait than there are
-/// cores and the lock is held longer than two wake-ups; never parking
-/// (arms 3 and 4) is not explored while the lock is held longer than 16
-/// wake-ups (it could
-/// save at most one wake-up per acquisition, a few percent, and would burn
-/// the whole hold in every watcher).
+/// Neither a long watch nor never parking (arms 1, 3 and 4) is explored
+/// while more threads wait than there are cores and the lock is held
+/// longer than two wake-ups: the watchers would take CPU time that the
+/// runnable threads (the holder among them) need, to save at most one
+/// wake-up per acquisition. Never parking is not explored either while
+/// the lock is held longer than 16 wake-ups (it could save a few percent
+/// at most, and would burn the whole hold in every watcher).
 ///
 /// The monitor samples every 256th acquisition and every 8th contended
-/// one; at each sample the policy adds the window's acquisitions and time
-/// to the arm in force. It explores (each arm for 3 samples), then keeps
+/// one; at each sample the policy measures the window's rate
+/// (acquisitions per unit of cost) under the arm in force. An arm's rate
+/// in an exploration is the median of its 3 windows, so that one window
+/// that spans a pause in the lock's use (nobody held or wanted it for a
+/// while, or the process was descheduled) cannot sink the arm that
+/// happened to be in force. It explores (each arm for 3 samples), then keeps
 /// the arm with the best rate for 12 samples, explores again, and doubles
 /// the time it keeps an arm each time exploration confirms it (an arm
 /// stays unless another did 10% better; up to 384
@@ -114,10 +119,10 @@ const DOMINATED: f64 = 0.7;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Learned {
     arm: usize,
-    /// Acquisitions and cost (nanoseconds of wall time plus the watchers'
-    /// CPU time over the CPUs) under each arm in its latest run.
-    acquisitions: [u64; ARMS],
-    nanos: [u64; ARMS],
+    /// The rates (acquisitions per ms of cost: wall time plus the
+    /// watchers' CPU time over the CPUs) of each arm's windows in the
+    /// current exploration; 0 for a window not measured.
+    rates: [[u64; PROBE as usize]; ARMS],
     /// Whether the configuration in force carries this policy's watcher
     /// cap (concurrency restriction).
     restricting: bool,
@@ -158,8 +163,7 @@ impl Learned {
     pub const fn new() -> Self {
         Self {
             arm: 0,
-            acquisitions: [0; ARMS],
-            nanos: [0; ARMS],
+            rates: [[0; PROBE as usize]; ARMS],
             restricting: false,
             samples: 0,
             exploring: true,
@@ -206,29 +210,36 @@ impl Learned {
         }
     }
 
-    /// Whether exploring `arm` can pay: a long watch cannot, when threads
-    /// outnumber cores and the lock is held longer than the watch may last
-    /// (the watcher would burn a core the holder needs, then park anyway);
-    /// never parking cannot when the lock is held longer than
-    /// [`LONG_HOLD`] wake-ups (it saves at most a wake-up per acquisition,
-    /// and burns the whole hold per watcher).
+    /// Whether exploring `arm` can pay. Watching past a few spins (a long
+    /// watch, never parking) cannot when threads outnumber cores and the
+    /// lock is held longer than two wake-ups: the watchers take a CPU the
+    /// runnable threads need (the holder among them) to save at most one
+    /// wake-up per acquisition. Never parking cannot either when the lock
+    /// is held longer than [`LONG_HOLD`] wake-ups (it saves at most a
+    /// wake-up per acquisition, and burns the whole hold per watcher).
     fn worth_trying(arm: usize, s: &Stats) -> bool {
         let crowded = s.waiting + 1 > s.cpus.max(1);
+        let watching_pays = !crowded || s.hold_time < 2 * WAKE_COST;
         match arm {
-            1 => !crowded || s.hold_time < 2 * WAKE_COST,
-            3 => s.hold_time <= LONG_HOLD * WAKE_COST,
-            4 => crowded && s.hold_time <= LONG_HOLD * WAKE_COST,
+            1 => watching_pays,
+            3 => watching_pays && s.hold_time <= LONG_HOLD * WAKE_COST,
+            4 => crowded && watching_pays,
             _ => true,
         }
     }
 
-    /// The arm with the best rate (acquisitions per nanosecond) among those
-    /// tried in the last exploration.
+    /// `arm`'s rate in the current exploration (acquisitions per ms of
+    /// cost): the median of its windows' rates, 0 if it was not tried.
+    fn rate(&self, arm: usize) -> u64 {
+        let mut r = self.rates[arm];
+        r.sort_unstable();
+        r[r.len() / 2]
+    }
+
+    /// The arm with the best rate among those tried in the last
+    /// exploration.
     fn best(&self) -> usize {
-        let rate = |a: usize| self.acquisitions[a] as f64 / self.nanos[a].max(1) as f64;
-        (0..ARMS)
-            .max_by(|&a, &b| rate(a).total_cmp(&rate(b)))
-            .unwrap_or(0)
+        (0..ARMS).max_by_key(|&a| self.rate(a)).unwrap_or(0)
     }
 
     /// The configuration for `arm`: its waiting policy, and the watcher
@@ -281,14 +292,11 @@ impl Policy for Learned {
             // its parameters.
             return Some(self.config(self.arm, s));
         }
-        let nanos = Self::cost(s);
-        if self.samples == 0 {
-            // A new run of this arm: forget its old figures.
-            self.acquisitions[self.arm] = 0;
-            self.nanos[self.arm] = 0;
+        let nanos = Self::cost(s).max(1);
+        let rate = (w.acquisitions.saturating_mul(1_000_000) / nanos).max(1);
+        if self.exploring {
+            self.rates[self.arm][self.samples.min(PROBE - 1) as usize] = rate;
         }
-        self.acquisitions[self.arm] += w.acquisitions;
-        self.nanos[self.arm] += nanos;
         self.samples += 1;
         if self.exploring {
             if self.samples >= PROBE {
@@ -298,9 +306,10 @@ impl Policy for Learned {
                     self.arm = next;
                 } else {
                     let best = self.best();
-                    let rate = |a: usize| self.acquisitions[a] as f64 / self.nanos[a].max(1) as f64;
+                    let rates: [f64; ARMS] = core::array::from_fn(|a| self.rate(a) as f64);
+                    let rate = |a: usize| rates[a];
                     for a in 0..ARMS {
-                        if self.nanos[a] == 0 {
+                        if rates[a] == 0.0 {
                             continue;
                         }
                         if a != best && rate(a) < DOMINATED * rate(best) {
@@ -316,7 +325,7 @@ impl Policy for Learned {
                     // well do not take turns, each time with the shortest
                     // keep (exploring half the time).
                     let kept = self.kept;
-                    let best = if self.nanos[kept] > 0 && rate(kept) * 1.1 >= rate(best) {
+                    let best = if rates[kept] > 0.0 && rate(kept) * 1.1 >= rate(best) {
                         kept
                     } else {
                         best
@@ -327,7 +336,7 @@ impl Policy for Learned {
                         MIN_EXPLOIT
                     };
                     self.kept = best;
-                    self.kept_rate = self.acquisitions[best] * 1_000_000 / self.nanos[best].max(1);
+                    self.kept_rate = self.rate(best);
                     self.strays = 0;
                     self.smoothed = self.kept_rate;
                     self.arm = best;
@@ -337,7 +346,6 @@ impl Policy for Learned {
         } else {
             // A change of load (the smoothed rate moved more than 2x either
             // way, two windows in a row) starts a fresh exploration at once.
-            let rate = w.acquisitions * 1_000_000 / nanos;
             self.smoothed = self.smoothed - self.smoothed / 4 + rate / 4;
             let rate = self.smoothed;
             if rate * 2 < self.kept_rate || rate > self.kept_rate * 2 {
@@ -356,8 +364,7 @@ impl Policy for Learned {
             self.samples = 0;
             self.exploring = true;
             // An arm skipped in this exploration must not win on old figures.
-            self.acquisitions = [0; ARMS];
-            self.nanos = [0; ARMS];
+            self.rates = [[0; PROBE as usize]; ARMS];
             for a in 0..ARMS {
                 self.skip[a] = a != self.kept && self.rest[a] > 0;
                 if self.skip[a] {
@@ -458,6 +465,65 @@ mod tests {
             assert_eq!(c.wait_policy(), WaitPolicy::spin_backoff());
             assert_eq!(c.watcher_limit(), cap, "arm {fastest}");
         }
+    }
+
+    /// One window of the best arm that spans a pause in the lock's use (a
+    /// thousand times the others' length: nobody held or wanted the lock
+    /// for a while) does not sink that arm: its rate is the median of its
+    /// windows, not their pooled rate.
+    #[test]
+    fn learned_keeps_the_fastest_arm_across_a_window_spanning_a_pause() {
+        let mut p = Learned::new();
+        let mut c = Config::new();
+        let rate = [10, 10, 10, 30, 10];
+        let mut explored = Vec::new();
+        for i in 0..ARMS as u32 * PROBE {
+            let arm = p.arm();
+            explored.push(arm);
+            let mut s = window(rate[arm] * 10, 10, c);
+            s.waiting = 16;
+            if i == 10 {
+                // Arm 3's second window.
+                s.window_time = Duration::from_millis(10);
+            }
+            c = p.adapt(&s).unwrap();
+        }
+        assert_eq!(explored, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4]);
+        assert_eq!(p.arm(), 3, "the pause sank the fastest arm");
+    }
+
+    /// More threads wait than there are CPUs and the lock is held for
+    /// 100 µs (more than two wake-ups): the arms that watch past a few
+    /// spins (the long watch, never parking with and without restriction)
+    /// are not explored, only those that park soon.
+    #[test]
+    fn learned_does_not_explore_watching_when_crowded_and_held_long() {
+        let mut p = Learned::new();
+        let mut c = Config::new();
+        let mut explored = Vec::new();
+        for _ in 0..60 {
+            explored.push(p.arm());
+            let mut s = window(100, 1_000, c);
+            s.hold_time = Duration::from_micros(100);
+            s.waiting = 16;
+            c = p.adapt(&s).unwrap();
+            assert!(c.wait_policy().parks() && c.watcher_limit().is_none());
+        }
+        assert!(
+            explored.iter().all(|&a| a == 0 || a == 2),
+            "explored {explored:?}"
+        );
+        // Not crowded (one waiter on two CPUs), the same hold: every arm
+        // but the restricted one is tried.
+        let mut p = Learned::new();
+        let mut explored = Vec::new();
+        for _ in 0..ARMS as u32 * PROBE {
+            explored.push(p.arm());
+            let mut s = window(100, 1_000, c);
+            s.hold_time = Duration::from_micros(100);
+            c = p.adapt(&s).unwrap();
+        }
+        assert_eq!(explored[..12], [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]);
     }
 
     /// A lock held for a millisecond (a holder that sleeps in it): never
