@@ -308,11 +308,11 @@ impl Policy for Learned {
                     let best = self.best();
                     let rates: [f64; ARMS] = core::array::from_fn(|a| self.rate(a) as f64);
                     let rate = |a: usize| rates[a];
-                    for a in 0..ARMS {
-                        if rates[a] == 0.0 {
+                    for (a, &r) in rates.iter().enumerate() {
+                        if r == 0.0 {
                             continue;
                         }
-                        if a != best && rate(a) < DOMINATED * rate(best) {
+                        if a != best && r < DOMINATED * rate(best) {
                             self.strikes[a] = (self.strikes[a] + 1).min(4);
                             self.rest[a] = 1 << (self.strikes[a] - 1);
                         } else {
