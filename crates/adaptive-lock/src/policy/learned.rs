@@ -283,9 +283,13 @@ impl Learned {
     }
 
     /// The arm with the best rate among those tried in the last
-    /// exploration.
+    /// exploration;
+    /// parking_lot's (arm 0) if none was measured.
     fn best(&self) -> usize {
-        (0..ARMS).max_by_key(|&a| self.rate(a)).unwrap_or(0)
+        (0..ARMS)
+            .filter(|&a| self.rate(a) > 0)
+            .max_by_key(|&a| self.rate(a))
+            .unwrap_or(0)
     }
 
     /// The configuration for `arm`: its waiting policy, and the watcher
@@ -385,7 +389,13 @@ impl Policy for Learned {
         }
         self.samples += 1;
         if self.exploring {
-            if self.samples >= PROBE {
+            // An arm that the monitor now says cannot pay ends its probe
+            // at once, and does not count.
+            let pays = Self::worth_trying(self.arm, s);
+            if !pays {
+                self.windows[self.arm] = [Window::ZERO; PROBE as usize];
+            }
+            if self.samples >= PROBE || !pays {
                 self.samples = 0;
                 let next = (self.arm + 1..ARMS).find(|&a| self.tries(a, s));
                 if let Some(next) = next {
@@ -462,7 +472,10 @@ impl Policy for Learned {
             if !pause {
                 self.kept_total = self.kept_total.plus(&window);
             }
-            if self.strays >= 2 {
+            // So does a kept arm that the monitor now says cannot pay (the
+            // hold grew past what never parking or a long watch is worth
+            // trying for): it is not kept for the rest of its keep.
+            if self.strays >= 2 || !Self::worth_trying(self.kept, s) {
                 // The kept arm's figures are from another load.
                 self.kept_total = Window::ZERO;
                 self.keep_for = MIN_EXPLOIT;
@@ -629,6 +642,31 @@ mod tests {
             exploring < 300,
             "exploring for {exploring} of 1000 samples of a steady load"
         );
+    }
+
+    /// Never parking is kept while the lock is held briefly; then the
+    /// holder starts sleeping in it (a hold of a millisecond): the policy
+    /// leaves never parking at once, not at the end of its keep (which a
+    /// steady load makes long).
+    #[test]
+    fn learned_leaves_never_park_as_soon_as_the_hold_grows() {
+        let mut p = Learned::new();
+        let mut c = Config::new();
+        let rate = [10, 10, 10, 30];
+        for _ in 0..4 * PROBE {
+            let arm = p.arm();
+            c = p.adapt(&window(rate[arm] * 10, 10, c)).unwrap();
+        }
+        assert_eq!(p.arm(), 3);
+        for _ in 0..100 {
+            let arm = p.arm();
+            c = p.adapt(&window(rate[arm] * 10, 10, c)).unwrap();
+        }
+        assert_eq!(p.arm(), 3, "a steady load keeps never parking");
+        let mut s = window(100, 100_000, c);
+        s.hold_time = Duration::from_millis(1);
+        c = p.adapt(&s).unwrap();
+        assert!(c.wait_policy().parks(), "still never parking: {c:?}");
     }
 
     /// More threads wait than there are CPUs and the lock is held for
