@@ -249,20 +249,8 @@ impl Config {
         // finite count is clamped to the largest finite one, so that a
         // finite request never becomes unbounded (SimpleAdapt adding spins
         // would otherwise latch at "spin for ever").
-        let spins = if w.spin_count() == u32::MAX {
-            SPIN_MAX
-        } else if w.spin_count() as u64 >= SPIN_MAX {
-            SPIN_MAX - 1
-        } else {
-            w.spin_count() as u64
-        };
-        let yields = if w.yield_count() == u32::MAX {
-            YIELD_MAX
-        } else if w.yield_count() as u64 >= YIELD_MAX {
-            YIELD_MAX - 1
-        } else {
-            w.yield_count() as u64
-        };
+        let spins = count_bits(w.spin_count(), SPIN_MAX);
+        let yields = count_bits(w.yield_count(), YIELD_MAX);
         let mut bits = spins | (yields << YIELD_SHIFT);
         if w.backs_off() {
             bits |= BACKOFF;
@@ -351,6 +339,18 @@ impl Config {
 impl Default for Config {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// A spin or yield count as its field of `max` (all ones): `u32::MAX`
+/// (unbounded) is `max`, a finite count is clamped to `max - 1`.
+const fn count_bits(n: u32, max: u64) -> u64 {
+    if n == u32::MAX {
+        max
+    } else if n as u64 >= max {
+        max - 1
+    } else {
+        n as u64
     }
 }
 

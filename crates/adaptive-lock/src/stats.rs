@@ -42,6 +42,7 @@ pub struct Counters {
 
 impl Counters {
     /// `self - earlier`, field by field.
+    #[inline]
     pub(crate) fn since(&self, earlier: &Counters) -> Counters {
         Counters {
             acquisitions: self.acquisitions - earlier.acquisitions,

@@ -56,6 +56,23 @@ impl<P: Policy> Shared<P> {
     }
 }
 
+/// Two other threads each do one `locked_bump` while this one runs `own`
+/// (which bumps once); then all three are done.
+fn beside_two_bumpers<P: Policy + Send + 'static>(
+    s: &Arc<Shared<P>>,
+    own: impl FnOnce(&Shared<P>),
+) {
+    let ts: Vec<_> = (0..2)
+        .map(|_| {
+            let s = Arc::clone(s);
+            thread::spawn(move || s.locked_bump())
+        })
+        .collect();
+    own(s);
+    ts.into_iter().for_each(|t| t.join().unwrap());
+    s.assert_done(3, 3);
+}
+
 /// Parks after one poll (a spin hint is one loom yield).
 const PARK_SOON: WaitPolicy = WaitPolicy::spin_then_block(1);
 /// Spins twice before it parks.
@@ -77,15 +94,7 @@ fn lock_unlock_park_handoff() {
     for scheduler in [Scheduler::FCFS, Scheduler::HANDOFF] {
         model::check_with_bound(3, move || {
             let s = Shared::new(configured(PARK_SOON, scheduler));
-            let ts: Vec<_> = (0..2)
-                .map(|_| {
-                    let s = Arc::clone(&s);
-                    thread::spawn(move || s.locked_bump())
-                })
-                .collect();
-            s.locked_bump();
-            ts.into_iter().for_each(|t| t.join().unwrap());
-            s.assert_done(3, 3);
+            beside_two_bumpers(&s, Shared::locked_bump);
         });
     }
 }
@@ -169,15 +178,7 @@ fn policy_flips_spin_and_park_while_threads_wait() {
     // Three threads each sampling at every unlock: bound 3 takes minutes.
     model::check_with_bound(2, || {
         let s = Shared::new(RawAdaptiveLock::with_policy(Flip(false)));
-        let ts: Vec<_> = (0..2)
-            .map(|_| {
-                let s = Arc::clone(&s);
-                thread::spawn(move || s.locked_bump())
-            })
-            .collect();
-        s.locked_bump();
-        ts.into_iter().for_each(|t| t.join().unwrap());
-        s.assert_done(3, 3);
+        beside_two_bumpers(&s, Shared::locked_bump);
     });
 }
 
@@ -271,18 +272,13 @@ fn handoff_queues_a_passed_watcher() {
                 .watchers(Some(1)),
         );
         let s = Shared::new(lock);
+        // The others arrive while this thread holds the lock.
         s.lock.lock();
-        let ts: Vec<_> = (0..2)
-            .map(|_| {
-                let s = Arc::clone(&s);
-                thread::spawn(move || s.locked_bump())
-            })
-            .collect();
-        s.bump();
-        // SAFETY: this thread holds the lock.
-        unsafe { s.lock.unlock() };
-        ts.into_iter().for_each(|t| t.join().unwrap());
-        s.assert_done(3, 3);
+        beside_two_bumpers(&s, |s| {
+            s.bump();
+            // SAFETY: this thread holds the lock.
+            unsafe { s.lock.unlock() };
+        });
     });
 }
 

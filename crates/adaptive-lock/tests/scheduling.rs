@@ -28,6 +28,56 @@ fn until_parked<T, P: Policy>(m: &AdaptiveMutex<T, P>, n: usize) {
     }
 }
 
+/// Eight threads that take the lock (with `priority`, if any) over and
+/// over until stopped, counting their acquisitions.
+struct Loopers {
+    stop: Arc<AtomicBool>,
+    served: Arc<AtomicU64>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Loopers {
+    fn start(m: &Arc<AdaptiveMutex<u64, Static>>, priority: Option<usize>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let served = Arc::new(AtomicU64::new(0));
+        let threads = (0..8)
+            .map(|_| {
+                let (m, stop, served) = (Arc::clone(m), Arc::clone(&stop), Arc::clone(&served));
+                thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        match priority {
+                            Some(p) => *m.lock_with_priority(p) += 1,
+                            None => *m.lock() += 1,
+                        }
+                        served.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        Self {
+            stop,
+            served,
+            threads,
+        }
+    }
+
+    /// Waits (two seconds at most: generous, the bounds tested are a few
+    /// releases) for `t` to finish; then stops the loopers. Whether `t`
+    /// finished, and the loopers' acquisitions.
+    fn stop_once_finished<R>(self, t: &thread::JoinHandle<R>) -> (bool, u64) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !t.is_finished() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let finished = t.is_finished();
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        (finished, self.served.load(Ordering::Relaxed))
+    }
+}
+
 /// A configuration set on a fresh lock made by `new` survives its first
 /// acquisition, which used to apply the policy's initial configuration
 /// over it.
@@ -65,8 +115,6 @@ fn a_watcher_under_handoff_release_is_served() {
         .watchers(Some(1));
     let m = Arc::new(AdaptiveMutex::with_policy(0u64, Static(NEVER_PARK)));
     m.configure(c);
-    let stop = Arc::new(AtomicBool::new(false));
-    let served = Arc::new(AtomicU64::new(0));
     let g = m.lock();
     // The watcher registers first, inside the cap: it watches.
     let watcher = {
@@ -83,35 +131,15 @@ fn a_watcher_under_handoff_release_is_served() {
         thread::yield_now();
     }
     // The loopers register behind it: they park at once.
-    let loopers: Vec<_> = (0..8)
-        .map(|_| {
-            let (m, stop, served) = (Arc::clone(&m), Arc::clone(&stop), Arc::clone(&served));
-            thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    *m.lock() += 1;
-                    served.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
+    let loopers = Loopers::start(&m, None);
     until_parked(&m, 8);
     drop(g);
-    // Generous: the bound is one handoff plus the eight loopers queued
-    // ahead; the test allows two seconds.
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while !watcher.is_finished() && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(5));
-    }
-    let got_it = watcher.is_finished();
-    stop.store(true, Ordering::Relaxed);
-    for t in loopers {
-        t.join().unwrap();
-    }
+    // The bound is one handoff plus the eight loopers queued ahead.
+    let (got_it, served) = loopers.stop_once_finished(&watcher);
     let waited = watcher.join().unwrap();
     assert!(
         got_it,
-        "the watcher waited {waited:?} while the loopers got the lock {} times",
-        served.load(Ordering::Relaxed)
+        "the watcher waited {waited:?} while the loopers got the lock {served} times"
     );
 }
 
@@ -125,20 +153,8 @@ fn priority_aging_serves_a_low_priority_waiter() {
             Static(WaitPolicy::block()),
         ));
         m.configure(Config::new().wait(WaitPolicy::block()).scheduler(scheduler));
-        let stop = Arc::new(AtomicBool::new(false));
-        let served = Arc::new(AtomicU64::new(0));
         let g = m.lock();
-        let loopers: Vec<_> = (0..8)
-            .map(|_| {
-                let (m, stop, served) = (Arc::clone(&m), Arc::clone(&stop), Arc::clone(&served));
-                thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        *m.lock_with_priority(10) += 1;
-                        served.fetch_add(1, Ordering::Relaxed);
-                    }
-                })
-            })
-            .collect();
+        let loopers = Loopers::start(&m, Some(10));
         until_parked(&m, 8);
         let low = {
             let m = Arc::clone(&m);
@@ -152,20 +168,11 @@ fn priority_aging_serves_a_low_priority_waiter() {
         };
         until_parked(&m, 9);
         drop(g);
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while !low.is_finished() && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(5));
-        }
-        let got_it = low.is_finished();
-        stop.store(true, Ordering::Relaxed);
-        for t in loopers {
-            t.join().unwrap();
-        }
+        let (got_it, served) = loopers.stop_once_finished(&low);
         let before = low.join().unwrap();
         assert!(
             got_it,
-            "{scheduler:?}: the priority-0 waiter got nothing while the loopers got the lock {} times",
-            served.load(Ordering::Relaxed)
+            "{scheduler:?}: the priority-0 waiter got nothing while the loopers got the lock {served} times"
         );
         if scheduler.is_handoff() {
             // The documented bound: 8 threads parked ahead of it, so within

@@ -291,9 +291,15 @@ impl<P: Policy> RawAdaptiveLock<P> {
     }
 
     /// Takes the lock, or gives up at `deadline`. The deadline is checked
-    /// while the waiter watches as well as while it is parked, so the call
-    /// returns within the deadline plus about one scheduling quantum
-    /// whatever the configuration.
+    /// while the waiter watches as well as while it is parked, and a timed
+    /// wait never yields its core (it parks with the deadline as the
+    /// park's timeout, or sleeps briefly under a policy that never parks),
+    /// so whatever the configuration the call overshoots its deadline by
+    /// what a `thread::sleep` to the same deadline would: the timer's
+    /// latency and the wait for a CPU once it has fired. On an idle
+    /// machine that is microseconds; on one with many more runnable
+    /// threads than CPUs it can be milliseconds or more, for the sleep as
+    /// for the lock.
     ///
     /// # Examples
     ///

@@ -107,6 +107,7 @@ impl<P> Holder<P> {
         }
     }
 
+    #[inline]
     fn counters(&self, timeouts: u64) -> Counters {
         Counters {
             acquisitions: self.acquisitions,
