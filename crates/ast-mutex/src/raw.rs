@@ -54,6 +54,13 @@ const HANDOFF_AFTER_PASSES: u32 = if cfg!(loom) { 2 } else { 32 };
 /// lock). Loom models the same protocol with 1.
 const ROTATE_AFTER_SKIPS: u32 = if cfg!(loom) { 1 } else { 256 };
 
+/// Whether a waiter with `policy` watches the word (spins, yields, or never
+/// parks) rather than parking after one look.
+#[inline]
+fn watches(policy: WaitPolicy) -> bool {
+    policy.spin_count() > 0 || policy.yield_count() > 0 || !policy.parks()
+}
+
 #[inline]
 fn enterable(word: u32, mask: u64) -> bool {
     word & (LOCKED | UNRESOLVED) == 0 && (mask >> (word & STATE_BITS)) & 1 != 0
@@ -123,11 +130,14 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             // Concurrency restriction: a thread watches (as the policy
             // says) with a watcher slot, or when woken (it is first in line,
             // and exits count against it); any other parks after one look
-            // at the word. Without restriction, a Handoff waiter still
-            // takes a slot if one is free, to show exits that it is
-            // running (see `serve`); it watches either way.
+            // at the word. Without restriction, a Handoff waiter whose
+            // policy watches still takes a slot if one is free, to show
+            // exits that it is running (see `serve`); it watches either
+            // way. One that parks after one look is not running for long.
             let slot = match (limit, self.config.wake_mode) {
-                (0, WakeMode::Handoff) => self.watchers.claim(mask, MAX_WATCHERS),
+                (0, WakeMode::Handoff) if watches(self.config.wait) => {
+                    self.watchers.claim(mask, MAX_WATCHERS)
+                }
                 (0, _) => None,
                 _ => self.watchers.claim(mask, limit),
             };

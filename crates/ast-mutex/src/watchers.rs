@@ -12,8 +12,8 @@
 //! an exit makes no system call while they keep the lock busy.
 //!
 //! In [`WakeMode::Handoff`](crate::WakeMode::Handoff) every watching thread
-//! takes a slot if one is free, restriction or not (without restriction it
-//! watches either way): an exit then hands the lock to a running watcher,
+//! (its policy spins, yields or never parks) takes a slot if one is free,
+//! restriction or not (without restriction it watches either way): an exit then hands the lock to a running watcher,
 //! by releasing it, rather than to a parked first in line, which would
 //! leave it idle until that thread runs.
 //!
