@@ -212,11 +212,17 @@ fn buffer_workload(id: &str, title: &str, mix: Mix, watermark: bool, paper: &str
 }
 
 /// `N` bystanders parked on a state that never comes while one putter and
-/// one getter move `items` through the buffer.
+/// one getter move `items` through the buffer: the mean time of a batch of
+/// `items`, over as many batches as fill `at_least` (at least one), with the
+/// same parked bystanders. A batch can be shorter than a scheduling round
+/// (beside busy threads, `busy/4/ast/waiters/*`), and a sample that holds
+/// one batch then measures whether a round fell inside it; every sample
+/// holds several rounds.
 fn with_bystanders<A: AstLike>(
     make: impl Fn() -> AstBuffer<A> + 'static,
     bystanders: usize,
     items: usize,
+    at_least: Duration,
 ) -> impl FnMut() -> f64 {
     move || {
         let b = Arc::new(make());
@@ -240,13 +246,17 @@ fn with_bystanders<A: AstLike>(
             marginal: (0, 0),
             getters: (1, items),
         };
-        let elapsed = transfer(&b, mix);
+        let (mut elapsed, mut batches) = (Duration::ZERO, 0u32);
+        while batches == 0 || elapsed < at_least {
+            elapsed += transfer(&b, mix);
+            batches += 1;
+        }
         // Each released bystander passes `Never` on to the next.
         b.release_never();
         parked
             .into_iter()
             .for_each(|t| t.join().expect("a bystander panicked"));
-        ms(elapsed)
+        ms(elapsed) / f64::from(batches)
     }
 }
 
@@ -332,22 +342,27 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
     // item with 1000 of them here (a sample of 2000 items took 14 s), so
     // the items stay few; the regime is the number of bystanders.
     let items = mode.pick(500, 1_000);
+    // Batches per sample: enough for several scheduling rounds of the
+    // busy/ variants' background threads.
+    let at_least = mode.pick(Duration::from_millis(100), Duration::from_millis(300));
     for n in [0, 10, 100, 1000] {
         all.push(
             Workload::new(format!("ast/waiters/{n}"), Unit::Ms)
                 .title(format!(
                     "{n} threads parked on a state that never comes while one putter and \
-                     one getter move {items} items: an exit must not pay for them."
+                     one getter move {items} items (the mean of the batches that fill \
+                     {at_least:?}): an exit must not pay for them."
                 ))
                 .param("bystanders", n)
                 .param("items", items)
+                .param("sample_at_least_ms", at_least.as_millis() as u64)
                 .implementation(
                     "ast-mutex",
-                    with_bystanders(ast(WakeMode::Compete), n, items),
+                    with_bystanders(ast(WakeMode::Compete), n, items, at_least),
                 )
                 .implementation(
                     "portable-ast",
-                    with_bystanders(|| AstBuffer(PortableAst::new()), n, items),
+                    with_bystanders(|| AstBuffer(PortableAst::new()), n, items, at_least),
                 ),
         );
     }

@@ -62,11 +62,18 @@ pub enum WakeMode {
     #[default]
     Compete,
     /// Hand the lock to the woken waiter, which returns from `enter` holding
-    /// it in the new state (the paper's semantics). Every transfer to a
-    /// waiting thread waits for its wake-up. When a waiter queues while an
-    /// exit is already releasing, the exit wakes it with the lock if the
-    /// state is still free and unchanged; if another thread entered first,
-    /// the woken waiter competes.
+    /// it in the new state (the paper's semantics). When a waiter queues
+    /// while an exit is already releasing, the exit wakes it with the lock
+    /// if the state is still free and unchanged; if another thread entered
+    /// first, the woken waiter competes.
+    ///
+    /// A transfer to a parked waiter waits for its wake-up, and the lock is
+    /// idle until the waiter runs. So while a waiter that accepts the new
+    /// state is running (watching the lock word before it parks), an exit
+    /// leaves a parked first in line parked and releases the lock for the
+    /// running one, counting the exit against the parked one: at most 256
+    /// exits to its states do so, and the 257th hands it the lock (see
+    /// [`AstMutex`](crate::AstMutex)'s `# Fairness`).
     Handoff,
     /// Release the lock and wake *every* waiter that accepts the new state;
     /// they compete, and those that find the state gone wait again. For a
@@ -192,8 +199,9 @@ impl Config {
     ///
     /// `0` (the default) turns it off: every waiter watches as the
     /// [`WaitPolicy`] says, and exits wake a waiter whenever one is parked.
-    /// Only [`WakeMode::Compete`] leaves parked waiters parked for a
-    /// watcher; the other modes only cap the watchers.
+    /// [`WakeMode::Compete`] and [`WakeMode::Handoff`] (which does so even
+    /// without restriction) leave parked waiters parked for a watcher;
+    /// [`WakeMode::Broadcast`] only caps the watchers.
     ///
     /// # Fairness
     ///

@@ -46,7 +46,9 @@
 //! in constant time wherever it is, and a group is freed with its last
 //! waiter. [`WakeMode`] chooses between waking a waiter to compete
 //! (the default: a woken waiter keeps its place, and is handed the lock
-//! once a bounded number of exits passed it), the paper's strict handoff of the lock, and
+//! once a bounded number of exits passed it), the paper's handoff of the
+//! lock (to a running waiter of the state rather than a parked one, within
+//! a bound), and
 //! a broadcast that lets every waiter of the state through.
 //!
 //! The whole protocol, waiting and cancellation included, is model-checked

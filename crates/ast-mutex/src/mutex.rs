@@ -71,8 +71,12 @@ use crate::watchers::Watchers;
 /// `s` is reached after at most as many exits to `s` as there are waiters
 /// of `s` ahead of it.
 ///
-/// The bound is counted in exits. In [`WakeMode::Handoff`] every exit hands
-/// the lock to its first in line. In [`WakeMode::Compete`] (and
+/// The bound is counted in exits. In [`WakeMode::Handoff`] an exit hands
+/// the lock to its first in line, unless that waiter is parked while
+/// another waiter that accepts the state is watching the lock word
+/// (running): then it releases the lock for the running one, and counts the
+/// exit against the parked one; at most 256 exits do so, and the 257th
+/// hands it the lock. In [`WakeMode::Compete`] (and
 /// [`WakeMode::Broadcast`]) an exit wakes its first in line to compete, and
 /// the woken waiter can lose the lock to a thread that takes it first
 /// ([`try_enter`](Self::try_enter), or a thread arriving). A waiter keeps

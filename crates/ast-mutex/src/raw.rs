@@ -18,6 +18,7 @@ use crate::future::Wait;
 use crate::mutex::{AstMutex, state_index};
 use crate::state::AbstractState;
 use crate::waiters::{Handle, Slot, Table};
+use crate::watchers::MAX_WATCHERS;
 
 /// Bits 0-5 of the lock word: the abstract state's index. While the lock is
 /// held they keep the state the holder entered in.
@@ -47,10 +48,18 @@ const TOKEN_HANDOFF: Token = 1 << 8;
 const HANDOFF_AFTER_PASSES: u32 = if cfg!(loom) { 2 } else { 32 };
 
 /// How many exits may leave a parked first in line parked because a
-/// watcher that accepts their state is running (concurrency restriction);
-/// the next exit that serves it wakes it, and from then on it counts passes
-/// as any woken waiter. Loom models the same protocol with 1.
+/// watcher that accepts their state is running (concurrency restriction,
+/// and Handoff mode); the next exit that serves it wakes it, and from then
+/// on it counts passes as any woken waiter (Handoff mode: hands it the
+/// lock). Loom models the same protocol with 1.
 const ROTATE_AFTER_SKIPS: u32 = if cfg!(loom) { 1 } else { 256 };
+
+/// Whether a waiter with `policy` watches the word (spins, yields, or never
+/// parks) rather than parking after one look.
+#[inline]
+fn watches(policy: WaitPolicy) -> bool {
+    policy.spin_count() > 0 || policy.yield_count() > 0 || !policy.parks()
+}
 
 #[inline]
 fn enterable(word: u32, mask: u64) -> bool {
@@ -121,11 +130,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             // Concurrency restriction: a thread watches (as the policy
             // says) with a watcher slot, or when woken (it is first in line,
             // and exits count against it); any other parks after one look
-            // at the word.
-            let slot = if limit == 0 {
-                None
-            } else {
-                self.watchers.claim(mask, limit)
+            // at the word. Without restriction, a Handoff waiter whose
+            // policy watches still takes a slot if one is free, to show
+            // exits that it is running (see `serve`); it watches either
+            // way. One that parks after one look is not running for long.
+            let slot = match (limit, self.config.wake_mode) {
+                (0, WakeMode::Handoff) if watches(self.config.wait) => {
+                    self.watchers.claim(mask, MAX_WATCHERS)
+                }
+                (0, _) => None,
+                _ => self.watchers.claim(mask, limit),
             };
             let policy = if limit == 0 || slot.is_some() || place.node.is_some() {
                 self.config.wait
@@ -486,6 +500,20 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let bit = 1u64 << state;
         let mode = self.config.wake_mode;
         while let Some(i) = t.oldest(bit) {
+            // Handoff to a running waiter rather than a parked one: while a
+            // watcher that accepts the state runs, a parked first in line
+            // stays parked (up to `ROTATE_AFTER_SKIPS` times) and the lock
+            // is released for the watcher, which takes it without waiting
+            // for a wake-up; handing it to the parked one would leave it
+            // idle until that thread is scheduled.
+            if mode == WakeMode::Handoff
+                && t.is_queued_at(i)
+                && t.skips(i) < ROTATE_AFTER_SKIPS
+                && self.watchers.accept(bit)
+            {
+                t.skip(i);
+                break;
+            }
             if mode == WakeMode::Handoff || t.passes(i) >= HANDOFF_AFTER_PASSES {
                 if held {
                     // The notify's (or the slot's) Release publishes this

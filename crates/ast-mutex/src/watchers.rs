@@ -11,6 +11,12 @@
 //! and leaves the lock to the watcher. So only a few threads circulate, and
 //! an exit makes no system call while they keep the lock busy.
 //!
+//! In [`WakeMode::Handoff`](crate::WakeMode::Handoff) every watching thread
+//! (its policy spins, yields or never parks) takes a slot if one is free,
+//! restriction or not (without restriction it watches either way): an exit then hands the lock to a running watcher,
+//! by releasing it, rather than to a parked first in line, which would
+//! leave it idle until that thread runs.
+//!
 //! The protocol, beside the table's:
 //!
 //! * A watcher claims a slot (a CAS from 0 to its mask) before it reads the

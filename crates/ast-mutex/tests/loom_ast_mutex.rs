@@ -53,6 +53,33 @@ fn restricted_exit_leaves_a_parked_waiter_to_the_watcher() {
     });
 }
 
+/// Handoff to a running waiter: two waiters for B while the holder exits
+/// to B, without restriction. One may be watching (a Handoff waiter whose
+/// policy watches shows exits that it runs with a watcher slot; one spin
+/// under loom) while the other is parked; the exit then releases the lock
+/// for the watcher instead of handing it to the parked one, whose turn
+/// must still come. Each gets in exactly once.
+#[test]
+fn handoff_exit_leaves_a_parked_waiter_to_a_running_watcher() {
+    model::check_with_bound(2, || {
+        let config = Config::new()
+            .wake_mode(WakeMode::Handoff)
+            .spins(1)
+            .yields(0);
+        let m = Arc::new(AstMutex::with_config(St::A, 0, config));
+        let holder = m.enter(St::A);
+        let first = waiter(&m, St::B, 1, St::B);
+        let second = waiter(&m, St::B | St::C, 10, St::B);
+        let mut holder = holder;
+        *holder += 100;
+        holder.exit(St::B);
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(*m.enter(St::B), 111);
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
+    });
+}
+
 /// Concurrency restriction with a timed waiter: a patient waiter and a
 /// timed one for B, the holder exits to B. Whether the timed one watched
 /// (and the exit left the patient one parked for it) and then gave up, or

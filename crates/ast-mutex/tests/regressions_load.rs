@@ -71,13 +71,17 @@ fn scene_under_load(run: usize) {
         F::A | F::B,
         StateSet::from(F::B),
     ];
+    // Whether each thread is inside `enter`: a waiter, or about to be one.
+    let waiting: Arc<[AtomicBool; 5]> = Arc::new(Default::default());
     let mut threads = Vec::new();
     for (i, set) in sets.into_iter().enumerate() {
-        let mc = Arc::clone(&m);
+        let (mc, waiting) = (Arc::clone(&m), Arc::clone(&waiting));
         threads.push(thread::spawn(move || {
             let m = mc;
             loop {
+                waiting[i].store(true, Ordering::SeqCst);
                 let mut g = m.enter(set | F::Stop);
+                waiting[i].store(false, Ordering::SeqCst);
                 match g.entered_in() {
                     F::Stop => return g.exit(F::Stop),
                     F::A => g[i][0] += 1,
@@ -91,8 +95,14 @@ fn scene_under_load(run: usize) {
             thread::yield_now();
         }
     }
+    // The rounds in which each thread was waiting when the driver exited.
+    let mut rounds_waiting = [0usize; 5];
     for _ in 0..ROUNDS {
-        m.enter(F::Idle).exit(F::A);
+        let g = m.enter(F::Idle);
+        for (r, w) in rounds_waiting.iter_mut().zip(waiting.iter()) {
+            *r += usize::from(w.load(Ordering::SeqCst));
+        }
+        g.exit(F::A);
         m.enter(F::Idle).exit(F::B);
     }
     let counts = *m.enter(F::Idle);
@@ -117,10 +127,18 @@ fn scene_under_load(run: usize) {
     // so over ROUNDS exits to its state it gets at least ROUNDS / 33 turns
     // once it is first in line; ask for half that (a thread starved
     // under ASan with the suite running beside it got 5).
+    //
+    // The contract is about waiters: a thread that the OS keeps off its CPU
+    // outside the mutex is not one, and nothing can give it turns. Under
+    // load that happens (a thread preempted in its own exit, after the
+    // release, through 394 of the 400 exits of a 360 ms run), so each
+    // thread is owed a share of the rounds in which it was waiting, not of
+    // all of them.
     for (i, c) in counts.iter().enumerate() {
         assert!(
-            c[0] + c[1] >= ROUNDS / 66,
-            "run {run}: thread {i} starved under load: {counts:?}"
+            c[0] + c[1] >= rounds_waiting[i] / 66,
+            "run {run}: thread {i} starved under load: {counts:?}, \
+             waiting in {rounds_waiting:?} of {ROUNDS} rounds"
         );
     }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use ast_mutex::{AstMutex, Config};
+use ast_mutex::{AstMutex, Config, WakeMode};
 use sync_core::wait::WaitPolicy;
 
 ast_mutex::states! { enum St { A, B, Done } }
@@ -18,13 +18,17 @@ ast_mutex::states! { enum St { A, B, Done } }
 /// Without restriction, the 33rd.
 const RESTRICTED_BOUND: usize = 256 + 33;
 const PLAIN_BOUND: usize = 33;
+/// What the doc of `WakeMode::Handoff` promises: a parked first in line is
+/// left parked for running watchers by at most 256 exits to its states;
+/// the next one hands it the lock.
+const HANDOFF_BOUND: usize = 256 + 1;
 /// Critical sections each hammer runs at most: far beyond either bound.
 const HAMMER_SECTIONS: usize = 3000;
 
 /// A task waiting for B is queued first in line (a task never watches the
 /// word: it queues at once); then two threads keep entering in B and
 /// leaving in B, each of whose exits serves the task, the oldest acceptor
-/// of B. With `never_park`, the hammers watch the word until they enter and
+/// of B. With `WaitPolicy::spin()`, the hammers watch the word until they enter and
 /// never park, so under restriction one of them is nearly always a watcher
 /// that accepts B when an exit comes. When the task enters, it reads how
 /// many critical sections ran before its own; if it starved, the hammers
@@ -95,6 +99,22 @@ fn a_parked_first_in_line_enters_within_the_bound_without_restriction() {
         let seen = exits_before_the_first_in_line_enters(Config::new().wait(policy));
         assert!(
             seen <= PLAIN_BOUND,
+            "{seen} critical sections passed the first in line"
+        );
+    }
+}
+
+/// Handoff mode hands the lock to a running waiter rather than a parked
+/// one, within the bound: the hammers watch (with `WaitPolicy::spin()`, nearly
+/// always one of them accepts B when an exit comes), and the parked first
+/// in line is still handed the lock by the 257th exit.
+#[test]
+fn a_parked_first_in_line_is_handed_the_lock_within_the_bound_in_handoff_mode() {
+    for policy in [WaitPolicy::spin(), Config::new().wait_policy()] {
+        let config = Config::new().wake_mode(WakeMode::Handoff).wait(policy);
+        let seen = exits_before_the_first_in_line_enters(config);
+        assert!(
+            seen <= HANDOFF_BOUND,
             "{seen} critical sections passed the first in line"
         );
     }

@@ -16,6 +16,18 @@
 //!   threads per CPU), or a yield measured by [`measured_yield`] took
 //!   longer than [`SLOW_YIELD`] recently.
 //!
+//! **Our own yielding waiters are not load.** A thread that yields in a
+//! wait loop is runnable, and a yield passes through every other yielder;
+//! but each of them gives the core back at once, so a thousand of this
+//! process's waiters yielding in turn do not make a yield give the core
+//! away for a scheduling round, as a thousand busy threads would. So both
+//! signals of [`yields_are_slow`] leave them out: the threads of this
+//! process inside [`measured_yield`] ([`own_yielders`]) are subtracted from
+//! the runnable count before it is compared with [`CROWDED`], and a
+//! measured yield is slow only beyond [`SLOW_YIELD`] plus
+//! [`OWN_YIELDER_TURN`] for each of them per CPU. [`saturated`] counts every
+//! runnable thread, yielders included: they do share the CPUs.
+//!
 //! Loom: process-wide statics cannot be loom atomics (their constructors
 //! are not `const`), and this is a heuristic, not a protocol: every
 //! decision it drives must be correct either way. So the statics are std's
@@ -36,7 +48,7 @@
 
 use std::sync::OnceLock;
 // Process-wide statics: std's atomics in every build (see the module doc).
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 #[cfg(not(loom))]
 use std::time::Instant;
@@ -70,12 +82,25 @@ const HEAVY: u8 = 8;
 /// a few threads that block often leave a yield cheap (the thread it
 /// yields to soon blocks), and parking instead would cost a wake-up.
 pub const CROWDED: u64 = 4;
+/// What one of this process's yielding waiters is taken to cost a yield
+/// that passes through it: it runs, finds its state unchanged and yields
+/// again (two system calls and a context switch). A yield is slow
+/// (see [`measured_yield`]) only beyond [`SLOW_YIELD`] plus this for each
+/// other thread of this process that was yielding, per CPU.
+pub const OWN_YIELDER_TURN: Duration = Duration::from_micros(5);
+
+/// The threads of this process inside [`measured_yield`].
+static YIELDERS: AtomicUsize = AtomicUsize::new(0);
 /// When the next sample is due, in nanoseconds since [`since_epoch`]'s epoch.
 #[cfg_attr(loom, allow(dead_code))]
 static NEXT: AtomicU64 = AtomicU64::new(0);
 /// The smoothed count of runnable threads, in sixteenths.
 #[cfg_attr(loom, allow(dead_code))]
 static LOAD: AtomicU64 = AtomicU64::new(0);
+/// The smoothed count of runnable threads other than [`own_yielders`], in
+/// sixteenths.
+#[cfg_attr(loom, allow(dead_code))]
+static OTHERS: AtomicU64 = AtomicU64::new(0);
 /// Until when (nanoseconds since the epoch) yields count as slow after a
 /// slow one was measured; 0: none measured.
 static SLOW_UNTIL: AtomicU64 = AtomicU64::new(0);
@@ -101,9 +126,9 @@ pub fn saturated() -> bool {
 }
 
 /// Whether a yield would give the core away for a scheduling round: more
-/// than [`CROWDED`] threads per CPU are runnable (as last sampled), or a
-/// yield measured by [`measured_yield`] was slower than [`SLOW_YIELD`]
-/// within the last [`SLOW_YIELD_MEMORY`].
+/// than [`CROWDED`] threads per CPU are runnable besides this process's
+/// yielding waiters (as last sampled), or a yield measured by
+/// [`measured_yield`] was slow within the last [`SLOW_YIELD_MEMORY`].
 ///
 /// # Examples
 ///
@@ -132,7 +157,11 @@ pub fn yields_are_slow() -> bool {
 }
 
 /// Yields the core once and records how long that took, so that later
-/// waiters see [`yields_are_slow`]. Under loom, a plain yield to the model.
+/// waiters see [`yields_are_slow`]: a yield is slow if it took longer than
+/// [`SLOW_YIELD`] plus [`OWN_YIELDER_TURN`] for each other thread of this
+/// process that was yielding when it began, per CPU (a yield passes through
+/// them, and they give the core back at once). While it yields the caller
+/// counts in [`own_yielders`]. Under loom, a plain yield to the model.
 ///
 /// # Examples
 ///
@@ -142,10 +171,13 @@ pub fn yields_are_slow() -> bool {
 pub fn measured_yield() {
     #[cfg(not(loom))]
     {
+        // Relaxed: a count for a heuristic; nothing is published with it.
+        let others = YIELDERS.fetch_add(1, Relaxed);
         let began = Instant::now();
         std::thread::yield_now();
         let took = began.elapsed();
-        if took > SLOW_YIELD {
+        YIELDERS.fetch_sub(1, Relaxed);
+        if took > slow_yield_beside(others, cpus()) {
             let until = since_epoch() + SLOW_YIELD_MEMORY.as_nanos() as u64;
             SLOW_UNTIL.fetch_max(until, Relaxed);
         }
@@ -209,6 +241,28 @@ pub fn tick_sometimes() {
     }
 }
 
+/// How many threads of this process are yielding in [`measured_yield`]
+/// now (a snapshot): the runnable threads that [`yields_are_slow`] does not
+/// count as load.
+///
+/// # Examples
+///
+/// ```
+/// // No other thread of this doctest yields.
+/// assert_eq!(sync_core::load::own_yielders(), 0);
+/// ```
+pub fn own_yielders() -> usize {
+    YIELDERS.load(Relaxed)
+}
+
+/// How long a yield may take beside `others` yielding threads of this
+/// process on `cpus` CPUs before it counts as slow.
+#[cfg_attr(loom, allow(dead_code))]
+fn slow_yield_beside(others: usize, cpus: usize) -> Duration {
+    let per_cpu = u32::try_from(others / cpus.max(1)).unwrap_or(u32::MAX);
+    SLOW_YIELD.saturating_add(OWN_YIELDER_TURN.saturating_mul(per_cpu))
+}
+
 /// The CPUs this process may use ([`std::thread::available_parallelism`],
 /// which follows affinity masks and cgroup quotas); 1 if unknown.
 ///
@@ -245,20 +299,36 @@ fn since_epoch() -> u64 {
     EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
 }
 
+/// A quarter of the new sample `now` (a count) into the smoothed `was` (in
+/// sixteenths; 0: no sample yet): a few samples (tens of ms) to move.
+#[cfg_attr(loom, allow(dead_code))]
+fn smooth(was: u64, now: u64) -> u64 {
+    if was == 0 {
+        now * 16
+    } else {
+        (3 * was + now * 16) / 4
+    }
+}
+
+/// The runnable threads that are not this process's yielding waiters:
+/// `running` sampled, `yielders` of ours among them (read beside it, so
+/// perhaps a few more than were counted; the sampling thread stays).
+#[cfg_attr(loom, allow(dead_code))]
+fn others_running(running: u64, yielders: usize) -> u64 {
+    running.saturating_sub(yielders as u64).max(1)
+}
+
 #[cfg(not(loom))]
 fn sample() {
     let Some(running) = procs_running() else {
         STATE.fetch_and(!(SAMPLED | HEAVY), Relaxed);
         return;
     };
-    let was = LOAD.load(Relaxed);
-    // A quarter of the new sample: a few samples (tens of ms) to move.
-    let load = if was == 0 {
-        running * 16
-    } else {
-        (3 * was + running * 16) / 4
-    };
+    let others = others_running(running, own_yielders());
+    let load = smooth(LOAD.load(Relaxed), running);
     LOAD.store(load, Relaxed);
+    let others = smooth(OTHERS.load(Relaxed), others);
+    OTHERS.store(others, Relaxed);
     let cpus = cpus() as u64 * 16;
     // Runnable threads include the sampling one. Saturated above
     // `cpus + 1/2`, no longer at `cpus` or below.
@@ -272,7 +342,7 @@ fn sample() {
     } else {
         STATE.fetch_and(!SAMPLED, Relaxed);
     }
-    if load > cpus * CROWDED {
+    if others > cpus * CROWDED {
         STATE.fetch_or(HEAVY, Relaxed);
     } else {
         STATE.fetch_and(!HEAVY, Relaxed);
@@ -305,5 +375,38 @@ fn procs_running() -> Option<u64> {
     #[cfg(not(target_os = "linux"))]
     {
         None
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_yielders_are_not_counted_as_crowding() {
+        // A thousand of our waiters yielding beside two runnable threads.
+        assert_eq!(others_running(1002, 1000), 2);
+        // Counted a moment later than `running`: never below one.
+        assert_eq!(others_running(5, 9), 1);
+        assert_eq!(others_running(40, 0), 40);
+    }
+
+    #[test]
+    fn a_yield_through_our_own_yielders_may_take_longer() {
+        assert_eq!(slow_yield_beside(0, 2), SLOW_YIELD);
+        assert_eq!(slow_yield_beside(1, 2), SLOW_YIELD);
+        assert_eq!(
+            slow_yield_beside(1000, 2),
+            SLOW_YIELD + OWN_YIELDER_TURN * 500
+        );
+        // No overflow, however many.
+        assert!(slow_yield_beside(usize::MAX, 0) > Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn smoothing_moves_a_quarter_of_the_way() {
+        assert_eq!(smooth(0, 3), 48);
+        assert_eq!(smooth(64, 0), 48);
+        assert_eq!(smooth(16, 5), (48 + 80) / 4);
     }
 }
