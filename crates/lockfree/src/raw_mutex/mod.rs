@@ -288,22 +288,6 @@ impl RawMutex {
     /// ```
     #[inline]
     pub fn lock(&self) {
-        // The uncontended path, in both modes: one CAS from a word with
-        // nothing in it (no waiter counted, no flag) to `LOCKED`. A word
-        // of 0 is the case where the barging mode's `fetch_or` below would
-        // find nothing to react to, so this is that `fetch_or`'s cheapest
-        // special case, and costs no load before the RMW.
-        // Acquire: pairs with the Release of the unlock that freed it.
-        if let Err(w) = self.word.compare_exchange_weak(0, LOCKED, Acquire, Relaxed) {
-            self.lock_contended(w);
-        }
-    }
-
-    /// [`lock`](Self::lock) past its CAS from 0: the word held something
-    /// (the lock, a waiter count, `WAKING`, `STARVE`), or the weak CAS
-    /// failed spuriously; `w` is the word that CAS saw.
-    #[inline]
-    fn lock_contended(&self, w: usize) {
         if self.fairness == Fairness::Barging {
             // One RMW whatever the rest of the word holds: waiters counted
             // in the word must not cost every lock of the running threads a
@@ -318,17 +302,20 @@ impl RawMutex {
             }
             return;
         }
-        // A failed CAS leaves the line in our cache, so a second CAS from
-        // the word it saw is cheap: that keeps a wakeup in flight (WAKING
-        // set) from sending every lock of the running thread to the slow
-        // path.
-        if !self.may(w, false)
-            || self
-                .word
-                .compare_exchange_weak(w, taken(w, false), Acquire, Relaxed)
-                .is_err()
-        {
-            self.lock_slow(None);
+        // The CAS from 0 is the uncontended path. A failed CAS leaves the
+        // line in our cache, so a second CAS from the word it saw is cheap:
+        // that keeps a wakeup in flight (WAKING set) from sending every lock
+        // of the running thread to the slow path.
+        // Acquire: pairs with the Release of the unlock that freed it.
+        if let Err(w) = self.word.compare_exchange_weak(0, LOCKED, Acquire, Relaxed) {
+            if !self.may(w, false)
+                || self
+                    .word
+                    .compare_exchange_weak(w, taken(w, false), Acquire, Relaxed)
+                    .is_err()
+            {
+                self.lock_slow(None);
+            }
         }
     }
 
