@@ -1,0 +1,281 @@
+//! Asynchronous tasks (`submit`, `when` and their async forms): who runs
+//! the body, and the task shared with its `Completion`.
+
+use super::*;
+
+/// [`Runner::who`]: the monitor's holder runs the body (a task whose
+/// [`Completion`] is handed out: dropping it lets the task run).
+pub(crate) const BY_HOLDER: usize = 0;
+/// [`Runner::who`]: the future that awaits the task runs the body itself,
+/// in its poll, holding the monitor; a holder that finds the task runnable
+/// only removes it and signals the future (`when_async`, awaited).
+pub(crate) const BY_AWAITER: usize = 1;
+/// [`Runner::who`]: the awaiting future holds the monitor and executes the
+/// task now (its own poll): a precondition that holds runs the body here.
+pub(crate) const AWAITER_HOLDS: usize = 2;
+
+/// Who runs an asynchronous task's body, and the signal a holder leaves
+/// for an awaiting future that runs it itself.
+///
+/// Why an awaited `when_async` runs in its own future: a holder on another
+/// thread that ran it could do so between the future's last `Pending` and
+/// its drop (a timeout that fired meanwhile), and its result (a taken
+/// item) would be dropped with the future. Run in the future's own poll,
+/// a body's result is always output: a dropped future has taken nothing.
+pub(crate) struct Runner {
+    /// [`BY_HOLDER`], [`BY_AWAITER`] or [`AWAITER_HOLDS`]. Relaxed: written
+    /// by the future before the task is published (the queue's Release
+    /// push) or while it holds the monitor, read by holders (the lock's
+    /// Acquire/Release orders both).
+    who: AtomicUsize,
+    /// A holder found the precondition true and removed the task (it is
+    /// neither queued nor waiting): the future submits it again.
+    signalled: AtomicBool,
+}
+
+impl Runner {
+    fn new() -> Self {
+        Self {
+            who: AtomicUsize::new(BY_HOLDER),
+            signalled: AtomicBool::new(false),
+        }
+    }
+
+    /// Sets who runs the body (see [`Runner`]'s `who`).
+    pub(crate) fn set(&self, who: usize) {
+        self.who.store(who, Relaxed);
+    }
+
+    /// Whether a holder signalled since the last look (and clears it).
+    pub(crate) fn take_signal(&self) -> bool {
+        // Acquire: pairs with the Release store in `signal` (the task has
+        // left the monitor's lists before).
+        self.signalled.swap(false, Acquire)
+    }
+
+    fn signal<R>(&self, slot: &ResultSlot<R>) {
+        // Release: pairs with `take_signal`'s Acquire.
+        // An RMW, not a store: the signal stays set until the future's
+        // swap reads it (loom's models of a plain store here let the
+        // future's later swap read the initial value).
+        self.signalled.swap(true, Release);
+        slot.wake_awaiter();
+    }
+}
+
+/// An asynchronous task: precondition, body and result slot in one
+/// allocation shared with its `Completion`.
+pub(crate) struct AsyncTask<T, S, P, B, R> {
+    pre: P,
+    /// Taken by whoever wins the slot's `Finish`: the monitor's holder
+    /// (`claim`, then `run` or `discard`) or `cancel` (on the canceller's
+    /// thread).
+    body: UnsafeCell<Option<B>>,
+    slot: ResultSlot<R>,
+    runner: Runner,
+    _data: PhantomData<fn(&mut T, S)>,
+}
+
+// SAFETY: `pre` is used by the monitor's holder only, one holder at a time
+// with a happens-before edge between holders (the lock), as with a
+// `Mutex<P>`. `body` is taken once, by whoever wins the `Finish` CAS
+// (`claim` by the holder, or `cancel` on any thread): the CAS makes that
+// one thread its owner, so moving it there needs only B: Send. P, B: Send
+// suffice; the slot is Sync for R: Send.
+unsafe impl<T, S, P: Send, B: Send, R: Send> Sync for AsyncTask<T, S, P, B, R> {}
+
+impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
+    /// The task, allocated where it stays: its result slot (as large as a
+    /// result) is never built on the stack and moved.
+    #[cfg(not(loom))]
+    pub(crate) fn new_arc(pre: P, body: B) -> Arc<Self> {
+        use core::ptr::addr_of_mut;
+        let mut task = Arc::<Self>::new_uninit();
+        let p = Arc::get_mut(&mut task)
+            .expect("just allocated")
+            .as_mut_ptr();
+        // Every field is written once, but the slot's value, a
+        // `MaybeUninit` in a transparent cell that needs no initialization
+        // (see `ResultSlot::init`); then the task is initialized.
+        // SAFETY: `p` points to the new allocation, valid for writes, and
+        // every field is initialized before `assume_init` (above).
+        unsafe {
+            addr_of_mut!((*p).pre).write(pre);
+            addr_of_mut!((*p).body).write(UnsafeCell::new(Some(body)));
+            ResultSlot::init(addr_of_mut!((*p).slot));
+            addr_of_mut!((*p).runner).write(Runner::new());
+            addr_of_mut!((*p)._data).write(PhantomData);
+            task.assume_init()
+        }
+    }
+
+    /// Under loom, whose cells cannot be left uninitialized: built and
+    /// moved (models use small results).
+    #[cfg(loom)]
+    pub(crate) fn new_arc(pre: P, body: B) -> Arc<Self> {
+        Arc::new(Self {
+            pre,
+            body: UnsafeCell::new(Some(body)),
+            slot: ResultSlot::new(),
+            runner: Runner::new(),
+            _data: PhantomData,
+        })
+    }
+}
+
+/// What a submission hands out of a new asynchronous task: the queued
+/// task, its completion, and, if program order records it (strict order,
+/// or a task with a precondition), the task as the submitter's record
+/// holds it.
+pub(crate) type Handles<T, S, R> = (Task<T, S>, Completion<R>, Option<Arc<dyn Pending>>);
+
+impl<T, S, P, B, R> AsyncTask<T, S, P, B, R>
+where
+    S: AbstractState,
+    P: Pre<T, S> + 'static,
+    B: Body<T, S, R> + 'static,
+    R: Send + 'static,
+    T: 'static,
+{
+    /// The task's [`Handles`] for a monitor of `order`.
+    pub(crate) fn handles(self: Arc<Self>, order: Order, conditional: bool) -> Handles<T, S, R> {
+        let completion = Completion::shared(Arc::clone(&self) as Arc<dyn HasSlot<R>>);
+        let pending =
+            (order == Order::Strict || conditional).then(|| Arc::clone(&self) as Arc<dyn Pending>);
+        (
+            Task::Shared(self as Arc<dyn Job<T, S>>),
+            completion,
+            pending,
+        )
+    }
+}
+
+impl<T, S, P, B, R> Job<T, S> for AsyncTask<T, S, P, B, R>
+where
+    S: Copy,
+    P: Pre<T, S>,
+    B: Body<T, S, R>,
+    R: Send,
+{
+    fn entry(&self) -> Option<u64> {
+        self.pre.entry()
+    }
+
+    fn check(&self, data: &T, state: S) -> Check {
+        // A withdrawn task leaves without its precondition being looked at
+        // (its canceller dropped the body).
+        if self.slot.finish().is_cancelled() {
+            return Check::Gone;
+        }
+        match check_pre(&self.pre, data, state) {
+            Ok(true) => Check::Run,
+            Ok(false) => Check::Wait,
+            Err(Outcome::Panicked(p)) => {
+                if self.slot.finish().claim() {
+                    unwind::drop_caught(self.take_body());
+                    // SAFETY: claimed: the task finishes here, once.
+                    unsafe { self.slot.complete_panicked(p) };
+                } else {
+                    // Withdrawn meanwhile: nobody takes the panic.
+                    unwind::drop_caught(p);
+                }
+                Check::Gone
+            }
+            Err(_) => unreachable!(),
+        }
+    }
+
+    unsafe fn run(&self, data: &mut T) -> Option<S> {
+        // Its future runs it (see `Runner`): the task leaves the monitor
+        // here, unclaimed (a drop of the future can still withdraw it),
+        // and the future is woken to submit it again.
+        if self.runner.who.load(Relaxed) == BY_AWAITER {
+            self.runner.signal(&self.slot);
+            return None;
+        }
+        // Withdrawn since `check`: it must not run.
+        if !self.slot.finish().claim() {
+            return None;
+        }
+        let body = self.take_body().expect("a task runs once");
+        // SAFETY: claimed: we are the executor that owns the task.
+        let out = unsafe { self.slot.value_ptr() };
+        // The result is written in place, in the slot (see `ResultSlot`).
+        let run = catch_unwind(AssertUnwindSafe(|| {
+            crate::order::as_task(|| {
+                // SAFETY: the slot's value, written once (claimed).
+                unsafe { body.call_into(data, out) }
+            })
+        }));
+        match run {
+            Ok(next) => {
+                // SAFETY: claimed, once, by the holder; the value written.
+                unsafe { self.slot.complete_written() };
+                next
+            }
+            Err(p) => {
+                // SAFETY: claimed, once; nothing was written.
+                unsafe { self.slot.complete_panicked(p) };
+                None
+            }
+        }
+    }
+
+    unsafe fn discard(&self) {
+        if self.slot.finish().claim() {
+            unwind::drop_caught(self.take_body());
+            // SAFETY: claimed, once, instead of `run` (our caller's
+            // contract).
+            unsafe { self.slot.complete_discarded() };
+        }
+    }
+
+    fn is_forsaken(&self) -> bool {
+        self.slot.finish().is_cancelled()
+    }
+}
+
+impl<T, S, P, B, R> AsyncTask<T, S, P, B, R> {
+    fn take_body(&self) -> Option<B> {
+        self.body.with_mut(|b| {
+            // SAFETY: only whoever won the task's `Finish` (the holder's
+            // `claim`, or `cancel`) touches the body, and only after.
+            unsafe { (*b).take() }
+        })
+    }
+}
+
+impl<T, S, P: Send, B: Send, R: Send> HasSlot<R> for AsyncTask<T, S, P, B, R> {
+    fn slot(&self) -> &ResultSlot<R> {
+        &self.slot
+    }
+
+    fn runner(&self) -> Option<&Runner> {
+        Some(&self.runner)
+    }
+
+    fn cancel(&self) -> bool {
+        if !self.slot.finish().cancel() {
+            return false;
+        }
+        // Won against `claim`: the body is ours to drop, here (the task
+        // itself stays queued or waiting until its monitor drops it). A
+        // cancel from a drop during unwinding (a `CallAsync` dropped by a
+        // panic) must not panic again, which would abort: a panic in the
+        // body's drop is then swallowed; otherwise it propagates to the
+        // canceller.
+        let body = self.take_body();
+        if std::thread::panicking() {
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(move || drop(body)));
+        } else {
+            drop(body);
+        }
+        true
+    }
+}
+
+impl<T, S, P: Send, B: Send, R: Send> Pending for AsyncTask<T, S, P, B, R> {
+    fn finish(&self) -> &Finish {
+        self.slot.finish()
+    }
+}
