@@ -696,11 +696,10 @@ macro_rules! guard_impls {
             type Target = T;
             #[inline]
             fn deref(&self) -> &T {
-                // Shared access straight from the pointer: no `&mut T` is
-                // created, so `&T`s handed out before stay valid.
                 // SAFETY: the guard holds the lock, so no one else accesses
                 // the data, and `&self` excludes `deref_mut` while this
-                // borrow lives.
+                // borrow lives. Shared access straight from the pointer: no
+                // `&mut T` is created, so `&T`s handed out before stay valid.
                 self.data.with(|p| unsafe { &*p })
             }
         }
