@@ -495,10 +495,10 @@ impl<T: ?Sized> Mutex<T> {
     /// ```
     #[doc(alias = "lock_owned")]
     pub fn lock_arc_async(self: Arc<Self>) -> LockArcAsync<T> {
+        // The future owns `self` and drops its `raw` future (the only holder
+        // of this borrow, which never leaves the future) before it.
         // SAFETY: the lock lives in the `Arc`'s allocation, which never
-        // moves and which the future keeps alive: it owns `self`, and drops
-        // its `raw` future (the only holder of this borrow, which never
-        // leaves the future) before it (field order).
+        // moves and which the future keeps alive (see above).
         let raw: &'static RawMutex = unsafe { &*core::ptr::from_ref(&self.raw) };
         LockArcAsync {
             raw: raw.lock_async(),
@@ -696,10 +696,10 @@ macro_rules! guard_impls {
             type Target = T;
             #[inline]
             fn deref(&self) -> &T {
+                // Shared access straight from the pointer: no `&mut T` is
+                // created, so `&T`s handed out before stay valid.
                 // SAFETY: the guard holds the lock, so no one else accesses
-                // the data, and `&self` excludes `deref_mut` while this
-                // borrow lives. Shared access straight from the pointer: no
-                // `&mut T` is created, so `&T`s handed out before stay valid.
+                // the data; `&self` excludes `deref_mut` while this lives.
                 self.data.with(|p| unsafe { &*p })
             }
         }
