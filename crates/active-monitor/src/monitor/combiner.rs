@@ -23,14 +23,22 @@ pub(super) const HANDOVER_SPINS: usize = 64;
 pub(super) const HANDOVER_SPINS: usize = 0;
 
 /// How many times a contended `call` looks at the lock word for the holder
-/// to let go before it queues its task (`spin_for_call`): about as long
-/// as a short critical section.
+/// to let go before it queues its task (`spin_for_call`), backing off
+/// between looks (1, 2, 4, up to `1 << CALL_BACKOFF_MAX` pauses): about
+/// 1,300 pauses in all, about as long as a sleeping thread's wake-up. A
+/// queued call costs its holder the task's and the result's cache misses,
+/// and a sleeping caller a wake-up, so a caller that may soon take the
+/// monitor itself waits for it that long first.
 #[cfg(not(loom))]
-pub(super) const CALL_LOCK_SPINS: usize = 32;
+pub(super) const CALL_LOCK_SPINS: usize = 12;
 /// Under loom, one look: the models see both a caller that takes the
 /// monitor after all and one that queues.
 #[cfg(loom)]
 pub(super) const CALL_LOCK_SPINS: usize = 1;
+
+/// The longest backoff between two looks of `spin_for_call`, as a power of
+/// two of pauses.
+pub(super) const CALL_BACKOFF_MAX: usize = 8;
 
 /// The most batches a combiner serves between two offers
 /// (`offer_handover`) after offers were not taken.

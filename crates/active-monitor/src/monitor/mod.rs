@@ -28,7 +28,7 @@ mod space;
 mod waiting;
 
 pub use builder::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY};
-use combiner::{CALL_LOCK_SPINS, Unlock};
+use combiner::{CALL_BACKOFF_MAX, CALL_LOCK_SPINS, Unlock};
 use space::Handover;
 #[cfg(not(loom))]
 use waiting::SWEEP_MIN;
