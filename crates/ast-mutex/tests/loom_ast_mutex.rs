@@ -38,19 +38,7 @@ fn restricted(initial: St) -> Arc<AstMutex<St, usize>> {
 /// exit to B must reach it. Each gets in exactly once.
 #[test]
 fn restricted_exit_leaves_a_parked_waiter_to_the_watcher() {
-    model::check_with_bound(2, || {
-        let m = restricted(St::A);
-        let holder = m.enter(St::A);
-        let first = waiter(&m, St::B, 1, St::B);
-        let second = waiter(&m, St::B | St::C, 10, St::B);
-        let mut holder = holder;
-        *holder += 100;
-        holder.exit(St::B);
-        first.join().unwrap();
-        second.join().unwrap();
-        assert_eq!(*m.enter(St::B), 111);
-        assert_eq!(m.__test_waiter_table_size(), (0, 0));
-    });
+    model::check_with_bound(2, || two_waiters_for_b_each_get_in_once(&restricted(St::A)));
 }
 
 /// Handoff to a running waiter: two waiters for B while the holder exits
@@ -66,18 +54,23 @@ fn handoff_exit_leaves_a_parked_waiter_to_a_running_watcher() {
             .wake_mode(WakeMode::Handoff)
             .spins(1)
             .yields(0);
-        let m = Arc::new(AstMutex::with_config(St::A, 0, config));
-        let holder = m.enter(St::A);
-        let first = waiter(&m, St::B, 1, St::B);
-        let second = waiter(&m, St::B | St::C, 10, St::B);
-        let mut holder = holder;
-        *holder += 100;
-        holder.exit(St::B);
-        first.join().unwrap();
-        second.join().unwrap();
-        assert_eq!(*m.enter(St::B), 111);
-        assert_eq!(m.__test_waiter_table_size(), (0, 0));
+        two_waiters_for_b_each_get_in_once(&Arc::new(AstMutex::with_config(St::A, 0, config)));
     });
+}
+
+/// The scenario of the two models above: the holder of `m` (in A) exits to
+/// B while two waiters for B wait; each gets in exactly once, and the
+/// waiter table is left empty.
+fn two_waiters_for_b_each_get_in_once(m: &Arc<AstMutex<St, usize>>) {
+    let mut holder = m.enter(St::A);
+    let first = waiter(m, St::B, 1, St::B);
+    let second = waiter(m, St::B | St::C, 10, St::B);
+    *holder += 100;
+    holder.exit(St::B);
+    first.join().unwrap();
+    second.join().unwrap();
+    assert_eq!(*m.enter(St::B), 111);
+    assert_eq!(m.__test_waiter_table_size(), (0, 0));
 }
 
 /// Concurrency restriction with a timed waiter: a patient waiter and a
