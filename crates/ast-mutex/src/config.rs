@@ -53,9 +53,12 @@ pub enum WakeMode {
     /// and has waited longest; it competes with threads arriving meanwhile.
     /// If it loses, it watches the state again and waits again, keeping its
     /// place in line. It is still first in line while it is woken but not
-    /// yet running: exits to its states meanwhile count against it rather
-    /// than wake someone else, and once 32 exits have passed it the next
-    /// one hands it the lock (see [`AstMutex`]'s `# Fairness`).
+    /// yet running: exits to its states meanwhile count against it, and a
+    /// thread that parks while the lock is free for it wakes the waiter
+    /// behind it (a few at most), so that a woken thread waiting for a CPU
+    /// does not leave the lock idle. Once 32 exits have passed it, the next
+    /// one hands it the lock if it is running, or has been woken for a
+    /// millisecond (see [`AstMutex`]'s `# Fairness`).
     ///
     /// The default: a woken thread takes a while to run, and letting
     /// running threads take the lock meanwhile keeps the lock busy.
@@ -207,9 +210,10 @@ impl Config {
     ///
     /// Parked waiters are rotated in: a parked first in line for a state is
     /// left parked by at most 256 exits to its states; the next one that
-    /// serves it wakes it, and it then enters within 33 more (see
-    /// [`AstMutex`]'s `# Fairness`): the 289th exit to its states at the
-    /// latest hands it the lock.
+    /// serves it wakes it, and it then enters within 33 more once it runs
+    /// or has waited a millisecond for a CPU, and within 1,025 more in all
+    /// (see [`AstMutex`]'s `# Fairness`): the 1,281st exit to its states at
+    /// the latest hands it the lock.
     ///
     /// # Panics
     ///

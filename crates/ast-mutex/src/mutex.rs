@@ -82,19 +82,25 @@ use crate::watchers::Watchers;
 /// ([`try_enter`](Self::try_enter), or a thread arriving). A waiter keeps
 /// its place while it is woken, including while it waits for a CPU or for
 /// its executor to poll it: an exit to one of its states during that time
-/// is counted against it, as one that passed it (and nobody else is woken
-/// meanwhile: it is still first in line). **At most 32 exits for which a
-/// waiter is first in line pass it; the 33rd hands it the lock**, whether
-/// it is then sleeping, running, or woken and not yet running (it finds the
-/// lock held for it). So however loaded the machine and however often other
-/// threads barge in, a waiter that is first in line enters within 33 exits
-/// to its states. (The bound is a compromise: each handoff to a waiter that
-/// is not running idles the lock until it runs.)
+/// is counted against it, as one that passed it. **Once 32 exits have
+/// passed a waiter that is first in line, the next exit hands it the lock,
+/// if it is running, parked again, or has been woken for a millisecond or
+/// more.** A woken waiter that has not run yet for less than that is
+/// passed without the lock being held for it (the lock would idle until
+/// the scheduler runs it, up to a scheduling round when threads outnumber
+/// cores), and a thread that parks while the lock is free in its state
+/// wakes the waiters behind it, a few at most, so that the lock does not
+/// idle either; the 1,025th exit that passes it hands it the lock in any
+/// case. So however loaded the machine and however often other threads
+/// barge in, a waiter that is first in line enters within 33 exits to its
+/// states once it runs or has waited a millisecond for a CPU, and within
+/// 1,025 in all.
 ///
 /// A task woken to compete keeps its place until it is polled or dropped:
-/// while it is not polled, the waiters behind it wait too, and after 32
-/// exits the lock is held for it. Keep polling an [`EnterAsync`] you created, or
-/// drop it (which passes the wake-up or the lock on).
+/// while it is not polled, threads that park wake the waiters behind it,
+/// and once 32 exits have passed it and a millisecond has passed since its
+/// wake-up, the lock is held for it. Keep polling an [`EnterAsync`] you
+/// created, or drop it (which passes the wake-up or the lock on).
 ///
 /// # Panics
 ///
@@ -413,9 +419,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// # Fairness
     ///
     /// As for threads (see [`AstMutex`]'s `# Fairness`). A future woken to
-    /// compete keeps its place in line until it is polled or dropped, and
-    /// after 32 exits to its states the lock is held for it: keep polling
-    /// an `EnterAsync` you created, as with tokio's mutex, or drop it (which
+    /// compete keeps its place in line until it is polled or dropped; while
+    /// it is not polled, threads that park wake the waiters behind it, and
+    /// once 32 exits to its states have passed it and a millisecond has
+    /// passed since its wake-up, the lock is held for it: keep polling an
+    /// `EnterAsync` you created, as with tokio's mutex, or drop it (which
     /// passes the wake-up or the lock on).
     ///
     /// # Cancel safety

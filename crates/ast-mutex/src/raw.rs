@@ -4,13 +4,13 @@
 //! `waiters.rs`, the watcher slots in `watchers.rs`.
 
 use core::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::Ordering;
 use sync_core::unwind::Panics;
 use sync_core::wait::{Next, WaitPolicy, Watch};
-use sync_core::waiter::{Token, Waiter};
+use sync_core::waiter::{Token, Waiter, Wakeup};
 use sync_core::wake_list::WakeList;
 
 use crate::config::WakeMode;
@@ -38,14 +38,27 @@ const TOKEN_HANDOFF: Token = 1 << 8;
 
 /// A waiter that this many exits served without the lock (woken to compete,
 /// or passed while it was woken and had not taken the lock yet) is handed
-/// the lock by the next exit that serves it, in every wake mode.
-///
-/// A compromise: on an oversubscribed machine a woken waiter often waits
-/// for a CPU while the running threads pass it, and a lock handed to it
-/// waits with it, so a small bound idles the lock often (the report's
-/// `ast/bb-large` and `ast/wm-large` measure it). Loom models the same
-/// protocol with 2, to reach the handoff in few steps.
+/// the lock by the next exit that serves it, in every wake mode, unless it
+/// is pending (woken, and its thread not back yet: not yet scheduled, or
+/// its task not yet polled) for less than `PENDING_PATIENCE`, and passed
+/// fewer than `HANDOFF_PENDING_AFTER_PASSES` times. A lock handed to a
+/// pending waiter idles until that thread gets a CPU, which can take a
+/// scheduling round when threads outnumber cores; the report's `ast/bb-*`
+/// rows and their `busy/4/` twins measure it. Loom models the same protocol
+/// with 2.
 const HANDOFF_AFTER_PASSES: u32 = if cfg!(loom) { 2 } else { 32 };
+
+/// A pending waiter that `HANDOFF_AFTER_PASSES` exits have passed is handed
+/// the lock anyway once it has been pending this long: the scheduler is
+/// keeping its thread from running while others run, and holding the lock
+/// for it is then what makes them wait their turn.
+const PENDING_PATIENCE: Duration = Duration::from_millis(1);
+
+/// A waiter that this many exits served without the lock is handed the
+/// lock even while it is pending (and not for `PENDING_PATIENCE` yet), so
+/// that the bound holds in exits too. Loom, which does not model time,
+/// models the same protocol with 3.
+const HANDOFF_PENDING_AFTER_PASSES: u32 = if cfg!(loom) { 3 } else { 1024 };
 
 /// How many exits may leave a parked first in line parked because a
 /// watcher that accepts their state is running (concurrency restriction,
@@ -53,6 +66,14 @@ const HANDOFF_AFTER_PASSES: u32 = if cfg!(loom) { 2 } else { 32 };
 /// on it counts passes as any woken waiter (Handoff mode: hands it the
 /// lock). Loom models the same protocol with 1.
 const ROTATE_AFTER_SKIPS: u32 = if cfg!(loom) { 1 } else { 256 };
+
+/// How many woken acceptors of the free lock's state may be pending (woken
+/// and not back yet) before a waiter that parks stops waking more of them
+/// (see `AstMutex::enqueue`). One woken waiter suffices while the CPUs are
+/// free; when threads outnumber cores a woken thread can wait a scheduling
+/// round for a CPU, and a few more of them, each runnable, keep the lock
+/// from idling meanwhile.
+const PENDING_WAKES: usize = 4;
 
 /// Whether a waiter with `policy` watches the word (spins, yields, or never
 /// parks) rather than parking after one look.
@@ -171,7 +192,12 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             woken = false;
             let waiter = Waiter::for_thread(0);
             match self.enqueue(mask, &mut place, &waiter) {
-                Enqueued::Queued => {}
+                Enqueued::Queued(ahead) => {
+                    if let Some(w) = ahead {
+                        // A thread's unpark: no user code runs.
+                        w.wake();
+                    }
+                }
                 Enqueued::Enterable => continue,
                 Enqueued::Handed(s) => return Some(s),
             }
@@ -196,6 +222,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             }
             // Woken to compete: our node stays, woken; watch again (once, if
             // past the deadline).
+            if let Some(slot) = &place.slot {
+                slot.mark_back();
+            }
             woken = true;
         }
     }
@@ -242,6 +271,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// Queues `waiter` for `mask` unless the word admits `mask`: a waiter
     /// without a node gets one at the end of its group (with a new ticket);
     /// a woken one is queued again in its place.
+    ///
+    /// A waiter that queues while the lock is free in a state whose first in
+    /// line is pending (woken to compete, its thread not running yet) may be
+    /// the last running thread that could have taken the lock: after it
+    /// parks, the lock idles until the scheduler runs the woken one, which
+    /// can take a scheduling round when threads outnumber cores. So it wakes
+    /// the next queued acceptor of that state as well (a thread: an unpark
+    /// runs no user code), unless `PENDING_WAKES` acceptors ahead of it are
+    /// pending already; `Queued` carries the wake-up, to deliver once the
+    /// table lock is released.
     pub(crate) fn enqueue(&self, mask: u64, place: &mut Place, waiter: &Arc<Waiter>) -> Enqueued {
         let mut t = self.waiters.lock();
         let fresh = match place.node {
@@ -283,7 +322,45 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             self.waiters.publish(&mut t);
             return Enqueued::Enterable;
         }
-        Enqueued::Queued
+        let ahead = if w & LOCKED == 0 {
+            self.wake_ahead(&mut t, 1 << (w & STATE_BITS))
+        } else {
+            None
+        };
+        Enqueued::Queued(ahead)
+    }
+
+    /// Under the table lock, when the lock is free in the state of `bit`:
+    /// if its first in line is pending and no watcher that accepts the state
+    /// is running, wakes the next queued thread that accepts it to compete
+    /// (see `enqueue`), and returns the wake-up.
+    fn wake_ahead(&self, t: &mut Table, bit: u64) -> Option<Wakeup> {
+        let first = t.oldest(bit)?;
+        if !t.is_pending_at(first) || self.watchers.accept(bit) {
+            // Queued: the exit that freed the lock serves it (it is waiting
+            // for the table lock we hold), or a running watcher takes the
+            // lock. Back: it is running. A watcher that accepts the state
+            // is running too (concurrency restriction: it takes the lock).
+            return None;
+        }
+        let j = t.next_to_wake(bit, PENDING_WAKES)?;
+        if !t.is_thread_at(j) {
+            return None;
+        }
+        let waiter = t
+            .take_waiter(j)
+            .expect("next_to_wake returns a queued node");
+        match Waiter::notify_deferred(&waiter, TOKEN_WAKE) {
+            Some(w) => {
+                t.pass(j);
+                Some(w)
+            }
+            None => {
+                // Cancelled (a timed waiter past its deadline): it leaves.
+                t.remove_at(j);
+                None
+            }
+        }
     }
 
     /// Removes the node of a waiter whose `Waiter` was cancelled (an exit
@@ -354,6 +431,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                             return Poll::Ready(token as u32 & STATE_BITS);
                         }
                         // Woken to compete: our node stays, woken.
+                        if let Some(slot) = &wait.place.slot {
+                            slot.mark_back();
+                        }
                     }
                 }
             }
@@ -366,7 +446,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             }
             let waiter = Waiter::for_task(cx.waker(), 0);
             match self.enqueue(wait.mask, &mut wait.place, &waiter) {
-                Enqueued::Queued => {
+                Enqueued::Queued(ahead) => {
+                    if let Some(w) = ahead {
+                        // A thread's unpark: no user code runs.
+                        w.wake();
+                    }
                     // A notify from now on wakes the waker registered above.
                     wait.waiter = Some(waiter);
                     return Poll::Pending;
@@ -514,7 +598,14 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 t.skip(i);
                 break;
             }
-            if mode == WakeMode::Handoff || t.passes(i) >= HANDOFF_AFTER_PASSES {
+            // A pending first in line (woken, its thread not back yet) is
+            // handed the lock only once it has been pending for long (the
+            // scheduler keeps it from running): before that the lock would
+            // idle until it gets a CPU.
+            if mode == WakeMode::Handoff
+                || (t.passes(i) >= HANDOFF_AFTER_PASSES
+                    && (!t.is_pending_at(i) || Self::pending_too_long(t, i)))
+            {
                 if held {
                     // The notify's (or the slot's) Release publishes this
                     // store and our critical section to the new owner.
@@ -610,6 +701,15 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         }
     }
 
+    /// Whether pending node `i` has waited long enough to be handed the
+    /// lock: `PENDING_PATIENCE` since it was woken, or
+    /// `HANDOFF_PENDING_AFTER_PASSES` passes (loom, which does not model
+    /// time, only counts passes).
+    fn pending_too_long(t: &Table, i: u32) -> bool {
+        t.passes(i) >= HANDOFF_PENDING_AFTER_PASSES
+            || t.woken_for(i).is_some_and(|d| d >= PENDING_PATIENCE)
+    }
+
     /// Frees the word in state `next`, under the table lock (`_held` is the
     /// proof): `enqueue` reads the word under the same lock, so it sees
     /// either the held word, and is then queued before we look, or this.
@@ -664,8 +764,10 @@ impl Place {
 
 /// What [`AstMutex::enqueue`] did.
 pub(crate) enum Enqueued {
-    /// The waiter is queued; a notify will come.
-    Queued,
+    /// The waiter is queued; a notify will come. With the wake-up of a
+    /// thread woken ahead of a pending first in line, to deliver before
+    /// waiting.
+    Queued(Option<Wakeup>),
     /// The word admits the waiter: try to enter.
     Enterable,
     /// The lock was handed to the (woken) waiter, in this state.

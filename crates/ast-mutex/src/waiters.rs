@@ -40,8 +40,10 @@
 
 use sync_core::spin::{SpinGuard, SpinLock};
 use sync_core::sync::Arc;
-use sync_core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use sync_core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use sync_core::waiter::{Token, Waiter};
+
+use std::time::{Duration, Instant};
 
 pub(crate) struct Waiters {
     table: SpinLock<Table>,
@@ -92,6 +94,9 @@ struct Node {
     skips: u32,
     /// `Some` while queued; `None` while woken (and while free).
     waiter: Option<Arc<Waiter>>,
+    /// When an exit last woke it (not read under loom, where time is not
+    /// modelled).
+    woken_at: Option<Instant>,
     /// Where an exit hands the lock to the node while it is woken.
     slot: Option<Arc<Slot>>,
 }
@@ -106,12 +111,23 @@ pub(crate) struct Handle {
 /// A waiter's mailbox for a lock handed to it while it is woken (not
 /// queued, so not reachable through a [`Waiter`]): 0, or the handoff token.
 /// One per wait; the waiter reads it while it watches the word.
+///
+/// Beside it, whether the waiter is *back* from its last wake-up: cleared
+/// by the exit that wakes it, set by the waiter once it runs again (a
+/// thread returned from its park, a task polled). A woken node that is not
+/// back is *pending*: its thread may be waiting for a CPU behind other
+/// runnable threads, for as long as a scheduling round. Exits read it to
+/// choose what to do (see `AstMutex::serve`); any value they read is
+/// correct, only slower.
 #[derive(Debug, Default)]
-pub(crate) struct Slot(AtomicUsize);
+pub(crate) struct Slot {
+    token: AtomicUsize,
+    back: AtomicBool,
+}
 
 impl Slot {
     pub fn new() -> Arc<Self> {
-        Arc::new(Self(AtomicUsize::new(0)))
+        Arc::new(Self::default())
     }
 
     /// The token handed over, if any.
@@ -119,7 +135,7 @@ impl Slot {
     pub fn token(&self) -> Option<Token> {
         // Acquire: pairs with the Release in `hand`, so the holder's critical
         // section happens before the waiter's.
-        match self.0.load(Ordering::Acquire) {
+        match self.token.load(Ordering::Acquire) {
             0 => None,
             t => Some(t),
         }
@@ -129,7 +145,19 @@ impl Slot {
         debug_assert_ne!(token, 0);
         // Release: publishes the lock word store and the critical section of
         // the exit that hands the lock over (pairs with `token`).
-        self.0.store(token, Ordering::Release);
+        self.token.store(token, Ordering::Release);
+    }
+
+    /// The waiter runs again after a wake-up.
+    #[inline]
+    pub fn mark_back(&self) {
+        // Relaxed: a hint to exits, which publishes nothing (see the type).
+        self.back.store(true, Ordering::Relaxed);
+    }
+
+    fn is_back(&self) -> bool {
+        // Relaxed: as in `mark_back`.
+        self.back.load(Ordering::Relaxed)
     }
 }
 
@@ -198,6 +226,7 @@ impl Table {
             passes: 0,
             skips: 0,
             waiter: Some(waiter),
+            woken_at: None,
             slot: Some(slot),
         };
         let index = if self.free == NIL {
@@ -371,9 +400,65 @@ impl Table {
     }
 
     /// Takes live node `i`'s waiter: `Some` if it was queued (it is then
-    /// woken), `None` if it was woken already.
+    /// woken, and pending until its waiter is back), `None` if it was woken
+    /// already.
     pub fn take_waiter(&mut self, i: u32) -> Option<Arc<Waiter>> {
-        self.nodes[i as usize].waiter.take()
+        let n = &mut self.nodes[i as usize];
+        let waiter = n.waiter.take()?;
+        n.slot
+            .as_ref()
+            .expect("a live node has a slot")
+            .back
+            .store(false, Ordering::Relaxed);
+        n.woken_at = (!cfg!(loom)).then(Instant::now);
+        Some(waiter)
+    }
+
+    /// How long live node `i` has been woken, if it is and that is known
+    /// (`None` under loom).
+    pub fn woken_for(&self, i: u32) -> Option<Duration> {
+        let n = &self.nodes[i as usize];
+        n.waiter.is_none().then_some(n.woken_at?.elapsed())
+    }
+
+    /// Whether live node `i` is queued by a thread (not a task).
+    pub fn is_thread_at(&self, i: u32) -> bool {
+        self.nodes[i as usize]
+            .waiter
+            .as_ref()
+            .is_some_and(|w| w.is_thread())
+    }
+
+    /// Whether live node `i` is woken and its waiter not back yet.
+    pub fn is_pending_at(&self, i: u32) -> bool {
+        let n = &self.nodes[i as usize];
+        n.waiter.is_none() && !n.slot.as_ref().expect("a live node has a slot").is_back()
+    }
+
+    /// The longest-waiting queued node whose entry set contains
+    /// `state_bit`, if fewer than `pending` pending nodes of those sets
+    /// precede it (a node woken to compete and not back yet). Walks only the
+    /// woken nodes at the heads of the matching groups.
+    pub fn next_to_wake(&self, state_bit: u64, pending: usize) -> Option<u32> {
+        let mut first: Option<u32> = None;
+        let mut ahead = 0;
+        for g in self.groups.iter().filter(|g| g.mask & state_bit != 0) {
+            let mut i = g.head;
+            while i != NIL {
+                let n = &self.nodes[i as usize];
+                if n.waiter.is_some() {
+                    if first.is_none_or(|f| self.nodes[f as usize].ticket > n.ticket) {
+                        first = Some(i);
+                    }
+                    break;
+                }
+                if self.is_pending_at(i) {
+                    ahead += 1;
+                }
+                i = n.next;
+            }
+        }
+        first.filter(|_| ahead < pending)
     }
 
     /// Hands the lock to live woken node `i` through its slot, and removes

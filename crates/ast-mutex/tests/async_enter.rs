@@ -307,23 +307,30 @@ fn broadcast_wakes_every_waiter_of_the_state_at_once() {
 
 /// Compete mode: a woken waiter that keeps losing the lock to a barging
 /// thread is handed the lock once 32 exits have passed it, so it cannot
-/// lose for ever.
-#[test]
-fn a_waiter_passed_by_32_exits_is_handed_the_lock() {
+/// lose for ever: at once if it runs (here: is polled after each loss, and
+/// queues again), and once it has waited a millisecond for a CPU if it does
+/// not (a task not polled: before that the lock is not held for it).
+fn passed_by_32_exits(polled: bool) {
     let m = AstMutex::new(Buf::Empty, 0u32);
     let counting = Arc::new(Counting(AtomicUsize::new(0)));
     let waker = Waker::from(Arc::clone(&counting));
     let mut f = m.enter_async(Buf::Full);
     assert!(poll_once(&mut f, &waker).is_pending());
     for loss in 1..=32 {
-        m.enter(Buf::Empty).exit(Buf::Full); // wakes f to compete
-        assert_eq!(counting.0.load(Ordering::Relaxed), loss);
+        m.enter(Buf::Empty).exit(Buf::Full); // wakes f to compete, or passes it
+        let woken = if polled { loss } else { 1 };
+        assert_eq!(counting.0.load(Ordering::Relaxed), woken);
         assert!(!m.is_locked(), "released for f to compete");
         // A barging thread takes it first and moves on.
         m.try_enter(Buf::Full)
             .expect("free in Full")
             .exit(Buf::Empty);
-        assert!(poll_once(&mut f, &waker).is_pending(), "f lost");
+        if polled {
+            assert!(poll_once(&mut f, &waker).is_pending(), "f lost");
+        }
+    }
+    if !polled {
+        thread::sleep(Duration::from_millis(2));
     }
     m.enter(Buf::Empty).exit(Buf::Full);
     assert!(m.is_locked(), "handed to f this time");
@@ -335,6 +342,73 @@ fn a_waiter_passed_by_32_exits_is_handed_the_lock() {
         panic!("f was handed the lock");
     };
     assert_eq!(g.entered_in(), Buf::Full);
+}
+
+#[test]
+fn a_waiter_passed_by_32_exits_is_handed_the_lock() {
+    passed_by_32_exits(true);
+}
+
+#[test]
+fn a_woken_task_not_polled_is_handed_the_lock_after_32_passes_and_a_millisecond() {
+    passed_by_32_exits(false);
+}
+
+/// A thread that parks while the lock is free in a state whose woken first
+/// in line has not run (a task not polled) wakes the next waiter of that
+/// state: the lock does not idle until the first one's executor polls it.
+#[test]
+fn a_thread_that_parks_wakes_the_next_in_line_past_a_woken_task() {
+    let m = Arc::new(AstMutex::new(Buf::Empty, Vec::new()));
+    let waker = Waker::from(Arc::new(Counting(AtomicUsize::new(0))));
+    let mut f = m.enter_async(Buf::Full);
+    assert!(
+        poll_once(&mut f, &waker).is_pending(),
+        "f is first in line for Full"
+    );
+    let second = {
+        let m = Arc::clone(&m);
+        thread::spawn(move || {
+            let mut g = m.enter(Buf::Full);
+            g.push("second");
+            g.exit(Buf::Mid);
+        })
+    };
+    while m.__test_waiter_table_size() != (1, 2) {
+        thread::sleep(Duration::from_millis(1));
+    }
+    m.enter(Buf::Empty).exit(Buf::Full); // wakes f, which is not polled
+    // Parks (the lock is free in Full), and wakes `second` on its way.
+    let third = {
+        let m = Arc::clone(&m);
+        thread::spawn(move || {
+            let mut g = m.enter(Buf::Mid);
+            g.push("third");
+            g.exit(Buf::Full);
+        })
+    };
+    for _ in 0..10_000 {
+        if second.is_finished() && third.is_finished() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    let done = second.is_finished() && third.is_finished();
+    // Let f in, so that a failure does not leave the threads hanging.
+    let g = loop {
+        if let Poll::Ready(g) = poll_once(&mut f, &waker) {
+            break g;
+        }
+        thread::sleep(Duration::from_millis(1));
+    };
+    assert!(
+        done,
+        "the waiters behind the woken task idled until it was polled"
+    );
+    assert_eq!(*g, ["second", "third"]);
+    g.exit(Buf::Empty);
+    second.join().unwrap();
+    third.join().unwrap();
 }
 
 /// The waiters that accept a state are served in arrival order whatever

@@ -402,13 +402,14 @@ fn wait_until_queued(m: &AstMutex<St, usize>) {
 
 /// Compete mode's bound, in exits: a waiter for B is woken by the exit to
 /// B and, before it runs, the holder barges back in and leaves in B again,
-/// over and over (each such exit passes the woken waiter). At most two
-/// exits pass it: the third hands it the lock, so the third barge fails
-/// (the lock is held for the waiter, or the waiter has been and left C).
-/// Before the bound counted exits, a woken waiter that had not run yet was
-/// not counted at all, and every barge succeeded.
+/// over and over (each such exit passes the woken waiter). Under loom's
+/// constants, two exits pass it once it runs, and three while it has not
+/// run yet (pending): the fourth barge fails at the latest (the lock is held
+/// for the waiter, or the waiter has been and left C). Before the bound
+/// counted exits, a woken waiter that had not run yet was not counted at
+/// all, and every barge succeeded.
 #[test]
-fn a_woken_waiter_passed_by_two_exits_is_handed_the_lock() {
+fn a_woken_waiter_passed_by_three_exits_is_handed_the_lock() {
     model::check_with_bound(2, || {
         let m = mutex(WakeMode::Compete, St::A);
         let g = m.enter(St::A);
@@ -416,14 +417,14 @@ fn a_woken_waiter_passed_by_two_exits_is_handed_the_lock() {
         wait_until_queued(&m);
         g.exit(St::B);
         let mut barges = 0;
-        for _ in 0..3 {
+        for _ in 0..4 {
             if let Some(mut g) = m.try_enter(St::B) {
                 *g += 10;
                 barges += 1;
                 drop(g); // back to B: an exit to B
             }
         }
-        assert!(barges <= 2, "the woken waiter was passed by {barges} exits");
+        assert!(barges <= 3, "the woken waiter was passed by {barges} exits");
         wants_b.join().unwrap();
         assert_eq!(*m.enter(St::C), 1 + 10 * barges);
         assert_eq!(m.__test_waiter_table_size(), (0, 0));
@@ -433,7 +434,7 @@ fn a_woken_waiter_passed_by_two_exits_is_handed_the_lock() {
 /// The same with a task: the lock is handed to the woken task's slot, and
 /// its next poll returns the guard.
 #[test]
-fn a_woken_task_passed_by_two_exits_is_handed_the_lock() {
+fn a_woken_task_passed_by_three_exits_is_handed_the_lock() {
     model::check_with_bound(2, || {
         let m = mutex(WakeMode::Compete, St::A);
         let g = m.enter(St::A);
@@ -448,16 +449,41 @@ fn a_woken_task_passed_by_two_exits_is_handed_the_lock() {
         wait_until_queued(&m);
         g.exit(St::B);
         let mut barges = 0;
-        for _ in 0..3 {
+        for _ in 0..4 {
             if let Some(mut g) = m.try_enter(St::B) {
                 *g += 10;
                 barges += 1;
                 drop(g);
             }
         }
-        assert!(barges <= 2, "the woken task was passed by {barges} exits");
+        assert!(barges <= 3, "the woken task was passed by {barges} exits");
         task.join().unwrap();
         assert_eq!(*m.enter(St::C), 1 + 10 * barges);
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
+    });
+}
+
+/// Compete mode, when the woken waiter has not run yet: two waiters for B
+/// are queued; the exit to B wakes the first and, before it runs, a thread
+/// (here a timed one, for C, which never comes) queues while the lock is
+/// free in B. It finds the first in line for B pending (woken, not back)
+/// and wakes the second as well. Whatever runs first, each waiter for B
+/// enters exactly once, the timed one gives up, and nothing stays queued.
+#[test]
+fn a_thread_that_parks_past_a_pending_waiter_wakes_the_next_in_line() {
+    model::check_with_bound(1, || {
+        let m = mutex(WakeMode::Compete, St::A);
+        let g = m.enter(St::A);
+        let first = waiter(&m, St::B, 1, St::B);
+        let second = waiter(&m, St::B, 10, St::B);
+        while m.__test_waiter_table_size() != (1, 2) {
+            thread::yield_now();
+        }
+        g.exit(St::B);
+        assert!(m.try_enter_for(St::C, Duration::from_secs(1)).is_none());
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(*m.enter(St::B), 11);
         assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }
