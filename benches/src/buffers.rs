@@ -65,6 +65,25 @@ pub trait Buffer: Send + Sync + 'static {
     fn get(&self) -> u64;
 }
 
+/// No buffer at all: every put and get returns at once. A transfer on it
+/// measures what no buffer can avoid: spawning the threads, starting them
+/// together and seeing the last one finish (the report's `harness-floor`).
+pub struct HarnessFloor;
+
+impl Buffer for HarnessFloor {
+    fn put(&self, item: u64) {
+        std::hint::black_box(item);
+    }
+
+    fn put_marginal(&self, item: u64) {
+        std::hint::black_box(item);
+    }
+
+    fn get(&self) -> u64 {
+        0
+    }
+}
+
 /// The AST-sync API: enter with a set of states, leave naming the next.
 pub trait AstLike: Send + Sync + 'static {
     /// Enters in a state of `set`, runs `f`, and exits in the state `f`

@@ -5,7 +5,9 @@
 //! `(Nw x Cw : Nr x Cr)` is the paper's notation: Nw putters putting Cw
 //! items each, Nr getters getting Cr each; the watermarked buffer adds
 //! marginal putters in the middle. Every sample spawns the threads, starts
-//! them together and times until the last one finishes.
+//! them together and times until the last one finishes; `harness-floor`
+//! does that with no buffer at all (its puts and gets return at once), the
+//! part of every sample that no buffer can save.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,8 +21,8 @@ use crate::peers::OneState;
 use crate::workloads::base::uncontended;
 
 use crate::buffers::{
-    AstBuffer, AstLike, Buffer, CAP, CondvarBuffer, Level, PlMonitor, PortableAst, RepeatedTests,
-    StdMonitor, level, not_empty, not_full,
+    AstBuffer, AstLike, Buffer, CAP, CondvarBuffer, HarnessFloor, Level, PlMonitor, PortableAst,
+    RepeatedTests, StdMonitor, level, not_empty, not_full,
 };
 use crate::harness::{Mode, Unit, Workload, ms};
 
@@ -209,6 +211,8 @@ fn buffer_workload(id: &str, title: &str, mix: Mix, watermark: bool, paper: &str
         "portable-ast",
         sample(|| AstBuffer(PortableAst::new()), mix),
     )
+    // Not a buffer: the cost of the threads alone, which every row pays.
+    .implementation("harness-floor", sample(|| HarnessFloor, mix))
 }
 
 /// `N` bystanders parked on a state that never comes while one putter and
