@@ -54,11 +54,12 @@ pub enum WakeMode {
     /// If it loses, it watches the state again and waits again, keeping its
     /// place in line. It is still first in line while it is woken but not
     /// yet running: exits to its states meanwhile count against it, and a
-    /// thread that parks while the lock is free for it wakes the waiter
-    /// behind it (a few at most), so that a woken thread waiting for a CPU
-    /// does not leave the lock idle. Once 32 exits have passed it, the next
-    /// one hands it the lock if it is running, or has been woken for a
-    /// millisecond (see [`AstMutex`]'s `# Fairness`).
+    /// waiter that queues while the lock is free in one of its states wakes
+    /// the next thread waiting for that state, so that a woken thread
+    /// waiting for a CPU does not leave the lock idle. Once 32 exits have
+    /// passed it, the next one hands it the lock if it is running, parked
+    /// again, or was woken a millisecond ago or more; the 1,025th in any
+    /// case (see [`AstMutex`]'s `# Fairness`).
     ///
     /// The default: a woken thread takes a while to run, and letting
     /// running threads take the lock meanwhile keeps the lock busy.
@@ -210,10 +211,11 @@ impl Config {
     ///
     /// Parked waiters are rotated in: a parked first in line for a state is
     /// left parked by at most 256 exits to its states; the next one that
-    /// serves it wakes it, and it then enters within 33 more once it runs
-    /// or has waited a millisecond for a CPU, and within 1,025 more in all
-    /// (see [`AstMutex`]'s `# Fairness`): the 1,281st exit to its states at
-    /// the latest hands it the lock.
+    /// serves it wakes it, and from then on the bounds of
+    /// [`AstMutex`]'s `# Fairness` hold: it enters within 1,025 more exits
+    /// (the 1,281st exit to its states at the latest), and, once 32 have
+    /// passed it, at the first exit after it runs or has waited a
+    /// millisecond for a CPU.
     ///
     /// # Panics
     ///

@@ -83,24 +83,27 @@ use crate::watchers::Watchers;
 /// its place while it is woken, including while it waits for a CPU or for
 /// its executor to poll it: an exit to one of its states during that time
 /// is counted against it, as one that passed it. **Once 32 exits have
-/// passed a waiter that is first in line, the next exit hands it the lock,
-/// if it is running, parked again, or has been woken for a millisecond or
-/// more.** A woken waiter that has not run yet for less than that is
-/// passed without the lock being held for it (the lock would idle until
-/// the scheduler runs it, up to a scheduling round when threads outnumber
-/// cores), and a thread that parks while the lock is free in its state
-/// wakes the waiters behind it, a few at most, so that the lock does not
-/// idle either; the 1,025th exit that passes it hands it the lock in any
-/// case. So however loaded the machine and however often other threads
-/// barge in, a waiter that is first in line enters within 33 exits to its
-/// states once it runs or has waited a millisecond for a CPU, and within
-/// 1,025 in all.
+/// passed a waiter that is first in line, the next exit that serves it
+/// hands it the lock if its thread is running, parked again, or was woken a
+/// millisecond ago or more; the 1,025th exit that passes it hands it the
+/// lock in any case.** While it is woken and has not run yet (for less than
+/// a millisecond), exits pass it without holding the lock for it (the lock
+/// would idle until the scheduler runs it, up to a scheduling round when
+/// threads outnumber cores), and a waiter that queues while the lock is
+/// free in one of its states wakes the next thread waiting for that state
+/// (one at a time, while fewer than four woken ones have not run yet), so
+/// that the lock does not idle either. So however loaded the machine and
+/// however often other threads barge in, a waiter that is first in line
+/// enters within 1,025 exits to its states, and, once 32 have passed it, at
+/// the first exit to its states after it runs or has waited a millisecond
+/// for a CPU.
 ///
 /// A task woken to compete keeps its place until it is polled or dropped:
-/// while it is not polled, threads that park wake the waiters behind it,
-/// and once 32 exits have passed it and a millisecond has passed since its
-/// wake-up, the lock is held for it. Keep polling an [`EnterAsync`] you
-/// created, or drop it (which passes the wake-up or the lock on).
+/// while it is not polled, a waiter that queues may wake the next thread
+/// behind it, and once 32 exits have passed it and a millisecond has passed
+/// since its wake-up (or once 1,024 exits have passed it), the lock is held
+/// for it. Keep polling an [`EnterAsync`] you created, or drop it (which
+/// passes the wake-up or the lock on).
 ///
 /// # Panics
 ///
@@ -420,9 +423,10 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     ///
     /// As for threads (see [`AstMutex`]'s `# Fairness`). A future woken to
     /// compete keeps its place in line until it is polled or dropped; while
-    /// it is not polled, threads that park wake the waiters behind it, and
-    /// once 32 exits to its states have passed it and a millisecond has
-    /// passed since its wake-up, the lock is held for it: keep polling an
+    /// it is not polled, a waiter that queues may wake the next thread
+    /// behind it, and once 32 exits to its states have passed it and a
+    /// millisecond has passed since its wake-up (or once 1,024 exits have
+    /// passed it), the lock is held for it: keep polling an
     /// `EnterAsync` you created, as with tokio's mutex, or drop it (which
     /// passes the wake-up or the lock on).
     ///

@@ -272,15 +272,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// without a node gets one at the end of its group (with a new ticket);
     /// a woken one is queued again in its place.
     ///
-    /// A waiter that queues while the lock is free in a state whose first in
-    /// line is pending (woken to compete, its thread not running yet) may be
-    /// the last running thread that could have taken the lock: after it
-    /// parks, the lock idles until the scheduler runs the woken one, which
-    /// can take a scheduling round when threads outnumber cores. So it wakes
-    /// the next queued acceptor of that state as well (a thread: an unpark
-    /// runs no user code), unless `PENDING_WAKES` acceptors ahead of it are
-    /// pending already; `Queued` carries the wake-up, to deliver once the
-    /// table lock is released.
+    /// In Compete mode, a waiter (thread or task) that queues while the lock
+    /// is free in a state whose first in line is pending (woken to compete,
+    /// its thread not running yet) may be the last running thread that
+    /// could have taken the lock: after it parks, the lock idles until the
+    /// scheduler runs the woken one, which can take a scheduling round when
+    /// threads outnumber cores. So, unless a watcher that accepts the state
+    /// is running, it wakes the next queued acceptor of that state as well,
+    /// if that is a thread (an unpark runs no user code) and fewer than
+    /// `PENDING_WAKES` acceptors ahead of it are pending; `Queued` carries
+    /// the wake-up, to deliver once the table lock is released.
     pub(crate) fn enqueue(&self, mask: u64, place: &mut Place, waiter: &Arc<Waiter>) -> Enqueued {
         let mut t = self.waiters.lock();
         let fresh = match place.node {
@@ -323,7 +324,10 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             return Enqueued::Enterable;
         }
         let ahead = if w & LOCKED == 0 {
-            self.wake_ahead(&mut t, 1 << (w & STATE_BITS))
+            let ahead = self.wake_ahead(&mut t, 1 << (w & STATE_BITS));
+            // A cancelled waiter it found may have left.
+            self.waiters.publish(&mut t);
+            ahead
         } else {
             None
         };
@@ -335,6 +339,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// is running, wakes the next queued thread that accepts it to compete
     /// (see `enqueue`), and returns the wake-up.
     fn wake_ahead(&self, t: &mut Table, bit: u64) -> Option<Wakeup> {
+        // Handoff mode does not leave woken waiters in line, and Broadcast
+        // mode has woken every acceptor already.
+        if self.config.wake_mode != WakeMode::Compete {
+            return None;
+        }
         let first = t.oldest(bit)?;
         if !t.is_pending_at(first) || self.watchers.accept(bit) {
             // Queued: the exit that freed the lock serves it (it is waiting
@@ -573,13 +582,15 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     ///
     /// The node that has waited longest among those accepting `state` is
     /// served: handed the lock in Handoff mode, or once `HANDOFF_AFTER_PASSES`
-    /// exits have served it without the lock; otherwise woken to compete
-    /// (every queued acceptor in Broadcast mode) and counted as passed. A
-    /// node that is woken already, and not yet back (its waiter may be
-    /// waiting for a CPU), is counted as passed by an exit, not woken again,
-    /// and nobody else is woken for it: it is still first in line, and the
-    /// exit that finds it passed often enough hands it the lock through its
-    /// slot.
+    /// exits have served it without the lock (and, if it is pending, once
+    /// it has been for `PENDING_PATIENCE`, or `HANDOFF_PENDING_AFTER_PASSES`
+    /// exits have); otherwise woken to compete (every queued acceptor in
+    /// Broadcast mode) and counted as passed. A node that is woken already
+    /// (its waiter may be waiting for a CPU) is counted as passed by an
+    /// exit, not woken again, and the exit wakes nobody else for it: it is
+    /// still first in line, and the exit that finds it passed often enough
+    /// hands it the lock through its slot. (A waiter that parks meanwhile
+    /// may wake the next one: see `enqueue`.)
     fn serve(&self, t: &mut Table, state: u32, mut held: bool, wakeups: &mut WakeList) {
         let bit = 1u64 << state;
         let mode = self.config.wake_mode;

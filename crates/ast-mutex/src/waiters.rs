@@ -5,10 +5,11 @@
 //! waiter's first wait until it enters or gives up, and is either *queued*
 //! (it holds a [`Waiter`] from `sync_core::waiter`: a parked thread or a
 //! task's waker, so threads and tasks wait in the same lists) or *woken*
-//! (woken to compete for the lock, and not yet back: running, or waiting
-//! for a CPU or for its executor). A woken node keeps its place, so an exit
-//! that comes while its waiter cannot run yet still finds it, counts the
-//! exit against it, and can hand it the lock through its [`Slot`].
+//! (woken to compete for the lock, and not queued again yet: running, or
+//! waiting for a CPU or for its executor; *pending* until its waiter is
+//! back, see [`Slot`]). A woken node keeps its place, so an exit that comes
+//! while its waiter cannot run yet still finds it, counts the exit against
+//! it, and can hand it the lock through its [`Slot`].
 //!
 //! An exit that names state `s` serves, among the groups whose set contains
 //! `s`, the node that has waited longest: every node carries a *ticket* (its
@@ -24,7 +25,9 @@
 //! of a new set arrives and freed when its last node leaves; the slab is
 //! freed when the last node leaves. Memory and the work of an exit grow with
 //! the waiters present (their distinct sets), never with the history of the
-//! mutex, and nothing done under the table lock walks a group.
+//! mutex, and nothing done under the table lock walks a group, but for a
+//! parking waiter's look past at most [`WALK_PAST`] woken nodes at the
+//! heads of the groups of one state ([`Table::next_to_wake`]).
 //!
 //! Beside the table, [`Waiters::parked_states`] publishes the union of the
 //! entry sets of groups with nodes, so that an exit to a state no waiter
@@ -53,6 +56,9 @@ pub(crate) struct Waiters {
 
 /// The end of a list.
 const NIL: u32 = u32::MAX;
+
+/// The most woken nodes [`Table::next_to_wake`] looks past.
+pub(crate) const WALK_PAST: usize = 16;
 
 pub(crate) struct Table {
     /// The groups with at least one node, in no particular order.
@@ -436,12 +442,14 @@ impl Table {
     }
 
     /// The longest-waiting queued node whose entry set contains
-    /// `state_bit`, if fewer than `pending` pending nodes of those sets
-    /// precede it (a node woken to compete and not back yet). Walks only the
-    /// woken nodes at the heads of the matching groups.
+    /// `state_bit`, unless `pending` pending nodes (woken to compete and not
+    /// back yet) of those sets come before the first queued node of their
+    /// group, or more than [`WALK_PAST`] woken nodes do: `None` then. Walks
+    /// only the woken nodes at the heads of the matching groups, and at
+    /// most `WALK_PAST` of them.
     pub fn next_to_wake(&self, state_bit: u64, pending: usize) -> Option<u32> {
         let mut first: Option<u32> = None;
-        let mut ahead = 0;
+        let (mut ahead, mut walked) = (0, 0);
         for g in self.groups.iter().filter(|g| g.mask & state_bit != 0) {
             let mut i = g.head;
             while i != NIL {
@@ -452,13 +460,15 @@ impl Table {
                     }
                     break;
                 }
-                if self.is_pending_at(i) {
-                    ahead += 1;
+                ahead += usize::from(self.is_pending_at(i));
+                walked += 1;
+                if ahead >= pending || walked > WALK_PAST {
+                    return None;
                 }
                 i = n.next;
             }
         }
-        first.filter(|_| ahead < pending)
+        first
     }
 
     /// Hands the lock to live woken node `i` through its slot, and removes

@@ -491,7 +491,8 @@ fn a_thread_that_parks_past_a_pending_waiter_wakes_the_next_in_line() {
 /// A timed waiter, woken and then passed, gives up while the barging
 /// holder's exit may be handing it the lock: either it gave up first (and
 /// the lock stays free in B) or it owns the lock and uses it; the table is
-/// left empty either way.
+/// left empty either way. Three barges: a waiter that has not run since
+/// its wake-up is handed the lock only by the third exit to pass it.
 #[test]
 fn a_woken_timed_waiter_gives_up_racing_a_handoff() {
     model::check_with_bound(2, || {
@@ -512,7 +513,7 @@ fn a_woken_timed_waiter_gives_up_racing_a_handoff() {
         };
         g.exit(St::B);
         let mut barges = 0;
-        for _ in 0..2 {
+        for _ in 0..3 {
             if let Some(mut g) = m.try_enter(St::B) {
                 *g += 10;
                 barges += 1;
