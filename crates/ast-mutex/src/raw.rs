@@ -359,17 +359,21 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let waiter = t
             .take_waiter(j)
             .expect("next_to_wake returns a queued node");
-        match Waiter::notify_deferred(&waiter, TOKEN_WAKE) {
-            Some(w) => {
-                t.pass(j);
-                Some(w)
-            }
-            None => {
-                // Cancelled (a timed waiter past its deadline): it leaves.
-                t.remove_at(j);
-                None
-            }
+        Self::wake_to_compete(t, j, &waiter)
+    }
+
+    /// Under the table lock: wakes live node `i`, whose `waiter` was just
+    /// taken, to compete, and counts it as passed; returns the wake-up to
+    /// deliver once the table lock is released. A cancelled waiter (a timed
+    /// one past its deadline, a dropped task) is removed instead: `None`.
+    fn wake_to_compete(t: &mut Table, i: u32, waiter: &Arc<Waiter>) -> Option<Wakeup> {
+        let woken = Waiter::notify_deferred(waiter, TOKEN_WAKE);
+        if woken.is_some() {
+            t.pass(i);
+        } else {
+            t.remove_at(i);
         }
+        woken
     }
 
     /// Removes the node of a waiter whose `Waiter` was cancelled (an exit
@@ -660,13 +664,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             } else if mode == WakeMode::Broadcast {
                 for j in t.all(bit) {
                     match t.take_waiter(j) {
-                        Some(waiter) => match Waiter::notify_deferred(&waiter, TOKEN_WAKE) {
-                            Some(w) => {
-                                t.pass(j);
+                        Some(waiter) => {
+                            if let Some(w) = Self::wake_to_compete(t, j, &waiter) {
                                 wakeups.push(w);
                             }
-                            None => t.remove_at(j),
-                        },
+                        }
                         None if held => t.pass(j),
                         None => {}
                     }
@@ -686,18 +688,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                     break;
                 }
                 match t.take_waiter(i) {
-                    Some(waiter) => match Waiter::notify_deferred(&waiter, TOKEN_WAKE) {
+                    Some(waiter) => {
                         // It cannot act on the wake before we release: if it
                         // finds the lock held, it queues again under the
                         // table lock we hold, and then sees the released
-                        // word.
-                        Some(w) => {
-                            t.pass(i);
+                        // word. Cancelled (`None`): serve the next one.
+                        if let Some(w) = Self::wake_to_compete(t, i, &waiter) {
                             wakeups.push(w);
                             break;
                         }
-                        None => t.remove_at(i), // cancelled: the next one
-                    },
+                    }
                     None => {
                         if held {
                             t.pass(i);

@@ -378,27 +378,22 @@ fn a_thread_that_parks_wakes_the_next_in_line_past_a_woken_task() {
         poll_once(&mut f, &waker).is_pending(),
         "f is first in line for Full"
     );
-    let second = {
+    // A thread that enters in `want`, notes `name` and exits in `next`.
+    let enter_note_exit = |want: Buf, name: &'static str, next: Buf| {
         let m = Arc::clone(&m);
         thread::spawn(move || {
-            let mut g = m.enter(Buf::Full);
-            g.push("second");
-            g.exit(Buf::Mid);
+            let mut g = m.enter(want);
+            g.push(name);
+            g.exit(next);
         })
     };
+    let second = enter_note_exit(Buf::Full, "second", Buf::Mid);
     while m.__test_waiter_table_size() != (1, 2) {
         thread::sleep(Duration::from_millis(1));
     }
     m.enter(Buf::Empty).exit(Buf::Full); // wakes f, which is not polled
     // Parks (the lock is free in Full), and wakes `second` on its way.
-    let third = {
-        let m = Arc::clone(&m);
-        thread::spawn(move || {
-            let mut g = m.enter(Buf::Mid);
-            g.push("third");
-            g.exit(Buf::Full);
-        })
-    };
+    let third = enter_note_exit(Buf::Mid, "third", Buf::Full);
     for _ in 0..10_000 {
         if second.is_finished() && third.is_finished() {
             break;
@@ -421,6 +416,69 @@ fn a_thread_that_parks_wakes_the_next_in_line_past_a_woken_task() {
     g.exit(Buf::Empty);
     second.join().unwrap();
     third.join().unwrap();
+}
+
+/// A thread-local destructor waits on the mutex behind a woken task that is
+/// never polled: the destructor's thread parks, is woken ahead of the task
+/// by a waiter that queues while the lock is free, enters, and its thread
+/// ends; the task, polled afterwards, enters too.
+#[test]
+fn a_thread_local_destructor_is_woken_ahead_of_a_woken_task() {
+    type Log = AstMutex<Buf, Vec<&'static str>>;
+    /// Enters when dropped, then says so (the thread's `JoinHandle` says
+    /// finished before its thread-local destructors run).
+    struct EnterOnExit(Arc<Log>, std::sync::mpsc::Sender<()>);
+    impl Drop for EnterOnExit {
+        fn drop(&mut self) {
+            let mut g = self.0.enter(Buf::Full);
+            g.push("destructor");
+            g.exit(Buf::Mid);
+            self.1.send(()).unwrap();
+        }
+    }
+    thread_local! {
+        static ON_EXIT: std::cell::RefCell<Option<EnterOnExit>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let m = Arc::new(AstMutex::new(Buf::Empty, Vec::new()));
+    let waker = Waker::from(Arc::new(Counting(AtomicUsize::new(0))));
+    let mut f = m.enter_async(Buf::Full);
+    assert!(poll_once(&mut f, &waker).is_pending(), "f is first in line");
+    let (entered, destructor_entered) = std::sync::mpsc::channel();
+    let t = {
+        let m = Arc::clone(&m);
+        thread::spawn(move || {
+            ON_EXIT.with(|s| *s.borrow_mut() = Some(EnterOnExit(m, entered)));
+        })
+    };
+    while m.__test_waiter_table_size() != (1, 2) {
+        thread::sleep(Duration::from_millis(1));
+    }
+    m.enter(Buf::Empty).exit(Buf::Full); // wakes f, which is not polled
+    // Queues while the lock is free in Full (and gives up after 1 ms): it
+    // wakes the destructor's thread on its way.
+    assert!(
+        m.try_enter_for(Buf::Empty, Duration::from_millis(1))
+            .is_none()
+    );
+    let done = destructor_entered.recv_timeout(Duration::from_secs(10));
+    let poll_until_ready = |f: &mut _| loop {
+        if let Poll::Ready(g) = poll_once(f, &waker) {
+            break g;
+        }
+        thread::sleep(Duration::from_millis(1));
+    };
+    if done.is_err() {
+        // Let f in and out first, so that the failure does not hang.
+        poll_until_ready(&mut f).exit(Buf::Full);
+        t.join().unwrap();
+        panic!("the destructor's thread idled until the task was polled");
+    }
+    m.enter(Buf::Mid).exit(Buf::Full);
+    let g = poll_until_ready(&mut f);
+    assert_eq!(*g, ["destructor"]);
+    drop(g);
+    t.join().unwrap();
 }
 
 /// The waiters that accept a state are served in arrival order whatever
