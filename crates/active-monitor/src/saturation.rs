@@ -15,11 +15,12 @@
 //!
 //! The sample is taken at most every
 //! [`INTERVAL`](sync_core::load::INTERVAL) by whoever calls [`tick`] when
-//! it is due (server threads when they wake or go idle,
-//! submitters to served monitors every 64th submission), and cached in an
-//! atomic: the hot path, [`saturated`], is one relaxed load. Elsewhere than
-//! on Linux, or when `/proc/loadavg` cannot be read, the CPUs are never
-//! saturated (servers always serve).
+//! it is due (server threads when they wake or go idle, and every 64th
+//! decision of a submitter between a served monitor's server and running
+//! the task itself), and cached in an atomic: [`saturated`] is one relaxed
+//! load, and a submitter's decision adds a thread-local count. Elsewhere
+//! than on Linux, or when `/proc/loadavg` cannot be read, the CPUs are
+//! never saturated (servers always serve).
 //!
 //! The sampler is the family's, [`sync_core::load`] (which also tells the
 //! wait loops when yields are slow); this module names what the monitors
@@ -27,6 +28,18 @@
 //! test overrides it).
 
 pub(crate) use sync_core::load::{cpus, saturated, tick, tick_sometimes};
+
+/// [`saturated`], for a submitter deciding whether a served monitor's task
+/// goes to its server: every 64th call of the thread first samples the
+/// load if a sample is due ([`tick_sometimes`]). The submitters must keep
+/// the verdict current themselves: while it says "saturated" they run the
+/// tasks, the server sleeps, and nobody else may sample; a verdict left by
+/// a burst of load would then outlive the load for as long as they submit.
+#[inline]
+pub(crate) fn saturated_now() -> bool {
+    tick_sometimes();
+    saturated()
+}
 
 /// Whether the CPUs are saturated, as the monitors see it now: the last
 /// sample of the runnable threads (`procs_running`, from `/proc/loadavg`, taken

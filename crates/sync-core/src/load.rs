@@ -292,6 +292,19 @@ pub fn set_saturation_override(verdict: Option<bool>) {
     }
 }
 
+/// Test hook: the verdicts that a sample of `running` runnable threads
+/// taken just now would leave with no sample before it (the smoothed
+/// counts start over from it), as a burst of load that has since gone
+/// leaves them; the next sample is due after [`INTERVAL`]. Process-wide.
+#[cfg(not(loom))]
+#[doc(hidden)]
+pub fn record_sample_for_test(running: u64) {
+    LOAD.store(0, Relaxed);
+    OTHERS.store(0, Relaxed);
+    record(running);
+    NEXT.store(since_epoch() + INTERVAL.as_nanos() as u64, Relaxed);
+}
+
 #[cfg(not(loom))]
 fn since_epoch() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -324,6 +337,13 @@ fn sample() {
         STATE.fetch_and(!(SAMPLED | HEAVY), Relaxed);
         return;
     };
+    record(running);
+}
+
+/// Folds `running` runnable threads, just counted, into the smoothed
+/// counts and the verdicts.
+#[cfg(not(loom))]
+fn record(running: u64) {
     let others = others_running(running, own_yielders());
     let load = smooth(LOAD.load(Relaxed), running);
     LOAD.store(load, Relaxed);

@@ -50,7 +50,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// serves (CPUs not saturated): the submitter then only publishes.
     #[inline]
     pub(crate) fn try_lock(&self) -> bool {
-        if self.server.is_some() && !saturation::saturated() {
+        if self.server.is_some() && !saturation::saturated_now() {
             return false;
         }
         self.take()
@@ -64,7 +64,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// goes to the server when the caller lets go (`serve_loop`).
     #[inline]
     pub(crate) fn try_lock_for_call(&self) -> bool {
-        if self.server.is_some() && !saturation::saturated() && !self.queue.is_empty() {
+        if self.server.is_some() && !saturation::saturated_now() && !self.queue.is_empty() {
             return false;
         }
         self.take()
@@ -96,8 +96,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // sees our task, or we see its waiter and wake it).
         fence(SeqCst);
         if let Some(srv) = &self.server {
-            saturation::tick_sometimes();
-            if !saturation::saturated() {
+            if !saturation::saturated_now() {
                 if !srv.sleeper.is_empty() {
                     self.wake_server();
                 }
@@ -168,7 +167,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // Tasks run in this stint (see `give_way`).
         let mut served = 0;
         loop {
-            if self.server.is_some() && !saturation::saturated() {
+            if self.server.is_some() && !saturation::saturated_now() {
                 // The server's work: hand it over.
                 self.release_served();
                 return;

@@ -108,7 +108,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // once there is room (`serve_server`, `release`); withdrawing
         // would spin until the server thread runs.
         let idle_with_work = self.lock.load(Relaxed) == 0 && self.queue.front_ready();
-        if idle_with_work && self.server.is_some() && !saturation::saturated() {
+        if idle_with_work && self.server.is_some() && !saturation::saturated_now() {
             self.wake_sleeping_server();
             return Some(waiter);
         }
@@ -202,7 +202,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             return;
         }
         self.wake_space();
-        if self.server.is_some() && !saturation::saturated() {
+        if self.server.is_some() && !saturation::saturated_now() {
             self.release_served();
         } else {
             self.serve();
