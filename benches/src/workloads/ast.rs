@@ -215,6 +215,16 @@ fn buffer_workload(id: &str, title: &str, mix: Mix, watermark: bool, paper: &str
     .implementation("harness-floor", sample(|| HarnessFloor, mix))
 }
 
+/// How long after its start a sample of `ast/waiters/*` begins to measure,
+/// whatever its number of bystanders. Spawning and queueing a thousand of
+/// them takes a few hundred milliseconds and none takes a few; beside busy
+/// threads (which start with the sample) the pair's time depends on how
+/// long those have run, and a pause alone, or threads parked on a std
+/// `Condvar` that the buffer never sees, moved `busy/4/ast/waiters/0` by
+/// as much as the bystanders did. From a common start, the rows differ by
+/// the bystanders only.
+const BYSTANDERS_SETTLE: Duration = Duration::from_millis(400);
+
 /// `N` bystanders parked on a state that never comes while one putter and
 /// one getter move `items` through the buffer: the mean time of a batch of
 /// `items`, over as many batches as fill `at_least` (at least one), with the
@@ -229,6 +239,7 @@ fn with_bystanders<A: AstLike>(
     at_least: Duration,
 ) -> impl FnMut() -> f64 {
     move || {
+        let began = Instant::now();
         let b = Arc::new(make());
         let parked: Vec<_> = (0..bystanders)
             .map(|_| {
@@ -245,6 +256,11 @@ fn with_bystanders<A: AstLike>(
             bystanders,
             Duration::from_millis(20) + Duration::from_micros(100) * bystanders as u32,
         );
+        // Every sample measures from the same moment after it began,
+        // whatever the number of bystanders (see `BYSTANDERS_SETTLE`).
+        if let Some(left) = BYSTANDERS_SETTLE.checked_sub(began.elapsed()) {
+            thread::sleep(left);
+        }
         let mix = Mix {
             putters: (1, items),
             marginal: (0, 0),
