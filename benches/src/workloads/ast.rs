@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -225,37 +225,68 @@ fn buffer_workload(id: &str, title: &str, mix: Mix, watermark: bool, paper: &str
 /// the bystanders only.
 const BYSTANDERS_SETTLE: Duration = Duration::from_millis(400);
 
-/// `N` bystanders parked on a state that never comes while one putter and
-/// one getter move `items` through the buffer: the mean time of a batch of
-/// `items`, over as many batches as fill `at_least` (at least one), with the
-/// same parked bystanders. A batch can be shorter than a scheduling round
-/// (beside busy threads, `busy/4/ast/waiters/*`), and a sample that holds
-/// one batch then measures whether a round fell inside it; every sample
-/// holds several rounds.
+/// Where the bystanders of `ast/waiters/*` wait.
+#[derive(Clone, Copy)]
+enum Bystanders {
+    /// On the buffer, for a state that never comes.
+    OnTheBuffer,
+    /// On a std `Condvar` that the buffer never sees: what that many
+    /// parked threads cost the process, whichever lock they wait on.
+    Elsewhere,
+}
+
+/// `N` bystanders parked on a state that never comes (or elsewhere) while
+/// one putter and one getter move `items` through the buffer: the mean time
+/// of a batch of `items`, over as many batches as fill `at_least` (at least
+/// one), with the same parked bystanders. A batch can be shorter than a
+/// scheduling round (beside busy threads, `busy/4/ast/waiters/*`), and a
+/// sample that holds one batch then measures whether a round fell inside
+/// it; every sample holds several rounds.
 fn with_bystanders<A: AstLike>(
     make: impl Fn() -> AstBuffer<A> + 'static,
     bystanders: usize,
     items: usize,
     at_least: Duration,
+    place: Bystanders,
 ) -> impl FnMut() -> f64 {
     move || {
         let began = Instant::now();
         let b = Arc::new(make());
+        // Elsewhere: a gate, and how many wait at it.
+        let gate = Arc::new((Mutex::new((false, 0usize)), Condvar::new()));
         let parked: Vec<_> = (0..bystanders)
             .map(|_| {
                 let b = Arc::clone(&b);
+                let gate = Arc::clone(&gate);
                 thread::Builder::new()
                     .stack_size(STACK)
-                    .spawn(move || b.wait_for_never())
+                    .spawn(move || match place {
+                        Bystanders::OnTheBuffer => b.wait_for_never(),
+                        Bystanders::Elsewhere => {
+                            let (lock, cv) = &*gate;
+                            let mut g = lock.lock().expect("the gate");
+                            g.1 += 1;
+                            while !g.0 {
+                                g = cv.wait(g).expect("the gate");
+                            }
+                        }
+                    })
                     .expect("spawn a bystander")
             })
             .collect();
         // Let them reach their wait and park (each watches for a few
         // microseconds first): until they are queued where the lock tells.
-        b.until_queued(
-            bystanders,
-            Duration::from_millis(20) + Duration::from_micros(100) * bystanders as u32,
-        );
+        let fallback = Duration::from_millis(20) + Duration::from_micros(100) * bystanders as u32;
+        match place {
+            Bystanders::OnTheBuffer => b.until_queued(bystanders, fallback),
+            Bystanders::Elsewhere => {
+                let (lock, cv) = &*gate;
+                let g = lock.lock().expect("the gate");
+                let _g = cv
+                    .wait_timeout_while(g, fallback * 10, |g| g.1 < bystanders)
+                    .expect("the gate");
+            }
+        }
         // Every sample measures from the same moment after it began,
         // whatever the number of bystanders (see `BYSTANDERS_SETTLE`).
         if let Some(left) = BYSTANDERS_SETTLE.checked_sub(began.elapsed()) {
@@ -271,8 +302,14 @@ fn with_bystanders<A: AstLike>(
             elapsed += transfer(&b, mix);
             batches += 1;
         }
-        // Each released bystander passes `Never` on to the next.
-        b.release_never();
+        match place {
+            // Each released bystander passes `Never` on to the next.
+            Bystanders::OnTheBuffer => b.release_never(),
+            Bystanders::Elsewhere => {
+                gate.0.lock().expect("the gate").0 = true;
+                gate.1.notify_all();
+            }
+        }
         parked
             .into_iter()
             .for_each(|t| t.join().expect("a bystander panicked"));
@@ -378,11 +415,36 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
                 .param("sample_at_least_ms", at_least.as_millis() as u64)
                 .implementation(
                     "ast-mutex",
-                    with_bystanders(ast(WakeMode::Compete), n, items, at_least),
+                    with_bystanders(
+                        ast(WakeMode::Compete),
+                        n,
+                        items,
+                        at_least,
+                        Bystanders::OnTheBuffer,
+                    ),
                 )
                 .implementation(
                     "portable-ast",
-                    with_bystanders(|| AstBuffer(PortableAst::new()), n, items, at_least),
+                    with_bystanders(
+                        || AstBuffer(PortableAst::new()),
+                        n,
+                        items,
+                        at_least,
+                        Bystanders::OnTheBuffer,
+                    ),
+                )
+                // Not a buffer's bystanders: the same ast-mutex pair beside
+                // `n` threads parked on a std `Condvar`, so that the cost of
+                // parked threads to the process shows apart from an exit's.
+                .implementation(
+                    "parked-elsewhere",
+                    with_bystanders(
+                        ast(WakeMode::Compete),
+                        n,
+                        items,
+                        at_least,
+                        Bystanders::Elsewhere,
+                    ),
                 ),
         );
     }
