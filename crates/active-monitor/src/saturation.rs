@@ -29,12 +29,15 @@
 
 pub(crate) use sync_core::load::{cpus, saturated, tick, tick_sometimes};
 
-/// [`saturated`], for a submitter deciding whether a served monitor's task
-/// goes to its server: every 64th call of the thread first samples the
-/// load if a sample is due ([`tick_sometimes`]). The submitters must keep
-/// the verdict current themselves: while it says "saturated" they run the
-/// tasks, the server sleeps, and nobody else may sample; a verdict left by
-/// a burst of load would then outlive the load for as long as they submit.
+/// [`saturated`], for a submitter deciding, before it holds the monitor,
+/// whether a served monitor's task goes to its server: every 64th call of
+/// the thread first samples the load if a sample is due
+/// ([`tick_sometimes`]). The submitters must keep the verdict current
+/// themselves: while it says "saturated" they run the tasks, the server
+/// sleeps, and nobody else may sample; a verdict left by a burst of load
+/// would then outlive the load for as long as they submit. A holder of the
+/// monitor reads the cached verdict: a sample reads a file, which does not
+/// belong in a critical section.
 #[inline]
 pub(crate) fn saturated_now() -> bool {
     tick_sometimes();

@@ -202,7 +202,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
             return;
         }
         self.wake_space();
-        if self.server.is_some() && !saturation::saturated_now() {
+        // Held: the cached verdict (see `serve_loop`).
+        if self.server.is_some() && !saturation::saturated() {
             self.release_served();
         } else {
             self.serve();
