@@ -140,17 +140,33 @@ unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
 /// `n` threads spinning on the CPUs until dropped: the oversubscribed
 /// regime a service runs in (more runnable threads than cores), for tests
 /// that check a bound under it ("a 1 ms timed wait returns within 50 ms").
+///
+/// One set runs at a time in a process: [`start`](Self::start) waits until
+/// the set before it is dropped. The test harness runs a binary's tests in
+/// parallel, and two tests that each start 50 would otherwise each run
+/// beside 100, not in the regime they name.
 #[cfg(not(loom))]
 #[derive(Debug)]
 pub struct BusyThreads {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    // Dropped after the threads are joined (fields drop after `drop`).
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
 }
 
 #[cfg(not(loom))]
 impl BusyThreads {
-    /// Starts `n` spinning threads, and returns once each has started.
+    /// Starts `n` spinning threads, and returns once each has started;
+    /// first waits for any other set of this process to be dropped.
+    ///
+    /// # Deadlocks
+    ///
+    /// Starting a second set while this thread holds one.
     pub fn start(n: usize) -> Self {
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        // A test that panicked with a set running poisons the lock, and
+        // has stopped its threads as it unwound: the regime is free.
+        let one_at_a_time = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let started = std::sync::Arc::new(AtomicUsize::new(0));
@@ -169,7 +185,11 @@ impl BusyThreads {
         while started.load(Relaxed) < n {
             std::thread::sleep(Duration::from_millis(1));
         }
-        Self { stop, threads }
+        Self {
+            stop,
+            threads,
+            _one_at_a_time: one_at_a_time,
+        }
     }
 }
 
@@ -196,4 +216,35 @@ pub fn within<R>(what: &str, bound: Duration, f: impl FnOnce() -> R) -> (R, Dura
     let took = began.elapsed();
     assert!(took <= bound, "{what} took {took:?}, more than {bound:?}");
     (r, took)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+    #[test]
+    fn a_second_set_of_busy_threads_starts_only_once_the_first_is_dropped() {
+        let first = BusyThreads::start(1);
+        let dropped = Arc::new(AtomicBool::new(false));
+        let second = {
+            let dropped = Arc::clone(&dropped);
+            std::thread::spawn(move || {
+                let set = BusyThreads::start(1);
+                // SeqCst: ordered after the main thread's store by the
+                // lock the two sets share; the flag only reports it.
+                let after = dropped.load(SeqCst);
+                drop(set);
+                after
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        dropped.store(true, SeqCst);
+        drop(first);
+        assert!(
+            second.join().expect("the second set's thread"),
+            "the second set ran beside the first"
+        );
+    }
 }
