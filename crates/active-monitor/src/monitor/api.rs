@@ -93,10 +93,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// section. Like a lock's waiter, spin a short while for it to let go
     /// (backing off between looks) and take it then, rather than queue the
     /// task and wait to be run (or woken): the running caller keeps taking
-    /// an idle monitor, and nobody is woken. `Some(empty)` once taken (`empty`: nothing queued,
-    /// run inline); `None` if tasks are queued (a combiner or a server
-    /// serves them: queue behind them, in FIFO order) or the holder did
-    /// not let go within the spin.
+    /// an idle monitor, and nobody is woken. `Some(empty)` once taken
+    /// (`empty`: nothing queued, run inline); `None` if tasks are queued (a
+    /// combiner or a server serves them: queue behind them, in FIFO order)
+    /// or the holder did not let go within the spin.
     #[inline]
     pub(super) fn spin_for_call(&self) -> Option<bool> {
         for round in 0..CALL_LOCK_SPINS {
