@@ -257,9 +257,15 @@ impl Record {
     ) -> Option<(usize, Weak<dyn Pending>)> {
         if order == Order::Strict {
             if let Some(last) = &self.last {
-                if !unfinished(&last.task, graveyard) {
+                if last.monitor == monitor && monitor != 0 {
+                    // The same monitor: nothing to wait for, finished or
+                    // not (rule 3 is about other monitors), so the task is
+                    // not looked at: its counts are on a cache line that
+                    // the monitor's server or combiner is writing. This
+                    // submission replaces `last`.
+                } else if !unfinished(&last.task, graveyard) {
                     self.last = None;
-                } else if last.monitor != monitor || monitor == 0 {
+                } else {
                     let task = (last.monitor, last.task.clone());
                     if take {
                         self.last = None;
