@@ -4,7 +4,7 @@ use core::task::{Context, Poll};
 
 use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc as LoomArc;
-use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*, fence};
+use sync_core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::*, fence};
 use sync_core::sync::hint;
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
@@ -50,10 +50,12 @@ pub(crate) struct Finish {
     /// The waiter queue's consumer role: true while somebody pops.
     consumer: AtomicBool,
     /// Waiters withdrawn since the last sweep (a heuristic count: it only
-    /// decides when a newcomer sweeps).
-    withdrawn: AtomicUsize,
-    /// Waiters the last sweep kept.
-    kept: AtomicUsize,
+    /// decides when a newcomer sweeps). 32 bits, as `kept`: the slot sits
+    /// in every task's allocation, which small tasks keep within 120 bytes
+    /// (see `AsyncTask`).
+    withdrawn: AtomicU32,
+    /// Waiters the last sweep kept (saturating at `u32::MAX`).
+    kept: AtomicU32,
 }
 
 /// A thread's watch of a task it waits for, before it parks: `true` once
@@ -83,7 +85,7 @@ pub(super) fn watch(done: impl Fn() -> bool) -> bool {
 }
 
 /// The fewest withdrawn waiters that make a newcomer sweep.
-const SWEEP_MIN: usize = 32;
+const SWEEP_MIN: u32 = 32;
 
 impl Finish {
     pub(super) fn new() -> Self {
@@ -91,8 +93,8 @@ impl Finish {
             state: AtomicUsize::new(PENDING),
             waiters: WaiterQueue::new(),
             consumer: AtomicBool::new(false),
-            withdrawn: AtomicUsize::new(0),
-            kept: AtomicUsize::new(0),
+            withdrawn: AtomicU32::new(0),
+            kept: AtomicU32::new(0),
         }
     }
 
@@ -200,7 +202,8 @@ impl Finish {
                 // SAFETY: as above, we hold the consumer role.
                 unsafe { self.waiters.sweep() }.kept
             };
-            self.kept.store(kept, Relaxed);
+            self.kept
+                .store(u32::try_from(kept).unwrap_or(u32::MAX), Relaxed);
             // Release: pairs with the next holder's Acquire.
             self.consumer.store(false, Release);
             // SeqCst fence: pairs with the fence in `finished`. A finisher

@@ -57,12 +57,16 @@ impl<R> Drop for Value<R> {
 }
 
 /// How a task ended, as its slot keeps it until the result is taken.
+///
+/// A panic's payload is boxed once more: a thin pointer keeps `Ended` at
+/// two words, and with it a small task within glibc's fast-bin size (see
+/// `AsyncTask`). The extra allocation is on the panic path only.
 enum Ended {
     /// Not yet, or taken.
     Not,
     /// The body returned: the slot's `value` holds the result.
     Value,
-    Panicked(Box<dyn Any + Send + 'static>),
+    Panicked(Box<Box<dyn Any + Send + 'static>>),
     Discarded,
 }
 
@@ -161,7 +165,7 @@ impl<R> ResultSlot<R> {
                 });
                 Ended::Value
             }
-            Outcome::Panicked(p) => Ended::Panicked(p),
+            Outcome::Panicked(p) => Ended::Panicked(Box::new(p)),
             Outcome::Discarded => Ended::Discarded,
         };
         self.ended.with_mut(|e| {
@@ -178,7 +182,7 @@ impl<R> ResultSlot<R> {
     ///
     /// As [`complete`](Self::complete).
     pub(crate) unsafe fn complete_panicked(&self, p: Box<dyn Any + Send + 'static>) {
-        self.complete_other(Ended::Panicked(p));
+        self.complete_other(Ended::Panicked(Box::new(p)));
     }
 
     /// The task never ran: `complete(Outcome::Discarded)`, without an
@@ -275,7 +279,7 @@ impl<R> ResultSlot<R> {
             unsafe { core::mem::replace(&mut *e, Ended::Not) }
         });
         match ended {
-            Ended::Panicked(p) => resume_unwind(p),
+            Ended::Panicked(p) => resume_unwind(*p),
             Ended::Discarded => Discarded,
             Ended::Value | Ended::Not => unreachable!("a completion's outcome is taken once"),
         }

@@ -5,14 +5,14 @@ use super::*;
 
 /// [`Runner::who`]: the monitor's holder runs the body (a task whose
 /// [`Completion`] is handed out: dropping it lets the task run).
-pub(crate) const BY_HOLDER: usize = 0;
+pub(crate) const BY_HOLDER: u8 = 0;
 /// [`Runner::who`]: the future that awaits the task runs the body itself,
 /// in its poll, holding the monitor; a holder that finds the task runnable
 /// only removes it and signals the future (`when_async`, awaited).
-pub(crate) const BY_AWAITER: usize = 1;
+pub(crate) const BY_AWAITER: u8 = 1;
 /// [`Runner::who`]: the awaiting future holds the monitor and executes the
 /// task now (its own poll): a precondition that holds runs the body here.
-pub(crate) const AWAITER_HOLDS: usize = 2;
+pub(crate) const AWAITER_HOLDS: u8 = 2;
 
 /// Who runs an asynchronous task's body, and the signal a holder leaves
 /// for an awaiting future that runs it itself.
@@ -27,7 +27,7 @@ pub(crate) struct Runner {
     /// by the future before the task is published (the queue's Release
     /// push) or while it holds the monitor, read by holders (the lock's
     /// Acquire/Release orders both).
-    who: AtomicUsize,
+    who: AtomicU8,
     /// A holder found the precondition true and removed the task (it is
     /// neither queued nor waiting): the future submits it again.
     signalled: AtomicBool,
@@ -36,13 +36,13 @@ pub(crate) struct Runner {
 impl Runner {
     fn new() -> Self {
         Self {
-            who: AtomicUsize::new(BY_HOLDER),
+            who: AtomicU8::new(BY_HOLDER),
             signalled: AtomicBool::new(false),
         }
     }
 
     /// Sets who runs the body (see [`Runner`]'s `who`).
-    pub(crate) fn set(&self, who: usize) {
+    pub(crate) fn set(&self, who: u8) {
         self.who.store(who, Relaxed);
     }
 
@@ -277,5 +277,35 @@ impl<T, S, P: Send, B: Send, R: Send> HasSlot<R> for AsyncTask<T, S, P, B, R> {
 impl<T, S, P: Send, B: Send, R: Send> Pending for AsyncTask<T, S, P, B, R> {
     fn finish(&self) -> &Finish {
         self.slot.finish()
+    }
+}
+
+#[cfg(all(test, not(loom), target_pointer_width = "64"))]
+mod tests {
+    use super::*;
+
+    /// A served monitor's tasks are allocated by the submitter and freed by
+    /// the server. glibc frees chunks of up to 128 bytes (a request of up
+    /// to 120) into its fast bins without taking the allocating thread's
+    /// arena lock; larger ones take it, and submitter and server then
+    /// contend on it for every task. A task with a small closure and a
+    /// word-sized result must stay within that size.
+    #[test]
+    fn a_small_task_with_its_arc_header_fits_in_120_bytes() {
+        let f = |v: &mut u64| *v += 1;
+        let task = AsyncTask::<u64, crate::NoState, Always, Plain<_>, u64>::new_arc(
+            Always,
+            Plain(move |v: &mut u64| {
+                f(v);
+                *v
+            }),
+        );
+        // The Arc's header: the strong and weak counts.
+        let allocated = size_of_val(&*task) + 2 * size_of::<usize>();
+        assert!(
+            allocated <= 120,
+            "a small task takes {allocated} bytes with its Arc header, over glibc's fast-bin \
+             size (120)"
+        );
     }
 }

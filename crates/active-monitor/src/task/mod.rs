@@ -11,7 +11,7 @@ use sync_core::sync::Arc as LoomArc;
 // loom's `Arc` cannot be coerced to one (the reference count is std's own,
 // the protocol's atomics are all loom's).
 use std::sync::Arc;
-use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use sync_core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::waiter::{Token, Waiter};
 
