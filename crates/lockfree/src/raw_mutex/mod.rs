@@ -17,8 +17,12 @@
 //!
 //! # The protocol
 //!
-//! * **lock**: a CAS from 0 to `LOCKED`. Failing that, a waiter *counts*
-//!   itself (CAS `count + 1`, only while it may not take the lock), then
+//! * **lock**: a CAS from 0 to `LOCKED`. In barging mode the CAS sets
+//!   `LOCKED` in whatever free word it finds (waiters counted included),
+//!   with 0 as its first guess unless the previous lock found the word
+//!   busy (`busy_hint`, a guess that decides nothing else). Failing that,
+//!   a waiter *counts* itself (CAS `count + 1`, only while it may not take
+//!   the lock), then
 //!   enqueues a [`Waiter`] and sleeps. The count closes the paper's
 //!   lost-wakeup window: an unlocker that sees the count knows a waiter is
 //!   coming and waits for its node to appear in the queue, however late it is.
@@ -74,7 +78,7 @@
 use std::time::{Duration, Instant};
 
 use sync_core::sync::Arc;
-use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
+use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use sync_core::unwind::Panics;
 use sync_core::wait::Watch;
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
@@ -163,6 +167,10 @@ pub struct RawMutex {
     /// role's holder, which re-reads this after giving the role up and
     /// reclaims again if it moved (see [`reclaim`](Self::reclaim)).
     withdrawals: AtomicUsize,
+    /// Whether the last barging `lock` found the word busy (held, or
+    /// waiters counted): only a guess for the next `lock`'s CAS, never
+    /// read to decide anything else. It sits in the word's padding.
+    busy_hint: AtomicBool,
     fairness: Fairness,
 }
 
@@ -195,6 +203,7 @@ impl RawMutex {
                 word: AtomicUsize::new(0),
                 queue: WaiterQueue::new(),
                 withdrawals: AtomicUsize::new(0),
+                busy_hint: AtomicBool::new(false),
                 fairness,
             }
         }
@@ -289,15 +298,36 @@ impl RawMutex {
     #[inline]
     pub fn lock(&self) {
         if self.fairness == Fairness::Barging {
-            // One RMW whatever the rest of the word holds: waiters counted
-            // in the word must not cost every lock of the running threads a
-            // failed CAS and a second one. Setting `LOCKED` when it is set
-            // already changes nothing.
-            // Acquire: pairs with the Release of the unlock that freed it.
-            let old = self.word.fetch_or(LOCKED, Acquire);
-            if old & LOCKED != 0 {
-                self.lock_slow(None);
-            } else if old & STARVE != 0 && old >= ONE {
+            // `fetch_or(LOCKED)` written as its CAS loop, whose first guess
+            // is 0 unless the last lock found the word busy (`busy_hint`).
+            // A load of the word right before (or after) the CAS is the
+            // one thing the uncontended lock cannot afford: it waits for
+            // the unlock's RMW on the same word to reach the cache. A CAS
+            // with the wrong guess costs a second CAS on a line now in our
+            // cache, which a busy lock (waiters counted) must not pay at
+            // every lock: so a lock that found the word busy leaves the
+            // hint set, and the next lock guesses from a load instead.
+            let busy = self.busy_hint.load(Relaxed);
+            let mut w = if busy { self.word.load(Relaxed) } else { 0 };
+            loop {
+                // Never a guess with `LOCKED`: `CAS(w, w | LOCKED)` would
+                // succeed on a held lock.
+                if w & LOCKED != 0 {
+                    self.note_busy(busy, true);
+                    self.lock_slow(None);
+                    return;
+                }
+                // Acquire: pairs with the Release of the unlock that freed it.
+                match self
+                    .word
+                    .compare_exchange_weak(w, w | LOCKED, Acquire, Relaxed)
+                {
+                    Ok(_) => break,
+                    Err(actual) => w = actual,
+                }
+            }
+            self.note_busy(busy, w != 0);
+            if w & STARVE != 0 && w >= ONE {
                 self.starved_out();
             }
             return;
@@ -316,6 +346,16 @@ impl RawMutex {
             {
                 self.lock_slow(None);
             }
+        }
+    }
+
+    /// Keeps `busy_hint` at what this lock found, writing only a change
+    /// (a store to a line every locker reads).
+    #[inline]
+    fn note_busy(&self, was: bool, busy: bool) {
+        if was != busy {
+            // Relaxed: a guess; a stale one costs a CAS, nothing else.
+            self.busy_hint.store(busy, Relaxed);
         }
     }
 
