@@ -22,10 +22,10 @@
 //!   with 0 as its first guess unless the previous lock found the word
 //!   busy (`busy_hint`, a guess that decides nothing else). Failing that,
 //!   a waiter *counts* itself (CAS `count + 1`, only while it may not take
-//!   the lock), then
-//!   enqueues a [`Waiter`] and sleeps. The count closes the paper's
-//!   lost-wakeup window: an unlocker that sees the count knows a waiter is
-//!   coming and waits for its node to appear in the queue, however late it is.
+//!   the lock), then enqueues a [`Waiter`] and sleeps. The count closes the
+//!   paper's lost-wakeup window: an unlocker that sees the count knows a
+//!   waiter is coming and waits for its node to appear in the queue, however
+//!   late it is.
 //! * **unlock**, [`Fairness::Fifo`] (the paper's): a CAS from `LOCKED` to 0.
 //!   Failing that (somebody is counted), the unlocker sets `WAKING`, dequeues
 //!   the oldest waiter, uncounts it and notifies it with `HANDOFF`: the lock
@@ -359,13 +359,13 @@ impl RawMutex {
         }
     }
 
-    /// A newcomer's `fetch_or` took the lock while starvation mode owes it
+    /// A newcomer's barging CAS took the lock while starvation mode owes it
     /// to the oldest waiter: hand it over (as an unlock in that mode
     /// would), then wait like any waiter.
     #[cold]
     fn starved_out(&self) {
         let mut panics = Panics::new();
-        // SAFETY: the `fetch_or` took the lock: we hold it.
+        // SAFETY: the barging CAS in `lock` took the lock: we hold it.
         unsafe { self.unlock_fair_catching(&mut panics) };
         // The lock is consistent: a waker's panic goes on to our caller.
         panics.resume();
