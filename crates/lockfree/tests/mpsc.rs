@@ -417,6 +417,47 @@ fn many_threads_send_through_one_shared_sender() {
     assert_eq!(got, (0..8 * per).collect::<Vec<_>>());
 }
 
+/// A thread that owned a shared sender ends, and later threads (which
+/// may get the ended thread's thread-local addresses, the owner's token)
+/// send through the same `&Sender` in the same place, while a long-lived
+/// thread sends through it throughout: every message arrives once, and
+/// each thread's messages in order.
+#[test]
+fn short_lived_threads_take_turns_on_one_shared_sender() {
+    let (tx, rx) = lockfree_sync::mpsc::channel::<(u64, u64)>();
+    let tx = Arc::new(tx);
+    let (rounds, per) = (300u64, 50u64);
+    let steady = {
+        let tx = Arc::clone(&tx);
+        thread::spawn(move || {
+            for i in 0..rounds * per {
+                tx.send((u64::MAX, i)).unwrap();
+            }
+        })
+    };
+    for t in 0..rounds {
+        let tx = Arc::clone(&tx);
+        thread::spawn(move || {
+            for i in 0..per {
+                tx.send((t, i)).unwrap();
+            }
+        })
+        .join()
+        .unwrap();
+    }
+    steady.join().unwrap();
+    drop(tx);
+    let mut next = std::collections::HashMap::new();
+    let mut n = 0;
+    for (t, i) in rx.iter() {
+        let expected = next.entry(t).or_insert(0u64);
+        assert_eq!(i, *expected, "thread {t}'s messages out of order");
+        *expected += 1;
+        n += 1;
+    }
+    assert_eq!(n, 2 * rounds * per, "messages lost or duplicated");
+}
+
 /// A hostile life for one sender: it moves from thread to thread (each
 /// thread owns it where it then lives), then is shared by more threads than
 /// cores while its owner sends too, and a clone sends from a thread-local

@@ -160,6 +160,10 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// got.sort();
 /// assert_eq!(got, ["from a thread", "from main"]);
 /// ```
+// `repr(C, align(64))`: the fields a thread's first send through the
+// sender reads and writes (`shared` to `busy`) share one cache line, which
+// that thread takes from the core that built or moved the sender.
+#[repr(C, align(64))]
 pub struct Sender<T> {
     shared: Arc<Shared<T>>,
     /// The owner's token (see [`thread_token`]; 0: none). Valid only while
@@ -179,32 +183,42 @@ pub struct Sender<T> {
     lent: Range<T>,
 }
 
-/// A number no other thread has, or 0 (none): each thread takes the next
-/// of a global count the first time it asks, and keeps it. Never reused,
-/// so that a thread that once owned a sender and a later thread never pass
-/// for one another (an address, of a thread-local say, may be reused once
-/// its thread ends). Once the count is spent (only a 32-bit target could
-/// start that many threads), later threads get 0 and never own a sender.
+/// A number no other live thread has, or 0 (none): the address of a
+/// thread-local of this thread, which stays valid until the thread has
+/// ended (a `Cell` with a constant initializer and no `Drop`), or 0 once
+/// it no longer is (where thread-locals are freed while the thread runs
+/// its last destructors). A later thread may get the same number once
+/// this one has ended: it then inherits what this thread owned, which is
+/// sound because an ended thread no longer uses it and the freeing of the
+/// old thread's thread-locals happens before the allocation of the new
+/// one's (as for any memory that is freed and allocated again). Cheaper
+/// than a global count, whose cache line a new thread would take from
+/// another core on its first send.
+#[cfg(not(loom))]
 #[inline]
 fn thread_token() -> usize {
-    // Not a loom atomic: a source of distinct numbers, which orders
-    // nothing.
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
-    #[cfg(not(loom))]
     std::thread_local! {
-        static TOKEN: Cell<usize> = const { Cell::new(0) };
+        // Not a zero-sized type: distinct threads' cells have distinct
+        // addresses.
+        static TOKEN: Cell<u8> = const { Cell::new(0) };
     }
-    #[cfg(loom)]
+    TOKEN.try_with(|t| ptr::from_ref(t) as usize).unwrap_or(0)
+}
+
+/// Under loom, a number from a global count: loom frees a model thread's
+/// thread-locals without modelling the allocator's ordering, so reused
+/// addresses would read as races. Not a loom atomic: a source of distinct
+/// numbers, which orders nothing.
+#[cfg(loom)]
+fn thread_token() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
     sync_core::loom::thread_local! {
         static TOKEN: Cell<usize> = Cell::new(0);
     }
     TOKEN.with(|t| {
         if t.get() == 0 {
-            use std::sync::atomic::Ordering::Relaxed;
-            // Relaxed: only distinctness matters. Saturates: the last
-            // number is never handed out, and then every thread gets 0.
-            let next = NEXT.fetch_update(Relaxed, Relaxed, |n| n.checked_add(1));
-            t.set(next.unwrap_or(0));
+            t.set(NEXT.fetch_add(1, Relaxed));
         }
         t.get()
     })
@@ -215,7 +229,9 @@ fn thread_token() -> usize {
 unsafe impl<T: Send> Send for Sender<T> {}
 // SAFETY: `own` is only touched by the owner thread, the one whose token is
 // in `owner` while `home` is the sender's address (a claim under `busy`
-// sets them; see `with_range`), and `lent` only by the thread that holds
+// sets them; see `with_range`; no two live threads share a token, and a
+// thread that gets an ended thread's token comes after it: see
+// `thread_token`), and `lent` only by the thread that holds
 // `busy` (claimed with an Acquire swap, released with a Release store, so
 // each holder sees the previous one's writes); both by `&mut self`. The
 // rest is the shared channel, and a send moves a `T` to the receiver's
@@ -335,7 +351,11 @@ impl<T> Sender<T> {
 
     /// [`with_range`](Self::with_range) for a thread that is not the
     /// owner (yet).
-    #[cold]
+    ///
+    /// Not `#[cold]`: a thread's first send through a sender comes here,
+    /// and code placed apart from `send` costs a new thread's first send
+    /// more than this function's few instructions.
+    #[inline]
     fn claim<R>(&self, me: usize, here: usize, f: impl FnOnce(&Range<T>) -> R) -> Option<R> {
         // Acquire: pairs with the Release that ended the previous claim.
         if self.busy.swap(true, Acquire) {
