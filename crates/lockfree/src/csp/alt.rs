@@ -203,8 +203,9 @@ impl<'a, T> Alt<'a, T> {
     ///
     /// # Progress
     ///
-    /// As [`select`](Self::select), for `timeout` at most: the thread
-    /// parks with the deadline as its timeout, and returns within the
+    /// As [`select`](Self::select), for `timeout` at most, except that
+    /// it never yields: after a brief spin the thread parks with the
+    /// deadline as its timeout, and returns within the
     /// deadline plus a timer's and a scheduler's latency, whatever the
     /// load. A sender that claimed the Alt just as the time ran out makes
     /// it `Some`: no value is lost.

@@ -109,8 +109,9 @@ impl<T> Sender<T> {
     ///
     /// # Progress
     ///
-    /// As [`send`](Self::send), for `timeout` at most: the thread parks
-    /// with the deadline as its timeout, and returns within the deadline
+    /// As [`send`](Self::send), for `timeout` at most, except that it
+    /// never yields: after a brief spin the thread parks with the deadline
+    /// as its timeout, and returns within the deadline
     /// plus a timer's and a scheduler's latency, whatever the load. A
     /// receiver that took the value just as the time ran out makes it
     /// `Ok`: the value is delivered exactly once, or handed back.
@@ -421,8 +422,9 @@ impl<T> Receiver<T> {
     ///
     /// # Progress
     ///
-    /// As [`recv`](Self::recv), for `timeout` at most: the thread parks
-    /// with the deadline as its timeout, and returns within the deadline
+    /// As [`recv`](Self::recv), for `timeout` at most, except that it
+    /// never yields: after a brief spin the thread parks with the deadline
+    /// as its timeout, and returns within the deadline
     /// plus a timer's and a scheduler's latency, whatever the load. A
     /// sender that handed its value over just as the time ran out makes it
     /// `Ok`: no value is lost.

@@ -172,8 +172,12 @@ impl<T> Slot<T> {
         sync_core::load::tick();
         for i in 0..YIELDS {
             // A yield is no wait once yields are slow (more runnable
-            // threads than CPUs): sleep instead. Nor near a deadline.
-            if sync_core::load::yields_are_slow() || crate::clock::passed(deadline) {
+            // threads than CPUs): sleep instead. Nor in a timed wait, as
+            // in the family's `Watch`: the yield that finds out that
+            // yields became slow costs a scheduling round, which a timed
+            // wait would overshoot its deadline by; it parks with the
+            // deadline instead.
+            if deadline.is_some() || sync_core::load::yields_are_slow() {
                 break;
             }
             sync_core::load::measured_yield();
