@@ -163,21 +163,24 @@ impl<T> Slot<T> {
         }
         // Yield for a while before sleeping: a sleeping partner takes tens
         // of microseconds to wake, and a wait shorter than that would make
-        // us sleep too, and the next rendezvous wake us in turn.
+        // us sleep too, and the next rendezvous wake us in turn. Not in a
+        // timed wait, as in the family's `Watch`: the yield that finds out
+        // that yields became slow costs a scheduling round, which a timed
+        // wait would overshoot its deadline by; it parks with the deadline.
+        let yields = if deadline.is_some() { 0 } else { YIELDS };
         #[cfg(not(loom))]
         let start = std::time::Instant::now();
-        // Samples the load if the last sample is old: a waiter that reads
-        // `yields_are_slow` without it may act on a verdict from before the
-        // machine filled up, and give its core away for a scheduling round.
-        sync_core::load::tick();
-        for i in 0..YIELDS {
+        if yields > 0 {
+            // Samples the load if the last sample is old: a waiter that
+            // reads `yields_are_slow` without it may act on a verdict from
+            // before the machine filled up, and give its core away for a
+            // scheduling round.
+            sync_core::load::tick();
+        }
+        for i in 0..yields {
             // A yield is no wait once yields are slow (more runnable
-            // threads than CPUs): sleep instead. Nor in a timed wait, as
-            // in the family's `Watch`: the yield that finds out that
-            // yields became slow costs a scheduling round, which a timed
-            // wait would overshoot its deadline by; it parks with the
-            // deadline instead.
-            if deadline.is_some() || sync_core::load::yields_are_slow() {
+            // threads than CPUs): sleep instead.
+            if sync_core::load::yields_are_slow() {
                 break;
             }
             sync_core::load::measured_yield();
