@@ -166,6 +166,23 @@ impl<T> Shared<T> {
         })
     }
 
+    /// Whether a message is linked after the dummy: what a waiting receiver
+    /// watches. Unlike [`pop`](Self::pop) on an empty queue, it leaves the
+    /// tail alone: the tail's line is the one every send swaps, and a
+    /// receiver that read it at every poll would pull it from the producers
+    /// at every send, slowing them to the receiver's pace.
+    ///
+    /// Called by the receiver only.
+    pub(super) fn linked(&self) -> bool {
+        // SAFETY: read by the receiver, the only writer of `head`; the
+        // dummy is unreleased, so alive.
+        let head = self.consumer.with(|c| unsafe { (*c).head });
+        // Relaxed: a hint; the `pop` that follows reads the link with
+        // Acquire.
+        // SAFETY: as just argued.
+        !unsafe { (*head).next.load(Relaxed) }.is_null()
+    }
+
     /// Whether the receiver may sleep: nothing queued or on its way, and a
     /// sender left to wake it. SeqCst: the receiver's half of the
     /// handshake, after publishing its waiter.

@@ -9,6 +9,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use sync_core::load;
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::Ordering::*;
 use sync_core::sync::hint;
@@ -30,19 +31,50 @@ const TASK_YIELDS: u32 = 1;
 #[cfg(loom)]
 const TASK_YIELDS: u32 = 0;
 
-/// How long a receiver watches an empty queue before it sleeps: spins,
-/// then yields while yields are cheap (a wakeup costs far more than a cheap
-/// yield), judged by measured yields only (see [`Watch::measured_yields_only`]:
-/// a yield is what lets a producer that shares the receiver's CPU run). A
+/// How long a receiver watches an empty queue before it sleeps: spins
+/// (polls made at once, then spaced ones: see [`space_poll`]), then yields
+/// while yields are cheap (a wakeup costs far more than a cheap yield),
+/// judged by measured yields only (see [`Watch::measured_yields_only`]: a
+/// yield is what lets a producer that shares the receiver's CPU run). A
 /// timed receive never yields. Under loom, one spin (a spin is a yield
 /// there): enough to explore "the message came meanwhile".
 fn new_watch() -> Watch {
     let policy = if cfg!(loom) {
         WaitPolicy::spin_then_block(1)
     } else {
-        WaitPolicy::spin_then_block(32).yields(128)
+        WaitPolicy::spin_then_block(EAGER_POLLS + SPACED_POLLS).yields(128)
     };
     Watch::new(policy).measured_yields_only()
+}
+
+/// Polls of an empty queue a receiver makes at once: a message whose
+/// producer is between its swap and its link shows up within a few
+/// instructions.
+const EAGER_POLLS: u32 = 2;
+/// The spaced polls that follow, before the receiver yields.
+const SPACED_POLLS: u32 = 8;
+/// Spin hints before each spaced poll.
+const POLL_GAP: u32 = if cfg!(loom) { 0 } else { 128 };
+
+/// Spaces out a spinning receiver's polls after the first
+/// [`EAGER_POLLS`]. A poll of the dummy's link takes the cache line that
+/// the producer writes next from that producer's core. A receiver that
+/// polls again at once whenever it has caught up with a streaming producer
+/// keeps pace with it message by message, and every message then costs
+/// both of them a line transfer; spaced polls let the producer run ahead by
+/// a few lines, which the receiver then reads in one stretch. Not when
+/// yields are slow (more runnable threads than CPUs): there the producer
+/// may be waiting for the CPU the receiver spins on, and the receiver
+/// parks after its spins instead. (A yield or a park spaces the later
+/// polls.)
+#[inline]
+fn space_poll(watch: &Watch, spaced: bool) {
+    let polls = watch.polls();
+    if spaced && polls > EAGER_POLLS && polls <= EAGER_POLLS + SPACED_POLLS {
+        for _ in 0..POLL_GAP {
+            hint::spin_loop();
+        }
+    }
 }
 
 /// The receiving end of an [`mpsc::channel`](super::channel).
@@ -176,8 +208,10 @@ impl<T> Receiver<T> {
     /// # Progress
     ///
     /// Blocks until a message or the disconnection arrives. It spins
-    /// briefly, then yields while yields are cheap, then parks; a sender
-    /// wakes it (no lost wakeup: see the module documentation).
+    /// briefly (spacing its polls out, so that a producer it has caught up
+    /// with runs ahead rather than hand it one message at a time), then
+    /// yields while yields are cheap, then parks; a sender wakes it (no
+    /// lost wakeup: see the module documentation).
     ///
     /// # Deadlocks
     ///
@@ -290,10 +324,25 @@ impl<T> Receiver<T> {
                 wait::give_way(deadline);
                 continue;
             }
-            match watch.pause(deadline) {
-                Next::Poll => continue,
-                Next::TimedOut => return Err(TryRecvError::Empty),
-                Next::Park => {}
+            // Watch the dummy's link alone until a message is linked or it
+            // is time to sleep: `take` on an empty queue reads the tail,
+            // whose line every send swaps. (A disconnection is found when
+            // `park_prepare` fails, below, and `take` runs again.)
+            let spaced = !load::yields_are_slow();
+            let linked = loop {
+                match watch.pause(deadline) {
+                    Next::Poll => {
+                        space_poll(&watch, spaced);
+                        if self.shared.linked() {
+                            break true;
+                        }
+                    }
+                    Next::TimedOut => return Err(TryRecvError::Empty),
+                    Next::Park => break false,
+                }
+            };
+            if linked {
+                continue;
             }
             // A task's waiter left by `poll_recv` goes first: the slot holds
             // one waiter, and it is about to be ours.
