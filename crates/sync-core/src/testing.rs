@@ -218,6 +218,66 @@ pub fn within<R>(what: &str, bound: Duration, f: impl FnOnce() -> R) -> (R, Dura
     (r, took)
 }
 
+/// Checks a timed wait against the machine: runs `f` (a wait that should
+/// return `nominal` after it starts) `tries` times, each beside a plain
+/// `thread::sleep(nominal)` started at the same moment on a thread of its
+/// own, and asserts that the median of `f`'s times is at most `slack` plus
+/// twice the median of the sleeps. Returns what each try returned.
+///
+/// A sleep measures the machine at that moment: how late a thread whose
+/// timer has fired gets a CPU back, which no wait can beat. With more
+/// runnable threads than cores, any single try can be preempted for a
+/// whole scheduling round (tens of ms), and a machine loaded by other
+/// processes delays sleeps too; one such draw must not fail a test. A wait
+/// that yields is a round late on most tries and fails the median; a wait
+/// that is only as late as a sleep passes unless most of its tries draw
+/// from the tail of the delays while most of the sleeps beside them do not.
+///
+/// # Panics
+///
+/// If the median try is late, naming `what` and listing every time; if
+/// `tries` is zero; and if `f` or a sleep thread panics.
+#[cfg(not(loom))]
+#[track_caller]
+pub fn timely<R>(
+    what: &str,
+    nominal: Duration,
+    slack: Duration,
+    tries: usize,
+    mut f: impl FnMut() -> R,
+) -> Vec<R> {
+    assert!(tries > 0, "timely({what}): no tries");
+    let (mut results, mut waits, mut sleeps) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..tries {
+        let sleep = std::thread::spawn(move || {
+            let began = Instant::now();
+            std::thread::sleep(nominal);
+            began.elapsed()
+        });
+        let began = Instant::now();
+        results.push(f());
+        waits.push(began.elapsed());
+        sleeps.push(
+            sleep
+                .join()
+                .expect("the sleep beside a timed wait panicked"),
+        );
+    }
+    let median = |v: &[Duration]| {
+        let mut v = v.to_vec();
+        v.sort();
+        v[v.len() / 2]
+    };
+    let bound = slack + 2 * median(&sleeps);
+    let took = median(&waits);
+    assert!(
+        took <= bound,
+        "{what}: the median try took {took:?}, more than {bound:?} \
+         ({slack:?} + twice the median sleep); tries {waits:?}, sleeps {sleeps:?}"
+    );
+    results
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

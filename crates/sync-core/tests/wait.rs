@@ -2,19 +2,21 @@
 //! the CPUs while a waiter watches with a 1 ms deadline. A yield then gives
 //! the core away for a whole scheduling round (tens of milliseconds), so a
 //! loop that yields overshoots; the family's watch parks or sleeps briefly
-//! instead, and returns within a generous 50 ms.
+//! instead, and returns within a generous 50 ms of what a plain sleep to
+//! the same deadline takes beside it (`testing::timely`).
 #![cfg(not(loom))]
 
 use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::time::{Duration, Instant};
 
-use sync_core::testing::{BusyThreads, within};
+use sync_core::testing::{BusyThreads, timely, within};
 use sync_core::wait::{Backoff, Next, WaitPolicy, Watch, give_way};
 use sync_core::waiter::Waiter;
 
 const DEADLINE: Duration = Duration::from_millis(1);
 const BOUND: Duration = Duration::from_millis(50);
 const BUSY: usize = 50;
+const TRIES: usize = 7;
 
 /// Watches a flag nobody sets until `deadline`, parking (with the
 /// deadline as the timeout) when the watch says so.
@@ -50,12 +52,10 @@ fn timed_watches_return_near_their_deadline_with_50_busy_threads() {
         ("parking_lot's (spin, yield, park)", WaitPolicy::new()),
         ("many yields, then park", WaitPolicy::new().yields(1000)),
     ] {
-        for _ in 0..5 {
-            let (next, _) = within(name, BOUND, || {
-                watch_until(policy, Instant::now() + DEADLINE)
-            });
-            assert_eq!(next, Next::TimedOut);
-        }
+        let nexts = timely(name, DEADLINE, BOUND, TRIES, || {
+            watch_until(policy, Instant::now() + DEADLINE)
+        });
+        assert!(nexts.iter().all(|&next| next == Next::TimedOut));
     }
 }
 
@@ -63,13 +63,11 @@ fn timed_watches_return_near_their_deadline_with_50_busy_threads() {
 fn a_waiters_timed_wait_returns_near_its_deadline_with_50_busy_threads() {
     let _busy = BusyThreads::start(BUSY);
     for spin in [true, false] {
-        for _ in 0..5 {
+        let tokens = timely("Waiter::wait_until", DEADLINE, BOUND, TRIES, || {
             let waiter = Waiter::for_thread(0);
-            let (token, _) = within("Waiter::wait_until", BOUND, || {
-                waiter.wait_until(spin, Instant::now() + DEADLINE)
-            });
-            assert_eq!(token, None);
-        }
+            waiter.wait_until(spin, Instant::now() + DEADLINE)
+        });
+        assert!(tokens.iter().all(Option::is_none));
     }
 }
 
