@@ -322,31 +322,34 @@ fn mpsc_drain(mode: Mode) -> Workload {
         .implementation("std", drain::<StdMpsc>(n))
 }
 
-/// `threads` short-lived threads each send one message: the mean time of
-/// one send, timed inside each thread (spawning is not timed).
+/// `threads` short-lived threads each send one message: the median time
+/// of one send, timed inside each thread (spawning is not timed). The
+/// median, not the mean: with 2,000 threads on 2 CPUs, a few sends in a
+/// sample are preempted for a scheduling round (milliseconds, against a
+/// send's few hundred ns), and a mean of 2,000 is as much a count of those
+/// draws as a measure of the send: the mean of one sample ranged over 70x
+/// from run to run.
 fn many_senders<C: Mpsc>(threads: usize) -> impl FnMut() -> f64 {
     move || {
         let (tx, mut rx) = C::channel();
-        let total_ns = Arc::new(AtomicUsize::new(0));
+        let mut took_ns = Vec::with_capacity(threads);
         // In batches, so that at most a few hundred threads exist at once.
         for batch in 0..threads.div_ceil(250) {
             let handles: Vec<_> = (batch * 250..threads.min((batch + 1) * 250))
                 .map(|i| {
                     let tx = C::clone_tx(&tx);
-                    let total_ns = Arc::clone(&total_ns);
                     thread::Builder::new()
                         .stack_size(64 * 1024)
                         .spawn(move || {
                             let start = Instant::now();
                             C::send(&tx, i as u64);
-                            let took = start.elapsed();
-                            total_ns.fetch_add(took.as_nanos() as usize, Ordering::Relaxed);
+                            start.elapsed().as_nanos() as f64
                         })
                         .expect("spawn a sender")
                 })
                 .collect();
             for h in handles {
-                h.join().expect("a sender panicked");
+                took_ns.push(h.join().expect("a sender panicked"));
             }
         }
         drop(tx);
@@ -355,7 +358,8 @@ fn many_senders<C: Mpsc>(threads: usize) -> impl FnMut() -> f64 {
             n += 1;
         }
         assert_eq!(n, threads, "messages lost");
-        total_ns.load(Ordering::Relaxed) as f64 / threads as f64
+        took_ns.sort_by(f64::total_cmp);
+        took_ns[threads / 2]
     }
 }
 
@@ -365,7 +369,7 @@ fn mpsc_many_senders(mode: Mode) -> Workload {
     Workload::new("lf/mpsc-many-senders", Unit::NsPerOp)
         .title(format!(
             "{threads} short-lived threads each send one message (each with its own clone of \
-             the sender): mean ns per send, timed inside the thread."
+             the sender): median ns per send, timed inside the thread."
         ))
         .param("threads", threads)
         .baseline("kanal")
@@ -375,7 +379,8 @@ fn mpsc_many_senders(mode: Mode) -> Workload {
              and joining the threads. Here only the send is timed, and each thread is a \
              new OS thread with a freshly cloned sender, so a first send (cold caches, \
              and for a channel that allocates in the sending thread, that thread's first \
-             allocation) is what is measured.",
+             allocation) is what is measured. The median of the 2,000 sends, not the \
+             mean: a preempted send counts once, not by its milliseconds.",
         )
         .implementation("lockfree-sync", many_senders::<LockfreeMpsc>(threads))
         .implementation("crossbeam", many_senders::<CrossbeamMpsc>(threads))
