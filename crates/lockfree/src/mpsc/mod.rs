@@ -160,10 +160,11 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// got.sort();
 /// assert_eq!(got, ["from a thread", "from main"]);
 /// ```
-// `repr(C, align(64))`: the fields a thread's first send through the
-// sender reads and writes (`shared` to `busy`) share one cache line, which
-// that thread takes from the core that built or moved the sender.
-#[repr(C, align(64))]
+// Not cache-line aligned: a handle lives wherever its user puts it, and an
+// alignment of 64 would pad every struct that holds one. Measured, it also
+// made a short-lived thread's first send slower (the sender and the
+// closure that carries it to the thread grew from 80 to 128 bytes and
+// more), not faster.
 pub struct Sender<T> {
     shared: Arc<Shared<T>>,
     /// The owner's token (see [`thread_token`]; 0: none). Valid only while
