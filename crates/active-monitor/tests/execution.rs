@@ -422,15 +422,39 @@ fn ran() -> u64 {
 /// its own submits. The bound asserted is loose (a few queues' worth); the
 /// old code ran most of the stream in one submit (1,100 to 2,000 of the
 /// 3,000 tasks in three runs).
+///
+/// The bound is a scheduling property: a combiner hands over to a peer that
+/// is running, and with more runnable threads than cores (this binary runs
+/// its tests in parallel) its peers can all be off the CPU for a scheduling
+/// round, during which a correct combiner keeps serving. So the stream is
+/// run up to three times and one run within the bound passes; the old code
+/// broke the bound on every run.
 #[test]
 fn a_combiners_submit_returns_after_a_bounded_number_of_tasks() {
+    const CAPACITY: usize = 16;
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let most = longest_submit_of_a_stream(CAPACITY);
+        // At most the queue's contents when it began, and some batches
+        // more until another thread took the monitor (offers back off to
+        // one in 9 batches while nobody takes them).
+        if most <= 8 * CAPACITY as u64 {
+            return;
+        }
+        runs.push(most);
+    }
+    panic!("the longest submit of each run ran {runs:?} tasks: the combiner did not hand over");
+}
+
+/// Three threads stream submissions to one monitor: the most tasks one
+/// submit ran.
+fn longest_submit_of_a_stream(capacity: usize) -> u64 {
     const STREAM: u64 = 1_000;
     const THREADS: u64 = 3;
-    const CAPACITY: usize = 16;
     let m = Arc::new(
         Monitor::builder()
             .order(Order::Relaxed)
-            .capacity(CAPACITY)
+            .capacity(capacity)
             .build(0u64),
     );
     let started = Arc::new(AtomicUsize::new(0));
@@ -463,14 +487,7 @@ fn a_combiners_submit_returns_after_a_bounded_number_of_tasks() {
         .collect();
     let most = streams.into_iter().map(|s| s.join().unwrap()).max();
     assert_eq!(m.call(|n| *n), THREADS * STREAM);
-    let most = most.unwrap();
-    // At most the queue's contents when it began, and some batches more
-    // until another thread took the monitor (offers back off to one in 9
-    // batches while nobody takes them).
-    assert!(
-        most <= 8 * CAPACITY as u64,
-        "one submit ran {most} tasks: the combiner did not hand over"
-    );
+    most.expect("three streams")
 }
 
 // ----------------------------------------------------------------- soak --
