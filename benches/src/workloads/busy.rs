@@ -15,7 +15,12 @@
 //! parking shows here as overshoots and latencies of tens of milliseconds.
 //!
 //! The background threads are started for each run and stopped after it;
-//! starting them is not timed. Ids: `busy/{overshoot,wake}-{p50,p99}/
+//! starting them is not timed. Within a run, the implementations of a row
+//! take turns, one wait each, beside the same busy threads, with a
+//! reference that shows the kernel's own values: `sleep-floor`, a 1 ms
+//! `thread::sleep`, beside the overshoot rows, and `park-floor`, a thread
+//! woken from `thread::park`, beside the wake-up rows (see the `turns`
+//! module for why). Ids: `busy/{overshoot,wake}-{p50,p99}/
 //! {lock,semaphore,recv}/{0,4,50}` (the last part is the number of busy
 //! threads, so each is a sweep), and for rendezvous channels (`csp`
 //! module) `busy/overshoot-{p50,p99}/{csp-recv,csp-send,alt}/N` and
@@ -32,14 +37,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use sync_core::testing::BusyThreads;
-
 use crate::harness::{Mode, Unit, Workload, summarize};
 use crate::peers::{BenchMutex, OneState};
 use crate::twins::CondvarSemaphore;
 use crate::workloads::adaptive::{Adaptive, LearnedPolicy};
 
 mod csp;
+mod turns;
+
+use turns::{SLEEP_FLOOR, Wait, in_turns, sleep_floor};
 
 /// The timed waits' timeout.
 const TIMEOUT: Duration = Duration::from_millis(1);
@@ -81,21 +87,8 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
     all
 }
 
-/// Runs `one` (a measurement in ms) `waits` times, or fewer once `budget`
-/// has passed (but at least 3), with `busy` threads spinning, and returns
-/// the median and the 99th percentile.
-fn percentiles(
-    busy: usize,
-    waits: usize,
-    budget: Duration,
-    mut one: impl FnMut() -> f64,
-) -> (f64, f64) {
-    let _busy = BusyThreads::start(busy);
-    let began = Instant::now();
-    let mut v = Vec::with_capacity(waits);
-    while v.len() < waits && (v.len() < 3 || began.elapsed() < budget) {
-        v.push(one());
-    }
+/// The median and the 99th percentile of `v` (not empty).
+fn percentile_pair(mut v: Vec<f64>) -> (f64, f64) {
     let (median, _, _) = summarize(&v);
     v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
     let p99 = v[((v.len() * 99).div_ceil(100)).saturating_sub(1)];
@@ -136,76 +129,95 @@ fn regime(busy: usize) -> String {
 }
 
 fn overshoot_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
-    overshoot_workload("lock", "a held lock", busy, "parking_lot")
-        .implementation_pair("lockfree-sync", move || {
-            let m = lockfree_sync::Mutex::new(());
-            let _held = m.lock();
-            percentiles(busy, waits, budget, || {
-                overshoot(|| assert!(m.try_lock_for(TIMEOUT).is_none()))
-            })
+    // Each lock is held by the measuring thread itself, through an owned
+    // guard kept with the wait.
+    fn lockfree() -> Wait {
+        let m = Arc::new(lockfree_sync::Mutex::new(()));
+        let held = m.lock_arc();
+        Box::new(move || {
+            let _held = &held;
+            overshoot(|| assert!(m.try_lock_for(TIMEOUT).is_none()))
         })
-        .implementation_pair("adaptive", move || {
-            let m = adaptive_lock::AdaptiveMutex::<()>::new(());
-            let _held = m.lock();
-            percentiles(busy, waits, budget, || {
-                overshoot(|| assert!(m.try_lock_for(TIMEOUT).is_none()))
-            })
+    }
+    fn adaptive() -> Wait {
+        let m = Arc::new(adaptive_lock::AdaptiveMutex::new(()));
+        let held = m.lock_arc();
+        Box::new(move || {
+            let _held = &held;
+            overshoot(|| assert!(m.try_lock_for(TIMEOUT).is_none()))
         })
-        .implementation_pair("ast-mutex", move || {
-            let m = ast_mutex::AstMutex::new(OneState::Only, ());
-            let held = m.enter(OneState::Only);
-            let r = percentiles(busy, waits, budget, || {
-                overshoot(|| assert!(m.try_enter_for(OneState::Only, TIMEOUT).is_none()))
-            });
-            held.exit(OneState::Only);
-            r
+    }
+    fn ast() -> Wait {
+        let m = Arc::new(ast_mutex::AstMutex::new(OneState::Only, ()));
+        let held = m.enter_arc(OneState::Only);
+        Box::new(move || {
+            let _held = &held;
+            overshoot(|| assert!(m.try_enter_for(OneState::Only, TIMEOUT).is_none()))
         })
-        .implementation_pair("parking_lot", move || {
-            let m = parking_lot::Mutex::new(());
-            let _held = m.lock();
-            percentiles(busy, waits, budget, || {
-                overshoot(|| assert!(m.try_lock_for(TIMEOUT).is_none()))
-            })
-        })
+    }
+    fn parking_lot() -> Wait {
+        let m = parking_lot::Mutex::new(());
+        // Held until the mutex is dropped with the wait: parking_lot frees
+        // a locked mutex.
+        std::mem::forget(m.lock());
+        Box::new(move || overshoot(|| assert!(m.try_lock_for(TIMEOUT).is_none())))
+    }
+    in_turns(
+        overshoot_workload("lock", "a held lock", busy, "parking_lot"),
+        &[
+            ("lockfree-sync", lockfree),
+            ("adaptive", adaptive),
+            ("ast-mutex", ast),
+            ("parking_lot", parking_lot),
+        ],
+        (SLEEP_FLOOR, sleep_floor),
+        busy,
+        waits,
+        budget,
+    )
 }
 
 fn overshoot_semaphore(busy: usize, waits: usize, budget: Duration) -> Workload {
-    overshoot_workload(
-        "semaphore",
-        "a semaphore without permits",
-        busy,
-        "condvar-std",
-    )
-    .implementation_pair("lockfree-sync", move || {
+    fn lockfree() -> Wait {
         let s = lockfree_sync::Semaphore::new(0);
-        percentiles(busy, waits, budget, || {
-            overshoot(|| assert!(s.try_acquire_for(TIMEOUT).is_err()))
-        })
-    })
-    .implementation_pair("condvar-std", move || {
+        Box::new(move || overshoot(|| assert!(s.try_acquire_for(TIMEOUT).is_err())))
+    }
+    fn condvar() -> Wait {
         let s = CondvarSemaphore::new(0);
-        percentiles(busy, waits, budget, || {
-            overshoot(|| assert!(!s.try_acquire_for(TIMEOUT)))
-        })
-    })
+        Box::new(move || overshoot(|| assert!(!s.try_acquire_for(TIMEOUT))))
+    }
+    in_turns(
+        overshoot_workload(
+            "semaphore",
+            "a semaphore without permits",
+            busy,
+            "condvar-std",
+        ),
+        &[("lockfree-sync", lockfree), ("condvar-std", condvar)],
+        (SLEEP_FLOOR, sleep_floor),
+        busy,
+        waits,
+        budget,
+    )
 }
 
 fn overshoot_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
-    fn run<C: Mpsc>(busy: usize, waits: usize, budget: Duration) -> (f64, f64) {
-        let (_tx, rx) = C::channel();
-        percentiles(busy, waits, budget, || {
+    fn empty<C: Mpsc>() -> Wait {
+        let (tx, rx) = C::channel();
+        Box::new(move || {
+            let _tx = &tx;
             overshoot(|| assert!(C::recv_timeout(&rx, TIMEOUT).is_none()))
         })
     }
-    let w = overshoot_workload("recv", "an empty channel", busy, "std");
-    channels(
-        w,
-        [
-            run::<LockfreeMpsc>,
-            run::<StdMpsc>,
-            run::<CrossbeamMpsc>,
-            run::<FlumeMpsc>,
+    in_turns(
+        overshoot_workload("recv", "an empty channel", busy, "std"),
+        &[
+            ("lockfree-sync", empty::<LockfreeMpsc>),
+            ("std", empty::<StdMpsc>),
+            ("crossbeam", empty::<CrossbeamMpsc>),
+            ("flume", empty::<FlumeMpsc>),
         ],
+        (SLEEP_FLOOR, sleep_floor),
         busy,
         waits,
         budget,
@@ -229,20 +241,14 @@ fn wake_workload(kind: &str, event: &str, busy: usize, peer: &str) -> Workload {
         .baseline(peer)
 }
 
-/// One waiter thread, woken `waits` times (fewer once `budget` has
-/// passed). Each round the waker calls `prepare` (so that the wait will
-/// block), lets the waiter go; the waiter announces itself and calls `wait`,
-/// which blocks until the waker's `wake`; the waker lets it settle into its
-/// wait for [`SETTLE`], notes the time and calls `wake`; the waiter notes
-/// when it returned. Returns the median and 99th percentile of the
-/// latencies, in ms.
-fn wake_rounds<S: Send + Sync + 'static>(
-    busy: usize,
-    waits: usize,
-    budget: Duration,
-    shared: S,
-    ops: WakeOps<S>,
-) -> (f64, f64) {
+/// One waiter thread, woken once per call of the returned [`Wait`] (the
+/// waiter stops when it is dropped). Each round the waker calls `prepare`
+/// (so that the wait will block), lets the waiter go; the waiter announces
+/// itself and calls `wait`, which blocks until the waker's `wake`; the
+/// waker lets it settle into its wait for [`SETTLE`], notes the time and
+/// calls `wake`; the waiter notes when it returned. The round's result is
+/// the latency, in ms.
+fn wake_turn<S: Send + Sync + 'static>(shared: S, ops: WakeOps<S>) -> Wait {
     struct Round<S> {
         shared: S,
         /// The round the waiter may start (the waker's count).
@@ -253,6 +259,22 @@ fn wake_rounds<S: Send + Sync + 'static>(
         woke: AtomicU64,
         stop: AtomicBool,
         base: Instant,
+    }
+    /// The waker's side: stops and joins the waiter when dropped.
+    struct Waker<S> {
+        r: Arc<Round<S>>,
+        round: u64,
+        waiter: Option<thread::JoinHandle<()>>,
+    }
+    impl<S> Drop for Waker<S> {
+        fn drop(&mut self) {
+            self.r.stop.store(true, Ordering::Release);
+            self.r.go.store(self.round + 1, Ordering::Release);
+            if let Some(waiter) = self.waiter.take() {
+                let ended = waiter.join();
+                assert!(ended.is_ok() || thread::panicking(), "the waiter panicked");
+            }
+        }
     }
     let r = Arc::new(Round {
         shared,
@@ -284,9 +306,14 @@ fn wake_rounds<S: Send + Sync + 'static>(
             }
         })
     };
-    let mut round = 0;
-    let latencies = percentiles(busy, waits, budget, || {
-        round += 1;
+    let mut w = Waker {
+        r,
+        round: 0,
+        waiter: Some(waiter),
+    };
+    Box::new(move || {
+        w.round += 1;
+        let (r, round) = (&w.r, w.round);
         (ops.prepare)(&r.shared);
         r.woke.store(0, Ordering::Relaxed);
         r.go.store(round, Ordering::Release);
@@ -302,14 +329,45 @@ fn wake_rounds<S: Send + Sync + 'static>(
             }
         };
         woke.saturating_sub(at) as f64 / 1e6
-    });
-    r.stop.store(true, Ordering::Release);
-    r.go.store(round + 1, Ordering::Release);
-    waiter.join().expect("the waiter panicked");
-    latencies
+    })
 }
 
-/// What [`wake_rounds`] does with the primitive.
+/// The reference beside every wake-up row.
+const PARK_FLOOR: &str = "park-floor";
+
+/// The [`PARK_FLOOR`] row: a thread that parks
+/// (`thread::park`), woken by an `unpark`.
+fn park_floor() -> Wait {
+    struct Parked {
+        waiter: std::sync::OnceLock<thread::Thread>,
+        woken: AtomicBool,
+    }
+    wake_turn(
+        Parked {
+            waiter: std::sync::OnceLock::new(),
+            woken: AtomicBool::new(false),
+        },
+        WakeOps {
+            prepare: nothing,
+            wait: |p| {
+                p.waiter.get_or_init(thread::current);
+                // Acquire: pairs with the Release store in `wake`.
+                while !p.woken.swap(false, Ordering::Acquire) {
+                    thread::park();
+                }
+            },
+            wake: |p| {
+                let at = Instant::now();
+                // Release: pairs with the Acquire swap in `wait`.
+                p.woken.store(true, Ordering::Release);
+                p.waiter.get().expect("the waiter is waiting").unpark();
+                at
+            },
+        },
+    )
+}
+
+/// What [`wake_turn`] does with the primitive.
 struct WakeOps<S> {
     /// Makes the next `wait` block (the waker's thread, before the round).
     prepare: fn(&S),
@@ -337,7 +395,7 @@ fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
     /// is the event. A lock released by another thread than the one that
     /// took it would not do, so the waker holds it in a helper thread that
     /// lets go on a signal.
-    fn run<M: BenchMutex<()>>(busy: usize, waits: usize, budget: Duration) -> (f64, f64) {
+    fn held<M: BenchMutex<()>>() -> Wait {
         struct Held<M> {
             lock: M,
             /// Set by the waker: the holder lets go.
@@ -369,10 +427,7 @@ fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
             holding: AtomicBool::new(false),
             released_at: std::sync::Mutex::new(None),
         });
-        wake_rounds(
-            busy,
-            waits,
-            budget,
+        wake_turn(
             held,
             WakeOps {
                 prepare: hold,
@@ -391,61 +446,57 @@ fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
             },
         )
     }
-    wake_workload("lock", "an unlock", busy, "parking_lot")
-        .implementation_pair("lockfree-sync", move || {
-            run::<lockfree_sync::Mutex<()>>(busy, waits, budget)
-        })
-        .implementation_pair("adaptive", move || {
-            run::<Adaptive<LearnedPolicy, ()>>(busy, waits, budget)
-        })
-        .implementation_pair("ast-mutex", move || {
-            run::<ast_mutex::AstMutex<OneState, ()>>(busy, waits, budget)
-        })
-        .implementation_pair("parking_lot", move || {
-            run::<parking_lot::Mutex<()>>(busy, waits, budget)
-        })
-        .implementation_pair("std", move || {
-            run::<std::sync::Mutex<()>>(busy, waits, budget)
-        })
+    in_turns(
+        wake_workload("lock", "an unlock", busy, "parking_lot"),
+        &[
+            ("lockfree-sync", held::<lockfree_sync::Mutex<()>>),
+            ("adaptive", held::<Adaptive<LearnedPolicy, ()>>),
+            ("ast-mutex", held::<ast_mutex::AstMutex<OneState, ()>>),
+            ("parking_lot", held::<parking_lot::Mutex<()>>),
+            ("std", held::<std::sync::Mutex<()>>),
+        ],
+        (PARK_FLOOR, park_floor),
+        busy,
+        waits,
+        budget,
+    )
 }
 
 fn wake_semaphore(busy: usize, waits: usize, budget: Duration) -> Workload {
-    wake_workload("semaphore", "a release", busy, "condvar-std")
-        .implementation_pair("lockfree-sync", move || {
-            wake_rounds(
-                busy,
-                waits,
-                budget,
-                lockfree_sync::Semaphore::new(0),
-                WakeOps {
-                    prepare: nothing,
-                    wait: |s| s.acquire().expect("never closed").forget(),
-                    wake: now_then!(s => s.add_permits(1)),
-                },
-            )
-        })
-        .implementation_pair("condvar-std", move || {
-            wake_rounds(
-                busy,
-                waits,
-                budget,
-                CondvarSemaphore::new(0),
-                WakeOps {
-                    prepare: nothing,
-                    wait: CondvarSemaphore::acquire,
-                    wake: now_then!(s => s.release()),
-                },
-            )
-        })
+    fn lockfree() -> Wait {
+        wake_turn(
+            lockfree_sync::Semaphore::new(0),
+            WakeOps {
+                prepare: nothing,
+                wait: |s| s.acquire().expect("never closed").forget(),
+                wake: now_then!(s => s.add_permits(1)),
+            },
+        )
+    }
+    fn condvar() -> Wait {
+        wake_turn(
+            CondvarSemaphore::new(0),
+            WakeOps {
+                prepare: nothing,
+                wait: CondvarSemaphore::acquire,
+                wake: now_then!(s => s.release()),
+            },
+        )
+    }
+    in_turns(
+        wake_workload("semaphore", "a release", busy, "condvar-std"),
+        &[("lockfree-sync", lockfree), ("condvar-std", condvar)],
+        (PARK_FLOOR, park_floor),
+        busy,
+        waits,
+        budget,
+    )
 }
 
 fn wake_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
-    fn run<C: Mpsc>(busy: usize, waits: usize, budget: Duration) -> (f64, f64) {
+    fn sent<C: Mpsc>() -> Wait {
         let (tx, rx) = C::channel();
-        wake_rounds(
-            busy,
-            waits,
-            budget,
+        wake_turn(
             (std::sync::Mutex::new(tx), std::sync::Mutex::new(rx)),
             WakeOps {
                 prepare: nothing,
@@ -459,37 +510,18 @@ fn wake_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
             },
         )
     }
-    let w = wake_workload("recv", "a send", busy, "std");
-    channels(
-        w,
-        [
-            run::<LockfreeMpsc>,
-            run::<StdMpsc>,
-            run::<CrossbeamMpsc>,
-            run::<FlumeMpsc>,
+    in_turns(
+        wake_workload("recv", "a send", busy, "std"),
+        &[
+            ("lockfree-sync", sent::<LockfreeMpsc>),
+            ("std", sent::<StdMpsc>),
+            ("crossbeam", sent::<CrossbeamMpsc>),
+            ("flume", sent::<FlumeMpsc>),
         ],
+        (PARK_FLOOR, park_floor),
         busy,
         waits,
         budget,
-    )
-}
-
-/// One run of a channel workload: (median, 99th percentile) in ms.
-type ChannelRun = fn(usize, usize, Duration) -> (f64, f64);
-
-/// Adds the four channels' runs (lockfree-sync, std, crossbeam, flume, in
-/// that order) to `w`, with std, crossbeam and flume as its peers.
-fn channels(
-    w: Workload,
-    runs: [ChannelRun; 4],
-    busy: usize,
-    waits: usize,
-    budget: Duration,
-) -> Workload {
-    let names = ["lockfree-sync", "std", "crossbeam", "flume"];
-    names.into_iter().zip(runs).fold(
-        w.baseline("crossbeam").baseline("flume"),
-        |w, (name, run)| w.implementation_pair(name, move || run(busy, waits, budget)),
     )
 }
 

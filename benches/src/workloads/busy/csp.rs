@@ -13,8 +13,10 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::turns::{SLEEP_FLOOR, Wait, in_turns, sleep_floor};
 use super::{
-    TIMEOUT, WakeOps, overshoot, overshoot_workload, percentiles, wake_rounds, wake_workload,
+    PARK_FLOOR, TIMEOUT, WakeOps, overshoot, overshoot_workload, park_floor, wake_turn,
+    wake_workload,
 };
 use crate::harness::Workload;
 
@@ -188,44 +190,23 @@ impl ZeroSelect for FlumeZero {
     }
 }
 
-/// One run of a workload: (median, 99th percentile) in ms.
-type Run = fn(usize, usize, Duration) -> (f64, f64);
-
-/// Adds `runs` under their names to `w`, with every peer not yet a
-/// baseline of `w` as one.
-fn with_runs(
-    w: Workload,
-    runs: &[(&'static str, Run)],
-    busy: usize,
-    waits: usize,
-    budget: Duration,
-) -> Workload {
-    runs.iter().fold(w, |w, &(name, run)| {
-        let w = if name == "lockfree-sync" || w.meta.baselines.iter().any(|b| b == name) {
-            w
-        } else {
-            w.baseline(name)
-        };
-        w.implementation_pair(name, move || run(busy, waits, budget))
-    })
-}
-
 /// The `busy/` rows of rendezvous channels for `busy` spinning threads.
 pub(super) fn workloads(busy: usize, waits: usize, budget: Duration) -> Vec<Workload> {
     vec![
-        with_runs(
+        in_turns(
             overshoot_workload("csp-recv", "an empty rendezvous channel", busy, "std"),
             &[
-                ("lockfree-sync", overshoot_recv::<LockfreeCsp>),
-                ("std", overshoot_recv::<StdZero>),
-                ("crossbeam", overshoot_recv::<CrossbeamZero>),
-                ("flume", overshoot_recv::<FlumeZero>),
+                ("lockfree-sync", empty_recv::<LockfreeCsp>),
+                ("std", empty_recv::<StdZero>),
+                ("crossbeam", empty_recv::<CrossbeamZero>),
+                ("flume", empty_recv::<FlumeZero>),
             ],
+            (SLEEP_FLOOR, sleep_floor),
             busy,
             waits,
             budget,
         ),
-        with_runs(
+        in_turns(
             overshoot_workload(
                 "csp-send",
                 "a rendezvous channel nobody receives from",
@@ -233,15 +214,16 @@ pub(super) fn workloads(busy: usize, waits: usize, budget: Duration) -> Vec<Work
                 "crossbeam",
             ),
             &[
-                ("lockfree-sync", overshoot_send::<LockfreeCsp>),
-                ("crossbeam", overshoot_send::<CrossbeamZero>),
-                ("flume", overshoot_send::<FlumeZero>),
+                ("lockfree-sync", unanswered_send::<LockfreeCsp>),
+                ("crossbeam", unanswered_send::<CrossbeamZero>),
+                ("flume", unanswered_send::<FlumeZero>),
             ],
+            (SLEEP_FLOOR, sleep_floor),
             busy,
             waits,
             budget,
         ),
-        with_runs(
+        in_turns(
             overshoot_workload(
                 "alt",
                 "a select over two empty rendezvous channels",
@@ -249,15 +231,16 @@ pub(super) fn workloads(busy: usize, waits: usize, budget: Duration) -> Vec<Work
                 "crossbeam",
             ),
             &[
-                ("lockfree-sync", overshoot_select::<LockfreeCsp>),
-                ("crossbeam", overshoot_select::<CrossbeamZero>),
-                ("flume", overshoot_select::<FlumeZero>),
+                ("lockfree-sync", empty_select::<LockfreeCsp>),
+                ("crossbeam", empty_select::<CrossbeamZero>),
+                ("flume", empty_select::<FlumeZero>),
             ],
+            (SLEEP_FLOOR, sleep_floor),
             busy,
             waits,
             budget,
         ),
-        with_runs(
+        in_turns(
             wake_workload("csp", "a send on a rendezvous channel", busy, "std"),
             &[
                 ("lockfree-sync", wake_recv::<LockfreeCsp>),
@@ -265,11 +248,12 @@ pub(super) fn workloads(busy: usize, waits: usize, budget: Duration) -> Vec<Work
                 ("crossbeam", wake_recv::<CrossbeamZero>),
                 ("flume", wake_recv::<FlumeZero>),
             ],
+            (PARK_FLOOR, park_floor),
             busy,
             waits,
             budget,
         ),
-        with_runs(
+        in_turns(
             wake_workload(
                 "alt",
                 "a send on one of two selected rendezvous channels",
@@ -281,6 +265,7 @@ pub(super) fn workloads(busy: usize, waits: usize, budget: Duration) -> Vec<Work
                 ("crossbeam", wake_select::<CrossbeamZero>),
                 ("flume", wake_select::<FlumeZero>),
             ],
+            (PARK_FLOOR, park_floor),
             busy,
             waits,
             budget,
@@ -288,24 +273,27 @@ pub(super) fn workloads(busy: usize, waits: usize, budget: Duration) -> Vec<Work
     ]
 }
 
-fn overshoot_recv<C: Zero>(busy: usize, waits: usize, budget: Duration) -> (f64, f64) {
-    let (_tx, mut rx) = C::channel();
-    percentiles(busy, waits, budget, || {
+fn empty_recv<C: Zero>() -> Wait {
+    let (tx, mut rx) = C::channel();
+    Box::new(move || {
+        let _tx = &tx;
         overshoot(|| assert!(!C::recv_timeout(&mut rx, TIMEOUT)))
     })
 }
 
-fn overshoot_send<C: ZeroSend>(busy: usize, waits: usize, budget: Duration) -> (f64, f64) {
-    let (mut tx, _rx) = C::channel();
-    percentiles(busy, waits, budget, || {
+fn unanswered_send<C: ZeroSend>() -> Wait {
+    let (mut tx, rx) = C::channel();
+    Box::new(move || {
+        let _rx = &rx;
         overshoot(|| assert!(!C::send_timeout(&mut tx, TIMEOUT)))
     })
 }
 
-fn overshoot_select<C: ZeroSelect>(busy: usize, waits: usize, budget: Duration) -> (f64, f64) {
-    let (_tx1, mut rx1) = C::channel();
-    let (_tx2, mut rx2) = C::channel();
-    percentiles(busy, waits, budget, || {
+fn empty_select<C: ZeroSelect>() -> Wait {
+    let (tx1, mut rx1) = C::channel();
+    let (tx2, mut rx2) = C::channel();
+    Box::new(move || {
+        let _tx = (&tx1, &tx2);
         overshoot(|| assert!(!C::select_timeout(&mut rx1, &mut rx2, TIMEOUT)))
     })
 }
@@ -313,12 +301,9 @@ fn overshoot_select<C: ZeroSelect>(busy: usize, waits: usize, budget: Duration) 
 /// The ends, each behind a lock (the waiter and the waker take turns).
 type Ends<C> = (Mutex<<C as Zero>::Tx>, Mutex<<C as Zero>::Rx>);
 
-fn wake_recv<C: Zero>(busy: usize, waits: usize, budget: Duration) -> (f64, f64) {
+fn wake_recv<C: Zero>() -> Wait {
     let (tx, rx) = C::channel();
-    wake_rounds(
-        busy,
-        waits,
-        budget,
+    wake_turn(
         (Mutex::new(tx), Mutex::new(rx)),
         WakeOps::<Ends<C>> {
             prepare: |_| {},
@@ -333,14 +318,11 @@ fn wake_recv<C: Zero>(busy: usize, waits: usize, budget: Duration) -> (f64, f64)
     )
 }
 
-fn wake_select<C: ZeroSelect>(busy: usize, waits: usize, budget: Duration) -> (f64, f64) {
+fn wake_select<C: ZeroSelect>() -> Wait {
     let (tx, rx) = C::channel();
     // The other channel's sender stays, silent.
     let (quiet_tx, quiet_rx) = C::channel();
-    wake_rounds(
-        busy,
-        waits,
-        budget,
+    wake_turn(
         (Mutex::new((tx, quiet_tx)), Mutex::new((quiet_rx, rx))),
         WakeOps {
             prepare: |_| {},

@@ -1,0 +1,143 @@
+//! The `busy/` waits measured in turns: every implementation of a row
+//! waits beside the *same* busy threads, one wait each per turn, in a new
+//! random order every turn, with a reference among them that shows what
+//! the kernel alone gives: `sleep-floor` (a plain `thread::sleep` of the
+//! timeout) beside the overshoot rows, `park-floor` (a thread woken from
+//! `thread::park`) beside the wake-up rows.
+//!
+//! Why: with 50 threads spinning on 2 CPUs, a thread whose timer fires
+//! either gets a CPU at once (about 0.1 ms late) or waits for the running
+//! thread's time slice to end (about 3 ms late). Which one happens depends
+//! on the scheduler's state: it stays the same for many waits in a row,
+//! changes with the busy threads' start, and favours a thread that slept
+//! over one that just used the CPU (so a wait depends on what the thread
+//! ran before it, the previous wait included). A `thread::sleep` draws
+//! the same two values. Measured one implementation per start of the busy
+//! threads, a row compared draws of that state; in turns, every
+//! implementation sees the same states, and in a random order none always
+//! follows the same neighbour.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sync_core::testing::BusyThreads;
+
+use super::{TIMEOUT, overshoot, percentile_pair};
+use crate::harness::{Origin, Workload};
+
+/// One measured wait, ready to be made again: returns how late a timed
+/// wait that cannot succeed returned (ms past [`TIMEOUT`]), or how long a
+/// waiter took to return after the event that woke it (ms).
+pub(super) type Wait = Box<dyn FnMut() -> f64>;
+
+/// Makes an implementation's [`Wait`] (its lock held, its channel empty,
+/// its waiter thread started).
+/// Called before the busy threads start; the `Wait` is dropped after they
+/// stop.
+pub(super) type MakeWait = fn() -> Wait;
+
+/// The reference beside every overshoot row.
+pub(super) const SLEEP_FLOOR: &str = "sleep-floor";
+
+/// The [`SLEEP_FLOOR`] row: a 1 ms `thread::sleep`.
+pub(super) fn sleep_floor() -> Wait {
+    Box::new(|| overshoot(|| thread::sleep(TIMEOUT)))
+}
+
+/// The implementations of one row and the results of their runs not yet
+/// handed to the harness.
+struct Turns {
+    makers: Vec<MakeWait>,
+    /// Per implementation: (median, 99th percentile) of each run.
+    results: Vec<VecDeque<(f64, f64)>>,
+    busy: usize,
+    waits: usize,
+    budget: Duration,
+    /// The state of the generator that orders each turn.
+    seed: u64,
+}
+
+impl Turns {
+    /// Puts `order` in a new random order (Fisher-Yates, with a linear
+    /// congruential generator: the order needs no quality, only no bias).
+    fn shuffle(&mut self, order: &mut [usize]) {
+        for k in (1..order.len()).rev() {
+            self.seed = self
+                .seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            order.swap(k, (self.seed >> 33) as usize % (k + 1));
+        }
+    }
+
+    /// One run: `busy` threads spin while every implementation makes
+    /// `waits` waits (fewer once `budget` per implementation has passed,
+    /// but at least 3), one each in turn, in a new random order every turn.
+    fn run(&mut self) {
+        let n = self.makers.len();
+        let mut waits: Vec<Wait> = self.makers.iter().map(|make| make()).collect();
+        let mut v = vec![Vec::with_capacity(self.waits); n];
+        {
+            let _busy = BusyThreads::start(self.busy);
+            let began = Instant::now();
+            let budget = self.budget * n as u32;
+            let mut order: Vec<usize> = (0..n).collect();
+            while v[0].len() < self.waits && (v[0].len() < 3 || began.elapsed() < budget) {
+                self.shuffle(&mut order);
+                for &i in &order {
+                    v[i].push(waits[i]());
+                }
+            }
+        }
+        drop(waits);
+        for (results, v) in self.results.iter_mut().zip(v) {
+            results.push_back(percentile_pair(v));
+        }
+    }
+}
+
+/// Adds `impls` (name, maker) and `reference` (the kernel's own floor:
+/// [`sleep_floor`] for an overshoot row, a parked thread's wake-up for a
+/// wake-up row) to the row `w`, measured in turns (see the module's docs);
+/// every peer among them becomes a baseline of `w`. The harness asks each
+/// implementation for a run in turn, so the first to ask runs all of
+/// them, and the others take their results from that run.
+pub(super) fn in_turns(
+    w: Workload,
+    impls: &[(&'static str, MakeWait)],
+    reference: (&'static str, MakeWait),
+    busy: usize,
+    waits: usize,
+    budget: Duration,
+) -> Workload {
+    let mut impls = impls.to_vec();
+    impls.push(reference);
+    let turns = Rc::new(RefCell::new(Turns {
+        makers: impls.iter().map(|&(_, make)| make).collect(),
+        results: vec![VecDeque::new(); impls.len()],
+        busy,
+        waits,
+        budget,
+        seed: 0x5eed,
+    }));
+    impls.iter().enumerate().fold(w, |w, (i, &(name, _))| {
+        let w = if Origin::of(name) == Origin::Peer && !w.meta.baselines.iter().any(|b| b == name) {
+            w.baseline(name)
+        } else {
+            w
+        };
+        let turns = Rc::clone(&turns);
+        w.implementation_pair(name, move || {
+            let mut t = turns.borrow_mut();
+            if t.results[i].is_empty() {
+                t.run();
+            }
+            t.results[i]
+                .pop_front()
+                .expect("a run gives every implementation a result")
+        })
+    })
+}
