@@ -14,7 +14,8 @@
 //!   `/proc/loadavg` cannot be read, never saturated.
 //! * [`yields_are_slow`]: heavily oversubscribed ([`CROWDED`] runnable
 //!   threads per CPU), or a yield measured by [`measured_yield`] took
-//!   longer than [`SLOW_YIELD`] recently.
+//!   longer than [`SLOW_YIELD`] recently (remembered for
+//!   [`SLOW_YIELD_MEMORY`], longer while yields keep being slow).
 //!
 //! **Our own yielding waiters are not load.** A thread that yields in a
 //! wait loop is runnable, and a yield passes through every other yielder;
@@ -60,8 +61,16 @@ pub const INTERVAL: Duration = Duration::from_millis(5);
 /// threads: an uncontended yield is a system call of a microsecond or two.
 pub const SLOW_YIELD: Duration = Duration::from_micros(200);
 
-/// How long a slow yield is remembered: meanwhile [`yields_are_slow`].
+/// How long a slow yield is remembered at first: meanwhile
+/// [`yields_are_slow`]. A yield found slow again within this long after
+/// the memory of the last one ran out doubles the next memory, up to
+/// [`SLOW_YIELD_MEMORY_MAX`]; a yield measured fast starts over from this.
+/// So under lasting load (threads that never block) the waiters that
+/// find out by yielding, a scheduling round each, become rare.
 pub const SLOW_YIELD_MEMORY: Duration = Duration::from_millis(250);
+
+/// The longest a slow yield is remembered (see [`SLOW_YIELD_MEMORY`]).
+pub const SLOW_YIELD_MEMORY_MAX: Duration = Duration::from_secs(4);
 
 /// The verdict: bits 0-1 the override ([`NO_OVERRIDE`], [`NEVER`],
 /// [`ALWAYS`]), bit 2 ([`SAMPLED`]) the sampler's own verdict, kept while
@@ -104,6 +113,9 @@ static OTHERS: AtomicU64 = AtomicU64::new(0);
 /// Until when (nanoseconds since the epoch) yields count as slow after a
 /// slow one was measured; 0: none measured.
 static SLOW_UNTIL: AtomicU64 = AtomicU64::new(0);
+/// How many times [`SLOW_YIELD_MEMORY`] was doubled for the memory that
+/// `SLOW_UNTIL` ends (see [`remember_slow_yield`]).
+static MEMORY_DOUBLINGS: AtomicU8 = AtomicU8::new(0);
 
 /// Whether more threads are runnable than there are CPUs, as last sampled
 /// (smoothed, with half a thread of hysteresis): one relaxed load. Call
@@ -178,8 +190,17 @@ pub fn measured_yield() {
         let took = began.elapsed();
         YIELDERS.fetch_sub(1, Relaxed);
         if took > slow_yield_beside(others, cpus()) {
-            let until = since_epoch() + SLOW_YIELD_MEMORY.as_nanos() as u64;
-            SLOW_UNTIL.fetch_max(until, Relaxed);
+            let now = since_epoch();
+            let was = SLOW_UNTIL.load(Relaxed);
+            // Relaxed, both: a heuristic's state; two yielders that race
+            // here leave one of their (equally valid) memories.
+            let doublings = remember_slow_yield(was, now, MEMORY_DOUBLINGS.load(Relaxed));
+            MEMORY_DOUBLINGS.store(doublings, Relaxed);
+            SLOW_UNTIL.fetch_max(now + memory(doublings), Relaxed);
+        } else if MEMORY_DOUBLINGS.load(Relaxed) != 0 {
+            // Read first: yielding waiters measure often, and a store on
+            // every yield would move the line between their CPUs.
+            MEMORY_DOUBLINGS.store(0, Relaxed);
         }
     }
     #[cfg(loom)]
@@ -255,6 +276,30 @@ pub fn own_yielders() -> usize {
     YIELDERS.load(Relaxed)
 }
 
+/// The doublings of the memory of a slow yield measured at `now`, when
+/// the last memory (of `doublings` doublings) ends at `was` (0: none):
+/// one more if that memory ran out less than [`SLOW_YIELD_MEMORY`] ago
+/// (the load lasted), the same while it runs (a yield that began before
+/// it), none otherwise.
+#[cfg_attr(loom, allow(dead_code))]
+fn remember_slow_yield(was: u64, now: u64, doublings: u8) -> u8 {
+    let base = SLOW_YIELD_MEMORY.as_nanos() as u64;
+    if was == 0 || now >= was + base {
+        0
+    } else if now >= was {
+        let most = (SLOW_YIELD_MEMORY_MAX.as_nanos() / SLOW_YIELD_MEMORY.as_nanos()).ilog2();
+        (u32::from(doublings) + 1).min(most) as u8
+    } else {
+        doublings
+    }
+}
+
+/// The memory of a slow yield after `doublings` doublings, in nanoseconds.
+#[cfg_attr(loom, allow(dead_code))]
+fn memory(doublings: u8) -> u64 {
+    (SLOW_YIELD_MEMORY.as_nanos() as u64) << doublings
+}
+
 /// How long a yield may take beside `others` yielding threads of this
 /// process on `cpus` CPUs before it counts as slow.
 #[cfg_attr(loom, allow(dead_code))]
@@ -289,6 +334,7 @@ pub fn set_saturation_override(verdict: Option<bool>) {
     let _ = STATE.fetch_update(Relaxed, Relaxed, |s| Some((s & !OVERRIDE_MASK) | o));
     if verdict == Some(false) {
         SLOW_UNTIL.store(0, Relaxed);
+        MEMORY_DOUBLINGS.store(0, Relaxed);
     }
 }
 
@@ -421,6 +467,25 @@ mod tests {
         );
         // No overflow, however many.
         assert!(slow_yield_beside(usize::MAX, 0) > Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn a_slow_yield_is_remembered_longer_while_the_load_lasts() {
+        let base = SLOW_YIELD_MEMORY.as_nanos() as u64;
+        // The first slow yield: the base memory.
+        assert_eq!(remember_slow_yield(0, 10, 0), 0);
+        assert_eq!(memory(0), base);
+        // Slow again soon after the memory ran out: doubled, each time.
+        assert_eq!(remember_slow_yield(1000, 1000, 0), 1);
+        assert_eq!(remember_slow_yield(1000, 1000 + base - 1, 1), 2);
+        assert_eq!(memory(2), 4 * base);
+        // Up to the longest memory, and no further.
+        let most = remember_slow_yield(1000, 1000, 200);
+        assert_eq!(memory(most), SLOW_YIELD_MEMORY_MAX.as_nanos() as u64);
+        // A yield that began before the memory ran out changes nothing.
+        assert_eq!(remember_slow_yield(1000, 999, 3), 3);
+        // Slow again long after: the load had gone; the base again.
+        assert_eq!(remember_slow_yield(1000, 1000 + base, 3), 0);
     }
 
     #[test]
