@@ -73,13 +73,25 @@ fn every_group_that_accepts_a_state_gets_its_turns() {
         let a_total: usize = counts.iter().map(|c| c[0]).sum();
         let b_total: usize = counts.iter().map(|c| c[1]).sum();
         assert_eq!((a_total, b_total), (ROUNDS, ROUNDS), "{mode:?}: {counts:?}");
+        // Handoff hands each exit to the oldest acceptor, so every thread
+        // gets its share. Compete wakes the oldest to compete and lets
+        // another woken acceptor take the lock first; its bound is in
+        // passes, up to 1,024 while the woken thread has not run for a
+        // millisecond (see `AstMutex`'s `# Fairness`), so a thread's share
+        // follows the scheduler: beside this binary's other tests, one
+        // thread got 3 of 200 A exits where its share is 50. Here, only
+        // that every thread gets its turns.
+        let least = match mode {
+            WakeMode::Handoff => ROUNDS / 10,
+            _ => 1,
+        };
         assert!(
-            b_only >= ROUNDS / 10,
+            b_only >= least,
             "{mode:?}: the {{B}} thread got {b_only} of {ROUNDS} B exits: {counts:?}"
         );
         for (i, c) in counts.iter().enumerate() {
             assert!(
-                c[0] + c[1] >= ROUNDS / 10,
+                c[0] + c[1] >= least,
                 "{mode:?}: thread {i} starved: {counts:?}"
             );
         }
