@@ -141,3 +141,80 @@ pub(super) fn in_turns(
         })
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::harness::{Unit, measure};
+
+    thread_local! {
+        /// Waits made by the test's makers, per maker: (made, waited).
+        static MADE: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    }
+
+    fn counted(value: f64) -> Wait {
+        MADE.with(|m| m.set((m.get().0 + 1, m.get().1)));
+        Box::new(move || {
+            MADE.with(|m| m.set((m.get().0, m.get().1 + 1)));
+            value
+        })
+    }
+
+    fn one() -> Wait {
+        counted(1.0)
+    }
+
+    fn two() -> Wait {
+        counted(2.0)
+    }
+
+    fn floor() -> Wait {
+        counted(0.5)
+    }
+
+    #[test]
+    fn every_implementation_gets_its_own_waits_from_one_run_per_round() {
+        let w = Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99");
+        let mut w = in_turns(
+            w,
+            &[("lockfree-sync", one), ("std", two)],
+            ("sleep-floor", floor),
+            0,
+            4,
+            Duration::from_secs(60),
+        );
+        // A peer becomes a baseline; ours and the reference do not.
+        assert_eq!(w.meta.baselines, ["std"]);
+        let records = measure(&mut w, 1, 3, |_| {});
+        let median = |imp: &str| {
+            records
+                .iter()
+                .find(|r| r.workload == "busy/test/0" && r.imp == imp)
+                .map(|r| (r.median, r.samples))
+        };
+        assert_eq!(median("lockfree-sync"), Some((1.0, 3)));
+        assert_eq!(median("std"), Some((2.0, 3)));
+        assert_eq!(median("sleep-floor"), Some((0.5, 3)));
+        // One run per round (the warm-up and 3 samples), each making every
+        // implementation's wait once and waiting 4 times with it.
+        assert_eq!(MADE.with(Cell::get), (4 * 3, 4 * 3 * 4));
+    }
+
+    #[test]
+    fn a_run_past_its_budget_still_makes_three_waits_each() {
+        let w = Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99");
+        let mut w = in_turns(
+            w,
+            &[("lockfree-sync", one)],
+            ("sleep-floor", floor),
+            0,
+            20,
+            Duration::ZERO,
+        );
+        MADE.with(|m| m.set((0, 0)));
+        measure(&mut w, 0, 1, |_| {});
+        assert_eq!(MADE.with(Cell::get), (2, 2 * 3));
+    }
+}
