@@ -45,7 +45,7 @@ use crate::workloads::adaptive::{Adaptive, LearnedPolicy};
 mod csp;
 mod turns;
 
-use turns::{SLEEP_FLOOR, Wait, in_turns, sleep_floor};
+use turns::{Row, SLEEP_FLOOR, Wait, in_turns, sleep_floor};
 
 /// The timed waits' timeout.
 const TIMEOUT: Duration = Duration::from_millis(1);
@@ -102,7 +102,8 @@ fn overshoot(wait: impl FnOnce()) -> f64 {
     (began.elapsed().saturating_sub(TIMEOUT)).as_secs_f64() * 1e3
 }
 
-fn overshoot_workload(kind: &str, what: &str, busy: usize, peer: &str) -> Workload {
+/// An overshoot row, with `sleep-floor` as its reference.
+fn overshoot_row(kind: &str, what: &str, busy: usize, peer: &str) -> Row {
     let p50 = format!("busy/overshoot-p50/{kind}/{busy}");
     let p99 = format!("busy/overshoot-p99/{kind}/{busy}");
     let title = |pct: &str| {
@@ -111,13 +112,17 @@ fn overshoot_workload(kind: &str, what: &str, busy: usize, peer: &str) -> Worklo
              waits, ms past the deadline), with {busy} threads spinning on the CPUs."
         )
     };
-    Workload::new(p50, Unit::Ms)
+    let workload = Workload::new(p50, Unit::Ms)
         .title(title("median"))
         .companion(p99, title("99th percentile"))
         .param("busy", busy as u64)
         .param("timeout_ms", 1)
         .regime(regime(busy))
-        .baseline(peer)
+        .baseline(peer);
+    Row {
+        workload,
+        reference: (SLEEP_FLOOR, sleep_floor),
+    }
 }
 
 fn regime(busy: usize) -> String {
@@ -163,14 +168,13 @@ fn overshoot_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
         Box::new(move || overshoot(|| assert!(m.try_lock_for(TIMEOUT).is_none())))
     }
     in_turns(
-        overshoot_workload("lock", "a held lock", busy, "parking_lot"),
+        overshoot_row("lock", "a held lock", busy, "parking_lot"),
         &[
             ("lockfree-sync", lockfree),
             ("adaptive", adaptive),
             ("ast-mutex", ast),
             ("parking_lot", parking_lot),
         ],
-        (SLEEP_FLOOR, sleep_floor),
         busy,
         waits,
         budget,
@@ -187,14 +191,13 @@ fn overshoot_semaphore(busy: usize, waits: usize, budget: Duration) -> Workload 
         Box::new(move || overshoot(|| assert!(!s.try_acquire_for(TIMEOUT))))
     }
     in_turns(
-        overshoot_workload(
+        overshoot_row(
             "semaphore",
             "a semaphore without permits",
             busy,
             "condvar-std",
         ),
         &[("lockfree-sync", lockfree), ("condvar-std", condvar)],
-        (SLEEP_FLOOR, sleep_floor),
         busy,
         waits,
         budget,
@@ -210,21 +213,21 @@ fn overshoot_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
         })
     }
     in_turns(
-        overshoot_workload("recv", "an empty channel", busy, "std"),
+        overshoot_row("recv", "an empty channel", busy, "std"),
         &[
             ("lockfree-sync", empty::<LockfreeMpsc>),
             ("std", empty::<StdMpsc>),
             ("crossbeam", empty::<CrossbeamMpsc>),
             ("flume", empty::<FlumeMpsc>),
         ],
-        (SLEEP_FLOOR, sleep_floor),
         busy,
         waits,
         budget,
     )
 }
 
-fn wake_workload(kind: &str, event: &str, busy: usize, peer: &str) -> Workload {
+/// A wake-up row, with `park-floor` as its reference.
+fn wake_row(kind: &str, event: &str, busy: usize, peer: &str) -> Row {
     let p50 = format!("busy/wake-p50/{kind}/{busy}");
     let p99 = format!("busy/wake-p99/{kind}/{busy}");
     let title = |pct: &str| {
@@ -233,12 +236,16 @@ fn wake_workload(kind: &str, event: &str, busy: usize, peer: &str) -> Workload {
              {busy} threads spinning on the CPUs."
         )
     };
-    Workload::new(p50, Unit::Ms)
+    let workload = Workload::new(p50, Unit::Ms)
         .title(title("median"))
         .companion(p99, title("99th percentile"))
         .param("busy", busy as u64)
         .regime(regime(busy))
-        .baseline(peer)
+        .baseline(peer);
+    Row {
+        workload,
+        reference: (PARK_FLOOR, park_floor),
+    }
 }
 
 /// One waiter thread, woken once per call of the returned [`Wait`] (the
@@ -447,7 +454,7 @@ fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
         )
     }
     in_turns(
-        wake_workload("lock", "an unlock", busy, "parking_lot"),
+        wake_row("lock", "an unlock", busy, "parking_lot"),
         &[
             ("lockfree-sync", held::<lockfree_sync::Mutex<()>>),
             ("adaptive", held::<Adaptive<LearnedPolicy, ()>>),
@@ -455,7 +462,6 @@ fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
             ("parking_lot", held::<parking_lot::Mutex<()>>),
             ("std", held::<std::sync::Mutex<()>>),
         ],
-        (PARK_FLOOR, park_floor),
         busy,
         waits,
         budget,
@@ -484,9 +490,8 @@ fn wake_semaphore(busy: usize, waits: usize, budget: Duration) -> Workload {
         )
     }
     in_turns(
-        wake_workload("semaphore", "a release", busy, "condvar-std"),
+        wake_row("semaphore", "a release", busy, "condvar-std"),
         &[("lockfree-sync", lockfree), ("condvar-std", condvar)],
-        (PARK_FLOOR, park_floor),
         busy,
         waits,
         budget,
@@ -511,14 +516,13 @@ fn wake_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
         )
     }
     in_turns(
-        wake_workload("recv", "a send", busy, "std"),
+        wake_row("recv", "a send", busy, "std"),
         &[
             ("lockfree-sync", sent::<LockfreeMpsc>),
             ("std", sent::<StdMpsc>),
             ("crossbeam", sent::<CrossbeamMpsc>),
             ("flume", sent::<FlumeMpsc>),
         ],
-        (PARK_FLOOR, park_floor),
         busy,
         waits,
         budget,

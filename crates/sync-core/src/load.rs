@@ -276,6 +276,10 @@ pub fn own_yielders() -> usize {
     YIELDERS.load(Relaxed)
 }
 
+/// The doublings that take [`SLOW_YIELD_MEMORY`] to [`SLOW_YIELD_MEMORY_MAX`].
+const MOST_DOUBLINGS: u8 =
+    (SLOW_YIELD_MEMORY_MAX.as_nanos() / SLOW_YIELD_MEMORY.as_nanos()).ilog2() as u8;
+
 /// The doublings of the memory of a slow yield measured at `now`, when
 /// the last memory (of `doublings` doublings) ends at `was` (0: none):
 /// one more if that memory ran out less than [`SLOW_YIELD_MEMORY`] ago
@@ -287,8 +291,7 @@ fn remember_slow_yield(was: u64, now: u64, doublings: u8) -> u8 {
     if was == 0 || now >= was + base {
         0
     } else if now >= was {
-        let most = (SLOW_YIELD_MEMORY_MAX.as_nanos() / SLOW_YIELD_MEMORY.as_nanos()).ilog2();
-        (u32::from(doublings) + 1).min(most) as u8
+        doublings.saturating_add(1).min(MOST_DOUBLINGS)
     } else {
         doublings
     }

@@ -13,11 +13,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::turns::{SLEEP_FLOOR, Wait, in_turns, sleep_floor};
-use super::{
-    PARK_FLOOR, TIMEOUT, WakeOps, overshoot, overshoot_workload, park_floor, wake_turn,
-    wake_workload,
-};
+use super::turns::{Wait, in_turns};
+use super::{TIMEOUT, WakeOps, overshoot, overshoot_row, wake_row, wake_turn};
 use crate::harness::Workload;
 
 /// A rendezvous channel with a timed receive.
@@ -194,20 +191,19 @@ impl ZeroSelect for FlumeZero {
 pub(super) fn workloads(busy: usize, waits: usize, budget: Duration) -> Vec<Workload> {
     vec![
         in_turns(
-            overshoot_workload("csp-recv", "an empty rendezvous channel", busy, "std"),
+            overshoot_row("csp-recv", "an empty rendezvous channel", busy, "std"),
             &[
                 ("lockfree-sync", empty_recv::<LockfreeCsp>),
                 ("std", empty_recv::<StdZero>),
                 ("crossbeam", empty_recv::<CrossbeamZero>),
                 ("flume", empty_recv::<FlumeZero>),
             ],
-            (SLEEP_FLOOR, sleep_floor),
             busy,
             waits,
             budget,
         ),
         in_turns(
-            overshoot_workload(
+            overshoot_row(
                 "csp-send",
                 "a rendezvous channel nobody receives from",
                 busy,
@@ -218,13 +214,12 @@ pub(super) fn workloads(busy: usize, waits: usize, budget: Duration) -> Vec<Work
                 ("crossbeam", unanswered_send::<CrossbeamZero>),
                 ("flume", unanswered_send::<FlumeZero>),
             ],
-            (SLEEP_FLOOR, sleep_floor),
             busy,
             waits,
             budget,
         ),
         in_turns(
-            overshoot_workload(
+            overshoot_row(
                 "alt",
                 "a select over two empty rendezvous channels",
                 busy,
@@ -235,26 +230,24 @@ pub(super) fn workloads(busy: usize, waits: usize, budget: Duration) -> Vec<Work
                 ("crossbeam", empty_select::<CrossbeamZero>),
                 ("flume", empty_select::<FlumeZero>),
             ],
-            (SLEEP_FLOOR, sleep_floor),
             busy,
             waits,
             budget,
         ),
         in_turns(
-            wake_workload("csp", "a send on a rendezvous channel", busy, "std"),
+            wake_row("csp", "a send on a rendezvous channel", busy, "std"),
             &[
                 ("lockfree-sync", wake_recv::<LockfreeCsp>),
                 ("std", wake_recv::<StdZero>),
                 ("crossbeam", wake_recv::<CrossbeamZero>),
                 ("flume", wake_recv::<FlumeZero>),
             ],
-            (PARK_FLOOR, park_floor),
             busy,
             waits,
             budget,
         ),
         in_turns(
-            wake_workload(
+            wake_row(
                 "alt",
                 "a send on one of two selected rendezvous channels",
                 busy,
@@ -265,7 +258,6 @@ pub(super) fn workloads(busy: usize, waits: usize, budget: Duration) -> Vec<Work
                 ("crossbeam", wake_select::<CrossbeamZero>),
                 ("flume", wake_select::<FlumeZero>),
             ],
-            (PARK_FLOOR, park_floor),
             busy,
             waits,
             budget,

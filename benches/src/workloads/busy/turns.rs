@@ -47,6 +47,14 @@ pub(super) fn sleep_floor() -> Wait {
     Box::new(|| overshoot(|| thread::sleep(TIMEOUT)))
 }
 
+/// A row to measure in turns: its workload, and the reference that shows
+/// the kernel's own floor beside it ([`sleep_floor`] for an overshoot row,
+/// a parked thread's wake-up for a wake-up row).
+pub(super) struct Row {
+    pub workload: Workload,
+    pub reference: (&'static str, MakeWait),
+}
+
 /// The implementations of one row and the results of their runs not yet
 /// handed to the harness.
 struct Turns {
@@ -99,20 +107,22 @@ impl Turns {
     }
 }
 
-/// Adds `impls` (name, maker) and `reference` (the kernel's own floor:
-/// [`sleep_floor`] for an overshoot row, a parked thread's wake-up for a
-/// wake-up row) to the row `w`, measured in turns (see the module's docs);
-/// every peer among them becomes a baseline of `w`. The harness asks each
-/// implementation for a run in turn, so the first to ask runs all of
-/// them, and the others take their results from that run.
+/// Adds `impls` (name, maker) and the row's reference to its workload,
+/// measured in turns (see the module's docs); every peer among them
+/// becomes a baseline. The harness asks each implementation for a run in
+/// turn, so the first to ask runs all of them, and the others take their
+/// results from that run.
 pub(super) fn in_turns(
-    w: Workload,
+    row: Row,
     impls: &[(&'static str, MakeWait)],
-    reference: (&'static str, MakeWait),
     busy: usize,
     waits: usize,
     budget: Duration,
 ) -> Workload {
+    let Row {
+        workload: w,
+        reference,
+    } = row;
     let mut impls = impls.to_vec();
     impls.push(reference);
     let turns = Rc::new(RefCell::new(Turns {
@@ -176,11 +186,13 @@ mod tests {
 
     #[test]
     fn every_implementation_gets_its_own_waits_from_one_run_per_round() {
-        let w = Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99");
+        let row = Row {
+            workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
+            reference: ("sleep-floor", floor),
+        };
         let mut w = in_turns(
-            w,
+            row,
             &[("lockfree-sync", one), ("std", two)],
-            ("sleep-floor", floor),
             0,
             4,
             Duration::from_secs(60),
@@ -204,15 +216,11 @@ mod tests {
 
     #[test]
     fn a_run_past_its_budget_still_makes_three_waits_each() {
-        let w = Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99");
-        let mut w = in_turns(
-            w,
-            &[("lockfree-sync", one)],
-            ("sleep-floor", floor),
-            0,
-            20,
-            Duration::ZERO,
-        );
+        let row = Row {
+            workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
+            reference: ("sleep-floor", floor),
+        };
+        let mut w = in_turns(row, &[("lockfree-sync", one)], 0, 20, Duration::ZERO);
         MADE.with(|m| m.set((0, 0)));
         measure(&mut w, 0, 1, |_| {});
         assert_eq!(MADE.with(Cell::get), (2, 2 * 3));
