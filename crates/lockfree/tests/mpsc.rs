@@ -394,41 +394,44 @@ fn a_panicking_message_drop_does_not_stop_the_receivers_drain() {
     assert_eq!(drops.load(SeqCst), 10);
 }
 
-/// `Sender` is `Sync`: eight threads send through one shared `&Sender`
-/// (contended claims take blocks of their own) and every message arrives
-/// once.
+/// `Sender` is `!Sync`; where one sender must be shared (as a `static` or
+/// a server's state), its docs say to put it in a `Mutex`: eight threads
+/// send through one `Mutex<Sender>` and every message arrives once, each
+/// thread's in order.
 #[test]
-fn many_threads_send_through_one_shared_sender() {
-    let (tx, rx) = lockfree_sync::mpsc::channel::<u64>();
+fn many_threads_send_through_one_sender_in_a_mutex() {
+    let (tx, rx) = lockfree_sync::mpsc::channel::<(u64, u64)>();
+    let tx = lockfree_sync::Mutex::new(tx);
     let per = 10_000u64;
     std::thread::scope(|s| {
         for t in 0..8u64 {
             let tx = &tx;
             s.spawn(move || {
                 for i in 0..per {
-                    tx.send(t * per + i).unwrap();
+                    tx.lock().send((t, i)).unwrap();
                 }
             });
         }
     });
     drop(tx);
-    let mut got: Vec<u64> = rx.iter().collect();
-    got.sort_unstable();
-    assert_eq!(got, (0..8 * per).collect::<Vec<_>>());
+    let mut next = [0u64; 8];
+    for (t, i) in rx.iter() {
+        assert_eq!(i, next[t as usize], "thread {t}'s messages out of order");
+        next[t as usize] += 1;
+    }
+    assert_eq!(next, [per; 8], "messages lost or duplicated");
 }
 
-/// A thread that owned a shared sender ends, and later threads (which
-/// may get the ended thread's thread-local addresses, the owner's token)
-/// send through the same `&Sender` in the same place, while a long-lived
-/// thread sends through it throughout: every message arrives once, and
-/// each thread's messages in order.
+/// One sender moves through 300 short-lived threads in turn (each sends
+/// 50 messages and hands it back), taking its unused nodes along, while a
+/// clone sends from a long-lived thread throughout: every message arrives
+/// once, and each producer's in order.
 #[test]
-fn short_lived_threads_take_turns_on_one_shared_sender() {
-    let (tx, rx) = lockfree_sync::mpsc::channel::<(u64, u64)>();
-    let tx = Arc::new(tx);
+fn a_sender_moves_through_short_lived_threads_beside_a_clone() {
+    let (mut tx, rx) = lockfree_sync::mpsc::channel::<(u64, u64)>();
     let (rounds, per) = (300u64, 50u64);
     let steady = {
-        let tx = Arc::clone(&tx);
+        let tx = tx.clone();
         thread::spawn(move || {
             for i in 0..rounds * per {
                 tx.send((u64::MAX, i)).unwrap();
@@ -436,11 +439,11 @@ fn short_lived_threads_take_turns_on_one_shared_sender() {
         })
     };
     for t in 0..rounds {
-        let tx = Arc::clone(&tx);
-        thread::spawn(move || {
+        tx = thread::spawn(move || {
             for i in 0..per {
-                tx.send((t, i)).unwrap();
+                tx.send((0, t * per + i)).unwrap();
             }
+            tx
         })
         .join()
         .unwrap();
@@ -451,20 +454,19 @@ fn short_lived_threads_take_turns_on_one_shared_sender() {
     let mut n = 0;
     for (t, i) in rx.iter() {
         let expected = next.entry(t).or_insert(0u64);
-        assert_eq!(i, *expected, "thread {t}'s messages out of order");
+        assert_eq!(i, *expected, "producer {t}'s messages out of order");
         *expected += 1;
         n += 1;
     }
     assert_eq!(n, 2 * rounds * per, "messages lost or duplicated");
 }
 
-/// A hostile life for one sender: it moves from thread to thread (each
-/// thread owns it where it then lives), then is shared by more threads than
-/// cores while its owner sends too, and a clone sends from a thread-local
-/// destructor. Every message arrives once, and the relayed messages (one
+/// A hostile life for one sender: it moves from thread to thread, then
+/// is cloned for more threads than cores while it sends too, and a clone
+/// sends from a thread-local destructor. Every message arrives once, and the relayed messages (one
 /// logical producer, ordered by the joins) arrive in order.
 #[test]
-fn a_sender_moved_shared_and_used_from_a_thread_local_destructor() {
+fn a_sender_moved_cloned_and_used_from_a_thread_local_destructor() {
     use lockfree_sync::mpsc::Sender;
     use std::cell::RefCell;
 
@@ -494,7 +496,7 @@ fn a_sender_moved_shared_and_used_from_a_thread_local_destructor() {
     let base = 4 * relay;
     std::thread::scope(|s| {
         for t in 0..8u64 {
-            let tx = &tx;
+            let tx = tx.clone();
             s.spawn(move || {
                 for i in 0..shared {
                     tx.send(base + t * shared + i).unwrap();

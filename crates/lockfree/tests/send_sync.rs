@@ -52,8 +52,9 @@ assert_impl!(Fairness: Send, Sync, Copy);
 // messages; neither is shared (a sender hands out nodes from its own block,
 // and there is one receiver), so neither is `Sync`.
 assert_impl!(lockfree_sync::mpsc::Sender<Vec<u8>>: Send);
-assert_impl!(lockfree_sync::mpsc::Sender<Vec<u8>>: Sync);
-assert_impl!(lockfree_sync::mpsc::Sender<Cell<u8>>: Send, Sync);
+// Not `Sync`: a sender is shared by cloning (see its docs).
+assert_not_impl!(lockfree_sync::mpsc::Sender<Vec<u8>>: Sync);
+assert_impl!(lockfree_sync::mpsc::Sender<Cell<u8>>: Send);
 assert_not_impl!(lockfree_sync::mpsc::Sender<Rc<u8>>: Sync);
 assert_not_impl!(lockfree_sync::mpsc::Sender<Rc<u8>>: Send);
 assert_impl!(lockfree_sync::mpsc::Receiver<Vec<u8>>: Send);

@@ -286,7 +286,7 @@ impl<T> Drop for Spares<T> {
 
 /// A sender's nodes: `next..end` of `block`, owned by the sender and not
 /// yet used (`next == end`: none, take a block first). Only one thread at a
-/// time uses a range (the [`Sender`](super::Sender) says which), so the
+/// time uses a range (a [`Sender`](super::Sender) is `!Sync`), so the
 /// fields sit in one cell, which loom checks for concurrent use.
 pub(super) struct Range<T> {
     cell: UnsafeCell<RangeState<T>>,
@@ -298,6 +298,13 @@ struct RangeState<T> {
     next: usize,
     end: usize,
 }
+
+// SAFETY: a range's nodes are unused nodes of blocks it owns, which may be
+// used from any thread; every use of the cell goes through an `unsafe` method
+// whose caller promises that no other thread uses the range meanwhile.
+unsafe impl<T: Send> Send for Range<T> {}
+// SAFETY: as for `Send`: shared access alone does nothing (see above).
+unsafe impl<T: Send> Sync for Range<T> {}
 
 impl<T> Range<T> {
     pub(super) fn empty() -> Self {

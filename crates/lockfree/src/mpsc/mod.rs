@@ -16,8 +16,7 @@
 //! parent's range), so a send allocates at most once per block and
 //! producers never contend for nodes. Blocks are sized in bytes, so that
 //! the memory a channel holds follows the messages queued, whatever their
-//! size: with nothing queued, each sender holds at most one block (two if
-//! threads other than its owner send through it: see [`Sender`]) and the
+//! size: with nothing queued, each sender holds at most one block and the
 //! channel keeps at most [`SPARE_BYTES`] of released blocks. A block counts the nodes
 //! that are not yet released (`live`): the receiver releases a node when it
 //! moves past it, a sender releases the nodes it never used when it is
@@ -69,7 +68,7 @@ use sync_core::sync::cell::UnsafeCell;
 use sync_core::unwind::Panics;
 
 pub use self::block::{BLOCK_BYTES, BLOCK_CAP, SPARE_BYTES};
-use self::block::{Block, Node, Range, Spares};
+use self::block::{Node, Range, Spares};
 use self::queue::{Consumer, Shared, Signal, handshake_fence};
 pub use self::receiver::{IntoIter, Iter, Receiver, RecvAsync, TryIter};
 pub use crate::error::{RecvError, SendError, TryRecvError};
@@ -131,23 +130,34 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
     )
 }
 
-/// The sending end of an [`mpsc::channel`](channel). Clone it for more
-/// producers.
+/// The sending end of an [`mpsc::channel`](channel). Clone it for each
+/// thread or task that sends.
 ///
-/// A `Sender` is [`Send`] and [`Sync`], as std's, tokio's and crossbeam's
-/// are. Each one hands out nodes from blocks of its own. The first thread
-/// that sends through it where it now lives becomes its *owner*, and
-/// takes nodes with plain loads and stores; any other thread sending
-/// through the same sender (a shared `&Sender`) claims a second range of
-/// the sender's nodes for the length of its send, with one uncontended
-/// swap, and a send that finds that range claimed by a third thread takes
-/// a block of its own for its one message instead of waiting. So sharing
-/// `&Sender` works and stays wait-free, but a clone per thread or task is
-/// faster (cloning is cheap and allocates nothing: the clone takes half of
-/// this sender's nodes). Moving a sender (to another thread, say) makes
-/// the first thread that sends through it at its new place its owner; a
-/// sender that stays in place (in an `Arc`, a `Box` or a task that moves
-/// between worker threads) keeps its first owner.
+/// A `Sender` is [`Send`] but not [`Sync`], unlike std's, tokio's and
+/// crossbeam-channel's: share it by cloning, not by reference. Each sender
+/// hands out nodes from a range of a block that is its own, with plain
+/// loads and stores, which is sound only while one thread at a time uses
+/// it. A `Sync` sender must find out, at the first send after each move
+/// (into a new thread, say), which thread may use its range now, and that
+/// takes an atomic read-modify-write on the sender beside the queue's one
+/// swap. This crate had such a sender; it made the first send of a
+/// sender moved to a new thread about 7% slower (the report's
+/// `lf/mpsc-many-senders`, measured in one process against this design),
+/// for a feature a clone gives at no cost. Cloning is cheap and allocates
+/// nothing: the clone takes half of this sender's unused nodes. Where a
+/// `Sync` type is required (a `static`, state shared by a server's
+/// handlers), put the sender in a [`Mutex`](crate::Mutex), or keep one
+/// clone per worker.
+///
+/// Sharing a `&Sender` between threads does not compile; rustc's error
+/// names `ClonePerThread`, the field that makes `Sender` `!Sync`:
+///
+/// ```compile_fail
+/// let (tx, rx) = lockfree_sync::mpsc::channel::<u32>();
+/// std::thread::scope(|s| {
+///     s.spawn(|| tx.send(1).unwrap()); // error: `ClonePerThread` ... cannot be shared
+/// });
+/// ```
 ///
 /// # Examples
 ///
@@ -161,93 +171,30 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// assert_eq!(got, ["from a thread", "from main"]);
 /// ```
 // Not cache-line aligned: a handle lives wherever its user puts it, and an
-// alignment of 64 would pad every struct that holds one. Measured, it also
-// made a short-lived thread's first send slower (the sender and the
-// closure that carries it to the thread grew from 80 to 128 bytes and
-// more), not faster.
+// alignment of 64 would pad every struct that holds one.
 pub struct Sender<T> {
     shared: Arc<Shared<T>>,
-    /// The owner's token (see [`thread_token`]; 0: none). Valid only while
-    /// `home` is this sender's address: a sender moved away from `home` can
-    /// no longer be reached by its owner there.
-    owner: AtomicUsize,
-    /// The address this sender had when its owner claimed it (0: never
-    /// claimed). Written, after `owner`, by a claim under `busy`.
-    home: AtomicUsize,
-    /// The owner's nodes: only the owner touches them (or `&mut self`).
+    /// This sender's unused nodes: only the thread that holds the sender
+    /// touches them (`&self` is never shared between threads).
     own: Range<T>,
-    /// Set while a thread other than the owner uses `lent` (or claims the
-    /// sender): only the thread that set it touches them. Acquire on
-    /// setting pairs with the Release that cleared it.
-    busy: AtomicBool,
-    /// The nodes of the sends by other threads than the owner.
-    lent: Range<T>,
+    _not_sync: PhantomData<ClonePerThread>,
 }
 
-/// A number no other live thread has, or 0 (none): the address of a
-/// thread-local of this thread, which stays valid until the thread has
-/// ended (a `Cell` with a constant initializer and no `Drop`), or 0 once
-/// it no longer is (where thread-locals are freed while the thread runs
-/// its last destructors). A later thread may get the same number once
-/// this one has ended: it then inherits what this thread owned, which is
-/// sound because an ended thread no longer uses it and the freeing of the
-/// old thread's thread-locals happens before the allocation of the new
-/// one's (as for any memory that is freed and allocated again). Cheaper
-/// than a global count, whose cache line a new thread would take from
-/// another core on its first send.
-#[cfg(not(loom))]
-#[inline]
-fn thread_token() -> usize {
-    std::thread_local! {
-        // Not a zero-sized type: distinct threads' cells have distinct
-        // addresses.
-        static TOKEN: Cell<u8> = const { Cell::new(0) };
-    }
-    TOKEN.try_with(|t| ptr::from_ref(t) as usize).unwrap_or(0)
-}
+/// What makes [`Sender`] `!Sync`, named so that rustc's error says what to
+/// do: clone the sender for each thread (see [`Sender`]).
+struct ClonePerThread(Cell<()>);
 
-/// Under loom, a number from a global count: loom frees a model thread's
-/// thread-locals without modelling the allocator's ordering, so reused
-/// addresses would read as races. Not a loom atomic: a source of distinct
-/// numbers, which orders nothing.
-#[cfg(loom)]
-fn thread_token() -> usize {
-    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    static NEXT: AtomicUsize = AtomicUsize::new(1);
-    sync_core::loom::thread_local! {
-        static TOKEN: Cell<usize> = Cell::new(0);
-    }
-    TOKEN.with(|t| {
-        if t.get() == 0 {
-            t.set(NEXT.fetch_add(1, Relaxed));
-        }
-        t.get()
-    })
-}
-
-// SAFETY: the blocks are this sender's own (its unused nodes are owned by
-// it); messages go to the receiver's thread, hence `T: Send`.
+// SAFETY: the range's blocks are this sender's own (its unused nodes are
+// owned by it) and move with it; messages go to the receiver's thread,
+// hence `T: Send`.
 unsafe impl<T: Send> Send for Sender<T> {}
-// SAFETY: `own` is only touched by the owner thread, the one whose token is
-// in `owner` while `home` is the sender's address (a claim under `busy`
-// sets them; see `with_range`; no two live threads share a token, and a
-// thread that gets an ended thread's token comes after it: see
-// `thread_token`), and `lent` only by the thread that holds
-// `busy` (claimed with an Acquire swap, released with a Release store, so
-// each holder sees the previous one's writes); both by `&mut self`. The
-// rest is the shared channel, and a send moves a `T` to the receiver's
-// thread.
-unsafe impl<T: Send> Sync for Sender<T> {}
 
 impl<T> Sender<T> {
     fn new(shared: Arc<Shared<T>>) -> Self {
         Self {
             shared,
-            owner: AtomicUsize::new(0),
-            home: AtomicUsize::new(0),
             own: Range::empty(),
-            busy: AtomicBool::new(false),
-            lent: Range::empty(),
+            _not_sync: PhantomData,
         }
     }
 
@@ -272,13 +219,9 @@ impl<T> Sender<T> {
     /// # Progress
     ///
     /// Wait-free: one swap on the queue's tail and a few plain loads and
-    /// stores (the sender's owner thread; another thread adds one
-    /// uncontended swap and a store on the sender, and a send that finds
-    /// the sender in use by a third thread takes a block of its own
-    /// instead of waiting), plus an allocation every block ([`BLOCK_CAP`]
-    /// sends for small messages, fewer for large ones: see
-    /// [`BLOCK_BYTES`]), and a second swap and a wakeup when the receiver
-    /// sleeps.
+    /// stores, plus an allocation every block ([`BLOCK_CAP`] sends for
+    /// small messages, fewer for large ones: see [`BLOCK_BYTES`]), and a
+    /// second swap and a wakeup when the receiver sleeps.
     ///
     /// # Examples
     ///
@@ -296,13 +239,9 @@ impl<T> Sender<T> {
         if shared.signal.closed.load(Relaxed) {
             return Err(SendError(value));
         }
-        let spares = &shared.spares;
-        let node = self.with_range(|range| {
-            // SAFETY: `with_range` hands us a range no other thread uses.
-            unsafe { range.next_node(spares) }
-        });
-        // `None`: another thread is using the lent range.
-        let node = node.unwrap_or_else(|| self.lone_node());
+        // SAFETY: `Sender` is `!Sync`: the thread that holds it is the only
+        // one that uses its range.
+        let node = unsafe { self.own.next_node(&shared.spares) };
         // SAFETY: the node is this sender's: unused, unshared until the swap.
         unsafe { (*node).value.with_mut(|v| (*v).write(value)) };
         // SeqCst: the producer's write in the handshake (see `park_prepare`);
@@ -336,69 +275,6 @@ impl<T> Sender<T> {
     /// is the owner, without an RMW; otherwise, holding `busy`, `own` if it
     /// becomes the owner (nobody owns the sender where it now lives) or
     /// `lent`. `None`, without running `f`, if another thread holds `busy`.
-    #[inline]
-    fn with_range<R>(&self, f: impl FnOnce(&Range<T>) -> R) -> Option<R> {
-        let me = thread_token();
-        let here = ptr::from_ref(self) as usize;
-        // Acquire: pairs with the Release store of `home` in `claim`, so
-        // that `owner` is read as that claim or a later write left it.
-        if self.home.load(Acquire) == here && self.owner.load(Relaxed) == me {
-            // Only one live thread has our token, and `owner` changes at
-            // this address only by a claim that finds `home` elsewhere.
-            return Some(f(&self.own));
-        }
-        self.claim(me, here, f)
-    }
-
-    /// [`with_range`](Self::with_range) for a thread that is not the
-    /// owner (yet).
-    ///
-    /// Not `#[cold]`: a thread's first send through a sender comes here,
-    /// and code placed apart from `send` costs a new thread's first send
-    /// more than this function's few instructions.
-    #[inline]
-    fn claim<R>(&self, me: usize, here: usize, f: impl FnOnce(&Range<T>) -> R) -> Option<R> {
-        // Acquire: pairs with the Release that ended the previous claim.
-        if self.busy.swap(true, Acquire) {
-            return None;
-        }
-        // Relaxed: `home` changes only under `busy`, which we hold.
-        let range = if self.home.load(Relaxed) == here || me == 0 {
-            // Owned here: the owner may be using `own` right now. (Or we
-            // have no token to own it with.)
-            &self.lent
-        } else {
-            // Nobody owns the sender where it lives now: any owner it had
-            // sent through it elsewhere, before it moved here (a move
-            // happens after every use at the old address). We become the
-            // owner.
-            self.owner.store(me, Relaxed);
-            // Release: pairs with the Acquire load in `with_range`.
-            self.home.store(here, Release);
-            &self.own
-        };
-        let r = f(range);
-        // Release: our use of the range happens before the next claim.
-        self.busy.store(false, Release);
-        Some(r)
-    }
-
-    /// A node for one send through a sender that another thread is using:
-    /// node 0 of a block of its own, whose other nodes are released at
-    /// once (the receiver releases node 0 as it moves past it).
-    #[cold]
-    fn lone_node(&self) -> *mut Node<T> {
-        let block = self.shared.spares.take();
-        let rest = Block::<T>::CAP - 1;
-        if rest > 0 {
-            // SAFETY: the block is ours (fresh or reset): we release the
-            // nodes we never use, keeping node 0 unreleased.
-            unsafe { Block::release(block, rest, &self.shared.spares) };
-        }
-        // SAFETY: node 0 is ours and unreleased, so the block is alive.
-        unsafe { Block::node(block, 0) }
-    }
-
     /// Whether the receiver has been dropped.
     ///
     /// # Examples
@@ -424,14 +300,9 @@ impl<T> Clone for Sender<T> {
         // zero.
         self.shared.senders.fetch_add(1, Relaxed);
         let clone = Self::new(Arc::clone(&self.shared));
-        let spares = &self.shared.spares;
-        // If another thread is using this sender's lent range, the clone
-        // starts without nodes (its first send takes a block).
-        self.with_range(|range| {
-            // SAFETY: `with_range` hands us a range no other thread uses,
-            // and the clone is ours alone.
-            unsafe { range.split_into(&clone.own, spares) }
-        });
+        // SAFETY: `Sender` is `!Sync`, so this thread is the only one using
+        // our range, and the clone is ours alone.
+        unsafe { self.own.split_into(&clone.own, &self.shared.spares) };
         clone
     }
 }
@@ -442,11 +313,8 @@ impl<T> Drop for Sender<T> {
     /// gone (it is dropped instead if the thread is already unwinding).
     fn drop(&mut self) {
         let spares = &self.shared.spares;
-        // SAFETY: `&mut self`: nobody else uses the ranges.
-        unsafe {
-            self.own.release_unused(spares);
-            self.lent.release_unused(spares);
-        }
+        // SAFETY: `&mut self`: nobody else uses the range.
+        unsafe { self.own.release_unused(spares) };
         // SeqCst: pairs with the receiver's handshake (`quiet` reads the
         // count after publishing its waiter); Release (in every sender's
         // decrement) publishes their links to the receiver that reads 0.
