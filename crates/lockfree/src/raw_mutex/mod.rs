@@ -17,10 +17,9 @@
 //!
 //! # The protocol
 //!
-//! * **lock**: a CAS from 0 to `LOCKED`. In barging mode the CAS sets
-//!   `LOCKED` in whatever free word it finds (waiters counted included),
-//!   with 0 as its first guess unless the previous lock found the word
-//!   busy (`busy_hint`, a guess that decides nothing else). Failing that,
+//! * **lock**: a CAS from 0 to `LOCKED`. In barging mode, if that CAS
+//!   fails on a free word (waiters counted, or a wakeup in flight), a
+//!   second CAS sets `LOCKED` in the word the first one found. Failing that,
 //!   a waiter *counts* itself (CAS `count + 1`, only while it may not take
 //!   the lock), then enqueues a [`Waiter`] and sleeps. The count closes the
 //!   paper's lost-wakeup window: an unlocker that sees the count knows a
@@ -78,7 +77,7 @@
 use std::time::{Duration, Instant};
 
 use sync_core::sync::Arc;
-use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
+use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
 use sync_core::unwind::Panics;
 use sync_core::wait::Watch;
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
@@ -167,10 +166,6 @@ pub struct RawMutex {
     /// role's holder, which re-reads this after giving the role up and
     /// reclaims again if it moved (see [`reclaim`](Self::reclaim)).
     withdrawals: AtomicUsize,
-    /// Whether the last barging `lock` found the word busy (held, or
-    /// waiters counted): only a guess for the next `lock`'s CAS, never
-    /// read to decide anything else. It sits in the word's padding.
-    busy_hint: AtomicBool,
     fairness: Fairness,
 }
 
@@ -203,7 +198,6 @@ impl RawMutex {
                 word: AtomicUsize::new(0),
                 queue: WaiterQueue::new(),
                 withdrawals: AtomicUsize::new(0),
-                busy_hint: AtomicBool::new(false),
                 fairness,
             }
         }
@@ -298,26 +292,21 @@ impl RawMutex {
     #[inline]
     pub fn lock(&self) {
         if self.fairness == Fairness::Barging {
-            // `fetch_or(LOCKED)` written as its CAS loop, whose first guess
-            // is 0 unless the last lock found the word busy (`busy_hint`).
-            // A load of the word right before (or after) the CAS is the
-            // one thing the uncontended lock cannot afford: it waits for
-            // the unlock's RMW on the same word to reach the cache. A CAS
-            // with the wrong guess costs a second CAS on a line now in our
-            // cache, which a busy lock (waiters counted) must not pay at
-            // every lock: so a lock that found the word busy leaves the
-            // hint set, and the next lock guesses from a load instead.
-            let busy = self.busy_hint.load(Relaxed);
-            let mut w = if busy { self.word.load(Relaxed) } else { 0 };
+            // A CAS from 0 first: the uncontended lock, with no load of the
+            // word before it. A failed CAS leaves the word it found, on a
+            // line now in our cache: set `LOCKED` in it if it is free (a
+            // wakeup in flight or waiters counted), else wait.
+            // Acquire: pairs with the Release of the unlock that freed it.
+            let mut w = match self.word.compare_exchange_weak(0, LOCKED, Acquire, Relaxed) {
+                Ok(_) => return,
+                Err(w) => w,
+            };
             loop {
-                // Never a guess with `LOCKED`: `CAS(w, w | LOCKED)` would
-                // succeed on a held lock.
                 if w & LOCKED != 0 {
-                    self.note_busy(busy, true);
                     self.lock_slow(None);
                     return;
                 }
-                // Acquire: pairs with the Release of the unlock that freed it.
+                // Acquire: as above.
                 match self
                     .word
                     .compare_exchange_weak(w, w | LOCKED, Acquire, Relaxed)
@@ -326,7 +315,6 @@ impl RawMutex {
                     Err(actual) => w = actual,
                 }
             }
-            self.note_busy(busy, w != 0);
             if w & STARVE != 0 && w >= ONE {
                 self.starved_out();
             }
@@ -346,16 +334,6 @@ impl RawMutex {
             {
                 self.lock_slow(None);
             }
-        }
-    }
-
-    /// Keeps `busy_hint` at what this lock found, writing only a change
-    /// (a store to a line every locker reads).
-    #[inline]
-    fn note_busy(&self, was: bool, busy: bool) {
-        if was != busy {
-            // Relaxed: a guess; a stale one costs a CAS, nothing else.
-            self.busy_hint.store(busy, Relaxed);
         }
     }
 
