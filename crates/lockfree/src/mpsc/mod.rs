@@ -141,9 +141,9 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// (into a new thread, say), which thread may use its range now, and that
 /// takes an atomic read-modify-write on the sender beside the queue's one
 /// swap. This crate had such a sender; it made the first send of a
-/// sender moved to a new thread about 7% slower (the report's
-/// `lf/mpsc-many-senders`, measured in one process against this design),
-/// for a feature a clone gives at no cost. Cloning is cheap and allocates
+/// sender moved to a new thread about 5% slower (the report's
+/// `lf/mpsc-many-senders` workload, run in one process beside this
+/// design), for what a clone gives at no cost. Cloning is cheap and allocates
 /// nothing: the clone takes half of this sender's unused nodes. Where a
 /// `Sync` type is required (a `static`, state shared by a server's
 /// handlers), put the sender in a [`Mutex`](crate::Mutex), or keep one
