@@ -271,10 +271,6 @@ impl<T> Sender<T> {
         Ok(())
     }
 
-    /// Runs `f` on the range of nodes this thread may use now: `own` if it
-    /// is the owner, without an RMW; otherwise, holding `busy`, `own` if it
-    /// becomes the owner (nobody owns the sender where it now lives) or
-    /// `lent`. `None`, without running `f`, if another thread holds `busy`.
     /// Whether the receiver has been dropped.
     ///
     /// # Examples

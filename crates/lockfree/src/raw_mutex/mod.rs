@@ -302,6 +302,8 @@ impl RawMutex {
                 Err(w) => w,
             };
             loop {
+                // Never a CAS from a word with `LOCKED`: `CAS(w, w | LOCKED)`
+                // would succeed on a held lock.
                 if w & LOCKED != 0 {
                     self.lock_slow(None);
                     return;
