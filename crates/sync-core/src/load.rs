@@ -14,8 +14,9 @@
 //!   `/proc/loadavg` cannot be read, never saturated.
 //! * [`yields_are_slow`]: heavily oversubscribed ([`CROWDED`] runnable
 //!   threads per CPU), or a yield measured by [`measured_yield`] took
-//!   longer than [`SLOW_YIELD`] recently (remembered for
-//!   [`SLOW_YIELD_MEMORY`], longer while yields keep being slow).
+//!   longer than [`SLOW_YIELD`] recently while the CPUs were saturated
+//!   (remembered for [`SLOW_YIELD_MEMORY`], longer while yields keep being
+//!   slow).
 //!
 //! **Our own yielding waiters are not load.** A thread that yields in a
 //! wait loop is runnable, and a yield passes through every other yielder;
@@ -172,8 +173,11 @@ pub fn yields_are_slow() -> bool {
 /// waiters see [`yields_are_slow`]: a yield is slow if it took longer than
 /// [`SLOW_YIELD`] plus [`OWN_YIELDER_TURN`] for each other thread of this
 /// process that was yielding when it began, per CPU (a yield passes through
-/// them, and they give the core back at once). While it yields the caller
-/// counts in [`own_yielders`]. Under loom, a plain yield to the model.
+/// them, and they give the core back at once), and the CPUs are
+/// [`saturated`] (sampled then with [`tick`]): with a CPU idle, a slow
+/// yield only met another thread placed on the same CPU for a moment.
+/// While it yields the caller counts in [`own_yielders`]. Under loom, a
+/// plain yield to the model.
 ///
 /// # Examples
 ///
@@ -189,7 +193,14 @@ pub fn measured_yield() {
         std::thread::yield_now();
         let took = began.elapsed();
         YIELDERS.fetch_sub(1, Relaxed);
-        if took > slow_yield_beside(others, cpus()) {
+        // A slow yield on a machine with idle CPUs was the scheduler's
+        // placement (two runnable threads on one CPU, which its balancing
+        // soon undoes), not a sign that yields are slow: it counts only
+        // when the CPUs are saturated.
+        if took > slow_yield_beside(others, cpus()) && {
+            tick();
+            saturated()
+        } {
             let now = since_epoch();
             let was = SLOW_UNTIL.load(Relaxed);
             // Relaxed, both: a heuristic's state; two yielders that race
