@@ -17,10 +17,10 @@
 //!
 //! # The protocol
 //!
-//! * **lock**: a CAS from 0 to `LOCKED`. In barging mode, if that CAS
-//!   fails on a free word (waiters counted, or a wakeup in flight), a
-//!   second CAS sets `LOCKED` in the word the first one found. Failing that,
-//!   a waiter *counts* itself (CAS `count + 1`, only while it may not take
+//! * **lock**: in barging mode, one `fetch_or` of `LOCKED`, which takes a
+//!   free lock whatever else the word holds (waiters counted, a wakeup in
+//!   flight); in FIFO mode, a CAS from 0 to `LOCKED`. Failing that, a
+//!   waiter *counts* itself (CAS `count + 1`, only while it may not take
 //!   the lock), then enqueues a [`Waiter`] and sleeps. The count closes the
 //!   paper's lost-wakeup window: an unlocker that sees the count knows a
 //!   waiter is coming and waits for its node to appear in the queue, however
@@ -53,7 +53,11 @@
 //! Waiting too long is handled as in Go's starvation mode: a waiter that has
 //! waited more than [`STARVATION`](crate::STARVATION) since it first queued
 //! sets `STARVE` when it queues again, and then unlocks hand the lock to the
-//! oldest waiter and newcomers queue instead of barging; a waiter handed the
+//! oldest waiter and newcomers queue instead of barging (a newcomer's first
+//! attempt, one `fetch_or`, does not read `STARVE`: one that finds the lock
+//! free in the instant between an unlock and the handoff that unlock starts
+//! keeps it for one critical section, and its own unlock hands it over); a
+//! waiter handed the
 //! lock ends the mode if it waited less than `STARVATION` itself, or if
 //! nobody else waits. A starving waiter that reaches the head while the lock
 //! is free is handed it directly. A starving waiter queues again at the tail
@@ -292,33 +296,16 @@ impl RawMutex {
     #[inline]
     pub fn lock(&self) {
         if self.fairness == Fairness::Barging {
-            // A CAS from 0 first: the uncontended lock, with no load of the
-            // word before it. A failed CAS leaves the word it found, on a
-            // line now in our cache: set `LOCKED` in it if it is free (a
-            // wakeup in flight or waiters counted), else wait.
+            // One RMW (`lock bts`) whatever the word holds: a CAS from 0
+            // would fail whenever waiters are counted, and a thread that
+            // keeps the lock busy while others sleep would pay a second
+            // RMW on every lock. On a held lock it changes nothing. No load
+            // of the word follows (it would cost the uncontended lock more
+            // than the RMW saves): a starvation mode this finds is honoured
+            // by our unlock, which hands the lock to the oldest waiter.
             // Acquire: pairs with the Release of the unlock that freed it.
-            let mut w = match self.word.compare_exchange_weak(0, LOCKED, Acquire, Relaxed) {
-                Ok(_) => return,
-                Err(w) => w,
-            };
-            loop {
-                // Never a CAS from a word with `LOCKED`: `CAS(w, w | LOCKED)`
-                // would succeed on a held lock.
-                if w & LOCKED != 0 {
-                    self.lock_slow(None);
-                    return;
-                }
-                // Acquire: as above.
-                match self
-                    .word
-                    .compare_exchange_weak(w, w | LOCKED, Acquire, Relaxed)
-                {
-                    Ok(_) => break,
-                    Err(actual) => w = actual,
-                }
-            }
-            if w & STARVE != 0 && w >= ONE {
-                self.starved_out();
+            if self.word.fetch_or(LOCKED, Acquire) & LOCKED != 0 {
+                self.lock_slow(None);
             }
             return;
         }
@@ -337,19 +324,6 @@ impl RawMutex {
                 self.lock_slow(None);
             }
         }
-    }
-
-    /// A newcomer's barging CAS took the lock while starvation mode owes it
-    /// to the oldest waiter: hand it over (as an unlock in that mode
-    /// would), then wait like any waiter.
-    #[cold]
-    fn starved_out(&self) {
-        let mut panics = Panics::new();
-        // SAFETY: the barging CAS in `lock` took the lock: we hold it.
-        unsafe { self.unlock_fair_catching(&mut panics) };
-        // The lock is consistent: a waker's panic goes on to our caller.
-        panics.resume();
-        self.lock_slow(None);
     }
 
     /// A future that takes the lock without blocking the thread.
