@@ -193,14 +193,11 @@ pub fn measured_yield() {
         std::thread::yield_now();
         let took = began.elapsed();
         YIELDERS.fetch_sub(1, Relaxed);
-        // A slow yield on a machine with idle CPUs was the scheduler's
-        // placement (two runnable threads on one CPU, which its balancing
-        // soon undoes), not a sign that yields are slow: it counts only
-        // when the CPUs are saturated.
-        if took > slow_yield_beside(others, cpus()) && {
+        let sampled_saturation = || {
             tick();
             saturated()
-        } {
+        };
+        if counts_as_slow(took, others, cpus(), sampled_saturation) {
             let now = since_epoch();
             let was = SLOW_UNTIL.load(Relaxed);
             // Relaxed, both: a heuristic's state; two yielders that race
@@ -316,6 +313,22 @@ fn memory(doublings: u8) -> u64 {
 
 /// How long a yield may take beside `others` yielding threads of this
 /// process on `cpus` CPUs before it counts as slow.
+/// Whether a yield that took `took`, begun beside `others` of our yielders
+/// on `cpus` CPUs, shows that yields are slow. Only past
+/// [`slow_yield_beside`], and only if `saturated` (asked only then, since
+/// it samples the load) says the CPUs are: a slow yield on a machine with
+/// an idle CPU was the scheduler's placement (two runnable threads on one
+/// CPU, which its balancing soon undoes), not a sign that yields are slow.
+#[cfg_attr(loom, allow(dead_code))]
+fn counts_as_slow(
+    took: Duration,
+    others: usize,
+    cpus: usize,
+    saturated: impl FnOnce() -> bool,
+) -> bool {
+    took > slow_yield_beside(others, cpus) && saturated()
+}
+
 #[cfg_attr(loom, allow(dead_code))]
 fn slow_yield_beside(others: usize, cpus: usize) -> Duration {
     let per_cpu = u32::try_from(others / cpus.max(1)).unwrap_or(u32::MAX);
@@ -469,6 +482,18 @@ mod tests {
         // Counted a moment later than `running`: never below one.
         assert_eq!(others_running(5, 9), 1);
         assert_eq!(others_running(40, 0), 40);
+    }
+
+    #[test]
+    fn a_slow_yield_counts_only_on_saturated_cpus() {
+        let slow = SLOW_YIELD * 20;
+        assert!(counts_as_slow(slow, 0, 2, || true));
+        // An idle CPU: the yield met a thread placed beside it for a moment.
+        assert!(!counts_as_slow(slow, 0, 2, || false));
+        // A fast yield never asks (asking samples the load).
+        assert!(!counts_as_slow(SLOW_YIELD / 2, 0, 2, || {
+            panic!("a fast yield sampled the load")
+        }));
     }
 
     #[test]

@@ -543,11 +543,12 @@ impl Watch {
 
     /// This watch judges yields by how long yields took
     /// ([`load::measured_yield`], whose verdict every waiter shares) and
-    /// samples the machine's runnable threads ([`load::tick`]) only to judge
-    /// a slow yield: it yields while no yield has been measured slow, even
-    /// on a machine with more runnable threads than CPUs. For a waiter whose yield is
-    /// what lets the thread it waits for run (a receiver whose producer
-    /// shares its CPU), and whose park costs that thread a wakeup. A timed
+    /// samples the machine's runnable threads ([`load::tick`]) only to
+    /// judge a slow yield: it yields while no yield has been measured slow,
+    /// even on a machine with more runnable threads than CPUs. For a waiter
+    /// whose yield is what lets the thread it waits for run (a receiver
+    /// whose producer shares its CPU), and whose park costs that thread a
+    /// wakeup. A timed
     /// wait still never yields. Kept by [`reset`](Self::reset) and
     /// [`set_policy`](Self::set_policy).
     ///

@@ -57,9 +57,8 @@
 //! attempt, one `fetch_or`, does not read `STARVE`: one that finds the lock
 //! free in the instant between an unlock and the handoff that unlock starts
 //! keeps it for one critical section, and its own unlock hands it over); a
-//! waiter handed the
-//! lock ends the mode if it waited less than `STARVATION` itself, or if
-//! nobody else waits. A starving waiter that reaches the head while the lock
+//! waiter handed the lock ends the mode if it waited less than `STARVATION`
+//! itself, or if nobody else waits. A starving waiter that reaches the head while the lock
 //! is free is handed it directly. A starving waiter queues again at the tail
 //! (the queue has no front door), so its wait is bounded by the handoffs to
 //! the waiters ahead of it, which the mode keeps going while any of them has
