@@ -118,6 +118,18 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 /// while a queued request lacks any (the counter is then negative); a
 /// blocking acquire spins briefly for a free permit before it is counted.
 ///
+/// The price of FIFO is a handoff per permit: while requests wait, a
+/// released permit belongs to the oldest of them, and nobody else may use it
+/// until that waiter's thread (or task) runs. A parked thread must first be
+/// woken, so when permits are held for short times and requests queue,
+/// acquisitions go at the rate of wakeups, one after another (a *convoy*),
+/// and the convoy keeps itself going once it has formed: every newcomer
+/// finds a queue and joins it. More threads than cores make it likelier. For
+/// mutual exclusion between threads, [`Mutex`](crate::Mutex) (whose default
+/// lets a running thread take a released lock) does not convoy; this
+/// semaphore suits limits on concurrency where holds are long beside a
+/// wakeup, or where the order must be kept.
+///
 /// "Counted before" is exact for every request that had reached the queue
 /// when the later one was counted. Two requests counted within the few
 /// instructions between one's count and its push (no user code runs there)
