@@ -334,7 +334,7 @@ where
     let mut spin = Watch::default();
     loop {
         ops = match ops.run_first_ready() {
-            Ok(done) => return Ok(done),
+            Ok(done) => return Ok(crate::unwind::finish(done)),
             Err(ops) => ops,
         };
         if !spin.spin() {
@@ -342,8 +342,9 @@ where
         }
     }
     let shared = Arc::new(OrShared::new(operands));
+    // Every operand is queued before a deferred panic may go on.
     ops.submit_or(&shared);
-    Ok(composed_completion(shared, order))
+    Ok(crate::unwind::finish(composed_completion(shared, order)))
 }
 
 /// Runs every operand, each on its own monitor once its precondition holds
@@ -381,7 +382,7 @@ where
     let (ops, operands, order) = composed(ops)?;
     let shared = Arc::new(AndShared::new(operands));
     ops.submit_and(&shared);
-    Ok(composed_completion(shared, order))
+    Ok(crate::unwind::finish(composed_completion(shared, order)))
 }
 
 /// The operands of an OR or AND, checked (no two on one monitor), with

@@ -3,9 +3,12 @@
 //! nobody took, and a completion's waker. Such a panic must not unwind
 //! through the executor (the monitor would stay held for ever), so it is
 //! caught, kept in a thread-local, and resumed once the thread has let go of
-//! every monitor (at the end of the outermost `serve`, the drop of
-//! `get_mut`'s guard or of the monitor). If the thread is already unwinding
-//! then, it is dropped. Only the first such panic of an episode is kept.
+//! every monitor and the operation that served is done: at the end of a
+//! `call` or a submission ([`finish`], once its own task is queued or run
+//! and recorded: the serves inside it keep the panic), of a serve that ends
+//! an operation, or at the drop of `get_mut`'s guard or of the monitor. If
+//! the thread is already unwinding then, it is dropped. Only the first such
+//! panic of an episode is kept.
 //!
 //! The same thread-local records which monitor's task body the thread is
 //! running (innermost), so that a task submitting to its own full monitor
@@ -122,10 +125,7 @@ fn defer(payload: Payload) {
     let extra = payload;
     STATE.with(|s| s.deferred.set(true));
     if let Some(extra) = extra {
-        // A payload whose own drop panics is leaked rather than unwound.
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(extra))) {
-            core::mem::forget(p);
-        }
+        discard(extra);
     }
 }
 
@@ -158,6 +158,43 @@ pub(crate) fn resume_deferred() {
 
 #[cold]
 fn resume_deferred_slow() {
+    if let Some(p) = take_resumable() {
+        resume_unwind(p);
+    }
+}
+
+/// Ends an operation that returns `value`: delivers the deferred wakeups
+/// and resumes the deferred panic as [`resume_deferred`] does, once the
+/// operation's own work is done (its task queued or run, its bookkeeping
+/// made). The serves inside such an operation keep the panic deferred
+/// (`Monitor::serve_keeping`): resumed there, it would unwind out of an
+/// operation half done, leaving a caller's stack-held task in the queue or
+/// a task never pushed. When the panic goes on, `value` is dropped first,
+/// its drop (user code) caught and discarded, so that nothing of it drops
+/// during the unwind (a panic there would abort the process).
+#[inline]
+pub(crate) fn finish<V>(value: V) -> V {
+    if !STATE.with(|s| s.wakes.get() || s.deferred.get()) {
+        return value;
+    }
+    finish_slow(value)
+}
+
+#[cold]
+fn finish_slow<V>(value: V) -> V {
+    let Some(p) = take_resumable() else {
+        return value;
+    };
+    if let Err(q) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        discard(q);
+    }
+    resume_unwind(p)
+}
+
+/// Delivers the deferred wakeups, then takes the deferred panic if it is
+/// this thread's to resume now: no task body runs below us, and the thread
+/// is not unwinding already (then the panic is dropped here).
+fn take_resumable() -> Option<Payload> {
     wake_deferred();
     let ours = STATE.with(|s| {
         let ours = s.running.get() == 0 && s.deferred.get();
@@ -167,14 +204,21 @@ fn resume_deferred_slow() {
         ours
     });
     if !ours {
-        return;
+        return None;
     }
-    if let Some(p) = DEFERRED.try_with(Cell::take).ok().flatten() {
-        if std::thread::panicking() {
-            drop_caught(p);
-        } else {
-            resume_unwind(p);
-        }
+    let p = DEFERRED.try_with(Cell::take).ok().flatten()?;
+    if std::thread::panicking() {
+        drop_caught(p);
+        return None;
+    }
+    Some(p)
+}
+
+/// Drops a payload that nobody will resume; one whose own drop panics is
+/// leaked rather than unwound.
+fn discard(payload: Payload) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(payload))) {
+        core::mem::forget(p);
     }
 }
 

@@ -185,7 +185,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // SAFETY: `outcome` points into `out`, valid for a write of an
         // `Outcome<R>`.
         unsafe { self.run_inline(f, outcome) };
-        self.serve();
+        // `submit` resumes a deferred panic once the completion is out.
+        self.serve_keeping();
     }
 
     #[inline(never)]
@@ -246,13 +247,17 @@ impl<T, S: AbstractState> Monitor<T, S> {
             // behind them (FIFO keeps other workers' and our own earlier
             // tasks first) and serve.
             self.push_held(task);
-            self.serve();
+            // Keeping a deferred panic (another task's): resumed here, it
+            // would unwind this frame while `job` may still be queued.
+            self.serve_keeping();
         } else {
             self.push(task);
-            self.after_push();
+            self.after_push_keeping();
         }
         match job.wait() {
-            DONE => unwrap_call(job.take_result()),
+            // Our task is done: now a deferred panic may go on (the
+            // outcome, ours, is dropped first).
+            DONE => unwrap_call(unwind::finish(job.take_result())),
             HANDOFF => {
                 // The monitor is ours, held, and our task is the one the
                 // previous holder popped for us: run it here.
@@ -324,7 +329,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 let mut out = MaybeUninit::uninit();
                 self.submit_inline(f, &mut out);
                 // SAFETY: `submit_inline` wrote the completion.
-                return unsafe { out.assume_init() };
+                return unwind::finish(unsafe { out.assume_init() });
             }
             return self.submit_task(AsyncTask::new_arc(Always, Plain(f)), false, true);
         }
@@ -389,7 +394,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // task's slot (see `fits_inline`).
         let (pre, body) = if fits_inline::<R>() {
             match self.when_inline(pre, body) {
-                Ok(c) => return c,
+                Ok(c) => return unwind::finish(c),
                 Err(back) => back,
             }
         } else {
@@ -643,8 +648,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
         if !self.queue.is_empty() {
             // Tasks queued before us come first: serve them, and let the
-            // caller queue the operand behind whatever remains.
-            self.serve();
+            // caller queue the operand behind whatever remains (a deferred
+            // panic waits for the caller's end: `unwind::finish`).
+            self.serve_keeping();
             return Err((pre, body));
         }
         let guard = Unlock(self);
@@ -676,7 +682,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
             })
         });
         core::mem::forget(guard);
-        self.serve();
+        // The caller ends with `unwind::finish` once the outcome is out.
+        self.serve_keeping();
         outcome
     }
 
@@ -701,7 +708,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 order::submitted(self.id(), conditional, &pending, self.order);
             }
         }
-        completion
+        // Queued (or run) and recorded: a deferred panic may go on.
+        unwind::finish(completion)
     }
 
     /// Queues `task`, or runs it if `locked` (the caller took the monitor)
@@ -737,6 +745,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
         Ok(())
     }
 
+    /// A deferred panic (another task's, caught while serving) is kept for
+    /// the caller's end ([`unwind::finish`]), or for the next poll that
+    /// changes nothing (an async submission's).
     pub(crate) fn submit_job(&self, task: Task<T, S>, locked: bool) {
         if locked {
             if self.queue.is_empty() {
@@ -744,10 +755,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
             } else {
                 self.push_held(task);
             }
-            self.serve();
+            self.serve_keeping();
         } else {
             self.push(task);
-            self.after_push();
+            self.after_push_keeping();
         }
     }
 }

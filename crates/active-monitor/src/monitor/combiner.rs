@@ -89,6 +89,23 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// monitor is idle or offered; with a server, wake it if it sleeps.
     #[inline]
     pub(super) fn after_push(&self) {
+        if self.take_after_push() {
+            self.serve();
+        }
+    }
+
+    /// [`after_push`](Self::after_push) inside an operation that ends with
+    /// [`unwind::finish`]: a serve keeps a deferred panic for it.
+    #[inline]
+    pub(super) fn after_push_keeping(&self) {
+        if self.take_after_push() {
+            self.serve_keeping();
+        }
+    }
+
+    /// `after_push`'s look: `true` if it took the monitor (to serve it).
+    #[inline]
+    fn take_after_push(&self) -> bool {
         // SeqCst fence: pairs with the fence in `release` (either the
         // releasing holder sees our published task, or we see the monitor
         // idle: a task is never stranded in an idle monitor's queue), and
@@ -100,12 +117,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 if !srv.sleeper.is_empty() {
                     self.wake_server();
                 }
-                return;
+                return false;
             }
         }
-        if self.take() {
-            self.serve();
-        }
+        self.take()
     }
 
     /// Pushes `task` while holding the monitor (we are the consumer: if the
@@ -156,6 +171,15 @@ impl<T, S: AbstractState> Monitor<T, S> {
     pub(super) fn serve(&self) {
         self.serve_loop();
         unwind::resume_deferred();
+    }
+
+    /// [`serve`](Self::serve) for an operation that is not done yet (its
+    /// own task still to push, to wait for, or to record): the wakeups are
+    /// delivered, and a deferred panic is kept for the operation's end
+    /// ([`unwind::finish`]).
+    pub(super) fn serve_keeping(&self) {
+        self.serve_loop();
+        unwind::wake_deferred();
     }
 
     /// A combiner's stint: at most `batch` tasks of its own choosing, then

@@ -89,8 +89,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
              (raise the monitor's capacity, or submit from outside the task)"
         );
         if self.try_lock() {
-            // Idle with a full queue: make room ourselves.
-            self.serve();
+            // Idle with a full queue: make room ourselves. Our task is not
+            // pushed yet: a deferred panic waits for the submission's end.
+            self.serve_keeping();
             return None;
         }
         let waiter = make();
@@ -247,7 +248,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
             return Ok(());
         }
         self.queue.push(task)?;
-        self.after_push();
+        // Queued: a deferred panic must not unwind this poll, whose future
+        // would lose the task's completion (see `SubmitAsync::poll_queued`).
+        self.after_push_keeping();
         Ok(())
     }
 
@@ -321,7 +324,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// serves (making room) before it pushes.
     pub(super) fn woken_for_space(&self, token: usize) {
         if token == SPACE_HELD {
-            self.serve();
+            // As in `enqueue_for_space`: our task is pushed after this.
+            self.serve_keeping();
         }
     }
 
