@@ -36,6 +36,14 @@ use crate::raw_mutex::{Fairness, RawLockAsync, RawMutex};
 /// paper's strict order: every unlock with waiters hands the lock to the
 /// oldest. [`MutexGuard::unlock_fair`] hands off once, in either mode.
 ///
+/// "Oldest" is exact while no waiter withdraws. Timed-out waits and dropped
+/// futures free their queue nodes themselves, and to free those queued
+/// behind a live waiter a withdrawal now and then sweeps the queue: it takes
+/// the waiters out and puts the live ones back in their order, but behind
+/// any waiter that queued meanwhile. So with withdrawals a waiter may also
+/// wait for waiters that queued during such a sweep. A sweep comes at most
+/// once per as many withdrawals as the live waiters the previous one kept.
+///
 /// # Concurrency restriction
 ///
 /// In the default mode, while waiters are queued only one of them
@@ -257,8 +265,9 @@ impl<T: ?Sized> Mutex<T> {
     /// The deadline is checked while the thread spins as well as while it
     /// is parked, so the call returns within the deadline plus one
     /// scheduling quantum. A timed-out waiter leaves the queue at once (its
-    /// node, a few words, is freed by the unlock that reaches it), so timed
-    /// attempts in a loop do not pile up memory or wakeups.
+    /// node, a few words, is freed by that timeout or a later one, or by
+    /// the unlock that reaches it), so timed attempts in a loop do not pile
+    /// up memory or wakeups, even behind a waiter that stays queued.
     ///
     /// # Examples
     ///

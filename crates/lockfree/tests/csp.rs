@@ -649,6 +649,68 @@ fn a_panicking_receiver_waker_loses_no_value() {
     assert_eq!(poll_once(recv.as_mut()), Poll::Ready(Ok(5)));
 }
 
+/// A send future whose first poll delivered the value and then panicked in
+/// the receiving task's waker (caught by the caller) was still `Idle`: a
+/// second poll offered again, publishing a slot without a value, so the
+/// receiver's next receive panicked ("a sender's slot holds its value"), and
+/// a completed re-send would have reported a second delivery. Now the poll
+/// records the send as over before it wakes the receiver, and a poll after
+/// the panic returns `Ok(())` (delivered, once). The same with an Alt's
+/// task waiting for the value.
+#[test]
+fn a_send_future_polled_again_after_its_wake_panicked_delivers_once() {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let panicking = Waker::from(Arc::new(PanickingWaker));
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (mut tx, mut rx) = csp::channel::<Counted>();
+    // Polls a send of `value` whose delivery wakes a panicking waker, then
+    // polls it again after the panic: delivered, once.
+    let mut send_with_panicking_wake = |value: u32| {
+        let mut send = Box::pin(tx.send_async(Counted(drops.clone(), value)));
+        let r = catch_unwind(AssertUnwindSafe(|| poll_once(send.as_mut())));
+        assert!(r.is_err(), "the receiver's waker did not panic");
+        assert!(matches!(poll_once(send.as_mut()), Poll::Ready(Ok(()))));
+    };
+    // A receiving task.
+    {
+        let mut recv = Box::pin(rx.recv_async());
+        assert!(
+            recv.as_mut()
+                .poll(&mut Context::from_waker(&panicking))
+                .is_pending()
+        );
+        send_with_panicking_wake(1);
+        assert_eq!(drops.load(SeqCst), 0, "the delivered value was dropped");
+        let Poll::Ready(Ok(c)) = poll_once(recv.as_mut()) else {
+            panic!("the receiver did not get the value");
+        };
+        assert_eq!(c.1, 1);
+    }
+    assert_eq!(drops.load(SeqCst), 1);
+    // Nothing is left published: the next receive finds no sender.
+    assert!(matches!(rx.try_recv(), Err(csp::TryRecvError::Empty)));
+    // An Alt's task.
+    let (_tx2, mut rx2) = csp::channel::<Counted>();
+    {
+        let mut alt = Alt::new(vec![&mut rx2, &mut rx]);
+        let mut select = Box::pin(alt.select_async());
+        assert!(
+            select
+                .as_mut()
+                .poll(&mut Context::from_waker(&panicking))
+                .is_pending()
+        );
+        send_with_panicking_wake(2);
+        assert_eq!(drops.load(SeqCst), 1, "the delivered value was dropped");
+        let Poll::Ready((1, Ok(c))) = poll_once(select.as_mut()) else {
+            panic!("the Alt did not get the value");
+        };
+        assert_eq!(c.1, 2);
+    }
+    assert_eq!(drops.load(SeqCst), 2);
+    assert!(matches!(rx.try_recv(), Err(csp::TryRecvError::Empty)));
+}
+
 /// A `SelectAsync` leaked with `mem::forget` while its Alt was published
 /// left the Alt's entries in the channel words: a sender then claimed the
 /// dead Alt and "delivered" into it (the value lost, the send `Ok`). Now

@@ -364,3 +364,60 @@ fn concurrent_timeouts_leave_no_withdrawn_node_counted() {
         assert_eq!(w, 1, "withdrawn node(s) left counted/queued: word {w:#x}");
     });
 }
+
+/// A withdrawn waiter queued behind a live one is freed by its own
+/// withdrawal (a full sweep of the queue), not left counted until the lock
+/// reaches the live waiter; and the sweep, which takes the live waiter out
+/// and puts it back, loses no wakeup. Main holds the lock and queues a live
+/// future first; a timed thread queues behind it and times out (as every
+/// timed wait does under loom). With `race`, main unlocks while the timed
+/// thread withdraws and sweeps; without, only after it is done, and then
+/// the word must count the live waiter alone. Either way the lock reaches
+/// the live waiter and the word ends idle.
+#[test]
+fn withdrawn_waiter_behind_a_live_one_is_swept() {
+    for fairness in MODES {
+        for race in [false, true] {
+            model::check_with_bound(2, move || {
+                let m = mutex(fairness);
+                let held = m.lock();
+                let mut cx = Context::from_waker(Waker::noop());
+                // Fully queued (counted and pushed) before the timed waiter.
+                let mut live = Box::pin(m.lock_async());
+                assert!(live.as_mut().poll(&mut cx).is_pending());
+                let timed = {
+                    let m = Arc::clone(&m);
+                    thread::spawn(move || {
+                        if let Some(mut g) = m.try_lock_until(far_deadline()) {
+                            *g += 100;
+                        }
+                    })
+                };
+                let held = if race {
+                    drop(held);
+                    None
+                } else {
+                    Some(held)
+                };
+                timed.join().unwrap();
+                if let Some(held) = held {
+                    let w = m.raw().loom_word();
+                    // LOCKED and one count (the live waiter): the withdrawn
+                    // node is freed and uncounted, no role left taken.
+                    assert_eq!(w, 0b1001, "withdrawn node left counted: word {w:#x}");
+                    drop(held);
+                }
+                // The unlock (main's, or the timed thread's if it got the
+                // lock) handed the lock or a wakeup to the live waiter.
+                match live.as_mut().poll(&mut cx) {
+                    Poll::Ready(mut g) => *g += 1,
+                    Poll::Pending => panic!("the live waiter was not woken"),
+                }
+                drop(live);
+                let n = *m.lock();
+                assert!(n == 1 || n == 101, "count {n}");
+                assert_idle(&m);
+            });
+        }
+    }
+}

@@ -198,3 +198,66 @@ fn a_live_waiter_behind_cancelled_ones_is_still_woken() {
     }
     assert_eq!(*m.lock(), 1);
 }
+
+/// Issue: withdrawn waiters queued *behind a live one* were freed only once
+/// the lock reached that live waiter (the reclaim swept the front of the
+/// queue and stopped at the first live waiter), so memory grew with the
+/// history of timeouts and cancels. A live task waits first in line while
+/// the lock is held; 20,000 futures polled once (queued behind it) and
+/// dropped, and 2,000 timed-out thread locks, must keep a bounded number of
+/// bytes, and the live waiter still gets the lock.
+#[test]
+fn withdrawn_waiters_behind_a_live_one_hold_bounded_memory() {
+    let _one = ONE_AT_A_TIME.lock().unwrap();
+    for fairness in [Fairness::Barging, Fairness::Fifo] {
+        let m = Mutex::with_fairness(0u64, fairness);
+        let held = m.lock();
+        let task = Arc::new(Task { _stack: [0; 4096] });
+        let waker = Waker::from(Arc::clone(&task));
+        let mut first = Box::pin(m.lock_async());
+        assert!(
+            first
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        let before = live_bytes();
+        for _ in 0..ATTEMPTS {
+            let mut fut = pin!(m.lock_async());
+            assert!(
+                fut.as_mut()
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_pending()
+            );
+        }
+        let kept = live_bytes() - before;
+        // Before the fix: a node per cancel, about 1.4 MB here.
+        assert!(
+            kept < 4096,
+            "{fairness:?}: {ATTEMPTS} cancels behind a live waiter keep {kept} bytes"
+        );
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Warm up the thread's own allocations first.
+                assert!(m.try_lock_for(Duration::ZERO).is_none());
+                let before = live_bytes();
+                for _ in 0..2_000 {
+                    assert!(m.try_lock_for(Duration::from_micros(1)).is_none());
+                }
+                let kept = live_bytes() - before;
+                // Before the fix: a node per timeout, about 150 KB here.
+                assert!(
+                    kept < 4096,
+                    "{fairness:?}: 2000 timeouts behind a live waiter keep {kept} bytes"
+                );
+            });
+        });
+        drop(held);
+        match first.as_mut().poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(mut g) => *g += 1,
+            Poll::Pending => panic!("{fairness:?}: the live waiter was not woken"),
+        }
+        drop(first);
+        assert_eq!(*m.lock(), 1);
+    }
+}

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::Ordering::*;
+use sync_core::waiter::Wakeup;
 
 use super::alt::{AltShared, CLAIM_SELF};
 use super::slot::{
@@ -171,7 +172,12 @@ impl<T> Sender<T> {
     fn send_timed(&mut self, value: T, deadline: Option<Instant>) -> Result<(), TrySendError<T>> {
         let slot = Slot::new(Some(value));
         let outcome = match self.offer(&slot) {
-            Some(outcome) => outcome,
+            Some((outcome, wakeup)) => {
+                // The receiver's waker last: if it panics, the value is the
+                // receiver's already, and the panic unwinds out of the send.
+                drop(wakeup);
+                outcome
+            }
             None => match slot.wait(
                 self.chan.spins_until(SENDER, deadline),
                 &self.chan.budget,
@@ -200,12 +206,17 @@ impl<T> Sender<T> {
 
     /// Publishes `slot` (ours, holding the value): `Some(outcome)` if the
     /// rendezvous is over, `None` if we must wait for the receiver.
-    pub(super) fn offer(&mut self, slot: &Slot<T>) -> Option<Outcome> {
+    ///
+    /// With the outcome comes the waiting receiver's wakeup, for the caller
+    /// to deliver (by dropping it) once it has recorded the send as over:
+    /// the wakeup may run a task's waker, user code that may panic, and a
+    /// future polled again after that panic must not offer again.
+    pub(super) fn offer(&mut self, slot: &Slot<T>) -> Option<(Outcome, Option<Wakeup>)> {
         self.reclaim();
         let chan = &*self.chan;
         match chan.publish(SENDER, slot) {
             Found::Empty => None,
-            Found::Closed => Some(Outcome::Shut),
+            Found::Closed => Some((Outcome::Shut, None)),
             Found::Slot(receiver) => {
                 // Release: our next use of the word, or the receiver's,
                 // sees it empty (the receiver's also through `complete`).
@@ -214,10 +225,10 @@ impl<T> Sender<T> {
                 // waits for our completion, so nobody else touches it.
                 unsafe { move_value(slot, receiver) };
                 // SAFETY: we took the receiver's slot out of the word.
-                // Woken last: the value is the receiver's already, so a
-                // panicking waker (ours to run) loses nothing.
-                drop(unsafe { Slot::complete(receiver, Outcome::Done) });
-                Some(Outcome::Done)
+                // Woken by our caller, last: the value is the receiver's
+                // already, so a panicking waker (ours to run) loses nothing.
+                let wakeup = unsafe { Slot::complete(receiver, Outcome::Done) };
+                Some((Outcome::Done, wakeup))
             }
             Found::Alt(alt) => {
                 if alt.claim(chan.id()) {
@@ -225,9 +236,9 @@ impl<T> Sender<T> {
                     // SAFETY: our claim gives us the Alt's slot, whose owner
                     // waits for our completion.
                     unsafe { move_value(slot, &alt.slot) };
-                    // SAFETY: as above. Woken last, as above.
-                    drop(unsafe { Slot::complete(&alt.slot, Outcome::Done) });
-                    Some(Outcome::Done)
+                    // SAFETY: as above. Woken by our caller, as above.
+                    let wakeup = unsafe { Slot::complete(&alt.slot, Outcome::Done) };
+                    Some((Outcome::Done, wakeup))
                 } else {
                     // The Alt took another channel: we came first after
                     // all, and our slot is in the word.

@@ -20,6 +20,11 @@ pub(super) enum Phase {
     Idle,
     /// Our slot is in the channel word (or taken by the partner).
     Published,
+    /// The rendezvous is over (delivered, or refused by a closed channel)
+    /// but the output not returned yet: the poll that completed it woke the
+    /// partner's task, and that waker (user code) panicked. A poll after
+    /// that panic returns this outcome instead of offering again.
+    Over(Outcome),
     /// Over: the output was returned.
     Finished,
 }
@@ -29,6 +34,13 @@ pub(super) enum Phase {
 /// # Cancel safety
 ///
 /// See [`Sender::send_async`] and [`SendAsync::cancel`].
+///
+/// # Panics
+///
+/// A poll that delivers the value to a waiting task wakes that task, and
+/// its waker is user code: if it panics, the panic goes on out of the poll,
+/// with the value delivered. A poll after that panic returns `Ok(())`, as
+/// the one that panicked would have; it does not send again.
 ///
 /// # Examples
 ///
@@ -61,7 +73,15 @@ impl<T> Future for SendAsync<'_, T> {
         let this = unsafe { self.get_unchecked_mut() };
         let outcome = match this.phase {
             Phase::Idle => match this.tx.offer(&this.slot) {
-                Some(outcome) => outcome,
+                Some((outcome, wakeup)) => {
+                    // Recorded before the receiver's waker runs: if it
+                    // panics, the next poll returns this outcome (the value
+                    // was delivered exactly once) instead of offering an
+                    // empty slot.
+                    this.phase = Phase::Over(outcome);
+                    drop(wakeup);
+                    outcome
+                }
                 None => {
                     this.phase = Phase::Published;
                     this.tx.published = Published(&raw const this.slot);
@@ -69,6 +89,7 @@ impl<T> Future for SendAsync<'_, T> {
                 }
             },
             Phase::Published => core::task::ready!(this.slot.poll_wait(&mut this.parked, cx)),
+            Phase::Over(outcome) => outcome,
             Phase::Finished => panic!("SendAsync polled after it completed"),
         };
         this.phase = Phase::Finished;
@@ -108,6 +129,8 @@ impl<T> SendAsync<'_, T> {
         let outcome = match this.phase {
             Phase::Finished => return None,
             Phase::Idle => None,
+            // Not published: nobody else touches the slot.
+            Phase::Over(outcome) => Some(outcome),
             Phase::Published => {
                 // Ours (an idle future leaves a leaked one's record alone).
                 this.tx.published = Published::NONE;
@@ -194,6 +217,10 @@ impl<T> Future for RecvAsync<'_, T> {
                 }
             }
             Phase::Published => core::task::ready!(this.slot.poll_wait(&mut this.parked, cx)),
+            // Not used by a receive: a receiver's completion leaves the
+            // value in its stash while the sender is woken, and the next
+            // poll (`Idle`) returns it.
+            Phase::Over(outcome) => outcome,
             Phase::Finished => panic!("RecvAsync polled after it completed"),
         };
         this.phase = Phase::Finished;

@@ -61,8 +61,20 @@
 //! itself, or if nobody else waits. A starving waiter that reaches the head while the lock
 //! is free is handed it directly. A starving waiter queues again at the tail
 //! (the queue has no front door), so its wait is bounded by the handoffs to
-//! the waiters ahead of it, which the mode keeps going while any of them has
-//! waited too long.
+//! the waiters ahead of it (counting those a sweep puts ahead of it, see
+//! below), which the mode keeps going while any of them has waited too long.
+//!
+//! In both modes, "the oldest" is exact only while nobody withdraws. A
+//! withdrawn waiter (a timed-out thread, a dropped future) is freed by the
+//! withdrawals themselves, and a lock-free queue cannot unlink a node from
+//! its middle: to free those queued behind a live waiter, a withdrawal now
+//! and then sweeps the whole queue, taking the waiters out and putting the
+//! live ones back in their order. Waiters that queue while a sweep has them
+//! out end up ahead of them (as do, where a push is half-way, that waiter
+//! and those queued after it). So with withdrawals, a waiter waits for the
+//! waiters ahead of it plus those that queued during a sweep that moved it.
+//! A sweep comes at most once per as many withdrawals as the live waiters
+//! the previous sweep kept.
 //!
 //! # Progress
 //!
@@ -139,7 +151,9 @@ pub enum Fairness {
     #[default]
     Barging,
     /// The paper's algorithm: while anyone waits, unlock hands the lock to
-    /// the oldest waiter, so the lock is taken in strict FIFO order.
+    /// the oldest waiter, so the lock is taken in strict FIFO order while
+    /// no waiter withdraws (see [`Mutex`](crate::Mutex)'s *Fairness* for
+    /// what a withdrawal may change).
     Fifo,
 }
 
@@ -169,6 +183,12 @@ pub struct RawMutex {
     /// role's holder, which re-reads this after giving the role up and
     /// reclaims again if it moved (see [`reclaim`](Self::reclaim)).
     withdrawals: AtomicUsize,
+    /// `withdrawals` as the last full sweep of the queue read it, and the
+    /// live waiters that sweep kept. Read and written only by the holder of
+    /// `WAKING` (Relaxed: the role's Release/Acquire handoff orders them, as
+    /// it orders the queue's pops). See [`reclaim`](Self::reclaim).
+    swept_at: AtomicUsize,
+    kept: AtomicUsize,
     fairness: Fairness,
 }
 
@@ -201,6 +221,8 @@ impl RawMutex {
                 word: AtomicUsize::new(0),
                 queue: WaiterQueue::new(),
                 withdrawals: AtomicUsize::new(0),
+                swept_at: AtomicUsize::new(0),
+                kept: AtomicUsize::new(0),
                 fairness,
             }
         }

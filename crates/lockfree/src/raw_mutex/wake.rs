@@ -185,13 +185,18 @@ impl RawMutex {
     /// thread). Its node stays in the queue, counted, until a dequeuer
     /// reaches it, and a lock held for long while waits time out would pile
     /// such nodes up. So the withdrawing thread takes the dequeuer's role
-    /// (`WAKING`) if nobody has it, frees the withdrawn nodes at the front
-    /// of the queue, and passes the role on as a woken waiter that gives up
-    /// would (an unlock that came meanwhile left the waking to us). If the
-    /// role is taken, its holder either is a reclaimer, which sees the
-    /// withdrawal and sweeps again, or will dequeue (wake or hand off) soon;
-    /// the node is left to it. What stays queued is then the live waiters,
-    /// the withdrawn ones behind the first live waiter, and those withdrawn
+    /// (`WAKING`) if nobody has it, frees withdrawn nodes, and passes the
+    /// role on as a woken waiter that gives up would (an unlock that came
+    /// meanwhile left the waking to us). It frees those at the front of the
+    /// queue, up to the first live waiter; and once the withdrawals since
+    /// the last full sweep are as many as the live waiters that sweep kept,
+    /// it sweeps the whole queue (`WaiterQueue::sweep`), freeing those
+    /// behind live waiters too, so that each withdrawal pays O(1) amortized.
+    /// If the role is taken, its holder either is a reclaimer, which sees
+    /// the withdrawal and sweeps again, or will dequeue (wake or hand off)
+    /// soon; the node is left to it. What stays queued is then the live
+    /// waiters, fewer withdrawn ones than the live waiters the last full
+    /// sweep kept (plus those behind a push in flight), and those withdrawn
     /// while a waker held the role (until the next withdrawal or unlock).
     #[cold]
     pub(super) fn reclaim(&self, panics: &mut Panics) {
@@ -224,12 +229,37 @@ impl RawMutex {
             // Acquire: pairs with the Release increments, so every
             // withdrawal counted in `seen` shows its node as cancelled.
             let seen = self.withdrawals.load(Acquire);
-            // Frees the withdrawn nodes at the front (stopping at a live one,
-            // or behind a push in flight, which the next dequeuer passes).
-            // SAFETY: we hold `WAKING`, the dequeuer's role; the previous
-            // dequeuer released it (Release) before we acquired it (Acquire).
-            let freed = unsafe { self.queue.sweep_front() };
+            // Relaxed: only the `WAKING` holder touches these two, and the
+            // role's Release/Acquire handoff (the same edge that orders the
+            // queue's pops) orders one holder's writes before the next's.
+            let since = seen.wrapping_sub(self.swept_at.load(Relaxed));
+            let freed = if since >= self.kept.load(Relaxed) {
+                // As many withdrawals since the last full sweep as live
+                // waiters it kept: sweep the whole queue, so that withdrawn
+                // nodes behind a live waiter are freed too. It costs the
+                // queue's length, which those withdrawals pay for (O(1)
+                // each, amortized). Live waiters are taken out and pushed
+                // back in order; they stay counted meanwhile, which nobody
+                // minds: only we (`WAKING`) pop, and an unlocker that finds
+                // the role taken leaves the waking to us (`pass_wake` below).
+                // SAFETY: we hold `WAKING`, the dequeuer's role; the previous
+                // dequeuer released it (Release) before we acquired it
+                // (Acquire).
+                let swept = unsafe { self.queue.sweep() };
+                self.swept_at.store(seen, Relaxed);
+                self.kept.store(swept.kept, Relaxed);
+                swept.freed
+            } else {
+                // Frees the withdrawn nodes at the front (stopping at a live
+                // one, or behind a push in flight, which the next dequeuer
+                // passes).
+                // SAFETY: as above.
+                unsafe { self.queue.sweep_front() }
+            };
             if freed != 0 {
+                // Relaxed: the count of queued-not-dequeued waiters drops by
+                // the nodes we dequeued; the role's Release (in `pass_wake`)
+                // publishes the queue as we leave it.
                 self.word.fetch_sub(ONE * freed, Relaxed);
             }
             self.pass_wake(panics);
