@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use adaptive_lock::{AdaptiveMutex, Learned, Policy, SimpleAdapt, Static};
-use sync_core::testing::{BusyThreads, timely};
+use adaptive_lock::{AdaptiveMutex, Config, Learned, Policy, SimpleAdapt, Static, Stats};
+use sync_core::testing::{BusyThreads, rarely_late, timely};
 use sync_core::wait::WaitPolicy;
 
 /// The tests of this file load the machine: one at a time.
@@ -68,6 +68,71 @@ fn a_1ms_timed_lock_returns_within_50ms_beside_50_busy_threads() {
     for (name, wait) in statics {
         timed_locks(name, Static(wait));
     }
+}
+
+/// A user policy that always asks to spin without end and never park.
+struct SpinsForever;
+
+impl SpinsForever {
+    const WAIT: WaitPolicy = WaitPolicy::new()
+        .spins(u32::MAX)
+        .yields(u32::MAX)
+        .park(false);
+}
+
+impl Policy for SpinsForever {
+    const INIT: Self = SpinsForever;
+    fn initial(&self) -> Config {
+        Config::new().wait(Self::WAIT).watchers(None)
+    }
+    fn sampling_rate(&self) -> u32 {
+        1
+    }
+    fn adapt(&mut self, stats: &Stats) -> Option<Config> {
+        Some(stats.config.wait(Self::WAIT))
+    }
+}
+
+/// 100 1 ms timed locks of a held lock, at most 5 of them late
+/// (`testing::rarely_late`).
+fn rarely_late_locks<P: Policy + Sync + 'static>(name: &str, policy: P) {
+    let m = AdaptiveMutex::with_policy(0u32, policy);
+    let _guard = m.lock();
+    rarely_late(
+        name,
+        Duration::from_millis(1),
+        Duration::from_millis(50),
+        100,
+        5,
+        || {
+            assert!(m.try_lock_for(Duration::from_millis(1)).is_none());
+        },
+    );
+}
+
+/// `try_lock_until` "whatever the configuration ... overshoots its
+/// deadline by what a thread::sleep to the same deadline would": policies
+/// that would spin through the whole millisecond. A waiter spinning with
+/// 50 threads on the cores is preempted for a scheduling round (about
+/// 100 ms here) on about one try in five, which `timely`'s median does not
+/// see; the watch spins only briefly on saturated CPUs, then parks with
+/// the deadline, so it is late about as rarely as a sleep.
+#[test]
+fn a_1ms_timed_lock_whose_policy_spins_to_the_deadline_is_rarely_late() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _busy = BusyThreads::start(50);
+    let statics = [
+        ("spin().spins(u32::MAX)", WaitPolicy::spin().spins(u32::MAX)),
+        (
+            "conditional(10 ms)",
+            WaitPolicy::conditional(Duration::from_millis(10)),
+        ),
+        ("spins(u32::MAX)", WaitPolicy::new().spins(u32::MAX)),
+    ];
+    for (name, wait) in statics {
+        rarely_late_locks(name, Static(wait));
+    }
+    rarely_late_locks("a user policy: spins and yields u32::MAX", SpinsForever);
 }
 
 /// With a holder that sleeps 1 ms inside the lock and 16 threads wanting

@@ -143,7 +143,10 @@ impl Config {
 
     /// How many times a waiter reads the lock word, with a spin hint in
     /// between, before it yields. A timed wait checks its deadline while it
-    /// spins, so any value is safe with [`AstMutex::try_enter_for`].
+    /// spins, and on saturated CPUs (more runnable threads than CPUs, where
+    /// a spinning thread can be preempted for a scheduling round) spins only
+    /// a few dozen reads before it waits to be woken, so any value is safe
+    /// with [`AstMutex::try_enter_for`].
     ///
     /// # Examples
     ///

@@ -351,9 +351,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// Like [`enter`](Self::enter), giving up after `timeout`.
     ///
     /// The deadline is checked while the waiter watches the state (between
-    /// spins and after every yield) and after every wake-up, so the call
-    /// returns within `timeout` plus about one scheduling quantum whatever
-    /// the [`Config`].
+    /// spins and after every yield) and after every wake-up, and on
+    /// saturated CPUs the waiter spins only briefly before it parks with the
+    /// deadline (a spinning thread can be preempted for a scheduling round),
+    /// so the call returns within `timeout` plus about one scheduling
+    /// quantum whatever the [`Config`].
     ///
     /// # Panics
     ///

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use sync_core::testing::{BusyThreads, timely};
+use sync_core::testing::{BusyThreads, rarely_late, timely};
 
 ast_mutex::states! {
     enum Light { Red, Green }
@@ -34,6 +34,43 @@ fn timed_enters_return_on_time_with_50_busy_threads() {
     let r = timely("try_enter_for(a held lock)", TIMEOUT, BOUND, TRIES, || {
         m.try_enter_for(Light::Red, TIMEOUT).is_none()
     });
+    assert!(r.iter().all(|&r| r));
+    held.exit(Light::Red);
+}
+
+/// Tries per form of the test below, and how many of them may be late.
+const TAIL_TRIES: usize = 100;
+const TAIL_LATE: usize = 5;
+
+/// `Config::spins` "any value is safe with `try_enter_for`": with more
+/// runnable threads than cores, a waiter that spins its whole millisecond
+/// is preempted for a scheduling round (about 100 ms here) on about one
+/// try in five, which `timely`'s median does not see; the watch spins only
+/// briefly on saturated CPUs, then parks with the deadline, so it is late
+/// about as rarely as a sleep.
+#[test]
+fn timed_enters_with_unbounded_spins_are_rarely_late_with_50_busy_threads() {
+    let _busy = BusyThreads::start(50);
+    let config = ast_mutex::Config::new().spins(u32::MAX);
+    let m = ast_mutex::AstMutex::with_config(Light::Red, 0u32, config);
+    let r = rarely_late(
+        "spins(u32::MAX): try_enter_for(a state that never comes)",
+        TIMEOUT,
+        BOUND,
+        TAIL_TRIES,
+        TAIL_LATE,
+        || m.try_enter_for(Light::Green, TIMEOUT).is_none(),
+    );
+    assert!(r.iter().all(|&r| r));
+    let held = m.enter(Light::Red);
+    let r = rarely_late(
+        "spins(u32::MAX): try_enter_for(a held lock)",
+        TIMEOUT,
+        BOUND,
+        TAIL_TRIES,
+        TAIL_LATE,
+        || m.try_enter_for(Light::Red, TIMEOUT).is_none(),
+    );
     assert!(r.iter().all(|&r| r));
     held.exit(Light::Red);
 }

@@ -17,7 +17,9 @@
 //! once the CPUs are saturated or a yield was measured slow): then a waiter
 //! that may park parks at once, and one that never parks sleeps for
 //! [`SNOOZE`] instead of yielding, which brings it back within a fraction of
-//! a millisecond. A waiter with a deadline never sleeps past it.
+//! a millisecond. A waiter with a deadline never sleeps past it, never
+//! yields, and on saturated CPUs spins at most [`SATURATED_SPINS`] polls
+//! (a spinning thread can be preempted for a scheduling round too).
 //! [`give_way`] and [`Backoff`] apply the same rule to waits that cannot
 //! park (a peer in the middle of a push).
 //!
@@ -61,6 +63,25 @@ use crate::sync::thread;
 /// promptly when its timer fires; a yielder waits behind every runnable
 /// thread).
 pub const SNOOZE: Duration = Duration::from_micros(50);
+
+/// The most polls a *timed* watch spins while the CPUs are saturated
+/// ([`load::saturated`]), whatever its policy's spin count: past them it
+/// goes on as past its spins (it parks with its deadline, or, under a
+/// policy that never parks, sleeps at most [`SNOOZE`] between polls).
+///
+/// A spinning thread on saturated CPUs can be preempted at any moment, and
+/// then waits for a whole scheduling round (about 100 ms with 50 busy
+/// threads on 2 CPUs) before it runs again, past any deadline it had; a
+/// parked or sleeping thread is woken by its timer and scheduled with
+/// priority. A 1 ms timed wait that spun its whole millisecond
+/// (`spins(u32::MAX)`, a `conditional` policy) came back over 50 ms late
+/// on about one try in five beside 50 busy threads. A few dozen polls take
+/// microseconds (up to about 100 µs with back-off), so such a wait is
+/// preempted about as rarely as a sleep is delayed. The same order as the
+/// family's default spin counts, which it leaves as they are. Untimed
+/// watches and watches on CPUs with one free are not bounded: a spinning
+/// thread with a free CPU is not preempted.
+pub const SATURATED_SPINS: u32 = 32;
 
 /// Gives the core to other threads once, the family's replacement for
 /// `yield_now`: without a deadline, a yield while yields are cheap; once
@@ -199,7 +220,9 @@ const MAX_BACKOFF_SHIFT: u32 = 6;
 /// How a waiter watches a state before it parks: the paper's mutable
 /// attributes.
 ///
-/// * `spins` (spin-time): polls of the state with a spin hint between them;
+/// * `spins` (spin-time): polls of the state with a spin hint between them
+///   (a timed wait on saturated CPUs makes at most [`SATURATED_SPINS`]: see
+///   [`Watch::pause`]);
 /// * `backoff` (delay-time): the pause after the i-th spin grows as 2^i
 ///   hints, up to 2^6;
 /// * `yields`: polls with a yield of the core between them, after the spins;
@@ -208,6 +231,12 @@ const MAX_BACKOFF_SHIFT: u32 = 6;
 ///   yielding (a pure spin lock that lets a preempted holder run);
 /// * `timeout` (conditional waiting): a cap on the whole watch; once it has
 ///   passed the waiter parks, even without `park`.
+///
+/// Any values are safe for a timed wait: it returns within its deadline
+/// plus about one scheduling quantum, since it never yields and, on
+/// saturated CPUs, spins only [`SATURATED_SPINS`] polls before it parks or
+/// sleeps (however many `spins` or however long a `timeout` the policy
+/// gives).
 ///
 /// The default is parking_lot's `SpinWait`: 3 spins backing off (2, 4 and 8
 /// hints), 7 yields, then park.
@@ -505,6 +534,9 @@ pub struct Watch {
     policy: WaitPolicy,
     polls: u32,
     began: Option<Instant>,
+    /// The poll at which a timed watch found the CPUs saturated past
+    /// [`SATURATED_SPINS`]: its spins end there, whatever the policy.
+    spins_cut: Option<u32>,
     /// See [`measured_yields_only`](Self::measured_yields_only).
     measured_only: bool,
 }
@@ -537,6 +569,7 @@ impl Watch {
             policy,
             polls: 0,
             began: None,
+            spins_cut: None,
             measured_only: false,
         }
     }
@@ -663,6 +696,16 @@ impl Watch {
     /// anyone notices that yields became slow; so it overshoots its deadline
     /// by a timer's latency, not by a scheduling round.
     ///
+    /// **A timed wait on saturated CPUs spins only briefly.** With a
+    /// deadline, once the CPUs are [saturated](load::saturated) (sampled
+    /// from the [`SATURATED_SPINS`]-th poll on, every 16 polls), the watch
+    /// ends its spins after at most [`SATURATED_SPINS`] polls, whatever the
+    /// policy's spin count or `timeout`, and goes on as past its spins
+    /// (parks, or sleeps briefly under a policy that never parks): a thread
+    /// preempted while it spins waits a whole scheduling round, past any
+    /// deadline. Untimed watches, and timed ones while a CPU is free, spin
+    /// as the policy says. Under loom nothing is sampled: never saturated.
+    ///
     /// # Examples
     ///
     /// ```
@@ -675,7 +718,24 @@ impl Watch {
     pub fn pause(&mut self, deadline: Option<Instant>) -> Next {
         let p = self.policy;
         let i = self.polls;
-        let spinning = i < p.spins;
+        // A timed watch on saturated CPUs spins only briefly: from
+        // SATURATED_SPINS polls on it samples the load (at most every few
+        // ms process-wide) every 16 polls, and once the CPUs are saturated
+        // its spins end (see SATURATED_SPINS).
+        if !cfg!(loom)
+            && deadline.is_some()
+            && self.spins_cut.is_none()
+            && i < p.spins
+            && i >= SATURATED_SPINS
+            && (i - SATURATED_SPINS) % 16 == 0
+        {
+            load::tick();
+            if load::saturated() {
+                self.spins_cut = Some(i);
+            }
+        }
+        let spins = self.spins_cut.map_or(p.spins, |cut| cut.min(p.spins));
+        let spinning = i < spins;
         if !cfg!(loom) && (deadline.is_some() || p.timeout.is_some()) && (!spinning || i % 16 == 0)
         {
             let now = Instant::now();
@@ -698,7 +758,7 @@ impl Watch {
             for _ in 0..hints {
                 hint::spin_loop();
             }
-        } else if i - p.spins < p.yields || !p.park {
+        } else if i - spins < p.yields || !p.park {
             if p.park {
                 // A timed wait parks with its deadline rather than yield.
                 if deadline.is_some() {
@@ -707,7 +767,7 @@ impl Watch {
                 // The first pause past the spins samples the load (at most
                 // every few ms process-wide), so that the first yield of a
                 // saturated machine is not the one that finds out.
-                if i == p.spins && !self.measured_only {
+                if i == spins && !self.measured_only {
                     load::tick();
                 }
                 if load::yields_are_slow() {
