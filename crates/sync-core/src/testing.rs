@@ -349,6 +349,26 @@ impl HostileWaker {
             .store(n, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Keeps the panics of every `HostileWaker` out of the output from now
+    /// on (any other panic is reported as before): for a test that makes
+    /// many of them and measures memory, since the test harness keeps each
+    /// panic's message. Installs a process-wide panic hook, once.
+    pub fn quiet_panics() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let report = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                let ours = info
+                    .payload()
+                    .downcast_ref::<&str>()
+                    .is_some_and(|m| m.starts_with("HostileWaker: "));
+                if !ours {
+                    report(info);
+                }
+            }));
+        });
+    }
+
     /// How many times one of its wakers was woken.
     pub fn wakes(&self) -> usize {
         self.wakes.load(std::sync::atomic::Ordering::SeqCst)
