@@ -24,8 +24,9 @@ use crate::patience::Patience;
 /// # Panics
 ///
 /// Passing the lock or a wakeup on may wake another waiting task, whose
-/// waker is user code. If that waker panics, the drop first finishes
-/// passing on (the other task holds its token), then resumes the panic,
+/// waker is user code, and withdrawing drops this task's waker, also user
+/// code. If either panics, the drop first finishes withdrawing or passing
+/// on (the other task holds its token), then resumes the panic,
 /// unless the thread is already unwinding (a future dropped during a
 /// panic): then the waker's panic is dropped, since a second panic would
 /// abort the process.
@@ -110,7 +111,9 @@ impl Drop for RawLockAsync<'_> {
     fn drop(&mut self) {
         let mut panics = Panics::new();
         if let Some(node) = self.node.take() {
-            match node.cancel() {
+            // A panic of our waker, dropped on withdrawal, waits until
+            // the withdrawal is complete.
+            match node.cancel_catching(&mut panics) {
                 // Withdrawn: a dequeuer uncounts and frees the node.
                 Ok(()) => self.mutex.reclaim(&mut panics),
                 // SAFETY: the lock was handed to us, so we hold it.
