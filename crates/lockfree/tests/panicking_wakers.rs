@@ -575,3 +575,26 @@ fn lock_future_repolled_with_a_waker_whose_clone_panics_is_still_woken() {
     drop(g);
     assert!(!m.is_locked());
 }
+
+/// The receiver is dropped with a task's waiter still published, whose
+/// waker panics when withdrawn: the drop still closes the channel (later
+/// sends fail), then the panic goes on.
+#[test]
+fn mpsc_receiver_dropped_with_a_waker_whose_drop_panics_still_closes() {
+    let (tx, mut rx) = mpsc::channel::<u32>();
+    let hostile = HostileWaker::new();
+    // The first empty poll yields; the next publishes the task's waiter.
+    for _ in 0..4 {
+        assert!(
+            rx.poll_recv(&mut Context::from_waker(&hostile.waker()))
+                .is_pending()
+        );
+    }
+    hostile.panic_on_drops(1);
+    drop_with_hostile_waker(rx, false);
+    assert_eq!(
+        tx.send(1),
+        Err(mpsc::SendError(1)),
+        "the channel was not closed"
+    );
+}
