@@ -294,8 +294,11 @@ impl<T, S: AbstractState, R> SubmitAsync<'_, T, S, R> {
 
 impl<T, S: AbstractState, R> Drop for SubmitAsync<'_, T, S, R> {
     fn drop(&mut self) {
+        // Withdrawing drops the task's waker (user code): its panic goes on
+        // once this drop has finished withdrawing (dropped if unwinding).
+        let mut panics = sync_core::unwind::Panics::new();
         if let Some(waiter) = self.space.take() {
-            if waiter.cancel().is_err() {
+            if waiter.cancel_catching(&mut panics).is_err() {
                 // Woken for room we will not use: pass it on.
                 self.monitor.pass_space_on();
             } else {
@@ -314,6 +317,7 @@ impl<T, S: AbstractState, R> Drop for SubmitAsync<'_, T, S, R> {
                 let _ = c.cancel();
             }
         }
+        panics.resume();
     }
 }
 

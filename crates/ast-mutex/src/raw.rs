@@ -482,8 +482,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let mut panics = Panics::new();
         if let Some(waiter) = wait.waiter.take() {
             // A withdrawn waiter drops its waker: user code. If that panics,
-            // the withdrawal itself was done.
-            match panics.catch(|| waiter.cancel()).unwrap_or(Ok(())) {
+            // the withdrawal itself was done (`Ok`), and the panic waits in
+            // `panics` until the dequeue below is done too.
+            match waiter.cancel_catching(&mut panics) {
                 Ok(()) => {
                     self.dequeue(&mut wait.place);
                     return panics.resume();

@@ -16,6 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use ast_mutex::{AstMutex, Config, StateSet, WakeMode};
+use sync_core::testing::HostileWaker;
 
 ast_mutex::states! { enum F { Idle, A, B, Stop } }
 
@@ -323,6 +324,58 @@ fn a_panicking_waker_woken_from_a_cancelled_future_drop() {
             assert_eq!(m.state(), Some(F::A));
             assert_eq!(m.__test_waiter_table_size(), (0, 0));
         }
+    }
+}
+
+/// A queued task re-polled with a waker whose clone panics: its old waker
+/// stays registered, so the exit still wakes it, and later polls do not
+/// wake the task at once (before the fix the waker slot was left
+/// "registering" for ever: the exit's wake-up was lost and every poll woke
+/// the task again, a busy loop).
+#[test]
+fn a_waker_whose_clone_panics_neither_loses_the_wakeup_nor_spins() {
+    for mode in [WakeMode::Compete, WakeMode::Handoff] {
+        let m = AstMutex::with_config(F::Idle, 0, Config::new().wake_mode(mode));
+        let g = m.enter(F::Idle);
+        let good = HostileWaker::new();
+        let mut f = m.enter_async(F::A);
+        assert!(poll_with(&mut f, &good.waker()).is_pending());
+        let bad = HostileWaker::new();
+        bad.panic_on_clones(1);
+        let r = catch_unwind(AssertUnwindSafe(|| poll_with(&mut f, &bad.waker())));
+        assert!(r.is_err(), "{mode:?}: the clone's panic goes on");
+        assert!(poll_with(&mut f, &good.waker()).is_pending());
+        assert_eq!(good.wakes(), 0, "{mode:?}: the poll woke its own task");
+        g.exit(F::A);
+        assert_eq!(good.wakes(), 1, "{mode:?}: the exit's wake-up was lost");
+        let Poll::Ready(g) = poll_with(&mut f, Waker::noop()) else {
+            panic!("{mode:?}: the task cannot enter");
+        };
+        assert_eq!(g.entered_in(), F::A);
+    }
+}
+
+/// A queued task's future is dropped and its waker panics when the
+/// withdrawal drops it: the panic goes on, and the waiter is gone from the
+/// mutex's table.
+#[test]
+fn a_waker_whose_drop_panics_on_cancel_leaves_no_waiter() {
+    for mode in [WakeMode::Compete, WakeMode::Handoff] {
+        let m = AstMutex::with_config(F::Idle, 0, Config::new().wake_mode(mode));
+        let g = m.enter(F::Idle);
+        let hostile = HostileWaker::new();
+        let mut f = m.enter_async(F::A);
+        assert!(poll_with(&mut f, &hostile.waker()).is_pending());
+        hostile.panic_on_drops(1);
+        let r = catch_unwind(AssertUnwindSafe(|| drop(f)));
+        let payload = r.expect_err("the waker's panic goes on");
+        assert_eq!(
+            payload.downcast_ref::<&str>(),
+            Some(&"HostileWaker: drop panics")
+        );
+        g.exit(F::A);
+        assert_eq!(m.__test_waiter_table_size(), (0, 0), "{mode:?}");
+        drop(m.enter(F::A));
     }
 }
 

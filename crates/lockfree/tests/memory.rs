@@ -261,3 +261,44 @@ fn withdrawn_waiters_behind_a_live_one_hold_bounded_memory() {
         assert_eq!(*m.lock(), 1);
     }
 }
+
+/// Lock futures queued behind a held lock and dropped, whose wakers panic
+/// when dropped (withdrawing drops them): the withdrawal still reclaims
+/// the node, so the bytes left do not grow with the number of such drops.
+#[test]
+fn lock_futures_whose_waker_drop_panics_leave_nothing_behind() {
+    const DROPS: usize = 200;
+    let _one = ONE_AT_A_TIME.lock().unwrap();
+    // The harness keeps each panic's message: that is not the mutex's.
+    sync_core::testing::HostileWaker::quiet_panics();
+    for fairness in [Fairness::Barging, Fairness::Fifo] {
+        let m = Mutex::with_fairness(0u64, fairness);
+        let held = m.lock();
+        let hostile = sync_core::testing::HostileWaker::new();
+        let waker = hostile.waker();
+        let drop_one = || {
+            let mut fut = Box::pin(m.lock_async());
+            assert!(
+                fut.as_mut()
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_pending()
+            );
+            hostile.panic_on_drops(1);
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(fut)));
+            assert!(r.is_err(), "the waker's panic goes on");
+        };
+        // Warm up what the first panic allocates for good.
+        drop_one();
+        let before = live_bytes();
+        for _ in 0..DROPS {
+            drop_one();
+        }
+        let kept = live_bytes() - before;
+        assert!(
+            kept < 1024,
+            "{fairness:?}: {DROPS} withdrawn waits whose waker panicked keep {kept} bytes"
+        );
+        drop(held);
+        assert_eq!(*m.lock(), 0);
+    }
+}

@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 
-use lockfree_sync::{LockApiMutex, Mutex, Semaphore, csp, mpsc};
+use lockfree_sync::{Fairness, LockApiMutex, Mutex, Semaphore, csp, mpsc};
+use sync_core::testing::HostileWaker;
 
 /// A waker that panics when woken while armed.
 struct Armed(AtomicBool);
@@ -432,5 +433,168 @@ fn mpsc_receiver_dropped_while_unwinding_with_panicking_messages() {
             drop(tx);
             assert_eq!(drops.load(SeqCst), 3);
         },
+    );
+}
+
+// ---- a dropped future's own waker panics when it is dropped ----
+
+/// Drops `value`, whose drop drops a `HostileWaker` armed to panic: outside
+/// a panic the waker's panic goes on; while unwinding it is dropped.
+fn drop_with_hostile_waker<T>(value: T, while_unwinding: bool) {
+    if while_unwinding {
+        drop_while_unwinding(value);
+        return;
+    }
+    let r = catch_unwind(AssertUnwindSafe(move || drop(value)));
+    let payload = r.expect_err("the waker's panic was lost");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"HostileWaker: drop panics")
+    );
+}
+
+/// The head request (2 permits, the 1 free one kept for it) is dropped, and
+/// withdrawing drops its waker, which panics: the withdrawal is finished
+/// first, so the kept permit is free again (it was stuck until the next
+/// `add_permits`).
+fn acquire_future_with_waker_drop_panic(while_unwinding: bool) {
+    let sem = Semaphore::new(1);
+    let hostile = HostileWaker::new();
+    let mut head = Box::pin(sem.acquire_many_async(2));
+    assert!(poll(head.as_mut(), &hostile.waker()).is_pending());
+    assert_eq!(
+        sem.available_permits(),
+        0,
+        "the free permit is kept for the head"
+    );
+    hostile.panic_on_drops(1);
+    drop_with_hostile_waker(head, while_unwinding);
+    assert_eq!(
+        sem.available_permits(),
+        1,
+        "the permit kept for the head is stuck"
+    );
+    let p = sem.try_acquire().expect("the permit is free again");
+    drop(p);
+    // And the semaphore still queues and serves.
+    let mut next = Box::pin(sem.acquire_many_async(2));
+    assert!(poll(next.as_mut(), Waker::noop()).is_pending());
+    sem.add_permits(1);
+    assert!(matches!(
+        poll(next.as_mut(), Waker::noop()),
+        Poll::Ready(Ok(_))
+    ));
+}
+
+#[test]
+fn acquire_future_whose_waker_drop_panics_frees_the_kept_permit() {
+    acquire_future_with_waker_drop_panic(false);
+}
+
+#[test]
+fn acquire_future_whose_waker_drop_panics_while_unwinding() {
+    in_child(
+        "acquire_future_whose_waker_drop_panics_while_unwinding",
+        || {
+            acquire_future_with_waker_drop_panic(true);
+        },
+    );
+}
+
+/// A queued lock future is dropped, and withdrawing drops its waker, which
+/// panics: the withdrawal is finished (the node is reclaimed), and the
+/// lock still passes to the next waiter. (The node left behind is measured
+/// in `memory.rs`.)
+fn lock_future_with_waker_drop_panic(while_unwinding: bool) {
+    for fairness in [Fairness::Barging, Fairness::Fifo] {
+        let m = Mutex::with_fairness(0u32, fairness);
+        let held = m.lock();
+        let hostile = HostileWaker::new();
+        let mut leaving = Box::pin(m.lock_async());
+        assert!(poll(leaving.as_mut(), &hostile.waker()).is_pending());
+        hostile.panic_on_drops(1);
+        drop_with_hostile_waker(leaving, while_unwinding);
+        let next = HostileWaker::new();
+        let mut waiting = Box::pin(m.lock_async());
+        assert!(poll(waiting.as_mut(), &next.waker()).is_pending());
+        drop(held);
+        assert_eq!(
+            next.wakes(),
+            1,
+            "{fairness:?}: the next waiter was not woken"
+        );
+        let Poll::Ready(mut g) = poll(waiting.as_mut(), &next.waker()) else {
+            panic!("{fairness:?}: the lock did not pass to the next waiter");
+        };
+        *g += 1;
+        drop(g);
+        assert_eq!(*m.try_lock().expect("free"), 1);
+    }
+}
+
+#[test]
+fn lock_future_whose_waker_drop_panics_is_withdrawn() {
+    lock_future_with_waker_drop_panic(false);
+}
+
+#[test]
+fn lock_future_whose_waker_drop_panics_while_unwinding() {
+    in_child(
+        "lock_future_whose_waker_drop_panics_while_unwinding",
+        || {
+            lock_future_with_waker_drop_panic(true);
+        },
+    );
+}
+
+/// A queued lock future re-polled with a waker whose clone panics keeps its
+/// old waker: the unlock that hands it the lock (FIFO) wakes it through
+/// that, instead of handing the lock to a task nobody wakes.
+#[test]
+fn lock_future_repolled_with_a_waker_whose_clone_panics_is_still_woken() {
+    let m = Mutex::with_fairness(0u32, Fairness::Fifo);
+    let held = m.lock();
+    let first = HostileWaker::new();
+    let mut fut = Box::pin(m.lock_async());
+    assert!(poll(fut.as_mut(), &first.waker()).is_pending());
+    let bad = HostileWaker::new();
+    bad.panic_on_clones(1);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        poll(fut.as_mut(), &bad.waker()).is_pending()
+    }));
+    assert!(r.is_err(), "the clone's panic goes on");
+    drop(held);
+    assert_eq!(
+        first.wakes(),
+        1,
+        "the lock was handed to a task nobody woke"
+    );
+    let Poll::Ready(g) = poll(fut.as_mut(), &first.waker()) else {
+        panic!("the lock was not handed over");
+    };
+    drop(g);
+    assert!(!m.is_locked());
+}
+
+/// The receiver is dropped with a task's waiter still published, whose
+/// waker panics when withdrawn: the drop still closes the channel (later
+/// sends fail), then the panic goes on.
+#[test]
+fn mpsc_receiver_dropped_with_a_waker_whose_drop_panics_still_closes() {
+    let (tx, mut rx) = mpsc::channel::<u32>();
+    let hostile = HostileWaker::new();
+    // The first empty poll yields; the next publishes the task's waiter.
+    for _ in 0..4 {
+        assert!(
+            rx.poll_recv(&mut Context::from_waker(&hostile.waker()))
+                .is_pending()
+        );
+    }
+    hostile.panic_on_drops(1);
+    drop_with_hostile_waker(rx, false);
+    assert_eq!(
+        tx.send(1),
+        Err(mpsc::SendError(1)),
+        "the channel was not closed"
     );
 }

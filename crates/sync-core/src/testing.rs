@@ -397,3 +397,138 @@ mod tests {
         );
     }
 }
+
+/// A task's waker that panics on demand (user code at its worst), counting
+/// its wakes: for tests of what a primitive does when a waker's `clone` or
+/// `drop` panics inside it. Every [`waker`](Self::waker) and every clone of
+/// one share this state.
+#[cfg(not(loom))]
+#[derive(Debug, Default)]
+pub struct HostileWaker {
+    wakes: std::sync::atomic::AtomicUsize,
+    clone_panics: std::sync::atomic::AtomicUsize,
+    drop_panics: std::sync::atomic::AtomicUsize,
+}
+
+#[cfg(not(loom))]
+impl HostileWaker {
+    /// A waker that does not panic yet.
+    pub fn new() -> std::sync::Arc<Self> {
+        std::sync::Arc::default()
+    }
+
+    /// A new `Waker` on this state.
+    pub fn waker(self: &std::sync::Arc<Self>) -> std::task::Waker {
+        let data = std::sync::Arc::into_raw(std::sync::Arc::clone(self)).cast::<()>();
+        // SAFETY: `data` is a counted reference to a `HostileWaker`, which
+        // is what every function of `HOSTILE_VTABLE` expects; the reference
+        // is released by `hostile_drop` (or `hostile_wake`).
+        unsafe { std::task::Waker::from_raw(std::task::RawWaker::new(data, &HOSTILE_VTABLE)) }
+    }
+
+    /// The next `n` clones of its wakers panic (instead of cloning).
+    pub fn panic_on_clones(&self, n: usize) {
+        self.clone_panics
+            .store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The next `n` drops of its wakers panic (after releasing the waker).
+    pub fn panic_on_drops(&self, n: usize) {
+        self.drop_panics
+            .store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Keeps the panics of every `HostileWaker` out of the output from now
+    /// on (any other panic is reported as before): for a test that makes
+    /// many of them and measures memory, since the test harness keeps each
+    /// panic's message. Installs a process-wide panic hook, once.
+    pub fn quiet_panics() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let report = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                let ours = info
+                    .payload()
+                    .downcast_ref::<&str>()
+                    .is_some_and(|m| m.starts_with("HostileWaker: "));
+                if !ours {
+                    report(info);
+                }
+            }));
+        });
+    }
+
+    /// How many times one of its wakers was woken.
+    pub fn wakes(&self) -> usize {
+        self.wakes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn take_one(count: &std::sync::atomic::AtomicUsize) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        count
+            .fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}
+
+#[cfg(not(loom))]
+static HOSTILE_VTABLE: std::task::RawWakerVTable = std::task::RawWakerVTable::new(
+    hostile_clone,
+    hostile_wake,
+    hostile_wake_by_ref,
+    hostile_drop,
+);
+
+/// # Safety
+///
+/// `data` is a counted reference to a `HostileWaker` (see `waker`).
+#[cfg(not(loom))]
+unsafe fn hostile_clone(data: *const ()) -> std::task::RawWaker {
+    // SAFETY: the caller's contract: `data` is alive while this waker is.
+    let this = unsafe { &*data.cast::<HostileWaker>() };
+    if HostileWaker::take_one(&this.clone_panics) {
+        panic!("HostileWaker: clone panics");
+    }
+    // SAFETY: `data` came from `Arc::into_raw`; the new waker owns the
+    // count taken here.
+    unsafe { std::sync::Arc::increment_strong_count(data.cast::<HostileWaker>()) };
+    std::task::RawWaker::new(data, &HOSTILE_VTABLE)
+}
+
+/// # Safety
+///
+/// As for `hostile_clone`; consumes the waker's reference.
+#[cfg(not(loom))]
+unsafe fn hostile_wake(data: *const ()) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        hostile_wake_by_ref(data);
+        hostile_drop(data);
+    }
+}
+
+/// # Safety
+///
+/// As for `hostile_clone`.
+#[cfg(not(loom))]
+unsafe fn hostile_wake_by_ref(data: *const ()) {
+    // SAFETY: the caller's contract: `data` is alive while this waker is.
+    let this = unsafe { &*data.cast::<HostileWaker>() };
+    this.wakes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// # Safety
+///
+/// As for `hostile_clone`; consumes the waker's reference.
+#[cfg(not(loom))]
+unsafe fn hostile_drop(data: *const ()) {
+    // SAFETY: the caller's contract: `data` is alive until we release it
+    // below.
+    let panics = HostileWaker::take_one(&unsafe { &*data.cast::<HostileWaker>() }.drop_panics);
+    // SAFETY: releases the reference this waker owned (from `into_raw` or
+    // `hostile_clone`); `data` is not used again.
+    unsafe { std::sync::Arc::decrement_strong_count(data.cast::<HostileWaker>()) };
+    if panics {
+        panic!("HostileWaker: drop panics");
+    }
+}

@@ -46,6 +46,7 @@ use std::time::Instant;
 use crate::sync::Arc;
 use crate::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
 use crate::sync::thread::{self, Thread};
+use crate::unwind::Panics;
 use crate::wait::{Next, Watch};
 use crate::waker::AtomicWaker;
 
@@ -228,7 +229,30 @@ impl Waiter {
     /// keeps the task (with an executor such as tokio, the task's whole
     /// allocation) alive, so what a cancelled wait leaves behind is one small
     /// fixed-size node.
+    ///
+    /// A caller that has protocol work to do after the withdrawal (count
+    /// it, pass on what a token carried) uses
+    /// [`cancel_catching`](Self::cancel_catching) instead, so that a waker
+    /// that panics cannot skip that work.
+    ///
+    /// # Panics
+    ///
+    /// If the task's `Waker` panics when it is dropped. The waiter is
+    /// withdrawn all the same (the result would have been `Ok(())`).
     pub fn cancel(&self) -> Result<(), Token> {
+        let mut panics = Panics::new();
+        let result = self.cancel_catching(&mut panics);
+        panics.resume();
+        result
+    }
+
+    /// [`cancel`](Self::cancel), catching a panic of the task's `Waker`
+    /// (dropped on withdrawal) into `panics` instead of unwinding: the
+    /// result is then `Ok(())`, as the withdrawal itself was done. The
+    /// caller finishes its own withdrawal (counts it, frees what was kept
+    /// for the waiter) and then resumes the panic with
+    /// [`Panics::resume`], following rule 2 of [`unwind`](crate::unwind).
+    pub fn cancel_catching(&self, panics: &mut Panics) -> Result<(), Token> {
         // Acquire (on failure): pairs with notify's Release, so the caller
         // sees what the token hands over.
         match self
@@ -238,8 +262,11 @@ impl Waiter {
             Ok(_) => {
                 // Nobody wakes a cancelled waiter (`set_token` fails), and
                 // only the waiting task registers: the waker is dead weight.
+                // Its drop is user code.
                 if let Wake::Task(slot) = &self.wake {
-                    drop(slot.take());
+                    if let Some(waker) = slot.take() {
+                        panics.drop(waker);
+                    }
                 }
                 Ok(())
             }

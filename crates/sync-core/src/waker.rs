@@ -10,6 +10,7 @@ use core::task::Waker;
 
 use crate::sync::atomic::{AtomicUsize, Ordering::*};
 use crate::sync::cell::UnsafeCell;
+use crate::unwind::Panics;
 
 /// Nobody is touching the slot.
 const IDLE: usize = 0;
@@ -58,6 +59,24 @@ impl AtomicWaker {
     /// Only one task may register at a time (the owner of the slot). If a
     /// wake races this call, `waker` is woken right away, so a wakeup is
     /// never lost.
+    ///
+    /// # Panics
+    ///
+    /// Registering clones `waker` and drops the waker it replaces; waking
+    /// it (when a wake races the call) runs it. All of that is user code.
+    /// If any of it panics, the slot is left consistent first and the
+    /// first panic is then resumed (unless the thread is already
+    /// unwinding: see [`unwind`](crate::unwind), rule 3):
+    ///
+    /// * if the clone panics, the slot keeps the waker it held (a later
+    ///   [`wake`](Self::wake) still reaches the task through it, and a wake
+    ///   that raced the call is delivered to it);
+    /// * the replaced waker is dropped only once the slot is free again, so
+    ///   a panic in its `Drop` leaves the new waker registered.
+    ///
+    /// Either way later registers and wakes work as if the call had not
+    /// panicked: no wakeup is lost and no later register wakes its own task
+    /// at once.
     pub fn register(&self, waker: &Waker) {
         // Acquire: pairs with the Release that ended the previous register or
         // take, so this thread sees the slot as they left it.
@@ -66,34 +85,54 @@ impl AtomicWaker {
             .compare_exchange(IDLE, REGISTERING, Acquire, Acquire)
         {
             Ok(_) => {
-                self.waker.with_mut(|slot| {
+                let mut panics = Panics::new();
+                // The waker this call replaces, dropped once the slot is
+                // free again: its `Drop` is user code.
+                let replaced = self.waker.with_mut(|slot| {
                     // SAFETY: REGISTERING gives this thread exclusive access to
                     // the slot until it leaves that state.
                     let slot = unsafe { &mut *slot };
-                    if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                        *slot = Some(waker.clone());
+                    if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                        return None;
                     }
+                    // The clone is user code: if it panics, the old waker
+                    // stays in the slot and the state change below still
+                    // runs, so the slot is never left REGISTERING.
+                    panics
+                        .catch(|| waker.clone())
+                        .and_then(|new| slot.replace(new))
                 });
                 // AcqRel: Release publishes the slot to `take`; Acquire (on
                 // failure) sees a concurrent `take`'s WAKING.
-                if let Err(actual) = self
+                let racing = match self
                     .state
                     .compare_exchange(REGISTERING, IDLE, AcqRel, Acquire)
                 {
-                    // A wake arrived while we wrote: it could not take the
-                    // waker, so we wake it ourselves.
-                    debug_assert_eq!(actual, REGISTERING | WAKING);
-                    let taken = self.waker.with_mut(|slot| {
-                        // SAFETY: still REGISTERING: the waking thread backed
-                        // off without touching the slot.
-                        unsafe { (*slot).take() }
-                    });
-                    // Release: the next register or take sees the empty slot.
-                    self.state.swap(IDLE, AcqRel);
-                    if let Some(w) = taken {
-                        w.wake();
+                    Ok(_) => None,
+                    Err(actual) => {
+                        // A wake arrived while we wrote: it could not take
+                        // the waker, so we wake it ourselves (the new one,
+                        // or the old one if the clone panicked).
+                        debug_assert_eq!(actual, REGISTERING | WAKING);
+                        let taken = self.waker.with_mut(|slot| {
+                            // SAFETY: still REGISTERING: the waking thread
+                            // backed off without touching the slot.
+                            unsafe { (*slot).take() }
+                        });
+                        // AcqRel: Release pairs with the Acquire of the next
+                        // register or take, which sees the empty slot.
+                        self.state.swap(IDLE, AcqRel);
+                        taken
                     }
+                };
+                // The slot is free: now the rest of the user code.
+                if let Some(w) = racing {
+                    panics.catch(|| w.wake());
                 }
+                if let Some(old) = replaced {
+                    panics.drop(old);
+                }
+                panics.resume();
             }
             // A wake is taking the old waker right now: wake the new one
             // directly, as the old one may belong to a previous poll.

@@ -3,7 +3,7 @@
 //! `cargo xtask loom -p sync-core`.
 #![cfg(loom)]
 
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
 use sync_core::model;
 use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
@@ -189,6 +189,60 @@ fn atomic_waker_register_races_wake() {
             "the flag was not seen after register, and the waker was not woken"
         );
     });
+}
+
+/// `register` with a waker whose clone panics, racing a wake: the slot
+/// keeps the old waker, which the wake or the register wakes (exactly once),
+/// and the slot is free afterwards: a later register is not woken at once,
+/// and a later wake reaches it.
+#[test]
+fn atomic_waker_register_whose_clone_panics_races_wake() {
+    quiet_hostile_panics();
+    model::check(|| {
+        let woken = Arc::new(AtomicUsize::new(0));
+        let slot = Arc::new(AtomicWaker::new());
+        slot.register(&counting_waker(&woken));
+        let waking = {
+            let slot = Arc::clone(&slot);
+            thread::spawn(move || slot.wake())
+        };
+        // It panics, unless it finds the wake in progress (then it only
+        // wakes `clone_panics` by reference).
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            slot.register(&clone_panics())
+        }));
+        waking.join().unwrap();
+        assert_eq!(woken.load(Acquire), 1, "the old waker was not woken once");
+        let later = Arc::new(AtomicUsize::new(0));
+        slot.register(&counting_waker(&later));
+        assert_eq!(later.load(Acquire), 0, "the slot was left REGISTERING");
+        slot.wake();
+        assert_eq!(later.load(Acquire), 1);
+    });
+}
+
+/// A waker whose clone panics; waking or dropping it does nothing.
+fn clone_panics() -> Waker {
+    const MSG: &str = "hostile waker: clone panics";
+    fn clone(_: *const ()) -> RawWaker {
+        std::panic::panic_any(MSG)
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: the vtable's functions ignore the data pointer, so any
+    // pointer satisfies the `RawWaker` contract.
+    unsafe { Waker::from_raw(RawWaker::new(core::ptr::null(), &VTABLE)) }
+}
+
+/// Keeps the expected panics of `clone_panics` out of the output (loom
+/// runs the model many times); any other panic is reported as usual.
+fn quiet_hostile_panics() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.payload().downcast_ref::<&str>() != Some(&"hostile waker: clone panics") {
+            report(info);
+        }
+    }));
 }
 
 fn counting_waker(count: &Arc<AtomicUsize>) -> Waker {

@@ -200,3 +200,42 @@ fn notify_deferred_unparks_when_the_wakeup_is_delivered() {
     assert!(cancelled.cancel().is_ok());
     assert!(Waiter::notify_deferred(&cancelled, 7).is_none());
 }
+
+/// Withdrawing a task's waiter drops its waker; if that drop panics,
+/// `cancel_catching` keeps the panic and still reports the withdrawal, so
+/// that the caller can finish its own (and `cancel` resumes it after).
+#[test]
+fn cancel_catching_keeps_the_panic_of_the_wakers_drop() {
+    use sync_core::testing::HostileWaker;
+    use sync_core::unwind::Panics;
+
+    let hostile = HostileWaker::new();
+    let waiter = Waiter::for_task(&hostile.waker(), 0);
+    hostile.panic_on_drops(1);
+    let mut panics = Panics::new();
+    assert_eq!(waiter.cancel_catching(&mut panics), Ok(()));
+    assert!(waiter.is_cancelled());
+    assert!(!panics.is_empty(), "the waker's panic was lost");
+    let payload = panics.take().unwrap();
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"HostileWaker: drop panics")
+    );
+    // A notify that lost the race finds it withdrawn.
+    assert!(!waiter.notify(1));
+
+    // `cancel` withdraws first, then lets the panic go on.
+    let waiter = Waiter::for_task(&hostile.waker(), 0);
+    hostile.panic_on_drops(1);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| waiter.cancel()));
+    assert!(r.is_err());
+    assert!(waiter.is_cancelled());
+    assert!(!waiter.notify(1));
+
+    // A notified waiter is not withdrawn: the token comes back.
+    let waiter = Waiter::for_task(&hostile.waker(), 0);
+    assert!(waiter.notify(7));
+    let mut panics = Panics::new();
+    assert_eq!(waiter.cancel_catching(&mut panics), Err(7));
+    assert!(panics.is_empty());
+}

@@ -290,9 +290,13 @@ impl Finish {
     /// nothing to pass on: every waiter is notified.
     pub(crate) fn withdraw(&self, waiter: &mut Option<LoomArc<Waiter>>) {
         if let Some(w) = waiter.take() {
-            if w.cancel().is_ok() {
+            // Withdrawing drops the task's waker (user code): its panic
+            // goes on once the withdrawal is counted.
+            let mut panics = sync_core::unwind::Panics::new();
+            if w.cancel_catching(&mut panics).is_ok() {
                 self.withdrawn.fetch_add(1, Relaxed);
             }
+            panics.resume();
         }
     }
 }

@@ -117,11 +117,15 @@ impl<T, S: AbstractState> Monitor<T, S> {
             // Withdraw; a notify that won the race is as good (or hands us
             // the monitor: only a thread waiter is handed it, see
             // `hand_to_producer`).
-            match waiter.cancel() {
+            // Withdrawing drops a task's waker (user code): its panic goes
+            // on once the withdrawal is finished.
+            let mut panics = sync_core::unwind::Panics::new();
+            match waiter.cancel_catching(&mut panics) {
                 // Our node stays in `space` until the holder sweeps it.
                 Ok(()) => self.space_withdrawn(),
                 Err(token) => self.woken_for_space(token),
             }
+            panics.resume();
             return None;
         }
         Some(waiter)

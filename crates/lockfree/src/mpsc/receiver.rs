@@ -91,9 +91,11 @@ fn space_poll(watch: &Watch, spaced: bool) {
 /// both that send and the drop have returned. Nothing queued waits for the
 /// last [`Sender`](super::Sender) to go.
 ///
-/// A message whose `Drop` panics does not stop the drain: the first such
-/// panic goes on once every message is dropped (it is dropped instead if
-/// the thread is already unwinding, since a second panic would abort).
+/// A message whose `Drop` panics does not stop the drain, nor does a task's
+/// waker (left by [`poll_recv`](Receiver::poll_recv)) whose `Drop` panics
+/// when the drop withdraws it: the first such panic goes on once the
+/// channel is closed and every message is dropped (it is dropped instead
+/// if the thread is already unwinding, since a second panic would abort).
 ///
 /// # Examples
 ///
@@ -409,6 +411,13 @@ impl<T> Receiver<T> {
     /// the task's waiter published until the next poll or
     /// [`recv`](Self::recv)-family call.
     ///
+    /// # Panics
+    ///
+    /// Withdrawing the task's waiter drops its waker (user code). If that
+    /// drop panics while a message is being returned, the message is
+    /// returned and the panic is dropped (resuming it would lose the
+    /// message); otherwise the panic goes on, once the waiter is withdrawn.
+    ///
     /// # Progress
     ///
     /// As [`recv_async`](Self::recv_async).
@@ -429,7 +438,12 @@ impl<T> Receiver<T> {
         loop {
             match self.take() {
                 Ok(v) => {
-                    self.stop_waiting();
+                    // The message is ours: a panic of our own waker's drop
+                    // (withdrawn here) must not lose it, so it is dropped
+                    // (`sync_core::unwind`, rule 4).
+                    let mut panics = Panics::new();
+                    self.stop_waiting_catching(&mut panics);
+                    drop(panics);
                     self.task_yields.set(0);
                     return Poll::Ready(Some(v));
                 }
@@ -476,13 +490,23 @@ impl<T> Receiver<T> {
         }
     }
 
-    /// Withdraws the task's waiter, if published.
-    fn stop_waiting(&self) {
+    /// Withdraws the task's waiter, if published. Withdrawing drops the
+    /// task's waker (user code): a panic there is caught into `panics`, for
+    /// the caller to resume once its own work is done.
+    fn stop_waiting_catching(&self, panics: &mut Panics) {
         if let Some(waiter) = self.task.take() {
             self.shared.withdraw();
             // A sender that took it finds it cancelled (or has woken it).
-            let _ = waiter.cancel();
+            let _ = waiter.cancel_catching(panics);
         }
+    }
+
+    /// [`stop_waiting_catching`](Self::stop_waiting_catching), resuming
+    /// the waker's panic at once: for callers with nothing left to do.
+    fn stop_waiting(&self) {
+        let mut panics = Panics::new();
+        self.stop_waiting_catching(&mut panics);
+        panics.resume();
     }
 
     /// A blocking iterator: [`recv`](Self::recv) until disconnection.
@@ -535,7 +559,10 @@ enum Missing {
 impl<T> Drop for Receiver<T> {
     /// See the type's docs, "Dropping the receiver".
     fn drop(&mut self) {
-        self.stop_waiting();
+        // A panic of the task's waker, dropped as it is withdrawn, waits
+        // until the channel is closed and drained.
+        let mut panics = Panics::new();
+        self.stop_waiting_catching(&mut panics);
         self.shared.withdraw();
         // The drain role is ours before anybody can ask for it: a send asks
         // only once it sees `closed`. Relaxed: the Release store below
@@ -546,7 +573,6 @@ impl<T> Drop for Receiver<T> {
         // `drain_closed`). Also Release for `is_closed`'s Acquire.
         self.shared.signal.closed.store(true, SeqCst);
         handshake_fence();
-        let mut panics = Panics::new();
         // SAFETY: we are the receiver, and took the role with one request.
         unsafe { self.shared.drain_closed(1, true, &mut panics) };
         panics.resume();

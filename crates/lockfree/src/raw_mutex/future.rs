@@ -17,15 +17,18 @@ use crate::patience::Patience;
 /// # Cancel safety
 ///
 /// Dropping it at any point loses nothing: a queued waiter is withdrawn (its
-/// node is freed by the unlocker that reaches it), a lock already handed to
+/// node is freed by the withdrawal itself, or by whoever holds the queue's
+/// dequeuing role then: memory follows the waiters present, not the number
+/// of futures dropped), a lock already handed to
 /// it is unlocked, and a wakeup already sent to it is passed to the next
 /// waiter.
 ///
 /// # Panics
 ///
 /// Passing the lock or a wakeup on may wake another waiting task, whose
-/// waker is user code. If that waker panics, the drop first finishes
-/// passing on (the other task holds its token), then resumes the panic,
+/// waker is user code, and withdrawing drops this task's waker, also user
+/// code. If either panics, the drop first finishes withdrawing or passing
+/// on (the other task holds its token), then resumes the panic,
 /// unless the thread is already unwinding (a future dropped during a
 /// panic): then the waker's panic is dropped, since a second panic would
 /// abort the process.
@@ -110,7 +113,9 @@ impl Drop for RawLockAsync<'_> {
     fn drop(&mut self) {
         let mut panics = Panics::new();
         if let Some(node) = self.node.take() {
-            match node.cancel() {
+            // A panic of our waker, dropped on withdrawal, waits until
+            // the withdrawal is complete.
+            match node.cancel_catching(&mut panics) {
                 // Withdrawn: a dequeuer uncounts and frees the node.
                 Ok(()) => self.mutex.reclaim(&mut panics),
                 // SAFETY: the lock was handed to us, so we hold it.

@@ -6,6 +6,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 
 use sync_core::sync::Arc;
+use sync_core::unwind::Panics;
 use sync_core::waiter::Waiter;
 
 use super::raw::{GRANTED, token_result};
@@ -74,12 +75,15 @@ impl Request {
     }
 
     /// The future is dropped: withdraw the request, or give back what it
-    /// was handed.
+    /// was handed. A panic of the task's waker (dropped on withdrawal: user
+    /// code) is resumed once the withdrawal is complete, unless the thread
+    /// is already unwinding (`sync_core::unwind`, rules 2 and 3).
     pub(super) fn cancel(&mut self, sem: &Semaphore) {
         let Some(node) = self.node.take() else {
             return;
         };
-        match node.cancel() {
+        let mut panics = Panics::new();
+        match node.cancel_catching(&mut panics) {
             // Withdrawn: the deliverer folds our demand when it reaches the
             // node (and frees what `pending` kept for it).
             Ok(()) => sem.withdrawn(),
@@ -88,6 +92,7 @@ impl Request {
             // Sent away by a close: our demand is folded already.
             Err(_) => {}
         }
+        panics.resume();
     }
 }
 

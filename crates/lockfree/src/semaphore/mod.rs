@@ -487,7 +487,10 @@ impl Semaphore {
     /// permits kept for it go to the next waiter or back to the free ones),
     /// and permits already delivered to it are released. The task's waker
     /// is dropped with it (the queue node that stays behind until a
-    /// deliverer passes holds neither the waker nor the task).
+    /// deliverer passes holds neither the waker nor the task). If that
+    /// waker's `drop` panics, the withdrawal is completed first (the permits
+    /// kept for the request are freed all the same), then the panic goes on,
+    /// unless the thread is already unwinding.
     ///
     /// # Examples
     ///
