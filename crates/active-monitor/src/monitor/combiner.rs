@@ -341,9 +341,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // take the offer may be waiting for ours (a yield with nobody to
         // run is a fraction of a microsecond). Not the family's give_way:
         // once yields are slow it sleeps, and nobody serves while an offer
-        // sleeps (the report's am/call rows).
+        // sleeps (the report's am/call rows). Nor a yield once yields are
+        // slow: that gives the CPU away for a scheduling round, and callers
+        // that wait for their queued tasks publish nothing meanwhile, so
+        // nobody takes the offer and nobody serves until we run again.
         #[cfg(not(loom))]
-        {
+        if !sync_core::load::yields_are_slow() {
             std::thread::yield_now();
             if self.lock.load(Relaxed) != offer {
                 return true;
