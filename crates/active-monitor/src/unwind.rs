@@ -89,7 +89,8 @@ pub(crate) fn wake_later(wakeup: Option<Wakeup>) {
 /// Delivers the wakeups kept by [`wake_later`] (unparks: no user code runs,
 /// and none runs while the list is borrowed).
 pub(crate) fn wake_deferred() {
-    if !STATE.with(|s| s.wakes.replace(false)) {
+    // A look first (the common case: nothing kept), a write only if needed.
+    if !STATE.with(|s| s.wakes.get() && s.wakes.replace(false)) {
         return;
     }
     // Taken out first: no borrow while the wake-ups run.
@@ -151,7 +152,7 @@ pub(crate) fn drop_caught<X>(x: X) {
 #[inline]
 pub(crate) fn resume_deferred() {
     // One look at the thread's state in the common case: nothing deferred.
-    if STATE.with(|s| s.wakes.get() || s.deferred.get()) {
+    if pending() {
         resume_deferred_slow();
     }
 }
@@ -174,13 +175,44 @@ fn resume_deferred_slow() {
 /// during the unwind (a panic there would abort the process).
 #[inline]
 pub(crate) fn finish<V>(value: V) -> V {
-    if !STATE.with(|s| s.wakes.get() || s.deferred.get()) {
+    if !pending() {
         return value;
     }
     finish_slow(value)
 }
 
+/// Whether this thread keeps wakeups or a panic for [`finish`] (or
+/// [`resume_deferred`]) to deliver: one look at a thread-local.
+#[inline]
+pub(crate) fn pending() -> bool {
+    STATE.with(|s| s.wakes.get() || s.deferred.get())
+}
+
+/// [`finish`] for a value the operation returns from a place it wrote,
+/// without moving it: if the panic goes on, the value is dropped in place
+/// first (its drop caught).
+///
+/// # Safety
+///
+/// `out` is initialized. If this unwinds, `out` has been dropped and must
+/// not be read again.
 #[cold]
+#[inline(never)]
+pub(crate) unsafe fn finish_in_place<V>(out: &mut core::mem::MaybeUninit<V>) {
+    let Some(p) = take_resumable() else {
+        return;
+    };
+    // SAFETY: initialized (our caller's contract), and dropped once: the
+    // caller does not read it after we unwind.
+    if let Err(q) = catch_unwind(AssertUnwindSafe(|| unsafe { out.assume_init_drop() })) {
+        discard(q);
+    }
+    resume_unwind(p)
+}
+
+/// [`finish`] once [`pending`] said so.
+#[cold]
+#[inline(never)]
 fn finish_slow<V>(value: V) -> V {
     let Some(p) = take_resumable() else {
         return value;

@@ -185,8 +185,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // SAFETY: `outcome` points into `out`, valid for a write of an
         // `Outcome<R>`.
         unsafe { self.run_inline(f, outcome) };
-        // `submit` resumes a deferred panic once the completion is out.
-        self.serve_keeping();
+        self.serve_loop();
+        // The operation's end (`unwind::finish`), in place: the completion
+        // is not moved (a copy of it costs `submit` a third of its time).
+        if unwind::pending() {
+            // SAFETY: `out` was written above; if the panic goes on it is
+            // dropped there, and `submit` unwinds without reading it.
+            unsafe { unwind::finish_in_place(out) };
+        }
     }
 
     #[inline(never)]
@@ -328,8 +334,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
             if self.queue.is_empty() && fits_inline::<R>() {
                 let mut out = MaybeUninit::uninit();
                 self.submit_inline(f, &mut out);
-                // SAFETY: `submit_inline` wrote the completion.
-                return unwind::finish(unsafe { out.assume_init() });
+                // SAFETY: `submit_inline` wrote the completion (and returned:
+                // had a deferred panic gone on, it would have dropped it).
+                return unsafe { out.assume_init() };
             }
             return self.submit_task(AsyncTask::new_arc(Always, Plain(f)), false, true);
         }
