@@ -204,9 +204,7 @@ pub(crate) unsafe fn finish_in_place<V>(out: &mut core::mem::MaybeUninit<V>) {
     };
     // SAFETY: initialized (our caller's contract), and dropped once: the
     // caller does not read it after we unwind.
-    if let Err(q) = catch_unwind(AssertUnwindSafe(|| unsafe { out.assume_init_drop() })) {
-        discard(q);
-    }
+    run_discarding(|| unsafe { out.assume_init_drop() });
     resume_unwind(p)
 }
 
@@ -217,9 +215,7 @@ fn finish_slow<V>(value: V) -> V {
     let Some(p) = take_resumable() else {
         return value;
     };
-    if let Err(q) = catch_unwind(AssertUnwindSafe(move || drop(value))) {
-        discard(q);
-    }
+    run_discarding(move || drop(value));
     resume_unwind(p)
 }
 
@@ -244,6 +240,14 @@ fn take_resumable() -> Option<Payload> {
         return None;
     }
     Some(p)
+}
+
+/// Runs `f` (the drop of an operation's own value, as a panic goes on
+/// instead), discarding its panic.
+fn run_discarding(f: impl FnOnce()) {
+    if let Err(q) = catch_unwind(AssertUnwindSafe(f)) {
+        discard(q);
+    }
 }
 
 /// Drops a payload that nobody will resume; one whose own drop panics is

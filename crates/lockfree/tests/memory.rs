@@ -115,6 +115,19 @@ fn cancelled_acquires_on_an_empty_queue_hold_nothing() {
 
 const ATTEMPTS: usize = 20_000;
 
+/// Polls [`ATTEMPTS`] lock futures once each on the held `m` (each queues)
+/// and drops them (each withdraws).
+fn queue_and_drop_lock_futures(m: &Mutex<u64>, waker: &Waker) {
+    for _ in 0..ATTEMPTS {
+        let mut fut = pin!(m.lock_async());
+        assert!(
+            fut.as_mut()
+                .poll(&mut Context::from_waker(waker))
+                .is_pending()
+        );
+    }
+}
+
 /// 20,000 lock futures polled once (queued) behind a held lock and dropped,
 /// as `tokio::time::timeout` drops them: no task is kept alive, and the
 /// bytes left are those of a handful of nodes, not 20,000.
@@ -127,14 +140,7 @@ fn cancelled_lock_futures_leave_nothing_behind_while_the_lock_is_held() {
         let task = Arc::new(Task { _stack: [0; 4096] });
         let waker = Waker::from(Arc::clone(&task));
         let before = live_bytes();
-        for _ in 0..ATTEMPTS {
-            let mut fut = pin!(m.lock_async());
-            assert!(
-                fut.as_mut()
-                    .poll(&mut Context::from_waker(&waker))
-                    .is_pending()
-            );
-        }
+        queue_and_drop_lock_futures(&m, &waker);
         let kept = live_bytes() - before;
         assert_eq!(Arc::strong_count(&task), 2, "cancelled waits keep the task");
         assert!(
@@ -222,14 +228,7 @@ fn withdrawn_waiters_behind_a_live_one_hold_bounded_memory() {
                 .is_pending()
         );
         let before = live_bytes();
-        for _ in 0..ATTEMPTS {
-            let mut fut = pin!(m.lock_async());
-            assert!(
-                fut.as_mut()
-                    .poll(&mut Context::from_waker(&waker))
-                    .is_pending()
-            );
-        }
+        queue_and_drop_lock_futures(&m, &waker);
         let kept = live_bytes() - before;
         // Before the fix: a node per cancel, about 1.4 MB here.
         assert!(

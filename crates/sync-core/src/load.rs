@@ -311,8 +311,6 @@ fn memory(doublings: u8) -> u64 {
     (SLOW_YIELD_MEMORY.as_nanos() as u64) << doublings
 }
 
-/// How long a yield may take beside `others` yielding threads of this
-/// process on `cpus` CPUs before it counts as slow.
 /// Whether a yield that took `took`, begun beside `others` of our yielders
 /// on `cpus` CPUs, shows that yields are slow. Only past
 /// [`slow_yield_beside`], and only if `saturated` (asked only then, since
@@ -329,6 +327,8 @@ fn counts_as_slow(
     took > slow_yield_beside(others, cpus) && saturated()
 }
 
+/// How long a yield may take beside `others` yielding threads of this
+/// process on `cpus` CPUs before it counts as slow.
 #[cfg_attr(loom, allow(dead_code))]
 fn slow_yield_beside(others: usize, cpus: usize) -> Duration {
     let per_cpu = u32::try_from(others / cpus.max(1)).unwrap_or(u32::MAX);

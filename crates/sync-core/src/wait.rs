@@ -581,9 +581,8 @@ impl Watch {
     /// even on a machine with more runnable threads than CPUs. For a waiter
     /// whose yield is what lets the thread it waits for run (a receiver
     /// whose producer shares its CPU), and whose park costs that thread a
-    /// wakeup. A timed
-    /// wait still never yields. Kept by [`reset`](Self::reset) and
-    /// [`set_policy`](Self::set_policy).
+    /// wakeup. A timed wait still never yields. Kept by
+    /// [`reset`](Self::reset) and [`set_policy`](Self::set_policy).
     ///
     /// # Examples
     ///

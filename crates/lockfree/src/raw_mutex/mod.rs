@@ -58,10 +58,10 @@
 //! free in the instant between an unlock and the handoff that unlock starts
 //! keeps it for one critical section, and its own unlock hands it over); a
 //! waiter handed the lock ends the mode if it waited less than `STARVATION`
-//! itself, or if nobody else waits. A starving waiter that reaches the head while the lock
-//! is free is handed it directly. A starving waiter queues again at the tail
-//! (the queue has no front door), so its wait is bounded by the handoffs to
-//! the waiters ahead of it (counting those a sweep puts ahead of it, see
+//! itself, or if nobody else waits. A starving waiter that reaches the head
+//! while the lock is free is handed it directly. A starving waiter queues
+//! again at the tail (the queue has no front door), so its wait is bounded
+//! by the handoffs to the waiters ahead of it (counting those a sweep puts ahead of it, see
 //! below), which the mode keeps going while any of them has waited too long.
 //!
 //! In both modes, "the oldest" is exact only while nobody withdraws. A
