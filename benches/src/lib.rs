@@ -11,10 +11,12 @@
 //! * [`twins`]: paper 001's lock-based semaphore twin and the condvar
 //!   ("system") semaphore.
 //! * [`report`]: `results.json`, `report.md` and the SVG charts.
+//! * [`compare`]: two builds' reports compared row by row (`--compare`).
 //!
 //! Run it with `cargo xtask report`.
 
 pub mod buffers;
+pub mod compare;
 pub mod harness;
 pub mod peers;
 pub mod report;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use sync_bench::compare;
 use sync_bench::harness::{Mode, measure};
 use sync_bench::report::{self, Machine, Results, SCHEMA};
 use sync_bench::workloads;
@@ -31,6 +32,15 @@ struct Args {
     /// target/report, under $CARGO_TARGET_DIR if set].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Compare this build with another build of sync-bench: run the two in
+    /// alternation, --rounds times each, and write DIR/compare.md (the
+    /// rounds' reports go to DIR/new-N and DIR/old-N). `cargo xtask report
+    /// --compare REV` builds REV and passes it here.
+    #[arg(long, value_name = "OLD_BINARY", conflicts_with = "list")]
+    ab: Option<PathBuf>,
+    /// How many rounds each build runs with --ab.
+    #[arg(long, default_value_t = 3, requires = "ab")]
+    rounds: usize,
 }
 
 /// The default output directory: `report/` in the target directory that
@@ -59,6 +69,9 @@ fn display_path(path: &Path) -> String {
 fn main() -> ExitCode {
     let args = Args::parse();
     let out = args.out.clone().unwrap_or_else(default_out);
+    if let Some(old) = &args.ab {
+        return ab(&args, old, &out);
+    }
     let mode = if args.full { Mode::Full } else { Mode::Quick };
     let mut selected = workloads::all(mode);
     let known: Vec<String> = selected.iter().map(|w| w.meta.id.clone()).collect();
@@ -136,4 +149,66 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--ab OLD_BINARY`: this build and `old` in alternation, then
+/// `compare.md`.
+fn ab(args: &Args, old: &Path, out: &Path) -> ExitCode {
+    let me = std::env::current_exe().expect("the path of this program");
+    let mut pass: Vec<String> = Vec::new();
+    if args.full {
+        pass.push("--full".into());
+    }
+    if let Some(prefix) = &args.only {
+        pass.extend(["--only".into(), prefix.clone()]);
+    }
+    let rounds = args.rounds.max(1);
+    let (mut news, mut olds) = (Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        // The build that goes first swaps every round, so that neither
+        // always runs on a machine the other has just warmed or heated.
+        let order = if round % 2 == 1 {
+            [("new", me.as_path()), ("old", old)]
+        } else {
+            [("old", old), ("new", me.as_path())]
+        };
+        for (side, bin) in order {
+            let dir = out.join(format!("{side}-{round}"));
+            eprintln!("round {round}/{rounds}: {side} ({})", bin.display());
+            let status = std::process::Command::new(bin)
+                .args(&pass)
+                .arg("--out")
+                .arg(&dir)
+                .stdout(std::process::Stdio::null())
+                .status();
+            if !status.is_ok_and(|s| s.success()) {
+                eprintln!("{} failed in round {round}", bin.display());
+                return ExitCode::FAILURE;
+            }
+            let results: Results = match std::fs::read_to_string(dir.join("results.json"))
+                .map_err(|e| e.to_string())
+                .and_then(|s| serde_json::from_str(&s).map_err(|e| e.to_string()))
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("could not read {}/results.json: {e}", dir.display());
+                    return ExitCode::FAILURE;
+                }
+            };
+            if side == "new" {
+                news.push(results);
+            } else {
+                olds.push(results);
+            }
+        }
+    }
+    let md = compare::markdown(&compare::deltas(&news, &olds), rounds, 0.05);
+    let path = out.join("compare.md");
+    if let Err(e) = std::fs::write(&path, &md) {
+        eprintln!("could not write {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    println!("{md}");
+    println!("Wrote {}", display_path(&path));
+    ExitCode::SUCCESS
 }

@@ -168,12 +168,18 @@ impl Step {
         self
     }
 
-    /// Runs with inherited output; its exit status as ours.
-    pub fn exit_code(mut self) -> ExitCode {
+    /// Runs with inherited output; whether it succeeded.
+    pub fn ok(mut self) -> bool {
         eprintln!("$ {}", describe(&self.0));
-        match self.0.status() {
-            Ok(s) if s.success() => ExitCode::SUCCESS,
-            _ => ExitCode::FAILURE,
+        self.0.status().is_ok_and(|s| s.success())
+    }
+
+    /// Runs with inherited output; its exit status as ours.
+    pub fn exit_code(self) -> ExitCode {
+        if self.ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
         }
     }
 

@@ -9,8 +9,12 @@
 //! * `report [--quick|--full] [--only PREFIX] [--list] [--out DIR]`: the
 //!   benchmark report (see `sync-bench`); `--list` prints every workload id
 //!   with its one-line description.
+//! * `report --compare REV [--rounds N] [...]`: this tree's report against
+//!   commit REV's, the two builds in alternation, row by row
+//!   (`target/compare/REV/compare.md`).
 
 mod cargo;
+mod compare;
 
 use std::process::ExitCode;
 
@@ -69,6 +73,9 @@ enum Command {
     ///
     /// The arguments go to sync-bench: [--quick|--full] [--only PREFIX]
     /// [--list] [--out DIR] (`cargo xtask report --help-bench` lists them).
+    /// With `--compare REV [--rounds N]`, REV's sync-bench is built too and
+    /// the two run in alternation; the comparison is written to
+    /// `target/compare/REV/compare.md` (or under --out).
     Report {
         /// Arguments for sync-bench.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -259,6 +266,24 @@ fn fuzz(cargo: &Cargo, target: &str, seconds: u64) -> Tally {
 fn report(cargo: &Cargo, mut args: Vec<String>) -> ExitCode {
     if let Some(help) = args.iter_mut().find(|a| *a == "--help-bench") {
         *help = "--help".into();
+    }
+    if let Some(at) = args.iter().position(|a| a == "--compare") {
+        let Some(rev) = args.get(at + 1).cloned() else {
+            eprintln!("--compare needs a revision (a commit, tag or branch)");
+            return ExitCode::FAILURE;
+        };
+        args.drain(at..=at + 1);
+        let (old, dir) = match compare::build_rev(cargo, &rev) {
+            Ok(built) => built,
+            Err(e) => {
+                eprintln!("could not build {rev}'s sync-bench: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if !args.iter().any(|a| a == "--out") {
+            args.extend(["--out".into(), dir.to_string_lossy().into_owned()]);
+        }
+        args.extend(["--ab".into(), old.to_string_lossy().into_owned()]);
     }
     let manifest = cargo.root().join("Cargo.toml");
     let manifest = manifest.to_string_lossy();

@@ -1,0 +1,298 @@
+//! Two builds of the report compared row by row: `cargo xtask report
+//! --compare REV` (or `sync-bench --ab OLD_BINARY`).
+//!
+//! One run of each build cannot tell a 5% change from this machine's noise:
+//! a row's median moves by 10-50% between two runs of the same binary, and
+//! by more when a neighbour takes a core. So the two builds run in
+//! alternation, `rounds` times each (the first to go swaps every round), and
+//! a row is compared by the median over the rounds of its medians. The
+//! peers' rows run the same code in both builds, so how far they moved (the
+//! workload's *drift*) says how much of a change the machine made on its
+//! own.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::harness::{Better, Origin, Record};
+use crate::report::Results;
+
+/// One row (workload × implementation) measured by both builds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delta {
+    /// The workload id.
+    pub workload: String,
+    /// The implementation id.
+    pub imp: String,
+    /// Whose implementation it is.
+    pub origin: Origin,
+    /// The median over the rounds of the new build's medians.
+    pub new: f64,
+    /// The same for the old build.
+    pub old: f64,
+    /// How much worse the new build is: `new / old` for a time, `old / new`
+    /// for a throughput; above 1 is slower.
+    pub slowdown: f64,
+    /// The smallest and largest slowdown of a single round (the new
+    /// build's median in round *i* against the old build's in round *i*).
+    pub spread: (f64, f64),
+}
+
+/// The median of `v` (the mean of the middle two for an even count).
+///
+/// # Panics
+///
+/// If `v` is empty.
+fn median(mut v: Vec<f64>) -> f64 {
+    assert!(!v.is_empty(), "the median of no values");
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn slowdown(better: Better, new: f64, old: f64) -> f64 {
+    match better {
+        Better::Lower => new / old,
+        Better::Higher => old / new,
+    }
+}
+
+/// Every row that both builds measured in every round, by workload and
+/// implementation. A row that a build lacks (a workload added or renamed
+/// between the two) is left out.
+pub fn deltas(new: &[Results], old: &[Results]) -> Vec<Delta> {
+    type Key = (String, String);
+    let collect = |runs: &[Results]| {
+        let mut rows: BTreeMap<Key, Vec<Record>> = BTreeMap::new();
+        for run in runs {
+            for r in &run.results {
+                rows.entry((r.workload.clone(), r.imp.clone()))
+                    .or_default()
+                    .push(r.clone());
+            }
+        }
+        rows.retain(|_, v| v.len() == runs.len());
+        rows
+    };
+    let (new_rows, old_rows) = (collect(new), collect(old));
+    new_rows
+        .into_iter()
+        .filter_map(|(key, n)| {
+            let o = old_rows.get(&key)?;
+            let better = n[0].better;
+            let rounds: Vec<f64> = n
+                .iter()
+                .zip(o)
+                .map(|(n, o)| slowdown(better, n.median, o.median))
+                .collect();
+            let lo = rounds.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = rounds.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let new = median(n.iter().map(|r| r.median).collect());
+            let old = median(o.iter().map(|r| r.median).collect());
+            Some(Delta {
+                origin: Origin::of(&key.1),
+                workload: key.0,
+                imp: key.1,
+                new,
+                old,
+                slowdown: slowdown(better, new, old),
+                spread: (lo, hi),
+            })
+        })
+        .collect()
+}
+
+/// The median slowdown of the peers' rows of each workload that has any:
+/// how far the machine moved the workload on its own.
+pub fn drift(deltas: &[Delta]) -> BTreeMap<String, f64> {
+    let mut peers: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for d in deltas.iter().filter(|d| d.origin == Origin::Peer) {
+        peers
+            .entry(d.workload.clone())
+            .or_default()
+            .push(d.slowdown);
+    }
+    peers.into_iter().map(|(w, v)| (w, median(v))).collect()
+}
+
+/// `compare.md`: our rows, the slowest first, with the workload's drift; a
+/// row is flagged when it is more than `threshold` (0.05 for 5%) slower
+/// both as measured and after dividing by the drift.
+pub fn markdown(deltas: &[Delta], rounds: usize, threshold: f64) -> String {
+    let drift = drift(deltas);
+    let mut ours: Vec<&Delta> = deltas.iter().filter(|d| d.origin == Origin::Ours).collect();
+    ours.sort_by(|a, b| b.slowdown.total_cmp(&a.slowdown));
+    let flagged = |d: &Delta| {
+        let adjusted = d.slowdown / drift.get(&d.workload).copied().unwrap_or(1.0);
+        d.slowdown > 1.0 + threshold && adjusted > 1.0 + threshold
+    };
+    let n_flagged = ours.iter().filter(|d| flagged(d)).count();
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "# New build against old, {rounds} alternated rounds each\n\n\
+         A row's value is the median over the rounds of its medians; \
+         *slowdown* is new over old for a time and old over new for a \
+         throughput (above 1: the new build is slower); *rounds* is the \
+         smallest and largest slowdown of a single round; *drift* is the \
+         median slowdown of the workload's peer rows, whose code is the same \
+         in both builds. Flagged (⚠): more than {:.0}% slower both as \
+         measured and divided by the drift. {n_flagged} of {} rows of ours \
+         flagged.\n",
+        threshold * 100.0,
+        ours.len(),
+    );
+    let _ = writeln!(
+        md,
+        "| workload | impl | new | old | slowdown | rounds | drift | |\n\
+         |---|---|--:|--:|--:|---|--:|---|"
+    );
+    for d in ours {
+        let drift = drift
+            .get(&d.workload)
+            .map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"));
+        let _ = writeln!(
+            md,
+            "| `{}` | `{}` | {:.4} | {:.4} | {:.3} | {:.2}-{:.2} | {drift} | {} |",
+            d.workload,
+            d.imp,
+            d.new,
+            d.old,
+            d.slowdown,
+            d.spread.0,
+            d.spread.1,
+            if flagged(d) { "⚠" } else { "" },
+        );
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::{Mode, Unit};
+    use crate::report::{Machine, SCHEMA};
+
+    fn run(rows: &[(&str, &str, Better, f64)]) -> Results {
+        Results {
+            schema: SCHEMA,
+            mode: Mode::Quick,
+            machine: Machine {
+                cpus: 2,
+                cpu_model: "test".into(),
+                rustc: "test".into(),
+            },
+            results: rows
+                .iter()
+                .map(|&(w, i, better, median)| Record {
+                    workload: w.into(),
+                    imp: i.into(),
+                    unit: match better {
+                        Better::Lower => Unit::Ms,
+                        Better::Higher => Unit::MopsPerSec,
+                    },
+                    better,
+                    median,
+                    min: median,
+                    max: median,
+                    samples: 5,
+                    params: Default::default(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn slowdown_follows_the_units_direction_and_the_median_round() {
+        use Better::*;
+        let new = [
+            run(&[
+                ("t", "ast-mutex", Lower, 12.0),
+                ("q", "lockfree-sync", Higher, 50.0),
+            ]),
+            run(&[
+                ("t", "ast-mutex", Lower, 11.0),
+                ("q", "lockfree-sync", Higher, 40.0),
+            ]),
+            run(&[
+                ("t", "ast-mutex", Lower, 90.0),
+                ("q", "lockfree-sync", Higher, 45.0),
+            ]),
+        ];
+        let old = [
+            run(&[
+                ("t", "ast-mutex", Lower, 10.0),
+                ("q", "lockfree-sync", Higher, 50.0),
+            ]),
+            run(&[
+                ("t", "ast-mutex", Lower, 10.0),
+                ("q", "lockfree-sync", Higher, 50.0),
+            ]),
+            run(&[
+                ("t", "ast-mutex", Lower, 10.0),
+                ("q", "lockfree-sync", Higher, 50.0),
+            ]),
+        ];
+        let d = deltas(&new, &old);
+        let t = d.iter().find(|d| d.workload == "t").unwrap();
+        // The outlier round (90 ms) moves neither median.
+        assert_eq!((t.new, t.old), (12.0, 10.0));
+        assert!((t.slowdown - 1.2).abs() < 1e-9);
+        assert_eq!(t.spread, (1.1, 9.0));
+        let q = d.iter().find(|d| d.workload == "q").unwrap();
+        // A throughput that fell from 50 to 45 is 1.11x slower.
+        assert!((q.slowdown - 50.0 / 45.0).abs() < 1e-9);
+        assert_eq!(q.origin, Origin::Ours);
+    }
+
+    #[test]
+    fn rows_missing_from_a_build_or_a_round_are_left_out() {
+        use Better::Lower;
+        let new = [
+            run(&[
+                ("a", "ast-mutex", Lower, 1.0),
+                ("b", "ast-mutex", Lower, 1.0),
+            ]),
+            run(&[("a", "ast-mutex", Lower, 1.0)]),
+        ];
+        let old = [
+            run(&[
+                ("a", "ast-mutex", Lower, 1.0),
+                ("c", "ast-mutex", Lower, 1.0),
+            ]),
+            run(&[
+                ("a", "ast-mutex", Lower, 1.0),
+                ("c", "ast-mutex", Lower, 1.0),
+            ]),
+        ];
+        let d = deltas(&new, &old);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].workload, "a");
+    }
+
+    #[test]
+    fn a_row_is_flagged_only_beyond_the_peers_drift() {
+        use Better::Lower;
+        let new = [run(&[
+            ("slow", "ast-mutex", Lower, 1.3),
+            ("slow", "std", Lower, 1.0),
+            ("noisy", "ast-mutex", Lower, 1.3),
+            ("noisy", "std", Lower, 1.3),
+        ])];
+        let old = [run(&[
+            ("slow", "ast-mutex", Lower, 1.0),
+            ("slow", "std", Lower, 1.0),
+            ("noisy", "ast-mutex", Lower, 1.0),
+            ("noisy", "std", Lower, 1.0),
+        ])];
+        let md = markdown(&deltas(&new, &old), 1, 0.05);
+        assert!(md.contains("1 of 2 rows of ours flagged"), "{md}");
+        let slow = md.lines().find(|l| l.contains("`slow`")).unwrap();
+        let noisy = md.lines().find(|l| l.contains("`noisy`")).unwrap();
+        assert!(slow.ends_with("⚠ |"), "{slow}");
+        assert!(!noisy.contains('⚠'), "{noisy}");
+    }
+}
