@@ -60,9 +60,10 @@ fn slowdown(better: Better, new: f64, old: f64) -> f64 {
     }
 }
 
-/// Every row that both builds measured in every round, by workload and
-/// implementation. A row that a build lacks (a workload added or renamed
-/// between the two) is left out.
+/// Every row that both builds measured in every round with the same
+/// parameters, by workload and implementation. A row that a build lacks (a
+/// workload added or renamed between the two) is left out, and so is one
+/// whose parameters changed (see [`changed`]).
 pub fn deltas(new: &[Results], old: &[Results]) -> Vec<Delta> {
     type Key = (String, String);
     let collect = |runs: &[Results]| {
@@ -82,6 +83,9 @@ pub fn deltas(new: &[Results], old: &[Results]) -> Vec<Delta> {
         .into_iter()
         .filter_map(|(key, n)| {
             let o = old_rows.get(&key)?;
+            if n[0].params != o[0].params {
+                return None;
+            }
             let better = n[0].better;
             let rounds: Vec<f64> = n
                 .iter()
@@ -105,6 +109,26 @@ pub fn deltas(new: &[Results], old: &[Results]) -> Vec<Delta> {
         .collect()
 }
 
+/// The workloads that both builds ran with different parameters (a size
+/// changed between the two), which [`deltas`] does not compare.
+pub fn changed(new: &[Results], old: &[Results]) -> Vec<String> {
+    let (Some(new), Some(old)) = (new.first(), old.first()) else {
+        return Vec::new();
+    };
+    let mut workloads: Vec<String> = new
+        .results
+        .iter()
+        .filter(|n| {
+            old.results
+                .iter()
+                .any(|o| o.workload == n.workload && o.imp == n.imp && o.params != n.params)
+        })
+        .map(|n| n.workload.clone())
+        .collect();
+    workloads.dedup();
+    workloads
+}
+
 /// The median slowdown of the peers' rows of each workload that has any:
 /// how far the machine moved the workload on its own.
 pub fn drift(deltas: &[Delta]) -> BTreeMap<String, f64> {
@@ -121,7 +145,7 @@ pub fn drift(deltas: &[Delta]) -> BTreeMap<String, f64> {
 /// `compare.md`: our rows, the slowest first, with the workload's drift; a
 /// row is flagged when it is more than `threshold` (0.05 for 5%) slower
 /// both as measured and after dividing by the drift.
-pub fn markdown(deltas: &[Delta], rounds: usize, threshold: f64) -> String {
+pub fn markdown(deltas: &[Delta], changed: &[String], rounds: usize, threshold: f64) -> String {
     let drift = drift(deltas);
     let mut ours: Vec<&Delta> = deltas.iter().filter(|d| d.origin == Origin::Ours).collect();
     ours.sort_by(|a, b| b.slowdown.total_cmp(&a.slowdown));
@@ -165,6 +189,17 @@ pub fn markdown(deltas: &[Delta], rounds: usize, threshold: f64) -> String {
             d.spread.0,
             d.spread.1,
             if flagged(d) { "⚠" } else { "" },
+        );
+    }
+    if !changed.is_empty() {
+        let _ = writeln!(
+            md,
+            "\nNot compared, their parameters differ between the builds: {}.",
+            changed
+                .iter()
+                .map(|w| format!("`{w}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     md
@@ -274,6 +309,19 @@ mod tests {
     }
 
     #[test]
+    fn rows_whose_parameters_changed_are_named_not_compared() {
+        use Better::Lower;
+        let new = [run(&[("a", "ast-mutex", Lower, 9.0), ("b", "ast-mutex", Lower, 1.0)])];
+        let mut old = [run(&[("a", "ast-mutex", Lower, 1.0), ("b", "ast-mutex", Lower, 1.0)])];
+        old[0].results[0].params.insert("ops".into(), 10.into());
+        let d = deltas(&new, &old);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].workload, "b");
+        assert_eq!(changed(&new, &old), ["a"]);
+        assert!(markdown(&d, &changed(&new, &old), 1, 0.05).contains("differ between the builds: `a`"));
+    }
+
+    #[test]
     fn a_row_is_flagged_only_beyond_the_peers_drift() {
         use Better::Lower;
         let new = [run(&[
@@ -288,7 +336,7 @@ mod tests {
             ("noisy", "ast-mutex", Lower, 1.0),
             ("noisy", "std", Lower, 1.0),
         ])];
-        let md = markdown(&deltas(&new, &old), 1, 0.05);
+        let md = markdown(&deltas(&new, &old), &[], 1, 0.05);
         assert!(md.contains("1 of 2 rows of ours flagged"), "{md}");
         let slow = md.lines().find(|l| l.contains("`slow`")).unwrap();
         let noisy = md.lines().find(|l| l.contains("`noisy`")).unwrap();

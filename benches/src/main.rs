@@ -41,6 +41,10 @@ struct Args {
     /// How many rounds each build runs with --ab.
     #[arg(long, default_value_t = 3, requires = "ab")]
     rounds: usize,
+    /// With --ab: keep the rounds a previous run of the same comparison
+    /// finished (DIR/new-N, DIR/old-N) and run only the missing ones.
+    #[arg(long, requires = "ab")]
+    resume: bool,
 }
 
 /// The default output directory: `report/` in the target directory that
@@ -174,16 +178,25 @@ fn ab(args: &Args, old: &Path, out: &Path) -> ExitCode {
         };
         for (side, bin) in order {
             let dir = out.join(format!("{side}-{round}"));
-            eprintln!("round {round}/{rounds}: {side} ({})", bin.display());
-            let status = std::process::Command::new(bin)
-                .args(&pass)
-                .arg("--out")
-                .arg(&dir)
-                .stdout(std::process::Stdio::null())
-                .status();
-            if !status.is_ok_and(|s| s.success()) {
-                eprintln!("{} failed in round {round}", bin.display());
-                return ExitCode::FAILURE;
+            // Written once the round's run ended well: what --resume keeps.
+            let complete = dir.join(".complete");
+            if args.resume && complete.is_file() {
+                eprintln!("round {round}/{rounds}: {side}, kept from an earlier run");
+            } else {
+                eprintln!("round {round}/{rounds}: {side} ({})", bin.display());
+                let status = std::process::Command::new(bin)
+                    .args(&pass)
+                    .arg("--out")
+                    .arg(&dir)
+                    .stdout(std::process::Stdio::null())
+                    .status();
+                if !status.is_ok_and(|s| s.success()) {
+                    eprintln!("{} failed in round {round}", bin.display());
+                    return ExitCode::FAILURE;
+                }
+                if let Err(e) = std::fs::write(&complete, "") {
+                    eprintln!("could not write {}: {e}", complete.display());
+                }
             }
             let results: Results = match std::fs::read_to_string(dir.join("results.json"))
                 .map_err(|e| e.to_string())
@@ -202,7 +215,12 @@ fn ab(args: &Args, old: &Path, out: &Path) -> ExitCode {
             }
         }
     }
-    let md = compare::markdown(&compare::deltas(&news, &olds), rounds, 0.05);
+    let md = compare::markdown(
+        &compare::deltas(&news, &olds),
+        &compare::changed(&news, &olds),
+        rounds,
+        0.05,
+    );
     let path = out.join("compare.md");
     if let Err(e) = std::fs::write(&path, &md) {
         eprintln!("could not write {}: {e}", path.display());
