@@ -311,14 +311,22 @@ mod tests {
     #[test]
     fn rows_whose_parameters_changed_are_named_not_compared() {
         use Better::Lower;
-        let new = [run(&[("a", "ast-mutex", Lower, 9.0), ("b", "ast-mutex", Lower, 1.0)])];
-        let mut old = [run(&[("a", "ast-mutex", Lower, 1.0), ("b", "ast-mutex", Lower, 1.0)])];
+        let new = [run(&[
+            ("a", "ast-mutex", Lower, 9.0),
+            ("b", "ast-mutex", Lower, 1.0),
+        ])];
+        let mut old = [run(&[
+            ("a", "ast-mutex", Lower, 1.0),
+            ("b", "ast-mutex", Lower, 1.0),
+        ])];
         old[0].results[0].params.insert("ops".into(), 10.into());
         let d = deltas(&new, &old);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].workload, "b");
         assert_eq!(changed(&new, &old), ["a"]);
-        assert!(markdown(&d, &changed(&new, &old), 1, 0.05).contains("differ between the builds: `a`"));
+        assert!(
+            markdown(&d, &changed(&new, &old), 1, 0.05).contains("differ between the builds: `a`")
+        );
     }
 
     #[test]

@@ -71,8 +71,14 @@ fn export(root: &Path, sha: &str, dest: &Path) -> Result<(), String> {
         .spawn()
         .map_err(|e| format!("git archive: {e}"))?;
     let stdout = archive.stdout.take().expect("piped stdout");
+    // `-m`: the files get the time of extraction, not the commit's. The
+    // target directory is shared by every compared commit and cargo names
+    // a workspace crate's artifacts by its path within the workspace, so a
+    // file older than the artifacts another commit left would be taken as
+    // already built.
     let tar = Command::new("tar")
         .arg("-x")
+        .arg("-m")
         .arg("-C")
         .arg(dest)
         .stdin(stdout)
