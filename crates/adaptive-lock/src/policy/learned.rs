@@ -59,7 +59,10 @@ const SWITCH: f64 = 1.25;
 /// fastest when the waiter spins. So the policy measures.
 /// It chooses between five waiting policies (arms):
 ///
-/// 0. parking_lot's: 3 backed-off spins, 7 yields, park;
+/// 0. parking_lot's: 3 backed-off spins, 7 yields, park (no yields while
+///    more threads wait than there are cores and the lock is held longer
+///    than two wake-ups: parking_lot does not watch while others are
+///    parked);
 /// 1. a long watch: 100 spins, then yields (so that a preempted holder
 ///    can run), for about twice the estimated hold time per waiter ahead
 ///    plus 2 µs, capped at 16 wake-ups, or at two [`WAKE_COST`]s when more
@@ -214,6 +217,11 @@ impl Learned {
     /// The waiting policy of `arm` for the lock `s` describes.
     fn policy(arm: usize, s: &Stats) -> WaitPolicy {
         match arm {
+            // parking_lot does not spin or yield while others are parked;
+            // the crowded waiters of a long hold are, so neither do we
+            // (its yields would only burn CPU the holder may need, see
+            // `worth_trying`).
+            0 if !Self::watching_pays(s) => WaitPolicy::new().yields(0),
             0 => WaitPolicy::new(),
             1 => {
                 let crowded = s.waiting + 1 > s.cpus.max(1);
@@ -246,14 +254,21 @@ impl Learned {
     /// is held longer than [`LONG_HOLD`] wake-ups (it saves at most a
     /// wake-up per acquisition, and burns the whole hold per watcher).
     fn worth_trying(arm: usize, s: &Stats) -> bool {
+        let watching_pays = Self::watching_pays(s);
         let crowded = s.waiting + 1 > s.cpus.max(1);
-        let watching_pays = !crowded || s.hold_time < 2 * WAKE_COST;
         match arm {
             1 => watching_pays,
             3 => watching_pays && s.hold_time <= LONG_HOLD * WAKE_COST,
             4 => crowded && watching_pays,
             _ => true,
         }
+    }
+
+    /// Whether watching past a few spins can pay: not while threads
+    /// outnumber cores and the lock is held longer than two wake-ups.
+    fn watching_pays(s: &Stats) -> bool {
+        let crowded = s.waiting + 1 > s.cpus.max(1);
+        !crowded || s.hold_time < 2 * WAKE_COST
     }
 
     /// `arm`'s rate in the current exploration (acquisitions per ms of
@@ -690,6 +705,15 @@ mod tests {
             explored.iter().all(|&a| a == 0 || a == 2),
             "explored {explored:?}"
         );
+        // And parking_lot's arm parks after its spins, without yielding
+        // (the waiters ahead are parked; a yield only burns CPU).
+        assert!(explored.contains(&0));
+        let mut s = window(100, 1_000, c);
+        s.hold_time = Duration::from_micros(100);
+        s.waiting = 16;
+        assert_eq!(Learned::policy(0, &s), WaitPolicy::new().yields(0));
+        s.waiting = 1;
+        assert_eq!(Learned::policy(0, &s), WaitPolicy::new());
         // Not crowded (one waiter on two CPUs), the same hold: every arm
         // but the restricted one is tried.
         let mut p = Learned::new();
