@@ -257,20 +257,14 @@ mod tests {
                 ("q", "lockfree-sync", Higher, 45.0),
             ]),
         ];
-        let old = [
-            run(&[
-                ("t", "ast-mutex", Lower, 10.0),
-                ("q", "lockfree-sync", Higher, 50.0),
-            ]),
-            run(&[
-                ("t", "ast-mutex", Lower, 10.0),
-                ("q", "lockfree-sync", Higher, 50.0),
-            ]),
-            run(&[
-                ("t", "ast-mutex", Lower, 10.0),
-                ("q", "lockfree-sync", Higher, 50.0),
-            ]),
-        ];
+        let old: Vec<Results> = (0..3)
+            .map(|_| {
+                run(&[
+                    ("t", "ast-mutex", Lower, 10.0),
+                    ("q", "lockfree-sync", Higher, 50.0),
+                ])
+            })
+            .collect();
         let d = deltas(&new, &old);
         let t = d.iter().find(|d| d.workload == "t").unwrap();
         // The outlier round (90 ms) moves neither median.
@@ -293,16 +287,14 @@ mod tests {
             ]),
             run(&[("a", "ast-mutex", Lower, 1.0)]),
         ];
-        let old = [
-            run(&[
-                ("a", "ast-mutex", Lower, 1.0),
-                ("c", "ast-mutex", Lower, 1.0),
-            ]),
-            run(&[
-                ("a", "ast-mutex", Lower, 1.0),
-                ("c", "ast-mutex", Lower, 1.0),
-            ]),
-        ];
+        let old: Vec<Results> = (0..2)
+            .map(|_| {
+                run(&[
+                    ("a", "ast-mutex", Lower, 1.0),
+                    ("c", "ast-mutex", Lower, 1.0),
+                ])
+            })
+            .collect();
         let d = deltas(&new, &old);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].workload, "a");

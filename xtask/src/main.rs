@@ -11,7 +11,7 @@
 //!   with its one-line description.
 //! * `report --compare REV [--rounds N] [...]`: this tree's report against
 //!   commit REV's, the two builds in alternation, row by row
-//!   (`target/compare/REV/compare.md`).
+//!   (`target/compare/SHA/compare.md`, SHA: REV's first 10 hex digits).
 
 mod cargo;
 mod compare;
@@ -75,7 +75,7 @@ enum Command {
     /// [--list] [--out DIR] (`cargo xtask report --help-bench` lists them).
     /// With `--compare REV [--rounds N]`, REV's sync-bench is built too and
     /// the two run in alternation; the comparison is written to
-    /// `target/compare/REV/compare.md` (or under --out).
+    /// `target/compare/SHA/compare.md` (or under --out).
     Report {
         /// Arguments for sync-bench.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

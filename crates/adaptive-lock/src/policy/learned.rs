@@ -224,9 +224,12 @@ impl Learned {
             0 if !Self::watching_pays(s) => WaitPolicy::new().yields(0),
             0 => WaitPolicy::new(),
             1 => {
-                let crowded = s.waiting + 1 > s.cpus.max(1);
                 let wake = WAKE_COST.as_nanos() as u64;
-                let cap = if crowded { 2 * wake } else { 16 * wake };
+                let cap = if Self::crowded(s) {
+                    2 * wake
+                } else {
+                    16 * wake
+                };
                 let hold = s.hold_time.as_nanos() as u64;
                 // Rounded up to a power of two (of ns), so that the
                 // configuration, which waiters re-read and which restarts
@@ -255,11 +258,10 @@ impl Learned {
     /// wake-up per acquisition, and burns the whole hold per watcher).
     fn worth_trying(arm: usize, s: &Stats) -> bool {
         let watching_pays = Self::watching_pays(s);
-        let crowded = s.waiting + 1 > s.cpus.max(1);
         match arm {
             1 => watching_pays,
             3 => watching_pays && s.hold_time <= LONG_HOLD * WAKE_COST,
-            4 => crowded && watching_pays,
+            4 => Self::crowded(s) && watching_pays,
             _ => true,
         }
     }
@@ -267,8 +269,13 @@ impl Learned {
     /// Whether watching past a few spins can pay: not while threads
     /// outnumber cores and the lock is held longer than two wake-ups.
     fn watching_pays(s: &Stats) -> bool {
-        let crowded = s.waiting + 1 > s.cpus.max(1);
-        !crowded || s.hold_time < 2 * WAKE_COST
+        !Self::crowded(s) || s.hold_time < 2 * WAKE_COST
+    }
+
+    /// Whether more threads wait (the one that samples among them) than
+    /// there are CPUs.
+    fn crowded(s: &Stats) -> bool {
+        s.waiting + 1 > s.cpus.max(1)
     }
 
     /// `arm`'s rate in the current exploration (acquisitions per ms of
@@ -312,8 +319,7 @@ impl Learned {
     /// than there are CPUs.
     fn config(&mut self, arm: usize, s: &Stats) -> Config {
         let config = s.config.wait(Self::policy(arm, s));
-        let crowded = s.waiting + 1 > s.cpus.max(1);
-        if arm == 4 && crowded {
+        if arm == 4 && Self::crowded(s) {
             self.restricting = true;
             config.watchers(Some(s.cpus.clamp(1, 254) as u8))
         } else if self.restricting {

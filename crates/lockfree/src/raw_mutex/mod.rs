@@ -61,8 +61,9 @@
 //! itself, or if nobody else waits. A starving waiter that reaches the head
 //! while the lock is free is handed it directly. A starving waiter queues
 //! again at the tail (the queue has no front door), so its wait is bounded
-//! by the handoffs to the waiters ahead of it (counting those a sweep puts ahead of it, see
-//! below), which the mode keeps going while any of them has waited too long.
+//! by the handoffs to the waiters ahead of it (counting those a sweep puts
+//! ahead of it, see below), which the mode keeps going while any of them
+//! has waited too long.
 //!
 //! In both modes, "the oldest" is exact only while nobody withdraws. A
 //! withdrawn waiter (a timed-out thread, a dropped future) is freed by the
