@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sync_core::sync::cell::{MutPtr, UnsafeCell};
-use sync_core::unwind::Panics;
 
 use crate::raw_mutex::{Fairness, RawLockAsync, RawMutex};
 
@@ -660,9 +659,8 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
         let mut guard = ManuallyDrop::new(guard);
         // SAFETY: dropped once, here; the guard's own Drop does not run.
         unsafe { ManuallyDrop::drop(&mut guard.data) };
-        let mut panics = Panics::new();
         // SAFETY: the guard holds the lock.
-        unsafe { guard.mutex.raw.unlock_fair_catching(&mut panics) };
+        let panics = unsafe { guard.mutex.raw.release_fair() };
         // Unlocked: a waker's panic may go on now (see the Mutex's docs).
         panics.resume();
     }
@@ -692,9 +690,8 @@ macro_rules! guard_impls {
             fn drop(&mut self) {
                 // SAFETY: dropped exactly once, here, and not used afterwards.
                 unsafe { ManuallyDrop::drop(&mut self.data) };
-                let mut panics = Panics::new();
                 // SAFETY: the guard holds the lock.
-                unsafe { self.mutex.raw.unlock_catching(&mut panics) };
+                let panics = unsafe { self.mutex.raw.release() };
                 // Unlocked: a waker's panic may go on now, unless we are
                 // unwinding (see the Mutex's docs).
                 panics.resume();

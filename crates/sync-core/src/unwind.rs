@@ -102,6 +102,27 @@ impl Panics {
         }
     }
 
+    /// Keeps the first panic `other` caught, as if caught here: for an
+    /// operation that gathers the panics of the steps it runs.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sync_core::unwind::Panics;
+    ///
+    /// let mut step = Panics::new();
+    /// step.catch(|| panic!("a waker panicked"));
+    /// let mut all = Panics::new();
+    /// all.absorb(step);
+    /// assert!(!all.is_empty());
+    /// drop(all.take());
+    /// ```
+    pub fn absorb(&mut self, mut other: Panics) {
+        if let Some(payload) = other.take() {
+            self.keep(payload);
+        }
+    }
+
     /// Whether a panic was caught.
     pub fn is_empty(&self) -> bool {
         self.0.is_none()

@@ -119,7 +119,7 @@ impl Drop for RawLockAsync<'_> {
                 // Withdrawn: a dequeuer uncounts and frees the node.
                 Ok(()) => self.mutex.reclaim(&mut panics),
                 // SAFETY: the lock was handed to us, so we hold it.
-                Err(HANDOFF) => unsafe { self.mutex.unlock_catching(&mut panics) },
+                Err(HANDOFF) => panics.absorb(unsafe { self.mutex.release() }),
                 Err(_) => self.mutex.pass_wake(&mut panics),
             }
         } else if self.woken {
