@@ -6,9 +6,12 @@
 //! by more when a neighbour takes a core. So the two builds run in
 //! alternation, `rounds` times each (the first to go swaps every round), and
 //! a row is compared by the median over the rounds of its medians. The
-//! peers' rows run the same code in both builds, so how far they moved (the
-//! workload's *drift*) says how much of a change the machine made on its
-//! own.
+//! peers' and the references' rows run the same code in both builds, so
+//! how far they moved (the workload's *drift*) says how much of a change the
+//! machine made on its own. Each row also says in how many rounds it was
+//! slower than the old build beyond that round's drift: a change that slows
+//! a row does so in nearly every round, while a row that only switches
+//! between modes (a convoy that forms or not) is slower in about half.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -35,6 +38,8 @@ pub struct Delta {
     /// The smallest and largest slowdown of a single round (the new
     /// build's median in round *i* against the old build's in round *i*).
     pub spread: (f64, f64),
+    /// The slowdown of each round, in order.
+    pub rounds: Vec<f64>,
 }
 
 /// The median of `v` (the mean of the middle two for an even count).
@@ -104,6 +109,7 @@ pub fn deltas(new: &[Results], old: &[Results]) -> Vec<Delta> {
                 old,
                 slowdown: slowdown(better, new, old),
                 spread: (lo, hi),
+                rounds,
             })
         })
         .collect()
@@ -129,17 +135,43 @@ pub fn changed(new: &[Results], old: &[Results]) -> Vec<String> {
     workloads
 }
 
-/// The median slowdown of the peers' rows of each workload that has any:
-/// how far the machine moved the workload on its own.
+/// The median slowdown of the rows of each workload whose code is the same
+/// in both builds (the peers' and the references'), where it has any: how
+/// far the machine moved the workload on its own.
 pub fn drift(deltas: &[Delta]) -> BTreeMap<String, f64> {
-    let mut peers: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for d in deltas.iter().filter(|d| d.origin == Origin::Peer) {
-        peers
-            .entry(d.workload.clone())
-            .or_default()
-            .push(d.slowdown);
+    let mut same: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for d in deltas.iter().filter(|d| d.origin != Origin::Ours) {
+        same.entry(d.workload.clone()).or_default().push(d.slowdown);
     }
-    peers.into_iter().map(|(w, v)| (w, median(v))).collect()
+    same.into_iter().map(|(w, v)| (w, median(v))).collect()
+}
+
+/// The same as [`drift`] for each round apart: the median slowdown of round
+/// *i* over the rows whose code is the same in both builds.
+fn round_drift(deltas: &[Delta]) -> BTreeMap<String, Vec<f64>> {
+    let mut same: BTreeMap<String, Vec<&Delta>> = BTreeMap::new();
+    for d in deltas.iter().filter(|d| d.origin != Origin::Ours) {
+        same.entry(d.workload.clone()).or_default().push(d);
+    }
+    same.into_iter()
+        .map(|(w, rows)| {
+            let n = rows[0].rounds.len();
+            let per_round = (0..n)
+                .map(|i| median(rows.iter().map(|d| d.rounds[i]).collect()))
+                .collect();
+            (w, per_round)
+        })
+        .collect()
+}
+
+/// In how many rounds `d` was slower than the old build beyond that
+/// round's drift (or, without a drift, slower at all).
+fn rounds_slower(d: &Delta, drift: Option<&Vec<f64>>) -> usize {
+    d.rounds
+        .iter()
+        .enumerate()
+        .filter(|&(i, s)| *s > drift.map_or(1.0, |r| r[i]))
+        .count()
 }
 
 /// `compare.md`: our rows, the slowest first, with the workload's drift; a
@@ -147,6 +179,7 @@ pub fn drift(deltas: &[Delta]) -> BTreeMap<String, f64> {
 /// both as measured and after dividing by the drift.
 pub fn markdown(deltas: &[Delta], changed: &[String], rounds: usize, threshold: f64) -> String {
     let drift = drift(deltas);
+    let per_round = round_drift(deltas);
     let mut ours: Vec<&Delta> = deltas.iter().filter(|d| d.origin == Origin::Ours).collect();
     ours.sort_by(|a, b| b.slowdown.total_cmp(&a.slowdown));
     let flagged = |d: &Delta| {
@@ -162,17 +195,20 @@ pub fn markdown(deltas: &[Delta], changed: &[String], rounds: usize, threshold: 
          *slowdown* is new over old for a time and old over new for a \
          throughput (above 1: the new build is slower); *rounds* is the \
          smallest and largest slowdown of a single round; *drift* is the \
-         median slowdown of the workload's peer rows, whose code is the same \
-         in both builds. Flagged (⚠): more than {:.0}% slower both as \
-         measured and divided by the drift. {n_flagged} of {} rows of ours \
-         flagged.\n",
+         median slowdown of the workload's peer and reference rows, whose \
+         code is the same in both builds; *slower in* counts the rounds in \
+         which the row was slower than the old build by more than that \
+         round's drift (a change that slows a row does so in nearly every \
+         round; a row that switches between modes, in about half). Flagged \
+         (⚠): more than {:.0}% slower both as measured and divided by the \
+         drift. {n_flagged} of {} rows of ours flagged.\n",
         threshold * 100.0,
         ours.len(),
     );
     let _ = writeln!(
         md,
-        "| workload | impl | new | old | slowdown | rounds | drift | |\n\
-         |---|---|--:|--:|--:|---|--:|---|"
+        "| workload | impl | new | old | slowdown | rounds | drift | slower in | |\n\
+         |---|---|--:|--:|--:|---|--:|--:|---|"
     );
     for d in ours {
         let drift = drift
@@ -180,7 +216,7 @@ pub fn markdown(deltas: &[Delta], changed: &[String], rounds: usize, threshold: 
             .map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"));
         let _ = writeln!(
             md,
-            "| `{}` | `{}` | {:.4} | {:.4} | {:.3} | {:.2}-{:.2} | {drift} | {} |",
+            "| `{}` | `{}` | {:.4} | {:.4} | {:.3} | {:.2}-{:.2} | {drift} | {}/{} | {} |",
             d.workload,
             d.imp,
             d.new,
@@ -188,6 +224,8 @@ pub fn markdown(deltas: &[Delta], changed: &[String], rounds: usize, threshold: 
             d.slowdown,
             d.spread.0,
             d.spread.1,
+            rounds_slower(d, per_round.get(&d.workload)),
+            d.rounds.len(),
             if flagged(d) { "⚠" } else { "" },
         );
     }
@@ -342,5 +380,37 @@ mod tests {
         let noisy = md.lines().find(|l| l.contains("`noisy`")).unwrap();
         assert!(slow.ends_with("⚠ |"), "{slow}");
         assert!(!noisy.contains('⚠'), "{noisy}");
+    }
+
+    #[test]
+    fn references_drift_too_and_rounds_slower_count_beyond_each_rounds_drift() {
+        use Better::Lower;
+        // Round by round the reference (`spin-twin`) moves 1.0, 1.5, 1.0
+        // and ours 1.2, 1.2, 0.9: beyond the round's drift in the first
+        // round only (1.2 > 1.0; 1.2 < 1.5; 0.9 < 1.0).
+        let (ours, reference) = ([1.2, 1.2, 0.9], [1.0, 1.5, 1.0]);
+        let new: Vec<Results> = (0..3)
+            .map(|i| {
+                run(&[
+                    ("w", "ast-mutex", Lower, ours[i]),
+                    ("w", "spin-twin", Lower, reference[i]),
+                ])
+            })
+            .collect();
+        let old: Vec<Results> = (0..3)
+            .map(|_| {
+                run(&[
+                    ("w", "ast-mutex", Lower, 1.0),
+                    ("w", "spin-twin", Lower, 1.0),
+                ])
+            })
+            .collect();
+        let d = deltas(&new, &old);
+        assert_eq!(drift(&d).get("w"), Some(&1.0));
+        let md = markdown(&d, &[], 3, 0.05);
+        let row = md.lines().find(|l| l.contains("`ast-mutex`")).unwrap();
+        assert!(row.contains("| 1/3 |"), "{row}");
+        // 1.2 median slowdown and a drift of 1.0: still flagged.
+        assert!(row.ends_with("⚠ |"), "{row}");
     }
 }

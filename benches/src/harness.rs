@@ -252,15 +252,18 @@ pub enum Origin {
     /// as `condvar-std` or `tokio-notify`).
     Peer,
     /// Everything else: a paper's twin (`spin-twin`, `portable-ast`), a
-    /// floor (`rmw-floor`), a fixed policy or a sequential run.
+    /// floor (`rmw-floor`), a fixed policy, a sequential run, or a model
+    /// written in the benchmark alone (`cm`).
     Reference,
 }
 
 /// The implementation names of the family's crates: `ast-mutex`,
 /// `lockfree-sync`, `adaptive` (adaptive-lock), `am` (active-monitor),
-/// `cp-lockfree`, `cm` and `pcm` (the classic problems on our crates). A
-/// name is ours if it is one of these or starts with one and a `-`
-/// (`ast-mutex-handoff`, `lockfree-sync-fifo`, `am-relaxed`).
+/// `cp-lockfree` and `pcm` (the classic problems on our crates). A name is
+/// ours if it is one of these or starts with one and a `-`
+/// (`ast-mutex-handoff`, `lockfree-sync-fifo`, `am-relaxed`). The classic
+/// problems' `cm` model runs none of the family's code (tasks on one
+/// thread, `Cell`s): it is a reference.
 pub const OURS: &[&str] = &[
     "ast-mutex",
     "lockfree-sync",
@@ -269,7 +272,6 @@ pub const OURS: &[&str] = &[
     "am",
     "ams",
     "cp-lockfree",
-    "cm",
     "pcm",
 ];
 
@@ -731,7 +733,7 @@ mod tests {
             "adaptive",
             "am",
             "am-relaxed",
-            "cm",
+            "pcm",
         ] {
             assert_eq!(Origin::of(ours), Origin::Ours, "{ours}");
         }
@@ -757,6 +759,7 @@ mod tests {
             "sequential",
             "amsterdam",
             "stdx",
+            "cm",
         ] {
             assert_eq!(Origin::of(reference), Origin::Reference, "{reference}");
         }
