@@ -70,6 +70,14 @@ pub const SLOW_YIELD: Duration = Duration::from_micros(200);
 /// find out by yielding, a scheduling round each, become rare.
 pub const SLOW_YIELD_MEMORY: Duration = Duration::from_millis(250);
 
+/// A yield at least this slow gave the core away for a scheduling round
+/// (4 busy threads on 2 CPUs: 8 ms; 50: about 100 ms): only such yields,
+/// found again soon after the memory of the last one ran out, lengthen the
+/// memory (see [`SLOW_YIELD_MEMORY`]). A yield slower than [`SLOW_YIELD`]
+/// but shorter than this waited behind a few threads that soon blocked:
+/// remembered for [`SLOW_YIELD_MEMORY`] only.
+pub const ROUND_YIELD: Duration = Duration::from_millis(4);
+
 /// The longest a slow yield is remembered (see [`SLOW_YIELD_MEMORY`]).
 pub const SLOW_YIELD_MEMORY_MAX: Duration = Duration::from_secs(4);
 
@@ -202,7 +210,7 @@ pub fn measured_yield() {
             let was = SLOW_UNTIL.load(Relaxed);
             // Relaxed, both: a heuristic's state; two yielders that race
             // here leave one of their (equally valid) memories.
-            let doublings = remember_slow_yield(was, now, MEMORY_DOUBLINGS.load(Relaxed));
+            let doublings = remember_slow_yield(took, was, now, MEMORY_DOUBLINGS.load(Relaxed));
             MEMORY_DOUBLINGS.store(doublings, Relaxed);
             SLOW_UNTIL.fetch_max(now + memory(doublings), Relaxed);
         } else if MEMORY_DOUBLINGS.load(Relaxed) != 0 {
@@ -288,15 +296,23 @@ pub fn own_yielders() -> usize {
 const MOST_DOUBLINGS: u8 =
     (SLOW_YIELD_MEMORY_MAX.as_nanos() / SLOW_YIELD_MEMORY.as_nanos()).ilog2() as u8;
 
-/// The doublings of the memory of a slow yield measured at `now`, when
-/// the last memory (of `doublings` doublings) ends at `was` (0: none):
-/// one more if that memory ran out less than [`SLOW_YIELD_MEMORY`] ago
-/// (the load lasted), the same while it runs (a yield that began before
-/// it), none otherwise.
+/// The doublings of the memory of a yield that took `took` (a slow one)
+/// measured at `now`, when the last memory (of `doublings` doublings) ends
+/// at `was` (0: none): for a yield of a scheduling round ([`ROUND_YIELD`]
+/// or more), one more if that memory ran out less than
+/// [`SLOW_YIELD_MEMORY`] ago (the load lasted), the same while it runs (a
+/// yield that began before it); none otherwise.
+///
+/// Shorter slow yields never lengthen the memory. Threads that run briefly
+/// and block (a semaphore passed around a dozen threads) make a yield wait
+/// behind a few of them now and then, for a millisecond or two, while most
+/// of their yields are fast; a memory doubled by those kept such waiters
+/// parking for seconds, and a FIFO semaphore whose waiters park hands each
+/// permit to a thread that must be woken first.
 #[cfg_attr(loom, allow(dead_code))]
-fn remember_slow_yield(was: u64, now: u64, doublings: u8) -> u8 {
+fn remember_slow_yield(took: Duration, was: u64, now: u64, doublings: u8) -> u8 {
     let base = SLOW_YIELD_MEMORY.as_nanos() as u64;
-    if was == 0 || now >= was + base {
+    if took < ROUND_YIELD || was == 0 || now >= was + base {
         0
     } else if now >= was {
         doublings.saturating_add(1).min(MOST_DOUBLINGS)
@@ -511,20 +527,32 @@ mod tests {
     #[test]
     fn a_slow_yield_is_remembered_longer_while_the_load_lasts() {
         let base = SLOW_YIELD_MEMORY.as_nanos() as u64;
+        let round = ROUND_YIELD;
         // The first slow yield: the base memory.
-        assert_eq!(remember_slow_yield(0, 10, 0), 0);
+        assert_eq!(remember_slow_yield(round, 0, 10, 0), 0);
         assert_eq!(memory(0), base);
         // Slow again soon after the memory ran out: doubled, each time.
-        assert_eq!(remember_slow_yield(1000, 1000, 0), 1);
-        assert_eq!(remember_slow_yield(1000, 1000 + base - 1, 1), 2);
+        assert_eq!(remember_slow_yield(round, 1000, 1000, 0), 1);
+        assert_eq!(remember_slow_yield(round, 1000, 1000 + base - 1, 1), 2);
         assert_eq!(memory(2), 4 * base);
         // Up to the longest memory, and no further.
-        let most = remember_slow_yield(1000, 1000, 200);
+        let most = remember_slow_yield(round, 1000, 1000, 200);
         assert_eq!(memory(most), SLOW_YIELD_MEMORY_MAX.as_nanos() as u64);
         // A yield that began before the memory ran out changes nothing.
-        assert_eq!(remember_slow_yield(1000, 999, 3), 3);
+        assert_eq!(remember_slow_yield(round, 1000, 999, 3), 3);
         // Slow again long after: the load had gone; the base again.
-        assert_eq!(remember_slow_yield(1000, 1000 + base, 3), 0);
+        assert_eq!(remember_slow_yield(round, 1000, 1000 + base, 3), 0);
+    }
+
+    #[test]
+    fn only_a_yield_of_a_scheduling_round_lengthens_the_memory() {
+        let short = SLOW_YIELD * 5;
+        assert!(short < ROUND_YIELD);
+        // Soon after a memory ran out, a round-long yield doubles it and a
+        // merely slow one starts over from the base.
+        assert_eq!(remember_slow_yield(ROUND_YIELD, 1000, 1000, 2), 3);
+        assert_eq!(remember_slow_yield(short, 1000, 1000, 2), 0);
+        assert_eq!(remember_slow_yield(short, 1000, 999, 2), 0);
     }
 
     #[test]
