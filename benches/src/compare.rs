@@ -37,11 +37,22 @@ pub struct Delta {
     /// How much worse the new build is: `new / old` for a time, `old / new`
     /// for a throughput; above 1 is slower.
     pub slowdown: f64,
-    /// The smallest and largest slowdown of a single round (the new
-    /// build's median in round *i* against the old build's in round *i*).
-    pub spread: (f64, f64),
-    /// The slowdown of each round, in order.
+    /// The slowdown of each round, in order (the new build's median in
+    /// round *i* against the old build's in round *i*).
     pub rounds: Vec<f64>,
+}
+
+impl Delta {
+    /// The smallest and largest slowdown of a single round.
+    pub fn spread(&self) -> (f64, f64) {
+        let lo = self.rounds.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = self
+            .rounds
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max);
+        (lo, hi)
+    }
 }
 
 /// The median of `v` (the mean of the middle two for an even count).
@@ -99,8 +110,6 @@ pub fn deltas(new: &[Results], old: &[Results]) -> Vec<Delta> {
                 .zip(o)
                 .map(|(n, o)| slowdown(better, n.median, o.median))
                 .collect();
-            let lo = rounds.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = rounds.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let new = median(n.iter().map(|r| r.median).collect());
             let old = median(o.iter().map(|r| r.median).collect());
             Some(Delta {
@@ -110,7 +119,6 @@ pub fn deltas(new: &[Results], old: &[Results]) -> Vec<Delta> {
                 new,
                 old,
                 slowdown: slowdown(better, new, old),
-                spread: (lo, hi),
                 rounds,
             })
         })
@@ -137,37 +145,47 @@ pub fn changed(new: &[Results], old: &[Results]) -> Vec<String> {
     workloads
 }
 
+/// The peers' rows of each workload that has any: the rows whose code is
+/// the same in both builds.
+fn peer_rows(deltas: &[Delta]) -> BTreeMap<&str, Vec<&Delta>> {
+    let mut peers: BTreeMap<&str, Vec<&Delta>> = BTreeMap::new();
+    for d in deltas.iter().filter(|d| d.origin == Origin::Peer) {
+        peers.entry(&d.workload).or_default().push(d);
+    }
+    peers
+}
+
 /// The median slowdown of the peers' rows of each workload that has any:
 /// how far the machine moved the workload on its own.
 pub fn drift(deltas: &[Delta]) -> BTreeMap<String, f64> {
-    let mut same: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for d in deltas.iter().filter(|d| d.origin == Origin::Peer) {
-        same.entry(d.workload.clone()).or_default().push(d.slowdown);
-    }
-    same.into_iter().map(|(w, v)| (w, median(v))).collect()
+    peer_rows(deltas)
+        .into_iter()
+        .map(|(w, rows)| {
+            (
+                w.to_owned(),
+                median(rows.iter().map(|d| d.slowdown).collect()),
+            )
+        })
+        .collect()
 }
 
 /// The same as [`drift`] for each round apart: the median slowdown of round
 /// *i* over the workload's peer rows.
 fn round_drift(deltas: &[Delta]) -> BTreeMap<String, Vec<f64>> {
-    let mut same: BTreeMap<String, Vec<&Delta>> = BTreeMap::new();
-    for d in deltas.iter().filter(|d| d.origin == Origin::Peer) {
-        same.entry(d.workload.clone()).or_default().push(d);
-    }
-    same.into_iter()
+    peer_rows(deltas)
+        .into_iter()
         .map(|(w, rows)| {
-            let n = rows[0].rounds.len();
-            let per_round = (0..n)
+            let per_round = (0..rows[0].rounds.len())
                 .map(|i| median(rows.iter().map(|d| d.rounds[i]).collect()))
                 .collect();
-            (w, per_round)
+            (w.to_owned(), per_round)
         })
         .collect()
 }
 
 /// In how many rounds `d` was slower than the old build beyond that
 /// round's drift (or, without a drift, slower at all).
-fn rounds_slower(d: &Delta, drift: Option<&Vec<f64>>) -> usize {
+fn rounds_slower(d: &Delta, drift: Option<&[f64]>) -> usize {
     d.rounds
         .iter()
         .enumerate()
@@ -223,9 +241,9 @@ pub fn markdown(deltas: &[Delta], changed: &[String], rounds: usize, threshold: 
             d.new,
             d.old,
             d.slowdown,
-            d.spread.0,
-            d.spread.1,
-            rounds_slower(d, per_round.get(&d.workload)),
+            d.spread().0,
+            d.spread().1,
+            rounds_slower(d, per_round.get(&d.workload).map(Vec::as_slice)),
             d.rounds.len(),
             if flagged(d) { "⚠" } else { "" },
         );
@@ -309,7 +327,7 @@ mod tests {
         // The outlier round (90 ms) moves neither median.
         assert_eq!((t.new, t.old), (12.0, 10.0));
         assert!((t.slowdown - 1.2).abs() < 1e-9);
-        assert_eq!(t.spread, (1.1, 9.0));
+        assert_eq!(t.spread(), (1.1, 9.0));
         let q = d.iter().find(|d| d.workload == "q").unwrap();
         // A throughput that fell from 50 to 45 is 1.11x slower.
         assert!((q.slowdown - 50.0 / 45.0).abs() < 1e-9);
