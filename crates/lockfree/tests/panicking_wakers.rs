@@ -598,3 +598,73 @@ fn mpsc_receiver_dropped_with_a_waker_whose_drop_panics_still_closes() {
         "the channel was not closed"
     );
 }
+
+/// A lock future polled in a loop, with a new waker each time, while the
+/// holder unlocks: a poll can register its waker just after the unlock's
+/// notify took the slot, and see the token only then. That poll takes its
+/// waker back, so the unlock, which may drop the last reference to the
+/// waiter, never drops a task's waker (user code: a raw unlock must not
+/// unwind, and a guard dropped while unwinding would abort).
+fn lock_future_ready_after_its_register(fairness: Fairness) {
+    use std::sync::atomic::AtomicUsize;
+    const ROUNDS: usize = 20_000;
+    let m = Arc::new(Mutex::with_fairness((), fairness));
+    // 1: the main thread holds the lock; 2: the task is queued; 3: done.
+    let phase = Arc::new(AtomicUsize::new(0));
+    let task = {
+        let (m, phase) = (Arc::clone(&m), Arc::clone(&phase));
+        std::thread::spawn(move || {
+            let wakers = [HostileWaker::new(), HostileWaker::new()];
+            let (a, b) = (wakers[0].waker(), wakers[1].waker());
+            for _ in 0..ROUNDS {
+                while phase.load(SeqCst) != 1 {
+                    std::hint::spin_loop();
+                }
+                let mut lock = Box::pin(m.lock_async());
+                assert!(poll(lock.as_mut(), &a).is_pending());
+                phase.store(2, SeqCst);
+                let mut i = 0usize;
+                let guard = loop {
+                    let w = if i % 2 == 0 { &b } else { &a };
+                    i += 1;
+                    if let Poll::Ready(g) = poll(lock.as_mut(), w) {
+                        break g;
+                    }
+                };
+                drop(guard);
+                drop(lock);
+                phase.store(3, SeqCst);
+            }
+            wakers.iter().map(|w| w.foreign_drops()).sum::<usize>()
+        })
+    };
+    for round in 0..ROUNDS {
+        let g = m.lock();
+        phase.store(1, SeqCst);
+        while phase.load(SeqCst) != 2 {
+            std::hint::spin_loop();
+        }
+        for _ in 0..round % 64 {
+            std::hint::spin_loop();
+        }
+        drop(g);
+        while phase.load(SeqCst) != 3 {
+            std::hint::spin_loop();
+        }
+    }
+    assert_eq!(
+        task.join().expect("the task's thread"),
+        0,
+        "a task's waker was dropped by another thread (the unlock) without being woken"
+    );
+}
+
+#[test]
+fn barging_lock_future_ready_after_its_register_leaves_no_waker_behind() {
+    lock_future_ready_after_its_register(Fairness::Barging);
+}
+
+#[test]
+fn fifo_lock_future_ready_after_its_register_leaves_no_waker_behind() {
+    lock_future_ready_after_its_register(Fairness::Fifo);
+}

@@ -401,20 +401,31 @@ mod tests {
 /// A task's waker that panics on demand (user code at its worst), counting
 /// its wakes: for tests of what a primitive does when a waker's `clone` or
 /// `drop` panics inside it. Every [`waker`](Self::waker) and every clone of
-/// one share this state.
+/// one share this state. It also counts the wakers dropped, without being
+/// woken, on another thread than the one that made it
+/// ([`foreign_drops`](Self::foreign_drops)).
 #[cfg(not(loom))]
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct HostileWaker {
     wakes: std::sync::atomic::AtomicUsize,
     clone_panics: std::sync::atomic::AtomicUsize,
     drop_panics: std::sync::atomic::AtomicUsize,
+    foreign_drops: std::sync::atomic::AtomicUsize,
+    owner: std::thread::ThreadId,
 }
 
 #[cfg(not(loom))]
 impl HostileWaker {
-    /// A waker that does not panic yet.
+    /// A waker that does not panic yet, made by (and owned by) the calling
+    /// thread.
     pub fn new() -> std::sync::Arc<Self> {
-        std::sync::Arc::default()
+        std::sync::Arc::new(Self {
+            wakes: Default::default(),
+            clone_panics: Default::default(),
+            drop_panics: Default::default(),
+            foreign_drops: Default::default(),
+            owner: std::thread::current().id(),
+        })
     }
 
     /// A new `Waker` on this state.
@@ -463,6 +474,15 @@ impl HostileWaker {
         self.wakes.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// How many of its wakers were dropped without being woken on another
+    /// thread than the one that called [`new`](Self::new). A task's waker
+    /// is dropped by its own polls, or woken (and so consumed) by whoever
+    /// wakes it; a primitive that drops one elsewhere runs user code where
+    /// its caller does not expect it (inside an unlock, say).
+    pub fn foreign_drops(&self) -> usize {
+        self.foreign_drops.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     fn take_one(count: &std::sync::atomic::AtomicUsize) -> bool {
         use std::sync::atomic::Ordering::SeqCst;
         count
@@ -503,7 +523,7 @@ unsafe fn hostile_wake(data: *const ()) {
     // SAFETY: the caller's contract.
     unsafe {
         hostile_wake_by_ref(data);
-        hostile_drop(data);
+        hostile_release(data, false);
     }
 }
 
@@ -522,9 +542,27 @@ unsafe fn hostile_wake_by_ref(data: *const ()) {
 /// As for `hostile_clone`; consumes the waker's reference.
 #[cfg(not(loom))]
 unsafe fn hostile_drop(data: *const ()) {
+    // SAFETY: the caller's contract.
+    unsafe { hostile_release(data, true) }
+}
+
+/// Releases a waker's reference: a drop (`dropped`) or a wake by value.
+///
+/// # Safety
+///
+/// As for `hostile_clone`; consumes the waker's reference.
+#[cfg(not(loom))]
+unsafe fn hostile_release(data: *const (), dropped: bool) {
     // SAFETY: the caller's contract: `data` is alive until we release it
     // below.
-    let panics = HostileWaker::take_one(&unsafe { &*data.cast::<HostileWaker>() }.drop_panics);
+    let this = unsafe { &*data.cast::<HostileWaker>() };
+    if dropped && std::thread::current().id() != this.owner {
+        this.foreign_drops
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    // A wake by value releases the waker too: armed drops panic there as
+    // well, as a waker whose `Drop` panics would.
+    let panics = HostileWaker::take_one(&this.drop_panics);
     // SAFETY: releases the reference this waker owned (from `into_raw` or
     // `hostile_clone`); `data` is not used again.
     unsafe { std::sync::Arc::decrement_strong_count(data.cast::<HostileWaker>()) };

@@ -384,7 +384,9 @@ impl Waiter {
     }
 
     /// `Ready(token)` once notified; otherwise registers the task's waker
-    /// and returns `Pending`.
+    /// and returns `Pending`. Once a poll has returned `Ready`, the waiter
+    /// holds no waker that its notifier will not wake: whoever drops the
+    /// waiter's last `Arc` runs no user code.
     ///
     /// # Panics
     ///
@@ -400,7 +402,17 @@ impl Waiter {
         // A notify before the register found the old waker (or none): look
         // again so that this poll does not sleep on it.
         match self.token() {
-            Some(token) => Poll::Ready(token),
+            Some(token) => {
+                // That notify took the slot before our register filled it,
+                // and nobody wakes a notified waiter again: take our waker
+                // back. Left in the slot, it would be dropped with the node,
+                // by whoever drops the last `Arc`: possibly the notifier,
+                // inside an operation that must not unwind (a raw unlock),
+                // and a waker's `Drop` is user code. Here it is dropped in
+                // its own task's poll.
+                drop(slot.take());
+                Poll::Ready(token)
+            }
             None => Poll::Pending,
         }
     }

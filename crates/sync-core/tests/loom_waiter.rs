@@ -165,6 +165,40 @@ fn task_waiter_wake_is_not_lost() {
     });
 }
 
+/// A poll that sees the token only after registering (the notify took the
+/// slot before the register filled it) takes its waker back: once the
+/// poller has `Ready`, the waiter holds no clone of its waker. Otherwise the
+/// clone would be dropped with the node by whoever drops the last `Arc`,
+/// such as the notifier inside a raw unlock, which must not unwind.
+#[test]
+fn task_waiter_ready_keeps_no_waker() {
+    model::check(|| {
+        struct Nothing;
+        impl std::task::Wake for Nothing {
+            fn wake(self: std::sync::Arc<Self>) {}
+        }
+        let inner = std::sync::Arc::new(Nothing);
+        let waker = Waker::from(std::sync::Arc::clone(&inner));
+        let waiter = Waiter::for_task(Waker::noop(), 0);
+        let notifier = {
+            let waiter = Arc::clone(&waiter);
+            thread::spawn(move || assert!(waiter.notify(5)))
+        };
+        let mut cx = Context::from_waker(&waker);
+        let first = waiter.poll(&mut cx);
+        notifier.join().unwrap();
+        if first.is_pending() {
+            assert_eq!(waiter.poll(&mut cx), Poll::Ready(5));
+        }
+        // `inner` and `waker`: no clone is left in the waiter.
+        assert_eq!(
+            std::sync::Arc::strong_count(&inner),
+            2,
+            "a clone of the poller's waker stayed in the notified waiter"
+        );
+    });
+}
+
 /// `AtomicWaker`: a wake racing a register wakes the new waker or leaves it
 /// for the register to wake: one way or the other, it is woken.
 #[test]
