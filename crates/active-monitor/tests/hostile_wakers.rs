@@ -1,7 +1,8 @@
 //! A task's waker is user code and may panic inside the monitor's futures:
 //! its `clone` when a completion registers it, its `drop` when it is
 //! replaced or withdrawn. The completion stays usable: no wake-up is lost
-//! and no poll wakes its own task at once.
+//! and no poll wakes its own task at once; and a completion that returns
+//! `Ready` leaves no clone of its waker to be dropped by another thread.
 #![cfg(not(loom))]
 
 use std::future::Future;
@@ -53,4 +54,48 @@ fn a_completion_whose_replaced_waker_panics_on_drop_is_still_woken() {
     mon.call(|x| *x = 3);
     assert_eq!(new.wakes(), 1, "the wake-up was lost");
     assert_eq!(poll(&mut c, Waker::noop()), Poll::Ready(Ok(3)));
+}
+
+/// A completion polled while another thread's submission runs its task: a
+/// poll can register its waker just after the task's finish took the slot,
+/// and see the task done only then. That poll takes its waker back. Left
+/// in the task, the waker would be dropped by whoever drops the task last,
+/// often the thread that ran it, outside the catch that guards a waker's
+/// user code (a `Drop` that panics there unwinds out of that thread's
+/// submission).
+#[test]
+fn a_completion_ready_after_its_register_leaves_no_waker_behind() {
+    use std::sync::{Arc, mpsc};
+    const ROUNDS: usize = 20_000;
+    let (to_enabler, monitors) = mpsc::channel::<Arc<Monitor<u64>>>();
+    let (enabled, done) = mpsc::channel::<()>();
+    let enabler = std::thread::spawn(move || {
+        for mon in monitors {
+            mon.submit(|x| *x = 1);
+            drop(mon);
+            enabled.send(()).expect("the test waits");
+        }
+    });
+    let waker = HostileWaker::new();
+    let w = waker.waker();
+    for _ in 0..ROUNDS {
+        let mon = Arc::new(Monitor::new(0u64));
+        let mut c = mon.when(|x| *x > 0, |x| *x * 10);
+        to_enabler.send(Arc::clone(&mon)).expect("the enabler runs");
+        drop(mon);
+        let r = loop {
+            if let Poll::Ready(r) = poll(&mut c, &w) {
+                break r;
+            }
+        };
+        assert_eq!(r, Ok(10));
+        done.recv().expect("the enabler runs");
+    }
+    drop(to_enabler);
+    enabler.join().expect("the enabler");
+    assert_eq!(
+        waker.foreign_drops(),
+        0,
+        "a task's waker was dropped by the thread that ran the task, without being woken"
+    );
 }

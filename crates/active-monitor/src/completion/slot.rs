@@ -315,7 +315,17 @@ impl<R> ResultSlot<R> {
         self.waker.register(cx);
         // A completion between the first look and the register may have
         // found no waker: look again.
-        self.is_done()
+        if self.is_done() {
+            // Then the finisher may have emptied the slot before the
+            // register filled it, and nobody wakes a finished task's waiter
+            // again: take the waker back, so that it is dropped here rather
+            // than with the task, by whoever drops the task last (a
+            // combiner or a server, serving other callers). A waker's
+            // `Drop` is user code.
+            drop(self.waker.take());
+            return true;
+        }
+        false
     }
 
     /// Parks the calling thread until the outcome is ready.
