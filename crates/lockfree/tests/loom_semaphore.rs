@@ -381,3 +381,103 @@ fn cancel_behind_a_waiting_head_is_compacted() {
         assert_idle(&sem, 2);
     });
 }
+
+/// A waker that panics when woken: another waiter's user code, run by
+/// whichever thread delivers to it.
+fn panicking_waker() -> Waker {
+    struct Panics;
+    impl std::task::Wake for Panics {
+        fn wake(self: std::sync::Arc<Self>) {
+            panic!("a task's waker panicked");
+        }
+    }
+    Waker::from(std::sync::Arc::new(Panics))
+}
+
+/// Task A waits for one permit with a waker that panics; a thread releases
+/// two while task B asks for two. B's request can find a released permit
+/// before the releaser hands it on, run the delivery itself and wake A: A's
+/// panic then goes on out of B's poll. B's request must be recorded before
+/// it does: a later poll gets B's permits and a drop gives them back, so
+/// that once every future is gone both permits are free again (before the
+/// fix, B's counted request was left in the queue with nobody to withdraw
+/// it, and its permits were lost).
+#[test]
+fn a_waker_panic_out_of_a_queueing_poll_loses_no_permit() {
+    model::check_with_bound(2, || {
+        let sem = Arc::new(Semaphore::new(0));
+        let quiet = Waker::noop();
+        let wakes_panic = panicking_waker();
+        let mut a = Box::pin(sem.acquire_async());
+        assert!(
+            a.as_mut()
+                .poll(&mut Context::from_waker(&wakes_panic))
+                .is_pending()
+        );
+        let releaser = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || {
+                // A's panic may go on here instead, once the release is done.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sem.release(2)));
+            })
+        };
+        let mut b = Box::pin(sem.acquire_many_async(2));
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            matches!(
+                b.as_mut().poll(&mut Context::from_waker(quiet)),
+                Poll::Ready(Ok(_))
+            )
+        }));
+        releaser.join().unwrap();
+        // A gives its permit back (granted, or withdrawn): B's turn.
+        drop(a);
+        if !matches!(polled, Ok(true)) {
+            if let Poll::Ready(r) = b.as_mut().poll(&mut Context::from_waker(quiet)) {
+                assert!(r.is_ok(), "the semaphore is not closed");
+            }
+        }
+        drop(b);
+        assert_eq!(sem.available_permits(), 2, "a permit was lost");
+        assert_idle(&sem, 2);
+    });
+}
+
+/// The blocking form of the race above: a thread's `acquire_many(2)` runs
+/// the delivery that wakes task A, whose waker panics. The thread withdraws
+/// its request (or gives back what it was already handed) before the panic
+/// goes on out of `acquire_many`, so no permit is lost.
+#[test]
+fn a_waker_panic_out_of_a_queueing_acquire_loses_no_permit() {
+    model::check_with_bound(2, || {
+        let sem = Arc::new(Semaphore::new(0));
+        let wakes_panic = panicking_waker();
+        let mut a = Box::pin(sem.acquire_async());
+        assert!(
+            a.as_mut()
+                .poll(&mut Context::from_waker(&wakes_panic))
+                .is_pending()
+        );
+        let releaser = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sem.release(2)));
+            })
+        };
+        let b = {
+            let sem = Arc::clone(&sem);
+            thread::spawn(move || {
+                // Granted (and given back here), or A's panic.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    drop(sem.acquire_many(2));
+                }));
+            })
+        };
+        releaser.join().unwrap();
+        // A gives its permit back (granted, or withdrawn): B's turn, if B
+        // still waits.
+        drop(a);
+        b.join().unwrap();
+        assert_eq!(sem.available_permits(), 2, "a permit was lost");
+        assert_idle(&sem, 2);
+    });
+}

@@ -55,16 +55,23 @@ impl Request {
                         Ok(()) => Ok(()),
                         Err(found) => {
                             Waiter::set_data(&mut node, self.n);
-                            sem.enqueue(Arc::clone(&node), found);
+                            let panics = sem.enqueue(Arc::clone(&node), found);
                             // Our found permits, or a close, may have served
                             // us already.
-                            match node.token() {
-                                Some(token) => token_result(token),
-                                None => {
-                                    self.node = Some(node);
+                            let token = node.token();
+                            if token.is_none() || !panics.is_empty() {
+                                // Recorded before another waiter's waker
+                                // panic (from the delivery we ran) goes on:
+                                // a later poll takes what our request gets,
+                                // and a drop withdraws it or gives it back.
+                                self.node = Some(node);
+                                panics.resume();
+                                if token.is_none() {
                                     return Poll::Pending;
                                 }
+                                self.node = None;
                             }
+                            token_result(token.expect("served"))
                         }
                     }
                 }

@@ -157,6 +157,13 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 /// permit or an acquire future dropped during a panic): then the waker's
 /// panic is dropped, since a second panic would abort the process.
 ///
+/// An acquire that queues can find permits being released and deliver them
+/// itself, to older waiters first; a panic of their wakers then goes on out
+/// of that acquire, once its own request is settled. A blocking acquire
+/// withdraws its request first (giving back permits already handed to it),
+/// so it unwinds holding nothing. An async acquire keeps its request: a
+/// later poll gets the permits, and dropping the future gives them back.
+///
 /// # Progress
 ///
 /// No internal lock. An uncontended acquire is one CAS, a release one

@@ -123,17 +123,27 @@ impl Semaphore {
     /// `found` free permits its count absorbed to the delivery (for the
     /// oldest waiter, which may be this one), and makes sure a close that
     /// missed it still sends it away.
-    pub(super) fn enqueue(&self, waiter: Arc<Waiter>, found: usize) {
+    ///
+    /// That delivery wakes other waiters, whose wakers may panic. Their
+    /// panics are returned, not resumed: the caller first records its
+    /// waiter (a future) or withdraws it (a thread), so that no counted
+    /// request is left that nobody waits for or withdraws, and then
+    /// resumes them (`sync_core::unwind`, rule 2).
+    #[must_use = "the panics of the wakers the delivery woke go on once the caller's request is settled"]
+    pub(super) fn enqueue(&self, waiter: Arc<Waiter>, found: usize) -> Panics {
+        let mut panics = Panics::new();
         self.queue.push(waiter);
         if found > 0 {
             // Like a release that finds `count` negative: `found` of the
-            // deficit is now covered.
-            self.deliver(found);
+            // deficit is now covered. The delivery resumes a waker's panic
+            // only once it has retired (the semaphore is consistent).
+            panics.catch(|| self.deliver(found));
         }
         if self.is_closed() {
             // The drain may have finished before our push: run it again.
-            self.recheck();
+            panics.catch(|| self.recheck());
         }
+        panics
     }
 
     #[cold]
@@ -167,7 +177,21 @@ impl Semaphore {
             return Ok(());
         };
         Waiter::set_data(&mut waiter, n);
-        self.enqueue(Arc::clone(&waiter), found);
+        let panics = self.enqueue(Arc::clone(&waiter), found);
+        if !panics.is_empty() {
+            // Another waiter's waker panicked in the delivery we ran. Our
+            // request is settled before the panic goes on: withdrawn, or its
+            // permits given back if they were already delivered to us.
+            match waiter.cancel() {
+                Ok(()) => self.withdrawn(),
+                Err(GRANTED) => self.put_back(n),
+                // Sent away by a close: our demand is folded already.
+                Err(_) => {}
+            }
+            panics.resume();
+            // Not resumed (this thread is already unwinding): wait again.
+            return self.acquire_slow(n, deadline);
+        }
         // Spin before parking: a delivery is a handoff, and a releaser
         // usually comes within microseconds.
         let token = match deadline {
