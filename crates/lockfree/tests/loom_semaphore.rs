@@ -394,6 +394,28 @@ fn panicking_waker() -> Waker {
     Waker::from(std::sync::Arc::new(Panics))
 }
 
+/// Task A's acquire of one permit, queued with a waker that panics when
+/// woken, and a thread that releases two permits (A's panic may go on out
+/// of that release instead, once it is done: caught there).
+fn panicking_task_and_a_release_of_two(
+    sem: &Arc<Semaphore>,
+) -> (
+    std::pin::Pin<Box<lockfree_sync::AcquireAsync<'_>>>,
+    thread::JoinHandle<()>,
+) {
+    let mut a = Box::pin(sem.acquire_async());
+    assert!(
+        a.as_mut()
+            .poll(&mut Context::from_waker(&panicking_waker()))
+            .is_pending()
+    );
+    let sem = Arc::clone(sem);
+    let releaser = thread::spawn(move || {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sem.release(2)));
+    });
+    (a, releaser)
+}
+
 /// Task A waits for one permit with a waker that panics; a thread releases
 /// two while task B asks for two. B's request can find a released permit
 /// before the releaser hands it on, run the delivery itself and wake A: A's
@@ -407,20 +429,7 @@ fn a_waker_panic_out_of_a_queueing_poll_loses_no_permit() {
     model::check_with_bound(2, || {
         let sem = Arc::new(Semaphore::new(0));
         let quiet = Waker::noop();
-        let wakes_panic = panicking_waker();
-        let mut a = Box::pin(sem.acquire_async());
-        assert!(
-            a.as_mut()
-                .poll(&mut Context::from_waker(&wakes_panic))
-                .is_pending()
-        );
-        let releaser = {
-            let sem = Arc::clone(&sem);
-            thread::spawn(move || {
-                // A's panic may go on here instead, once the release is done.
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sem.release(2)));
-            })
-        };
+        let (a, releaser) = panicking_task_and_a_release_of_two(&sem);
         let mut b = Box::pin(sem.acquire_many_async(2));
         let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             matches!(
@@ -450,19 +459,7 @@ fn a_waker_panic_out_of_a_queueing_poll_loses_no_permit() {
 fn a_waker_panic_out_of_a_queueing_acquire_loses_no_permit() {
     model::check_with_bound(2, || {
         let sem = Arc::new(Semaphore::new(0));
-        let wakes_panic = panicking_waker();
-        let mut a = Box::pin(sem.acquire_async());
-        assert!(
-            a.as_mut()
-                .poll(&mut Context::from_waker(&wakes_panic))
-                .is_pending()
-        );
-        let releaser = {
-            let sem = Arc::clone(&sem);
-            thread::spawn(move || {
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sem.release(2)));
-            })
-        };
+        let (a, releaser) = panicking_task_and_a_release_of_two(&sem);
         let b = {
             let sem = Arc::clone(&sem);
             thread::spawn(move || {

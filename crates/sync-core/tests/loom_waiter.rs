@@ -138,6 +138,20 @@ fn timed_wait_races_notify() {
     });
 }
 
+/// A task's waiter, polled once with `waker` while another thread notifies
+/// it with token 5; returns it, and what that poll returned, once the
+/// notifier is done.
+fn polled_while_notified(waker: &Waker) -> (Arc<Waiter>, Poll<usize>) {
+    let waiter = Waiter::for_task(Waker::noop(), 0);
+    let notifier = {
+        let waiter = Arc::clone(&waiter);
+        thread::spawn(move || assert!(waiter.notify(5)))
+    };
+    let first = waiter.poll(&mut Context::from_waker(waker));
+    notifier.join().unwrap();
+    (waiter, first)
+}
+
 /// A task's waiter: the token set by another thread is seen by a poll, or
 /// the waker registered by the poll is woken (never neither), across a
 /// re-registration with a new waker.
@@ -146,14 +160,8 @@ fn task_waiter_wake_is_not_lost() {
     model::check(|| {
         let woken = Arc::new(AtomicUsize::new(0));
         let waker = counting_waker(&woken);
-        let waiter = Waiter::for_task(Waker::noop(), 0);
-        let notifier = {
-            let waiter = Arc::clone(&waiter);
-            thread::spawn(move || assert!(waiter.notify(5)))
-        };
+        let (waiter, first) = polled_while_notified(&waker);
         let mut cx = Context::from_waker(&waker);
-        let first = waiter.poll(&mut cx);
-        notifier.join().unwrap();
         if first.is_pending() {
             assert_eq!(
                 woken.load(Acquire),
@@ -179,14 +187,8 @@ fn task_waiter_ready_keeps_no_waker() {
         }
         let inner = std::sync::Arc::new(Nothing);
         let waker = Waker::from(std::sync::Arc::clone(&inner));
-        let waiter = Waiter::for_task(Waker::noop(), 0);
-        let notifier = {
-            let waiter = Arc::clone(&waiter);
-            thread::spawn(move || assert!(waiter.notify(5)))
-        };
+        let (waiter, first) = polled_while_notified(&waker);
         let mut cx = Context::from_waker(&waker);
-        let first = waiter.poll(&mut cx);
-        notifier.join().unwrap();
         if first.is_pending() {
             assert_eq!(waiter.poll(&mut cx), Poll::Ready(5));
         }
