@@ -395,24 +395,12 @@ impl Waiter {
         let Wake::Task(slot) = &self.wake else {
             panic!("Waiter::poll on a thread's waiter");
         };
-        if let Some(token) = self.token() {
-            return Poll::Ready(token);
-        }
-        slot.register(cx.waker());
-        // A notify before the register found the old waker (or none): look
-        // again so that this poll does not sleep on it.
-        match self.token() {
-            Some(token) => {
-                // That notify took the slot before our register filled it,
-                // and nobody wakes a notified waiter again: take our waker
-                // back. Left in the slot, it would be dropped with the node,
-                // by whoever drops the last `Arc`: possibly the notifier,
-                // inside an operation that must not unwind (a raw unlock),
-                // and a waker's `Drop` is user code. Here it is dropped in
-                // its own task's poll.
-                drop(slot.take());
-                Poll::Ready(token)
-            }
+        // A notify is final: once the token is set nobody wakes this waiter
+        // again, so a poll that sees it after registering takes its waker
+        // back (see `register_unless`) and the node's last `Arc`, possibly
+        // the notifier's inside a raw unlock, drops no user code.
+        match slot.register_unless(cx.waker(), || self.token()) {
+            Some(token) => Poll::Ready(token),
             None => Poll::Pending,
         }
     }

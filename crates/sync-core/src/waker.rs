@@ -143,6 +143,49 @@ impl AtomicWaker {
         }
     }
 
+    /// The poll of a future that waits for a final event: `ready()` if it
+    /// already returns `Some`; otherwise registers `waker` and looks again.
+    ///
+    /// When it returns `Some`, the slot keeps no waker of this call. An
+    /// event between the register and the second look may have taken the
+    /// slot before the register filled it; as the event is final, nobody
+    /// wakes for it again, so the waker is taken back and dropped here, in
+    /// its own task's poll. Left in the slot, it would be dropped (user
+    /// code) by whoever drops the slot last: often the thread that caused
+    /// the event, inside an operation that must not unwind.
+    ///
+    /// # Panics
+    ///
+    /// As [`register`](Self::register); and the waker taken back is dropped
+    /// here (user code).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::task::Waker;
+    /// use sync_core::waker::AtomicWaker;
+    ///
+    /// let slot = AtomicWaker::new();
+    /// let done = AtomicBool::new(false);
+    /// let look = || done.load(Ordering::Acquire).then_some(());
+    /// assert_eq!(slot.register_unless(Waker::noop(), look), None);
+    /// done.store(true, Ordering::Release);
+    /// slot.wake();
+    /// assert_eq!(slot.register_unless(Waker::noop(), look), Some(()));
+    /// ```
+    pub fn register_unless<T>(&self, waker: &Waker, ready: impl Fn() -> Option<T>) -> Option<T> {
+        if let Some(t) = ready() {
+            return Some(t);
+        }
+        self.register(waker);
+        // An event before the register found the old waker (or none): look
+        // again so that this poll does not sleep on it.
+        let t = ready()?;
+        drop(self.take());
+        Some(t)
+    }
+
     /// Takes the registered waker, if any, and wakes it.
     pub fn wake(&self) {
         if let Some(waker) = self.take() {

@@ -309,23 +309,13 @@ impl<R> ResultSlot<R> {
     }
 
     pub(super) fn poll_done(&self, cx: &Waker) -> bool {
-        if self.is_done() {
-            return true;
-        }
-        self.waker.register(cx);
-        // A completion between the first look and the register may have
-        // found no waker: look again.
-        if self.is_done() {
-            // Then the finisher may have emptied the slot before the
-            // register filled it, and nobody wakes a finished task's waiter
-            // again: take the waker back, so that it is dropped here rather
-            // than with the task, by whoever drops the task last (a
-            // combiner or a server, serving other callers). A waker's
-            // `Drop` is user code.
-            drop(self.waker.take());
-            return true;
-        }
-        false
+        // Finishing is final: a poll that sees it only after registering
+        // takes its waker back (see `register_unless`), so that it is not
+        // dropped with the task by whoever drops the task last (a combiner
+        // or a server, serving other callers).
+        self.waker
+            .register_unless(cx, || self.is_done().then_some(()))
+            .is_some()
     }
 
     /// Parks the calling thread until the outcome is ready.

@@ -56,22 +56,20 @@ impl Request {
                         Err(found) => {
                             Waiter::set_data(&mut node, self.n);
                             let panics = sem.enqueue(Arc::clone(&node), found);
+                            // Recorded before a panic of another waiter's
+                            // waker (from the delivery we ran) goes on: a
+                            // later poll takes what our request gets, and a
+                            // drop withdraws it or gives it back.
+                            let token = node.token();
+                            self.node = Some(node);
+                            panics.resume();
                             // Our found permits, or a close, may have served
                             // us already.
-                            let token = node.token();
-                            if token.is_none() || !panics.is_empty() {
-                                // Recorded before another waiter's waker
-                                // panic (from the delivery we ran) goes on:
-                                // a later poll takes what our request gets,
-                                // and a drop withdraws it or gives it back.
-                                self.node = Some(node);
-                                panics.resume();
-                                if token.is_none() {
-                                    return Poll::Pending;
-                                }
-                                self.node = None;
-                            }
-                            token_result(token.expect("served"))
+                            let Some(token) = token else {
+                                return Poll::Pending;
+                            };
+                            self.node = None;
+                            token_result(token)
                         }
                     }
                 }

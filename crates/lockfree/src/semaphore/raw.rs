@@ -177,17 +177,18 @@ impl Semaphore {
             return Ok(());
         };
         Waiter::set_data(&mut waiter, n);
-        let panics = self.enqueue(Arc::clone(&waiter), found);
+        let mut panics = self.enqueue(Arc::clone(&waiter), found);
         if !panics.is_empty() {
             // Another waiter's waker panicked in the delivery we ran. Our
             // request is settled before the panic goes on: withdrawn, or its
-            // permits given back if they were already delivered to us.
+            // permits given back if they were already delivered to us (the
+            // deliveries these run may catch more panics: the first goes on).
             match waiter.cancel() {
-                Ok(()) => self.withdrawn(),
-                Err(GRANTED) => self.put_back(n),
+                Ok(()) => panics.catch(|| self.withdrawn()),
+                Err(GRANTED) => panics.catch(|| self.put_back(n)),
                 // Sent away by a close: our demand is folded already.
-                Err(_) => {}
-            }
+                Err(_) => None,
+            };
             panics.resume();
             // Not resumed (this thread is already unwinding): wait again.
             return self.acquire_slow(n, deadline);
