@@ -1,7 +1,7 @@
 //! Issue 12, bug 2: memory held after cancelled or timed-out waits (the
 //! mutex's locks, the semaphore's acquires) must be bounded by the waiters
-//! still present, not grow with the history of cancels. A counting global allocator measures the bytes live
-//! in this test binary; wakers built here with `std::task::Wake` carry a
+//! still present, not grow with the history of cancels. A counting global allocator measures the bytes a
+//! test's thread keeps; wakers built here with `std::task::Wake` carry a
 //! payload standing for a task's allocation, and their strong counts show
 //! whether the semaphore still holds them.
 #![cfg(not(loom))]
@@ -13,17 +13,16 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use lockfree_sync::{Fairness, Mutex, Semaphore};
-use sync_core::testing::{CountingAlloc, live_bytes};
+use sync_core::testing::{CountingAlloc, thread_live_bytes};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-/// The tests measure one counter: they run one at a time.
+/// The tests run one at a time, so that one's timing does not move
+/// another's. Each counts the bytes of the thread that measures
+/// ([`thread_live_bytes`]): the harness allocates on its own threads while
+/// a test runs.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn live() -> isize {
-    live_bytes()
-}
 
 /// A task's stand-in: 4 KiB that a waker keeps alive.
 struct Task {
@@ -39,7 +38,7 @@ impl Wake for Task {
 /// the others a task's future polled once (with its own 4 KiB waker) and
 /// dropped. Returns the bytes still live afterwards, beyond `before`.
 fn cancel_behind_a_waiting_head(sem: &Semaphore, rounds: usize) -> isize {
-    let before = live();
+    let before = thread_live_bytes();
     for i in 0..rounds {
         if i % 4 == 0 {
             let r = sem.try_acquire_for(Duration::from_micros(1));
@@ -63,7 +62,7 @@ fn cancel_behind_a_waiting_head(sem: &Semaphore, rounds: usize) -> isize {
             "a cancelled acquire still holds the task's waker"
         );
     }
-    live() - before
+    thread_live_bytes() - before
 }
 
 #[test]
@@ -71,7 +70,7 @@ fn cancelled_acquires_behind_a_waiting_head_hold_bounded_memory() {
     let sem = Semaphore::new(0);
     // The head: a request that nothing satisfies while the others come and
     // go (issue 12: "the semaphore does the same behind a waiting head").
-    let _one = ONE_AT_A_TIME.lock().unwrap();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let noop = Waker::noop();
     let mut head = pin!(sem.acquire_many_async(2));
     assert!(
@@ -102,7 +101,7 @@ fn cancelled_acquires_behind_a_waiting_head_hold_bounded_memory() {
 
 #[test]
 fn cancelled_acquires_on_an_empty_queue_hold_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let sem = Semaphore::new(0);
     let _ = cancel_behind_a_waiting_head(&sem, 1_000);
     let grown = cancel_behind_a_waiting_head(&sem, 20_000);
@@ -133,15 +132,15 @@ fn queue_and_drop_lock_futures(m: &Mutex<u64>, waker: &Waker) {
 /// bytes left are those of a handful of nodes, not 20,000.
 #[test]
 fn cancelled_lock_futures_leave_nothing_behind_while_the_lock_is_held() {
-    let _one = ONE_AT_A_TIME.lock().unwrap();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for fairness in [Fairness::Barging, Fairness::Fifo] {
         let m = Mutex::with_fairness(0u64, fairness);
         let held = m.lock();
         let task = Arc::new(Task { _stack: [0; 4096] });
         let waker = Waker::from(Arc::clone(&task));
-        let before = live_bytes();
+        let before = thread_live_bytes();
         queue_and_drop_lock_futures(&m, &waker);
-        let kept = live_bytes() - before;
+        let kept = thread_live_bytes() - before;
         assert_eq!(Arc::strong_count(&task), 2, "cancelled waits keep the task");
         assert!(
             kept < 4096,
@@ -155,18 +154,18 @@ fn cancelled_lock_futures_leave_nothing_behind_while_the_lock_is_held() {
 /// The same with threads whose timed locks time out.
 #[test]
 fn timed_out_thread_locks_leave_nothing_behind() {
-    let _one = ONE_AT_A_TIME.lock().unwrap();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let m = Mutex::new(0u64);
     let held = m.lock();
     std::thread::scope(|s| {
         s.spawn(|| {
             // Warm up the thread's own allocations first.
             assert!(m.try_lock_for(Duration::ZERO).is_none());
-            let before = live_bytes();
+            let before = thread_live_bytes();
             for _ in 0..2_000 {
                 assert!(m.try_lock_for(Duration::from_micros(1)).is_none());
             }
-            let kept = live_bytes() - before;
+            let kept = thread_live_bytes() - before;
             assert!(kept < 4096, "2000 timed-out locks keep {kept} bytes");
         });
     });
@@ -178,7 +177,7 @@ fn timed_out_thread_locks_leave_nothing_behind() {
 /// ones in front of it from being freed, and the unlock still wakes it.
 #[test]
 fn a_live_waiter_behind_cancelled_ones_is_still_woken() {
-    let _one = ONE_AT_A_TIME.lock().unwrap();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let m = Mutex::new(0u64);
     let held = m.lock();
     let task = Arc::new(Task { _stack: [0; 4096] });
@@ -214,7 +213,7 @@ fn a_live_waiter_behind_cancelled_ones_is_still_woken() {
 /// bytes, and the live waiter still gets the lock.
 #[test]
 fn withdrawn_waiters_behind_a_live_one_hold_bounded_memory() {
-    let _one = ONE_AT_A_TIME.lock().unwrap();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for fairness in [Fairness::Barging, Fairness::Fifo] {
         let m = Mutex::with_fairness(0u64, fairness);
         let held = m.lock();
@@ -227,9 +226,9 @@ fn withdrawn_waiters_behind_a_live_one_hold_bounded_memory() {
                 .poll(&mut Context::from_waker(&waker))
                 .is_pending()
         );
-        let before = live_bytes();
+        let before = thread_live_bytes();
         queue_and_drop_lock_futures(&m, &waker);
-        let kept = live_bytes() - before;
+        let kept = thread_live_bytes() - before;
         // Before the fix: a node per cancel, about 1.4 MB here.
         assert!(
             kept < 4096,
@@ -239,11 +238,11 @@ fn withdrawn_waiters_behind_a_live_one_hold_bounded_memory() {
             s.spawn(|| {
                 // Warm up the thread's own allocations first.
                 assert!(m.try_lock_for(Duration::ZERO).is_none());
-                let before = live_bytes();
+                let before = thread_live_bytes();
                 for _ in 0..2_000 {
                     assert!(m.try_lock_for(Duration::from_micros(1)).is_none());
                 }
-                let kept = live_bytes() - before;
+                let kept = thread_live_bytes() - before;
                 // Before the fix: a node per timeout, about 150 KB here.
                 assert!(
                     kept < 4096,
@@ -267,7 +266,7 @@ fn withdrawn_waiters_behind_a_live_one_hold_bounded_memory() {
 #[test]
 fn lock_futures_whose_waker_drop_panics_leave_nothing_behind() {
     const DROPS: usize = 200;
-    let _one = ONE_AT_A_TIME.lock().unwrap();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     // The harness keeps each panic's message: that is not the mutex's.
     sync_core::testing::HostileWaker::quiet_panics();
     for fairness in [Fairness::Barging, Fairness::Fifo] {
@@ -288,11 +287,11 @@ fn lock_futures_whose_waker_drop_panics_leave_nothing_behind() {
         };
         // Warm up what the first panic allocates for good.
         drop_one();
-        let before = live_bytes();
+        let before = thread_live_bytes();
         for _ in 0..DROPS {
             drop_one();
         }
-        let kept = live_bytes() - before;
+        let kept = thread_live_bytes() - before;
         assert!(
             kept < 1024,
             "{fairness:?}: {DROPS} withdrawn waits whose waker panicked keep {kept} bytes"

@@ -119,19 +119,40 @@ pub fn live_bytes() -> isize {
     LIVE_BYTES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+std::thread_local! {
+    /// Bytes allocated minus bytes freed by this thread.
+    static THREAD_BYTES: std::cell::Cell<isize> = const { std::cell::Cell::new(0) };
+}
+
+/// The bytes this thread allocated and has not freed (nor seen freed by
+/// itself), if the binary uses [`CountingAlloc`]. Unlike [`live_bytes`],
+/// it does not move with what the test harness allocates on its own
+/// threads while the test runs (printing other tests' results), so a test
+/// whose primitive allocates and frees on the calling thread can hold it to
+/// a tight bound. A block freed by another thread still counts here.
+pub fn thread_live_bytes() -> isize {
+    THREAD_BYTES.try_with(std::cell::Cell::get).unwrap_or(0)
+}
+
+fn count(bytes: isize) {
+    LIVE_BYTES.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+    // `try_with`: the allocator runs during thread teardown too.
+    let _ = THREAD_BYTES.try_with(|b| b.set(b.get() + bytes));
+}
+
 // SAFETY: defers every call to `System`, only counting sizes.
 unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         // SAFETY: the caller's contract is passed on unchanged.
         let p = unsafe { std::alloc::System.alloc(layout) };
         if !p.is_null() {
-            LIVE_BYTES.fetch_add(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+            count(layout.size() as isize);
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        LIVE_BYTES.fetch_sub(layout.size() as isize, std::sync::atomic::Ordering::Relaxed);
+        count(-(layout.size() as isize));
         // SAFETY: as above.
         unsafe { std::alloc::System.dealloc(ptr, layout) }
     }
