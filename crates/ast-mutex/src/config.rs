@@ -57,9 +57,9 @@ pub enum WakeMode {
     /// waiter that queues while the lock is free in one of its states wakes
     /// the next thread waiting for that state, so that a woken thread
     /// waiting for a CPU does not leave the lock idle. Once 32 exits have
-    /// passed it, the next one hands it the lock if it is running, parked
-    /// again, or was woken a millisecond ago or more; the 1,025th in any
-    /// case (see [`AstMutex`]'s `# Fairness`).
+    /// passed it, the next one hands it the lock if it is running or parked
+    /// again, and one of the 32 exits after it has waited 100 ms for a CPU
+    /// does in any case (see [`AstMutex`]'s `# Fairness`).
     ///
     /// The default: a woken thread takes a while to run, and letting
     /// running threads take the lock meanwhile keeps the lock busy.
@@ -215,10 +215,9 @@ impl Config {
     /// Parked waiters are rotated in: a parked first in line for a state is
     /// left parked by at most 256 exits to its states; the next one that
     /// serves it wakes it, and from then on the bounds of
-    /// [`AstMutex`]'s `# Fairness` hold: it enters within 1,025 more exits
-    /// (the 1,281st exit to its states at the latest), and, once 32 have
-    /// passed it, at the first exit after it runs or has waited a
-    /// millisecond for a CPU.
+    /// [`AstMutex`]'s `# Fairness` hold: once 32 exits have passed it, it
+    /// enters at the first exit after it runs, or after it has waited
+    /// 100 ms for a CPU.
     ///
     /// # Panics
     ///

@@ -84,26 +84,28 @@ use crate::watchers::Watchers;
 /// its executor to poll it: an exit to one of its states during that time
 /// is counted against it, as one that passed it. **Once 32 exits have
 /// passed a waiter that is first in line, the next exit that serves it
-/// hands it the lock if its thread is running, parked again, or was woken a
-/// millisecond ago or more; the 1,025th exit that passes it hands it the
-/// lock in any case.** While it is woken and has not run yet (for less than
-/// a millisecond), exits pass it without holding the lock for it (the lock
-/// would idle until the scheduler runs it, up to a scheduling round when
-/// threads outnumber cores), and a waiter that queues while the lock is
-/// free in one of its states wakes the next thread waiting for that state
-/// (one at a time, while fewer than four woken ones have not run yet), so
-/// that the lock does not idle either. So however loaded the machine and
-/// however often other threads barge in, a waiter that is first in line
-/// enters within 1,025 exits to its states, and, once 32 have passed it, at
-/// the first exit to its states after it runs or has waited a millisecond
-/// for a CPU.
+/// hands it the lock if its thread is running or parked again; if it was
+/// woken and has not run yet, one of the 32 exits after it has waited
+/// 100 ms does (exits read the clock every 32 passes), and so does the
+/// 1,048,576th exit that passes it.** Until then exits pass a woken waiter
+/// that has not run yet without holding the lock for it: the lock would
+/// idle until the scheduler runs it, which takes up to a scheduling round
+/// when threads outnumber cores (8 to 94 ms on a 2-core machine beside 4
+/// to 50 busy threads), and the threads that find it held then park, each
+/// to be woken in turn. A waiter that queues while the lock is free in one
+/// of its states wakes the next thread waiting for that state (one at a
+/// time, while fewer than four woken ones have not run yet), so that the
+/// lock does not idle either. So however loaded the machine and however
+/// often other threads barge in, a waiter that is first in line enters,
+/// once 32 exits to its states have passed it, at the first exit to its
+/// states after it runs, or within 32 exits once it has waited 100 ms for
+/// a CPU.
 ///
 /// A task woken to compete keeps its place until it is polled or dropped:
 /// while it is not polled, a waiter that queues may wake the next thread
-/// behind it, and once 32 exits have passed it and a millisecond has passed
-/// since its wake-up (or once 1,024 exits have passed it), the lock is held
-/// for it. Keep polling an [`EnterAsync`] you created, or drop it (which
-/// passes the wake-up or the lock on).
+/// behind it, and once 32 exits have passed it and 100 ms have passed since
+/// its wake-up, the lock is held for it. Keep polling an [`EnterAsync`] you
+/// created, or drop it (which passes the wake-up or the lock on).
 ///
 /// # Panics
 ///
@@ -426,9 +428,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// As for threads (see [`AstMutex`]'s `# Fairness`). A future woken to
     /// compete keeps its place in line until it is polled or dropped; while
     /// it is not polled, a waiter that queues may wake the next thread
-    /// behind it, and once 32 exits to its states have passed it and a
-    /// millisecond has passed since its wake-up (or once 1,024 exits have
-    /// passed it), the lock is held for it: keep polling an
+    /// behind it, and once 32 exits to its states have passed it and
+    /// 100 ms have passed since its wake-up, the lock is held for it: keep
+    /// polling an
     /// `EnterAsync` you created, as with tokio's mutex, or drop it (which
     /// passes the wake-up or the lock on).
     ///

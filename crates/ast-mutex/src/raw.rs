@@ -51,14 +51,22 @@ const HANDOFF_AFTER_PASSES: u32 = if cfg!(loom) { 2 } else { 32 };
 /// A pending waiter that `HANDOFF_AFTER_PASSES` exits have passed is handed
 /// the lock anyway once it has been pending this long: the scheduler is
 /// keeping its thread from running while others run, and holding the lock
-/// for it is then what makes them wait their turn.
-const PENDING_PATIENCE: Duration = Duration::from_millis(1);
+/// for it is then what makes them wait their turn. Longer than a scheduling
+/// round on a loaded machine (up to 94 ms here beside 50 busy threads):
+/// with 1 ms, and 1,024 passes below, nearly every wake-up there ended in a
+/// lock held for a thread that was not running, the threads that found it
+/// held parked, and the lock's throughput beside 50 busy threads fell to
+/// 2-5% of `std::sync::Mutex`'s after the first 100 ms.
+const PENDING_PATIENCE: Duration = Duration::from_millis(100);
+
+/// How often `AstMutex::count_pass` reads the clock, in passes.
+const CLOCK_EVERY_PASSES: u32 = 32;
 
 /// A waiter that this many exits served without the lock is handed the
 /// lock even while it is pending (and not for `PENDING_PATIENCE` yet), so
-/// that the bound holds in exits too. Loom, which does not model time,
-/// models the same protocol with 3.
-const HANDOFF_PENDING_AFTER_PASSES: u32 = if cfg!(loom) { 3 } else { 1024 };
+/// that a bound holds in exits too, whatever the clock. Loom, which does
+/// not model time, models the same protocol with 3.
+const HANDOFF_PENDING_AFTER_PASSES: u32 = if cfg!(loom) { 3 } else { 1 << 20 };
 
 /// How many exits may leave a parked first in line parked because a
 /// watcher that accepts their state is running (concurrency restriction,
@@ -184,7 +192,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 let handed = self.abandon(&mut place, &mut panics);
                 if handed.is_none() && slot.is_some() {
                     // An exit may have left its waiters parked for us.
-                    self.wake_pass(&mut panics);
+                    self.wake_pass(false, &mut panics);
                 }
                 panics.resume();
                 return handed;
@@ -306,7 +314,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         // serves us (or takes the table lock, and finds us queued). An exit
         // whose release came before it left the word enterable, and we see
         // that here.
-        self.waiters.publish(&mut t);
+        self.publish(&mut t);
         // AcqRel: Acquire pairs with the Release of the exit that freed the
         // word; Release carries the summary store to that exit's re-check.
         let w = self.word.fetch_or(0, Ordering::AcqRel);
@@ -320,13 +328,13 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             } else {
                 drop(t.unqueue(h));
             }
-            self.waiters.publish(&mut t);
+            self.publish(&mut t);
             return Enqueued::Enterable;
         }
         let ahead = if w & LOCKED == 0 {
             let ahead = self.wake_ahead(&mut t, 1 << (w & STATE_BITS));
             // A cancelled waiter it found may have left.
-            self.waiters.publish(&mut t);
+            self.publish(&mut t);
             ahead
         } else {
             None
@@ -384,7 +392,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         };
         let mut t = self.waiters.lock();
         if t.remove(h) {
-            self.waiters.publish(&mut t);
+            self.publish(&mut t);
         }
     }
 
@@ -401,7 +409,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             removed,
             "a woken node is removed only by its waiter or a handoff"
         );
-        self.waiters.publish(&mut t);
+        self.publish(&mut t);
     }
 
     /// A woken (or never queued) waiter gives up: removes its node and, if
@@ -420,9 +428,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             let woken = t.is_woken(h);
             t.remove(h);
             if woken {
-                self.serve_free(&mut t, &mut wakeups);
+                self.serve_free(&mut t, false, &mut wakeups);
             }
-            self.waiters.publish(&mut t);
+            self.publish(&mut t);
         }
         wakeups.wake_all(panics);
         None
@@ -510,9 +518,20 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
 
     /// Frees the lock in state `next`; `entered` is the holder's entry state.
     ///
-    /// If no waiter accepts `next`, one RMW releases the lock. A re-check of
-    /// the waiting states then catches a waiter that queued meanwhile (see
-    /// `enqueue`). Otherwise the slow path serves one.
+    /// Unless `next` is a due state (its first in line is to be handed the
+    /// lock: see `due`), one RMW releases the lock. A re-check of the
+    /// waiting states then catches a waiter that queued meanwhile (see
+    /// `enqueue`), and a waiter that accepts `next` is served with the lock
+    /// free (`wake_pass`). A due state's exit keeps the lock and serves
+    /// under the table lock (`unlock_slow`).
+    ///
+    /// Why an exit frees the lock before it wakes anyone: a holder that
+    /// serves with the lock held keeps it through the table lock and the
+    /// serve, and a holder preempted there (more runnable threads than
+    /// cores) keeps every running thread out for a scheduling round. With
+    /// 50 busy threads that made every exit slow once one waiter had
+    /// parked, and the lock's throughput fell 20-50 times below
+    /// `std::sync::Mutex`'s after the first 100 ms.
     ///
     /// Why the re-check cannot miss a waiter: while we hold the lock, every
     /// other write to the word is an RMW (`enqueue`'s), so if a waiter's RMW
@@ -527,9 +546,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     #[inline]
     pub(crate) fn unlock(&self, entered: u32, next: u32) {
         let bit = 1u64 << next;
-        // A first look, to keep the lock for a handoff when a waiter
-        // accepts `next`.
-        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+        // A first look, to keep the lock for a handoff when one is due.
+        if self.waiters.due_states(Ordering::Relaxed) & bit != 0 {
             return self.unlock_slow_resume(next);
         }
         // An RMW, not a store, so that it reads from `enqueue`'s RMWs.
@@ -540,10 +558,19 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let held = self.word.swap(next, Ordering::AcqRel);
         debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
-            let mut panics = Panics::new();
-            self.wake_pass(&mut panics);
-            panics.resume();
+            self.exit_pass_resume();
         }
+    }
+
+    /// The pass-on of an exit that freed the lock (`wake_pass`), then the
+    /// wakers' panics. Out of line, and building its `Panics` itself, so
+    /// that `unlock` stays small enough to inline into a guard's drop: an
+    /// out-of-line drop cost the uncontended row 40% (5.6 to 8 ns).
+    #[cold]
+    fn exit_pass_resume(&self) {
+        let mut panics = Panics::new();
+        self.wake_pass(true, &mut panics);
+        panics.resume();
     }
 
     #[cold]
@@ -556,14 +583,14 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// [`unlock`](Self::unlock), keeping wakers' panics in `panics`.
     fn unlock_with(&self, entered: u32, next: u32, panics: &mut Panics) {
         let bit = 1u64 << next;
-        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+        if self.waiters.due_states(Ordering::Relaxed) & bit != 0 {
             return self.unlock_slow(next, panics);
         }
         // As in `unlock`.
         let held = self.word.swap(next, Ordering::AcqRel);
         debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
-            self.wake_pass(panics);
+            self.wake_pass(true, panics);
         }
     }
 
@@ -574,8 +601,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let mut wakeups = WakeList::new();
         {
             let mut t = self.waiters.lock();
-            self.serve(&mut t, next, true, &mut wakeups);
-            self.waiters.publish(&mut t);
+            self.serve(&mut t, next, true, true, &mut wakeups);
+            self.publish(&mut t);
         }
         wakeups.wake_all(panics);
     }
@@ -584,6 +611,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// holds the lock (`held`: an exit, which then gives the lock away or
     /// frees it in `state`) or when the lock is free in `state` (a pass-on,
     /// which takes it with a CAS to hand it over, and otherwise leaves it).
+    /// `exit`: the caller is an exit (holding the lock, or having just
+    /// freed it), which counts against a woken first in line.
     ///
     /// The node that has waited longest among those accepting `state` is
     /// served: handed the lock in Handoff mode, or once `HANDOFF_AFTER_PASSES`
@@ -596,7 +625,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// still first in line, and the exit that finds it passed often enough
     /// hands it the lock through its slot. (A waiter that parks meanwhile
     /// may wake the next one: see `enqueue`.)
-    fn serve(&self, t: &mut Table, state: u32, mut held: bool, wakeups: &mut WakeList) {
+    fn serve(&self, t: &mut Table, state: u32, mut held: bool, exit: bool, wakeups: &mut WakeList) {
         let bit = 1u64 << state;
         let mode = self.config.wake_mode;
         while let Some(i) = t.oldest(bit) {
@@ -618,10 +647,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             // handed the lock only once it has been pending for long (the
             // scheduler keeps it from running): before that the lock would
             // idle until it gets a CPU.
-            if mode == WakeMode::Handoff
-                || (t.passes(i) >= HANDOFF_AFTER_PASSES
-                    && (!t.is_pending_at(i) || Self::pending_too_long(t, i)))
-            {
+            if mode == WakeMode::Handoff || Self::handoff_due(t, i) {
                 if held {
                     // The notify's (or the slot's) Release publishes this
                     // store and our critical section to the new owner.
@@ -670,7 +696,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                                 wakeups.push(w);
                             }
                         }
-                        None if held => t.pass(j),
+                        None if held || exit => Self::count_pass(t, j),
                         None => {}
                     }
                 }
@@ -700,8 +726,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                         }
                     }
                     None => {
-                        if held {
-                            t.pass(i);
+                        if held || exit {
+                            Self::count_pass(t, i);
                         }
                         break;
                     }
@@ -713,13 +739,56 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         }
     }
 
+    /// Whether live node `i` is due a handoff in Compete and Broadcast
+    /// modes: `HANDOFF_AFTER_PASSES` exits served it without the lock, and
+    /// it is running (or pending for too long).
+    fn handoff_due(t: &Table, i: u32) -> bool {
+        t.passes(i) >= HANDOFF_AFTER_PASSES && (!t.is_pending_at(i) || Self::pending_too_long(t, i))
+    }
+
+    /// The states an exit keeps the lock for (`Table::due`, published
+    /// beside the waiting states): every state a waiter accepts in Handoff
+    /// mode; otherwise the entry sets of the groups whose first in line is
+    /// due a handoff. A superset only makes an exit slower (`serve` decides
+    /// under the table lock); a state missing from it makes the exit free
+    /// the lock first, and the pass-on that follows then takes the free
+    /// lock to hand it over, unless someone entered first, whose exit finds
+    /// the state due.
+    fn due(&self, t: &Table) -> u64 {
+        if self.config.wake_mode == WakeMode::Handoff {
+            return t.summary();
+        }
+        t.heads()
+            .filter(|&(_, i)| Self::handoff_due(t, i))
+            .fold(0, |due, (mask, _)| due | mask)
+    }
+
+    /// Publishes the waiting states and the due states; under the table
+    /// lock, after changing the table.
+    fn publish(&self, t: &mut Table) {
+        t.due = self.due(t);
+        self.waiters.publish(t);
+    }
+
     /// Whether pending node `i` has waited long enough to be handed the
-    /// lock: `PENDING_PATIENCE` since it was woken, or
-    /// `HANDOFF_PENDING_AFTER_PASSES` passes (loom, which does not model
+    /// lock: `PENDING_PATIENCE` since it was woken (as `count_pass` found),
+    /// or `HANDOFF_PENDING_AFTER_PASSES` passes (loom, which does not model
     /// time, only counts passes).
     fn pending_too_long(t: &Table, i: u32) -> bool {
-        t.passes(i) >= HANDOFF_PENDING_AFTER_PASSES
-            || t.woken_for(i).is_some_and(|d| d >= PENDING_PATIENCE)
+        t.passes(i) >= HANDOFF_PENDING_AFTER_PASSES || t.is_overdue(i)
+    }
+
+    /// Counts an exit that served woken node `i` without the lock. Every
+    /// `CLOCK_EVERY_PASSES`-th pass reads the clock, to note whether the
+    /// node has been woken for `PENDING_PATIENCE`: a clock read on every
+    /// exit, under the table lock, lengthened the table lock's hold enough
+    /// to halve the lock's throughput beside 50 busy threads.
+    fn count_pass(t: &mut Table, i: u32) {
+        if t.pass(i) % CLOCK_EVERY_PASSES == 0
+            && t.woken_for(i).is_some_and(|d| d >= PENDING_PATIENCE)
+        {
+            t.set_overdue(i);
+        }
     }
 
     /// Frees the word in state `next`, under the table lock (`_held` is the
@@ -732,23 +801,24 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 
     /// Under the table lock: if the lock is free, serve the waiters of its
-    /// state.
-    fn serve_free(&self, t: &mut Table, wakeups: &mut WakeList) {
+    /// state (`exit`: as an exit, see `serve`).
+    fn serve_free(&self, t: &mut Table, exit: bool, wakeups: &mut WakeList) {
         let w = self.word.load(Ordering::Relaxed);
         if w & (LOCKED | UNRESOLVED) == 0 {
-            self.serve(t, w & STATE_BITS, false, wakeups);
+            self.serve(t, w & STATE_BITS, false, exit, wakeups);
         }
     }
 
     /// After an exit released the lock and then found a waiter for its
-    /// state: while the lock is free, serve the waiters of its state.
+    /// state (`exit`), or a watcher gave up: while the lock is free, serve
+    /// the waiters of its state.
     #[cold]
-    fn wake_pass(&self, panics: &mut Panics) {
+    fn wake_pass(&self, exit: bool, panics: &mut Panics) {
         let mut wakeups = WakeList::new();
         {
             let mut t = self.waiters.lock();
-            self.serve_free(&mut t, &mut wakeups);
-            self.waiters.publish(&mut t);
+            self.serve_free(&mut t, exit, &mut wakeups);
+            self.publish(&mut t);
         }
         wakeups.wake_all(panics);
     }

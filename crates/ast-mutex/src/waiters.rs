@@ -31,7 +31,9 @@
 //!
 //! Beside the table, [`Waiters::parked_states`] publishes the union of the
 //! entry sets of groups with nodes, so that an exit to a state no waiter
-//! accepts can release the lock without the table lock.
+//! accepts can release the lock without the table lock, and
+//! [`Waiters::due_states`] the states whose first in line an exit should
+//! keep the lock for (see `AstMutex::unlock`).
 //!
 //! The table is guarded by a [`SpinLock`] that only this crate takes, and
 //! never while calling out: a task's waker, and a thread's unpark (a system
@@ -52,6 +54,8 @@ pub(crate) struct Waiters {
     table: SpinLock<Table>,
     /// `Table::summary`, readable without the table lock; stored under it.
     parked_states: AtomicU64,
+    /// `Table::due`, readable without the table lock; stored under it.
+    due_states: AtomicU64,
 }
 
 /// The end of a list.
@@ -73,6 +77,11 @@ pub(crate) struct Table {
     summary: u64,
     /// The summary last stored in `parked_states`.
     published: u64,
+    /// The states an exit should keep the lock for, to serve their first in
+    /// line (set by the mutex before each publication).
+    pub due: u64,
+    /// The `due` last stored in `due_states`.
+    published_due: u64,
     /// The ticket of the next waiter to arrive.
     next_ticket: u64,
 }
@@ -103,6 +112,9 @@ struct Node {
     /// When an exit last woke it (not read under loom, where time is not
     /// modelled).
     woken_at: Option<Instant>,
+    /// Found woken for long (see `AstMutex::count_pass`) since it was last
+    /// woken.
+    overdue: bool,
     /// Where an exit hands the lock to the node while it is woken.
     slot: Option<Arc<Slot>>,
 }
@@ -178,9 +190,12 @@ impl Waiters {
                     live: 0,
                     summary: 0,
                     published: 0,
+                    due: 0,
+                    published_due: 0,
                     next_ticket: 0,
                 }),
                 parked_states: AtomicU64::new(0),
+                due_states: AtomicU64::new(0),
             }
         }
     }
@@ -193,9 +208,24 @@ impl Waiters {
         self.parked_states.load(order)
     }
 
-    /// Publishes the table's summary if it changed since the last
-    /// publication; call under the table lock after changing the table.
+    /// The states whose first in line an exit should keep the lock for
+    /// (hand it the lock, or decide not to under the table lock) rather
+    /// than free the lock first: a hint, as stale as the last publication.
+    #[inline]
+    pub fn due_states(&self, order: Ordering) -> u64 {
+        self.due_states.load(order)
+    }
+
+    /// Publishes the table's summary and its due states if they changed
+    /// since the last publication; call under the table lock after changing
+    /// the table.
     pub fn publish(&self, t: &mut Table) {
+        if t.published_due != t.due {
+            t.published_due = t.due;
+            // Relaxed: a hint; an exit that reads a stale value frees the
+            // lock first and serves after (see `AstMutex::unlock`).
+            self.due_states.store(t.due, Ordering::Relaxed);
+        }
         if t.published == t.summary {
             return;
         }
@@ -233,6 +263,7 @@ impl Table {
             skips: 0,
             waiter: Some(waiter),
             woken_at: None,
+            overdue: false,
             slot: Some(slot),
         };
         let index = if self.free == NIL {
@@ -353,6 +384,17 @@ impl Table {
         }
     }
 
+    /// The union of the entry sets of the groups: the states some waiter
+    /// accepts.
+    pub fn summary(&self) -> u64 {
+        self.summary
+    }
+
+    /// Each group's entry set and its oldest node.
+    pub fn heads(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.groups.iter().map(|g| (g.mask, g.head))
+    }
+
     /// The node that has waited longest among those whose entry set
     /// contains `state_bit`.
     pub fn oldest(&self, state_bit: u64) -> Option<u32> {
@@ -382,10 +424,24 @@ impl Table {
         self.nodes[i as usize].passes
     }
 
-    /// Counts one more exit that served live node `i` without the lock.
-    pub fn pass(&mut self, i: u32) {
+    /// Counts one more exit that served live node `i` without the lock;
+    /// returns the count.
+    pub fn pass(&mut self, i: u32) -> u32 {
         let n = &mut self.nodes[i as usize];
         n.passes = n.passes.saturating_add(1);
+        n.passes
+    }
+
+    /// Notes that live node `i` has been woken for long; until it is woken
+    /// again.
+    pub fn set_overdue(&mut self, i: u32) {
+        self.nodes[i as usize].overdue = true;
+    }
+
+    /// Whether live node `i` was found woken for long since it was last
+    /// woken.
+    pub fn is_overdue(&self, i: u32) -> bool {
+        self.nodes[i as usize].overdue
     }
 
     /// The skips of live node `i`.
@@ -417,6 +473,7 @@ impl Table {
             .back
             .store(false, Ordering::Relaxed);
         n.woken_at = (!cfg!(loom)).then(Instant::now);
+        n.overdue = false;
         Some(waiter)
     }
 

@@ -2,10 +2,11 @@
 //! and that it loses no waiter with many more threads than cores.
 #![cfg(not(loom))]
 
+use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ast_mutex::{AstMutex, Config, WakeMode};
 use sync_core::wait::WaitPolicy;
@@ -13,40 +14,63 @@ use sync_core::wait::WaitPolicy;
 ast_mutex::states! { enum St { A, B, Done } }
 
 /// What the doc of `Config::watchers` promises: a parked first in line is
-/// left parked by at most 256 exits to its states, then woken, then handed
-/// the lock within 33 more once it runs and 1,025 more in all; the 1,281st
-/// exit at the latest hands it the lock. Without restriction, the 1,025th.
-/// (The task below runs on a thread of its own, which the hammers can keep
-/// from running for a scheduling round: only the bounds in all hold for
-/// certain.)
-const RESTRICTED_BOUND: usize = 256 + 1025;
-const PLAIN_BOUND: usize = 1025;
+/// left parked by at most 256 exits to its states, then woken; once 32
+/// exits have passed it, the first exit after it runs hands it the lock. So
+/// from the first of its polls after 32 exits, at most 256 + 1 sections run
+/// before its own (one more for the hammer whose section was under way).
+/// Without restriction, 1 (+ 1).
+const RESTRICTED_BOUND: usize = 256 + 1 + 1;
+const PLAIN_BOUND: usize = 1 + 1;
 /// What the doc of `WakeMode::Handoff` promises: a parked first in line is
 /// left parked for running watchers by at most 256 exits to its states;
 /// the next one hands it the lock.
 const HANDOFF_BOUND: usize = 256 + 1;
-/// Critical sections each hammer runs at most: far beyond either bound.
-const HAMMER_SECTIONS: usize = 5000;
+/// How long the hammers run at most: far beyond the bounds in time (a
+/// woken waiter that the scheduler keeps from running is held the lock for
+/// once it has waited 100 ms).
+const HAMMER_FOR: Duration = Duration::from_secs(10);
+
+/// The critical sections run before the first in line entered: in all,
+/// and since the first of its polls (it runs) at which more than 32 had
+/// run, each an exit that passed it.
+#[derive(Debug)]
+struct Seen {
+    total: usize,
+    since_due: usize,
+}
 
 /// A task waiting for B is queued first in line (a task never watches the
 /// word: it queues at once); then two threads keep entering in B and
 /// leaving in B, each of whose exits serves the task, the oldest acceptor
-/// of B. With `WaitPolicy::spin()`, the hammers watch the word until they enter and
-/// never park, so under restriction one of them is nearly always a watcher
-/// that accepts B when an exit comes. When the task enters, it reads how
-/// many critical sections ran before its own; if it starved, the hammers
-/// stop after `HAMMER_SECTIONS` each and it reads thousands.
-fn exits_before_the_first_in_line_enters(config: Config) -> usize {
-    // (critical sections run in B, sections seen by the first in line)
-    let m = Arc::new(AstMutex::with_config(St::A, (0usize, None), config));
+/// of B. With `WaitPolicy::spin()`, the hammers watch the word until they
+/// enter and never park, so under restriction one of them is nearly always
+/// a watcher that accepts B when an exit comes. The task's thread notes the
+/// sections run at each of its polls; when it enters, it reads how many ran
+/// before its own. If it starved, the hammers stop after `HAMMER_FOR`.
+fn exits_before_the_first_in_line_enters(config: Config) -> Seen {
+    let m = Arc::new(AstMutex::with_config(St::A, (), config));
+    let sections = Arc::new(AtomicUsize::new(0));
+    let at_due = Arc::new(AtomicUsize::new(usize::MAX));
     let holder = m.enter(St::A);
     let first = {
-        let m = Arc::clone(&m);
+        let (m, sections, at_due) = (Arc::clone(&m), Arc::clone(&sections), Arc::clone(&at_due));
         thread::spawn(move || {
             futures::executor::block_on(async {
-                let mut g = m.enter_async(St::B).await;
-                g.1 = Some(g.0);
+                let mut enter = std::pin::pin!(m.enter_async(St::B));
+                let g = std::future::poll_fn(|cx| {
+                    let now = sections.load(Ordering::SeqCst);
+                    if now > 32 && at_due.load(Ordering::SeqCst) == usize::MAX {
+                        at_due.store(now, Ordering::SeqCst);
+                    }
+                    enter.as_mut().poll(cx)
+                })
+                .await;
+                let total = sections.load(Ordering::SeqCst);
                 g.exit(St::B);
+                Seen {
+                    total,
+                    since_due: total.saturating_sub(at_due.load(Ordering::SeqCst)),
+                }
             })
         })
     };
@@ -56,31 +80,26 @@ fn exits_before_the_first_in_line_enters(config: Config) -> usize {
     let stop = Arc::new(AtomicBool::new(false));
     let hammers: Vec<_> = (0..2)
         .map(|_| {
-            let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
+            let (m, stop, sections) = (Arc::clone(&m), Arc::clone(&stop), Arc::clone(&sections));
             thread::spawn(move || {
-                for _ in 0..HAMMER_SECTIONS {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let mut g = m.enter(St::B);
-                    g.0 += 1;
-                    if g.1.is_some() {
-                        stop.store(true, Ordering::Relaxed);
-                    }
+                let end = Instant::now() + HAMMER_FOR;
+                while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+                    let g = m.enter(St::B);
+                    sections.fetch_add(1, Ordering::SeqCst);
                     g.exit(St::B);
                 }
             })
         })
         .collect();
     holder.exit(St::B);
-    first.join().unwrap();
+    let started = Instant::now();
+    let seen = first.join().unwrap();
+    let took = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     for h in hammers {
         h.join().unwrap();
     }
-    let g = m.enter(St::B);
-    let seen = g.1.expect("the first in line entered");
-    g.exit(St::Done);
+    assert!(took < HAMMER_FOR, "the first in line starved: {seen:?}");
     seen
 }
 
@@ -90,8 +109,8 @@ fn a_parked_first_in_line_enters_within_the_bound_under_restriction() {
         let config = Config::new().watchers(2).wait(WaitPolicy::spin());
         let seen = exits_before_the_first_in_line_enters(config);
         assert!(
-            seen <= RESTRICTED_BOUND,
-            "{seen} critical sections passed the first in line"
+            seen.since_due <= RESTRICTED_BOUND,
+            "{seen:?} critical sections passed the first in line"
         );
     }
 }
@@ -101,8 +120,8 @@ fn a_parked_first_in_line_enters_within_the_bound_without_restriction() {
     for policy in [WaitPolicy::spin(), Config::new().wait_policy()] {
         let seen = exits_before_the_first_in_line_enters(Config::new().wait(policy));
         assert!(
-            seen <= PLAIN_BOUND,
-            "{seen} critical sections passed the first in line"
+            seen.since_due <= PLAIN_BOUND,
+            "{seen:?} critical sections passed the first in line"
         );
     }
 }
@@ -117,8 +136,8 @@ fn a_parked_first_in_line_is_handed_the_lock_within_the_bound_in_handoff_mode() 
         let config = Config::new().wake_mode(WakeMode::Handoff).wait(policy);
         let seen = exits_before_the_first_in_line_enters(config);
         assert!(
-            seen <= HANDOFF_BOUND,
-            "{seen} critical sections passed the first in line"
+            seen.total <= HANDOFF_BOUND,
+            "{seen:?} critical sections passed the first in line"
         );
     }
 }
