@@ -30,14 +30,18 @@
 //! background load run again with 4 spinning threads, under their own ids
 //! prefixed: `busy/4/ast/waiters/1000`, `busy/4/ast/bb-small`,
 //! `busy/4/lf/mpsc/2`, `busy/4/lf/mutex-contended/16`, … (compare each
-//! with its quiet row in the same report).
+//! with its quiet row in the same report). And
+//! `busy/50/mutex-sustained/8` asks whether a lock's throughput holds
+//! beside 50 spinning threads once the first 200 ms are over: a lock can
+//! run at its quiet rate until its waiters have parked, and then fall
+//! apart.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::harness::{Mode, Unit, Workload, summarize};
+use crate::harness::{Mode, Unit, Workload, mops_per_sec, summarize};
 use crate::peers::{BenchMutex, OneState};
 use crate::twins::CondvarSemaphore;
 use crate::workloads::adaptive::{Adaptive, LearnedPolicy};
@@ -59,6 +63,15 @@ const BUSY: [usize; 3] = [0, 4, 50];
 /// The busy threads beside the throughput rows (`busy/4/...`).
 const THROUGHPUT_BUSY: usize = 4;
 
+/// The busy threads beside `busy/50/mutex-sustained/8`.
+const SUSTAINED_BUSY: usize = 50;
+
+/// The threads that take the lock in `busy/50/mutex-sustained/8`.
+const SUSTAINED_THREADS: usize = 8;
+
+/// What `busy/50/mutex-sustained/8` leaves out: its first 200 ms.
+const SUSTAINED_SKIP: Duration = Duration::from_millis(200);
+
 /// The `busy/` workloads.
 pub fn workloads(mode: Mode) -> Vec<Workload> {
     // Waits per run: at least this many, and as many as fit in `budget`.
@@ -75,6 +88,7 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
             .filter(|w| collapsed.iter().any(|p| w.meta.id.starts_with(p)))
             .map(|w| w.in_background(THROUGHPUT_BUSY)),
     );
+    all.push(mutex_sustained(mode));
     for busy in BUSY {
         all.push(overshoot_lock(busy, waits, budget));
         all.push(overshoot_semaphore(busy, waits, budget));
@@ -85,6 +99,91 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
         all.extend(csp::workloads(busy, waits, budget));
     }
     all
+}
+
+/// `busy/50/mutex-sustained/8`: critical sections per second, after the
+/// first 200 ms, of 8 threads taking one lock beside 50 spinning threads.
+fn mutex_sustained(mode: Mode) -> Workload {
+    let run = Duration::from_millis(mode.pick(300, 1_000));
+    Workload::new(
+        format!("busy/{SUSTAINED_BUSY}/mutex-sustained/{SUSTAINED_THREADS}"),
+        Unit::MopsPerSec,
+    )
+    .title(format!(
+        "{SUSTAINED_THREADS} threads each lock, add 1 to a shared counter and unlock, over \
+         and over, beside {SUSTAINED_BUSY} threads spinning on the CPUs: critical sections \
+         per second in the {} ms after the first {} ms (does the throughput hold once \
+         waiters have parked?). `ast-mutex` is used as a plain mutex (one state).",
+        run.as_millis(),
+        SUSTAINED_SKIP.as_millis()
+    ))
+    .param("busy", SUSTAINED_BUSY as u64)
+    .param("threads", SUSTAINED_THREADS)
+    .param("skip_ms", SUSTAINED_SKIP.as_millis() as u64)
+    .param("run_ms", run.as_millis() as u64)
+    .regime(format!(
+        "{SUSTAINED_THREADS} lock threads beside {SUSTAINED_BUSY} spinning threads: \
+         oversubscribed"
+    ))
+    .baseline("std")
+    .baseline("parking_lot")
+    .implementation(
+        "ast-mutex",
+        sustained::<ast_mutex::AstMutex<OneState, u64>>(run),
+    )
+    .implementation("lockfree-sync", sustained::<lockfree_sync::Mutex<u64>>(run))
+    .implementation(
+        "adaptive-lock",
+        sustained::<Adaptive<LearnedPolicy, u64>>(run),
+    )
+    .implementation("std", sustained::<std::sync::Mutex<u64>>(run))
+    .implementation("parking_lot", sustained::<::parking_lot::Mutex<u64>>(run))
+}
+
+/// One thread's count of critical sections, on a cache line of its own.
+#[repr(align(128))]
+#[derive(Default)]
+struct PaddedCount(AtomicU64);
+
+/// A run of `busy/50/mutex-sustained/8` on `M`: Mops/s in the `run` after
+/// `SUSTAINED_SKIP`.
+fn sustained<M: BenchMutex<u64>>(run: Duration) -> impl FnMut() -> f64 {
+    move || {
+        let _busy = sync_core::testing::BusyThreads::start(SUSTAINED_BUSY);
+        let m = Arc::new(M::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let counts: Arc<Vec<PaddedCount>> = Arc::new(
+            (0..SUSTAINED_THREADS)
+                .map(|_| PaddedCount::default())
+                .collect(),
+        );
+        let handles: Vec<_> = (0..SUSTAINED_THREADS)
+            .map(|i| {
+                let (m, stop, counts) = (Arc::clone(&m), Arc::clone(&stop), Arc::clone(&counts));
+                thread::spawn(move || {
+                    let mut ops = 0u64;
+                    // Relaxed: the flag and the counts order nothing; the
+                    // join does.
+                    while !stop.load(Ordering::Relaxed) {
+                        m.with(|v| *v += 1);
+                        ops += 1;
+                        counts[i].0.store(ops, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        let total = || -> u64 { counts.iter().map(|c| c.0.load(Ordering::Relaxed)).sum() };
+        thread::sleep(SUSTAINED_SKIP);
+        let (began, before) = (Instant::now(), total());
+        thread::sleep(run);
+        let (elapsed, during) = (began.elapsed(), total() - before);
+        stop.store(true, Ordering::Relaxed);
+        for h in handles {
+            h.join().expect("a lock thread panicked");
+        }
+        assert_eq!(m.with(|v| *v), total(), "a lost update");
+        mops_per_sec(elapsed, during)
+    }
 }
 
 /// The median and the 99th percentile of `v` (not empty).
