@@ -82,7 +82,9 @@ use crate::watchers::Watchers;
 /// ([`try_enter`](Self::try_enter), or a thread arriving). A waiter keeps
 /// its place while it is woken, including while it waits for a CPU or for
 /// its executor to poll it: an exit to one of its states during that time
-/// is counted against it, as one that passed it. **Once 32 exits have
+/// is counted against it, as one that passed it (such exits do not take
+/// the mutex's internal table lock but one in 32, which counts the 32, so
+/// up to 31 of them may not be counted yet when it runs). **Once 32 exits have
 /// passed a waiter that is first in line, the next exit that serves it
 /// hands it the lock if its thread is running or parked again; if it was
 /// woken and has not run yet, one of the 32 exits after it has waited

@@ -62,6 +62,12 @@ const PENDING_PATIENCE: Duration = Duration::from_millis(100);
 /// How often `AstMutex::count_pass` reads the clock, in passes.
 const CLOCK_EVERY_PASSES: u32 = 32;
 
+/// Of the exits whose state's first in line is woken and has not run yet
+/// (so that serving it would only count a pass against it), one in this
+/// many takes the table lock and counts them all; the others only free the
+/// lock. Loom models the same protocol with 2.
+const SERVE_EVERY: u32 = if cfg!(loom) { 2 } else { 32 };
+
 /// A waiter that this many exits served without the lock is handed the
 /// lock even while it is pending (and not for `PENDING_PATIENCE` yet), so
 /// that a bound holds in exits too, whatever the clock. Loom, which does
@@ -192,7 +198,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 let handed = self.abandon(&mut place, &mut panics);
                 if handed.is_none() && slot.is_some() {
                     // An exit may have left its waiters parked for us.
-                    self.wake_pass(false, &mut panics);
+                    self.wake_pass(0, &mut panics);
                 }
                 panics.resume();
                 return handed;
@@ -232,6 +238,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             // past the deadline).
             if let Some(slot) = &place.slot {
                 slot.mark_back();
+                self.waiters.unskip(mask);
             }
             woken = true;
         }
@@ -377,7 +384,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     fn wake_to_compete(t: &mut Table, i: u32, waiter: &Arc<Waiter>) -> Option<Wakeup> {
         let woken = Waiter::notify_deferred(waiter, TOKEN_WAKE);
         if woken.is_some() {
-            t.pass(i);
+            t.pass(i, 1);
         } else {
             t.remove_at(i);
         }
@@ -428,7 +435,19 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             let woken = t.is_woken(h);
             t.remove(h);
             if woken {
-                self.serve_free(&mut t, false, &mut wakeups);
+                // We may have been a state's first in line that exits
+                // skipped (`skip_states`): they freed the lock and served
+                // no one. Publish, then read the word with an RMW that
+                // changes nothing: an exit whose swap follows it reads the
+                // new skip states (see `unlock`); one whose swap precedes
+                // it left the lock free, and we serve its state here.
+                self.publish(&mut t);
+                // AcqRel: Release carries the publication to that exit;
+                // Acquire pairs with the exit's swap.
+                let w = self.word.fetch_or(0, Ordering::AcqRel);
+                if w & (LOCKED | UNRESOLVED) == 0 {
+                    self.serve(&mut t, w & STATE_BITS, false, 0, &mut wakeups);
+                }
             }
             self.publish(&mut t);
         }
@@ -454,6 +473,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                         // Woken to compete: our node stays, woken.
                         if let Some(slot) = &wait.place.slot {
                             slot.mark_back();
+                            self.waiters.unskip(wait.mask);
                         }
                     }
                 }
@@ -522,8 +542,19 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// lock: see `due`), one RMW releases the lock. A re-check of the
     /// waiting states then catches a waiter that queued meanwhile (see
     /// `enqueue`), and a waiter that accepts `next` is served with the lock
-    /// free (`wake_pass`). A due state's exit keeps the lock and serves
-    /// under the table lock (`unlock_slow`).
+    /// free (`wake_pass`), unless its first in line is woken and has not run
+    /// yet (`skip_states`), when serving would only count a pass against
+    /// it: then only one exit in `SERVE_EVERY` takes the table lock, and
+    /// counts them all. A due state's exit keeps the lock and serves under
+    /// the table lock (`unlock_slow`).
+    ///
+    /// Why the skip cannot strand a waiter: a skip state's first in line
+    /// will run, and then watch the word itself or queue again (`enqueue`
+    /// publishes, then makes its RMW on the word); or it gives up, and
+    /// `abandon` publishes, then makes an RMW on the word and serves the
+    /// free lock's state. Either RMW precedes our swap in the word's
+    /// modification order, and we read the new skip states after it, or it
+    /// follows our swap and reads the lock we freed.
     ///
     /// Why an exit frees the lock before it wakes anyone: a holder that
     /// serves with the lock held keeps it through the table lock and the
@@ -558,19 +589,36 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let held = self.word.swap(next, Ordering::AcqRel);
         debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
-            self.exit_pass_resume();
+            self.exit_pass_resume(bit);
         }
     }
 
-    /// The pass-on of an exit that freed the lock (`wake_pass`), then the
-    /// wakers' panics. Out of line, and building its `Panics` itself, so
-    /// that `unlock` stays small enough to inline into a guard's drop: an
-    /// out-of-line drop cost the uncontended row 40% (5.6 to 8 ns).
+    /// The pass-on of an exit that freed the lock in the state of `bit`
+    /// (`wake_pass`, or a skip: see `unlock`), then the wakers' panics. Out
+    /// of line, and building its `Panics` itself, so that `unlock` stays
+    /// small enough to inline into a guard's drop: an out-of-line drop cost
+    /// the uncontended row 40% (5.6 to 8 ns).
     #[cold]
-    fn exit_pass_resume(&self) {
+    fn exit_pass_resume(&self, bit: u64) {
         let mut panics = Panics::new();
-        self.wake_pass(true, &mut panics);
+        self.exit_pass(bit, &mut panics);
         panics.resume();
+    }
+
+    /// The pass-on of an exit that freed the lock in the state of `bit`:
+    /// serves it, as one exit, or (see `unlock`) skips it, or serves it as
+    /// the `SERVE_EVERY` exits that skipped.
+    fn exit_pass(&self, bit: u64, panics: &mut Panics) {
+        // Acquire: as `parked_states` in `unlock`.
+        let exits = if self.waiters.skip_states(Ordering::Acquire) & bit != 0 {
+            if self.waiters.skip_exit() % SERVE_EVERY != SERVE_EVERY - 1 {
+                return;
+            }
+            SERVE_EVERY
+        } else {
+            1
+        };
+        self.wake_pass(exits, panics);
     }
 
     #[cold]
@@ -590,7 +638,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let held = self.word.swap(next, Ordering::AcqRel);
         debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
-            self.wake_pass(true, panics);
+            self.exit_pass(bit, panics);
         }
     }
 
@@ -601,7 +649,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let mut wakeups = WakeList::new();
         {
             let mut t = self.waiters.lock();
-            self.serve(&mut t, next, true, true, &mut wakeups);
+            self.serve(&mut t, next, true, 1, &mut wakeups);
             self.publish(&mut t);
         }
         wakeups.wake_all(panics);
@@ -611,8 +659,10 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// holds the lock (`held`: an exit, which then gives the lock away or
     /// frees it in `state`) or when the lock is free in `state` (a pass-on,
     /// which takes it with a CAS to hand it over, and otherwise leaves it).
-    /// `exit`: the caller is an exit (holding the lock, or having just
-    /// freed it), which counts against a woken first in line.
+    /// `exits`: how many exits the caller stands for (holding the lock, or
+    /// having just freed it; more than one when exits skipped the table:
+    /// see `unlock`), which count against a woken first in line; 0 for a
+    /// pass-on that is not an exit.
     ///
     /// The node that has waited longest among those accepting `state` is
     /// served: handed the lock in Handoff mode, or once `HANDOFF_AFTER_PASSES`
@@ -625,7 +675,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// still first in line, and the exit that finds it passed often enough
     /// hands it the lock through its slot. (A waiter that parks meanwhile
     /// may wake the next one: see `enqueue`.)
-    fn serve(&self, t: &mut Table, state: u32, mut held: bool, exit: bool, wakeups: &mut WakeList) {
+    fn serve(&self, t: &mut Table, state: u32, mut held: bool, exits: u32, wakeups: &mut WakeList) {
         let bit = 1u64 << state;
         let mode = self.config.wake_mode;
         while let Some(i) = t.oldest(bit) {
@@ -696,7 +746,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                                 wakeups.push(w);
                             }
                         }
-                        None if held || exit => Self::count_pass(t, j),
+                        None if exits > 0 => Self::count_pass(t, j, exits),
                         None => {}
                     }
                 }
@@ -726,8 +776,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                         }
                     }
                     None => {
-                        if held || exit {
-                            Self::count_pass(t, i);
+                        if exits > 0 {
+                            Self::count_pass(t, i, exits);
                         }
                         break;
                     }
@@ -763,10 +813,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             .fold(0, |due, (mask, _)| due | mask)
     }
 
-    /// Publishes the waiting states and the due states; under the table
-    /// lock, after changing the table.
+    /// Publishes the waiting states, the due states and the skip states;
+    /// under the table lock, after changing the table.
     fn publish(&self, t: &mut Table) {
         t.due = self.due(t);
+        t.skip = self.skip(t);
         self.waiters.publish(t);
     }
 
@@ -778,17 +829,52 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         t.passes(i) >= HANDOFF_PENDING_AFTER_PASSES || t.is_overdue(i)
     }
 
-    /// Counts an exit that served woken node `i` without the lock. Every
-    /// `CLOCK_EVERY_PASSES`-th pass reads the clock, to note whether the
-    /// node has been woken for `PENDING_PATIENCE`: a clock read on every
-    /// exit, under the table lock, lengthened the table lock's hold enough
-    /// to halve the lock's throughput beside 50 busy threads.
-    fn count_pass(t: &mut Table, i: u32) {
-        if t.pass(i) % CLOCK_EVERY_PASSES == 0
+    /// Counts `exits` exits that served woken node `i` without the lock.
+    /// Every `CLOCK_EVERY_PASSES`-th pass reads the clock, to note whether
+    /// the node has been woken for `PENDING_PATIENCE`: a clock read on
+    /// every exit, under the table lock, lengthened the table lock's hold
+    /// enough to halve the lock's throughput beside 50 busy threads.
+    fn count_pass(t: &mut Table, i: u32, exits: u32) {
+        let after = t.pass(i, exits);
+        let before = after.saturating_sub(exits);
+        if before / CLOCK_EVERY_PASSES != after / CLOCK_EVERY_PASSES
             && t.woken_for(i).is_some_and(|d| d >= PENDING_PATIENCE)
         {
             t.set_overdue(i);
         }
+    }
+
+    /// Whether an exit that serves live node `i` as first in line would
+    /// only count a pass against it (Compete mode): it is woken, has not
+    /// run since (pending), and is not due a handoff.
+    fn only_passes(t: &Table, i: u32) -> bool {
+        t.is_pending_at(i) && !Self::handoff_due(t, i)
+    }
+
+    /// The states whose exits may skip the table (`Table::skip`, published
+    /// beside the waiting states; see `unlock`): in Compete mode, those
+    /// whose first in line only takes passes (`only_passes`). None in the
+    /// other modes, whose exits do more (hand the lock over, or wake every
+    /// waiter of the state).
+    fn skip(&self, t: &Table) -> u64 {
+        if self.config.wake_mode != WakeMode::Compete {
+            return 0;
+        }
+        // The states of the groups whose head only takes passes; a state is
+        // kept if its oldest waiter, among all groups, is such a head.
+        let mut candidates = t
+            .heads()
+            .filter(|&(_, i)| Self::only_passes(t, i))
+            .fold(0, |m, (mask, _)| m | mask);
+        let mut skip = 0;
+        while candidates != 0 {
+            let bit = candidates & candidates.wrapping_neg();
+            candidates &= !bit;
+            if t.oldest(bit).is_some_and(|i| Self::only_passes(t, i)) {
+                skip |= bit;
+            }
+        }
+        skip
     }
 
     /// Frees the word in state `next`, under the table lock (`_held` is the
@@ -801,23 +887,23 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 
     /// Under the table lock: if the lock is free, serve the waiters of its
-    /// state (`exit`: as an exit, see `serve`).
-    fn serve_free(&self, t: &mut Table, exit: bool, wakeups: &mut WakeList) {
+    /// state (`exits`: as that many exits, see `serve`).
+    fn serve_free(&self, t: &mut Table, exits: u32, wakeups: &mut WakeList) {
         let w = self.word.load(Ordering::Relaxed);
         if w & (LOCKED | UNRESOLVED) == 0 {
-            self.serve(t, w & STATE_BITS, false, exit, wakeups);
+            self.serve(t, w & STATE_BITS, false, exits, wakeups);
         }
     }
 
     /// After an exit released the lock and then found a waiter for its
-    /// state (`exit`), or a watcher gave up: while the lock is free, serve
-    /// the waiters of its state.
+    /// state (`exits`: as that many exits), or a watcher gave up (0): while
+    /// the lock is free, serve the waiters of its state.
     #[cold]
-    fn wake_pass(&self, exit: bool, panics: &mut Panics) {
+    fn wake_pass(&self, exits: u32, panics: &mut Panics) {
         let mut wakeups = WakeList::new();
         {
             let mut t = self.waiters.lock();
-            self.serve_free(&mut t, exit, &mut wakeups);
+            self.serve_free(&mut t, exits, &mut wakeups);
             self.publish(&mut t);
         }
         wakeups.wake_all(panics);

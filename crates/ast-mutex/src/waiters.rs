@@ -33,7 +33,8 @@
 //! entry sets of groups with nodes, so that an exit to a state no waiter
 //! accepts can release the lock without the table lock, and
 //! [`Waiters::due_states`] the states whose first in line an exit should
-//! keep the lock for (see `AstMutex::unlock`).
+//! keep the lock for, and [`Waiters::skip_states`] those whose first in
+//! line an exit would only count a pass against (see `AstMutex::unlock`).
 //!
 //! The table is guarded by a [`SpinLock`] that only this crate takes, and
 //! never while calling out: a task's waker, and a thread's unpark (a system
@@ -45,7 +46,7 @@
 
 use sync_core::spin::{SpinGuard, SpinLock};
 use sync_core::sync::Arc;
-use sync_core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use sync_core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use sync_core::waiter::{Token, Waiter};
 
 use std::time::{Duration, Instant};
@@ -56,6 +57,11 @@ pub(crate) struct Waiters {
     parked_states: AtomicU64,
     /// `Table::due`, readable without the table lock; stored under it.
     due_states: AtomicU64,
+    /// `Table::skip`, readable without the table lock; stored under it,
+    /// and cleared (for its states) by a woken waiter that runs again.
+    skip_states: AtomicU64,
+    /// Exits that skipped the table because of `skip_states`.
+    skipped_exits: AtomicU32,
 }
 
 /// The end of a list.
@@ -82,6 +88,11 @@ pub(crate) struct Table {
     pub due: u64,
     /// The `due` last stored in `due_states`.
     published_due: u64,
+    /// The states whose first in line an exit would only count a pass
+    /// against (set by the mutex before each publication).
+    pub skip: u64,
+    /// The `skip` last stored in `skip_states`.
+    published_skip: u64,
     /// The ticket of the next waiter to arrive.
     next_ticket: u64,
 }
@@ -192,10 +203,14 @@ impl Waiters {
                     published: 0,
                     due: 0,
                     published_due: 0,
+                    skip: 0,
+                    published_skip: 0,
                     next_ticket: 0,
                 }),
                 parked_states: AtomicU64::new(0),
                 due_states: AtomicU64::new(0),
+                skip_states: AtomicU64::new(0),
+                skipped_exits: AtomicU32::new(0),
             }
         }
     }
@@ -216,10 +231,44 @@ impl Waiters {
         self.due_states.load(order)
     }
 
-    /// Publishes the table's summary and its due states if they changed
-    /// since the last publication; call under the table lock after changing
-    /// the table.
+    /// The states whose first in line is woken, has not run since, and is
+    /// not due a handoff, so that an exit to them would only count a pass
+    /// against it: as of the last publication, less the states of waiters
+    /// that ran since ([`unskip`](Self::unskip)). Read after the exit's RMW
+    /// on the lock word, as `parked_states` is (see `AstMutex::unlock`).
+    #[inline]
+    pub fn skip_states(&self, order: Ordering) -> u64 {
+        self.skip_states.load(order)
+    }
+
+    /// A woken waiter of `mask` runs again: exits to its states serve it.
+    pub fn unskip(&self, mask: u64) {
+        if self.skip_states.load(Ordering::Relaxed) & mask != 0 {
+            // Relaxed: a hint, as `Slot::mark_back`. A publication computed
+            // before the waiter ran may set the states again; exits then
+            // skip it until the next one, while it watches the word itself.
+            self.skip_states.fetch_and(!mask, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts an exit that found its state in `skip_states`; returns the
+    /// count before it.
+    #[inline]
+    pub fn skip_exit(&self) -> u32 {
+        // Relaxed: a counter that orders nothing.
+        self.skipped_exits.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Publishes the table's summary and its due and skip states if they
+    /// changed since the last publication; call under the table lock after
+    /// changing the table.
     pub fn publish(&self, t: &mut Table) {
+        if t.published_skip != t.skip {
+            t.published_skip = t.skip;
+            // Release, and before the caller's RMW on the lock word (if it
+            // makes one): see `AstMutex::unlock`.
+            self.skip_states.store(t.skip, Ordering::Release);
+        }
         if t.published_due != t.due {
             t.published_due = t.due;
             // Relaxed: a hint; an exit that reads a stale value frees the
@@ -424,11 +473,11 @@ impl Table {
         self.nodes[i as usize].passes
     }
 
-    /// Counts one more exit that served live node `i` without the lock;
-    /// returns the count.
-    pub fn pass(&mut self, i: u32) -> u32 {
+    /// Counts `exits` more exits that served live node `i` without the
+    /// lock; returns the count.
+    pub fn pass(&mut self, i: u32, exits: u32) -> u32 {
         let n = &mut self.nodes[i as usize];
-        n.passes = n.passes.saturating_add(1);
+        n.passes = n.passes.saturating_add(exits);
         n.passes
     }
 
@@ -573,7 +622,7 @@ mod tests {
         // Woken: still the oldest, still counted.
         assert!(t.take_waiter(ab.index).is_some());
         assert!(t.is_woken(ab));
-        t.pass(ab.index);
+        t.pass(ab.index, 1);
         assert_eq!((t.oldest(0b10), t.passes(ab.index)), (Some(ab.index), 1));
         t.requeue(ab, w());
         assert!(!t.is_woken(ab));
