@@ -15,12 +15,16 @@ ast_mutex::states! { enum St { A, B, Done } }
 
 /// What the doc of `Config::watchers` promises: a parked first in line is
 /// left parked by at most 256 exits to its states, then woken; once 32
-/// exits have passed it, the first exit after it runs hands it the lock. So
-/// from the first of its polls after 32 exits, at most 256 + 1 sections run
-/// before its own (one more for the hammer whose section was under way).
-/// Without restriction, 1 (+ 1).
-const RESTRICTED_BOUND: usize = 256 + 1 + 1;
-const PLAIN_BOUND: usize = 1 + 1;
+/// exits have passed it, the first exit after it runs hands it the lock.
+/// Exits that pass it while it is woken and has not run yet are counted
+/// in batches of 32, so at any time up to 31 of them may not be counted:
+/// from the first of its polls after more than 32 sections, at most 31
+/// passes are missing and 31 more may go uncounted before the 32 are
+/// reached, then one exit hands it the lock (one more for the hammer whose
+/// section was under way): 31 + 31 + 1 + 1 sections, and 256 more under
+/// restriction.
+const PLAIN_BOUND: usize = 31 + 31 + 1 + 1;
+const RESTRICTED_BOUND: usize = 256 + PLAIN_BOUND;
 /// What the doc of `WakeMode::Handoff` promises: a parked first in line is
 /// left parked for running watchers by at most 256 exits to its states;
 /// the next one hands it the lock.
