@@ -361,6 +361,13 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// so the call returns within `timeout` plus about one scheduling
     /// quantum whatever the [`Config`].
     ///
+    /// **A known limit.** To queue, and to leave the queue once the deadline
+    /// has passed, the call takes the mutex's internal waiter-table lock (a
+    /// spin lock held for a few instructions). On a mutex whose exits are
+    /// busy serving other waiters while more threads are runnable than there
+    /// are cores, a thread preempted while it holds that lock can delay the
+    /// call by a few scheduling rounds more.
+    ///
     /// # Panics
     ///
     /// If `set` is empty.
