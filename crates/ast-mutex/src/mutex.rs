@@ -361,12 +361,14 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// so the call returns within `timeout` plus about one scheduling
     /// quantum whatever the [`Config`].
     ///
-    /// **A known limit.** To queue, and to leave the queue once the deadline
-    /// has passed, the call takes the mutex's internal waiter-table lock (a
-    /// spin lock held for a few instructions). On a mutex whose exits are
-    /// busy serving other waiters while more threads are runnable than there
-    /// are cores, a thread preempted while it holds that lock can delay the
-    /// call by a few scheduling rounds more.
+    /// To queue, and to leave the queue once the deadline has passed, the
+    /// call takes the mutex's internal waiter-table lock (a spin lock held
+    /// for a few instructions), but never waits for it past the deadline
+    /// (to leave, past about 0.1 ms): a thread preempted while it holds
+    /// that lock can be kept from running for a scheduling round when more
+    /// threads are runnable than there are cores. Not queued by then, the
+    /// call returns `None`; queued, it leaves its place to be removed by the
+    /// table lock's next holder.
     ///
     /// # Panics
     ///

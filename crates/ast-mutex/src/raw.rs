@@ -89,6 +89,12 @@ const ROTATE_AFTER_SKIPS: u32 = if cfg!(loom) { 1 } else { 256 };
 /// from idling meanwhile.
 const PENDING_WAKES: usize = 4;
 
+/// How long a cancelled waiter waits for the table lock to remove its node
+/// before it leaves the node to the next holder (see `AstMutex::dequeue`):
+/// far longer than any hold by a running thread, far shorter than a
+/// scheduling round.
+const LEAVE_PATIENCE: Duration = Duration::from_micros(100);
+
 /// Whether a waiter with `policy` watches the word (spins, yields, or never
 /// parks) rather than parking after one look.
 #[inline]
@@ -205,7 +211,10 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             }
             woken = false;
             let waiter = Waiter::for_thread(0);
-            match self.enqueue(mask, &mut place, &waiter) {
+            // A watcher that gives up passes on what exits left to it (see
+            // above), under the table lock: it waits for the table lock.
+            let patience = if slot.is_none() { deadline } else { None };
+            match self.enqueue(mask, &mut place, &waiter, patience) {
                 Enqueued::Queued(ahead) => {
                     if let Some(w) = ahead {
                         // A thread's unpark: no user code runs.
@@ -214,6 +223,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 }
                 Enqueued::Enterable => continue,
                 Enqueued::Handed(s) => return Some(s),
+                Enqueued::TimedOut => return None,
             }
             let token = match deadline {
                 None => waiter.wait(false),
@@ -297,8 +307,24 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// if that is a thread (an unpark runs no user code) and fewer than
     /// `PENDING_WAKES` acceptors ahead of it are pending; `Queued` carries
     /// the wake-up, to deliver once the table lock is released.
-    pub(crate) fn enqueue(&self, mask: u64, place: &mut Place, waiter: &Arc<Waiter>) -> Enqueued {
-        let mut t = self.waiters.lock();
+    ///
+    /// A waiter not queued yet that has a `deadline` does not wait for the
+    /// table lock past it (`TimedOut`): the lock's holder may be preempted
+    /// for a scheduling round.
+    pub(crate) fn enqueue(
+        &self,
+        mask: u64,
+        place: &mut Place,
+        waiter: &Arc<Waiter>,
+        deadline: Option<Instant>,
+    ) -> Enqueued {
+        let mut t = match deadline {
+            Some(d) if place.node.is_none() => match self.waiters.lock_until(d) {
+                Some(t) => t,
+                None => return Enqueued::TimedOut,
+            },
+            _ => self.waiters.lock(),
+        };
         let fresh = match place.node {
             Some(h) => {
                 // Handoffs to a woken node happen under the table lock.
@@ -392,14 +418,23 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 
     /// Removes the node of a waiter whose `Waiter` was cancelled (an exit
-    /// may have removed it already, on finding it cancelled).
+    /// may have removed it already, on finding it cancelled). If the table
+    /// lock stays held for `LEAVE_PATIENCE` (its holder preempted, which
+    /// can last a scheduling round when threads outnumber cores), leaves
+    /// the node to the next holder instead (`Waiters::leave_later`), so that
+    /// a timed wait returns on time and a dropped future's `drop` does not
+    /// wait for another thread to be scheduled.
     pub(crate) fn dequeue(&self, place: &mut Place) {
         let Some(h) = place.node.take() else {
             return;
         };
-        let mut t = self.waiters.lock();
-        if t.remove(h) {
-            self.publish(&mut t);
+        match self.waiters.lock_until(Instant::now() + LEAVE_PATIENCE) {
+            Some(mut t) => {
+                if t.remove(h) {
+                    self.publish(&mut t);
+                }
+            }
+            None => self.waiters.leave_later(),
         }
     }
 
@@ -486,7 +521,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 return Poll::Ready(s);
             }
             let waiter = Waiter::for_task(cx.waker(), 0);
-            match self.enqueue(wait.mask, &mut wait.place, &waiter) {
+            match self.enqueue(wait.mask, &mut wait.place, &waiter, None) {
                 Enqueued::Queued(ahead) => {
                     if let Some(w) = ahead {
                         // A thread's unpark: no user code runs.
@@ -498,6 +533,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 }
                 Enqueued::Enterable => {}
                 Enqueued::Handed(s) => return Poll::Ready(s),
+                Enqueued::TimedOut => unreachable!("a task's enqueue has no deadline"),
             }
         }
     }
@@ -940,4 +976,7 @@ pub(crate) enum Enqueued {
     Enterable,
     /// The lock was handed to the (woken) waiter, in this state.
     Handed(u32),
+    /// The deadline passed before the table lock could be taken; the
+    /// waiter, never queued, has nothing to undo.
+    TimedOut,
 }

@@ -27,7 +27,11 @@
 //! the waiters present (their distinct sets), never with the history of the
 //! mutex, and nothing done under the table lock walks a group, but for a
 //! parking waiter's look past at most [`WALK_PAST`] woken nodes at the
-//! heads of the groups of one state ([`Table::next_to_wake`]).
+//! heads of the groups of one state ([`Table::next_to_wake`]). A cancelled
+//! waiter that finds the table lock held for long (its holder preempted)
+//! leaves its node to the next holder, which removes every such node
+//! ([`Waiters::leave_later`]): at most one per waiter that queued while
+//! the lock was held.
 //!
 //! Beside the table, [`Waiters::parked_states`] publishes the union of the
 //! entry sets of groups with nodes, so that an exit to a state no waiter
@@ -62,6 +66,10 @@ pub(crate) struct Waiters {
     skip_states: AtomicU64,
     /// Exits that skipped the table because of `skip_states`.
     skipped_exits: AtomicU32,
+    /// Nodes left in the table by cancelled waiters that found the table
+    /// lock held too long to remove them ([`leave_later`](Self::leave_later));
+    /// the next holder removes them.
+    stale: AtomicUsize,
 }
 
 /// The end of a list.
@@ -211,6 +219,7 @@ impl Waiters {
                 due_states: AtomicU64::new(0),
                 skip_states: AtomicU64::new(0),
                 skipped_exits: AtomicU32::new(0),
+                stale: AtomicUsize::new(0),
             }
         }
     }
@@ -287,8 +296,51 @@ impl Waiters {
         self.parked_states.store(t.summary, Ordering::Release);
     }
 
+    /// Takes the table lock, and first removes the nodes that cancelled
+    /// waiters left to it ([`leave_later`](Self::leave_later)); the caller
+    /// publishes after changing the table, as always.
+    #[inline]
     pub fn lock(&self) -> SpinGuard<'_, Table> {
-        self.table.lock()
+        let mut t = self.table.lock();
+        self.sweep(&mut t);
+        t
+    }
+
+    /// [`lock`](Self::lock), but not past `deadline` (see
+    /// [`SpinLock::lock_until`]): `None` if the table lock is still held
+    /// then, by a holder the scheduler keeps from running.
+    pub fn lock_until(&self, deadline: Instant) -> Option<SpinGuard<'_, Table>> {
+        let mut t = self.table.lock_until(deadline)?;
+        self.sweep(&mut t);
+        Some(t)
+    }
+
+    /// A waiter whose [`Waiter`] it has cancelled leaves its queued node for
+    /// the next holder of the table lock to remove. The node is inert
+    /// meanwhile: nobody can notify a cancelled waiter, and an exit that
+    /// reaches it removes it and serves the next one, as it does for a
+    /// waiter cancelled while it was being served.
+    pub fn leave_later(&self) {
+        // Release: pairs with the Acquire swap in `sweep_slow`, which then
+        // sees the cancellation (sequenced before this) of every waiter
+        // counted here.
+        self.stale.fetch_add(1, Ordering::Release);
+    }
+
+    #[inline]
+    fn sweep(&self, t: &mut Table) {
+        // Relaxed: a look; a count missed here is seen by the next holder.
+        if self.stale.load(Ordering::Relaxed) != 0 {
+            self.sweep_slow(t);
+        }
+    }
+
+    #[cold]
+    fn sweep_slow(&self, t: &mut Table) {
+        // Acquire: see `leave_later`.
+        if self.stale.swap(0, Ordering::Acquire) != 0 {
+            t.remove_cancelled();
+        }
     }
 }
 
@@ -591,6 +643,21 @@ impl Table {
         self.unlink(i);
     }
 
+    /// Removes every queued node whose waiter was cancelled (see
+    /// `Waiters::leave_later`). Walks the slab: rare, and linear in the
+    /// waiters present.
+    fn remove_cancelled(&mut self) {
+        let mut i = 0;
+        // `unlink` empties the slab when the last node leaves.
+        while i < self.nodes.len() {
+            let n = &self.nodes[i];
+            if n.slot.is_some() && n.waiter.as_ref().is_some_and(|w| w.is_cancelled()) {
+                self.unlink(i as u32);
+            }
+            i += 1;
+        }
+    }
+
     /// How many groups (distinct entry sets with waiters) there are.
     pub fn groups(&self) -> usize {
         self.groups.len()
@@ -645,6 +712,44 @@ mod tests {
             0,
             "the slab is freed with the last node"
         );
+    }
+
+    #[test]
+    fn nodes_left_by_cancelled_waiters_go_at_the_next_lock() {
+        let ws = Waiters::new();
+        let waiters: Vec<_> = (0..5).map(|_| w()).collect();
+        let hs: Vec<_> = {
+            let mut t = ws.lock();
+            // Four nodes for state bit 1, the last one for bit 2.
+            (0..5)
+                .map(|i| {
+                    t.insert(
+                        if i < 4 { 1 } else { 2 },
+                        Slot::new(),
+                        Arc::clone(&waiters[i]),
+                    )
+                })
+                .collect()
+        };
+        // Two waiters of the first group cancel and leave their nodes; a
+        // third is cancelled and not yet gone: the sweep takes it too.
+        for i in [0, 2, 3] {
+            waiters[i].cancel().expect("not notified");
+        }
+        ws.leave_later();
+        ws.leave_later();
+        let mut t = ws.lock();
+        assert_eq!(t.all(1), [hs[1].index]);
+        assert_eq!(t.all(2), [hs[4].index]);
+        assert!(![0, 2, 3].iter().any(|&i| t.contains(hs[i])));
+        assert_eq!(t.waiters(), 2);
+        drop(t);
+        // The last nodes leave the same way: the slab empties.
+        for i in [1, 4] {
+            waiters[i].cancel().expect("not notified");
+            ws.leave_later();
+        }
+        assert_eq!(ws.lock().waiters(), 0);
     }
 
     #[test]

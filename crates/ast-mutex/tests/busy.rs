@@ -74,3 +74,44 @@ fn timed_enters_with_unbounded_spins_are_rarely_late_with_50_busy_threads() {
     assert!(r.iter().all(|&r| r));
     held.exit(Light::Red);
 }
+
+/// A timed enter on a mutex that other threads enter and exit all the
+/// time, so that its waiter table's lock is busy: a holder of that lock
+/// preempted for a scheduling round must not make the timed waiter wait
+/// that round to queue, or to leave the queue once its deadline has passed
+/// (it leaves its node to the table's next holder instead).
+#[test]
+fn timed_enters_on_a_mutex_busy_with_exits_are_rarely_late_with_50_busy_threads() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let _busy = BusyThreads::start(50);
+    let m = Arc::new(ast_mutex::AstMutex::new(Light::Red, 0u64));
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..8)
+        .map(|_| {
+            let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let mut g = m.enter(Light::Red);
+                    *g += 1;
+                    g.exit(Light::Red);
+                }
+            })
+        })
+        .collect();
+    let r = rarely_late(
+        "try_enter_for(a state that never comes) beside 8 threads entering",
+        TIMEOUT,
+        BOUND,
+        TAIL_TRIES,
+        TAIL_LATE,
+        || m.try_enter_for(Light::Green, TIMEOUT).is_none(),
+    );
+    stop.store(true, Ordering::Relaxed);
+    workers.into_iter().for_each(|w| w.join().unwrap());
+    assert!(r.iter().all(|&r| r));
+    // Nothing stays queued: the nodes left to the table's next holder are
+    // removed by it (this look takes the table lock).
+    assert_eq!(m.__test_waiter_table_size(), (0, 0));
+}

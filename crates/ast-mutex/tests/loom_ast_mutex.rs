@@ -215,10 +215,16 @@ fn timeout_race(mode: WakeMode, hasty_set: StateSet<St>) {
     let hasty_entered = hasty.join().unwrap();
     assert_eq!(*m.enter(St::B), if hasty_entered { 11 } else { 1 });
     assert_eq!(m.state(), Some(St::B));
+    // A timed-out waiter that found the table lock held left its node to
+    // the next holder (loom: whenever its `try_lock` fails); that holder
+    // removed it, and this look is one.
+    assert_eq!(m.__test_waiter_table_size(), (0, 0));
 }
 
 /// The waiters are in different groups; the exit to B may race the
-/// timeout. If the exit chose the timed-out waiter's group, its wake passes
+/// timeout, and the timed-out waiter may find the table lock held and
+/// leave its node to the next holder (loom makes the table lock's
+/// `lock_until` a `try_lock`). If the exit chose the timed-out waiter's group, its wake passes
 /// on to the patient one.
 #[test]
 fn timeout_races_an_exit() {

@@ -6,22 +6,26 @@
 //! and then give way ([`give_way`](crate::wait::give_way): a yield while
 //! yields are cheap, a short sleep once they are slow, so that a waiter does
 //! not give its core away for a whole scheduling round). Keep what it guards
-//! to a few instructions.
+//! to a few instructions. A caller with a deadline uses
+//! [`SpinLock::lock_until`], which gives up rather than wait for a
+//! preempted holder past it.
 //!
 //! Under loom the lock is a loom `Mutex`: loom cannot explore a spin loop
 //! (it may keep rescheduling a yielding spinner instead of the preempted
 //! holder, and gives up on the branch count), so the loom build models the
 //! spin lock by its contract, mutual exclusion, and checks the code built on
-//! it. The std build's spinning is exercised by `tests/spin.rs`.
+//! it; `lock_until` is a `try_lock` there (a deadline may pass whenever the
+//! lock is held). The std build's spinning is exercised by `tests/spin.rs`.
 
 use core::fmt;
 use core::ops::{Deref, DerefMut};
+use std::time::Instant;
 
 #[cfg(not(loom))]
 use crate::sync::atomic::{AtomicBool, Ordering};
 use crate::sync::cell::{MutPtr, UnsafeCell};
 #[cfg(not(loom))]
-use crate::wait::Backoff;
+use crate::wait::{Backoff, give_way};
 
 /// A spin lock around a value.
 ///
@@ -114,6 +118,43 @@ impl<T: ?Sized> SpinLock<T> {
         }
     }
 
+    /// [`lock`](Self::lock), but not past `deadline`: `None` if the lock is
+    /// still held then. Once the back-off's spins are spent it sleeps
+    /// briefly between looks and never yields ([`give_way`] with the
+    /// deadline), so it returns about on time even when the holder was
+    /// preempted and waits a whole scheduling round for a CPU.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use sync_core::spin::SpinLock;
+    ///
+    /// let lock = SpinLock::new(0);
+    /// let held = lock.lock();
+    /// let soon = Instant::now() + Duration::from_millis(1);
+    /// assert!(lock.lock_until(soon).is_none());
+    /// drop(held);
+    /// assert!(lock.lock_until(soon).is_some());
+    /// ```
+    pub fn lock_until(&self, deadline: Instant) -> Option<SpinGuard<'_, T>> {
+        let mut backoff = Backoff::new();
+        loop {
+            if let Some(g) = self.try_lock() {
+                return Some(g);
+            }
+            while self.locked.load(Ordering::Relaxed) {
+                if !backoff.is_spent() {
+                    backoff.snooze();
+                } else if Instant::now() >= deadline {
+                    return None;
+                } else {
+                    give_way(Some(deadline));
+                }
+            }
+        }
+    }
+
     /// Takes the lock if it is free.
     #[inline]
     pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
@@ -137,6 +178,13 @@ impl<T: ?Sized> SpinLock<T> {
             value: self.value.get_mut(),
             _held: held,
         }
+    }
+
+    /// Takes the lock if it is free, and otherwise gives up: loom does not
+    /// model time, so a deadline may pass whenever the lock is held.
+    pub fn lock_until(&self, deadline: Instant) -> Option<SpinGuard<'_, T>> {
+        let _ = deadline;
+        self.try_lock()
     }
 
     /// Takes the lock if it is free.
