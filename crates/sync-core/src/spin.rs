@@ -3,7 +3,7 @@
 //! (a waiter table) and as the spin-lock twin of the benchmarks.
 //!
 //! It never parks: a holder preempted by the scheduler makes the others spin
-//! and then give way ([`give_way`](crate::wait::give_way): a yield while
+//! and then give way ([`give_way`]: a yield while
 //! yields are cheap, a short sleep once they are slow, so that a waiter does
 //! not give its core away for a whole scheduling round). Keep what it guards
 //! to a few instructions. A caller with a deadline uses
