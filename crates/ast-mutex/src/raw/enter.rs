@@ -1,0 +1,446 @@
+//! The slow paths of an entry: a thread's watch, queue and park
+//! (`lock_slow`), a task's poll (`poll_enter`) and a dropped task's
+//! withdrawal (`cancel_wait`), and what they do under the waiter table's
+//! lock (`enqueue`, `dequeue`, `leave`, `abandon`).
+
+use core::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use sync_core::sync::Arc;
+use sync_core::sync::atomic::Ordering;
+use sync_core::unwind::Panics;
+use sync_core::wait::{Next, WaitPolicy, Watch};
+use sync_core::waiter::{Waiter, Wakeup};
+use sync_core::wake_list::WakeList;
+
+use crate::config::WakeMode;
+use crate::future::Wait;
+use crate::mutex::AstMutex;
+use crate::state::AbstractState;
+use crate::waiters::{Slot, Table};
+use crate::watchers::MAX_WATCHERS;
+
+use super::{Enqueued, LOCKED, Place, STATE_BITS, TOKEN_HANDOFF, UNRESOLVED, enterable, past};
+
+/// How many woken acceptors of the free lock's state may be pending (woken
+/// and not back yet) before a waiter that parks stops waking more of them
+/// (see `AstMutex::enqueue`). One woken waiter suffices while the CPUs are
+/// free; when threads outnumber cores a woken thread can wait a scheduling
+/// round for a CPU, and a few more of them, each runnable, keep the lock
+/// from idling meanwhile.
+const PENDING_WAKES: usize = 4;
+
+/// How long a cancelled waiter waits for the table lock to remove its node
+/// before it leaves the node to the next holder (see `AstMutex::dequeue`):
+/// far longer than any hold by a running thread, far shorter than a
+/// scheduling round.
+const LEAVE_PATIENCE: Duration = Duration::from_micros(100);
+
+/// Whether a waiter with `policy` watches the word (spins, yields, or never
+/// parks) rather than parking after one look.
+#[inline]
+fn watches(policy: WaitPolicy) -> bool {
+    policy.spin_count() > 0 || policy.yield_count() > 0 || !policy.parks()
+}
+
+impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
+    /// Watches the word, then waits in the group of `mask` until entered,
+    /// handed the lock, or past `deadline`.
+    #[cold]
+    pub(crate) fn lock_slow(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
+        let mut place = Place::default();
+        // Woken to compete and not queued since: our node is woken, and a
+        // give-up passes the wake on.
+        let mut woken = false;
+        let limit = self.config.watchers as usize;
+        loop {
+            // Concurrency restriction: a thread watches (as the policy
+            // says) with a watcher slot, or when woken (it is first in line,
+            // and exits count against it); any other parks after one look
+            // at the word. Without restriction, a Handoff waiter whose
+            // policy watches still takes a slot if one is free, to show
+            // exits that it is running (see `serve`); it watches either
+            // way. One that parks after one look is not running for long.
+            let slot = match (limit, self.config.wake_mode) {
+                (0, WakeMode::Handoff) if watches(self.config.wait) => {
+                    self.watchers.claim(mask, MAX_WATCHERS)
+                }
+                (0, _) => None,
+                _ => self.watchers.claim(mask, limit),
+            };
+            let policy = if limit == 0 || slot.is_some() || place.node.is_some() {
+                self.config.wait
+            } else {
+                WaitPolicy::block()
+            };
+            let entered = self.watch(mask, deadline, &mut place, policy);
+            if let Some(i) = slot {
+                self.watchers.give_back(i);
+            }
+            if entered.is_some() {
+                return entered;
+            }
+            // Under loom, where time is not modelled, a timed waiter's timer
+            // has fired by the time it was woken (as `Waiter::wait_until`
+            // models it), or by the end of a watch with a watcher slot, so
+            // the give-ups after a wake and after a watch are explored.
+            if past(deadline) || (cfg!(loom) && deadline.is_some() && (woken || slot.is_some())) {
+                let mut panics = Panics::new();
+                // Handed the lock while we gave up: it is ours.
+                let handed = self.abandon(&mut place, &mut panics);
+                if handed.is_none() && slot.is_some() {
+                    // An exit may have left its waiters parked for us.
+                    self.wake_pass(0, &mut panics);
+                }
+                panics.resume();
+                return handed;
+            }
+            woken = false;
+            let waiter = Waiter::for_thread(0);
+            // A watcher that gives up passes on what exits left to it (see
+            // above), under the table lock: it waits for the table lock.
+            let patience = if slot.is_none() { deadline } else { None };
+            match self.enqueue(mask, &mut place, &waiter, patience) {
+                Enqueued::Queued(ahead) => {
+                    if let Some(w) = ahead {
+                        // A thread's unpark: no user code runs.
+                        w.wake();
+                    }
+                }
+                Enqueued::Enterable => continue,
+                Enqueued::Handed(s) => return Some(s),
+                Enqueued::TimedOut => return None,
+            }
+            let token = match deadline {
+                None => waiter.wait(false),
+                // A notify that wins the race with the timeout is returned:
+                // what it carried (the lock) is ours.
+                Some(deadline) => match waiter.wait_until(false, deadline) {
+                    Some(token) => token,
+                    None => {
+                        // Cancelled: leave the queue (an exit may have
+                        // removed the node already).
+                        self.dequeue(&mut place);
+                        return None;
+                    }
+                },
+            };
+            if token & TOKEN_HANDOFF != 0 {
+                // The exit removed our node.
+                place.node = None;
+                return Some(token as u32 & STATE_BITS);
+            }
+            // Woken to compete: our node stays, woken; watch again (once, if
+            // past the deadline).
+            if let Some(slot) = &place.slot {
+                slot.mark_back();
+                self.waiters.unskip(mask);
+            }
+            woken = true;
+        }
+    }
+
+    /// Watches the lock word for a state of `mask`, taking the lock if one
+    /// comes, as the configuration's [`WaitPolicy`] says (by default
+    /// `spins` reads with a spin hint between them, then `yields` reads
+    /// each after a yield), checking `deadline` throughout (the
+    /// [`Watch`] reads the clock every 16 spins and before every yield).
+    /// A woken waiter also watches its slot, where an exit may hand it the
+    /// lock. Returns the state entered in, with the waiter's node gone.
+    #[inline]
+    fn watch(
+        &self,
+        mask: u64,
+        deadline: Option<Instant>,
+        place: &mut Place,
+        policy: WaitPolicy,
+    ) -> Option<u32> {
+        // Under loom every spin and yield is a scheduling point: one read
+        // after one spin explores a waiter that finds its state while
+        // watching, without multiplying the paths.
+        let policy = if cfg!(loom) {
+            WaitPolicy::spin_then_block(policy.spin_count().min(1))
+        } else {
+            policy
+        };
+        let mut watch = Watch::new(policy);
+        loop {
+            if let Some(s) = place.take_handed() {
+                return Some(s);
+            }
+            if let Some(s) = self.try_lock_in(mask) {
+                self.leave(place);
+                return Some(s);
+            }
+            match watch.pause(deadline) {
+                Next::Poll => {}
+                Next::Park | Next::TimedOut => return None,
+            }
+        }
+    }
+
+    /// Queues `waiter` for `mask` unless the word admits `mask`: a waiter
+    /// without a node gets one at the end of its group (with a new ticket);
+    /// a woken one is queued again in its place.
+    ///
+    /// In Compete mode, a waiter (thread or task) that queues while the lock
+    /// is free in a state whose first in line is pending (woken to compete,
+    /// its thread not running yet) may be the last running thread that
+    /// could have taken the lock: after it parks, the lock idles until the
+    /// scheduler runs the woken one, which can take a scheduling round when
+    /// threads outnumber cores. So, unless a watcher that accepts the state
+    /// is running, it wakes the next queued acceptor of that state as well,
+    /// if that is a thread (an unpark runs no user code) and fewer than
+    /// `PENDING_WAKES` acceptors ahead of it are pending; `Queued` carries
+    /// the wake-up, to deliver once the table lock is released.
+    ///
+    /// A waiter not queued yet that has a `deadline` does not wait for the
+    /// table lock past it (`TimedOut`): the lock's holder may be preempted
+    /// for a scheduling round.
+    pub(crate) fn enqueue(
+        &self,
+        mask: u64,
+        place: &mut Place,
+        waiter: &Arc<Waiter>,
+        deadline: Option<Instant>,
+    ) -> Enqueued {
+        let mut t = match deadline {
+            Some(d) if place.node.is_none() => match self.waiters.lock_until(d) {
+                Some(t) => t,
+                None => return Enqueued::TimedOut,
+            },
+            _ => self.waiters.lock(),
+        };
+        let fresh = match place.node {
+            Some(h) => {
+                // Handoffs to a woken node happen under the table lock.
+                if let Some(s) = place.take_handed() {
+                    return Enqueued::Handed(s);
+                }
+                t.requeue(h, Arc::clone(waiter));
+                false
+            }
+            None => {
+                let slot = Arc::clone(place.slot.get_or_insert_with(Slot::new));
+                place.node = Some(t.insert(mask, slot, Arc::clone(waiter)));
+                true
+            }
+        };
+        // Queue ourselves and publish our states first, then read the word
+        // with an RMW that changes nothing. An exit whose release comes
+        // after this RMW in the word's modification order reads the summary
+        // after its own RMW, which reads from ours: it sees our states and
+        // serves us (or takes the table lock, and finds us queued). An exit
+        // whose release came before it left the word enterable, and we see
+        // that here.
+        self.publish(&mut t);
+        // AcqRel: Acquire pairs with the Release of the exit that freed the
+        // word; Release carries the summary store to that exit's re-check.
+        let w = self.word.fetch_or(0, Ordering::AcqRel);
+        if enterable(w, mask) || w & UNRESOLVED != 0 {
+            // Nobody served the node: exits serve under the table lock we
+            // hold. A new node leaves; a woken one stays woken, in its place.
+            let h = place.node.expect("queued above");
+            if fresh {
+                t.remove(h);
+                place.node = None;
+            } else {
+                drop(t.unqueue(h));
+            }
+            self.publish(&mut t);
+            return Enqueued::Enterable;
+        }
+        let ahead = if w & LOCKED == 0 {
+            let ahead = self.wake_ahead(&mut t, 1 << (w & STATE_BITS));
+            // A cancelled waiter it found may have left.
+            self.publish(&mut t);
+            ahead
+        } else {
+            None
+        };
+        Enqueued::Queued(ahead)
+    }
+
+    /// Under the table lock, when the lock is free in the state of `bit`:
+    /// if its first in line is pending and no watcher that accepts the state
+    /// is running, wakes the next queued thread that accepts it to compete
+    /// (see `enqueue`), and returns the wake-up.
+    fn wake_ahead(&self, t: &mut Table, bit: u64) -> Option<Wakeup> {
+        // Handoff mode does not leave woken waiters in line, and Broadcast
+        // mode has woken every acceptor already.
+        if self.config.wake_mode != WakeMode::Compete {
+            return None;
+        }
+        let first = t.oldest(bit)?;
+        if !t.is_pending_at(first) || self.watchers.accept(bit) {
+            // Queued: the exit that freed the lock serves it (it is waiting
+            // for the table lock we hold), or a running watcher takes the
+            // lock. Back: it is running. A watcher that accepts the state
+            // is running too (concurrency restriction: it takes the lock).
+            return None;
+        }
+        let j = t.next_to_wake(bit, PENDING_WAKES)?;
+        if !t.is_thread_at(j) {
+            return None;
+        }
+        let waiter = t
+            .take_waiter(j)
+            .expect("next_to_wake returns a queued node");
+        Self::wake_to_compete(t, j, &waiter)
+    }
+
+    /// Removes the node of a waiter whose `Waiter` was cancelled (an exit
+    /// may have removed it already, on finding it cancelled). If the table
+    /// lock stays held for `LEAVE_PATIENCE` (its holder preempted, which
+    /// can last a scheduling round when threads outnumber cores), leaves
+    /// the node to the next holder instead (`Waiters::leave_later`), so that
+    /// a timed wait returns on time and a dropped future's `drop` does not
+    /// wait for another thread to be scheduled.
+    pub(crate) fn dequeue(&self, place: &mut Place) {
+        let Some(h) = place.node.take() else {
+            return;
+        };
+        match self.waiters.lock_until(Instant::now() + LEAVE_PATIENCE) {
+            Some(mut t) => {
+                if t.remove(h) {
+                    self.publish(&mut t);
+                }
+            }
+            None => self.waiters.leave_later(),
+        }
+    }
+
+    /// Removes the node of a woken waiter that has just taken the lock.
+    fn leave(&self, place: &mut Place) {
+        let Some(h) = place.node.take() else {
+            return;
+        };
+        let mut t = self.waiters.lock();
+        // Nobody hands the lock to a waiter that took it by itself: the word
+        // has been held by us since.
+        let removed = t.remove(h);
+        debug_assert!(
+            removed,
+            "a woken node is removed only by its waiter or a handoff"
+        );
+        self.publish(&mut t);
+    }
+
+    /// A woken (or never queued) waiter gives up: removes its node and, if
+    /// it was woken, passes the wake-up on, since exits served it rather
+    /// than wake anyone else. Returns the state of a lock handed to it
+    /// meanwhile, which it then owns. Wakers' panics go to `panics`.
+    fn abandon(&self, place: &mut Place, panics: &mut Panics) -> Option<u32> {
+        let h = place.node.take()?;
+        let mut wakeups = WakeList::new();
+        {
+            let mut t = self.waiters.lock();
+            // Under the table lock, under which handoffs are made.
+            if let Some(s) = place.take_handed() {
+                return Some(s);
+            }
+            let woken = t.is_woken(h);
+            t.remove(h);
+            if woken {
+                // We may have been a state's first in line that exits
+                // skipped (`skip_states`): they freed the lock and served
+                // no one. Publish, then read the word with an RMW that
+                // changes nothing: an exit whose swap follows it reads the
+                // new skip states (see `unlock`); one whose swap precedes
+                // it left the lock free, and we serve its state here.
+                self.publish(&mut t);
+                // AcqRel: Release carries the publication to that exit;
+                // Acquire pairs with the exit's swap.
+                let w = self.word.fetch_or(0, Ordering::AcqRel);
+                if w & (LOCKED | UNRESOLVED) == 0 {
+                    self.serve(&mut t, w & STATE_BITS, false, 0, &mut wakeups);
+                }
+            }
+            self.publish(&mut t);
+        }
+        wakeups.wake_all(panics);
+        None
+    }
+
+    /// A task's wait: `Ready(state)` once it holds the lock, entered in
+    /// `state`.
+    pub(crate) fn poll_enter(&self, wait: &mut Wait, cx: &mut Context<'_>) -> Poll<u32> {
+        loop {
+            if let Some(waiter) = &wait.waiter {
+                match waiter.poll(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(token) => {
+                        wait.waiter = None;
+                        if token & TOKEN_HANDOFF != 0 {
+                            // The exit removed our node.
+                            wait.place.node = None;
+                            wait.place.slot = None;
+                            return Poll::Ready(token as u32 & STATE_BITS);
+                        }
+                        // Woken to compete: our node stays, woken.
+                        if let Some(slot) = &wait.place.slot {
+                            slot.mark_back();
+                            self.waiters.unskip(wait.mask);
+                        }
+                    }
+                }
+            }
+            if let Some(s) = wait.place.take_handed() {
+                return Poll::Ready(s);
+            }
+            if let Some(s) = self.try_lock_in(wait.mask) {
+                self.leave(&mut wait.place);
+                return Poll::Ready(s);
+            }
+            let waiter = Waiter::for_task(cx.waker(), 0);
+            match self.enqueue(wait.mask, &mut wait.place, &waiter, None) {
+                Enqueued::Queued(ahead) => {
+                    if let Some(w) = ahead {
+                        // A thread's unpark: no user code runs.
+                        w.wake();
+                    }
+                    // A notify from now on wakes the waker registered above.
+                    wait.waiter = Some(waiter);
+                    return Poll::Pending;
+                }
+                Enqueued::Enterable => {}
+                Enqueued::Handed(s) => return Poll::Ready(s),
+                Enqueued::TimedOut => unreachable!("a task's enqueue has no deadline"),
+            }
+        }
+    }
+
+    /// A task's wait dropped before it returned a guard: leave the queue,
+    /// or pass on the lock or the wake-up it was given. A waker that panics
+    /// (dropped here, or woken by the pass-on) panics out of the drop once
+    /// the mutex is consistent, unless the thread is already unwinding.
+    pub(crate) fn cancel_wait(&self, wait: &mut Wait) {
+        let mut panics = Panics::new();
+        if let Some(waiter) = wait.waiter.take() {
+            // A withdrawn waiter drops its waker: user code. If that panics,
+            // the withdrawal itself was done (`Ok`), and the panic waits in
+            // `panics` until the dequeue below is done too.
+            match waiter.cancel_catching(&mut panics) {
+                Ok(()) => {
+                    self.dequeue(&mut wait.place);
+                    return panics.resume();
+                }
+                Err(token) if token & TOKEN_HANDOFF != 0 => {
+                    // Handed the lock (the exit removed our node): release
+                    // it in the state it was handed in.
+                    wait.place.node = None;
+                    let s = token as u32 & STATE_BITS;
+                    self.unlock_with(s, s, &mut panics);
+                    return panics.resume();
+                }
+                // Woken to compete: our node is woken.
+                Err(_) => {}
+            }
+        }
+        if let Some(s) = self.abandon(&mut wait.place, &mut panics) {
+            // Handed the lock while woken: release it as it was handed.
+            self.unlock_with(s, s, &mut panics);
+        }
+        panics.resume();
+    }
+}
