@@ -72,6 +72,15 @@ pub(crate) struct Waiters {
     stale: AtomicUsize,
 }
 
+/// Stores `now` in `atomic` with `order` unless it is what was last stored
+/// (`published`, kept under the table lock), and notes it there.
+fn store_changed(atomic: &AtomicU64, published: &mut u64, now: u64, order: Ordering) {
+    if *published != now {
+        *published = now;
+        atomic.store(now, order);
+    }
+}
+
 /// The end of a list.
 const NIL: u32 = u32::MAX;
 
@@ -272,28 +281,33 @@ impl Waiters {
     /// changed since the last publication; call under the table lock after
     /// changing the table.
     pub fn publish(&self, t: &mut Table) {
-        if t.published_skip != t.skip {
-            t.published_skip = t.skip;
-            // Release, and before the caller's RMW on the lock word (if it
-            // makes one): see `AstMutex::unlock`.
-            self.skip_states.store(t.skip, Ordering::Release);
-        }
-        if t.published_due != t.due {
-            t.published_due = t.due;
-            // Relaxed: a hint; an exit that reads a stale value frees the
-            // lock first and serves after (see `AstMutex::unlock`).
-            self.due_states.store(t.due, Ordering::Relaxed);
-        }
-        if t.published == t.summary {
-            return;
-        }
-        t.published = t.summary;
-        // What orders this store before an exit's re-check is not this
-        // pair but the lock word: `enqueue` does its word RMW after this
-        // store, and the exit reads the summary after its own word RMW,
-        // which reads from `enqueue`'s (see `AstMutex::unlock`). Release and
+        // Release, and before the caller's RMW on the lock word (if it
+        // makes one): see `AstMutex::unlock`.
+        store_changed(
+            &self.skip_states,
+            &mut t.published_skip,
+            t.skip,
+            Ordering::Release,
+        );
+        // Relaxed: a hint; an exit that reads a stale value frees the lock
+        // first and serves after (see `AstMutex::unlock`).
+        store_changed(
+            &self.due_states,
+            &mut t.published_due,
+            t.due,
+            Ordering::Relaxed,
+        );
+        // What orders this store before an exit's re-check is not this pair
+        // but the lock word: `enqueue` does its word RMW after this store,
+        // and the exit reads the summary after its own word RMW, which
+        // reads from `enqueue`'s (see `AstMutex::unlock`). Release and
         // Acquire here only keep the summary's own history readable.
-        self.parked_states.store(t.summary, Ordering::Release);
+        store_changed(
+            &self.parked_states,
+            &mut t.published,
+            t.summary,
+            Ordering::Release,
+        );
     }
 
     /// Takes the table lock, and first removes the nodes that cancelled

@@ -226,17 +226,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 true
             }
         };
-        // Queue ourselves and publish our states first, then read the word
-        // with an RMW that changes nothing. An exit whose release comes
-        // after this RMW in the word's modification order reads the summary
-        // after its own RMW, which reads from ours: it sees our states and
-        // serves us (or takes the table lock, and finds us queued). An exit
-        // whose release came before it left the word enterable, and we see
-        // that here.
-        self.publish(&mut t);
-        // AcqRel: Acquire pairs with the Release of the exit that freed the
-        // word; Release carries the summary store to that exit's re-check.
-        let w = self.word.fetch_or(0, Ordering::AcqRel);
+        // Queue ourselves, then publish and read the word: an exit whose
+        // release follows sees our states and serves us (or takes the table
+        // lock, and finds us queued); one whose release came before left
+        // the word enterable, and we see that here.
+        let w = self.publish_and_read_word(&mut t);
         if enterable(w, mask) || w & UNRESOLVED != 0 {
             // Nobody served the node: exits serve under the table lock we
             // hold. A new node leaves; a woken one stays woken, in its place.
@@ -259,6 +253,20 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             None
         };
         Enqueued::Queued(ahead)
+    }
+
+    /// Under the table lock, after changing the table: publishes it, then
+    /// reads the lock word with an RMW that changes nothing, and returns
+    /// it. An exit whose swap comes after this RMW in the word's
+    /// modification order reads from it, and so reads what we published
+    /// (the waiting, due and skip states) in its re-check after the swap;
+    /// an exit whose swap came before it freed the word, and the caller
+    /// sees that in the word returned (see `unlock`).
+    fn publish_and_read_word(&self, t: &mut Table) -> u32 {
+        self.publish(t);
+        // AcqRel: Release carries the publication to that exit's re-check;
+        // Acquire pairs with the Release of the exit that freed the word.
+        self.word.fetch_or(0, Ordering::AcqRel)
     }
 
     /// Under the table lock, when the lock is free in the state of `bit`:
@@ -344,14 +352,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             if woken {
                 // We may have been a state's first in line that exits
                 // skipped (`skip_states`): they freed the lock and served
-                // no one. Publish, then read the word with an RMW that
-                // changes nothing: an exit whose swap follows it reads the
-                // new skip states (see `unlock`); one whose swap precedes
-                // it left the lock free, and we serve its state here.
-                self.publish(&mut t);
-                // AcqRel: Release carries the publication to that exit;
-                // Acquire pairs with the exit's swap.
-                let w = self.word.fetch_or(0, Ordering::AcqRel);
+                // no one. Publish and read the word: an exit whose swap
+                // follows reads the new skip states (see `unlock`); one
+                // whose swap came before left the lock free, and we serve
+                // its state here.
+                let w = self.publish_and_read_word(&mut t);
                 if w & (LOCKED | UNRESOLVED) == 0 {
                     self.serve(&mut t, w & STATE_BITS, false, 0, &mut wakeups);
                 }

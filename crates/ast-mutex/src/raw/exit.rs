@@ -80,7 +80,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// Frees the lock in state `next`; `entered` is the holder's entry state.
     ///
     /// Unless `next` is a due state (its first in line is to be handed the
-    /// lock: see `due`), one RMW releases the lock. A re-check of the
+    /// lock: see `due_and_skip`), one RMW releases the lock. A re-check of the
     /// waiting states then catches a waiter that queued meanwhile (see
     /// `enqueue`), and a waiter that accepts `next` is served with the lock
     /// free (`wake_pass`), unless its first in line is woken and has not run
@@ -344,29 +344,53 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         t.passes(i) >= HANDOFF_AFTER_PASSES && (!t.is_pending_at(i) || Self::pending_too_long(t, i))
     }
 
-    /// The states an exit keeps the lock for (`Table::due`, published
-    /// beside the waiting states): every state a waiter accepts in Handoff
-    /// mode; otherwise the entry sets of the groups whose first in line is
-    /// due a handoff. A superset only makes an exit slower (`serve` decides
-    /// under the table lock); a state missing from it makes the exit free
-    /// the lock first, and the pass-on that follows then takes the free
-    /// lock to hand it over, unless someone entered first, whose exit finds
-    /// the state due.
-    fn due(&self, t: &Table) -> u64 {
-        if self.config.wake_mode == WakeMode::Handoff {
-            return t.summary();
-        }
-        t.heads()
-            .filter(|&(_, i)| Self::handoff_due(t, i))
-            .fold(0, |due, (mask, _)| due | mask)
-    }
-
     /// Publishes the waiting states, the due states and the skip states;
     /// under the table lock, after changing the table.
     pub(super) fn publish(&self, t: &mut Table) {
-        t.due = self.due(t);
-        t.skip = self.skip(t);
+        (t.due, t.skip) = self.due_and_skip(t);
         self.waiters.publish(t);
+    }
+
+    /// The states an exit keeps the lock for (`Table::due`) and those
+    /// whose exits may skip the table (`Table::skip`), in one walk of the
+    /// groups' heads.
+    ///
+    /// Due: every state a waiter accepts in Handoff mode; otherwise the
+    /// entry sets of the groups whose first in line is due a handoff. A
+    /// superset only makes an exit slower (`serve` decides under the table
+    /// lock); a state missing from it makes the exit free the lock first,
+    /// and the pass-on that follows then takes the free lock to hand it
+    /// over, unless someone entered first, whose exit finds the state due.
+    ///
+    /// Skip (see `unlock`): in Compete mode, the states whose first in line
+    /// only takes passes (`only_passes`). None in the other modes, whose
+    /// exits do more (hand the lock over, or wake every waiter of the
+    /// state).
+    fn due_and_skip(&self, t: &Table) -> (u64, u64) {
+        let mode = self.config.wake_mode;
+        if mode == WakeMode::Handoff {
+            return (t.summary(), 0);
+        }
+        // The states of the groups whose head only takes passes are
+        // candidates: a state is kept if its oldest waiter, among all
+        // groups, is such a head.
+        let (mut due, mut candidates) = (0, 0);
+        for (mask, i) in t.heads() {
+            if Self::handoff_due(t, i) {
+                due |= mask;
+            } else if mode == WakeMode::Compete && t.is_pending_at(i) {
+                candidates |= mask;
+            }
+        }
+        let mut skip = 0;
+        while candidates != 0 {
+            let bit = candidates & candidates.wrapping_neg();
+            candidates &= !bit;
+            if t.oldest(bit).is_some_and(|i| Self::only_passes(t, i)) {
+                skip |= bit;
+            }
+        }
+        (due, skip)
     }
 
     /// Whether pending node `i` has waited long enough to be handed the
@@ -397,32 +421,6 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// run since (pending), and is not due a handoff.
     fn only_passes(t: &Table, i: u32) -> bool {
         t.is_pending_at(i) && !Self::handoff_due(t, i)
-    }
-
-    /// The states whose exits may skip the table (`Table::skip`, published
-    /// beside the waiting states; see `unlock`): in Compete mode, those
-    /// whose first in line only takes passes (`only_passes`). None in the
-    /// other modes, whose exits do more (hand the lock over, or wake every
-    /// waiter of the state).
-    fn skip(&self, t: &Table) -> u64 {
-        if self.config.wake_mode != WakeMode::Compete {
-            return 0;
-        }
-        // The states of the groups whose head only takes passes; a state is
-        // kept if its oldest waiter, among all groups, is such a head.
-        let mut candidates = t
-            .heads()
-            .filter(|&(_, i)| Self::only_passes(t, i))
-            .fold(0, |m, (mask, _)| m | mask);
-        let mut skip = 0;
-        while candidates != 0 {
-            let bit = candidates & candidates.wrapping_neg();
-            candidates &= !bit;
-            if t.oldest(bit).is_some_and(|i| Self::only_passes(t, i)) {
-                skip |= bit;
-            }
-        }
-        skip
     }
 
     /// Frees the word in state `next`, under the table lock (`_held` is the
