@@ -3,7 +3,9 @@
 //! peer's, and two things are measured in milliseconds:
 //!
 //! * **overshoot**: how late a 1 ms timed wait that cannot succeed returns
-//!   (`try_lock_for`, `try_enter_for`, `try_acquire_for`, `try_recv_for`, the CSP timed forms);
+//!   (`try_lock_for`, `try_enter_for`, `try_acquire_for`, `try_recv_for`, the CSP timed forms),
+//!   and a timed lock on a lock that 8 other threads take and release in a
+//!   loop (`lock-churned`: it may succeed, and then counts 0);
 //! * **wake-up latency**: from the event (an unlock, a release, a send) to
 //!   the woken waiter's return.
 //!
@@ -21,7 +23,7 @@
 //! `thread::sleep`, beside the overshoot rows, and `park-floor`, a thread
 //! woken from `thread::park`, beside the wake-up rows (see the `turns`
 //! module for why). Ids: `busy/{overshoot,wake}-{p50,p99}/
-//! {lock,semaphore,recv}/{0,4,50}` (the last part is the number of busy
+//! {lock,lock-churned,semaphore,recv}/{0,4,50}` (the last part is the number of busy
 //! threads, so each is a sweep), and for rendezvous channels (`csp`
 //! module) `busy/overshoot-{p50,p99}/{csp-recv,csp-send,alt}/N` and
 //! `busy/wake-{p50,p99}/{csp,alt}/N`.
@@ -49,7 +51,7 @@ use crate::workloads::adaptive::{Adaptive, LearnedPolicy};
 mod csp;
 mod turns;
 
-use turns::{Row, SLEEP_FLOOR, Wait, in_turns, sleep_floor};
+use turns::{MakeWait, Row, SLEEP_FLOOR, Wait, in_turns, sleep_floor};
 
 /// The timed waits' timeout.
 const TIMEOUT: Duration = Duration::from_millis(1);
@@ -91,6 +93,7 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
     all.push(mutex_sustained(mode));
     for busy in BUSY {
         all.push(overshoot_lock(busy, waits, budget));
+        all.push(overshoot_churned(busy, waits, budget));
         all.push(overshoot_semaphore(busy, waits, budget));
         all.push(overshoot_recv(busy, waits, budget));
         all.push(wake_lock(busy, waits, budget));
@@ -201,14 +204,16 @@ fn overshoot(wait: impl FnOnce()) -> f64 {
     (began.elapsed().saturating_sub(TIMEOUT)).as_secs_f64() * 1e3
 }
 
-/// An overshoot row, with `sleep-floor` as its reference.
+/// An overshoot row, with `sleep-floor` as its reference. `what` is what
+/// the wait waits on, and says whether it can succeed.
 fn overshoot_row(kind: &str, what: &str, busy: usize, peer: &str) -> Row {
     let p50 = format!("busy/overshoot-p50/{kind}/{busy}");
     let p99 = format!("busy/overshoot-p99/{kind}/{busy}");
     let title = |pct: &str| {
         format!(
-            "How late a 1 ms timed wait on {what} that cannot succeed returns ({pct} of the \
-             waits, ms past the deadline), with {busy} threads spinning on the CPUs."
+            "How late a 1 ms timed wait on {what} returns ({pct} of the waits, ms past the \
+             deadline; 0 for one that returned in time), with {busy} threads spinning on the \
+             CPUs."
         )
     };
     let workload = Workload::new(p50, Unit::Ms)
@@ -267,7 +272,12 @@ fn overshoot_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
         Box::new(move || overshoot(|| assert!(m.try_lock_for(TIMEOUT).is_none())))
     }
     in_turns(
-        overshoot_row("lock", "a held lock", busy, "parking_lot"),
+        overshoot_row(
+            "lock",
+            "a held lock (it cannot succeed)",
+            busy,
+            "parking_lot",
+        ),
         &[
             ("lockfree-sync", lockfree),
             ("adaptive", adaptive),
@@ -278,6 +288,105 @@ fn overshoot_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
         waits,
         budget,
     )
+}
+
+/// The threads that take and release the lock of
+/// `busy/overshoot-*/lock-churned/N` in a loop.
+const CHURN_THREADS: usize = 8;
+
+/// `CHURN_THREADS` threads that take and release a lock in a loop until
+/// dropped.
+struct Churn {
+    stop: Arc<AtomicBool>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Churn {
+    fn start<M: BenchMutex<()>>(m: &Arc<M>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..CHURN_THREADS)
+            .map(|_| {
+                let (m, stop) = (Arc::clone(m), Arc::clone(&stop));
+                // Relaxed: the flag orders nothing; the join does.
+                thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        m.with(|()| {});
+                    }
+                })
+            })
+            .collect();
+        Self { stop, threads }
+    }
+}
+
+impl Drop for Churn {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            t.join().expect("a churn thread panicked");
+        }
+    }
+}
+
+/// `busy/overshoot-*/lock-churned/N`: a 1 ms timed lock on a lock that
+/// `CHURN_THREADS` threads take and release all the time. It may succeed;
+/// what counts is that it never returns long after its deadline: a lock
+/// whose timed waiter waits, to queue or to leave, for an internal lock
+/// held by a preempted thread returns a scheduling round late.
+fn overshoot_churned(busy: usize, waits: usize, budget: Duration) -> Workload {
+    fn lockfree() -> Wait {
+        let m = Arc::new(lockfree_sync::Mutex::new(()));
+        let churn = Churn::start(&m);
+        Box::new(move || {
+            let _churn = &churn;
+            overshoot(|| drop(m.try_lock_for(TIMEOUT)))
+        })
+    }
+    fn adaptive() -> Wait {
+        let m = Arc::new(Adaptive::<LearnedPolicy, ()>::new(()));
+        let churn = Churn::start(&m);
+        Box::new(move || {
+            let _churn = &churn;
+            overshoot(|| drop(m.0.try_lock_for(TIMEOUT)))
+        })
+    }
+    fn ast() -> Wait {
+        let m = Arc::new(ast_mutex::AstMutex::new(OneState::Only, ()));
+        let churn = Churn::start(&m);
+        Box::new(move || {
+            let _churn = &churn;
+            overshoot(|| drop(m.try_enter_for(OneState::Only, TIMEOUT)))
+        })
+    }
+    fn parking_lot() -> Wait {
+        let m = Arc::new(parking_lot::Mutex::new(()));
+        let churn = Churn::start(&m);
+        Box::new(move || {
+            let _churn = &churn;
+            overshoot(|| drop(m.try_lock_for(TIMEOUT)))
+        })
+    }
+    let impls: [(&'static str, MakeWait); 4] = [
+        ("lockfree-sync", lockfree),
+        ("adaptive", adaptive),
+        ("ast-mutex", ast),
+        ("parking_lot", parking_lot),
+    ];
+    let mut row = overshoot_row(
+        "lock-churned",
+        &format!("a lock that {CHURN_THREADS} other threads take and release in a loop"),
+        busy,
+        "parking_lot",
+    );
+    // Every implementation's churn threads run through every turn: each
+    // is measured beside the same load.
+    let churning = impls.len() * CHURN_THREADS;
+    row.workload = row.workload.regime(format!(
+        "one waiter beside {churning} threads churning the {} locks ({CHURN_THREADS} each) \
+         and {busy} spinning threads: oversubscribed",
+        impls.len()
+    ));
+    in_turns(row, &impls, busy, waits, budget)
 }
 
 fn overshoot_semaphore(busy: usize, waits: usize, budget: Duration) -> Workload {
@@ -312,7 +421,7 @@ fn overshoot_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
         })
     }
     in_turns(
-        overshoot_row("recv", "an empty channel", busy, "std"),
+        overshoot_row("recv", "an empty channel (it cannot succeed)", busy, "std"),
         &[
             ("lockfree-sync", empty::<LockfreeMpsc>),
             ("std", empty::<StdMpsc>),
