@@ -50,6 +50,18 @@ impl Armed {
     fn disarm(&self) {
         self.0.store(false, SeqCst);
     }
+
+    /// Drops `value` with the waker armed, while unwinding from another
+    /// panic or not, and checks the panic that comes out.
+    fn drop_armed<T>(&self, value: T, while_unwinding: bool) {
+        self.arm();
+        if while_unwinding {
+            drop_while_unwinding(value);
+        } else {
+            drop_resumes_the_wakers_panic(value);
+        }
+        self.disarm();
+    }
 }
 
 /// Runs `f` in a child process: this test binary, re-run on `test` alone.
@@ -114,13 +126,7 @@ fn mpsc_last_sender(while_unwinding: bool) {
     // The first poll yields to the executor, the second publishes the waker.
     assert!(rx.poll_recv(&mut cx).is_pending());
     assert!(rx.poll_recv(&mut cx).is_pending());
-    armed.arm();
-    if while_unwinding {
-        drop_while_unwinding(tx);
-    } else {
-        drop_resumes_the_wakers_panic(tx);
-    }
-    armed.disarm();
+    armed.drop_armed(tx, while_unwinding);
     assert_eq!(rx.try_recv(), Err(mpsc::TryRecvError::Disconnected));
     assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(None));
 }
@@ -144,13 +150,7 @@ fn csp_sender_drop(while_unwinding: bool) {
     let (armed, waker) = armed_waker();
     let mut recv = Box::pin(rx.recv_async());
     assert!(poll(recv.as_mut(), &waker).is_pending());
-    armed.arm();
-    if while_unwinding {
-        drop_while_unwinding(tx);
-    } else {
-        drop_resumes_the_wakers_panic(tx);
-    }
-    armed.disarm();
+    armed.drop_armed(tx, while_unwinding);
     assert_eq!(
         poll(recv.as_mut(), &waker),
         Poll::Ready(Err(csp::RecvError))
@@ -174,13 +174,7 @@ fn csp_receiver_drop(while_unwinding: bool) {
     let (armed, waker) = armed_waker();
     let mut send = Box::pin(tx.send_async(5));
     assert!(poll(send.as_mut(), &waker).is_pending());
-    armed.arm();
-    if while_unwinding {
-        drop_while_unwinding(rx);
-    } else {
-        drop_resumes_the_wakers_panic(rx);
-    }
-    armed.disarm();
+    armed.drop_armed(rx, while_unwinding);
     // The value comes back: the panic lost nothing.
     assert_eq!(
         poll(send.as_mut(), &waker),
@@ -207,14 +201,8 @@ fn csp_alt(while_unwinding: bool) {
     let (armed, waker) = armed_waker();
     let mut select = Box::pin(alt.select_async());
     assert!(poll(select.as_mut(), &waker).is_pending());
-    armed.arm();
     // The closing sender claims the Alt and wakes its task.
-    if while_unwinding {
-        drop_while_unwinding(tx1);
-    } else {
-        drop_resumes_the_wakers_panic(tx1);
-    }
-    armed.disarm();
+    armed.drop_armed(tx1, while_unwinding);
     assert_eq!(
         poll(select.as_mut(), &waker),
         Poll::Ready((0, Err(csp::RecvError)))
@@ -239,13 +227,7 @@ fn mutex_guard_drop(while_unwinding: bool) {
     let (armed, waker) = armed_waker();
     let mut lock = Box::pin(m.lock_async());
     assert!(poll(lock.as_mut(), &waker).is_pending());
-    armed.arm();
-    if while_unwinding {
-        drop_while_unwinding(g);
-    } else {
-        drop_resumes_the_wakers_panic(g);
-    }
-    armed.disarm();
+    armed.drop_armed(g, while_unwinding);
     // The wakeup was delivered: the task takes the lock.
     let Poll::Ready(mut g) = poll(lock.as_mut(), &waker) else {
         panic!("the woken task did not get the lock");
@@ -279,13 +261,7 @@ fn woken_lock_future_drop(while_unwinding: bool) {
     assert!(poll(second.as_mut(), &waker).is_pending());
     // Wakes `first` to compete (its waker is a no-op).
     drop(g);
-    armed.arm();
-    if while_unwinding {
-        drop_while_unwinding(first);
-    } else {
-        drop_resumes_the_wakers_panic(first);
-    }
-    armed.disarm();
+    armed.drop_armed(first, while_unwinding);
     // The wakeup reached `second`, which takes the lock.
     let Poll::Ready(g) = poll(second.as_mut(), &waker) else {
         panic!("the wakeup passed on was lost");
@@ -341,13 +317,7 @@ fn permit_drop(while_unwinding: bool) {
     let (armed, waker) = armed_waker();
     let mut acquire = Box::pin(sem.acquire_async());
     assert!(poll(acquire.as_mut(), &waker).is_pending());
-    armed.arm();
-    if while_unwinding {
-        drop_while_unwinding(p);
-    } else {
-        drop_resumes_the_wakers_panic(p);
-    }
-    armed.disarm();
+    armed.drop_armed(p, while_unwinding);
     let Poll::Ready(Ok(p)) = poll(acquire.as_mut(), &waker) else {
         panic!("the permit delivered was lost");
     };
@@ -376,13 +346,7 @@ fn acquire_future_drop(while_unwinding: bool) {
     let mut next = Box::pin(sem.acquire_async());
     assert!(poll(next.as_mut(), &waker).is_pending());
     sem.add_permits(1); // kept for the head
-    armed.arm();
-    if while_unwinding {
-        drop_while_unwinding(head);
-    } else {
-        drop_resumes_the_wakers_panic(head);
-    }
-    armed.disarm();
+    armed.drop_armed(head, while_unwinding);
     let Poll::Ready(Ok(p)) = poll(next.as_mut(), &waker) else {
         panic!("the permit delivered was lost");
     };
