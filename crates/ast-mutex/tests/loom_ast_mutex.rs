@@ -82,19 +82,7 @@ fn restricted_timed_watcher_gives_up_and_passes_the_state_on() {
     model::check_with_bound(2, || {
         let m = restricted(St::A);
         let g = m.enter(St::A);
-        let timed = {
-            let m = Arc::clone(&m);
-            thread::spawn(
-                move || match m.try_enter_for(St::B, Duration::from_secs(1)) {
-                    Some(mut g) => {
-                        *g += 10;
-                        g.exit(St::B);
-                        true
-                    }
-                    None => false,
-                },
-            )
-        };
+        let timed = timed_waiter(&m, St::B, 10, St::B);
         let patient = waiter(&m, St::B, 1, St::B);
         g.exit(St::B);
         let entered = timed.join().unwrap();
@@ -117,6 +105,28 @@ fn waiter(
         *g += add;
         g.exit(next);
     })
+}
+
+/// A thread that tries for a while (loom: until its timed park returns,
+/// which may be at once) to enter in a state of `want`, and if it does,
+/// adds `add` and exits in `next`; returns whether it entered.
+fn timed_waiter(
+    m: &Arc<AstMutex<St, usize>>,
+    want: impl Into<StateSet<St>>,
+    add: usize,
+    next: St,
+) -> thread::JoinHandle<bool> {
+    let (m, want) = (Arc::clone(m), want.into());
+    thread::spawn(
+        move || match m.try_enter_for(want, Duration::from_secs(1)) {
+            Some(mut g) => {
+                *g += add;
+                g.exit(next);
+                true
+            }
+            None => false,
+        },
+    )
 }
 
 /// Waiters with different entry sets are woken only by a state in their
@@ -197,19 +207,7 @@ fn newcomer_races_a_handoff() {
 fn timeout_race(mode: WakeMode, hasty_set: StateSet<St>) {
     let m = mutex(mode, St::A);
     let patient = waiter(&m, St::B, 1, St::B);
-    let hasty = {
-        let m = Arc::clone(&m);
-        thread::spawn(
-            move || match m.try_enter_for(hasty_set, Duration::from_millis(1)) {
-                Some(mut g) => {
-                    *g += 10;
-                    g.exit(St::B);
-                    true
-                }
-                None => false,
-            },
-        )
-    };
+    let hasty = timed_waiter(&m, hasty_set, 10, St::B);
     m.enter(St::A).exit(St::B);
     patient.join().unwrap();
     let hasty_entered = hasty.join().unwrap();
@@ -506,19 +504,7 @@ fn a_woken_timed_waiter_gives_up_racing_a_handoff() {
     model::check_with_bound(2, || {
         let m = mutex(WakeMode::Compete, St::A);
         let g = m.enter(St::A);
-        let timed = {
-            let m = Arc::clone(&m);
-            thread::spawn(
-                move || match m.try_enter_for(St::B, Duration::from_secs(1)) {
-                    Some(mut g) => {
-                        *g += 1;
-                        g.exit(St::C);
-                        true
-                    }
-                    None => false,
-                },
-            )
-        };
+        let timed = timed_waiter(&m, St::B, 1, St::C);
         g.exit(St::B);
         let mut barges = 0;
         for _ in 0..3 {
