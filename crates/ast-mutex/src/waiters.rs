@@ -19,7 +19,8 @@
 //! their sets, and no group is passed over for ever.
 //!
 //! Nodes live in one slab and are named by a [`Handle`] (index and
-//! generation): a waiter that gives up unlinks its own node in constant
+//! ticket, which no other node of the table ever has, even after the slab
+//! was freed): a waiter that gives up unlinks its own node in constant
 //! time, wherever it is in its group, and a handle whose node an exit has
 //! already removed is recognised as stale. A group is created when a waiter
 //! of a new set arrives and freed when its last node leaves; the slab is
@@ -123,8 +124,8 @@ struct Group {
 }
 
 struct Node {
-    /// Bumped when the node is freed: handles to its old life go stale.
-    generation: u32,
+    /// The waiter's arrival number: unique over the table's life, so that
+    /// a handle to a removed node never names the node's next life.
     ticket: u64,
     mask: u64,
     prev: u32,
@@ -151,7 +152,7 @@ struct Node {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Handle {
     index: u32,
-    generation: u32,
+    ticket: u64,
 }
 
 /// A waiter's mailbox for a lock handed to it while it is woken (not
@@ -369,7 +370,6 @@ impl Table {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
         let node = Node {
-            generation: 0,
             ticket,
             mask,
             prev: NIL,
@@ -390,8 +390,7 @@ impl Table {
             let i = self.free;
             let n = &mut self.nodes[i as usize];
             self.free = n.next;
-            let generation = n.generation;
-            *n = Node { generation, ..node };
+            *n = node;
             i
         };
         self.live += 1;
@@ -411,17 +410,14 @@ impl Table {
                 });
             }
         }
-        Handle {
-            index,
-            generation: self.nodes[index as usize].generation,
-        }
+        Handle { index, ticket }
     }
 
     /// The live node `h` names, or `None` if it was removed meanwhile.
     fn node(&mut self, h: Handle) -> Option<&mut Node> {
         self.nodes
             .get_mut(h.index as usize)
-            .filter(|n| n.generation == h.generation && n.slot.is_some())
+            .filter(|n| n.ticket == h.ticket && n.slot.is_some())
     }
 
     /// Whether `h` still names a live node.
@@ -484,7 +480,6 @@ impl Table {
             }
         }
         let n = &mut self.nodes[i as usize];
-        n.generation = n.generation.wrapping_add(1);
         // Neither holds user code: a queued task's waker is dropped by its
         // own cancel, and a notified one's is held by its `Wakeup`.
         n.waiter = None;
@@ -764,6 +759,27 @@ mod tests {
             ws.leave_later();
         }
         assert_eq!(ws.lock().waiters(), 0);
+    }
+
+    /// A waiter whose node an exit (or a sweep) removed still holds its
+    /// handle; once the slab was freed and a new waiter took the same
+    /// index, that handle must not name the new node. (Found by an
+    /// independent review: the late `remove` unlinked the new waiter's node,
+    /// which then slept for ever with the lock free.)
+    #[test]
+    fn a_stale_handle_does_not_name_a_node_after_the_slab_was_freed() {
+        let ws = Waiters::new();
+        let mut t = ws.lock();
+        let old = t.insert(1, Slot::new(), w());
+        let i = t.oldest(1).expect("queued");
+        t.remove_at(i);
+        assert_eq!(t.waiters(), 0, "the slab is freed");
+        let new = t.insert(1, Slot::new(), w());
+        assert_eq!(t.oldest(1), Some(i), "the same index again");
+        assert!(!t.contains(old));
+        assert!(!t.remove(old), "a stale handle removed a live node");
+        assert!(t.contains(new));
+        assert_eq!(t.waiters(), 1);
     }
 
     #[test]
