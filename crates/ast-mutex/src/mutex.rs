@@ -359,7 +359,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// saturated CPUs the waiter spins only briefly before it parks with the
     /// deadline (a spinning thread can be preempted for a scheduling round),
     /// so the call returns within `timeout` plus about one scheduling
-    /// quantum whatever the [`Config`].
+    /// quantum whatever the [`Config`]'s spins and yields (but see the
+    /// known limit below).
     ///
     /// To queue, and to leave the queue once the deadline has passed, the
     /// call takes the mutex's internal waiter-table lock (a spin lock held
@@ -369,6 +370,15 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// threads are runnable than there are cores. Not queued by then, the
     /// call returns `None`; queued, it leaves its place to be removed by the
     /// table lock's next holder.
+    ///
+    /// **A known limit.** Two kinds of waiter still wait for the table lock
+    /// as long as it is held, since what they must do on leaving (serve the
+    /// waiters that exits left parked for them) cannot be left to another
+    /// thread yet: one that watches the word with a watcher slot
+    /// ([`WakeMode::Handoff`] with a policy that spins or yields, or
+    /// [`Config::watchers`]), and one that an exit woke to compete and that
+    /// lost the race. Beside many busy threads such a call can return a
+    /// scheduling round late.
     ///
     /// # Panics
     ///
