@@ -640,7 +640,14 @@ fn sweep_chart(
         }
     }
     let values = || series.values().flatten().map(|(_, y)| *y);
-    let lo = values().fold(f64::MAX, f64::min).max(f64::MIN_POSITIVE);
+    // The smallest positive median: a log axis cannot show 0 (a timed wait
+    // that never overshot), and starting one at the smallest float made
+    // plotters walk some 600 decades of ticks, for many minutes.
+    let lo = values()
+        .filter(|&y| y > 0.0)
+        .fold(f64::MAX, f64::min)
+        .min(values().fold(0.0, f64::max))
+        .max(f64::MIN_POSITIVE);
     let hi = values().fold(0.0, f64::max).max(lo);
     let unit = points[0].1.unit();
     let root = SVGBackend::new(path, (900, 460)).into_drawing_area();
@@ -660,6 +667,12 @@ fn sweep_chart(
         .y_label_area_size(90);
     let x_range = (0..xs.len() - 1).into_segmented();
     if hi / lo > 50.0 {
+        // Zeros are drawn at the bottom of the axis.
+        for points in series.values_mut() {
+            for (_, y) in points.iter_mut() {
+                *y = y.max(lo / 1.5);
+            }
+        }
         let mut chart = builder.build_cartesian_2d(x_range, (lo / 1.5..hi * 1.5).log_scale())?;
         chart
             .configure_mesh()
@@ -824,6 +837,38 @@ mod tests {
         assert!(family.contains("time per operation (ns/op) — lower is better"));
         assert!(svg.contains("higher is better"));
         assert!(family.contains("\n10 ns\n"), "{family}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    /// A sweep with a zero median (a timed wait that never overshot) and
+    /// others 10^4 times larger gets a log axis that starts at the smallest
+    /// positive median: from the smallest float, drawing it took minutes.
+    #[test]
+    fn a_log_sweep_with_a_zero_median_is_drawn() {
+        let mut workloads = vec![
+            Workload::new("z/sweep/1", Unit::Ms)
+                .implementation("ours", || 0.0)
+                .implementation("std", || 100.0),
+            Workload::new("z/sweep/2", Unit::Ms)
+                .implementation("ours", || 0.01)
+                .implementation("std", || 200.0),
+        ];
+        let results = Results {
+            schema: SCHEMA,
+            mode: Mode::Quick,
+            machine: Machine::detect(),
+            results: workloads
+                .iter_mut()
+                .flat_map(|w| measure(w, 1, 3, |_| {}))
+                .collect(),
+        };
+        let metas: Vec<Meta> = workloads.into_iter().map(|w| w.meta).collect();
+        let dir = std::env::temp_dir().join(format!("sync-bench-zero-{}", std::process::id()));
+        let started = std::time::Instant::now();
+        write(&dir, &results, &metas).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(30));
+        let svg = std::fs::read_to_string(dir.join("sweep-z-sweep.svg")).unwrap();
+        assert!(svg.contains("log scale"), "a log axis: {svg}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 
