@@ -334,37 +334,29 @@ impl Drop for Churn {
 /// whose timed waiter waits, to queue or to leave, for an internal lock
 /// held by a preempted thread returns a scheduling round late.
 fn overshoot_churned(busy: usize, waits: usize, budget: Duration) -> Workload {
-    fn lockfree() -> Wait {
-        let m = Arc::new(lockfree_sync::Mutex::new(()));
+    /// A churned lock of type `M`, and a wait that makes one timed lock
+    /// on it with `try_for` (dropping the guard if it succeeds).
+    fn churned<M: BenchMutex<()>>(try_for: fn(&M)) -> Wait {
+        let m = Arc::new(M::new(()));
         let churn = Churn::start(&m);
         Box::new(move || {
             let _churn = &churn;
-            overshoot(|| drop(m.try_lock_for(TIMEOUT)))
+            overshoot(|| try_for(&m))
         })
+    }
+    fn lockfree() -> Wait {
+        churned::<lockfree_sync::Mutex<()>>(|m| drop(m.try_lock_for(TIMEOUT)))
     }
     fn adaptive() -> Wait {
-        let m = Arc::new(Adaptive::<LearnedPolicy, ()>::new(()));
-        let churn = Churn::start(&m);
-        Box::new(move || {
-            let _churn = &churn;
-            overshoot(|| drop(m.0.try_lock_for(TIMEOUT)))
-        })
+        churned::<Adaptive<LearnedPolicy, ()>>(|m| drop(m.0.try_lock_for(TIMEOUT)))
     }
     fn ast() -> Wait {
-        let m = Arc::new(ast_mutex::AstMutex::new(OneState::Only, ()));
-        let churn = Churn::start(&m);
-        Box::new(move || {
-            let _churn = &churn;
-            overshoot(|| drop(m.try_enter_for(OneState::Only, TIMEOUT)))
+        churned::<ast_mutex::AstMutex<OneState, ()>>(|m| {
+            drop(m.try_enter_for(OneState::Only, TIMEOUT));
         })
     }
     fn parking_lot() -> Wait {
-        let m = Arc::new(parking_lot::Mutex::new(()));
-        let churn = Churn::start(&m);
-        Box::new(move || {
-            let _churn = &churn;
-            overshoot(|| drop(m.try_lock_for(TIMEOUT)))
-        })
+        churned::<parking_lot::Mutex<()>>(|m| drop(m.try_lock_for(TIMEOUT)))
     }
     let impls: [(&'static str, MakeWait); 4] = [
         ("lockfree-sync", lockfree),
