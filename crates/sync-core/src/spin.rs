@@ -100,12 +100,29 @@ impl<T: ?Sized> SpinLock<T> {
 
     #[cold]
     fn lock_contended(&self) {
-        // Spin 2, 4, … 64 hints, then give way on every further look.
+        let taken = self.wait_and_take(None);
+        debug_assert!(taken, "no deadline to miss");
+    }
+
+    /// Test-and-test-and-set until the lock is taken (`true`) or, with a
+    /// `deadline`, until it has passed (`false`). Spins 2, 4, … 64 hints,
+    /// then gives way on every further look: without a deadline a yield
+    /// while yields are cheap, with one a short sleep never past it (see
+    /// [`give_way`]).
+    fn wait_and_take(&self, deadline: Option<Instant>) -> bool {
         let mut backoff = Backoff::new();
         loop {
             // Test before test-and-set: spin on a shared cache line.
             while self.locked.load(Ordering::Relaxed) {
-                backoff.snooze();
+                match deadline {
+                    Some(d) if backoff.is_spent() => {
+                        if Instant::now() >= d {
+                            return false;
+                        }
+                        give_way(Some(d));
+                    }
+                    _ => backoff.snooze(),
+                }
             }
             // Acquire: pairs with the Release store in `SpinGuard::drop`.
             if self
@@ -113,7 +130,7 @@ impl<T: ?Sized> SpinLock<T> {
                 .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
-                return;
+                return true;
             }
         }
     }
@@ -138,21 +155,12 @@ impl<T: ?Sized> SpinLock<T> {
     /// assert!(lock.lock_until(soon).is_some());
     /// ```
     pub fn lock_until(&self, deadline: Instant) -> Option<SpinGuard<'_, T>> {
-        let mut backoff = Backoff::new();
-        loop {
-            if let Some(g) = self.try_lock() {
-                return Some(g);
-            }
-            while self.locked.load(Ordering::Relaxed) {
-                if !backoff.is_spent() {
-                    backoff.snooze();
-                } else if Instant::now() >= deadline {
-                    return None;
-                } else {
-                    give_way(Some(deadline));
-                }
-            }
-        }
+        self.try_lock().or_else(|| {
+            self.wait_and_take(Some(deadline)).then(|| SpinGuard {
+                lock: self,
+                value: self.value.get_mut(),
+            })
+        })
     }
 
     /// Takes the lock if it is free.
