@@ -1,6 +1,6 @@
 //! Adaptation policies: the user-provided part of the feedback loop. The
 //! trait, [`Static`] and the paper's [`SimpleAdapt`] are here; the default,
-//! [`Learned`], is in `learned.rs`.
+//! [`Learned`], is in `learned/`.
 
 mod learned;
 
