@@ -12,7 +12,7 @@ use std::task::{Context, Wake, Waker};
 use std::thread;
 use std::time::Duration;
 
-use active_monitor::{__test_set_saturation_override, Monitor, Order, set_server_limit};
+use active_monitor::{__test_set_saturation_override, Monitor, Order, Served, set_server_limit};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -43,34 +43,12 @@ fn served_small_queue_producers_are_not_stranded() {
         .capacity(4)
         .build_served(0u64);
     assert!(m.has_server());
-    let done = Arc::new(AtomicUsize::new(0));
-    let hs: Vec<_> = (0..3)
-        .map(|_| {
-            let m = m.clone();
-            let done = Arc::clone(&done);
-            thread::spawn(move || {
-                for _ in 0..20_000 {
-                    m.submit(|n| *n += 1);
-                }
-                done.fetch_add(1, SeqCst);
-            })
-        })
-        .collect();
-    for _ in 0..100 {
-        if done.load(SeqCst) == 3 {
-            break;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    let d = done.load(SeqCst);
-    if d == 3 {
-        for h in hs {
-            h.join().unwrap();
-        }
-        assert_eq!(m.call(|n| *n), 60_000);
-    } else {
-        panic!("producers stranded: {d}/3 finished after 10 s; monitor: {m:?}");
-    }
+    let d = producers_finished(&m, 20_000);
+    assert_eq!(
+        d, 3,
+        "producers stranded: {d}/3 finished after 10 s; monitor: {m:?}"
+    );
+    assert_eq!(m.call(|n| *n), 60_000);
 }
 
 /// Same with batch(64) and capacity 64 (drained from full, the only
@@ -83,13 +61,24 @@ fn served_batch_equal_capacity_producers_are_not_stranded() {
         .capacity(64)
         .batch(64)
         .build_served(0u64);
+    let d = producers_finished(&m, 50_000);
+    assert_eq!(
+        d, 3,
+        "producers stranded: {d}/3 finished after 10 s; monitor: {m:?}"
+    );
+}
+
+/// Three threads submit `each` increments apiece to `m`; returns how many
+/// of them finished within 10 s (3, unless producers waiting for space
+/// were stranded). Joins them when all finished.
+fn producers_finished(m: &Served<u64>, each: u64) -> usize {
     let done = Arc::new(AtomicUsize::new(0));
-    let _hs: Vec<_> = (0..3)
+    let hs: Vec<_> = (0..3)
         .map(|_| {
             let m = m.clone();
             let done = Arc::clone(&done);
             thread::spawn(move || {
-                for _ in 0..50_000 {
+                for _ in 0..each {
                     m.submit(|n| *n += 1);
                 }
                 done.fetch_add(1, SeqCst);
@@ -98,15 +87,14 @@ fn served_batch_equal_capacity_producers_are_not_stranded() {
         .collect();
     for _ in 0..100 {
         if done.load(SeqCst) == 3 {
-            break;
+            for h in hs {
+                h.join().unwrap();
+            }
+            return 3;
         }
         thread::sleep(Duration::from_millis(100));
     }
-    let d = done.load(SeqCst);
-    assert_eq!(
-        d, 3,
-        "producers stranded: {d}/3 finished after 10 s; monitor: {m:?}"
-    );
+    done.load(SeqCst)
 }
 
 struct PanicWaker;
@@ -133,19 +121,7 @@ fn a_panicking_space_waker_does_not_kill_the_server() {
         s2.store(true, SeqCst);
         let _ = go_rx.recv();
     });
-    while !started.load(SeqCst) {
-        thread::yield_now();
-    }
-    for _ in 0..8 {
-        m.submit(|n| *n += 1);
-    }
-    let waker = Waker::from(Arc::new(PanicWaker));
-    let mut cx = Context::from_waker(&waker);
-    {
-        let mut fut = Box::pin(m.submit_async(|n| *n += 100));
-        assert!(fut.as_mut().poll(&mut cx).is_pending(), "queue not full?");
-        core::mem::forget(fut); // keep it registered (leak the future)
-    }
+    fill_behind_a_panicking_space_waker(&m, &started);
     go_tx.send(()).unwrap();
     thread::sleep(Duration::from_millis(200));
     let m2 = m.clone();
@@ -174,6 +150,19 @@ fn a_panicking_space_waker_does_not_leave_a_combining_monitor_locked() {
             let _ = go_rx.recv();
         });
     });
+    fill_behind_a_panicking_space_waker(&m, &started);
+    go_tx.send(()).unwrap();
+    let res = combiner.join();
+    eprintln!("combiner ended: panicked = {}", res.is_err());
+    let m2 = Arc::clone(&m);
+    let r = within(5, move || m2.call(|n| *n));
+    assert!(r.is_ok(), "call hangs after a space waker panicked: {m:?}");
+}
+
+/// Once the task blocking `m` has `started`, fills its queue (capacity 8)
+/// and leaves an async producer waiting for space whose waker panics (the
+/// future is leaked, so it stays registered).
+fn fill_behind_a_panicking_space_waker(m: &Monitor<u64>, started: &AtomicBool) {
     while !started.load(SeqCst) {
         thread::yield_now();
     }
@@ -182,17 +171,9 @@ fn a_panicking_space_waker_does_not_leave_a_combining_monitor_locked() {
     }
     let waker = Waker::from(Arc::new(PanicWaker));
     let mut cx = Context::from_waker(&waker);
-    {
-        let mut fut = Box::pin(m.submit_async(|n| *n += 100));
-        assert!(fut.as_mut().poll(&mut cx).is_pending(), "queue not full?");
-        core::mem::forget(fut);
-    }
-    go_tx.send(()).unwrap();
-    let res = combiner.join();
-    eprintln!("combiner ended: panicked = {}", res.is_err());
-    let m2 = Arc::clone(&m);
-    let r = within(5, move || m2.call(|n| *n));
-    assert!(r.is_ok(), "call hangs after a space waker panicked: {m:?}");
+    let mut fut = Box::pin(m.submit_async(|n| *n += 100));
+    assert!(fut.as_mut().poll(&mut cx).is_pending(), "queue not full?");
+    core::mem::forget(fut);
 }
 
 /// Saturation flipping from true to false while a combiner (saturated

@@ -58,7 +58,7 @@ fn handoff_exit_leaves_a_parked_waiter_to_a_running_watcher() {
     });
 }
 
-/// The scenario of the two models above: the holder of `m` (in A) exits to
+/// The scenario of the two models above (and of Broadcast's): the holder of `m` (in A) exits to
 /// B while two waiters for B wait; each gets in exactly once, and the
 /// waiter table is left empty.
 fn two_waiters_for_b_each_get_in_once(m: &Arc<AstMutex<St, usize>>) {
@@ -364,14 +364,7 @@ fn an_async_waiter_is_woken_by_an_exit() {
 #[test]
 fn broadcast_lets_every_waiter_of_the_state_through() {
     model::check_with_bound(2, || {
-        let m = mutex(WakeMode::Broadcast, St::A);
-        let first = waiter(&m, St::B, 1, St::B);
-        let second = waiter(&m, St::B | St::C, 10, St::B);
-        m.enter(St::A).exit(St::B);
-        first.join().unwrap();
-        second.join().unwrap();
-        assert_eq!(*m.enter(St::B), 11);
-        assert_eq!(m.__test_waiter_table_size(), (0, 0));
+        two_waiters_for_b_each_get_in_once(&mutex(WakeMode::Broadcast, St::A));
     });
 }
 
@@ -404,6 +397,21 @@ fn wait_until_queued(m: &AstMutex<St, usize>) {
     }
 }
 
+/// Barges into B `times` times: each `try_enter(B)` that succeeds adds 10
+/// and drops its guard, back to B (an exit to B, which passes a woken
+/// waiter for B). Returns how many succeeded.
+fn barge_into_b(m: &AstMutex<St, usize>, times: usize) -> usize {
+    let mut barges = 0;
+    for _ in 0..times {
+        if let Some(mut g) = m.try_enter(St::B) {
+            *g += 10;
+            barges += 1;
+            drop(g);
+        }
+    }
+    barges
+}
+
 /// Compete mode's bound, in exits: a waiter for B is woken by the exit to
 /// B and, before it runs, the holder barges back in and leaves in B again,
 /// over and over (each such exit passes the woken waiter). Under loom's
@@ -422,14 +430,7 @@ fn a_woken_waiter_passed_by_three_exits_is_handed_the_lock() {
         let wants_b = waiter(&m, St::B, 1, St::C);
         wait_until_queued(&m);
         g.exit(St::B);
-        let mut barges = 0;
-        for _ in 0..5 {
-            if let Some(mut g) = m.try_enter(St::B) {
-                *g += 10;
-                barges += 1;
-                drop(g); // back to B: an exit to B
-            }
-        }
+        let barges = barge_into_b(&m, 5);
         assert!(barges <= 4, "the woken waiter was passed by {barges} exits");
         wants_b.join().unwrap();
         assert_eq!(*m.enter(St::C), 1 + 10 * barges);
@@ -454,14 +455,7 @@ fn a_woken_task_passed_by_three_exits_is_handed_the_lock() {
         };
         wait_until_queued(&m);
         g.exit(St::B);
-        let mut barges = 0;
-        for _ in 0..5 {
-            if let Some(mut g) = m.try_enter(St::B) {
-                *g += 10;
-                barges += 1;
-                drop(g);
-            }
-        }
+        let barges = barge_into_b(&m, 5);
         assert!(barges <= 4, "the woken task was passed by {barges} exits");
         task.join().unwrap();
         assert_eq!(*m.enter(St::C), 1 + 10 * barges);
@@ -506,14 +500,7 @@ fn a_woken_timed_waiter_gives_up_racing_a_handoff() {
         let g = m.enter(St::A);
         let timed = timed_waiter(&m, St::B, 1, St::C);
         g.exit(St::B);
-        let mut barges = 0;
-        for _ in 0..3 {
-            if let Some(mut g) = m.try_enter(St::B) {
-                *g += 10;
-                barges += 1;
-                drop(g);
-            }
-        }
+        let barges = barge_into_b(&m, 3);
         let entered = timed.join().unwrap();
         let end = if entered { St::C } else { St::B };
         assert_eq!(*m.enter(end), usize::from(entered) + 10 * barges);
