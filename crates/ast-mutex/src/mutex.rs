@@ -92,9 +92,9 @@ use crate::watchers::Watchers;
 /// 1,048,576th exit that passes it.** Until then exits pass a woken waiter
 /// that has not run yet without holding the lock for it: the lock would
 /// idle until the scheduler runs it, which takes up to a scheduling round
-/// when threads outnumber cores (8 to 94 ms on a 2-core machine beside 4
-/// to 50 busy threads), and the threads that find it held then park, each
-/// to be woken in turn. A waiter that queues while the lock is free in one
+/// when threads outnumber cores (tens of milliseconds with a few dozen
+/// busy threads per core), and the threads that find it held then park,
+/// each to be woken in turn. A waiter that queues while the lock is free in one
 /// of its states wakes the next thread waiting for that state (one at a
 /// time, while fewer than four woken ones have not run yet), so that the
 /// lock does not idle either. So however loaded the machine and however

@@ -71,7 +71,7 @@ pub const SLOW_YIELD: Duration = Duration::from_micros(200);
 pub const SLOW_YIELD_MEMORY: Duration = Duration::from_millis(250);
 
 /// A yield at least this slow gave the core away for a scheduling round
-/// (4 busy threads on 2 CPUs: 8 ms; 50: about 100 ms): only such yields,
+/// (several milliseconds with a few busy threads per CPU): only such yields,
 /// found again soon after the memory of the last one ran out, lengthen the
 /// memory (see [`SLOW_YIELD_MEMORY`]). A yield slower than [`SLOW_YIELD`]
 /// but shorter than this waited behind a few threads that soon blocked:

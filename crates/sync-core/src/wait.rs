@@ -70,14 +70,13 @@ pub const SNOOZE: Duration = Duration::from_micros(50);
 /// policy that never parks, sleeps at most [`SNOOZE`] between polls).
 ///
 /// A spinning thread on saturated CPUs can be preempted at any moment, and
-/// then waits for a whole scheduling round (about 100 ms with 50 busy
-/// threads on 2 CPUs) before it runs again, past any deadline it had; a
-/// parked or sleeping thread is woken by its timer and scheduled with
-/// priority. A 1 ms timed wait that spun its whole millisecond
-/// (`spins(u32::MAX)`, a `conditional` policy) came back over 50 ms late
-/// on about one try in five beside 50 busy threads. A few dozen polls take
-/// microseconds (up to about 100 µs with back-off), so such a wait is
-/// preempted about as rarely as a sleep is delayed. The same order as the
+/// then waits for a whole scheduling round (tens of milliseconds with a
+/// few dozen busy threads per CPU) before it runs again, past any deadline
+/// it had; a parked or sleeping thread is woken by its timer and scheduled
+/// with priority, so a timed wait that spins to its deadline is often a
+/// scheduling round late there (the report's `busy/overshoot-*` rows). A
+/// few dozen polls take microseconds, so such a wait is preempted about as
+/// rarely as a sleep is delayed. The same order as the
 /// family's default spin counts, which it leaves as they are. Untimed
 /// watches and watches on CPUs with one free are not bounded: a spinning
 /// thread with a free CPU is not preempted.
