@@ -473,24 +473,51 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
         all.push(sweep("yields", yields, Config::new().yields(yields)));
     }
     let (producers, per) = mode.pick((16, 500), (250, 400));
-    all.push(
-        Workload::new("ast/bb-tasks", Unit::Ms)
-            .title(format!(
-                "The bounded buffer (capacity {CAP}) on tasks: {producers} putter tasks \
-                 putting {per} items each to one getter task on a 2-worker tokio runtime; \
-                 `enter_async` against tokio's Mutex with two Notify (a condition \
-                 variable pair for tasks)."
-            ))
-            .param("mix", format!("{producers}x{per}:1x{}", producers * per))
-            .regime(format!("{} tasks on 2 worker threads", producers + 1))
-            .implementation("ast-mutex", tasks_ast(WakeMode::Compete, producers, per))
-            .implementation(
-                "ast-mutex-handoff",
-                tasks_ast(WakeMode::Handoff, producers, per),
-            )
-            .implementation("tokio-notify", tasks_tokio(producers, per)),
-    );
+    // The same buffer on both of tokio's schedulers: on a current-thread
+    // runtime a task woken to compete runs only when the tasks ahead of it
+    // in the run queue have yielded, so the wake modes trade differently.
+    for (id, on, regime, runtime) in [
+        (
+            "ast/bb-tasks",
+            "a 2-worker tokio runtime",
+            "2 worker threads",
+            two_workers as fn() -> tokio::runtime::Runtime,
+        ),
+        (
+            "ast/bb-tasks-current-thread",
+            "tokio's current-thread runtime",
+            "one thread (current-thread runtime)",
+            current_thread,
+        ),
+    ] {
+        all.push(
+            Workload::new(id, Unit::Ms)
+                .title(format!(
+                    "The bounded buffer (capacity {CAP}) on tasks: {producers} putter tasks \
+                     putting {per} items each to one getter task on {on}; `enter_async` \
+                     against tokio's Mutex with two Notify (a condition variable pair for \
+                     tasks)."
+                ))
+                .param("mix", format!("{producers}x{per}:1x{}", producers * per))
+                .regime(format!("{} tasks on {regime}", producers + 1))
+                .implementation(
+                    "ast-mutex",
+                    tasks_ast(runtime, WakeMode::Compete, producers, per),
+                )
+                .implementation(
+                    "ast-mutex-handoff",
+                    tasks_ast(runtime, WakeMode::Handoff, producers, per),
+                )
+                .implementation("tokio-notify", tasks_tokio(runtime, producers, per)),
+        );
+    }
     all
+}
+
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("build a tokio runtime")
 }
 
 fn two_workers() -> tokio::runtime::Runtime {
@@ -501,8 +528,13 @@ fn two_workers() -> tokio::runtime::Runtime {
 }
 
 /// `ast/bb-tasks` on an `AstMutex`: tasks wait with `enter_arc_async`.
-fn tasks_ast(mode: WakeMode, producers: u64, per: u64) -> impl FnMut() -> f64 {
-    let rt = two_workers();
+fn tasks_ast(
+    runtime: fn() -> tokio::runtime::Runtime,
+    mode: WakeMode,
+    producers: u64,
+    per: u64,
+) -> impl FnMut() -> f64 {
+    let rt = runtime();
     move || {
         let config = Config::new().wake_mode(mode);
         let b = Arc::new(AstMutex::with_config(
@@ -550,14 +582,18 @@ fn tasks_ast(mode: WakeMode, producers: u64, per: u64) -> impl FnMut() -> f64 {
 }
 
 /// `ast/bb-tasks` on tokio's Mutex with a `Notify` per condition.
-fn tasks_tokio(producers: u64, per: u64) -> impl FnMut() -> f64 {
+fn tasks_tokio(
+    runtime: fn() -> tokio::runtime::Runtime,
+    producers: u64,
+    per: u64,
+) -> impl FnMut() -> f64 {
     use tokio::sync::{Mutex, Notify};
     struct Shared {
         q: Mutex<VecDeque<u64>>,
         not_full: Notify,
         not_empty: Notify,
     }
-    let rt = two_workers();
+    let rt = runtime();
     move || {
         let b = Arc::new(Shared {
             q: Mutex::new(VecDeque::with_capacity(CAP)),
