@@ -94,10 +94,10 @@ use crate::watchers::Watchers;
 /// idle until the scheduler runs it, which takes up to a scheduling round
 /// when threads outnumber cores (tens of milliseconds with a few dozen
 /// busy threads per core), and the threads that find it held then park,
-/// each to be woken in turn. A waiter that queues while the lock is free in one
-/// of its states wakes the next thread waiting for that state (one at a
-/// time, while fewer than four woken ones have not run yet), so that the
-/// lock does not idle either. So however loaded the machine and however
+/// each to be woken in turn. A waiter that queues while the lock is free
+/// in one of its states wakes the next thread waiting for that state (one
+/// at a time, while fewer than four woken ones have not run yet), so that
+/// the lock does not idle either. So however loaded the machine and however
 /// often other threads barge in, a waiter that is first in line enters,
 /// once 32 exits to its states have passed it, at the first exit to its
 /// states after it runs, or within 32 exits once it has waited 100 ms for

@@ -58,9 +58,9 @@ fn handoff_exit_leaves_a_parked_waiter_to_a_running_watcher() {
     });
 }
 
-/// The scenario of the two models above (and of Broadcast's): the holder of `m` (in A) exits to
-/// B while two waiters for B wait; each gets in exactly once, and the
-/// waiter table is left empty.
+/// The scenario of the two models above (and of the Broadcast model): the
+/// holder of `m` (in A) exits to B while two waiters for B wait; each gets
+/// in exactly once, and the waiter table is left empty.
 fn two_waiters_for_b_each_get_in_once(m: &Arc<AstMutex<St, usize>>) {
     let mut holder = m.enter(St::A);
     let first = waiter(m, St::B, 1, St::B);

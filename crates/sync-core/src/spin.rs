@@ -92,6 +92,12 @@ impl<T: ?Sized> SpinLock<T> {
         {
             self.lock_contended();
         }
+        self.guard()
+    }
+
+    /// The guard of the lock the caller has just taken.
+    #[inline]
+    fn guard(&self) -> SpinGuard<'_, T> {
         SpinGuard {
             lock: self,
             value: self.value.get_mut(),
@@ -155,12 +161,8 @@ impl<T: ?Sized> SpinLock<T> {
     /// assert!(lock.lock_until(soon).is_some());
     /// ```
     pub fn lock_until(&self, deadline: Instant) -> Option<SpinGuard<'_, T>> {
-        self.try_lock().or_else(|| {
-            self.wait_and_take(Some(deadline)).then(|| SpinGuard {
-                lock: self,
-                value: self.value.get_mut(),
-            })
-        })
+        self.try_lock()
+            .or_else(|| self.wait_and_take(Some(deadline)).then(|| self.guard()))
     }
 
     /// Takes the lock if it is free.
@@ -170,10 +172,7 @@ impl<T: ?Sized> SpinLock<T> {
         self.locked
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()
-            .map(|_| SpinGuard {
-                lock: self,
-                value: self.value.get_mut(),
-            })
+            .map(|_| self.guard())
     }
 }
 

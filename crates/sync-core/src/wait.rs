@@ -76,10 +76,10 @@ pub const SNOOZE: Duration = Duration::from_micros(50);
 /// with priority, so a timed wait that spins to its deadline is often a
 /// scheduling round late there (the report's `busy/overshoot-*` rows). A
 /// few dozen polls take microseconds, so such a wait is preempted about as
-/// rarely as a sleep is delayed. The same order as the
-/// family's default spin counts, which it leaves as they are. Untimed
-/// watches and watches on CPUs with one free are not bounded: a spinning
-/// thread with a free CPU is not preempted.
+/// rarely as a sleep is delayed. The same order as the family's default
+/// spin counts, which it leaves as they are. Untimed watches and watches
+/// on CPUs with one free are not bounded: a spinning thread with a free CPU
+/// is not preempted.
 pub const SATURATED_SPINS: u32 = 32;
 
 /// Gives the core to other threads once, the family's replacement for
