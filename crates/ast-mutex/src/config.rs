@@ -65,19 +65,26 @@ pub enum WakeMode {
     /// running threads take the lock meanwhile keeps the lock busy.
     #[default]
     Compete,
-    /// Hand the lock to the woken waiter, which returns from `enter` holding
-    /// it in the new state (the paper's semantics). When a waiter queues
-    /// while an exit is already releasing, the exit wakes it with the lock
-    /// if the state is still free and unchanged; if another thread entered
-    /// first, the woken waiter competes.
+    /// Hand the lock to the waiter that has waited longest, once it runs:
+    /// it returns from `enter` holding the lock in the state the exit named
+    /// (the paper's handoff, FIFO among the waiters of a state), but an exit
+    /// never holds the lock for a thread that is not running (Kashyap et
+    /// al., ATC 2017).
     ///
-    /// A transfer to a parked waiter waits for its wake-up, and the lock is
-    /// idle until the waiter runs. So while a waiter that accepts the new
-    /// state is running (watching the lock word before it parks), an exit
-    /// leaves a parked first in line parked and releases the lock for the
-    /// running one, counting the exit against the parked one: at most 256
-    /// exits to its states do so, and the 257th hands it the lock (see
-    /// [`AstMutex`](crate::AstMutex)'s `# Fairness`).
+    /// An exit whose first in line is parked and has not been woken yet
+    /// wakes it and releases the lock; once it runs (it watches the lock
+    /// word, or queues again with the lock held), the next exit to one of
+    /// its states hands it the lock, or the thread takes the free lock
+    /// itself. Handing the lock to a parked waiter would leave it idle
+    /// until that thread runs, which takes a scheduling round when threads
+    /// outnumber cores. While it is woken and has not run yet, exits pass
+    /// it as in [`Compete`](Self::Compete), up to the same bound in time.
+    /// While a waiter that accepts the new state is running (watching the
+    /// lock word before it parks), an exit leaves a parked first in line
+    /// parked and releases the lock for the running one, counting the exit
+    /// against the parked one: at most 256 exits to its states do so, and
+    /// the 257th wakes it, or hands it the lock if it was woken before
+    /// (see [`AstMutex`](crate::AstMutex)'s `# Fairness`).
     Handoff,
     /// Release the lock and wake *every* waiter that accepts the new state;
     /// they compete, and those that find the state gone wait again. For a

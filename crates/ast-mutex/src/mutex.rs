@@ -72,11 +72,14 @@ use crate::watchers::Watchers;
 /// of `s` ahead of it.
 ///
 /// The bound is counted in exits. In [`WakeMode::Handoff`] an exit hands
-/// the lock to its first in line, unless that waiter is parked while
-/// another waiter that accepts the state is watching the lock word
-/// (running): then it releases the lock for the running one, and counts the
-/// exit against the parked one; at most 256 exits do so, and the 257th
-/// hands it the lock. In [`WakeMode::Compete`] (and
+/// the lock to its first in line once that waiter has been woken and has
+/// run (an exit wakes a parked first in line that was not woken yet, and
+/// releases the lock); while another waiter that accepts the state is
+/// watching the lock word (running), an exit leaves a parked first in
+/// line parked and releases the lock for the running one, counting the
+/// exit against the parked one: at most 256 exits do so, and the 257th
+/// wakes it, or hands it the lock if it was woken before. In
+/// [`WakeMode::Compete`] (and
 /// [`WakeMode::Broadcast`]) an exit wakes its first in line to compete, and
 /// the woken waiter can lose the lock to a thread that takes it first
 /// ([`try_enter`](Self::try_enter), or a thread arriving). A waiter keeps

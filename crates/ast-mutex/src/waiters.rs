@@ -494,12 +494,6 @@ impl Table {
         }
     }
 
-    /// The union of the entry sets of the groups: the states some waiter
-    /// accepts.
-    pub fn summary(&self) -> u64 {
-        self.summary
-    }
-
     /// Each group's entry set and its oldest node.
     pub fn heads(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.groups.iter().map(|g| (g.mask, g.head))

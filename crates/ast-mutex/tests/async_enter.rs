@@ -135,10 +135,11 @@ fn poll_once<F: Future + Unpin>(f: &mut F, waker: &Waker) -> Poll<F::Output> {
     Pin::new(f).poll(&mut Context::from_waker(waker))
 }
 
-/// A future queued for B, then notified by the exit to B (handed the lock
-/// in Handoff mode, woken to compete otherwise), then dropped without being
-/// polled again: the lock and the wake-up pass to the thread waiting for B
-/// behind it.
+/// A future queued for B, then notified by the exit to B (woken to
+/// compete; in Handoff mode, then polled while the lock is held and handed
+/// the lock by the next exit to B), then dropped without being polled
+/// again: the lock or the wake-up passes to the thread waiting for B behind
+/// it.
 #[test]
 fn a_future_dropped_after_it_was_notified_passes_the_lock_on() {
     for mode in MODES {
@@ -170,6 +171,14 @@ fn a_future_dropped_after_it_was_notified_passes_the_lock_on() {
             "{mode:?}: task woken"
         );
         if mode == WakeMode::Handoff {
+            // Woken to compete, not handed the lock: it is not running yet.
+            // Polled while the lock is held, it queues again in its place,
+            // and the next exit to Full hands it the lock.
+            assert!(!m.is_locked(), "Handoff: woken to compete first");
+            let g = m.enter(Buf::Full);
+            assert!(poll_once(&mut f, &waker).is_pending());
+            g.exit(Buf::Full);
+            assert_eq!(counting.0.load(Ordering::Relaxed), 2, "task woken again");
             assert!(m.is_locked(), "handed to the future");
         }
         drop(f);

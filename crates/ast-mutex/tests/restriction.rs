@@ -27,8 +27,14 @@ const PLAIN_BOUND: usize = 31 + 31 + 1 + 1;
 const RESTRICTED_BOUND: usize = 256 + PLAIN_BOUND;
 /// What the doc of `WakeMode::Handoff` promises: a parked first in line is
 /// left parked for running watchers by at most 256 exits to its states;
-/// the next one hands it the lock.
-const HANDOFF_BOUND: usize = 256 + 1;
+/// the next one wakes it if it has not been woken yet, and once it has
+/// been (and has run), the next exit that serves it hands it the lock. From
+/// its first poll after more than 32 sections (it may have been woken by
+/// the holder's exit, before the hammers watched): at most 256 skips, one
+/// exit that frees the lock before it reads that a handoff is due (its
+/// pass-on then finds the lock retaken), one that hands it the lock, and
+/// the hammer's section under way.
+const HANDOFF_BOUND: usize = 256 + 1 + 1 + 1;
 /// How long the hammers run at most: far beyond the bounds in time (a
 /// woken waiter that the scheduler keeps from running is held the lock for
 /// once it has waited 100 ms).
@@ -43,6 +49,8 @@ const POLL_DELAY: Duration = Duration::from_micros(50);
 /// run, each an exit that passed it.
 #[derive(Debug)]
 struct Seen {
+    /// Shown by the assertions' messages: how long the wait was in all.
+    #[allow(dead_code)]
     total: usize,
     since_due: usize,
 }
@@ -144,16 +152,18 @@ fn a_parked_first_in_line_enters_within_the_bound_without_restriction() {
 }
 
 /// Handoff mode hands the lock to a running waiter rather than a parked
-/// one, within the bound: the hammers watch (with `WaitPolicy::spin()`, nearly
-/// always one of them accepts B when an exit comes), and the parked first
-/// in line is still handed the lock by the 257th exit.
+/// one, within the bound: the hammers watch (with `WaitPolicy::spin()`,
+/// nearly always one of them accepts B when an exit comes), and the parked
+/// first in line is still woken by the 257th exit and handed the lock once
+/// it runs. (In time, that waits for the scheduler to run the woken thread
+/// beside two spinning hammers: not bounded in exits.)
 #[test]
 fn a_parked_first_in_line_is_handed_the_lock_within_the_bound_in_handoff_mode() {
     for policy in [WaitPolicy::spin(), Config::new().wait_policy()] {
         let config = Config::new().wake_mode(WakeMode::Handoff).wait(policy);
         let seen = exits_before_the_first_in_line_enters(config);
         assert!(
-            seen.total <= HANDOFF_BOUND,
+            seen.since_due <= HANDOFF_BOUND,
             "{seen:?} critical sections passed the first in line"
         );
     }

@@ -90,7 +90,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 let handed = self.abandon(&mut place, &mut panics);
                 if handed.is_none() && slot.is_some() {
                     // An exit may have left its waiters parked for us.
-                    self.wake_pass(0, &mut panics);
+                    self.wake_pass(None, 0, &mut panics);
                 }
                 panics.resume();
                 return handed;
@@ -274,8 +274,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// is running, wakes the next queued thread that accepts it to compete
     /// (see `enqueue`), and returns the wake-up.
     fn wake_ahead(&self, t: &mut Table, bit: u64) -> Option<Wakeup> {
-        // Handoff mode does not leave woken waiters in line, and Broadcast
-        // mode has woken every acceptor already.
+        // Handoff mode keeps the turn for its first in line (woken, it is
+        // handed the lock once it runs), and Broadcast mode has woken every
+        // acceptor already.
         if self.config.wake_mode != WakeMode::Compete {
             return None;
         }

@@ -19,7 +19,8 @@ use super::{LOCKED, STATE_BITS, TOKEN_HANDOFF, TOKEN_WAKE, UNRESOLVED};
 
 /// A waiter that this many exits served without the lock (woken to compete,
 /// or passed while it was woken and had not taken the lock yet) is handed
-/// the lock by the next exit that serves it, in every wake mode, unless it
+/// the lock by the next exit that serves it, in Compete and Broadcast
+/// modes (Handoff mode: once one exit has, its wake-up), unless it
 /// is pending (woken, and its thread not back yet: not yet scheduled, or
 /// its task not yet polled) for less than `PENDING_PATIENCE`, and passed
 /// fewer than `HANDOFF_PENDING_AFTER_PASSES` times. A lock handed to a
@@ -58,8 +59,8 @@ const HANDOFF_PENDING_AFTER_PASSES: u32 = if cfg!(loom) { 3 } else { 1 << 20 };
 /// How many exits may leave a parked first in line parked because a
 /// watcher that accepts their state is running (concurrency restriction,
 /// and Handoff mode); the next exit that serves it wakes it, and from then
-/// on it counts passes as any woken waiter (Handoff mode: hands it the
-/// lock). Loom models the same protocol with 1.
+/// on it counts passes as any woken waiter (Handoff mode: the exit hands it
+/// the lock if it was woken before). Loom models the same protocol with 1.
 const ROTATE_AFTER_SKIPS: u32 = if cfg!(loom) { 1 } else { 256 };
 
 impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
@@ -82,8 +83,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// Unless `next` is a due state (its first in line is to be handed the
     /// lock: see `due_and_skip`), one RMW releases the lock. A re-check of the
     /// waiting states then catches a waiter that queued meanwhile (see
-    /// `enqueue`), and a waiter that accepts `next` is served with the lock
-    /// free (`wake_pass`), unless its first in line is woken and has not run
+    /// `enqueue`), and a waiter that accepts `next` is served without the
+    /// lock (`exit_pass`), unless its first in line is woken and has not run
     /// yet (`skip_states`), when serving would only count a pass against
     /// it: then only one exit in `SERVE_EVERY` takes the table lock, and
     /// counts them all. A due state's exit keeps the lock and serves under
@@ -130,7 +131,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let held = self.word.swap(next, Ordering::AcqRel);
         debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
-            self.exit_pass_resume(bit);
+            self.exit_pass_resume(next);
         }
     }
 
@@ -140,18 +141,18 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// small enough to inline into a guard's drop: an out-of-line drop cost
     /// the uncontended row 40% (5.6 to 8 ns).
     #[cold]
-    fn exit_pass_resume(&self, bit: u64) {
+    fn exit_pass_resume(&self, next: u32) {
         let mut panics = Panics::new();
-        self.exit_pass(bit, &mut panics);
+        self.exit_pass(next, &mut panics);
         panics.resume();
     }
 
-    /// The pass-on of an exit that freed the lock in the state of `bit`:
-    /// serves it, as one exit, or (see `unlock`) skips it, or serves it as
-    /// the `SERVE_EVERY` exits that skipped.
-    fn exit_pass(&self, bit: u64, panics: &mut Panics) {
+    /// The pass-on of an exit that freed the lock in state `next`: serves
+    /// it, as one exit, or (see `unlock`) skips it, or serves it as the
+    /// `SERVE_EVERY` exits that skipped.
+    fn exit_pass(&self, next: u32, panics: &mut Panics) {
         // Acquire: as `parked_states` in `unlock`.
-        let exits = if self.waiters.skip_states(Ordering::Acquire) & bit != 0 {
+        let exits = if self.waiters.skip_states(Ordering::Acquire) & (1 << next) != 0 {
             if self.waiters.skip_exit() % SERVE_EVERY != SERVE_EVERY - 1 {
                 return;
             }
@@ -159,7 +160,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         } else {
             1
         };
-        self.wake_pass(exits, panics);
+        self.wake_pass(Some(next), exits, panics);
     }
 
     #[cold]
@@ -179,7 +180,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let held = self.word.swap(next, Ordering::AcqRel);
         debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
         if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
-            self.exit_pass(bit, panics);
+            self.exit_pass(next, panics);
         }
     }
 
@@ -198,16 +199,18 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
 
     /// Serves the waiters of `state`, under the table lock, when the caller
     /// holds the lock (`held`: an exit, which then gives the lock away or
-    /// frees it in `state`) or when the lock is free in `state` (a pass-on,
-    /// which takes it with a CAS to hand it over, and otherwise leaves it).
+    /// frees it in `state`) or when it does not (a pass-on, after the lock
+    /// was freed in `state`: a handoff takes it with a CAS if it is still
+    /// free in `state`, and otherwise leaves it to the exit of whoever took
+    /// it, which finds the state due).
     /// `exits`: how many exits the caller stands for (holding the lock, or
     /// having just freed it; more than one when exits skipped the table:
     /// see `unlock`), which count against a woken first in line; 0 for a
     /// pass-on that is not an exit.
     ///
     /// The node that has waited longest among those accepting `state` is
-    /// served: handed the lock in Handoff mode, or once `HANDOFF_AFTER_PASSES`
-    /// exits have served it without the lock (and, if it is pending, once
+    /// served: handed the lock once `HANDOFF_AFTER_PASSES` exits (Handoff
+    /// mode: one) have served it without the lock (and, if it is pending, once
     /// it has been for `PENDING_PATIENCE`, or `HANDOFF_PENDING_AFTER_PASSES`
     /// exits have); otherwise woken to compete (every queued acceptor in
     /// Broadcast mode) and counted as passed. A node that is woken already
@@ -245,7 +248,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             // handed the lock only once it has been pending for long (the
             // scheduler keeps it from running): before that the lock would
             // idle until it gets a CPU.
-            if mode == WakeMode::Handoff || Self::handoff_due(t, i) {
+            if Self::handoff_due(mode, t, i) {
                 if held {
                     // The notify's (or the slot's) Release publishes this
                     // store and our critical section to the new owner.
@@ -337,11 +340,18 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         }
     }
 
-    /// Whether live node `i` is due a handoff in Compete and Broadcast
-    /// modes: `HANDOFF_AFTER_PASSES` exits served it without the lock, and
-    /// it is running (or pending for too long).
-    fn handoff_due(t: &Table, i: u32) -> bool {
-        t.passes(i) >= HANDOFF_AFTER_PASSES && (!t.is_pending_at(i) || Self::pending_too_long(t, i))
+    /// Whether live node `i` is due a handoff: `HANDOFF_AFTER_PASSES` exits
+    /// served it without the lock (Handoff mode: one, which woke it), and
+    /// it is running or parked again (or pending for too long). Handoff
+    /// mode does not hand the lock to a node never woken: the lock would
+    /// idle through its wake-up, while running threads could use it.
+    fn handoff_due(mode: WakeMode, t: &Table, i: u32) -> bool {
+        let after = if mode == WakeMode::Handoff {
+            1
+        } else {
+            HANDOFF_AFTER_PASSES
+        };
+        t.passes(i) >= after && (!t.is_pending_at(i) || Self::pending_too_long(t, i))
     }
 
     /// Publishes the waiting states, the due states and the skip states;
@@ -355,30 +365,26 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// whose exits may skip the table (`Table::skip`), in one walk of the
     /// groups' heads.
     ///
-    /// Due: every state a waiter accepts in Handoff mode; otherwise the
-    /// entry sets of the groups whose first in line is due a handoff. A
+    /// Due: the entry sets of the groups whose first in line is due a
+    /// handoff. A
     /// superset only makes an exit slower (`serve` decides under the table
     /// lock); a state missing from it makes the exit free the lock first,
     /// and the pass-on that follows then takes the free lock to hand it
     /// over, unless someone entered first, whose exit finds the state due.
     ///
-    /// Skip (see `unlock`): in Compete mode, the states whose first in line
-    /// only takes passes (`only_passes`). None in the other modes, whose
-    /// exits do more (hand the lock over, or wake every waiter of the
-    /// state).
+    /// Skip (see `unlock`): in Compete and Handoff modes, the states whose
+    /// first in line only takes passes (`only_passes`). None in Broadcast
+    /// mode, whose exits wake every waiter of the state.
     fn due_and_skip(&self, t: &Table) -> (u64, u64) {
         let mode = self.config.wake_mode;
-        if mode == WakeMode::Handoff {
-            return (t.summary(), 0);
-        }
         // The states of the groups whose head only takes passes are
         // candidates: a state is kept if its oldest waiter, among all
         // groups, is such a head.
         let (mut due, mut candidates) = (0, 0);
         for (mask, i) in t.heads() {
-            if Self::handoff_due(t, i) {
+            if Self::handoff_due(mode, t, i) {
                 due |= mask;
-            } else if mode == WakeMode::Compete && t.is_pending_at(i) {
+            } else if mode != WakeMode::Broadcast && t.is_pending_at(i) {
                 candidates |= mask;
             }
         }
@@ -386,7 +392,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         while candidates != 0 {
             let bit = candidates & candidates.wrapping_neg();
             candidates &= !bit;
-            if t.oldest(bit).is_some_and(|i| Self::only_passes(t, i)) {
+            if t.oldest(bit).is_some_and(|i| Self::only_passes(mode, t, i)) {
                 skip |= bit;
             }
         }
@@ -417,10 +423,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 
     /// Whether an exit that serves live node `i` as first in line would
-    /// only count a pass against it (Compete mode): it is woken, has not
+    /// only count a pass against it (Compete and Handoff modes): it is
+    /// woken, has not
     /// run since (pending), and is not due a handoff.
-    fn only_passes(t: &Table, i: u32) -> bool {
-        t.is_pending_at(i) && !Self::handoff_due(t, i)
+    fn only_passes(mode: WakeMode, t: &Table, i: u32) -> bool {
+        t.is_pending_at(i) && !Self::handoff_due(mode, t, i)
     }
 
     /// Frees the word in state `next`, under the table lock (`_held` is the
@@ -441,15 +448,44 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         }
     }
 
-    /// After an exit released the lock and then found a waiter for its
-    /// state (`exits`: as that many exits), or a watcher gave up (0): while
-    /// the lock is free, serve the waiters of its state.
+    /// Under the table lock, after an exit freed the lock in state `next`
+    /// (`exits`: as that many exits) and a running thread has taken it
+    /// since (a watcher, or a newcomer): its exit serves the waiters of
+    /// the state it leaves, but this exit still counts against `next`'s
+    /// first in line. A parked one is left parked for the running thread,
+    /// as for a running watcher (`ROTATE_AFTER_SKIPS` times; the exits
+    /// that retook the lock are running, and a wake-up now would find it
+    /// held); after that, and for a woken one, serve it as if the lock were
+    /// free, without a handoff (which the holder's exit makes, finding the
+    /// state due). Counting nothing here let threads that spin on the word,
+    /// and so retake the lock between an exit's swap and its table lock,
+    /// keep a parked first in line from ever being served.
+    fn serve_retaken(&self, t: &mut Table, next: u32, exits: u32, wakeups: &mut WakeList) {
+        let Some(i) = t.oldest(1 << next) else {
+            return;
+        };
+        if t.is_queued_at(i) && t.skips(i) < ROTATE_AFTER_SKIPS {
+            t.skip(i);
+        } else {
+            self.serve(t, next, false, exits, wakeups);
+        }
+    }
+
+    /// After an exit released the lock in state `freed` and then found a
+    /// waiter for it (`exits`: as that many exits), or a watcher gave up
+    /// (`None`, 0): while the lock is free, serve the waiters of its state;
+    /// if a thread has taken it since an exit freed it, `serve_retaken`.
     #[cold]
-    pub(super) fn wake_pass(&self, exits: u32, panics: &mut Panics) {
+    pub(super) fn wake_pass(&self, freed: Option<u32>, exits: u32, panics: &mut Panics) {
         let mut wakeups = WakeList::new();
         {
             let mut t = self.waiters.lock();
-            self.serve_free(&mut t, exits, &mut wakeups);
+            match freed {
+                Some(next) if self.word.load(Ordering::Relaxed) & LOCKED != 0 => {
+                    self.serve_retaken(&mut t, next, exits, &mut wakeups);
+                }
+                _ => self.serve_free(&mut t, exits, &mut wakeups),
+            }
             self.publish(&mut t);
         }
         wakeups.wake_all(panics);
