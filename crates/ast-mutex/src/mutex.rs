@@ -71,15 +71,17 @@ use crate::watchers::Watchers;
 /// `s` is reached after at most as many exits to `s` as there are waiters
 /// of `s` ahead of it.
 ///
-/// The bound is counted in exits. In [`WakeMode::Handoff`] an exit hands
-/// the lock to its first in line once that waiter has been woken and has
-/// run (an exit wakes a parked first in line that was not woken yet, and
-/// releases the lock); while another waiter that accepts the state is
-/// watching the lock word (running), an exit leaves a parked first in
-/// line parked and releases the lock for the running one, counting the
-/// exit against the parked one: at most 256 exits do so, and the 257th
-/// wakes it, or hands it the lock if it was woken before. In
-/// [`WakeMode::Compete`] (and
+/// The bound is counted in exits. An exit frees the lock before it serves
+/// its first in line (unless a handoff is due); when a running thread
+/// takes the lock in between, or, in [`WakeMode::Handoff`] and under
+/// [`Config::watchers`](crate::Config::watchers), while another waiter
+/// that accepts the state is watching the lock word (running), the exit
+/// leaves a parked first in line parked for the running thread and counts
+/// the exit against it: at most 256 exits do so, and the 257th serves it
+/// as below. In [`WakeMode::Handoff`] an exit hands the lock to its first
+/// in line once that waiter has been woken and has run (an exit wakes a
+/// parked first in line that was not woken yet, and releases the lock).
+/// In [`WakeMode::Compete`] (and
 /// [`WakeMode::Broadcast`]) an exit wakes its first in line to compete, and
 /// the woken waiter can lose the lock to a thread that takes it first
 /// ([`try_enter`](Self::try_enter), or a thread arriving). A waiter keeps
