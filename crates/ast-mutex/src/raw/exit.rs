@@ -450,16 +450,17 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
 
     /// Under the table lock, after an exit freed the lock in state `next`
     /// (`exits`: as that many exits) and a running thread has taken it
-    /// since (a watcher, or a newcomer): its exit serves the waiters of
-    /// the state it leaves, but this exit still counts against `next`'s
-    /// first in line. A parked one is left parked for the running thread,
-    /// as for a running watcher (`ROTATE_AFTER_SKIPS` times; the exits
-    /// that retook the lock are running, and a wake-up now would find it
-    /// held); after that, and for a woken one, serve it as if the lock were
-    /// free, without a handoff (which the holder's exit makes, finding the
-    /// state due). Counting nothing here let threads that spin on the word,
-    /// and so retake the lock between an exit's swap and its table lock,
-    /// keep a parked first in line from ever being served.
+    /// since (a watcher, or a newcomer), and holds it or has left it in
+    /// another state: its exit serves the waiters of the state it leaves,
+    /// but this exit still counts against `next`'s first in line. A parked
+    /// one is left parked for the running thread, as for a running watcher
+    /// (`ROTATE_AFTER_SKIPS` times in all: a wake-up now would most likely
+    /// find the lock held); after that, and for a woken one, serve it as if
+    /// the lock were free, except that a handoff's CAS fails, and the next
+    /// exit to `next` makes it, finding the state due. Counting nothing here
+    /// let threads that spin on the word, and so retake the lock between an
+    /// exit's swap and its table lock, keep a parked first in line from
+    /// ever being served.
     fn serve_retaken(&self, t: &mut Table, next: u32, exits: u32, wakeups: &mut WakeList) {
         let Some(i) = t.oldest(1 << next) else {
             return;
@@ -474,14 +475,19 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// After an exit released the lock in state `freed` and then found a
     /// waiter for it (`exits`: as that many exits), or a watcher gave up
     /// (`None`, 0): while the lock is free, serve the waiters of its state;
-    /// if a thread has taken it since an exit freed it, `serve_retaken`.
+    /// if a thread has taken it since an exit freed it (and perhaps freed
+    /// it again in another state), `serve_retaken`.
     #[cold]
     pub(super) fn wake_pass(&self, freed: Option<u32>, exits: u32, panics: &mut Panics) {
         let mut wakeups = WakeList::new();
         {
             let mut t = self.waiters.lock();
+            // An exit's state, unless a thread has taken the lock since (it
+            // may have freed it again, in another state, whose exit serves
+            // that one): then `serve_retaken`.
+            let w = self.word.load(Ordering::Relaxed);
             match freed {
-                Some(next) if self.word.load(Ordering::Relaxed) & LOCKED != 0 => {
+                Some(next) if w & LOCKED != 0 || w & STATE_BITS != next => {
                     self.serve_retaken(&mut t, next, exits, &mut wakeups);
                 }
                 _ => self.serve_free(&mut t, exits, &mut wakeups),
