@@ -65,20 +65,24 @@ pub enum WakeMode {
     /// running threads take the lock meanwhile keeps the lock busy.
     #[default]
     Compete,
-    /// Hand the lock to the waiter that has waited longest, once it runs:
-    /// it returns from `enter` holding the lock in the state the exit named
-    /// (the paper's handoff, FIFO among the waiters of a state), but an exit
-    /// never holds the lock for a thread that is not running (Kashyap et
-    /// al., ATC 2017).
+    /// Hand the lock to the waiter that has waited longest once it has
+    /// been woken and has run: it returns from `enter` holding the lock in
+    /// the state the exit named (the paper's handoff, FIFO among the
+    /// waiters of a state), but an exit does not hold the lock for a
+    /// thread it has not woken yet (after Kashyap et al., ATC 2017: hand
+    /// the lock to a waiter that runs).
     ///
     /// An exit whose first in line is parked and has not been woken yet
-    /// wakes it and releases the lock; once it runs (it watches the lock
-    /// word, or queues again with the lock held), the next exit to one of
-    /// its states hands it the lock, or the thread takes the free lock
-    /// itself. Handing the lock to a parked waiter would leave it idle
-    /// until that thread runs, which takes a scheduling round when threads
-    /// outnumber cores. While it is woken and has not run yet, exits pass
-    /// it as in [`Compete`](Self::Compete), up to the same bound in time.
+    /// wakes it and releases the lock. Once it has run, the thread takes
+    /// the free lock itself, or the next exit to one of its states that
+    /// serves it hands it the lock: through its slot while it watches the
+    /// lock word, or with its wake-up if it has queued again. Handing the
+    /// lock to a parked waiter at once would leave it idle until that
+    /// thread runs, which takes a scheduling round when threads outnumber
+    /// cores. While it is woken and has not run yet, exits pass it as in
+    /// [`Compete`](Self::Compete) (a waiter that queues meanwhile wakes no
+    /// one else for it), and it is handed the lock once it has waited for
+    /// a CPU for as long as Compete's bound says.
     /// While a waiter that accepts the new state is running (watching the
     /// lock word before it parks), an exit leaves a parked first in line
     /// parked and releases the lock for the running one, counting the exit
@@ -212,10 +216,13 @@ impl Config {
     /// need not wake anyone while the watchers keep the lock busy.
     ///
     /// `0` (the default) turns it off: every waiter watches as the
-    /// [`WaitPolicy`] says, and exits wake a waiter whenever one is parked.
-    /// [`WakeMode::Compete`] and [`WakeMode::Handoff`] (which does so even
-    /// without restriction) leave parked waiters parked for a watcher;
-    /// [`WakeMode::Broadcast`] only caps the watchers.
+    /// [`WaitPolicy`] says, and an exit wakes a parked first in line unless
+    /// a running thread took the lock before the exit served it, or (in
+    /// [`WakeMode::Handoff`]) a running watcher accepts the state. With
+    /// restriction, [`WakeMode::Compete`] and [`WakeMode::Handoff`] leave
+    /// parked waiters parked for a watcher; [`WakeMode::Broadcast`] only
+    /// caps the watchers. Both reasons count toward the same bound of 256
+    /// exits (see `# Fairness`).
     ///
     /// # Fairness
     ///

@@ -99,18 +99,20 @@ use crate::watchers::Watchers;
 /// idle until the scheduler runs it, which takes up to a scheduling round
 /// when threads outnumber cores (tens of milliseconds with a few dozen
 /// busy threads per core), and the threads that find it held then park,
-/// each to be woken in turn. A waiter that queues while the lock is free
-/// in one of its states wakes the next thread waiting for that state (one
-/// at a time, while fewer than four woken ones have not run yet), so that
-/// the lock does not idle either. So however loaded the machine and however
-/// often other threads barge in, a waiter that is first in line enters,
-/// once 32 exits to its states have passed it, at the first exit to its
-/// states after it runs, or within 32 exits once it has waited 100 ms for
-/// a CPU.
+/// each to be woken in turn. In Compete mode, a waiter that queues while
+/// the lock is free in one of its states wakes the next thread waiting for
+/// that state (one at a time, while fewer than four woken ones have not
+/// run yet), so that the lock does not idle either. So however loaded the
+/// machine and however often other threads barge in, a waiter that is
+/// first in line enters, once 32 exits to its states have passed it (in
+/// Handoff mode, once one has woken it), at the first exit to its states
+/// after it runs that serves it (an exit that finds the lock taken before
+/// it serves may not: the next one does), or within 32 exits once it has
+/// waited 100 ms for a CPU.
 ///
 /// A task woken to compete keeps its place until it is polled or dropped:
 /// while it is not polled, a waiter that queues may wake the next thread
-/// behind it, and once 32 exits have passed it and 100 ms have passed since
+/// behind it (Compete mode), and once 32 exits have passed it and 100 ms have passed since
 /// its wake-up, the lock is held for it. Keep polling an [`EnterAsync`] you
 /// created, or drop it (which passes the wake-up or the lock on).
 ///

@@ -133,8 +133,9 @@ struct Node {
     /// How many exits served this node without giving it the lock (woken to
     /// compete, or passed while it was woken).
     passes: u32,
-    /// How many exits left this node parked because a watcher that accepts
-    /// their state was running (concurrency restriction).
+    /// How many exits left this node parked for a running thread: a
+    /// watcher that accepts their state (concurrency restriction, Handoff
+    /// mode), or a thread that took the lock before the exit served it.
     skips: u32,
     /// `Some` while queued; `None` while woken (and while free).
     waiter: Option<Arc<Waiter>>,

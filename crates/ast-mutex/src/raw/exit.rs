@@ -56,9 +56,11 @@ const SERVE_EVERY: u32 = if cfg!(loom) { 2 } else { 32 };
 /// not model time, models the same protocol with 3.
 const HANDOFF_PENDING_AFTER_PASSES: u32 = if cfg!(loom) { 3 } else { 1 << 20 };
 
-/// How many exits may leave a parked first in line parked because a
-/// watcher that accepts their state is running (concurrency restriction,
-/// and Handoff mode); the next exit that serves it wakes it, and from then
+/// How many exits may leave a parked first in line parked for a running
+/// thread: a watcher that accepts their state (concurrency restriction,
+/// and Handoff mode), or a thread that took the lock between the exit's
+/// release and its pass-on (`serve_retaken`); the next exit that serves
+/// it wakes it, and from then
 /// on it counts passes as any woken waiter (Handoff mode: the exit hands it
 /// the lock if it was woken before). Loom models the same protocol with 1.
 const ROTATE_AFTER_SKIPS: u32 = if cfg!(loom) { 1 } else { 256 };
