@@ -51,7 +51,7 @@
 
 use sync_core::spin::{SpinGuard, SpinLock};
 use sync_core::sync::Arc;
-use sync_core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use sync_core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use sync_core::waiter::{Token, Waiter};
 
 use std::time::{Duration, Instant};
@@ -65,8 +65,13 @@ pub(crate) struct Waiters {
     /// `Table::skip`, readable without the table lock; stored under it,
     /// and cleared (for its states) by a woken waiter that runs again.
     skip_states: AtomicU64,
-    /// Exits that skipped the table because of `skip_states`.
-    skipped_exits: AtomicU32,
+    /// Per state: exits that skipped the table because of `skip_states`,
+    /// modulo 256 (a multiple of `SERVE_EVERY`). Per state, so that the
+    /// exits that take the table lock to count them count each state's:
+    /// with one count for all, exits alternating between two skip states
+    /// always reached the count on the same state, and the other state's
+    /// first in line was never counted as passed.
+    skipped_exits: [AtomicU8; 64],
     /// Nodes left in the table by cancelled waiters that found the table
     /// lock held too long to remove them ([`leave_later`](Self::leave_later));
     /// the next holder removes them.
@@ -209,6 +214,18 @@ impl Slot {
     }
 }
 
+/// The per-state skip counts, all 0.
+#[cfg(not(loom))]
+const fn skip_counts() -> [AtomicU8; 64] {
+    [const { AtomicU8::new(0) }; 64]
+}
+
+/// The per-state skip counts, all 0 (loom's atomics are not `const`).
+#[cfg(loom)]
+fn skip_counts() -> [AtomicU8; 64] {
+    core::array::from_fn(|_| AtomicU8::new(0))
+}
+
 impl Waiters {
     sync_core::const_unless_loom! {
         pub fn new() -> Self {
@@ -229,7 +246,7 @@ impl Waiters {
                 parked_states: AtomicU64::new(0),
                 due_states: AtomicU64::new(0),
                 skip_states: AtomicU64::new(0),
-                skipped_exits: AtomicU32::new(0),
+                skipped_exits: skip_counts(),
                 stale: AtomicUsize::new(0),
             }
         }
@@ -271,12 +288,12 @@ impl Waiters {
         }
     }
 
-    /// Counts an exit that found its state in `skip_states`; returns the
-    /// count before it.
+    /// Counts an exit to `state` that found it in `skip_states`; returns
+    /// the count of such exits to `state` before it, modulo 256.
     #[inline]
-    pub fn skip_exit(&self) -> u32 {
+    pub fn skip_exit(&self, state: u32) -> u32 {
         // Relaxed: a counter that orders nothing.
-        self.skipped_exits.fetch_add(1, Ordering::Relaxed)
+        u32::from(self.skipped_exits[state as usize].fetch_add(1, Ordering::Relaxed))
     }
 
     /// Publishes the table's summary and its due and skip states if they

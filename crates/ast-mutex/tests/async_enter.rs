@@ -404,6 +404,58 @@ fn a_woken_task_not_polled_is_handed_the_lock_after_32_passes_and_100_ms() {
     passed_by_32_exits(false);
 }
 
+/// Two woken tasks not polled, one first in line for Full and one for Mid,
+/// while exits alternate between the two states (each followed by a
+/// barging thread that takes the free lock and leaves it Empty): exits
+/// that skip the table count their passes per state, so once both have
+/// waited 100 ms, each is handed the lock within 32 exits to its state.
+/// With one count for all states, every 32nd skipping exit was a Mid exit,
+/// and the Full task was never counted, so never handed the lock.
+#[test]
+fn woken_tasks_of_alternating_states_are_each_handed_the_lock() {
+    let m = AstMutex::new(Buf::Empty, 0u32);
+    let waker = Waker::from(Arc::new(Counting(AtomicUsize::new(0))));
+    let mut full = m.enter_async(Buf::Full);
+    let mut mid = m.enter_async(Buf::Mid);
+    assert!(poll_once(&mut full, &waker).is_pending());
+    assert!(poll_once(&mut mid, &waker).is_pending());
+    // Wake both (they are not polled again until handed the lock).
+    for s in [Buf::Full, Buf::Mid] {
+        m.enter(Buf::Empty).exit(s);
+        m.try_enter(s)
+            .expect("released to compete")
+            .exit(Buf::Empty);
+    }
+    thread::sleep(Duration::from_millis(120));
+    let (mut full_in, mut mid_in) = (None, None);
+    for round in 0..40 {
+        for (state, f, entered) in [
+            (Buf::Full, &mut full, &mut full_in),
+            (Buf::Mid, &mut mid, &mut mid_in),
+        ] {
+            if entered.is_some() {
+                continue;
+            }
+            m.enter(Buf::Empty).exit(state);
+            match m.try_enter(state) {
+                Some(g) => g.exit(Buf::Empty),
+                None => {
+                    assert!(m.is_locked(), "handed to the {state:?} task");
+                    let Poll::Ready(g) = poll_once(f, &waker) else {
+                        panic!("the {state:?} task was handed the lock");
+                    };
+                    g.exit(Buf::Empty);
+                    *entered = Some(round);
+                }
+            }
+        }
+    }
+    assert!(
+        full_in.is_some() && mid_in.is_some(),
+        "handed the lock within 40 exits to its state: Full {full_in:?}, Mid {mid_in:?}"
+    );
+}
+
 /// A thread that parks while the lock is free in a state whose woken first
 /// in line has not run (a task not polled) wakes the next waiter of that
 /// state: the lock does not idle until the first one's executor polls it.

@@ -49,6 +49,8 @@ const CLOCK_EVERY_PASSES: u32 = 32;
 /// many takes the table lock and counts them all; the others only free the
 /// lock. Loom models the same protocol with 2.
 const SERVE_EVERY: u32 = if cfg!(loom) { 2 } else { 32 };
+// The per-state skip counts wrap at 256 (`Waiters::skip_exit`).
+const _: () = assert!(256 % SERVE_EVERY == 0);
 
 /// A waiter that this many exits served without the lock is handed the
 /// lock even while it is pending (and not for `PENDING_PATIENCE` yet), so
@@ -155,7 +157,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     fn exit_pass(&self, next: u32, panics: &mut Panics) {
         // Acquire: as `parked_states` in `unlock`.
         let exits = if self.waiters.skip_states(Ordering::Acquire) & (1 << next) != 0 {
-            if self.waiters.skip_exit() % SERVE_EVERY != SERVE_EVERY - 1 {
+            if self.waiters.skip_exit(next) % SERVE_EVERY != SERVE_EVERY - 1 {
                 return;
             }
             SERVE_EVERY
