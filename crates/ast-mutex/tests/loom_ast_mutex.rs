@@ -412,7 +412,9 @@ fn barge_into_b(m: &AstMutex<St, usize>, times: usize) -> usize {
     barges
 }
 
-/// Compete mode's bound, in exits: a waiter for B is woken by the exit to
+/// Compete mode's bound, in exits (Handoff mode's is tighter: one pass
+/// once the waiter runs; it uses the same skip and pending counts, so the
+/// model runs in both): a waiter for B is woken by the exit to
 /// B and, before it runs, the holder barges back in and leaves in B again,
 /// over and over (each such exit passes the woken waiter). Under loom's
 /// constants, two exits pass it once it runs, and three while it has not
@@ -424,43 +426,53 @@ fn barge_into_b(m: &AstMutex<St, usize>, times: usize) -> usize {
 /// succeeded.
 #[test]
 fn a_woken_waiter_passed_by_three_exits_is_handed_the_lock() {
-    model::check_with_bound(2, || {
-        let m = mutex(WakeMode::Compete, St::A);
-        let g = m.enter(St::A);
-        let wants_b = waiter(&m, St::B, 1, St::C);
-        wait_until_queued(&m);
-        g.exit(St::B);
-        let barges = barge_into_b(&m, 5);
-        assert!(barges <= 4, "the woken waiter was passed by {barges} exits");
-        wants_b.join().unwrap();
-        assert_eq!(*m.enter(St::C), 1 + 10 * barges);
-        assert_eq!(m.__test_waiter_table_size(), (0, 0));
-    });
+    for mode in MODES {
+        model::check_with_bound(2, move || {
+            let m = mutex(mode, St::A);
+            let g = m.enter(St::A);
+            let wants_b = waiter(&m, St::B, 1, St::C);
+            wait_until_queued(&m);
+            g.exit(St::B);
+            let barges = barge_into_b(&m, 5);
+            assert!(
+                barges <= 4,
+                "{mode:?}: the woken waiter was passed by {barges} exits"
+            );
+            wants_b.join().unwrap();
+            assert_eq!(*m.enter(St::C), 1 + 10 * barges);
+            assert_eq!(m.__test_waiter_table_size(), (0, 0));
+        });
+    }
 }
 
 /// The same with a task: the lock is handed to the woken task's slot, and
 /// its next poll returns the guard.
 #[test]
 fn a_woken_task_passed_by_three_exits_is_handed_the_lock() {
-    model::check_with_bound(2, || {
-        let m = mutex(WakeMode::Compete, St::A);
-        let g = m.enter(St::A);
-        let task = {
-            let m = Arc::clone(&m);
-            thread::spawn(move || {
-                let mut g = loom::future::block_on(m.enter_async(St::B));
-                *g += 1;
-                g.exit(St::C);
-            })
-        };
-        wait_until_queued(&m);
-        g.exit(St::B);
-        let barges = barge_into_b(&m, 5);
-        assert!(barges <= 4, "the woken task was passed by {barges} exits");
-        task.join().unwrap();
-        assert_eq!(*m.enter(St::C), 1 + 10 * barges);
-        assert_eq!(m.__test_waiter_table_size(), (0, 0));
-    });
+    for mode in MODES {
+        model::check_with_bound(2, move || {
+            let m = mutex(mode, St::A);
+            let g = m.enter(St::A);
+            let task = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || {
+                    let mut g = loom::future::block_on(m.enter_async(St::B));
+                    *g += 1;
+                    g.exit(St::C);
+                })
+            };
+            wait_until_queued(&m);
+            g.exit(St::B);
+            let barges = barge_into_b(&m, 5);
+            assert!(
+                barges <= 4,
+                "{mode:?}: the woken task was passed by {barges} exits"
+            );
+            task.join().unwrap();
+            assert_eq!(*m.enter(St::C), 1 + 10 * barges);
+            assert_eq!(m.__test_waiter_table_size(), (0, 0));
+        });
+    }
 }
 
 /// Compete mode, when the woken waiter has not run yet: two waiters for B
