@@ -83,6 +83,7 @@ pub enum WakeMode {
     /// [`Compete`](Self::Compete) (a waiter that queues meanwhile wakes no
     /// one else for it), and it is handed the lock once it has waited for
     /// a CPU for as long as Compete's bound says.
+    ///
     /// While a waiter that accepts the new state is running (watching the
     /// lock word before it parks), an exit leaves a parked first in line
     /// parked and releases the lock for the running one, counting the exit

@@ -112,8 +112,9 @@ use crate::watchers::Watchers;
 ///
 /// A task woken to compete keeps its place until it is polled or dropped:
 /// while it is not polled, a waiter that queues may wake the next thread
-/// behind it (Compete mode), and once 32 exits have passed it and 100 ms have passed since
-/// its wake-up, the lock is held for it. Keep polling an [`EnterAsync`] you
+/// behind it (Compete mode), and once 32 exits have passed it and 100 ms
+/// have passed since its wake-up, the lock is held for it. Keep polling an
+/// [`EnterAsync`] you
 /// created, or drop it (which passes the wake-up or the lock on).
 ///
 /// # Panics

@@ -30,7 +30,7 @@
 //! * A watcher that gives up (a timed wait past its deadline) without
 //!   queueing may have been counted on by an exit: after giving its slot
 //!   back, it serves the waiters of the free word's state, as an exit would
-//!   (`AstMutex::serve_free`, under the table lock, so after any exit that
+//!   (`AstMutex::wake_pass`, under the table lock, so after any exit that
 //!   read its slot as taken).
 
 use sync_core::sync::atomic::{AtomicU64, Ordering};

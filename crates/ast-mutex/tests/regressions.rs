@@ -6,7 +6,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc;
-use std::sync::{Arc, Barrier, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,17 +16,13 @@ const MODES: [WakeMode; 3] = [WakeMode::Compete, WakeMode::Handoff, WakeMode::Br
 
 ast_mutex::states! { enum F { Idle, A, B, Stop } }
 
-/// Held by the tests of this binary whose threads spin on both cores
-/// (unbounded watch budgets) and by the one whose bound depends on woken
-/// threads getting a CPU: beside the spinners, a thread woken to compete
-/// could wait unscheduled through all of `every_group_that_accepts_a_state_gets_its_turns`'s
-/// rounds (Compete's bound is counted from when it runs, or from 100 ms),
-/// and that test failed about once in 30 runs of the binary.
-static CORES: Mutex<()> = Mutex::new(());
-
-fn cores() -> MutexGuard<'static, ()> {
-    CORES.lock().unwrap_or_else(PoisonError::into_inner)
-}
+// `sync_core::testing::one_at_a_time` is held by the tests of this binary
+// whose threads spin on both cores (unbounded watch budgets) and by the one
+// whose bound depends on woken threads getting a CPU: beside the spinners,
+// a thread woken to compete could wait unscheduled through all of
+// `every_group_that_accepts_a_state_gets_its_turns`'s rounds (Compete's
+// bound is counted from when it runs, or from 100 ms), and that test failed
+// about once in 30 runs of the binary.
 
 /// Bug 1: waiters on {A} (2 threads), {A, B} (2) and {B} (1), queued in
 /// that order, and a driver that exits to A, B, A, B, …, waiting for the
@@ -36,7 +32,7 @@ fn cores() -> MutexGuard<'static, ()> {
 /// states let the A exits move it past the {B} group every time.
 #[test]
 fn every_group_that_accepts_a_state_gets_its_turns() {
-    let _cores = cores();
+    let _one = sync_core::testing::one_at_a_time();
     const ROUNDS: usize = 200;
     // Broadcast wakes every waiter of the state to compete: its promise is
     // weaker (a bounded number of exits may pass a woken waiter), so not here.
@@ -117,7 +113,7 @@ fn every_group_that_accepts_a_state_gets_its_turns() {
 /// purpose: this checks liveness, not speed.
 #[test]
 fn enter_for_returns_whatever_the_watch_budget() {
-    let _cores = cores();
+    let _one = sync_core::testing::one_at_a_time();
     for (spins, yields) in [(u32::MAX, 0), (0, u32::MAX), (u32::MAX, u32::MAX)] {
         let config = Config::new().spins(spins).yields(yields);
         let m = Arc::new(AstMutex::with_config(F::Idle, (), config));
@@ -157,7 +153,7 @@ fn enter_for_returns_whatever_the_watch_budget() {
 /// checks its deadline after each wake-up.
 #[test]
 fn enter_until_returns_while_being_woken_and_losing() {
-    let _cores = cores();
+    let _one = sync_core::testing::one_at_a_time();
     let config = Config::new().spins(u32::MAX).yields(u32::MAX);
     let m = Arc::new(AstMutex::with_config(F::Idle, (), config));
     let (tx, rx) = mpsc::channel();

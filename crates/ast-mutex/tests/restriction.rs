@@ -3,8 +3,8 @@
 #![cfg(not(loom))]
 
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -58,15 +58,10 @@ const POLL_DELAY: Duration = Duration::from_micros(50);
 /// documented bound.)
 const WOKEN_BOUND: usize = 256 + 1 + 1_000;
 
-/// Held by each test of this binary: their hammers spin on both cores, and
-/// a hammer preempted between its exit's serve and its wake-up delivery
-/// (the other tests' hammers running) would let the other one run far past
-/// `WOKEN_BOUND`.
-static CORES: Mutex<()> = Mutex::new(());
-
-fn cores() -> MutexGuard<'static, ()> {
-    CORES.lock().unwrap_or_else(PoisonError::into_inner)
-}
+// Each test of this binary holds `sync_core::testing::one_at_a_time`:
+// their hammers spin on both cores, and a hammer preempted between its
+// exit's serve and its wake-up delivery (the other tests' hammers running)
+// would let the other one run far past `WOKEN_BOUND`.
 
 /// The critical sections run before the first in line entered: in all,
 /// before its first wake-up, and since the first of its polls (it runs) at
@@ -193,7 +188,7 @@ fn exits_before_the_first_in_line_enters(config: Config) -> Seen {
 
 #[test]
 fn a_parked_first_in_line_enters_within_the_bound_under_restriction() {
-    let _cores = cores();
+    let _one = sync_core::testing::one_at_a_time();
     for _ in 0..5 {
         let config = Config::new().watchers(2).wait(WaitPolicy::spin());
         let seen = exits_before_the_first_in_line_enters(config);
@@ -206,7 +201,7 @@ fn a_parked_first_in_line_enters_within_the_bound_under_restriction() {
 
 #[test]
 fn a_parked_first_in_line_enters_within_the_bound_without_restriction() {
-    let _cores = cores();
+    let _one = sync_core::testing::one_at_a_time();
     for policy in [WaitPolicy::spin(), Config::new().wait_policy()] {
         for _ in 0..5 {
             let seen = exits_before_the_first_in_line_enters(Config::new().wait(policy));
@@ -227,7 +222,7 @@ fn a_parked_first_in_line_enters_within_the_bound_without_restriction() {
 /// also checks the bound on the first wake-up (`WOKEN_BOUND`).
 #[test]
 fn a_parked_first_in_line_is_handed_the_lock_within_the_bound_in_handoff_mode() {
-    let _cores = cores();
+    let _one = sync_core::testing::one_at_a_time();
     for policy in [WaitPolicy::spin(), Config::new().wait_policy()] {
         let config = Config::new().wake_mode(WakeMode::Handoff).wait(policy);
         let seen = exits_before_the_first_in_line_enters(config);
@@ -244,7 +239,7 @@ ast_mutex::states! { enum Buf { Empty, Mid, Full } }
 /// cores, restricted to one or two watchers: every item arrives once.
 #[test]
 fn a_restricted_buffer_moves_every_item_with_many_threads() {
-    let _cores = cores();
+    let _one = sync_core::testing::one_at_a_time();
     const CAP: usize = 4;
     const PER: u64 = 50;
     for watchers in [1, 2, 4] {

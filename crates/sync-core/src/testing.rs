@@ -224,6 +224,18 @@ impl Drop for BusyThreads {
     }
 }
 
+/// Runs the tests of one test binary that hold the returned guard one at a
+/// time: for tests whose threads spin on every core, or whose assertion
+/// needs the CPUs (a bound on when a woken thread runs, a count of live
+/// bytes), beside the binary's other tests, which cargo runs in parallel.
+/// One lock per test binary; a test that panicked while holding it does
+/// not poison it for the others.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Asserts that `f` returns within `bound`, and returns what it returned
 /// with the time it took.
 ///

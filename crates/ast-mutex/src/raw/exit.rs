@@ -62,9 +62,9 @@ const HANDOFF_PENDING_AFTER_PASSES: u32 = if cfg!(loom) { 3 } else { 1 << 20 };
 /// thread: a watcher that accepts their state (concurrency restriction,
 /// and Handoff mode), or a thread that took the lock between the exit's
 /// release and its pass-on (`serve_retaken`); the next exit that serves
-/// it wakes it, and from then
-/// on it counts passes as any woken waiter (Handoff mode: the exit hands it
-/// the lock if it was woken before). Loom models the same protocol with 1.
+/// it wakes it, and from then on it counts passes as any woken waiter
+/// (Handoff mode: the exit hands it the lock if it was woken before). Loom
+/// models the same protocol with 1.
 const ROTATE_AFTER_SKIPS: u32 = if cfg!(loom) { 1 } else { 256 };
 
 impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
@@ -214,8 +214,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     ///
     /// The node that has waited longest among those accepting `state` is
     /// served: handed the lock once `HANDOFF_AFTER_PASSES` exits (Handoff
-    /// mode: one) have served it without the lock (and, if it is pending, once
-    /// it has been for `PENDING_PATIENCE`, or `HANDOFF_PENDING_AFTER_PASSES`
+    /// mode: one) have served it without the lock (and, if it is pending,
+    /// once it has been for `PENDING_PATIENCE`, or `HANDOFF_PENDING_AFTER_PASSES`
     /// exits have); otherwise woken to compete (every queued acceptor in
     /// Broadcast mode) and counted as passed. A node that is woken already
     /// (its waiter may be waiting for a CPU) is counted as passed by an
@@ -370,11 +370,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// groups' heads.
     ///
     /// Due: the entry sets of the groups whose first in line is due a
-    /// handoff. A
-    /// superset only makes an exit slower (`serve` decides under the table
-    /// lock); a state missing from it makes the exit free the lock first,
-    /// and the pass-on that follows then takes the free lock to hand it
-    /// over, unless someone entered first, whose exit finds the state due.
+    /// handoff. A superset only makes an exit slower (`serve` decides under
+    /// the table lock); a state missing from it makes the exit free the
+    /// lock first, and the pass-on that follows then takes the free lock to
+    /// hand it over, unless someone entered first, whose exit finds the
+    /// state due.
     ///
     /// Skip (see `unlock`): in Compete and Handoff modes, the states whose
     /// first in line only takes passes (`only_passes`). None in Broadcast
@@ -428,8 +428,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
 
     /// Whether an exit that serves live node `i` as first in line would
     /// only count a pass against it (Compete and Handoff modes): it is
-    /// woken, has not
-    /// run since (pending), and is not due a handoff.
+    /// woken, has not run since (pending), and is not due a handoff.
     fn only_passes(mode: WakeMode, t: &Table, i: u32) -> bool {
         t.is_pending_at(i) && !Self::handoff_due(mode, t, i)
     }
@@ -441,15 +440,6 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         // Release: pairs with the Acquire CAS in `try_lock_in` and the
         // Acquire RMW in `enqueue`, publishing the holder's writes.
         self.word.store(next, Ordering::Release);
-    }
-
-    /// Under the table lock: if the lock is free, serve the waiters of its
-    /// state (`exits`: as that many exits, see `serve`).
-    fn serve_free(&self, t: &mut Table, exits: u32, wakeups: &mut WakeList) {
-        let w = self.word.load(Ordering::Relaxed);
-        if w & (LOCKED | UNRESOLVED) == 0 {
-            self.serve(t, w & STATE_BITS, false, exits, wakeups);
-        }
     }
 
     /// Under the table lock, after an exit freed the lock in state `next`
@@ -494,7 +484,10 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 Some(next) if w & LOCKED != 0 || w & STATE_BITS != next => {
                     self.serve_retaken(&mut t, next, exits, &mut wakeups);
                 }
-                _ => self.serve_free(&mut t, exits, &mut wakeups),
+                _ if w & (LOCKED | UNRESOLVED) == 0 => {
+                    self.serve(&mut t, w & STATE_BITS, false, exits, &mut wakeups);
+                }
+                _ => {}
             }
             self.publish(&mut t);
         }
