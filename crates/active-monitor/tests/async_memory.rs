@@ -15,8 +15,8 @@ use sync_core::testing::{CountingAlloc, live_bytes};
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-/// The tests measure one counter: they run one at a time.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+// The tests measure one counter: they run one at a time
+// (`sync_core::testing::one_at_a_time`).
 
 /// A task's stand-in: 1 KiB that a waker keeps alive.
 struct Task {
@@ -59,7 +59,7 @@ fn after_dropped_order_waits(rounds: usize) -> isize {
 
 #[test]
 fn dropped_order_waits_do_not_pile_up() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sync_core::testing::one_at_a_time();
     // Live bytes are the whole process's: the least of three tries, so
     // that a transient allocation elsewhere (a thread of an earlier test
     // finishing) is not taken for history kept. History kept would show
@@ -95,7 +95,7 @@ fn after_cancelled_whens(rounds: usize) -> isize {
 
 #[test]
 fn cancelled_whens_do_not_pile_up() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sync_core::testing::one_at_a_time();
     let few = after_cancelled_whens(100);
     let many = after_cancelled_whens(10_000);
     // The waiting list sweeps withdrawn tasks whenever it doubles.
@@ -114,10 +114,9 @@ fn cancelled_whens_do_not_pile_up() {
 /// keep one node per cancelled wait.
 #[test]
 fn producers_that_stop_waiting_for_space_leave_nothing_behind() {
-    use std::sync::PoisonError;
     use std::sync::mpsc;
 
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let _one = sync_core::testing::one_at_a_time();
     const CANCELLED: usize = 2_000;
     // Capacity 4 and batch 1: the holder gives way after every task.
     let m = Arc::new(

@@ -3,14 +3,15 @@
 //! (hand-over).
 //!
 //! The cap and the saturation verdict are process-wide, so every test that
-//! builds a served monitor holds `SERIAL` and sets both as it needs.
+//! builds a served monitor holds `sync_core::testing::one_at_a_time`
+//! (through `serial`) and sets both as it needs.
 #![cfg(not(loom))]
 
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::thread::{self, ThreadId};
 use std::time::Duration;
 
@@ -18,12 +19,10 @@ use active_monitor::{
     __test_set_saturation_override, Discarded, Monitor, Order, Served, servers, set_server_limit,
 };
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
 /// Serialises the tests of this file that touch process-wide settings, and
 /// sets them: a cap high enough, and the CPUs not saturated.
 fn serial() -> MutexGuard<'static, ()> {
-    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let g = sync_core::testing::one_at_a_time();
     set_server_limit(1000);
     __test_set_saturation_override(Some(false));
     g

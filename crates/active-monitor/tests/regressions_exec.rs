@@ -7,17 +7,15 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::task::{Context, Wake, Waker};
 use std::thread;
 use std::time::Duration;
 
 use active_monitor::{__test_set_saturation_override, Monitor, Order, Served, set_server_limit};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
 fn serial(sat: Option<bool>) -> MutexGuard<'static, ()> {
-    let g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let g = sync_core::testing::one_at_a_time();
     set_server_limit(1000);
     __test_set_saturation_override(sat);
     g

@@ -8,7 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Barrier, Mutex, MutexGuard};
+use std::sync::{Arc, Barrier};
 use std::task::{Context, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -21,12 +21,8 @@ struct Counting;
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 static LIVE: AtomicIsize = AtomicIsize::new(0);
 
-/// The tests read process-wide counters and settings: one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
+// The tests read process-wide counters and settings: one at a time.
+use sync_core::testing::one_at_a_time;
 
 // SAFETY: defers every call to `System`, only counting them.
 unsafe impl GlobalAlloc for Counting {

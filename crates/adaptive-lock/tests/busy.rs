@@ -3,7 +3,7 @@
 //! policy stops burning CPU when the holder sleeps inside the lock.
 #![cfg(not(loom))]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -11,8 +11,8 @@ use adaptive_lock::{AdaptiveMutex, Config, Learned, Policy, SimpleAdapt, Static,
 use sync_core::testing::{BusyThreads, rarely_late, timely};
 use sync_core::wait::WaitPolicy;
 
-/// The tests of this file load the machine: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
+// The tests of this file load the machine: they run one at a time
+// (`sync_core::testing::one_at_a_time`).
 
 /// Tries per policy.
 const TRIES: usize = 7;
@@ -43,7 +43,7 @@ fn timed_locks<P: Policy + Sync + 'static>(name: &str, policy: P) {
 /// does not fail the test while a wait that yields does.
 #[test]
 fn a_1ms_timed_lock_returns_within_50ms_beside_50_busy_threads() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = sync_core::testing::one_at_a_time();
     let _busy = BusyThreads::start(50);
     timed_locks("Learned", Learned::new());
     timed_locks(
@@ -119,7 +119,7 @@ fn rarely_late_locks<P: Policy + Sync + 'static>(name: &str, policy: P) {
 /// the deadline, so it is late about as rarely as a sleep.
 #[test]
 fn a_1ms_timed_lock_whose_policy_spins_to_the_deadline_is_rarely_late() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = sync_core::testing::one_at_a_time();
     let _busy = BusyThreads::start(50);
     let statics = [
         ("spin().spins(u32::MAX)", WaitPolicy::spin().spins(u32::MAX)),
@@ -142,7 +142,7 @@ fn a_1ms_timed_lock_whose_policy_spins_to_the_deadline_is_rarely_late() {
 /// burns (about a CPU per acquisition's millisecond, here).
 #[test]
 fn the_learned_policy_stops_spinning_when_the_holder_sleeps() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = sync_core::testing::one_at_a_time();
     const THREADS: usize = 16;
     let m = Arc::new(AdaptiveMutex::<u64>::new(0));
     let run = |m: &Arc<AdaptiveMutex<u64>>, for_: Duration| {
@@ -188,7 +188,7 @@ fn the_learned_policy_stops_spinning_when_the_holder_sleeps() {
 /// park at once.
 #[test]
 fn simple_adapt_parks_waiters_that_arrive_during_a_long_hold() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = sync_core::testing::one_at_a_time();
     const ARRIVING: usize = 8;
     if sync_core::load::cpus() >= ARRIVING {
         return; // every arrival may watch

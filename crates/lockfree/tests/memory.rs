@@ -18,11 +18,10 @@ use sync_core::testing::{CountingAlloc, thread_live_bytes};
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-/// The tests run one at a time, so that one's timing does not move
-/// another's. Each counts the bytes of the thread that measures
-/// ([`thread_live_bytes`]): the harness allocates on its own threads while
-/// a test runs.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+// The tests run one at a time (`sync_core::testing::one_at_a_time`), so
+// that one's timing does not move another's. Each counts the bytes of the
+// thread that measures (`thread_live_bytes`): the harness allocates on its
+// own threads while a test runs.
 
 /// A task's stand-in: 4 KiB that a waker keeps alive.
 struct Task {
@@ -70,7 +69,7 @@ fn cancelled_acquires_behind_a_waiting_head_hold_bounded_memory() {
     let sem = Semaphore::new(0);
     // The head: a request that nothing satisfies while the others come and
     // go (issue 12: "the semaphore does the same behind a waiting head").
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sync_core::testing::one_at_a_time();
     let noop = Waker::noop();
     let mut head = pin!(sem.acquire_many_async(2));
     assert!(
@@ -101,7 +100,7 @@ fn cancelled_acquires_behind_a_waiting_head_hold_bounded_memory() {
 
 #[test]
 fn cancelled_acquires_on_an_empty_queue_hold_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sync_core::testing::one_at_a_time();
     let sem = Semaphore::new(0);
     let _ = cancel_behind_a_waiting_head(&sem, 1_000);
     let grown = cancel_behind_a_waiting_head(&sem, 20_000);
@@ -132,7 +131,7 @@ fn queue_and_drop_lock_futures(m: &Mutex<u64>, waker: &Waker) {
 /// bytes left are those of a handful of nodes, not 20,000.
 #[test]
 fn cancelled_lock_futures_leave_nothing_behind_while_the_lock_is_held() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sync_core::testing::one_at_a_time();
     for fairness in [Fairness::Barging, Fairness::Fifo] {
         let m = Mutex::with_fairness(0u64, fairness);
         let held = m.lock();
@@ -154,7 +153,7 @@ fn cancelled_lock_futures_leave_nothing_behind_while_the_lock_is_held() {
 /// The same with threads whose timed locks time out.
 #[test]
 fn timed_out_thread_locks_leave_nothing_behind() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sync_core::testing::one_at_a_time();
     let m = Mutex::new(0u64);
     let held = m.lock();
     std::thread::scope(|s| {
@@ -177,7 +176,7 @@ fn timed_out_thread_locks_leave_nothing_behind() {
 /// ones in front of it from being freed, and the unlock still wakes it.
 #[test]
 fn a_live_waiter_behind_cancelled_ones_is_still_woken() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sync_core::testing::one_at_a_time();
     let m = Mutex::new(0u64);
     let held = m.lock();
     let task = Arc::new(Task { _stack: [0; 4096] });
@@ -213,7 +212,7 @@ fn a_live_waiter_behind_cancelled_ones_is_still_woken() {
 /// bytes, and the live waiter still gets the lock.
 #[test]
 fn withdrawn_waiters_behind_a_live_one_hold_bounded_memory() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sync_core::testing::one_at_a_time();
     for fairness in [Fairness::Barging, Fairness::Fifo] {
         let m = Mutex::with_fairness(0u64, fairness);
         let held = m.lock();
@@ -266,7 +265,7 @@ fn withdrawn_waiters_behind_a_live_one_hold_bounded_memory() {
 #[test]
 fn lock_futures_whose_waker_drop_panics_leave_nothing_behind() {
     const DROPS: usize = 200;
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sync_core::testing::one_at_a_time();
     // The harness keeps each panic's message: that is not the mutex's.
     sync_core::testing::HostileWaker::quiet_panics();
     for fairness in [Fairness::Barging, Fairness::Fifo] {

@@ -14,14 +14,14 @@ use sync_core::testing::{CountingAlloc, live_bytes};
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-/// The tests measure one counter: they run one at a time.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+// The tests measure one counter: they run one at a time
+// (`sync_core::testing::one_at_a_time`).
 
 /// `senders` senders, each of which has sent `BLOCK_CAP` messages of `N`
 /// bytes (enough to move past any block it shared with its parent), every
 /// message received: the bytes the channel holds then, with nothing queued.
 fn idle_bytes<const N: usize>(senders: usize) -> isize {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = sync_core::testing::one_at_a_time();
     let before = live_bytes();
     let (tx, rx) = mpsc::channel::<[u8; N]>();
     let txs: Vec<_> = (0..senders).map(|_| tx.clone()).collect();
