@@ -35,15 +35,36 @@ fn submitters_resample_a_stale_saturated_verdict_and_their_tasks_go_back_to_the_
             break;
         }
         combined += 1;
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "after {combined} submissions over 20 s every task still ran on the submitter: \
-             the stale verdict was never resampled (saturated: {})",
-            sync_core::load::saturated()
-        );
+        if start.elapsed() >= Duration::from_secs(20) {
+            // Combining is right on a machine that really is saturated: the
+            // test can only show the resampling on one that is not.
+            let running = runnable_threads();
+            if running.is_some_and(|r| r > sync_core::load::cpus() as u64) {
+                eprintln!(
+                    "inconclusive: {running:?} threads runnable on {} CPUs, so the \
+                     verdict is rightly saturated",
+                    sync_core::load::cpus()
+                );
+                return;
+            }
+            panic!(
+                "after {combined} submissions over 20 s every task still ran on the submitter, \
+                 with {running:?} threads runnable: the stale verdict was never resampled \
+                 (saturated: {})",
+                sync_core::load::saturated()
+            );
+        }
     }
     assert!(
         combined > 0,
         "the planted verdict made the first submissions combine"
     );
+}
+
+/// The machine's runnable threads now, from `/proc/loadavg`'s fourth field
+/// (`running/total`), where readable.
+fn runnable_threads() -> Option<u64> {
+    let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let field = loadavg.split_whitespace().nth(3)?;
+    field.split('/').next()?.parse().ok()
 }
