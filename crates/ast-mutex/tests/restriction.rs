@@ -76,6 +76,11 @@ struct Seen {
     queued_due: bool,
     polls_after_due: usize,
     since_due: usize,
+    /// The sections from the wake-up that followed such a poll to its
+    /// entry: none but the one under way if the wake-up handed it the lock,
+    /// many if it was only woken to compete and won a race (its poll comes
+    /// `POLL_DELAY` later).
+    since_handed: usize,
 }
 
 thread_local! {
@@ -121,8 +126,8 @@ impl Wake for Noting {
 /// run while it was woken and not back (from a wake-up to the next poll);
 /// once `due_after` of those had run, a poll finds it due the lock, and if
 /// that poll leaves it queued, the sections run from then to its next
-/// wake-up (`since_due`), and how many polls it took after the first due
-/// one. (Not the sections during the poll itself: until the poll marks
+/// wake-up (`since_due`) and from that wake-up to its entry, and how many
+/// polls it took after the first due one. (Not the sections during the poll itself: until the poll marks
 /// it back, exits pass it as a woken waiter, and a debug build's poll
 /// takes microseconds to get there. Nor, before, the 640 sections of a
 /// preemption between a read of the count and the poll, as this test once
@@ -140,6 +145,8 @@ struct Tally {
     /// Sections when a due poll left it queued, until the next wake-up.
     queued_from: Option<usize>,
     since_due: usize,
+    /// Sections at that wake-up.
+    handed_at: Option<usize>,
 }
 
 impl Tally {
@@ -155,6 +162,7 @@ impl Tally {
             let woke = noting.last_wake.load(Ordering::SeqCst);
             if let Some(from) = self.queued_from.take() {
                 self.since_due += woke.saturating_sub(from);
+                self.handed_at = Some(woke);
             }
             self.pending += now.saturating_sub(woke);
         }
@@ -226,6 +234,7 @@ fn exits_before_the_first_in_line_enters(config: Config, due_after: usize) -> Se
                     queued_due: tally.queued_due,
                     polls_after_due: tally.polls_after_due,
                     since_due: tally.since_due,
+                    since_handed: tally.handed_at.map_or(0, |at| total.saturating_sub(at)),
                 }
             })
         })
@@ -271,8 +280,9 @@ fn exits_before_the_first_in_line_enters(config: Config, due_after: usize) -> Se
 
 /// Runs the fixture with `config` `runs` times, checking in each run that
 /// once a poll found the first in line due and left it queued, the exits
-/// that followed handed it the lock: within `bound` sections, at its next
-/// poll. With `until_tested`, goes on (up to `MAX_RUNS` runs) until such a
+/// that followed handed it the lock: within `bound` sections, with the
+/// wake-up that its next poll saw (no more than the section under way ran
+/// between them). With `until_tested`, goes on (up to `MAX_RUNS` runs) until such a
 /// poll was seen, so that the bound was tested, and checks that it was.
 fn check_bound(config: Config, due_after: usize, runs: usize, bound: usize, until_tested: bool) {
     let mut tested = false;
@@ -282,7 +292,7 @@ fn check_bound(config: Config, due_after: usize, runs: usize, bound: usize, unti
         }
         let s = exits_before_the_first_in_line_enters(config, due_after);
         assert!(
-            s.since_due <= bound && s.polls_after_due <= 1,
+            s.since_due <= bound && s.polls_after_due <= 1 && s.since_handed <= 1,
             "{s:?}: the first in line was not handed the lock once it was due"
         );
         tested |= s.queued_due;
