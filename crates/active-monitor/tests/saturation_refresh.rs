@@ -38,7 +38,7 @@ fn submitters_resample_a_stale_saturated_verdict_and_their_tasks_go_back_to_the_
         if start.elapsed() >= Duration::from_secs(20) {
             // Combining is right on a machine that really is saturated: the
             // test can only show the resampling on one that is not.
-            let running = runnable_threads();
+            let running = sync_core::testing::runnable_threads();
             if running.is_some_and(|r| r > sync_core::load::cpus() as u64) {
                 eprintln!(
                     "inconclusive: {running:?} threads runnable on {} CPUs, so the \
@@ -59,12 +59,4 @@ fn submitters_resample_a_stale_saturated_verdict_and_their_tasks_go_back_to_the_
         combined > 0,
         "the planted verdict made the first submissions combine"
     );
-}
-
-/// The machine's runnable threads now, from `/proc/loadavg`'s fourth field
-/// (`running/total`), where readable.
-fn runnable_threads() -> Option<u64> {
-    let loadavg = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let field = loadavg.split_whitespace().nth(3)?;
-    field.split('/').next()?.parse().ok()
 }

@@ -426,49 +426,42 @@ fn barge_into_b(m: &AstMutex<St, usize>, times: usize) -> usize {
 /// succeeded.
 #[test]
 fn a_woken_waiter_passed_by_three_exits_is_handed_the_lock() {
-    for mode in MODES {
-        model::check_with_bound(2, move || {
-            let m = mutex(mode, St::A);
-            let g = m.enter(St::A);
-            let wants_b = waiter(&m, St::B, 1, St::C);
-            wait_until_queued(&m);
-            g.exit(St::B);
-            let barges = barge_into_b(&m, 5);
-            assert!(
-                barges <= 4,
-                "{mode:?}: the woken waiter was passed by {barges} exits"
-            );
-            wants_b.join().unwrap();
-            assert_eq!(*m.enter(St::C), 1 + 10 * barges);
-            assert_eq!(m.__test_waiter_table_size(), (0, 0));
-        });
-    }
+    passed_by_three_exits("waiter", |m| waiter(m, St::B, 1, St::C));
 }
 
 /// The same with a task: the lock is handed to the woken task's slot, and
 /// its next poll returns the guard.
 #[test]
 fn a_woken_task_passed_by_three_exits_is_handed_the_lock() {
+    passed_by_three_exits("task", |m| {
+        let m = Arc::clone(m);
+        thread::spawn(move || {
+            let mut g = loom::future::block_on(m.enter_async(St::B));
+            *g += 1;
+            g.exit(St::C);
+        })
+    });
+}
+
+/// The two models above, in every mode: `spawn` starts the first in line,
+/// which waits for B, adds 1, and leaves in C.
+fn passed_by_three_exits(
+    what: &'static str,
+    spawn: fn(&Arc<AstMutex<St, usize>>) -> thread::JoinHandle<()>,
+) {
     for mode in MODES {
         model::check_with_bound(2, move || {
             let m = mutex(mode, St::A);
             let g = m.enter(St::A);
-            let task = {
-                let m = Arc::clone(&m);
-                thread::spawn(move || {
-                    let mut g = loom::future::block_on(m.enter_async(St::B));
-                    *g += 1;
-                    g.exit(St::C);
-                })
-            };
+            let first = spawn(&m);
             wait_until_queued(&m);
             g.exit(St::B);
             let barges = barge_into_b(&m, 5);
             assert!(
                 barges <= 4,
-                "{mode:?}: the woken task was passed by {barges} exits"
+                "{mode:?}: the woken {what} was passed by {barges} exits"
             );
-            task.join().unwrap();
+            first.join().unwrap();
             assert_eq!(*m.enter(St::C), 1 + 10 * barges);
             assert_eq!(m.__test_waiter_table_size(), (0, 0));
         });

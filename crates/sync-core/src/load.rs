@@ -463,7 +463,7 @@ fn record(running: u64) {
 /// readable. Read into a stack buffer: the sampler allocates nothing, so it
 /// never shows in a count of live bytes taken by another thread.
 #[cfg(not(loom))]
-fn procs_running() -> Option<u64> {
+pub(crate) fn procs_running() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         use std::io::Read;

@@ -224,6 +224,14 @@ impl Drop for BusyThreads {
     }
 }
 
+/// The machine's runnable threads now (`/proc/loadavg`'s count, as the
+/// [`load`](crate::load) sampler reads it, unsmoothed), where readable: for
+/// a test whose point needs CPUs that are not saturated.
+#[cfg(not(loom))]
+pub fn runnable_threads() -> Option<u64> {
+    crate::load::procs_running()
+}
+
 /// Runs the tests of one test binary that hold the returned guard one at a
 /// time: for tests whose threads spin on every core, or whose assertion
 /// needs the CPUs (a bound on when a woken thread runs, a count of live
