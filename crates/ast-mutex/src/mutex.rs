@@ -548,7 +548,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// waiters now, and how many waiters (queued or woken) have a node.
     #[doc(hidden)]
     pub fn __test_waiter_table_size(&self) -> (usize, usize) {
-        let t = self.waiters.lock();
+        let t = self.table();
         (t.groups(), t.waiters())
     }
 

@@ -51,7 +51,7 @@
 
 use sync_core::spin::{SpinGuard, SpinLock};
 use sync_core::sync::Arc;
-use sync_core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use sync_core::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 use sync_core::waiter::{Token, Waiter};
 
 use std::time::{Duration, Instant};
@@ -76,6 +76,10 @@ pub(crate) struct Waiters {
     /// lock held too long to remove them ([`leave_later`](Self::leave_later));
     /// the next holder removes them.
     stale: AtomicUsize,
+    /// A waiter that gave up without the table lock left a serve of the
+    /// free lock's state owed ([`leave_owing`](Self::leave_owing)): the
+    /// table lock's holder makes it after releasing it.
+    owed: AtomicBool,
 }
 
 /// Stores `now` in `atomic` with `order` unless it is what was last stored
@@ -174,6 +178,7 @@ pub(crate) struct Handle {
 /// correct, only slower.
 #[derive(Debug, Default)]
 pub(crate) struct Slot {
+    /// 0, a handoff token, or [`ABANDONED`].
     token: AtomicUsize,
     back: AtomicBool,
 }
@@ -189,16 +194,39 @@ impl Slot {
         // Acquire: pairs with the Release in `hand`, so the holder's critical
         // section happens before the waiter's.
         match self.token.load(Ordering::Acquire) {
-            0 => None,
+            0 | ABANDONED => None,
             t => Some(t),
         }
     }
 
-    fn hand(&self, token: Token) {
-        debug_assert_ne!(token, 0);
+    /// Hands the lock over, unless the waiter has abandoned the slot:
+    /// `false` then, and the lock is still the caller's.
+    fn hand(&self, token: Token) -> bool {
+        debug_assert!(token != 0 && token != ABANDONED);
         // Release: publishes the lock word store and the critical section of
-        // the exit that hands the lock over (pairs with `token`).
-        self.token.store(token, Ordering::Release);
+        // the exit that hands the lock over (pairs with `token`, and with
+        // the Acquire of a failed `abandon`).
+        self.token
+            .compare_exchange(0, token, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The woken waiter gives up without the table lock: from now on no exit
+    /// hands it the lock. `Err(token)` if one did first: the lock is the
+    /// waiter's.
+    pub fn abandon(&self) -> Result<(), Token> {
+        // Acquire on failure: pairs with the Release in `hand`, as `token`.
+        // Relaxed on success: the table's next holder learns of it through
+        // `Waiters::leave_owing`'s Release.
+        self.token
+            .compare_exchange(0, ABANDONED, Ordering::Relaxed, Ordering::Acquire)
+            .map(drop)
+    }
+
+    fn is_abandoned(&self) -> bool {
+        // Relaxed: read under the table lock after the Acquire in
+        // `Waiters::sweep_slow`, which pairs with `leave_owing`.
+        self.token.load(Ordering::Relaxed) == ABANDONED
     }
 
     /// The waiter runs again after a wake-up.
@@ -213,6 +241,11 @@ impl Slot {
         self.back.load(Ordering::Relaxed)
     }
 }
+
+/// [`Slot`]'s token once its waiter gave up without the table lock
+/// ([`Slot::abandon`]): never a handoff token, which is a state index with
+/// a flag bit.
+const ABANDONED: Token = Token::MAX;
 
 /// The per-state skip counts, all 0.
 #[cfg(not(loom))]
@@ -248,6 +281,7 @@ impl Waiters {
                 skip_states: AtomicU64::new(0),
                 skipped_exits: skip_counts(),
                 stale: AtomicUsize::new(0),
+                owed: AtomicBool::new(false),
             }
         }
     }
@@ -346,6 +380,51 @@ impl Waiters {
         let mut t = self.table.lock_until(deadline)?;
         self.sweep(&mut t);
         Some(t)
+    }
+
+    /// [`lock`](Self::lock) if the table lock is free.
+    pub fn try_lock(&self) -> Option<SpinGuard<'_, Table>> {
+        let mut t = self.table.try_lock()?;
+        self.sweep(&mut t);
+        Some(t)
+    }
+
+    /// A waiter that gives up while the table lock is held (its holder
+    /// preempted) leaves without it, owing a serve of the free lock's state
+    /// (see `AstMutex::abandon`); with `node`, it also leaves its woken
+    /// node, whose slot it has abandoned, for the next holder to remove.
+    /// The caller then tries the table lock once: either it takes it, or
+    /// the holder that kept it from it finds `owed` once it has released
+    /// the table lock ([`owed_after_release`](Self::owed_after_release)).
+    pub fn leave_owing(&self, node: bool) {
+        if node {
+            // Release: see `leave_later` (the node's slot is abandoned).
+            self.stale.fetch_add(1, Ordering::Release);
+        }
+        // Release: pairs with the Acquire of `take_owed`, so that the serve
+        // sees what the waiter did before (its watcher slot given back).
+        self.owed.store(true, Ordering::Release);
+        // SeqCst: between this store and the caller's look at the table
+        // lock; pairs with the fence in `owed_after_release`, between the
+        // holder's release of the table lock and its look at `owed`. Of the
+        // two looks, at least one sees the other side's write.
+        fence(Ordering::SeqCst);
+    }
+
+    /// After releasing the table lock: whether a waiter left a serve owed
+    /// (see [`leave_owing`](Self::leave_owing)).
+    #[inline]
+    pub fn owed_after_release(&self) -> bool {
+        // SeqCst: pairs with the fence in `leave_owing`.
+        fence(Ordering::SeqCst);
+        // Relaxed: `take_owed`, under the table lock, is what synchronizes.
+        self.owed.load(Ordering::Relaxed)
+    }
+
+    /// Under the table lock: takes the owed serve, if one is owed.
+    pub fn take_owed(&self) -> bool {
+        // Acquire: pairs with the Release store in `leave_owing`.
+        self.owed.load(Ordering::Relaxed) && self.owed.swap(false, Ordering::Acquire)
     }
 
     /// A waiter whose [`Waiter`] it has cancelled leaves its queued node for
@@ -651,12 +730,15 @@ impl Table {
     }
 
     /// Hands the lock to live woken node `i` through its slot, and removes
-    /// it: its waiter finds the token and owns the lock.
-    pub fn hand_to_woken(&mut self, i: u32, token: Token) {
+    /// it: its waiter finds the token and owns the lock. `false` if the
+    /// waiter had abandoned the slot (it gave up): the lock is still the
+    /// caller's.
+    pub fn hand_to_woken(&mut self, i: u32, token: Token) -> bool {
         let n = &self.nodes[i as usize];
         debug_assert!(n.waiter.is_none(), "hand_to_woken on a queued node");
-        n.slot.as_ref().expect("a live node has a slot").hand(token);
+        let handed = n.slot.as_ref().expect("a live node has a slot").hand(token);
         self.unlink(i);
+        handed
     }
 
     /// Removes live node `i` (served, or found cancelled).
@@ -664,15 +746,21 @@ impl Table {
         self.unlink(i);
     }
 
-    /// Removes every queued node whose waiter was cancelled (see
-    /// `Waiters::leave_later`). Walks the slab: rare, and linear in the
-    /// waiters present.
+    /// Removes every queued node whose waiter was cancelled, and every
+    /// woken node whose waiter abandoned its slot (see
+    /// `Waiters::leave_later` and `Waiters::leave_owing`). Walks the slab:
+    /// rare, and linear in the waiters present.
     fn remove_cancelled(&mut self) {
         let mut i = 0;
         // `unlink` empties the slab when the last node leaves.
         while i < self.nodes.len() {
             let n = &self.nodes[i];
-            if n.slot.is_some() && n.waiter.as_ref().is_some_and(|w| w.is_cancelled()) {
+            let left = match (&n.waiter, &n.slot) {
+                (Some(w), Some(_)) => w.is_cancelled(),
+                (None, Some(slot)) => slot.is_abandoned(),
+                (_, None) => false,
+            };
+            if left {
                 self.unlink(i as u32);
             }
             i += 1;

@@ -30,8 +30,9 @@
 //! * A watcher that gives up (a timed wait past its deadline) without
 //!   queueing may have been counted on by an exit: after giving its slot
 //!   back, it serves the waiters of the free word's state, as an exit would
-//!   (`AstMutex::wake_pass`, under the table lock, so after any exit that
-//!   read its slot as taken).
+//!   (`AstMutex::abandon`, under the table lock, so after any exit that
+//!   read its slot as taken; or, if the table lock stays held, the serve
+//!   is left owed to the lock's holder, which makes it after releasing it).
 
 use sync_core::sync::atomic::{AtomicU64, Ordering};
 

@@ -513,6 +513,33 @@ fn a_woken_timed_waiter_gives_up_racing_a_handoff() {
     });
 }
 
+/// A woken timed waiter gives up while an exit that passes it holds the
+/// table lock (under loom a give-up finds the table lock held whenever it
+/// is, as beside busy threads it may stay held for a scheduling round): it
+/// leaves without waiting for it, and the exit, which counted a pass
+/// against it and woke no one, makes the serve it left owed once it has
+/// released the table lock. A patient waiter queued behind it gets in.
+/// Two barges: an exit that finds the woken waiter not yet running skips
+/// the table but one in 2 (loom's `SERVE_EVERY`).
+#[test]
+fn a_woken_timed_waiter_that_gives_up_while_the_table_is_held_strands_no_one() {
+    model::check_with_bound(2, || {
+        let m = mutex(WakeMode::Compete, St::A);
+        let g = m.enter(St::A);
+        let timed = timed_waiter(&m, St::B, 10, St::B);
+        let patient = waiter(&m, St::B, 1, St::B);
+        g.exit(St::B);
+        let barges = barge_into_b(&m, 2);
+        let entered = timed.join().unwrap();
+        patient.join().unwrap();
+        assert_eq!(
+            *m.enter(St::B),
+            1 + 10 * (usize::from(entered) + barges)
+        );
+        assert_eq!(m.__test_waiter_table_size(), (0, 0));
+    });
+}
+
 /// Exits that skip the table (Compete mode): a task queued first for B is
 /// woken by the exit to B and never polled; a thread waits for B (queued
 /// behind the task, or arriving later). Exits to B pass the woken task

@@ -85,22 +85,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             // models it), or by the end of a watch with a watcher slot, so
             // the give-ups after a wake and after a watch are explored.
             if past(deadline) || (cfg!(loom) && deadline.is_some() && (woken || slot.is_some())) {
-                let mut panics = Panics::new();
-                // Handed the lock while we gave up: it is ours.
-                let handed = self.abandon(&mut place, &mut panics);
-                if handed.is_none() && slot.is_some() {
-                    // An exit may have left its waiters parked for us.
-                    self.wake_pass(None, 0, &mut panics);
-                }
-                panics.resume();
-                return handed;
+                return self.give_up(&mut place, slot.is_some());
             }
             woken = false;
             let waiter = Waiter::for_thread(0);
-            // A watcher that gives up passes on what exits left to it (see
-            // above), under the table lock: it waits for the table lock.
-            let patience = if slot.is_none() { deadline } else { None };
-            match self.enqueue(mask, &mut place, &waiter, patience) {
+            match self.enqueue(mask, &mut place, &waiter, deadline) {
                 Enqueued::Queued(ahead) => {
                     if let Some(w) = ahead {
                         // A thread's unpark: no user code runs.
@@ -109,7 +98,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 }
                 Enqueued::Enterable => continue,
                 Enqueued::Handed(s) => return Some(s),
-                Enqueued::TimedOut => return None,
+                // Not queued again: a woken node is still ours, and a
+                // watcher owes a pass-on.
+                Enqueued::TimedOut => return self.give_up(&mut place, slot.is_some()),
             }
             let token = match deadline {
                 None => waiter.wait(false),
@@ -194,9 +185,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// `PENDING_WAKES` acceptors ahead of it are pending; `Queued` carries
     /// the wake-up, to deliver once the table lock is released.
     ///
-    /// A waiter not queued yet that has a `deadline` does not wait for the
-    /// table lock past it (`TimedOut`): the lock's holder may be preempted
-    /// for a scheduling round.
+    /// A waiter that has a `deadline` does not wait for the table lock past
+    /// it (`TimedOut`, and a woken waiter's node is left as it was): the
+    /// lock's holder may be preempted for a scheduling round.
     pub(crate) fn enqueue(
         &self,
         mask: u64,
@@ -205,11 +196,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         deadline: Option<Instant>,
     ) -> Enqueued {
         let mut t = match deadline {
-            Some(d) if place.node.is_none() => match self.waiters.lock_until(d) {
+            Some(d) => match self.table_until(d) {
                 Some(t) => t,
                 None => return Enqueued::TimedOut,
             },
-            _ => self.waiters.lock(),
+            None => self.table(),
         };
         let fresh = match place.node {
             Some(h) => {
@@ -262,7 +253,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// (the waiting, due and skip states) in its re-check after the swap;
     /// an exit whose swap came before it freed the word, and the caller
     /// sees that in the word returned (see `unlock`).
-    fn publish_and_read_word(&self, t: &mut Table) -> u32 {
+    pub(super) fn publish_and_read_word(&self, t: &mut Table) -> u32 {
         self.publish(t);
         // AcqRel: Release carries the publication to that exit's re-check;
         // Acquire pairs with the Release of the exit that freed the word.
@@ -309,7 +300,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let Some(h) = place.node.take() else {
             return;
         };
-        match self.waiters.lock_until(Instant::now() + LEAVE_PATIENCE) {
+        match self.table_until(Instant::now() + LEAVE_PATIENCE) {
             Some(mut t) => {
                 if t.remove(h) {
                     self.publish(&mut t);
@@ -324,7 +315,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         let Some(h) = place.node.take() else {
             return;
         };
-        let mut t = self.waiters.lock();
+        let mut t = self.table();
         // Nobody hands the lock to a waiter that took it by itself: the word
         // has been held by us since.
         let removed = t.remove(h);
@@ -335,28 +326,52 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         self.publish(&mut t);
     }
 
+    /// A thread's timed wait gives up (see `abandon`); wakers' panics
+    /// resume here.
+    fn give_up(&self, place: &mut Place, watched: bool) -> Option<u32> {
+        let mut panics = Panics::new();
+        let handed = self.abandon(place, watched, &mut panics);
+        panics.resume();
+        handed
+    }
+
     /// A woken (or never queued) waiter gives up: removes its node and, if
-    /// it was woken, passes the wake-up on, since exits served it rather
-    /// than wake anyone else. Returns the state of a lock handed to it
-    /// meanwhile, which it then owns. Wakers' panics go to `panics`.
-    fn abandon(&self, place: &mut Place, panics: &mut Panics) -> Option<u32> {
-        let h = place.node.take()?;
+    /// it was woken or `watched` (held a watcher slot), serves the free
+    /// lock's state, since exits served it rather than wake anyone else.
+    /// Returns the state of a lock handed to it meanwhile, which it then
+    /// owns. Wakers' panics go to `panics`.
+    ///
+    /// If the table lock stays held for `LEAVE_PATIENCE` (its holder
+    /// preempted), it leaves without it: it abandons its node's slot, so
+    /// that no exit hands it the lock any more, and leaves the node and the
+    /// serve to the table lock's holder (`abandon_later`).
+    fn abandon(&self, place: &mut Place, watched: bool, panics: &mut Panics) -> Option<u32> {
+        let node = place.node.take();
+        if node.is_none() && !watched {
+            return None;
+        }
         let mut wakeups = WakeList::new();
         {
-            let mut t = self.waiters.lock();
+            let Some(mut t) = self.table_until(Instant::now() + LEAVE_PATIENCE) else {
+                return self.abandon_later(place, node.is_some(), panics);
+            };
             // Under the table lock, under which handoffs are made.
             if let Some(s) = place.take_handed() {
                 return Some(s);
             }
-            let woken = t.is_woken(h);
-            t.remove(h);
-            if woken {
+            let woken = node.is_some_and(|h| {
+                let woken = t.is_woken(h);
+                t.remove(h);
+                woken
+            });
+            if woken || watched {
                 // We may have been a state's first in line that exits
-                // skipped (`skip_states`): they freed the lock and served
+                // skipped (`skip_states`), or the watcher that exits left
+                // their waiters parked for: they freed the lock and served
                 // no one. Publish and read the word: an exit whose swap
-                // follows reads the new skip states (see `unlock`); one
-                // whose swap came before left the lock free, and we serve
-                // its state here.
+                // follows reads the new table (see `unlock`); one whose
+                // swap came before left the lock free, and we serve its
+                // state here.
                 let w = self.publish_and_read_word(&mut t);
                 if w & (LOCKED | UNRESOLVED) == 0 {
                     self.serve(&mut t, w & STATE_BITS, false, 0, &mut wakeups);
@@ -365,6 +380,25 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             self.publish(&mut t);
         }
         wakeups.wake_all(panics);
+        None
+    }
+
+    /// `abandon` without the table lock: abandons the woken node's slot
+    /// (unless an exit handed it the lock first: then the lock is ours),
+    /// and leaves the node and the serve owed to the table lock's holder
+    /// (`Waiters::leave_owing`), then makes the serve itself if the table
+    /// lock is free by now.
+    #[cold]
+    fn abandon_later(&self, place: &mut Place, node: bool, panics: &mut Panics) -> Option<u32> {
+        if node {
+            let slot = place.slot.take().expect("a node has a slot");
+            if let Err(token) = slot.abandon() {
+                // The exit that handed it removed our node.
+                return Some(token as u32 & STATE_BITS);
+            }
+        }
+        self.waiters.leave_owing(node);
+        self.serve_owed(panics);
         None
     }
 
@@ -443,7 +477,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 Err(_) => {}
             }
         }
-        if let Some(s) = self.abandon(&mut wait.place, &mut panics) {
+        if let Some(s) = self.abandon(&mut wait.place, false, &mut panics) {
             // Handed the lock while woken: release it as it was handed.
             self.unlock_with(s, s, &mut panics);
         }

@@ -15,7 +15,7 @@ use crate::mutex::AstMutex;
 use crate::state::AbstractState;
 use crate::waiters::Table;
 
-use super::{LOCKED, STATE_BITS, TOKEN_HANDOFF, TOKEN_WAKE, UNRESOLVED};
+use super::{LOCKED, STATE_BITS, TOKEN_HANDOFF, TOKEN_WAKE};
 
 /// A waiter that this many exits served without the lock (woken to compete,
 /// or passed while it was woken and had not taken the lock yet) is handed
@@ -164,7 +164,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         } else {
             1
         };
-        self.wake_pass(Some(next), exits, panics);
+        self.wake_pass(next, exits, panics);
     }
 
     #[cold]
@@ -194,7 +194,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     fn unlock_slow(&self, next: u32, panics: &mut Panics) {
         let mut wakeups = WakeList::new();
         {
-            let mut t = self.waiters.lock();
+            let mut t = self.table();
             self.serve(&mut t, next, true, 1, &mut wakeups);
             self.publish(&mut t);
         }
@@ -280,8 +280,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 let token = TOKEN_HANDOFF | state as usize;
                 match t.take_waiter(i) {
                     None => {
-                        t.hand_to_woken(i, token);
-                        return;
+                        if t.hand_to_woken(i, token) {
+                            return;
+                        }
+                        // It gave up (see `abandon`): we still hold the
+                        // lock; serve the next.
                     }
                     Some(waiter) => {
                         let notified = Waiter::notify_deferred(&waiter, token);
@@ -467,27 +470,20 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 
     /// After an exit released the lock in state `freed` and then found a
-    /// waiter for it (`exits`: as that many exits), or a watcher gave up
-    /// (`None`, 0): while the lock is free, serve the waiters of its state;
-    /// if a thread has taken it since an exit freed it (and perhaps freed
-    /// it again in another state), `serve_retaken`.
+    /// waiter for it (`exits`: as that many exits): while the lock is free
+    /// in that state, serve its waiters; if a thread has taken it since
+    /// (and perhaps freed it again, in another state, whose exit serves
+    /// that one), `serve_retaken`.
     #[cold]
-    pub(super) fn wake_pass(&self, freed: Option<u32>, exits: u32, panics: &mut Panics) {
+    fn wake_pass(&self, freed: u32, exits: u32, panics: &mut Panics) {
         let mut wakeups = WakeList::new();
         {
-            let mut t = self.waiters.lock();
-            // An exit's state, unless a thread has taken the lock since (it
-            // may have freed it again, in another state, whose exit serves
-            // that one): then `serve_retaken`.
+            let mut t = self.table();
             let w = self.word.load(Ordering::Relaxed);
-            match freed {
-                Some(next) if w & LOCKED != 0 || w & STATE_BITS != next => {
-                    self.serve_retaken(&mut t, next, exits, &mut wakeups);
-                }
-                _ if w & (LOCKED | UNRESOLVED) == 0 => {
-                    self.serve(&mut t, w & STATE_BITS, false, exits, &mut wakeups);
-                }
-                _ => {}
+            if w & LOCKED != 0 || w & STATE_BITS != freed {
+                self.serve_retaken(&mut t, freed, exits, &mut wakeups);
+            } else {
+                self.serve(&mut t, freed, false, exits, &mut wakeups);
             }
             self.publish(&mut t);
         }

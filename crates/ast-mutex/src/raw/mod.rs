@@ -4,15 +4,20 @@
 //! public API is in `mutex.rs`, the waiter table in `waiters.rs`, the
 //! watcher slots in `watchers.rs`.
 
+use core::mem::ManuallyDrop;
+use core::ops::{Deref, DerefMut};
 use std::time::Instant;
 
+use sync_core::spin::SpinGuard;
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::Ordering;
+use sync_core::unwind::Panics;
 use sync_core::waiter::{Token, Wakeup};
+use sync_core::wake_list::WakeList;
 
 use crate::mutex::{AstMutex, state_index};
 use crate::state::AbstractState;
-use crate::waiters::{Handle, Slot};
+use crate::waiters::{Handle, Slot, Table};
 
 mod enter;
 mod exit;
@@ -87,6 +92,102 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 Err(now) => w = now,
             }
         }
+    }
+}
+
+/// The waiter table, locked (`AstMutex::table`). Once it has released the
+/// table lock, it makes the serve that a waiter which gave up without the
+/// table lock left owed (`Waiters::leave_owing`): every release of the
+/// table lock looks, so a serve owed while the lock was held is made by
+/// its holder, or by the waiter itself if it found the lock free.
+pub(crate) struct TableGuard<'a, S: AbstractState, T: ?Sized> {
+    mutex: &'a AstMutex<S, T>,
+    table: ManuallyDrop<SpinGuard<'a, Table>>,
+}
+
+impl<S: AbstractState, T: ?Sized> Deref for TableGuard<'_, S, T> {
+    type Target = Table;
+    #[inline]
+    fn deref(&self) -> &Table {
+        &self.table
+    }
+}
+
+impl<S: AbstractState, T: ?Sized> DerefMut for TableGuard<'_, S, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut Table {
+        &mut self.table
+    }
+}
+
+impl<S: AbstractState, T: ?Sized> Drop for TableGuard<'_, S, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here, and not used after.
+        unsafe { ManuallyDrop::drop(&mut self.table) };
+        if self.mutex.waiters.owed_after_release() {
+            // The waker panics of a serve made for another waiter are not
+            // this thread's operation's to resume (rule 4 of the panic
+            // policy): dropped.
+            let mut panics = Panics::new();
+            self.mutex.serve_owed(&mut panics);
+            if let Some(p) = panics.take() {
+                sync_core::unwind::discard(p);
+            }
+        }
+    }
+}
+
+impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
+    /// Takes the waiter table's lock.
+    #[inline]
+    pub(crate) fn table(&self) -> TableGuard<'_, S, T> {
+        TableGuard {
+            mutex: self,
+            table: ManuallyDrop::new(self.waiters.lock()),
+        }
+    }
+
+    /// Takes the waiter table's lock, but not past `deadline`.
+    pub(crate) fn table_until(&self, deadline: Instant) -> Option<TableGuard<'_, S, T>> {
+        Some(TableGuard {
+            mutex: self,
+            table: ManuallyDrop::new(self.waiters.lock_until(deadline)?),
+        })
+    }
+
+    /// Takes the waiter table's lock if it is free.
+    fn try_table(&self) -> Option<TableGuard<'_, S, T>> {
+        Some(TableGuard {
+            mutex: self,
+            table: ManuallyDrop::new(self.waiters.try_lock()?),
+        })
+    }
+
+    /// Makes the serve a waiter left owed (see `Waiters::leave_owing`), if
+    /// the table lock is free: otherwise its holder makes it once it has
+    /// released it. Wakers' panics go to `panics`.
+    #[cold]
+    pub(crate) fn serve_owed(&self, panics: &mut Panics) {
+        let mut wakeups = WakeList::new();
+        {
+            let Some(mut t) = self.try_table() else {
+                return;
+            };
+            if !self.waiters.take_owed() {
+                return;
+            }
+            // The nodes left with it are gone (the lock's sweep). As in
+            // `abandon`: an exit whose swap follows this RMW reads the new
+            // table; one whose swap came before left the lock free, and we
+            // serve its state.
+            let w = self.publish_and_read_word(&mut t);
+            if w & (LOCKED | UNRESOLVED) == 0 {
+                self.serve(&mut t, w & STATE_BITS, false, 0, &mut wakeups);
+            }
+            self.publish(&mut t);
+        }
+        wakeups.wake_all(panics);
     }
 }
 
