@@ -115,3 +115,78 @@ fn timed_enters_on_a_mutex_busy_with_exits_are_rarely_late_with_50_busy_threads(
     // removed by it (this look takes the table lock).
     assert_eq!(m.__test_waiter_table_size(), (0, 0));
 }
+
+/// The waiters that used to wait for the waiter table's lock on leaving,
+/// however long its holder was kept from running: one with a watcher slot
+/// (`Config::watchers`, or Handoff mode with a policy that spins), which
+/// must serve the waiters that exits left parked for it, and one that an
+/// exit woke to compete and that lost, which must pass the wake-up on.
+/// They now leave the node and the serve to the table lock's holder, so
+/// they too return about as late as a sleep. The timed waiter competes
+/// for the state that 8 threads enter and leave all the time.
+#[test]
+fn timed_enters_that_owe_a_serve_are_rarely_late_with_50_busy_threads() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use ast_mutex::{Config, WakeMode};
+
+    let _busy = BusyThreads::start(50);
+    let configs = [
+        ("watchers(1)", Config::new().watchers(1)),
+        ("Broadcast", Config::new().wake_mode(WakeMode::Broadcast)),
+        ("Compete", Config::new().wake_mode(WakeMode::Compete)),
+        (
+            "Handoff, spins(64)",
+            Config::new().wake_mode(WakeMode::Handoff).spins(64),
+        ),
+    ];
+    for (name, config) in configs {
+        let m = Arc::new(ast_mutex::AstMutex::with_config(Light::Red, 0u64, config));
+        let stop = Arc::new(AtomicBool::new(false));
+        let workers: Vec<_> = (0..8)
+            .map(|_| {
+                let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let mut g = m.enter(Light::Red);
+                        *g += 1;
+                        g.exit(Light::Red);
+                    }
+                })
+            })
+            .collect();
+        let mut entered = 0;
+        rarely_late(
+            &format!("{name}: try_enter_for(the state 8 threads enter)"),
+            TIMEOUT,
+            BOUND,
+            TAIL_TRIES,
+            TAIL_LATE,
+            || {
+                if let Some(mut g) = m.try_enter_for(Light::Red, TIMEOUT) {
+                    *g += 1;
+                    entered += 1;
+                }
+            },
+        );
+        rarely_late(
+            &format!("{name}: try_enter_for(a state that never comes)"),
+            TIMEOUT,
+            BOUND,
+            TAIL_TRIES,
+            TAIL_LATE,
+            || assert!(m.try_enter_for(Light::Green, TIMEOUT).is_none()),
+        );
+        stop.store(true, Ordering::Relaxed);
+        workers.into_iter().for_each(|w| w.join().unwrap());
+        // Every section counted once, and nothing stays queued: the nodes
+        // left to the table's holders are removed by them.
+        let total = *m.enter(Light::Red);
+        assert!(
+            total >= entered,
+            "{name}: {total} sections, {entered} timed"
+        );
+        assert_eq!(m.__test_waiter_table_size(), (0, 0), "{name}");
+    }
+}
