@@ -129,7 +129,12 @@ use crate::watchers::Watchers;
 /// wakes every task it owes a wake-up, then the first waker panic goes on
 /// to its caller; if the thread is already unwinding (a guard or a future
 /// dropped during a panic), that panic is dropped rather than aborting the
-/// process.
+/// process. One wake-up is made by a thread that does not owe it: a timed
+/// waiter that gives up while the table is locked (see
+/// [`try_enter_for`](Self::try_enter_for)) leaves what it owes to the
+/// thread that holds the table, which makes it once it has unlocked the
+/// table, in the middle of its own entry, exit or give-up; a panic of such
+/// a waker is dropped there.
 ///
 /// # Progress
 ///
@@ -367,8 +372,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// saturated CPUs the waiter spins only briefly before it parks with the
     /// deadline (a spinning thread can be preempted for a scheduling round),
     /// so the call returns within `timeout` plus about one scheduling
-    /// quantum whatever the [`Config`]'s spins and yields (but see the
-    /// known limit below).
+    /// quantum whatever the [`Config`]'s spins and yields and wake mode.
     ///
     /// To queue, and to leave the queue once the deadline has passed, the
     /// call takes the mutex's internal waiter-table lock (a spin lock held
@@ -376,17 +380,15 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// (to leave, past about 0.1 ms): a thread preempted while it holds
     /// that lock can be kept from running for a scheduling round when more
     /// threads are runnable than there are cores. Not queued by then, the
-    /// call returns `None`; queued, it leaves its place to be removed by the
-    /// table lock's next holder.
-    ///
-    /// **A known limit.** Two kinds of waiter still wait for the table lock
-    /// as long as it is held, since what they must do on leaving (serve the
-    /// waiters that exits left parked for them) cannot be left to another
-    /// thread yet: one that watches the word with a watcher slot
-    /// ([`WakeMode::Handoff`] with a policy that spins or yields, or
-    /// [`Config::watchers`]), and one that an exit woke to compete and that
-    /// lost the race. Beside many busy threads such a call can return a
-    /// scheduling round late.
+    /// call returns `None`. Queued or woken, it leaves its place to be
+    /// removed by the table lock's holder, and so does what it owes on
+    /// leaving: a waiter that an exit woke to compete, or one that watched
+    /// the word with a watcher slot ([`WakeMode::Handoff`] with a policy
+    /// that spins or yields, or [`Config::watchers`]), was counted on by
+    /// exits that woke no one else, and the holder serves the free lock's
+    /// state in its place once it has unlocked the table. A lock handed to
+    /// the waiter before it left is its own: the call then returns the
+    /// guard.
     ///
     /// # Panics
     ///

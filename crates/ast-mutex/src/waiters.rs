@@ -861,6 +861,56 @@ mod tests {
         assert_eq!(ws.lock().waiters(), 0);
     }
 
+    /// A woken waiter that gave up without the table lock: an exit's
+    /// handoff to its slot fails (the lock stays the exit's), a handoff
+    /// made before the give-up is the waiter's, and the node goes at the
+    /// next lock with what it owed taken once.
+    #[test]
+    fn a_woken_node_whose_slot_was_abandoned_is_never_handed_the_lock() {
+        let ws = Waiters::new();
+        let (slot_a, slot_b) = (Slot::new(), Slot::new());
+        let (a, b) = {
+            let mut t = ws.lock();
+            let a = t.insert(1, Arc::clone(&slot_a), w());
+            let b = t.insert(1, Arc::clone(&slot_b), w());
+            assert!(t.take_waiter(a.index).is_some() && t.take_waiter(b.index).is_some());
+            (a, b)
+        };
+        // `a` gives up first; an exit then tries to hand it the lock.
+        assert_eq!(slot_a.abandon(), Ok(()));
+        assert_eq!(slot_a.token(), None);
+        assert!(
+            !ws.lock().hand_to_woken(a.index, 0x101),
+            "handed to a waiter gone"
+        );
+        // An exit hands `b` the lock before `b` gives up: it is `b`'s.
+        assert!(ws.lock().hand_to_woken(b.index, 0x102));
+        assert_eq!(slot_b.abandon(), Err(0x102));
+        assert_eq!(slot_b.token(), Some(0x102));
+        assert_eq!(
+            ws.lock().waiters(),
+            0,
+            "both nodes were removed by the exits"
+        );
+        // A node abandoned while no exit reaches it goes at the next lock.
+        let slot_c = Slot::new();
+        let c = {
+            let mut t = ws.lock();
+            let c = t.insert(1, Arc::clone(&slot_c), w());
+            assert!(t.take_waiter(c.index).is_some());
+            c
+        };
+        assert_eq!(slot_c.abandon(), Ok(()));
+        ws.leave_owing(true);
+        assert!(ws.owed_after_release());
+        let mut t = ws.lock();
+        assert!(!t.contains(c));
+        assert!(ws.take_owed(), "the serve it owed, taken once");
+        assert!(!ws.take_owed());
+        drop(t);
+        assert!(!ws.owed_after_release());
+    }
+
     /// A waiter whose node an exit (or a sweep) removed still holds its
     /// handle; once the slab was freed and a new waiter took the same
     /// index, that handle must not name the new node. (Found by an

@@ -5,8 +5,12 @@
 //! precise figures are in the report (`busy/`).
 #![cfg(not(loom))]
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
+use ast_mutex::AstMutex;
 use sync_core::testing::{BusyThreads, rarely_late, timely};
 
 ast_mutex::states! {
@@ -21,7 +25,7 @@ const TRIES: usize = 5;
 #[test]
 fn timed_enters_return_on_time_with_50_busy_threads() {
     let _busy = BusyThreads::start(50);
-    let m = ast_mutex::AstMutex::new(Light::Red, 0u32);
+    let m = AstMutex::new(Light::Red, 0u32);
     let r = timely(
         "try_enter_for(a state that never comes)",
         TIMEOUT,
@@ -52,7 +56,7 @@ const TAIL_LATE: usize = 5;
 fn timed_enters_with_unbounded_spins_are_rarely_late_with_50_busy_threads() {
     let _busy = BusyThreads::start(50);
     let config = ast_mutex::Config::new().spins(u32::MAX);
-    let m = ast_mutex::AstMutex::with_config(Light::Red, 0u32, config);
+    let m = AstMutex::with_config(Light::Red, 0u32, config);
     let r = rarely_late(
         "spins(u32::MAX): try_enter_for(a state that never comes)",
         TIMEOUT,
@@ -82,24 +86,9 @@ fn timed_enters_with_unbounded_spins_are_rarely_late_with_50_busy_threads() {
 /// (it leaves its node to the table's next holder instead).
 #[test]
 fn timed_enters_on_a_mutex_busy_with_exits_are_rarely_late_with_50_busy_threads() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
     let _busy = BusyThreads::start(50);
-    let m = Arc::new(ast_mutex::AstMutex::new(Light::Red, 0u64));
-    let stop = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = (0..8)
-        .map(|_| {
-            let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
-            std::thread::spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    let mut g = m.enter(Light::Red);
-                    *g += 1;
-                    g.exit(Light::Red);
-                }
-            })
-        })
-        .collect();
+    let m = Arc::new(AstMutex::new(Light::Red, 0u64));
+    let churn = Churn::start(&m);
     let r = rarely_late(
         "try_enter_for(a state that never comes) beside 8 threads entering",
         TIMEOUT,
@@ -108,8 +97,7 @@ fn timed_enters_on_a_mutex_busy_with_exits_are_rarely_late_with_50_busy_threads(
         TAIL_LATE,
         || m.try_enter_for(Light::Green, TIMEOUT).is_none(),
     );
-    stop.store(true, Ordering::Relaxed);
-    workers.into_iter().for_each(|w| w.join().unwrap());
+    churn.stop();
     assert!(r.iter().all(|&r| r));
     // Nothing stays queued: the nodes left to the table's next holder are
     // removed by it (this look takes the table lock).
@@ -126,9 +114,6 @@ fn timed_enters_on_a_mutex_busy_with_exits_are_rarely_late_with_50_busy_threads(
 /// for the state that 8 threads enter and leave all the time.
 #[test]
 fn timed_enters_that_owe_a_serve_are_rarely_late_with_50_busy_threads() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
     use ast_mutex::{Config, WakeMode};
 
     let _busy = BusyThreads::start(50);
@@ -142,20 +127,8 @@ fn timed_enters_that_owe_a_serve_are_rarely_late_with_50_busy_threads() {
         ),
     ];
     for (name, config) in configs {
-        let m = Arc::new(ast_mutex::AstMutex::with_config(Light::Red, 0u64, config));
-        let stop = Arc::new(AtomicBool::new(false));
-        let workers: Vec<_> = (0..8)
-            .map(|_| {
-                let (m, stop) = (Arc::clone(&m), Arc::clone(&stop));
-                std::thread::spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        let mut g = m.enter(Light::Red);
-                        *g += 1;
-                        g.exit(Light::Red);
-                    }
-                })
-            })
-            .collect();
+        let m = Arc::new(AstMutex::with_config(Light::Red, 0u64, config));
+        let churn = Churn::start(&m);
         let mut entered = 0;
         rarely_late(
             &format!("{name}: try_enter_for(the state 8 threads enter)"),
@@ -178,8 +151,7 @@ fn timed_enters_that_owe_a_serve_are_rarely_late_with_50_busy_threads() {
             TAIL_LATE,
             || assert!(m.try_enter_for(Light::Green, TIMEOUT).is_none()),
         );
-        stop.store(true, Ordering::Relaxed);
-        workers.into_iter().for_each(|w| w.join().unwrap());
+        churn.stop();
         // Every section counted once, and nothing stays queued: the nodes
         // left to the table's holders are removed by them.
         let total = *m.enter(Light::Red);
@@ -188,5 +160,37 @@ fn timed_enters_that_owe_a_serve_are_rarely_late_with_50_busy_threads() {
             "{name}: {total} sections, {entered} timed"
         );
         assert_eq!(m.__test_waiter_table_size(), (0, 0), "{name}");
+    }
+}
+
+/// 8 threads that enter a mutex in Red, count a section, and leave it in
+/// Red, in a loop, until stopped.
+struct Churn {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Churn {
+    fn start(m: &Arc<AstMutex<Light, u64>>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..8)
+            .map(|_| {
+                let (m, stop) = (Arc::clone(m), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    // Relaxed: the flag orders nothing; the join does.
+                    while !stop.load(Ordering::Relaxed) {
+                        let mut g = m.enter(Light::Red);
+                        *g += 1;
+                        g.exit(Light::Red);
+                    }
+                })
+            })
+            .collect();
+        Self { stop, threads }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.threads.into_iter().for_each(|t| t.join().unwrap());
     }
 }

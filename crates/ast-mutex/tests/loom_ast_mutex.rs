@@ -532,10 +532,7 @@ fn a_woken_timed_waiter_that_gives_up_while_the_table_is_held_strands_no_one() {
         let barges = barge_into_b(&m, 2);
         let entered = timed.join().unwrap();
         patient.join().unwrap();
-        assert_eq!(
-            *m.enter(St::B),
-            1 + 10 * (usize::from(entered) + barges)
-        );
+        assert_eq!(*m.enter(St::B), 1 + 10 * (usize::from(entered) + barges));
         assert_eq!(m.__test_waiter_table_size(), (0, 0));
     });
 }
