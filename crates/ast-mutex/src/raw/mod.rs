@@ -156,38 +156,37 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         })
     }
 
-    /// Takes the waiter table's lock if it is free.
-    fn try_table(&self) -> Option<TableGuard<'_, S, T>> {
-        Some(TableGuard {
-            mutex: self,
-            table: ManuallyDrop::new(self.waiters.try_lock()?),
-        })
-    }
-
     /// Makes the serve a waiter left owed (see `Waiters::leave_owing`), if
     /// the table lock is free: otherwise its holder makes it once it has
-    /// released it. Wakers' panics go to `panics`.
+    /// released it. Wakers' panics go to `panics`. Loops, rather than
+    /// recursing through a `TableGuard`, while new serves are owed each
+    /// time it has released the table lock.
     #[cold]
     pub(crate) fn serve_owed(&self, panics: &mut Panics) {
-        let mut wakeups = WakeList::new();
-        {
-            let Some(mut t) = self.try_table() else {
-                return;
-            };
-            if !self.waiters.take_owed() {
+        loop {
+            let mut wakeups = WakeList::new();
+            {
+                // The raw guard: its release is followed by the look below.
+                let Some(mut t) = self.waiters.try_lock() else {
+                    return;
+                };
+                if self.waiters.take_owed() {
+                    // The nodes left with it are gone (the lock's sweep). As
+                    // in `abandon`: an exit whose swap follows this RMW reads
+                    // the new table; one whose swap came before left the
+                    // lock free, and we serve its state.
+                    let w = self.publish_and_read_word(&mut t);
+                    if w & (LOCKED | UNRESOLVED) == 0 {
+                        self.serve(&mut t, w & STATE_BITS, false, 0, &mut wakeups);
+                    }
+                    self.publish(&mut t);
+                }
+            }
+            wakeups.wake_all(panics);
+            if !self.waiters.owed_after_release() {
                 return;
             }
-            // The nodes left with it are gone (the lock's sweep). As in
-            // `abandon`: an exit whose swap follows this RMW reads the new
-            // table; one whose swap came before left the lock free, and we
-            // serve its state.
-            let w = self.publish_and_read_word(&mut t);
-            if w & (LOCKED | UNRESOLVED) == 0 {
-                self.serve(&mut t, w & STATE_BITS, false, 0, &mut wakeups);
-            }
-            self.publish(&mut t);
         }
-        wakeups.wake_all(panics);
     }
 }
 
