@@ -128,12 +128,10 @@ impl<S: AbstractState, T: ?Sized> Drop for TableGuard<'_, S, T> {
         if self.mutex.waiters.owed_after_release() {
             // The waker panics of a serve made for another waiter are not
             // this thread's operation's to resume (rule 4 of the panic
-            // policy): dropped.
+            // policy): dropping `Panics` discards them.
             let mut panics = Panics::new();
             self.mutex.serve_owed(&mut panics);
-            if let Some(p) = panics.take() {
-                sync_core::unwind::discard(p);
-            }
+            drop(panics);
         }
     }
 }
