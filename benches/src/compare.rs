@@ -193,6 +193,40 @@ fn rounds_slower(d: &Delta, drift: Option<&[f64]>) -> usize {
         .count()
 }
 
+/// Whether `d` is more than `threshold` (0.05 for 5%) slower, both as
+/// measured and after dividing by its workload's drift.
+fn is_flagged(d: &Delta, drift: &BTreeMap<String, f64>, threshold: f64) -> bool {
+    let adjusted = d.slowdown / drift.get(&d.workload).copied().unwrap_or(1.0);
+    d.slowdown > 1.0 + threshold && adjusted > 1.0 + threshold
+}
+
+/// Our rows that [`markdown`] flags, the slowest first.
+pub fn flagged(deltas: &[Delta], threshold: f64) -> Vec<&Delta> {
+    let drift = drift(deltas);
+    let mut ours: Vec<&Delta> = deltas
+        .iter()
+        .filter(|d| d.origin == Origin::Ours && is_flagged(d, &drift, threshold))
+        .collect();
+    ours.sort_by(|a, b| b.slowdown.total_cmp(&a.slowdown));
+    ours
+}
+
+/// The table's columns after the row's name: new, old, slowdown, the
+/// rounds' spread, the drift and in how many rounds it was slower.
+fn cells(d: &Delta, drift: Option<f64>, per_round: Option<&[f64]>) -> String {
+    let drift = drift.map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"));
+    format!(
+        "{:.4} | {:.4} | {:.3} | {:.2}-{:.2} | {drift} | {}/{}",
+        d.new,
+        d.old,
+        d.slowdown,
+        d.spread().0,
+        d.spread().1,
+        rounds_slower(d, per_round),
+        d.rounds.len(),
+    )
+}
+
 /// `compare.md`: our rows, the slowest first, with the workload's drift; a
 /// row is flagged when it is more than `threshold` (0.05 for 5%) slower
 /// both as measured and after dividing by the drift.
@@ -201,11 +235,10 @@ pub fn markdown(deltas: &[Delta], changed: &[String], rounds: usize, threshold: 
     let per_round = round_drift(deltas);
     let mut ours: Vec<&Delta> = deltas.iter().filter(|d| d.origin == Origin::Ours).collect();
     ours.sort_by(|a, b| b.slowdown.total_cmp(&a.slowdown));
-    let flagged = |d: &Delta| {
-        let adjusted = d.slowdown / drift.get(&d.workload).copied().unwrap_or(1.0);
-        d.slowdown > 1.0 + threshold && adjusted > 1.0 + threshold
-    };
-    let n_flagged = ours.iter().filter(|d| flagged(d)).count();
+    let n_flagged = ours
+        .iter()
+        .filter(|d| is_flagged(d, &drift, threshold))
+        .count();
     let mut md = String::new();
     let _ = writeln!(
         md,
@@ -230,22 +263,21 @@ pub fn markdown(deltas: &[Delta], changed: &[String], rounds: usize, threshold: 
          |---|---|--:|--:|--:|---|--:|--:|---|"
     );
     for d in ours {
-        let drift = drift
-            .get(&d.workload)
-            .map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"));
         let _ = writeln!(
             md,
-            "| `{}` | `{}` | {:.4} | {:.4} | {:.3} | {:.2}-{:.2} | {drift} | {}/{} | {} |",
+            "| `{}` | `{}` | {} | {} |",
             d.workload,
             d.imp,
-            d.new,
-            d.old,
-            d.slowdown,
-            d.spread().0,
-            d.spread().1,
-            rounds_slower(d, per_round.get(&d.workload).map(Vec::as_slice)),
-            d.rounds.len(),
-            if flagged(d) { "⚠" } else { "" },
+            cells(
+                d,
+                drift.get(&d.workload).copied(),
+                per_round.get(&d.workload).map(Vec::as_slice)
+            ),
+            if is_flagged(d, &drift, threshold) {
+                "⚠"
+            } else {
+                ""
+            },
         );
     }
     if !changed.is_empty() {
@@ -257,6 +289,70 @@ pub fn markdown(deltas: &[Delta], changed: &[String], rounds: usize, threshold: 
                 .map(|w| format!("`{w}`"))
                 .collect::<Vec<_>>()
                 .join(", ")
+        );
+    }
+    md
+}
+
+/// The section `--recheck` adds to `compare.md`: each row `first` flagged,
+/// measured again by `alone` (its workload run alone, `rounds` alternated
+/// rounds each, the same rule), and whether the flag stands. A row that one
+/// run of a whole report flags can be a mode its workload fell into in
+/// that run (a convoy, a scheduler state, a saturation verdict left by the
+/// workload before it), which a run of the workload alone does not
+/// inherit; a change that slows the row slows it alone too.
+pub fn recheck_markdown(
+    first: &[&Delta],
+    alone: &[Delta],
+    rounds: usize,
+    threshold: f64,
+) -> String {
+    let drift = drift(alone);
+    let per_round = round_drift(alone);
+    let found = |d: &Delta| {
+        alone
+            .iter()
+            .find(|a| a.workload == d.workload && a.imp == d.imp)
+    };
+    let standing = first
+        .iter()
+        .filter(|d| found(d).is_none_or(|a| is_flagged(a, &drift, threshold)))
+        .count();
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\n## The flagged rows again, each workload run alone, {rounds} alternated rounds each\n\n\
+         The same columns and the same rule, for the runs of the workload alone; *first* is the \
+         row's slowdown above. {standing} of {} flagged rows are still flagged (a row that the \
+         runs alone did not measure counts as flagged).\n",
+        first.len(),
+    );
+    let _ = writeln!(
+        md,
+        "| workload | impl | first | new | old | slowdown | rounds | drift | slower in | |\n\
+         |---|---|--:|--:|--:|--:|---|--:|--:|---|"
+    );
+    for d in first {
+        let row = match found(d) {
+            Some(a) => format!(
+                "{} | {}",
+                cells(
+                    a,
+                    drift.get(&a.workload).copied(),
+                    per_round.get(&a.workload).map(Vec::as_slice)
+                ),
+                if is_flagged(a, &drift, threshold) {
+                    "⚠"
+                } else {
+                    ""
+                }
+            ),
+            None => "- | - | - | - | - | - | not measured alone".to_owned(),
+        };
+        let _ = writeln!(
+            md,
+            "| `{}` | `{}` | {:.3} | {row} |",
+            d.workload, d.imp, d.slowdown
         );
     }
     md
@@ -426,5 +522,50 @@ mod tests {
         assert!(row.contains("| 1/3 |"), "{row}");
         // 1.2 median slowdown and a drift of 1.0: still flagged.
         assert!(row.ends_with("⚠ |"), "{row}");
+    }
+
+    #[test]
+    fn a_recheck_says_which_flags_stand_alone() {
+        use Better::Lower;
+        let pair = |slow: f64, mode: f64| {
+            [run(&[
+                ("slow", "ast-mutex", Lower, slow),
+                ("slow", "std", Lower, 1.0),
+                ("mode", "ast-mutex", Lower, mode),
+                ("mode", "std", Lower, 1.0),
+                ("gone", "ast-mutex", Lower, 2.0),
+            ])]
+        };
+        let first = deltas(&pair(1.3, 1.2), &pair(1.0, 1.0));
+        let flags = flagged(&first, 0.05);
+        assert_eq!(
+            flags
+                .iter()
+                .map(|d| d.workload.as_str())
+                .collect::<Vec<_>>(),
+            ["slow", "mode"]
+        );
+        // Alone, `slow` is still slower and `mode` is not.
+        let mut alone = deltas(&pair(1.2, 1.0), &pair(1.0, 1.0));
+        alone.retain(|d| d.workload != "gone");
+        let md = recheck_markdown(&flags, &alone, 1, 0.05);
+        assert!(md.contains("1 of 2 flagged rows are still flagged"), "{md}");
+        assert!(line_in(&md, "slow").ends_with("⚠ |"), "{md}");
+        assert!(!line_in(&md, "mode").contains('⚠'), "{md}");
+        // A flagged row the runs alone did not measure stays flagged.
+        let mut with_gone = flags.clone();
+        let gone = Delta {
+            workload: "gone".into(),
+            ..flags[0].clone()
+        };
+        with_gone.push(&gone);
+        let md = recheck_markdown(&with_gone, &alone, 1, 0.05);
+        assert!(md.contains("2 of 3 flagged rows"), "{md}");
+        assert!(line_in(&md, "gone").contains("not measured alone"), "{md}");
+    }
+
+    /// The line of `md` that names workload `w`.
+    fn line_in<'a>(md: &'a str, w: &str) -> &'a str {
+        md.lines().find(|l| l.contains(&format!("`{w}`"))).unwrap()
     }
 }

@@ -1,6 +1,7 @@
 //! `sync-bench`: runs the registered workloads and writes the report.
 //! Usually started by `cargo xtask report`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -45,6 +46,13 @@ struct Args {
     /// finished (DIR/new-N, DIR/old-N) and run only the missing ones.
     #[arg(long, requires = "ab")]
     resume: bool,
+    /// With --ab: afterwards, run each workload that has a flagged row
+    /// alone, N more alternated rounds each (in DIR/recheck/), and add to
+    /// compare.md whether each flag stands. A whole report's run can leave a
+    /// workload in a mode (a convoy, a saturation verdict) that a run of it
+    /// alone does not inherit.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "ab")]
+    recheck: usize,
 }
 
 /// The default output directory: `report/` in the target directory that
@@ -159,40 +167,119 @@ fn main() -> ExitCode {
 /// `compare.md`.
 fn ab(args: &Args, old: &Path, out: &Path) -> ExitCode {
     let me = std::env::current_exe().expect("the path of this program");
-    let mut pass: Vec<String> = Vec::new();
-    if args.full {
-        pass.push("--full".into());
-    }
+    let mode: &[String] = if args.full { &["--full".into()] } else { &[] };
+    let mut pass = mode.to_vec();
     if let Some(prefix) = &args.only {
         pass.extend(["--only".into(), prefix.clone()]);
     }
     let rounds = args.rounds.max(1);
+    let Some((news, olds)) = alternate(&me, old, &pass, out, rounds, args.resume) else {
+        return ExitCode::FAILURE;
+    };
+    let deltas = compare::deltas(&news, &olds);
+    let mut md = compare::markdown(&deltas, &compare::changed(&news, &olds), rounds, 0.05);
+    if args.recheck > 0 {
+        let flagged = compare::flagged(&deltas, 0.05);
+        let mut alone = Vec::new();
+        for (parent, ids) in by_workload(&flagged, args.full) {
+            let mut pass = mode.to_vec();
+            pass.extend(["--only".into(), parent.clone()]);
+            let dir = out.join("recheck").join(parent.replace('/', "_"));
+            let Some((n, o)) = alternate(&me, old, &pass, &dir, args.recheck, args.resume) else {
+                return ExitCode::FAILURE;
+            };
+            // The prefix may select other workloads too (`am/or/2` and
+            // `am/or/20`): keep the rechecked ones only.
+            alone.extend(
+                compare::deltas(&n, &o)
+                    .into_iter()
+                    .filter(|d| ids.contains(&d.workload)),
+            );
+        }
+        md.push_str(&compare::recheck_markdown(
+            &flagged,
+            &alone,
+            args.recheck,
+            0.05,
+        ));
+    }
+    let path = out.join("compare.md");
+    if let Err(e) = std::fs::write(&path, &md) {
+        eprintln!("could not write {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    println!("{md}");
+    println!("Wrote {}", display_path(&path));
+    ExitCode::SUCCESS
+}
+
+/// The workloads of the `flagged` rows, each by the id to run it alone with
+/// (`--only`): its own, or for a companion row (a `-p99`) its parent's,
+/// with the ids of the rows that run measures.
+fn by_workload(flagged: &[&compare::Delta], full: bool) -> BTreeMap<String, Vec<String>> {
+    let mode = if full { Mode::Full } else { Mode::Quick };
+    let metas: Vec<_> = workloads::all(mode).into_iter().map(|w| w.meta).collect();
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for d in flagged {
+        let parent = metas
+            .iter()
+            .find(|m| {
+                m.companion
+                    .as_ref()
+                    .is_some_and(|(id, _)| *id == d.workload)
+            })
+            .map_or_else(|| d.workload.clone(), |m| m.id.clone());
+        let ids = groups.entry(parent.clone()).or_default();
+        for id in [parent, d.workload.clone()] {
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    groups
+}
+
+/// Runs this build (`me`) and `old` in alternation with the arguments
+/// `pass`, `rounds` times each, the reports in `out/{new,old}-N`, and
+/// returns their results (`None` after saying what failed).
+fn alternate(
+    me: &Path,
+    old: &Path,
+    pass: &[String],
+    out: &Path,
+    rounds: usize,
+    resume: bool,
+) -> Option<(Vec<Results>, Vec<Results>)> {
     let (mut news, mut olds) = (Vec::new(), Vec::new());
     for round in 1..=rounds {
         // The build that goes first swaps every round, so that neither
         // always runs on a machine the other has just warmed or heated.
         let order = if round % 2 == 1 {
-            [("new", me.as_path()), ("old", old)]
+            [("new", me), ("old", old)]
         } else {
-            [("old", old), ("new", me.as_path())]
+            [("old", old), ("new", me)]
         };
         for (side, bin) in order {
             let dir = out.join(format!("{side}-{round}"));
             // Written once the round's run ended well: what --resume keeps.
             let complete = dir.join(".complete");
-            if args.resume && complete.is_file() {
+            if resume && complete.is_file() {
                 eprintln!("round {round}/{rounds}: {side}, kept from an earlier run");
             } else {
-                eprintln!("round {round}/{rounds}: {side} ({})", bin.display());
+                eprintln!(
+                    "round {round}/{rounds}: {side} ({} {})",
+                    bin.display(),
+                    pass.join(" ")
+                );
                 let status = std::process::Command::new(bin)
-                    .args(&pass)
+                    .args(pass)
                     .arg("--out")
                     .arg(&dir)
                     .stdout(std::process::Stdio::null())
                     .status();
                 if !status.is_ok_and(|s| s.success()) {
                     eprintln!("{} failed in round {round}", bin.display());
-                    return ExitCode::FAILURE;
+                    return None;
                 }
                 if let Err(e) = std::fs::write(&complete, "") {
                     eprintln!("could not write {}: {e}", complete.display());
@@ -205,7 +292,7 @@ fn ab(args: &Args, old: &Path, out: &Path) -> ExitCode {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("could not read {}/results.json: {e}", dir.display());
-                    return ExitCode::FAILURE;
+                    return None;
                 }
             };
             if side == "new" {
@@ -215,18 +302,5 @@ fn ab(args: &Args, old: &Path, out: &Path) -> ExitCode {
             }
         }
     }
-    let md = compare::markdown(
-        &compare::deltas(&news, &olds),
-        &compare::changed(&news, &olds),
-        rounds,
-        0.05,
-    );
-    let path = out.join("compare.md");
-    if let Err(e) = std::fs::write(&path, &md) {
-        eprintln!("could not write {}: {e}", path.display());
-        return ExitCode::FAILURE;
-    }
-    println!("{md}");
-    println!("Wrote {}", display_path(&path));
-    ExitCode::SUCCESS
+    Some((news, olds))
 }

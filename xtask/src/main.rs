@@ -9,8 +9,8 @@
 //! * `report [--quick|--full] [--only PREFIX] [--list] [--out DIR]`: the
 //!   benchmark report (see `sync-bench`); `--list` prints every workload id
 //!   with its one-line description.
-//! * `report --compare REV [--rounds N] [...]`: this tree's report against
-//!   commit REV's, the two builds in alternation, row by row
+//! * `report --compare REV [--rounds N] [--recheck N] [...]`: this tree's
+//!   report against commit REV's, the two builds in alternation, row by row
 //!   (`target/compare/SHA/compare.md`, SHA: REV's first 10 hex digits).
 
 mod cargo;
@@ -73,8 +73,8 @@ enum Command {
     ///
     /// The arguments go to sync-bench: [--quick|--full] [--only PREFIX]
     /// [--list] [--out DIR] (`cargo xtask report --help-bench` lists them).
-    /// With `--compare REV [--rounds N]`, REV's sync-bench is built too and
-    /// the two run in alternation; the comparison is written to
+    /// With `--compare REV [--rounds N] [--recheck N]`, REV's sync-bench is
+    /// built too and the two run in alternation; the comparison is written to
     /// `target/compare/SHA/compare.md` (or under --out).
     Report {
         /// Arguments for sync-bench.
