@@ -18,7 +18,8 @@
 //!
 //! The background threads are started for each run and stopped after it;
 //! starting them is not timed. Within a run, the implementations of a row
-//! take turns, one wait each, beside the same busy threads, with a
+//! take turns, one wait each, each on a thread of its own, beside the same
+//! busy threads, with a
 //! reference that shows the kernel's own values: `sleep-floor`, a 1 ms
 //! `thread::sleep`, beside the overshoot rows, and `park-floor`, a thread
 //! woken from `thread::park`, beside the wake-up rows (see the `turns`

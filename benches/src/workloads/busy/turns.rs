@@ -10,16 +10,27 @@
 //! thread's time slice to end (about 3 ms late). Which one happens depends
 //! on the scheduler's state: it stays the same for many waits in a row,
 //! changes with the busy threads' start, and favours a thread that slept
-//! over one that just used the CPU (so a wait depends on what the thread
-//! ran before it, the previous wait included). A `thread::sleep` draws
-//! the same two values. Measured one implementation per start of the busy
-//! threads, a row compared draws of that state; in turns, every
-//! implementation sees the same states, and in a random order none always
-//! follows the same neighbour.
+//! over one that just used the CPU. Measured one implementation per start
+//! of the busy threads, a row compared draws of that state; in turns,
+//! every implementation sees the same states, and in a random order none
+//! always follows the same neighbour.
+//!
+//! **Each implementation waits on a thread of its own**, started before the
+//! busy threads and told when to make each wait. A thread's claim on the
+//! CPU depends on what *it* ran before, and a service's threads carry their
+//! own history, not a benchmark's neighbour's. On one shared thread, what
+//! each wait drew depended on the implementations that happened to wait
+//! before it (a peer whose timed wait yields for its whole timeout, as
+//! parking_lot's `try_lock_for` does, runs for a scheduling round at a
+//! time): a row's median switched between the two values from run to run
+//! and between implementations within a run, so a `-p50` row compared coin
+//! tosses. On threads of their own, the implementations that park draw the
+//! same value as `sleep-floor` run after run.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -35,8 +46,8 @@ pub(super) type Wait = Box<dyn FnMut() -> f64>;
 
 /// Makes an implementation's [`Wait`] (its lock held, its channel empty,
 /// its waiter thread started).
-/// Called before the busy threads start; the `Wait` is dropped after they
-/// stop.
+/// Called on the implementation's own thread (see the module's docs)
+/// before the busy threads start; the `Wait` is dropped after they stop.
 pub(super) type MakeWait = fn() -> Wait;
 
 /// The reference beside every overshoot row.
@@ -83,10 +94,15 @@ impl Turns {
 
     /// One run: `busy` threads spin while every implementation makes
     /// `waits` waits (fewer once `budget` per implementation has passed,
-    /// but at least 3), one each in turn, in a new random order every turn.
+    /// but at least 3), one each in turn, in a new random order every turn,
+    /// each on its own [`Waiter`] thread.
     fn run(&mut self) {
         let n = self.makers.len();
-        let mut waits: Vec<Wait> = self.makers.iter().map(|make| make()).collect();
+        let waiters: Vec<Waiter> = self
+            .makers
+            .iter()
+            .map(|&make| Waiter::start(make))
+            .collect();
         let mut v = vec![Vec::with_capacity(self.waits); n];
         {
             let _busy = BusyThreads::start(self.busy);
@@ -96,13 +112,66 @@ impl Turns {
             while v[0].len() < self.waits && (v[0].len() < 3 || began.elapsed() < budget) {
                 self.shuffle(&mut order);
                 for &i in &order {
-                    v[i].push(waits[i]());
+                    v[i].push(waiters[i].wait());
                 }
             }
         }
-        drop(waits);
+        drop(waiters);
         for (results, v) in self.results.iter_mut().zip(v) {
             results.push_back(percentile_pair(v));
+        }
+    }
+}
+
+/// An implementation's thread: it makes the implementation's [`Wait`],
+/// then makes one wait each time it is told to, and drops the `Wait` when
+/// this handle is dropped.
+struct Waiter {
+    go: Option<mpsc::Sender<()>>,
+    done: mpsc::Receiver<f64>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Waiter {
+    /// Starts the thread and waits until it has made its `Wait`.
+    fn start(make: MakeWait) -> Self {
+        let (go, told) = mpsc::channel::<()>();
+        let (tell, done) = mpsc::channel();
+        let thread = thread::spawn(move || {
+            let mut wait = make();
+            tell.send(f64::NAN).expect("the run waits for the thread");
+            while told.recv().is_ok() {
+                tell.send(wait()).expect("the run waits for each wait");
+            }
+        });
+        done.recv().expect("the implementation's Wait was made");
+        Self {
+            go: Some(go),
+            done,
+            thread: Some(thread),
+        }
+    }
+
+    /// One wait on the thread: its result.
+    fn wait(&self) -> f64 {
+        self.go
+            .as_ref()
+            .expect("not dropped")
+            .send(())
+            .expect("the thread runs until dropped");
+        self.done.recv().expect("the wait did not panic")
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread's loop; it drops its Wait.
+        drop(self.go.take());
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+            && !thread::panicking()
+        {
+            panic!("an implementation's wait thread panicked");
         }
     }
 }
@@ -154,20 +223,38 @@ pub(super) fn in_turns(
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    use std::sync::{Mutex, MutexGuard};
+    use std::thread::ThreadId;
 
     use super::*;
     use crate::harness::{Unit, measure};
 
-    thread_local! {
-        /// Waits made by the test's makers, per maker: (made, waited).
-        static MADE: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    /// Waits made and waited by the test's makers.
+    static MADE: AtomicUsize = AtomicUsize::new(0);
+    static WAITED: AtomicUsize = AtomicUsize::new(0);
+    /// The threads the makers ran on.
+    static THREADS: Mutex<Option<HashSet<ThreadId>>> = Mutex::new(None);
+    /// The tests share the counters: one at a time.
+    static ONE_TEST: Mutex<()> = Mutex::new(());
+
+    /// Takes the counters for a test, reset.
+    fn counters() -> MutexGuard<'static, ()> {
+        let guard = ONE_TEST.lock().unwrap_or_else(|e| e.into_inner());
+        MADE.store(0, Relaxed);
+        WAITED.store(0, Relaxed);
+        *THREADS.lock().unwrap() = Some(HashSet::new());
+        guard
     }
 
     fn counted(value: f64) -> Wait {
-        MADE.with(|m| m.set((m.get().0 + 1, m.get().1)));
+        MADE.fetch_add(1, Relaxed);
+        let me = thread::current().id();
+        THREADS.lock().unwrap().get_or_insert_default().insert(me);
         Box::new(move || {
-            MADE.with(|m| m.set((m.get().0, m.get().1 + 1)));
+            assert_eq!(thread::current().id(), me, "a Wait waits where it was made");
+            WAITED.fetch_add(1, Relaxed);
             value
         })
     }
@@ -186,6 +273,7 @@ mod tests {
 
     #[test]
     fn every_implementation_gets_its_own_waits_from_one_run_per_round() {
+        let _counters = counters();
         let row = Row {
             workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
             reference: ("sleep-floor", floor),
@@ -211,7 +299,14 @@ mod tests {
         assert_eq!(median("sleep-floor"), Some((0.5, 3)));
         // One run per round (the warm-up and 3 samples), each making every
         // implementation's wait once and waiting 4 times with it.
-        assert_eq!(MADE.with(Cell::get), (4 * 3, 4 * 3 * 4));
+        assert_eq!(
+            (MADE.load(Relaxed), WAITED.load(Relaxed)),
+            (4 * 3, 4 * 3 * 4)
+        );
+        // Each on a thread of its own, none the harness's.
+        let threads = THREADS.lock().unwrap().take().unwrap();
+        assert_eq!(threads.len(), 4 * 3);
+        assert!(!threads.contains(&thread::current().id()));
     }
 
     #[test]
@@ -221,8 +316,8 @@ mod tests {
             reference: ("sleep-floor", floor),
         };
         let mut w = in_turns(row, &[("lockfree-sync", one)], 0, 20, Duration::ZERO);
-        MADE.with(|m| m.set((0, 0)));
+        let _counters = counters();
         measure(&mut w, 0, 1, |_| {});
-        assert_eq!(MADE.with(Cell::get), (2, 2 * 3));
+        assert_eq!((MADE.load(Relaxed), WAITED.load(Relaxed)), (2, 2 * 3));
     }
 }
