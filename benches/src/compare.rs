@@ -212,18 +212,31 @@ pub fn flagged(deltas: &[Delta], threshold: f64) -> Vec<&Delta> {
 }
 
 /// The table's columns after the row's name: new, old, slowdown, the
-/// rounds' spread, the drift and in how many rounds it was slower.
-fn cells(d: &Delta, drift: Option<f64>, per_round: Option<&[f64]>) -> String {
-    let drift = drift.map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"));
+/// rounds' spread, the drift, in how many rounds it was slower, and the
+/// flag.
+fn cells(
+    d: &Delta,
+    drift: &BTreeMap<String, f64>,
+    per_round: &BTreeMap<String, Vec<f64>>,
+    threshold: f64,
+) -> String {
+    let shown = drift
+        .get(&d.workload)
+        .map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"));
     format!(
-        "{:.4} | {:.4} | {:.3} | {:.2}-{:.2} | {drift} | {}/{}",
+        "{:.4} | {:.4} | {:.3} | {:.2}-{:.2} | {shown} | {}/{} | {}",
         d.new,
         d.old,
         d.slowdown,
         d.spread().0,
         d.spread().1,
-        rounds_slower(d, per_round),
+        rounds_slower(d, per_round.get(&d.workload).map(Vec::as_slice)),
         d.rounds.len(),
+        if is_flagged(d, drift, threshold) {
+            "⚠"
+        } else {
+            ""
+        },
     )
 }
 
@@ -265,19 +278,10 @@ pub fn markdown(deltas: &[Delta], changed: &[String], rounds: usize, threshold: 
     for d in ours {
         let _ = writeln!(
             md,
-            "| `{}` | `{}` | {} | {} |",
+            "| `{}` | `{}` | {} |",
             d.workload,
             d.imp,
-            cells(
-                d,
-                drift.get(&d.workload).copied(),
-                per_round.get(&d.workload).map(Vec::as_slice)
-            ),
-            if is_flagged(d, &drift, threshold) {
-                "⚠"
-            } else {
-                ""
-            },
+            cells(d, &drift, &per_round, threshold),
         );
     }
     if !changed.is_empty() {
@@ -334,19 +338,7 @@ pub fn recheck_markdown(
     );
     for d in first {
         let row = match found(d) {
-            Some(a) => format!(
-                "{} | {}",
-                cells(
-                    a,
-                    drift.get(&a.workload).copied(),
-                    per_round.get(&a.workload).map(Vec::as_slice)
-                ),
-                if is_flagged(a, &drift, threshold) {
-                    "⚠"
-                } else {
-                    ""
-                }
-            ),
+            Some(a) => cells(a, &drift, &per_round, threshold),
             None => "- | - | - | - | - | - | not measured alone".to_owned(),
         };
         let _ = writeln!(
