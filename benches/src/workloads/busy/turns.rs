@@ -95,13 +95,13 @@ impl Turns {
     /// One run: `busy` threads spin while every implementation makes
     /// `waits` waits (fewer once `budget` per implementation has passed,
     /// but at least 3), one each in turn, in a new random order every turn,
-    /// each on its own [`Waiter`] thread.
+    /// each on its own [`WaitThread`].
     fn run(&mut self) {
         let n = self.makers.len();
-        let waiters: Vec<Waiter> = self
+        let waiters: Vec<WaitThread> = self
             .makers
             .iter()
-            .map(|&make| Waiter::start(make))
+            .map(|&make| WaitThread::start(make))
             .collect();
         let mut v = vec![Vec::with_capacity(self.waits); n];
         {
@@ -126,13 +126,13 @@ impl Turns {
 /// An implementation's thread: it makes the implementation's [`Wait`],
 /// then makes one wait each time it is told to, and drops the `Wait` when
 /// this handle is dropped.
-struct Waiter {
+struct WaitThread {
     go: Option<mpsc::Sender<()>>,
     done: mpsc::Receiver<f64>,
     thread: Option<thread::JoinHandle<()>>,
 }
 
-impl Waiter {
+impl WaitThread {
     /// Starts the thread and waits until it has made its `Wait`.
     fn start(make: MakeWait) -> Self {
         let (go, told) = mpsc::channel::<()>();
@@ -163,7 +163,7 @@ impl Waiter {
     }
 }
 
-impl Drop for Waiter {
+impl Drop for WaitThread {
     fn drop(&mut self) {
         // Closing the channel ends the thread's loop; it drops its Wait.
         drop(self.go.take());
