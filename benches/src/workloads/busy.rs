@@ -602,50 +602,94 @@ fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
     /// The waker holds the lock while the waiter blocks on it; its unlock
     /// is the event. A lock released by another thread than the one that
     /// took it would not do, so the waker holds it in a helper thread that
-    /// lets go on a signal.
+    /// takes it on a signal and lets go on another. The helper lives as
+    /// long as the row's `Wait` and goes back to sleep after each unlock:
+    /// a helper that exited after its unlock put its own exit (its stack
+    /// unmapped, its thread-locals destroyed) before the woken waiter on a
+    /// CPU it shared with busy threads, about 20 µs inside every lock's
+    /// measured wake-up.
     fn held<M: BenchMutex<()>>() -> Wait {
         struct Held<M> {
             lock: M,
-            /// Set by the waker: the holder lets go.
-            release: AtomicBool,
-            /// Set by the holder once it holds the lock.
+            /// The round the helper is asked to take the lock in.
+            hold: AtomicU64,
+            /// Set by the helper once it holds the lock.
             holding: AtomicBool,
-            /// When the holder let go: the event.
+            /// Set by the waker: the helper lets go.
+            release: AtomicBool,
+            /// When the helper let go: the event.
             released_at: std::sync::Mutex<Option<Instant>>,
+            /// Set when the row's `Wait` is dropped: the helper ends.
+            stop: AtomicBool,
         }
-        fn hold<M: BenchMutex<()>>(h: &Arc<Held<M>>) {
-            let h2 = Arc::clone(h);
-            thread::spawn(move || {
-                h2.lock.with(|_| {
-                    h2.holding.store(true, Ordering::Release);
-                    while !h2.release.swap(false, Ordering::AcqRel) {
+        /// The helper's loop: each round, take the lock, hold it until told
+        /// to let go, note the time and let go.
+        fn helper<M: BenchMutex<()>>(h: &Held<M>) {
+            let mut round = 0;
+            loop {
+                round += 1;
+                // Acquire: pairs with `hold`'s Release increment.
+                while h.hold.load(Ordering::Acquire) < round {
+                    if h.stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    thread::sleep(Duration::from_micros(20));
+                }
+                h.lock.with(|_| {
+                    h.holding.store(true, Ordering::Release);
+                    while !h.release.swap(false, Ordering::AcqRel) {
                         thread::sleep(Duration::from_micros(20));
                     }
                     // The unlock follows at once, as `with` returns.
-                    *h2.released_at.lock().expect("not poisoned") = Some(Instant::now());
+                    *h.released_at.lock().expect("not poisoned") = Some(Instant::now());
                 });
-            });
-            while !h.holding.swap(false, Ordering::AcqRel) {
+            }
+        }
+        /// The helper and its state; stops and joins the helper when dropped.
+        struct Helper<M> {
+            held: Arc<Held<M>>,
+            thread: Option<thread::JoinHandle<()>>,
+        }
+        impl<M> Drop for Helper<M> {
+            fn drop(&mut self) {
+                self.held.stop.store(true, Ordering::Release);
+                if let Some(t) = self.thread.take() {
+                    let ended = t.join();
+                    assert!(ended.is_ok() || thread::panicking(), "the helper panicked");
+                }
+            }
+        }
+        fn hold<M: BenchMutex<()>>(h: &Helper<M>) {
+            // Release: pairs with the helper's Acquire load.
+            h.held.hold.fetch_add(1, Ordering::Release);
+            while !h.held.holding.swap(false, Ordering::AcqRel) {
                 thread::sleep(Duration::from_micros(20));
             }
         }
         let held = Arc::new(Held {
             lock: M::new(()),
-            release: AtomicBool::new(false),
+            hold: AtomicU64::new(0),
             holding: AtomicBool::new(false),
+            release: AtomicBool::new(false),
             released_at: std::sync::Mutex::new(None),
+            stop: AtomicBool::new(false),
         });
+        let thread = {
+            let held = Arc::clone(&held);
+            Some(thread::spawn(move || helper(&held)))
+        };
+        let held = Helper { held, thread };
         wake_turn(
             held,
             WakeOps {
                 prepare: hold,
-                wait: |h| h.lock.with(|_| ()),
+                wait: |h| h.held.lock.with(|_| ()),
                 // The holder lets go: the waiter, blocked, is woken. The
                 // event is the holder's unlock, not this signal to it.
                 wake: |h| {
-                    h.release.store(true, Ordering::Release);
+                    h.held.release.store(true, Ordering::Release);
                     loop {
-                        if let Some(at) = h.released_at.lock().expect("not poisoned").take() {
+                        if let Some(at) = h.held.released_at.lock().expect("not poisoned").take() {
                             break at;
                         }
                         thread::sleep(Duration::from_micros(20));
