@@ -1,0 +1,362 @@
+//! The `busy/wake-*` rows: from an event (an unlock, a release, a send) to
+//! the woken waiter's return, each implementation's waiter and waker on
+//! threads of their own (see the parent module).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::turns::{Row, Wait, in_turns};
+use super::{CrossbeamMpsc, FlumeMpsc, LockfreeMpsc, Mpsc, SETTLE, StdMpsc, regime};
+use crate::harness::{Unit, Workload};
+use crate::peers::{BenchMutex, OneState};
+use crate::twins::CondvarSemaphore;
+use crate::workloads::adaptive::{Adaptive, LearnedPolicy};
+
+/// A wake-up row, with `park-floor` as its reference.
+pub(super) fn wake_row(kind: &str, event: &str, busy: usize, peer: &str) -> Row {
+    let p50 = format!("busy/wake-p50/{kind}/{busy}");
+    let p99 = format!("busy/wake-p99/{kind}/{busy}");
+    let title = |pct: &str| {
+        format!(
+            "Wake-up latency: from {event} to the woken waiter's return ({pct}, ms), with \
+             {busy} threads spinning on the CPUs."
+        )
+    };
+    let workload = Workload::new(p50, Unit::Ms)
+        .title(title("median"))
+        .companion(p99, title("99th percentile"))
+        .param("busy", busy as u64)
+        .regime(regime(busy))
+        .baseline(peer);
+    Row {
+        workload,
+        reference: (PARK_FLOOR, park_floor),
+    }
+}
+
+/// One waiter thread, woken once per call of the returned [`Wait`] (the
+/// waiter stops when it is dropped). Each round the waker calls `prepare`
+/// (so that the wait will block), lets the waiter go; the waiter announces
+/// itself and calls `wait`, which blocks until the waker's `wake`; the
+/// waker lets it settle into its wait for [`SETTLE`], notes the time and
+/// calls `wake`; the waiter notes when it returned. The round's result is
+/// the latency, in ms.
+pub(super) fn wake_turn<S: Send + Sync + 'static>(shared: S, ops: WakeOps<S>) -> Wait {
+    struct Round<S> {
+        shared: S,
+        /// The round the waiter may start (the waker's count).
+        go: AtomicU64,
+        /// The round the waiter is about to wait in (0: none yet).
+        ready: AtomicU64,
+        /// When the waiter returned, in ns since `base`; 0: not yet.
+        woke: AtomicU64,
+        stop: AtomicBool,
+        base: Instant,
+    }
+    /// The waker's side: stops and joins the waiter when dropped.
+    struct Waker<S> {
+        r: Arc<Round<S>>,
+        round: u64,
+        waiter: Option<thread::JoinHandle<()>>,
+    }
+    impl<S> Drop for Waker<S> {
+        fn drop(&mut self) {
+            self.r.stop.store(true, Ordering::Release);
+            self.r.go.store(self.round + 1, Ordering::Release);
+            if let Some(waiter) = self.waiter.take() {
+                let ended = waiter.join();
+                assert!(ended.is_ok() || thread::panicking(), "the waiter panicked");
+            }
+        }
+    }
+    let r = Arc::new(Round {
+        shared,
+        go: AtomicU64::new(0),
+        ready: AtomicU64::new(0),
+        woke: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        base: Instant::now(),
+    });
+    let waiter = {
+        let r = Arc::clone(&r);
+        thread::spawn(move || {
+            let mut round = 0;
+            loop {
+                round += 1;
+                // Acquire: pairs with the waker's Release store of `go`.
+                while r.go.load(Ordering::Acquire) < round {
+                    thread::sleep(Duration::from_micros(20));
+                }
+                if r.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                // Release: pairs with the waker's Acquire load of `ready`.
+                r.ready.store(round, Ordering::Release);
+                (ops.wait)(&r.shared);
+                let ns = r.base.elapsed().as_nanos() as u64;
+                // Release: pairs with the waker's Acquire load of `woke`.
+                r.woke.store(ns, Ordering::Release);
+            }
+        })
+    };
+    let mut w = Waker {
+        r,
+        round: 0,
+        waiter: Some(waiter),
+    };
+    Box::new(move || {
+        w.round += 1;
+        let (r, round) = (&w.r, w.round);
+        (ops.prepare)(&r.shared);
+        r.woke.store(0, Ordering::Relaxed);
+        r.go.store(round, Ordering::Release);
+        while r.ready.load(Ordering::Acquire) < round {
+            thread::sleep(Duration::from_micros(20));
+        }
+        thread::sleep(SETTLE);
+        let at = (ops.wake)(&r.shared).duration_since(r.base).as_nanos() as u64;
+        let woke = loop {
+            match r.woke.load(Ordering::Acquire) {
+                0 => thread::sleep(Duration::from_micros(20)),
+                ns => break ns,
+            }
+        };
+        woke.saturating_sub(at) as f64 / 1e6
+    })
+}
+
+/// The reference beside every wake-up row.
+const PARK_FLOOR: &str = "park-floor";
+
+/// The [`PARK_FLOOR`] row: a thread that parks
+/// (`thread::park`), woken by an `unpark`.
+fn park_floor() -> Wait {
+    struct Parked {
+        waiter: std::sync::OnceLock<thread::Thread>,
+        woken: AtomicBool,
+    }
+    wake_turn(
+        Parked {
+            waiter: std::sync::OnceLock::new(),
+            woken: AtomicBool::new(false),
+        },
+        WakeOps {
+            prepare: nothing,
+            wait: |p| {
+                p.waiter.get_or_init(thread::current);
+                // Acquire: pairs with the Release store in `wake`.
+                while !p.woken.swap(false, Ordering::Acquire) {
+                    thread::park();
+                }
+            },
+            wake: |p| {
+                let at = Instant::now();
+                // Release: pairs with the Acquire swap in `wait`.
+                p.woken.store(true, Ordering::Release);
+                p.waiter.get().expect("the waiter is waiting").unpark();
+                at
+            },
+        },
+    )
+}
+
+/// What [`wake_turn`] does with the primitive.
+pub(super) struct WakeOps<S> {
+    /// Makes the next `wait` block (the waker's thread, before the round).
+    pub(super) prepare: fn(&S),
+    /// Blocks until `wake` (the waiter).
+    pub(super) wait: fn(&S),
+    /// The event (the waker): returns when it happened.
+    pub(super) wake: fn(&S) -> Instant,
+}
+
+/// The event of a primitive whose waker acts itself: now, then `act`.
+macro_rules! now_then {
+    ($s:ident => $act:expr) => {
+        |$s| {
+            let at = Instant::now();
+            $act;
+            at
+        }
+    };
+}
+
+fn nothing<S>(_: &S) {}
+
+pub(super) fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload {
+    /// The waker holds the lock while the waiter blocks on it; its unlock
+    /// is the event. A lock released by another thread than the one that
+    /// took it would not do, so the waker holds it in a helper thread that
+    /// takes it on a signal and lets go on another. The helper lives as
+    /// long as the row's `Wait` and goes back to sleep after each unlock:
+    /// a helper that exited after its unlock put its own exit (its stack
+    /// unmapped, its thread-locals destroyed) before the woken waiter on a
+    /// CPU it shared with busy threads, about 20 µs inside every lock's
+    /// measured wake-up.
+    fn held<M: BenchMutex<()>>() -> Wait {
+        struct Held<M> {
+            lock: M,
+            /// The round the helper is asked to take the lock in.
+            hold: AtomicU64,
+            /// Set by the helper once it holds the lock.
+            holding: AtomicBool,
+            /// Set by the waker: the helper lets go.
+            release: AtomicBool,
+            /// When the helper let go: the event.
+            released_at: std::sync::Mutex<Option<Instant>>,
+            /// Set when the row's `Wait` is dropped: the helper ends.
+            stop: AtomicBool,
+        }
+        /// The helper's loop: each round, take the lock, hold it until told
+        /// to let go, note the time and let go.
+        fn helper<M: BenchMutex<()>>(h: &Held<M>) {
+            let mut round = 0;
+            loop {
+                round += 1;
+                // Acquire: pairs with `hold`'s Release increment.
+                while h.hold.load(Ordering::Acquire) < round {
+                    if h.stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                    thread::sleep(Duration::from_micros(20));
+                }
+                h.lock.with(|_| {
+                    h.holding.store(true, Ordering::Release);
+                    while !h.release.swap(false, Ordering::AcqRel) {
+                        thread::sleep(Duration::from_micros(20));
+                    }
+                    // The unlock follows at once, as `with` returns.
+                    *h.released_at.lock().expect("not poisoned") = Some(Instant::now());
+                });
+            }
+        }
+        /// The helper and its state; stops and joins the helper when dropped.
+        struct Helper<M> {
+            held: Arc<Held<M>>,
+            thread: Option<thread::JoinHandle<()>>,
+        }
+        impl<M> Drop for Helper<M> {
+            fn drop(&mut self) {
+                self.held.stop.store(true, Ordering::Release);
+                if let Some(t) = self.thread.take() {
+                    let ended = t.join();
+                    assert!(ended.is_ok() || thread::panicking(), "the helper panicked");
+                }
+            }
+        }
+        fn hold<M: BenchMutex<()>>(h: &Helper<M>) {
+            // Release: pairs with the helper's Acquire load.
+            h.held.hold.fetch_add(1, Ordering::Release);
+            while !h.held.holding.swap(false, Ordering::AcqRel) {
+                thread::sleep(Duration::from_micros(20));
+            }
+        }
+        let held = Arc::new(Held {
+            lock: M::new(()),
+            hold: AtomicU64::new(0),
+            holding: AtomicBool::new(false),
+            release: AtomicBool::new(false),
+            released_at: std::sync::Mutex::new(None),
+            stop: AtomicBool::new(false),
+        });
+        let thread = {
+            let held = Arc::clone(&held);
+            Some(thread::spawn(move || helper(&held)))
+        };
+        let held = Helper { held, thread };
+        wake_turn(
+            held,
+            WakeOps {
+                prepare: hold,
+                wait: |h| h.held.lock.with(|_| ()),
+                // The holder lets go: the waiter, blocked, is woken. The
+                // event is the holder's unlock, not this signal to it.
+                wake: |h| {
+                    h.held.release.store(true, Ordering::Release);
+                    loop {
+                        if let Some(at) = h.held.released_at.lock().expect("not poisoned").take() {
+                            break at;
+                        }
+                        thread::sleep(Duration::from_micros(20));
+                    }
+                },
+            },
+        )
+    }
+    in_turns(
+        wake_row("lock", "an unlock", busy, "parking_lot"),
+        &[
+            ("lockfree-sync", held::<lockfree_sync::Mutex<()>>),
+            ("adaptive", held::<Adaptive<LearnedPolicy, ()>>),
+            ("ast-mutex", held::<ast_mutex::AstMutex<OneState, ()>>),
+            ("parking_lot", held::<parking_lot::Mutex<()>>),
+            ("std", held::<std::sync::Mutex<()>>),
+        ],
+        busy,
+        waits,
+        budget,
+    )
+}
+
+pub(super) fn wake_semaphore(busy: usize, waits: usize, budget: Duration) -> Workload {
+    fn lockfree() -> Wait {
+        wake_turn(
+            lockfree_sync::Semaphore::new(0),
+            WakeOps {
+                prepare: nothing,
+                wait: |s| s.acquire().expect("never closed").forget(),
+                wake: now_then!(s => s.add_permits(1)),
+            },
+        )
+    }
+    fn condvar() -> Wait {
+        wake_turn(
+            CondvarSemaphore::new(0),
+            WakeOps {
+                prepare: nothing,
+                wait: CondvarSemaphore::acquire,
+                wake: now_then!(s => s.release()),
+            },
+        )
+    }
+    in_turns(
+        wake_row("semaphore", "a release", busy, "condvar-std"),
+        &[("lockfree-sync", lockfree), ("condvar-std", condvar)],
+        busy,
+        waits,
+        budget,
+    )
+}
+
+pub(super) fn wake_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
+    fn sent<C: Mpsc>() -> Wait {
+        let (tx, rx) = C::channel();
+        wake_turn(
+            (std::sync::Mutex::new(tx), std::sync::Mutex::new(rx)),
+            WakeOps {
+                prepare: nothing,
+                wait: |(_, rx)| C::recv(&rx.lock().expect("not poisoned")),
+                wake: |(tx, _)| {
+                    let tx = tx.lock().expect("not poisoned");
+                    let at = Instant::now();
+                    C::send(&tx);
+                    at
+                },
+            },
+        )
+    }
+    in_turns(
+        wake_row("recv", "a send", busy, "std"),
+        &[
+            ("lockfree-sync", sent::<LockfreeMpsc>),
+            ("std", sent::<StdMpsc>),
+            ("crossbeam", sent::<CrossbeamMpsc>),
+            ("flume", sent::<FlumeMpsc>),
+        ],
+        busy,
+        waits,
+        budget,
+    )
+}
