@@ -248,10 +248,7 @@ pub fn markdown(deltas: &[Delta], changed: &[String], rounds: usize, threshold: 
     let per_round = round_drift(deltas);
     let mut ours: Vec<&Delta> = deltas.iter().filter(|d| d.origin == Origin::Ours).collect();
     ours.sort_by(|a, b| b.slowdown.total_cmp(&a.slowdown));
-    let n_flagged = ours
-        .iter()
-        .filter(|d| is_flagged(d, &drift, threshold))
-        .count();
+    let n_flagged = flagged(deltas, threshold).len();
     let mut md = String::new();
     let _ = writeln!(
         md,

@@ -271,8 +271,8 @@ pub(super) fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload
             WakeOps {
                 prepare: hold,
                 wait: |h| h.held.lock.with(|_| ()),
-                // The holder lets go: the waiter, blocked, is woken. The
-                // event is the holder's unlock, not this signal to it.
+                // The helper lets go: the waiter, blocked, is woken. The
+                // event is the helper's unlock, not this signal to it.
                 wake: |h| {
                     h.held.release.store(true, Ordering::Release);
                     loop {
