@@ -229,6 +229,7 @@ fn overshoot_row(kind: &str, what: &str, busy: usize, peer: &str) -> Row {
     Row {
         workload,
         reference: (SLEEP_FLOOR, sleep_floor),
+        waits_per_thread_set: None,
     }
 }
 

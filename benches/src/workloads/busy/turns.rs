@@ -26,6 +26,20 @@
 //! and between implementations within a run, so a `-p50` row compared coin
 //! tosses. On threads of their own, the implementations that park draw the
 //! same value as `sleep-floor` run after run.
+//!
+//! **A wake-up row spreads each run over several sets of fresh threads.**
+//! With 50 busy threads, a woken waiter either runs at once or several
+//! microseconds later (in our probes, after the waker had gone to sleep).
+//! Which one it draws is a property of the threads, not of the primitive:
+//! it stays the same for every wake-up between the same waker and waiter,
+//! and changes when they are new threads (a standalone probe of `std`'s,
+//! `lockfree-sync`'s and `ast-mutex`'s mutexes, 20 and 30 sets of threads
+//! of 30-50 wake-ups each: every set's median was one mode or the other,
+//! for every lock). A run whose threads live for all its waits gives each
+//! implementation one draw, and a row's median compared draws. A row that
+//! sets [`waits_per_thread_set`](Row::waits_per_thread_set) starts the
+//! implementations' threads, and the busy threads, anew after that many
+//! waits, so each run's median is taken over several draws.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -64,6 +78,10 @@ pub(super) fn sleep_floor() -> Wait {
 pub(super) struct Row {
     pub workload: Workload,
     pub reference: (&'static str, MakeWait),
+    /// After how many waits each a run starts every implementation's
+    /// thread (and its `Wait`) and the busy threads anew; `None`: once per
+    /// run (see the module's docs).
+    pub waits_per_thread_set: Option<usize>,
 }
 
 /// The implementations of one row and the results of their runs not yet
@@ -74,6 +92,8 @@ struct Turns {
     results: Vec<VecDeque<(f64, f64)>>,
     busy: usize,
     waits: usize,
+    /// See [`Row::waits_per_thread_set`].
+    per_set: usize,
     budget: Duration,
     /// The state of the generator that orders each turn.
     seed: u64,
@@ -95,28 +115,41 @@ impl Turns {
     /// One run: `busy` threads spin while every implementation makes
     /// `waits` waits (fewer once `budget` per implementation has passed,
     /// but at least 3), one each in turn, in a new random order every turn,
-    /// each on its own [`WaitThread`].
+    /// each on its own [`WaitThread`]; the threads, busy ones included, are
+    /// started anew every `per_set` waits (and each set makes at least one
+    /// wait).
     fn run(&mut self) {
         let n = self.makers.len();
-        let waiters: Vec<WaitThread> = self
-            .makers
-            .iter()
-            .map(|&make| WaitThread::start(make))
-            .collect();
         let mut v = vec![Vec::with_capacity(self.waits); n];
-        {
-            let _busy = BusyThreads::start(self.busy);
-            let began = Instant::now();
-            let budget = self.budget * n as u32;
-            let mut order: Vec<usize> = (0..n).collect();
-            while v[0].len() < self.waits && (v[0].len() < 3 || began.elapsed() < budget) {
-                self.shuffle(&mut order);
-                for &i in &order {
-                    v[i].push(waiters[i].wait());
+        let sets = self.waits.div_ceil(self.per_set.max(1));
+        let began = Instant::now();
+        let mut order: Vec<usize> = (0..n).collect();
+        for set in 1..=sets {
+            // This set's share of the waits and of the budget, and at
+            // least its share of the three waits every run makes.
+            let goal = (self.waits * set).div_ceil(sets);
+            let floor = (3 * set).div_ceil(sets);
+            let budget = self.budget * n as u32 * set as u32 / sets as u32;
+            let waiters: Vec<WaitThread> = self
+                .makers
+                .iter()
+                .map(|&make| WaitThread::start(make))
+                .collect();
+            {
+                let _busy = BusyThreads::start(self.busy);
+                let before = v[0].len();
+                // Every set makes a wait, or its threads measured nothing.
+                while v[0].len() < goal
+                    && (v[0].len() == before || v[0].len() < floor || began.elapsed() < budget)
+                {
+                    self.shuffle(&mut order);
+                    for &i in &order {
+                        v[i].push(waiters[i].wait());
+                    }
                 }
             }
+            drop(waiters);
         }
-        drop(waiters);
         for (results, v) in self.results.iter_mut().zip(v) {
             results.push_back(percentile_pair(v));
         }
@@ -191,6 +224,7 @@ pub(super) fn in_turns(
     let Row {
         workload: w,
         reference,
+        waits_per_thread_set,
     } = row;
     let mut impls = impls.to_vec();
     impls.push(reference);
@@ -199,6 +233,7 @@ pub(super) fn in_turns(
         results: vec![VecDeque::new(); impls.len()],
         busy,
         waits,
+        per_set: waits_per_thread_set.unwrap_or(waits),
         budget,
         seed: 0x5eed,
     }));
@@ -277,6 +312,7 @@ mod tests {
         let row = Row {
             workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
             reference: ("sleep-floor", floor),
+            waits_per_thread_set: None,
         };
         let mut w = in_turns(
             row,
@@ -314,10 +350,55 @@ mod tests {
         let row = Row {
             workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
             reference: ("sleep-floor", floor),
+            waits_per_thread_set: None,
         };
         let mut w = in_turns(row, &[("lockfree-sync", one)], 0, 20, Duration::ZERO);
         let _counters = counters();
         measure(&mut w, 0, 1, |_| {});
         assert_eq!((MADE.load(Relaxed), WAITED.load(Relaxed)), (2, 2 * 3));
+    }
+
+    #[test]
+    fn a_row_with_thread_sets_starts_every_thread_anew_after_so_many_waits() {
+        let row = Row {
+            workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
+            reference: ("sleep-floor", floor),
+            waits_per_thread_set: Some(3),
+        };
+        let mut w = in_turns(
+            row,
+            &[("lockfree-sync", one), ("std", two)],
+            0,
+            10,
+            Duration::from_secs(60),
+        );
+        let _counters = counters();
+        let records = measure(&mut w, 0, 1, |_| {});
+        let median = |imp: &str| {
+            records
+                .iter()
+                .find(|r| r.workload == "busy/test/0" && r.imp == imp)
+                .map(|r| r.median)
+        };
+        assert_eq!(median("lockfree-sync"), Some(1.0));
+        // 10 waits in sets of at most 3: 4 sets, each making every
+        // implementation's wait (3 of them) on a thread of its own.
+        assert_eq!((MADE.load(Relaxed), WAITED.load(Relaxed)), (4 * 3, 3 * 10));
+        let threads = THREADS.lock().unwrap().take().unwrap();
+        assert_eq!(threads.len(), 4 * 3);
+    }
+
+    #[test]
+    fn thread_sets_past_the_budget_still_make_three_waits_in_all() {
+        let row = Row {
+            workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
+            reference: ("sleep-floor", floor),
+            waits_per_thread_set: Some(2),
+        };
+        let mut w = in_turns(row, &[("lockfree-sync", one)], 0, 20, Duration::ZERO);
+        let _counters = counters();
+        measure(&mut w, 0, 1, |_| {});
+        // 10 sets of one wait each: every set makes one, past its budget.
+        assert_eq!((MADE.load(Relaxed), WAITED.load(Relaxed)), (2 * 10, 2 * 10));
     }
 }

@@ -33,8 +33,15 @@ pub(super) fn wake_row(kind: &str, event: &str, busy: usize, peer: &str) -> Row 
     Row {
         workload,
         reference: (PARK_FLOOR, park_floor),
+        waits_per_thread_set: Some(WAITS_PER_THREAD_SET),
     }
 }
+
+/// A wake-up row's waits per set of threads: a set draws one of the
+/// scheduler's two wake-up modes for all its waits (see the `turns`
+/// module), so a run's median is taken over several sets (5 in a quick
+/// run of 20 waits).
+const WAITS_PER_THREAD_SET: usize = 4;
 
 /// One waiter thread, woken once per call of the returned [`Wait`] (the
 /// waiter stops when it is dropped). Each round the waker calls `prepare`
