@@ -34,8 +34,8 @@
 //! it stays the same for every wake-up between the same waker and waiter,
 //! and changes when they are new threads (a standalone probe of `std`'s,
 //! `lockfree-sync`'s and `ast-mutex`'s mutexes, 20 and 30 sets of threads
-//! of 30-50 wake-ups each: every set's median was one mode or the other,
-//! for every lock). A run whose threads live for all its waits gives each
+//! of 20-50 wake-ups each: nearly every set's median was one mode or the
+//! other, for every lock). A run whose threads live for all its waits gives each
 //! implementation one draw, and a row's median compared draws. A row that
 //! sets [`waits_per_thread_set`](Row::waits_per_thread_set) starts the
 //! implementations' threads, and the busy threads, anew after that many
@@ -306,14 +306,19 @@ mod tests {
         counted(0.5)
     }
 
+    /// The tests' row, with `sleep-floor` (`floor`) as its reference.
+    fn test_row(waits_per_thread_set: Option<usize>) -> Row {
+        Row {
+            workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
+            reference: ("sleep-floor", floor),
+            waits_per_thread_set,
+        }
+    }
+
     #[test]
     fn every_implementation_gets_its_own_waits_from_one_run_per_round() {
         let _counters = counters();
-        let row = Row {
-            workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
-            reference: ("sleep-floor", floor),
-            waits_per_thread_set: None,
-        };
+        let row = test_row(None);
         let mut w = in_turns(
             row,
             &[("lockfree-sync", one), ("std", two)],
@@ -347,11 +352,7 @@ mod tests {
 
     #[test]
     fn a_run_past_its_budget_still_makes_three_waits_each() {
-        let row = Row {
-            workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
-            reference: ("sleep-floor", floor),
-            waits_per_thread_set: None,
-        };
+        let row = test_row(None);
         let mut w = in_turns(row, &[("lockfree-sync", one)], 0, 20, Duration::ZERO);
         let _counters = counters();
         measure(&mut w, 0, 1, |_| {});
@@ -360,11 +361,7 @@ mod tests {
 
     #[test]
     fn a_row_with_thread_sets_starts_every_thread_anew_after_so_many_waits() {
-        let row = Row {
-            workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
-            reference: ("sleep-floor", floor),
-            waits_per_thread_set: Some(3),
-        };
+        let row = test_row(Some(3));
         let mut w = in_turns(
             row,
             &[("lockfree-sync", one), ("std", two)],
@@ -389,12 +386,8 @@ mod tests {
     }
 
     #[test]
-    fn thread_sets_past_the_budget_still_make_three_waits_in_all() {
-        let row = Row {
-            workload: Workload::new("busy/test/0", Unit::Ms).companion("busy/test-p99/0", "p99"),
-            reference: ("sleep-floor", floor),
-            waits_per_thread_set: Some(2),
-        };
+    fn thread_sets_past_the_budget_still_make_a_wait_each() {
+        let row = test_row(Some(2));
         let mut w = in_turns(row, &[("lockfree-sync", one)], 0, 20, Duration::ZERO);
         let _counters = counters();
         measure(&mut w, 0, 1, |_| {});
