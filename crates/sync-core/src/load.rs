@@ -16,7 +16,8 @@
 //!   threads per CPU), or a yield measured by [`measured_yield`] took
 //!   longer than [`SLOW_YIELD`] recently while the CPUs were saturated
 //!   (remembered for [`SLOW_YIELD_MEMORY`], longer while yields keep being
-//!   slow).
+//!   slow, and forgotten by the first sample that finds the CPUs no longer
+//!   saturated).
 //!
 //! **Our own yielding waiters are not load.** A thread that yields in a
 //! wait loop is runnable, and a yield passes through every other yielder;
@@ -67,7 +68,9 @@ pub const SLOW_YIELD: Duration = Duration::from_micros(200);
 /// the memory of the last one ran out doubles the next memory, up to
 /// [`SLOW_YIELD_MEMORY_MAX`]; a yield measured fast starts over from this.
 /// So under lasting load (threads that never block) the waiters that
-/// find out by yielding, a scheduling round each, become rare.
+/// find out by yielding, a scheduling round each, become rare. A sample
+/// ([`tick`]) that finds the CPUs no longer [`saturated`] forgets the
+/// memory at once: the threads that made yields slow have gone.
 pub const SLOW_YIELD_MEMORY: Duration = Duration::from_millis(250);
 
 /// A yield at least this slow gave the core away for a scheduling round
@@ -149,7 +152,8 @@ pub fn saturated() -> bool {
 /// Whether a yield would give the core away for a scheduling round: more
 /// than [`CROWDED`] threads per CPU are runnable besides this process's
 /// yielding waiters (as last sampled), or a yield measured by
-/// [`measured_yield`] was slow within the last [`SLOW_YIELD_MEMORY`].
+/// [`measured_yield`] was slow within the last [`SLOW_YIELD_MEMORY`] and
+/// no sample since has found the CPUs unsaturated.
 ///
 /// # Examples
 ///
@@ -424,6 +428,7 @@ fn others_running(running: u64, yielders: usize) -> u64 {
 fn sample() {
     let Some(running) = procs_running() else {
         STATE.fetch_and(!(SAMPLED | HEAVY), Relaxed);
+        forget_slow_yields();
         return;
     };
     record(running);
@@ -450,11 +455,32 @@ fn record(running: u64) {
         STATE.fetch_or(SAMPLED, Relaxed);
     } else {
         STATE.fetch_and(!SAMPLED, Relaxed);
+        forget_slow_yields();
     }
     if others > cpus * CROWDED {
         STATE.fetch_or(HEAVY, Relaxed);
     } else {
         STATE.fetch_and(!HEAVY, Relaxed);
+    }
+}
+
+/// Forgets the slow yields measured so far, because the CPUs are no longer
+/// saturated: a yield counts as slow only on saturated CPUs (see
+/// [`measured_yield`]), since it gave the core to threads that held every
+/// CPU, and a sample with a CPU to spare says those threads have gone.
+/// Without this, waiters that park because of the memory never measure a
+/// yield that would refute it, and a burst of load (a spin lock's
+/// yielding waiters, a build) would keep every waiter of the process
+/// parking for up to [`SLOW_YIELD_MEMORY_MAX`] after it ended.
+#[cfg(not(loom))]
+fn forget_slow_yields() {
+    // Read first: the sampler runs every few ms, and most samples find
+    // nothing to forget.
+    if SLOW_UNTIL.load(Relaxed) != 0 {
+        SLOW_UNTIL.store(0, Relaxed);
+    }
+    if MEMORY_DOUBLINGS.load(Relaxed) != 0 {
+        MEMORY_DOUBLINGS.store(0, Relaxed);
     }
 }
 
