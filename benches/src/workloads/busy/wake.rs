@@ -68,6 +68,15 @@ pub(super) fn wake_turn<S: Send + Sync + 'static>(shared: S, ops: WakeOps<S>) ->
         round: u64,
         waiter: Option<thread::JoinHandle<()>>,
     }
+    impl<S> Waker<S> {
+        /// Panics if the waiter's thread has ended: its `wait` panicked,
+        /// and the round would wait for it for ever.
+        fn check_waiter(&self) {
+            if self.waiter.as_ref().is_some_and(|t| t.is_finished()) {
+                panic!("the waiter panicked in round {}", self.round);
+            }
+        }
+    }
     impl<S> Drop for Waker<S> {
         fn drop(&mut self) {
             self.r.stop.store(true, Ordering::Release);
@@ -120,13 +129,17 @@ pub(super) fn wake_turn<S: Send + Sync + 'static>(shared: S, ops: WakeOps<S>) ->
         r.woke.store(0, Ordering::Relaxed);
         r.go.store(round, Ordering::Release);
         while r.ready.load(Ordering::Acquire) < round {
+            w.check_waiter();
             thread::sleep(Duration::from_micros(20));
         }
         thread::sleep(SETTLE);
         let at = (ops.wake)(&r.shared).duration_since(r.base).as_nanos() as u64;
         let woke = loop {
             match r.woke.load(Ordering::Acquire) {
-                0 => thread::sleep(Duration::from_micros(20)),
+                0 => {
+                    w.check_waiter();
+                    thread::sleep(Duration::from_micros(20));
+                }
                 ns => break ns,
             }
         };
@@ -247,6 +260,9 @@ pub(super) fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload
         impl<M> Drop for Helper<M> {
             fn drop(&mut self) {
                 self.held.stop.store(true, Ordering::Release);
+                // A round that ended early (its waiter panicked) may have
+                // left the helper holding the lock: it lets go, then stops.
+                self.held.release.store(true, Ordering::Release);
                 if let Some(t) = self.thread.take() {
                     let ended = t.join();
                     assert!(ended.is_ok() || thread::panicking(), "the helper panicked");
@@ -366,4 +382,39 @@ pub(super) fn wake_recv(busy: usize, waits: usize, budget: Duration) -> Workload
         waits,
         budget,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_whose_waiter_panics_fails_instead_of_hanging() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let round = std::panic::catch_unwind(|| {
+                let mut wait = wake_turn(
+                    (),
+                    WakeOps {
+                        prepare: nothing,
+                        wait: |_| panic!("a wait that panics"),
+                        wake: |_| Instant::now(),
+                    },
+                );
+                wait()
+            });
+            let message = round.map_err(|e| e.downcast_ref::<String>().cloned());
+            tx.send(message).expect("the test waits for the round");
+        });
+        let round = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the round hung after its waiter panicked");
+        let message = round.expect_err("the round returned a wake-up from a waiter that panicked");
+        assert!(
+            message
+                .as_deref()
+                .is_some_and(|m| m.contains("the waiter panicked")),
+            "{message:?}"
+        );
+    }
 }
