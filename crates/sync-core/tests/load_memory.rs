@@ -17,7 +17,14 @@ fn a_sample_with_a_cpu_to_spare_forgets_slow_yields() {
     // sampler alone calls yields slow (that takes more than CROWDED a CPU).
     let busy = BusyThreads::start(3 * cpus());
     let began = Instant::now();
-    while !load::yields_are_slow() {
+    loop {
+        // A sample of exactly that load before each look: saturated, not
+        // crowded, so only a measured slow yield makes yields slow (another
+        // process's load on the machine cannot).
+        record_sample_for_test(3 * cpus() as u64);
+        if load::yields_are_slow() {
+            break;
+        }
         assert!(
             began.elapsed() < Duration::from_secs(10),
             "no yield beside {} spinning threads was measured slow",
