@@ -380,8 +380,7 @@ pub fn set_saturation_override(verdict: Option<bool>) {
     // Relaxed: a process-wide hint; `fetch_update` keeps the sample's bit.
     let _ = STATE.fetch_update(Relaxed, Relaxed, |s| Some((s & !OVERRIDE_MASK) | o));
     if verdict == Some(false) {
-        SLOW_UNTIL.store(0, Relaxed);
-        MEMORY_DOUBLINGS.store(0, Relaxed);
+        forget_slow_yields();
     }
 }
 
@@ -472,7 +471,6 @@ fn record(running: u64) {
 /// yield that would refute it, and a burst of load (a spin lock's
 /// yielding waiters, a build) would keep every waiter of the process
 /// parking for up to [`SLOW_YIELD_MEMORY_MAX`] after it ended.
-#[cfg(not(loom))]
 fn forget_slow_yields() {
     // Read first: the sampler runs every few ms, and most samples find
     // nothing to forget.
