@@ -142,8 +142,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// The pass-on of an exit that freed the lock in the state of `bit`
     /// (`wake_pass`, or a skip: see `unlock`), then the wakers' panics. Out
     /// of line, and building its `Panics` itself, so that `unlock` stays
-    /// small enough to inline into a guard's drop: an out-of-line drop cost
-    /// the uncontended row 40% (5.6 to 8 ns).
+    /// small enough to inline into a guard's drop: an out-of-line drop made
+    /// the report's uncontended row 40% slower.
     #[cold]
     fn exit_pass_resume(&self, next: u32) {
         let mut panics = Panics::new();
