@@ -261,8 +261,16 @@ impl Record {
                     // The same monitor: nothing to wait for, finished or
                     // not (rule 3 is about other monitors), so the task is
                     // not looked at: its counts are on a cache line that
-                    // the monitor's server or combiner is writing. This
-                    // submission replaces `last`.
+                    // the monitor's server or combiner is writing. It
+                    // leaves the record, which this submission's task
+                    // replaces if it does not finish at once. A later
+                    // submission elsewhere that must wait for it waits for
+                    // this one, run after it on the same monitor; and a
+                    // conditional task that this one may overtake is kept
+                    // in `waiting`. Left in place, it would keep the record
+                    // non-empty, so that every submission of a thread
+                    // whose tasks finish at once would look at the record.
+                    self.last = None;
                 } else if !unfinished(&last.task, graveyard) {
                     self.last = None;
                 } else {

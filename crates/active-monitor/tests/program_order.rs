@@ -259,6 +259,51 @@ fn rule_3_covers_a_waiting_task_overtaken_on_its_monitor() {
     enabler.join().unwrap();
 }
 
+/// Rule 3 after several tasks on one monitor: a submission to the same
+/// monitor drops the earlier task from the record (nothing to wait for
+/// there), and the submitter's next submission elsewhere still waits for
+/// both, since the later one runs after the earlier.
+#[test]
+fn rule_3_covers_every_task_of_a_run_on_one_monitor() {
+    for served in [false, true] {
+        let a = unit(served, Order::Strict);
+        let b = Monitor::new(0);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (held_tx, held_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let holder = {
+            let a = Arc::clone(&a);
+            std::thread::spawn(move || {
+                a.call(move |_| {
+                    held_tx.send(()).unwrap();
+                    go_rx.recv().unwrap();
+                    // Queued tasks wait for this body; the submitter below
+                    // reaches `b` first.
+                    std::thread::sleep(Duration::from_millis(20));
+                })
+            })
+        };
+        held_rx.recv().unwrap();
+        let tasks: Vec<_> = (0..3)
+            .map(|_| {
+                let ran = Arc::clone(&ran);
+                a.submit(move |_| {
+                    ran.fetch_add(1, SeqCst);
+                })
+            })
+            .collect();
+        go_tx.send(()).unwrap();
+        b.call(|n| *n += 1); // waits for the last of `a`'s tasks
+        assert_eq!(
+            ran.load(SeqCst),
+            3,
+            "b's call went ahead of a's tasks (served: {served})"
+        );
+        assert!(tasks.iter().all(|t| t.is_done()));
+        holder.join().unwrap();
+    }
+}
+
 /// A rule-3 wait that could only wait for itself panics, naming the rule:
 /// a body of `a` queues a task on `a` (it cannot run while the body runs),
 /// then calls another monitor.
