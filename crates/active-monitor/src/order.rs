@@ -258,16 +258,16 @@ impl Record {
         if order == Order::Strict {
             if let Some(last) = &self.last {
                 // A finished task leaves the record. So does one on the same
-                // monitor, finished or not: nothing to wait for there (rule
-                // 3 is about other monitors), so the task is not looked at: its counts are on a cache line that the
-                // monitor's server or combiner is writing. It leaves the
-                // record, which this submission's task replaces if it does
-                // not finish at once. A later submission elsewhere that must
-                // wait for it waits for this one, run after it on the same
-                // monitor; and a conditional task that this one may overtake
-                // is kept in `waiting`. Left in place, it would keep the
-                // record non-empty, so that every submission of a thread
-                // whose tasks finish at once would look at the record.
+                // monitor, finished or not, without being looked at: rule 3
+                // is about other monitors, and its counts are on a cache line
+                // that the monitor's server or combiner is writing. This
+                // submission's task replaces it if it does not finish at
+                // once, so a later submission elsewhere that must wait for it
+                // waits for this one, run after it on the same monitor; a
+                // conditional task that this one may overtake is kept in
+                // `waiting`. Left in place, it would keep the record
+                // non-empty, and every submission of a thread whose tasks
+                // finish at once would look at the record.
                 if (last.monitor == monitor && monitor != 0) || !unfinished(&last.task, graveyard) {
                     self.last = None;
                 } else {
