@@ -28,8 +28,13 @@
 //! process inside [`measured_yield`] ([`own_yielders`]) are subtracted from
 //! the runnable count before it is compared with [`CROWDED`], and a
 //! measured yield is slow only beyond [`SLOW_YIELD`] plus
-//! [`OWN_YIELDER_TURN`] for each of them per CPU. [`saturated`] counts every
-//! runnable thread, yielders included: they do share the CPUs.
+//! [`OWN_YIELDER_TURN`] for each of them on its CPU. [`saturated`] counts
+//! every runnable thread, yielders included: they do share the CPUs.
+//!
+//! A yielding waiter counts itself in a counter of the CPU it yields on,
+//! each on a cache line of its own: a pipeline of threads that hand values
+//! along by yielding to each other (two read-modify-writes a yield) would
+//! otherwise pass one counter's line between the CPUs on every yield.
 //!
 //! Loom: process-wide statics cannot be loom atomics (their constructors
 //! are not `const`), and this is a heuristic, not a protocol: every
@@ -49,6 +54,7 @@
 //! assert!(load::cpus() >= 1);
 //! ```
 
+use crate::CachePadded;
 use std::sync::OnceLock;
 // Process-wide statics: std's atomics in every build (see the module doc).
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -107,11 +113,19 @@ pub const CROWDED: u64 = 4;
 /// that passes through it: it runs, finds its state unchanged and yields
 /// again (two system calls and a context switch). A yield is slow
 /// (see [`measured_yield`]) only beyond [`SLOW_YIELD`] plus this for each
-/// other thread of this process that was yielding, per CPU.
+/// other thread of this process that was yielding on the same CPU.
 pub const OWN_YIELDER_TURN: Duration = Duration::from_micros(5);
 
-/// The threads of this process inside [`measured_yield`].
-static YIELDERS: AtomicUsize = AtomicUsize::new(0);
+/// The counters of [`YIELDERS`]; CPUs beyond them share counters (a CPU
+/// counts in the one of its number modulo this).
+const YIELDER_COUNTERS: usize = 16;
+
+/// The threads of this process inside [`measured_yield`], each counted in
+/// the counter of the CPU its yield began on (the first one where the
+/// platform does not say: see [`crate::sync::thread::current_cpu`]), one
+/// cache line each.
+static YIELDERS: [CachePadded<AtomicUsize>; YIELDER_COUNTERS] =
+    [const { CachePadded::new(AtomicUsize::new(0)) }; YIELDER_COUNTERS];
 /// When the next sample is due, in nanoseconds since [`since_epoch`]'s epoch.
 #[cfg_attr(loom, allow(dead_code))]
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -184,8 +198,8 @@ pub fn yields_are_slow() -> bool {
 /// Yields the core once and records how long that took, so that later
 /// waiters see [`yields_are_slow`]: a yield is slow if it took longer than
 /// [`SLOW_YIELD`] plus [`OWN_YIELDER_TURN`] for each other thread of this
-/// process that was yielding when it began, per CPU (a yield passes through
-/// them, and they give the core back at once), and the CPUs are
+/// process that was yielding on its CPU when it began (a yield passes
+/// through them, and they give the core back at once), and the CPUs are
 /// [`saturated`] (sampled then with [`tick`]): with a CPU idle, a slow
 /// yield only met another thread placed on the same CPU for a moment.
 /// While it yields the caller counts in [`own_yielders`]. Under loom, a
@@ -200,16 +214,18 @@ pub fn measured_yield() {
     #[cfg(not(loom))]
     {
         // Relaxed: a count for a heuristic; nothing is published with it.
-        let others = YIELDERS.fetch_add(1, Relaxed);
+        let counter = cpu_counter();
+        // The same counter after the yield, wherever the thread runs then.
+        let beside = counter.fetch_add(1, Relaxed);
         let began = Instant::now();
         std::thread::yield_now();
         let took = began.elapsed();
-        YIELDERS.fetch_sub(1, Relaxed);
+        counter.fetch_sub(1, Relaxed);
         let sampled_saturation = || {
             tick();
             saturated()
         };
-        if counts_as_slow(took, others, cpus(), sampled_saturation) {
+        if counts_as_slow(took, beside, sampled_saturation) {
             let now = since_epoch();
             let was = SLOW_UNTIL.load(Relaxed);
             // Relaxed, both: a heuristic's state; two yielders that race
@@ -293,7 +309,14 @@ pub fn tick_sometimes() {
 /// assert_eq!(sync_core::load::own_yielders(), 0);
 /// ```
 pub fn own_yielders() -> usize {
-    YIELDERS.load(Relaxed)
+    YIELDERS.iter().map(|c| c.load(Relaxed)).sum()
+}
+
+/// The counter of [`YIELDERS`] of the CPU the caller runs on.
+#[cfg(not(loom))]
+fn cpu_counter() -> &'static AtomicUsize {
+    let cpu = crate::sync::thread::current_cpu().map_or(0, |cpu| cpu as usize);
+    &YIELDERS[cpu % YIELDER_COUNTERS]
 }
 
 /// The doublings that take [`SLOW_YIELD_MEMORY`] to [`SLOW_YIELD_MEMORY_MAX`].
@@ -331,28 +354,23 @@ fn memory(doublings: u8) -> u64 {
     (SLOW_YIELD_MEMORY.as_nanos() as u64) << doublings
 }
 
-/// Whether a yield that took `took`, begun beside `others` of our yielders
-/// on `cpus` CPUs, shows that yields are slow. Only past
+/// Whether a yield that took `took`, begun beside `beside` of our yielders
+/// on its CPU, shows that yields are slow. Only past
 /// [`slow_yield_beside`], and only if `saturated` (asked only then, since
 /// it samples the load) says the CPUs are: a slow yield on a machine with
 /// an idle CPU was the scheduler's placement (two runnable threads on one
 /// CPU, which its balancing soon undoes), not a sign that yields are slow.
 #[cfg_attr(loom, allow(dead_code))]
-fn counts_as_slow(
-    took: Duration,
-    others: usize,
-    cpus: usize,
-    saturated: impl FnOnce() -> bool,
-) -> bool {
-    took > slow_yield_beside(others, cpus) && saturated()
+fn counts_as_slow(took: Duration, beside: usize, saturated: impl FnOnce() -> bool) -> bool {
+    took > slow_yield_beside(beside) && saturated()
 }
 
-/// How long a yield may take beside `others` yielding threads of this
-/// process on `cpus` CPUs before it counts as slow.
+/// How long a yield may take beside `beside` yielding threads of this
+/// process on its CPU before it counts as slow.
 #[cfg_attr(loom, allow(dead_code))]
-fn slow_yield_beside(others: usize, cpus: usize) -> Duration {
-    let per_cpu = u32::try_from(others / cpus.max(1)).unwrap_or(u32::MAX);
-    SLOW_YIELD.saturating_add(OWN_YIELDER_TURN.saturating_mul(per_cpu))
+fn slow_yield_beside(beside: usize) -> Duration {
+    let turns = u32::try_from(beside).unwrap_or(u32::MAX);
+    SLOW_YIELD.saturating_add(OWN_YIELDER_TURN.saturating_mul(turns))
 }
 
 /// The CPUs this process may use ([`std::thread::available_parallelism`],
@@ -527,25 +545,21 @@ mod tests {
     #[test]
     fn a_slow_yield_counts_only_on_saturated_cpus() {
         let slow = SLOW_YIELD * 20;
-        assert!(counts_as_slow(slow, 0, 2, || true));
+        assert!(counts_as_slow(slow, 0, || true));
         // An idle CPU: the yield met a thread placed beside it for a moment.
-        assert!(!counts_as_slow(slow, 0, 2, || false));
+        assert!(!counts_as_slow(slow, 0, || false));
         // A fast yield never asks (asking samples the load).
-        assert!(!counts_as_slow(SLOW_YIELD / 2, 0, 2, || {
+        assert!(!counts_as_slow(SLOW_YIELD / 2, 0, || {
             panic!("a fast yield sampled the load")
         }));
     }
 
     #[test]
     fn a_yield_through_our_own_yielders_may_take_longer() {
-        assert_eq!(slow_yield_beside(0, 2), SLOW_YIELD);
-        assert_eq!(slow_yield_beside(1, 2), SLOW_YIELD);
-        assert_eq!(
-            slow_yield_beside(1000, 2),
-            SLOW_YIELD + OWN_YIELDER_TURN * 500
-        );
+        assert_eq!(slow_yield_beside(0), SLOW_YIELD);
+        assert_eq!(slow_yield_beside(500), SLOW_YIELD + OWN_YIELDER_TURN * 500);
         // No overflow, however many.
-        assert!(slow_yield_beside(usize::MAX, 0) > Duration::from_secs(3600));
+        assert!(slow_yield_beside(usize::MAX) > Duration::from_secs(3600));
     }
 
     #[test]
