@@ -116,6 +116,14 @@ pub const CROWDED: u64 = 4;
 /// other thread of this process that was yielding on the same CPU.
 pub const OWN_YIELDER_TURN: Duration = Duration::from_micros(5);
 
+/// A yield that returned within this gave the core to nobody: no other
+/// thread was runnable on its CPU (see [`paced_yield`]).
+pub const QUICK_YIELD: Duration = Duration::from_micros(5);
+
+/// The spin hints [`paced_yield`] makes after a yield that gave the core to
+/// nobody.
+pub const YIELD_PACE: u32 = 16;
+
 /// The counters of [`YIELDERS`]; CPUs beyond them share counters (a CPU
 /// counts in the one of its number modulo this).
 const YIELDER_COUNTERS: usize = 16;
@@ -211,6 +219,41 @@ pub fn yields_are_slow() -> bool {
 /// sync_core::load::measured_yield();
 /// ```
 pub fn measured_yield() {
+    let _ = measured_yield_took();
+}
+
+/// A [`measured_yield`] for a watch that polls again at once: one that
+/// gave the core to nobody (returned within [`QUICK_YIELD`]: no other
+/// thread wanted this CPU) is followed by [`YIELD_PACE`] spin hints. Two
+/// threads handing a lock or a buffer back and forth on their own CPUs
+/// otherwise poll the line the other is writing as often as a system call
+/// returns, and each poll takes the line from the thread that works on it.
+/// Under loom, a plain yield to the model.
+///
+/// # Examples
+///
+/// ```
+/// sync_core::load::paced_yield();
+/// // It counted itself among the yielders only while it yielded.
+/// assert_eq!(sync_core::load::own_yielders(), 0);
+/// ```
+pub fn paced_yield() {
+    let took = measured_yield_took();
+    // Not under loom, where a spin hint is one more yield to the model.
+    if !cfg!(loom) && took < QUICK_YIELD {
+        for _ in 0..YIELD_PACE {
+            core::hint::spin_loop();
+        }
+    }
+}
+
+/// [`measured_yield`], telling how long the yield took (zero under loom).
+fn measured_yield_took() -> Duration {
+    #[cfg(loom)]
+    {
+        crate::sync::thread::yield_now();
+        Duration::ZERO
+    }
     #[cfg(not(loom))]
     {
         // Relaxed: a count for a heuristic; nothing is published with it.
@@ -238,9 +281,8 @@ pub fn measured_yield() {
             // every yield would move the line between their CPUs.
             MEMORY_DOUBLINGS.store(0, Relaxed);
         }
+        took
     }
-    #[cfg(loom)]
-    crate::sync::thread::yield_now();
 }
 
 /// Samples the runnable threads if the last sample is older than [`INTERVAL`]; one

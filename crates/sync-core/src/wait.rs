@@ -224,7 +224,8 @@ const MAX_BACKOFF_SHIFT: u32 = 6;
 ///   [`Watch::pause`]);
 /// * `backoff` (delay-time): the pause after the i-th spin grows as 2^i
 ///   hints, up to 2^6;
-/// * `yields`: polls with a yield of the core between them, after the spins;
+/// * `yields`: polls with a yield of the core between them, after the spins
+///   (a yield that gave the core to nobody is paced: [`load::paced_yield`]);
 /// * `park` (sleep-time): whether the waiter sleeps once the spins and yields
 ///   are spent. Without it the waiter never sleeps: it keeps polling and
 ///   yielding (a pure spin lock that lets a preempted holder run);
@@ -777,6 +778,11 @@ impl Watch {
                     self.polls = i.saturating_add(1);
                     return Next::Poll;
                 }
+                // `give_way`'s sample and yield, paced: the poll follows.
+                load::tick();
+                load::paced_yield();
+                self.polls = i.saturating_add(1);
+                return Next::Poll;
             }
             give_way(deadline);
         } else {
