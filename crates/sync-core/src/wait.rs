@@ -763,24 +763,23 @@ impl Watch {
                 if deadline.is_some() {
                     return Next::Park;
                 }
-                // The first pause past the spins samples the load (at most
-                // every few ms process-wide), so that the first yield of a
-                // saturated machine is not the one that finds out.
-                if i == spins && !self.measured_only {
+                // Each pause past the spins samples the load (at most every
+                // few ms process-wide) before it reads the verdict, so that
+                // no yield of a saturated machine is the one that finds out.
+                // A watch of measured yields only samples through them.
+                if !self.measured_only {
                     load::tick();
                 }
                 if load::yields_are_slow() {
                     return Next::Park;
                 }
                 if self.measured_only {
-                    // `give_way` would sample the load.
                     load::measured_yield();
-                    self.polls = i.saturating_add(1);
-                    return Next::Poll;
+                } else {
+                    // The poll follows at once: pace a yield that gave the
+                    // core to nobody.
+                    load::paced_yield();
                 }
-                // `give_way`'s sample and yield, paced: the poll follows.
-                load::tick();
-                load::paced_yield();
                 self.polls = i.saturating_add(1);
                 return Next::Poll;
             }
