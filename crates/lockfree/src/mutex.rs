@@ -263,7 +263,10 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// The deadline is checked while the thread spins as well as while it
     /// is parked, so the call returns within the deadline plus one
-    /// scheduling quantum. A timed-out waiter leaves the queue at once (its
+    /// scheduling quantum. It never yields: after a brief spin it parks
+    /// with the time left (a yield on a machine with more runnable threads
+    /// than CPUs can give the core away for a whole scheduling round). A
+    /// timed-out waiter leaves the queue at once (its
     /// node, a few words, is freed by that timeout or a later one, or by
     /// the unlock that reaches it), so timed attempts in a loop do not pile
     /// up memory or wakeups, even behind a waiter that stays queued.

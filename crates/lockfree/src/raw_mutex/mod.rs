@@ -95,7 +95,7 @@ use std::time::{Duration, Instant};
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
 use sync_core::unwind::Panics;
-use sync_core::wait::Watch;
+use sync_core::wait::{Next, Watch};
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
 use crate::patience::Patience;
@@ -505,7 +505,10 @@ impl RawMutex {
     /// just as its deadline passed keeps it.
     ///
     /// The deadline is checked while spinning as well as while parked, so
-    /// the call returns within the deadline plus one scheduling quantum.
+    /// the call returns within the deadline plus one scheduling quantum. It
+    /// never yields: after a brief spin it parks with the time left, as a
+    /// yield on a machine with more runnable threads than CPUs can give the
+    /// core away for a whole scheduling round.
     ///
     /// # Deadlocks
     ///
@@ -589,13 +592,20 @@ impl RawMutex {
                     return false;
                 }
             }
-            if self.fairness == Fairness::Barging
-                && (w < ONE || woken)
-                && w & STARVE == 0
-                && spin.spin()
-            {
-                w = self.word.load(Relaxed);
-                continue;
+            if self.fairness == Fairness::Barging && (w < ONE || woken) && w & STARVE == 0 {
+                // The watch gets the deadline: a timed wait does not yield
+                // (a yield that finds other threads runnable gives the core
+                // away for a scheduling round, far past a short deadline);
+                // after its spins it parks with the time left.
+                match spin.pause(deadline) {
+                    // `TimedOut`: the check above returns on the next turn,
+                    // after a last look at the word.
+                    Next::Poll | Next::TimedOut => {
+                        w = self.word.load(Relaxed);
+                        continue;
+                    }
+                    Next::Park => {}
+                }
             }
             // Allocate before counting: the unlocker that sees the count
             // waits for the push, so keep that window short.
