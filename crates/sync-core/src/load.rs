@@ -203,6 +203,30 @@ pub fn yields_are_slow() -> bool {
     }
 }
 
+/// Whether the CPUs are heavily oversubscribed, as last sampled: more
+/// than [`CROWDED`] runnable threads per CPU besides this process's
+/// yielding waiters. The half of [`yields_are_slow`] that no measured
+/// yield feeds: a yield that waited behind this process's own working
+/// threads (which make progress meanwhile) does not set it. One relaxed
+/// load; call [`tick`] from time to time to keep it current.
+///
+/// # Examples
+///
+/// ```
+/// let crowded = sync_core::load::crowded();
+/// // Crowded CPUs make yields slow.
+/// assert!(!crowded || sync_core::load::yields_are_slow());
+/// ```
+#[inline]
+pub fn crowded() -> bool {
+    let s = STATE.load(Relaxed);
+    match s & OVERRIDE_MASK {
+        NEVER => false,
+        ALWAYS => true,
+        _ => s & HEAVY != 0,
+    }
+}
+
 /// Yields the core once and records how long that took, so that later
 /// waiters see [`yields_are_slow`]: a yield is slow if it took longer than
 /// [`SLOW_YIELD`] plus [`OWN_YIELDER_TURN`] for each other thread of this
@@ -247,6 +271,49 @@ pub fn paced_yield() {
     }
 }
 
+/// Yields the core once, counted among [`own_yielders`] while it yields
+/// (so that a sample does not take this process's waiters for load, as
+/// with [`measured_yield`]), but not judged: it leaves
+/// [`yields_are_slow`] as it was. Returns how long the yield took (zero
+/// under loom, where it is a plain yield to the model). For a waiter that
+/// yields whatever a yield costs while the CPUs are not [`crowded`] (see
+/// [`Watch::yields_unless_crowded`](crate::wait::Watch::yields_unless_crowded)).
+///
+/// # Examples
+///
+/// ```
+/// let took = sync_core::load::counted_yield();
+/// # let _ = took;
+/// // It counted itself among the yielders only while it yielded.
+/// assert_eq!(sync_core::load::own_yielders(), 0);
+/// ```
+pub fn counted_yield() -> Duration {
+    #[cfg(loom)]
+    {
+        crate::sync::thread::yield_now();
+        Duration::ZERO
+    }
+    #[cfg(not(loom))]
+    {
+        yield_counted().1
+    }
+}
+
+/// Yields once, counted in the yielders of the CPU it began on; returns
+/// how many of ours were yielding there then, and how long it took.
+#[cfg(not(loom))]
+fn yield_counted() -> (usize, Duration) {
+    // Relaxed: a count for a heuristic; nothing is published with it.
+    let counter = cpu_counter();
+    // The same counter after the yield, wherever the thread runs then.
+    let beside = counter.fetch_add(1, Relaxed);
+    let began = Instant::now();
+    std::thread::yield_now();
+    let took = began.elapsed();
+    counter.fetch_sub(1, Relaxed);
+    (beside, took)
+}
+
 /// [`measured_yield`], telling how long the yield took (zero under loom).
 fn measured_yield_took() -> Duration {
     #[cfg(loom)]
@@ -256,14 +323,7 @@ fn measured_yield_took() -> Duration {
     }
     #[cfg(not(loom))]
     {
-        // Relaxed: a count for a heuristic; nothing is published with it.
-        let counter = cpu_counter();
-        // The same counter after the yield, wherever the thread runs then.
-        let beside = counter.fetch_add(1, Relaxed);
-        let began = Instant::now();
-        std::thread::yield_now();
-        let took = began.elapsed();
-        counter.fetch_sub(1, Relaxed);
+        let (beside, took) = yield_counted();
         let sampled_saturation = || {
             tick();
             saturated()
@@ -428,8 +488,9 @@ pub fn cpus() -> usize {
     *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
-/// Test hook: forces [`saturated`] (and so [`yields_are_slow`]) to
-/// `Some(verdict)`, or returns it to the sampler (`None`). Process-wide.
+/// Test hook: forces [`saturated`] (and so [`yields_are_slow`] and
+/// [`crowded`]) to `Some(verdict)`, or returns it to the sampler (`None`).
+/// Process-wide.
 #[doc(hidden)]
 pub fn set_saturation_override(verdict: Option<bool>) {
     let o = match verdict {

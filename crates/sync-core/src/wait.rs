@@ -21,7 +21,11 @@
 //! yields, and on saturated CPUs spins at most [`SATURATED_SPINS`] polls
 //! (a spinning thread can be preempted for a scheduling round too).
 //! [`give_way`] and [`Backoff`] apply the same rule to waits that cannot
-//! park (a peer in the middle of a push).
+//! park (a peer in the middle of a push). Two waiters whose park costs the
+//! thread they wait for a wake-up judge yields by a narrower signal:
+//! [`Watch::measured_yields_only`] by measured yields alone, and
+//! [`Watch::yields_unless_crowded`] by heavy oversubscription alone; both
+//! still park beside heavy load.
 //!
 //! | paper's lock | constructor |
 //! |---|---|
@@ -537,8 +541,28 @@ pub struct Watch {
     /// The poll at which a timed watch found the CPUs saturated past
     /// [`SATURATED_SPINS`]: its spins end there, whatever the policy.
     spins_cut: Option<u32>,
-    /// See [`measured_yields_only`](Self::measured_yields_only).
-    measured_only: bool,
+    /// What decides whether a pause past the spins yields, and which
+    /// yield it makes.
+    yields: YieldRule,
+}
+
+/// How a [`Watch`] decides to yield past its spins (see
+/// [`Watch::measured_yields_only`] and [`Watch::yields_unless_crowded`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum YieldRule {
+    /// Sample the load ([`load::tick`]), yield while
+    /// [`load::yields_are_slow`] says no, pacing a yield that gave the core
+    /// to nobody ([`load::paced_yield`]). The default.
+    Sampled,
+    /// Yield while [`load::yields_are_slow`] says no, measuring each yield
+    /// ([`load::measured_yield`]); sample only through the yields.
+    Measured,
+    /// Yield while the CPUs are not [`load::crowded`], whatever yields
+    /// were measured to cost, with a yield counted among this process's
+    /// yielders but not judged ([`load::counted_yield`]); take
+    /// [`load::tick`]'s samples only after a yield of a scheduling round,
+    /// or to check a verdict of crowded CPUs.
+    UnlessCrowded,
 }
 
 impl Default for Watch {
@@ -570,7 +594,7 @@ impl Watch {
             polls: 0,
             began: None,
             spins_cut: None,
-            measured_only: false,
+            yields: YieldRule::Sampled,
         }
     }
 
@@ -598,7 +622,49 @@ impl Watch {
     /// ```
     #[must_use]
     pub fn measured_yields_only(mut self) -> Self {
-        self.measured_only = true;
+        self.yields = YieldRule::Measured;
+        self
+    }
+
+    /// This watch yields while the CPUs are not heavily oversubscribed
+    /// ([`load::crowded`]: more than [`load::CROWDED`] runnable threads per
+    /// CPU besides this process's yielders), whatever yields were measured
+    /// to cost, and parks once they are. For a waiter whose park costs the
+    /// thread it waits for an unpark on that thread's critical path (an
+    /// active monitor's combiner runs every queued task and wakes their
+    /// waiters), and whose yields, when a few more threads than cores are
+    /// runnable, mostly hand the core to the threads that make progress:
+    /// such yields are slow but not wasted, and the family's default, which
+    /// parks once a yield was measured slow, parks these waiters whenever
+    /// threads outnumber cores. Beside heavy load a yield gives the core
+    /// away for a scheduling round, and the watch parks. Beside lighter
+    /// load it yields up to the policy's yields, and each can wait behind
+    /// the other runnable threads for their time slices: a thread that
+    /// makes progress and one that only spins look the same to it. Its
+    /// yields count among [`load::own_yielders`] and are not judged
+    /// ([`load::counted_yield`]). It samples the load ([`load::tick`]),
+    /// whose verdicts other waiters and active monitors' servers follow,
+    /// only to check a verdict of crowded CPUs (which may outlive the
+    /// load) or after a yield of a scheduling round
+    /// ([`load::ROUND_YIELD`]), not before every yield. A timed wait still
+    /// never yields. Kept by [`reset`](Self::reset) and
+    /// [`set_policy`](Self::set_policy).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sync_core::wait::{Next, WaitPolicy, Watch};
+    ///
+    /// let mut w = Watch::new(WaitPolicy::spin_then_block(1).yields(1)).yields_unless_crowded();
+    /// assert_eq!(w.pause(None), Next::Poll); // the spin
+    /// // Then one yield, unless the CPUs are crowded.
+    /// let next = w.pause(None);
+    /// assert!(next == Next::Poll || next == Next::Park);
+    /// assert_eq!(w.pause(None), Next::Park);
+    /// ```
+    #[must_use]
+    pub fn yields_unless_crowded(mut self) -> Self {
+        self.yields = YieldRule::UnlessCrowded;
         self
     }
 
@@ -638,9 +704,9 @@ impl Watch {
     /// assert_eq!(w.pause(None), Next::Poll);
     /// ```
     pub fn reset(&mut self, policy: WaitPolicy) {
-        let measured_only = self.measured_only;
+        let yields = self.yields;
         *self = Self::new(policy);
-        self.measured_only = measured_only;
+        self.yields = yields;
     }
 
     /// Runs `policy` from now on, keeping the watch's progress (the polls
@@ -767,18 +833,38 @@ impl Watch {
                 // few ms process-wide) before it reads the verdict, so that
                 // no yield of a saturated machine is the one that finds out.
                 // A watch of measured yields only samples through them.
-                if !self.measured_only {
-                    load::tick();
-                }
-                if load::yields_are_slow() {
-                    return Next::Park;
-                }
-                if self.measured_only {
-                    load::measured_yield();
-                } else {
-                    // The poll follows at once: pace a yield that gave the
-                    // core to nobody.
-                    load::paced_yield();
+                match self.yields {
+                    YieldRule::Sampled => {
+                        load::tick();
+                        if load::yields_are_slow() {
+                            return Next::Park;
+                        }
+                        // The poll follows at once: pace a yield that gave
+                        // the core to nobody.
+                        load::paced_yield();
+                    }
+                    YieldRule::Measured => {
+                        if load::yields_are_slow() {
+                            return Next::Park;
+                        }
+                        load::measured_yield();
+                    }
+                    YieldRule::UnlessCrowded => {
+                        // `tick` only to check a verdict of crowded CPUs
+                        // (which may outlive the load) or after a yield of
+                        // a scheduling round: a served monitor's mode
+                        // follows its samples, and a sample at every yield
+                        // made these waiters' yields decide it.
+                        if load::crowded() {
+                            load::tick();
+                            if load::crowded() {
+                                return Next::Park;
+                            }
+                        }
+                        if load::counted_yield() >= load::ROUND_YIELD {
+                            load::tick();
+                        }
+                    }
                 }
                 self.polls = i.saturating_add(1);
                 return Next::Poll;

@@ -114,3 +114,25 @@ fn a_watch_of_measured_yields_only_stops_yielding_once_a_yield_was_slow() {
         "a timed wait never yields"
     );
 }
+
+/// A watch that yields unless the CPUs are crowded stops yielding beside
+/// 50 busy threads: the first yield that takes a scheduling round samples
+/// the load, which finds the CPUs crowded, and the watch parks, after at
+/// most two of its thousand yields (none if a sample had found them
+/// crowded already).
+#[test]
+fn a_watch_that_yields_unless_crowded_parks_beside_50_busy_threads() {
+    let _busy = BusyThreads::start(BUSY);
+    let policy = WaitPolicy::spin_then_block(2).yields(1000);
+    let (polls, _) = within("1000 yields unless crowded", BOUND * 10, || {
+        let mut watch = Watch::new(policy).yields_unless_crowded();
+        while watch.pause(None) == Next::Poll {}
+        watch.polls()
+    });
+    assert!(polls >= 2, "the spins come first");
+    assert!(
+        polls <= 4,
+        "it yielded {} times beside {BUSY} busy threads",
+        polls - 2
+    );
+}
