@@ -2,10 +2,10 @@
 
 use core::task::{Context, Poll};
 
-use sync_core::parking_lot::SpinWait;
 use sync_core::sync::Arc as LoomArc;
 use sync_core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::*, fence};
 use sync_core::sync::hint;
+use sync_core::wait::{Next, WaitPolicy, Watch};
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
 use crate::unwind;
@@ -61,26 +61,41 @@ pub(crate) struct Finish {
 /// A thread's watch of a task it waits for, before it parks: `true` once
 /// `done` holds, `false` when the thread should park (or register).
 ///
-/// A short spin, then yields: a combiner usually finishes the task within
-/// microseconds, and a park plus unpark costs tens. This is parking_lot's
-/// `SpinWait` (a bounded number of plain yields, then the park) and not the
-/// family's `sync_core::wait::Watch`, on purpose: the Watch parks as soon
-/// as yields look slow, and a parked waiter costs the combiner an unpark
-/// on its own critical path (every other submitter waits behind that
-/// system call), where a waiter that yields costs the combiner nothing and
-/// only risks its own time. The family's rule protects a waiter from
-/// waiting behind every runnable thread; here the cost of the park falls
-/// on the monitor. The report's `am/bq` rows, when the switch was tried,
-/// were about four times slower.
+/// A short spin, then up to seven yields (parking_lot's `SpinWait`
+/// counts), as the family's wait loop with
+/// [`Watch::yields_unless_crowded`]: a combiner usually finishes the task
+/// within microseconds, a parked waiter costs the combiner an unpark on its
+/// own critical path (every other submitter waits behind that system
+/// call), and while a few more threads than cores are runnable a yield
+/// mostly hands the core to the threads that submit and serve, which make
+/// progress meanwhile. So yields that are slow for that reason do not make
+/// the waiter park, as they would in the family's default watch (the
+/// report's `am/bq` and `am/or` rows ran 3-4 times slower when it parked
+/// then). Once the CPUs are heavily oversubscribed, a yield gives the core
+/// away for a scheduling round and the task's end would go unseen for that
+/// long: then the waiter parks at once, and is woken when the task
+/// finishes. Between the two (a few busy threads per CPU), a yield can
+/// still wait for their time slices.
 pub(super) fn watch(done: impl Fn() -> bool) -> bool {
-    let mut spin = SpinWait::new();
+    let mut watch = Watch::new(watch_policy()).yields_unless_crowded();
     loop {
         if done() {
             return true;
         }
-        if !spin.spin() {
+        if watch.pause(None) != Next::Poll {
             return done();
         }
+    }
+}
+
+/// The policy of [`watch`]: parking_lot's `SpinWait` (3 spins backing off,
+/// 7 yields). Under loom, one spin (one yield to the model), then park,
+/// as loom's model of `SpinWait` does.
+fn watch_policy() -> WaitPolicy {
+    if cfg!(loom) {
+        WaitPolicy::spin_then_block(1)
+    } else {
+        WaitPolicy::new()
     }
 }
 
