@@ -6,8 +6,9 @@
 //!   (`try_lock_for`, `try_enter_for`, `try_acquire_for`, `try_recv_for`, the CSP timed forms),
 //!   and a timed lock on a lock that 8 other threads take and release in a
 //!   loop (`lock-churned`: it may succeed, and then counts 0);
-//! * **wake-up latency**: from the event (an unlock, a release, a send) to
-//!   the woken waiter's return.
+//! * **wake-up latency**: from the event (an unlock, a release, a send, a
+//!   submission that enables an active monitor's `when` task) to the
+//!   woken waiter's return.
 //!
 //! Each run makes a number of waits and gives their median (the `-p50`
 //! workload) and their 99th percentile (the `-p99` companion, measured by
@@ -24,7 +25,7 @@
 //! `thread::sleep`, beside the overshoot rows, and `park-floor`, a thread
 //! woken from `thread::park`, beside the wake-up rows (see the `turns`
 //! module for why). Ids: `busy/{overshoot,wake}-{p50,p99}/
-//! {lock,lock-churned,semaphore,recv}/{0,4,50}` (the last part is the number of busy
+//! {lock,lock-churned,semaphore,recv,when}/{0,4,50}` (the last part is the number of busy
 //! threads, so each is a sweep), and for rendezvous channels (`csp`
 //! module) `busy/overshoot-{p50,p99}/{csp-recv,csp-send,alt}/N` and
 //! `busy/wake-{p50,p99}/{csp,alt}/N`.
@@ -54,7 +55,7 @@ mod turns;
 mod wake;
 
 use turns::{MakeWait, Row, SLEEP_FLOOR, Wait, in_turns, sleep_floor};
-use wake::{WakeOps, wake_lock, wake_recv, wake_row, wake_semaphore, wake_turn};
+use wake::{WakeOps, wake_lock, wake_recv, wake_row, wake_semaphore, wake_turn, wake_when};
 
 /// The timed waits' timeout.
 const TIMEOUT: Duration = Duration::from_millis(1);
@@ -102,6 +103,7 @@ pub fn workloads(mode: Mode) -> Vec<Workload> {
         all.push(wake_lock(busy, waits, budget));
         all.push(wake_semaphore(busy, waits, budget));
         all.push(wake_recv(busy, waits, budget));
+        all.push(wake_when(busy, waits, budget));
         all.extend(csp::workloads(busy, waits, budget));
     }
     all

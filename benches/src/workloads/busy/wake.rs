@@ -334,42 +334,47 @@ pub(super) fn wake_semaphore(busy: usize, waits: usize, budget: Duration) -> Wor
             },
         )
     }
-    fn condvar() -> Wait {
-        wake_turn(
-            CondvarSemaphore::new(0),
-            WakeOps {
-                prepare: nothing,
-                wait: CondvarSemaphore::acquire,
-                wake: now_then!(s => s.release()),
-            },
-        )
-    }
     in_turns(
         wake_row("semaphore", "a release", busy, "condvar-std"),
-        &[("lockfree-sync", lockfree), ("condvar-std", condvar)],
+        &[("lockfree-sync", lockfree), ("condvar-std", released)],
         busy,
         waits,
         budget,
     )
 }
 
-pub(super) fn wake_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
-    fn sent<C: Mpsc>() -> Wait {
-        let (tx, rx) = C::channel();
-        wake_turn(
-            (std::sync::Mutex::new(tx), std::sync::Mutex::new(rx)),
-            WakeOps {
-                prepare: nothing,
-                wait: |(_, rx)| C::recv(&rx.lock().expect("not poisoned")),
-                wake: |(tx, _)| {
-                    let tx = tx.lock().expect("not poisoned");
-                    let at = Instant::now();
-                    C::send(&tx);
-                    at
-                },
+/// A condition variable's waiter for a count, woken by a release that
+/// raises it (`CondvarSemaphore`).
+fn released() -> Wait {
+    wake_turn(
+        CondvarSemaphore::new(0),
+        WakeOps {
+            prepare: nothing,
+            wait: CondvarSemaphore::acquire,
+            wake: now_then!(s => s.release()),
+        },
+    )
+}
+
+/// A channel's receiver woken by a send.
+fn sent<C: Mpsc>() -> Wait {
+    let (tx, rx) = C::channel();
+    wake_turn(
+        (std::sync::Mutex::new(tx), std::sync::Mutex::new(rx)),
+        WakeOps {
+            prepare: nothing,
+            wait: |(_, rx)| C::recv(&rx.lock().expect("not poisoned")),
+            wake: |(tx, _)| {
+                let tx = tx.lock().expect("not poisoned");
+                let at = Instant::now();
+                C::send(&tx);
+                at
             },
-        )
-    }
+        },
+    )
+}
+
+pub(super) fn wake_recv(busy: usize, waits: usize, budget: Duration) -> Workload {
     in_turns(
         wake_row("recv", "a send", busy, "std"),
         &[
@@ -377,6 +382,38 @@ pub(super) fn wake_recv(busy: usize, waits: usize, budget: Duration) -> Workload
             ("std", sent::<StdMpsc>),
             ("crossbeam", sent::<CrossbeamMpsc>),
             ("flume", sent::<FlumeMpsc>),
+        ],
+        busy,
+        waits,
+        budget,
+    )
+}
+
+/// A thread waiting for a result that another thread's action produces:
+/// an active monitor's `when` task whose precondition another thread's
+/// submission makes true (the waiter blocks in `Completion::wait`), beside
+/// a std channel's `recv` woken by a send and a condition variable's wait
+/// for a count another thread raises, the ways a Rust program without a
+/// monitor waits for another thread.
+pub(super) fn wake_when(busy: usize, waits: usize, budget: Duration) -> Workload {
+    fn monitor() -> Wait {
+        wake_turn(
+            active_monitor::Monitor::new(false),
+            WakeOps {
+                prepare: nothing,
+                wait: |m| m.when(|open| *open, |open| *open = false).wait(),
+                // Runs at once on the idle monitor, and the waiter's task
+                // with it.
+                wake: now_then!(m => drop(m.submit(|open| *open = true))),
+            },
+        )
+    }
+    in_turns(
+        wake_row("when", "a submission that enables the task", busy, "std"),
+        &[
+            ("active-monitor", monitor),
+            ("std", sent::<StdMpsc>),
+            ("condvar-std", released),
         ],
         busy,
         waits,
