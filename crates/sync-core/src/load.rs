@@ -163,11 +163,18 @@ static MEMORY_DOUBLINGS: AtomicU8 = AtomicU8::new(0);
 /// ```
 #[inline]
 pub fn saturated() -> bool {
+    sampled_verdict(SAMPLED)
+}
+
+/// The sampler's verdict `bit` of [`STATE`] (`SAMPLED` or `HEAVY`), unless
+/// an override hides it.
+#[inline]
+fn sampled_verdict(bit: u8) -> bool {
     let s = STATE.load(Relaxed);
     match s & OVERRIDE_MASK {
         NEVER => false,
         ALWAYS => true,
-        _ => s & SAMPLED != 0,
+        _ => s & bit != 0,
     }
 }
 
@@ -219,12 +226,7 @@ pub fn yields_are_slow() -> bool {
 /// ```
 #[inline]
 pub fn crowded() -> bool {
-    let s = STATE.load(Relaxed);
-    match s & OVERRIDE_MASK {
-        NEVER => false,
-        ALWAYS => true,
-        _ => s & HEAVY != 0,
-    }
+    sampled_verdict(HEAVY)
 }
 
 /// Yields the core once and records how long that took, so that later

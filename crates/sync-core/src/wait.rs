@@ -829,12 +829,12 @@ impl Watch {
                 if deadline.is_some() {
                     return Next::Park;
                 }
-                // Each pause past the spins samples the load (at most every
-                // few ms process-wide) before it reads the verdict, so that
-                // no yield of a saturated machine is the one that finds out.
-                // A watch of measured yields only samples through them.
                 match self.yields {
                     YieldRule::Sampled => {
+                        // Each pause past the spins samples the load (at
+                        // most every few ms process-wide) before it reads
+                        // the verdict, so that no yield of a saturated
+                        // machine is the one that finds out.
                         load::tick();
                         if load::yields_are_slow() {
                             return Next::Park;
@@ -844,6 +844,7 @@ impl Watch {
                         load::paced_yield();
                     }
                     YieldRule::Measured => {
+                        // Samples only through its measured yields.
                         if load::yields_are_slow() {
                             return Next::Park;
                         }
