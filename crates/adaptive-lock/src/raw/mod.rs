@@ -54,13 +54,15 @@ pub const DEFAULT_SAMPLING_RATE: u32 = 256;
 ///
 /// The counters and estimates live in a cell that only the lock's holder
 /// touches: a contended acquisition records how it waited once it holds the
-/// lock, and the uncontended path adds one to a counter on the lock's own
-/// cache line. Every k-th acquisition (k the policy's sampling rate), and
-/// every 8th contended one, reads the clock at lock and unlock; that unlock runs the policy, stores the
-/// configuration it returns (one relaxed store that every waiter sees at its
-/// next poll) and publishes the counters for [`stats`](Self::stats). The
-/// only shared sensor is `waiting`, which waiters increment and decrement
-/// on the slow path.
+/// lock, and the uncontended path adds one to a counter. The lock is aligned to
+/// 64 bytes, and that cell starts on the cache line after the lock word's, so
+/// the holder's bookkeeping does not take the word's line from the waiters that
+/// poll it. Every k-th acquisition (k the policy's sampling rate), and every
+/// 8th contended one, reads the clock at lock and unlock; that unlock runs the
+/// policy, stores the configuration it returns (one relaxed store that every
+/// waiter sees at its next poll) and publishes the counters for
+/// [`stats`](Self::stats). The only shared sensor is `waiting`, which waiters
+/// increment and decrement on the slow path.
 ///
 /// # Fairness
 ///
@@ -116,7 +118,7 @@ pub const DEFAULT_SAMPLING_RATE: u32 = 256;
 /// unsafe { raw.unlock() };
 /// assert_eq!(raw.stats().total.acquisitions, 1);
 /// ```
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct RawAdaptiveLock<P = crate::Learned> {
     state: AtomicU8,
     /// Handoffs so far, wrapping: a watching waiter that sees it move has

@@ -22,27 +22,41 @@ const EWMA_SHIFT: u32 = 2;
 
 /// What only the lock's holder reads and writes: the monitor's counters and
 /// estimates, the sampling state and the policy. Protected by the lock
-/// itself, so updating it costs plain stores on the lock's own cache line.
+/// itself, so updating it costs plain stores.
+///
+/// Laid out for the stores an acquisition makes. The lock is aligned to 64
+/// bytes and this cell starts a cache line of its own after the lock word's:
+/// the word's line is what waiters poll (with the configuration and the
+/// waiting count), and the holder's bookkeeping does not take it from them.
+/// Within the cell, `repr(C)`, what every acquisition writes comes first (an
+/// uncontended one: `acquisitions`, `mask`; a contended one whose watch
+/// succeeded: `contended`, `spin_successes`, `spin_polls`), all in its first
+/// line, and the policy, however large, last. Left to the compiler, a large
+/// policy (the learned one is a few hundred bytes) could come first, and
+/// every acquisition then wrote a line that the next holder, on another CPU,
+/// had to fetch while it held the lock.
+#[repr(C, align(64))]
 pub(super) struct Holder<P> {
-    /// Whether the policy's `initial` configuration and sampling rate are
-    /// in force (`false` in a lock made by a `const` constructor, until its
-    /// first sample).
-    pub(super) configured: bool,
     pub(super) acquisitions: u64,
     /// The sampling rate minus one (a power of two minus one): acquisition
     /// `n` is sampled when `n & mask == 0`.
     pub(super) mask: u64,
-    /// When the sampled acquisition in progress began, if one is.
-    pub(super) sampling: bool,
-    pub(super) sample_start: Option<Instant>,
-    /// Whether the policy reads times (else the clock is never read).
-    pub(super) timed: bool,
     pub(super) contended: u64,
     pub(super) spin_successes: u64,
+    pub(super) spin_polls: u32,
+    /// Whether the policy's `initial` configuration and sampling rate are
+    /// in force (`false` in a lock made by a `const` constructor, until its
+    /// first sample).
+    pub(super) configured: bool,
+    /// Whether a sampled acquisition is in progress.
+    pub(super) sampling: bool,
+    /// Whether the policy reads times (else the clock is never read).
+    pub(super) timed: bool,
+    // Written only by acquisitions that parked, waited past their spins,
+    // or are sampled:
     pub(super) parks: u64,
     pub(super) handoffs: u64,
     pub(super) hold_ns: u64,
-    pub(super) spin_polls: u32,
     pub(super) park_wait_ns: u64,
     /// CPU nanoseconds waiters spent watching past their spins (see
     /// [`Counters::watch_cpu`]).
@@ -52,6 +66,8 @@ pub(super) struct Holder<P> {
     /// Releases under a priority scheduler in a row that woke a waiter
     /// other than the longest-parked one (see [`PRIORITY_AGING`]).
     pub(super) passed_over: u32,
+    /// When the sampled acquisition in progress began, if it reads times.
+    pub(super) sample_start: Option<Instant>,
     /// The counters and the time at the previous sample.
     pub(super) last: Counters,
     pub(super) last_at: Option<Instant>,

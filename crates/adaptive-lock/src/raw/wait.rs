@@ -188,8 +188,15 @@ impl<P: Policy> RawAdaptiveLock<P> {
         let sample = self.holder.with_mut(|h| unsafe {
             let h = &mut *h;
             h.contended += 1;
-            h.parks += parks;
-            h.watch_cpu_ns = h.watch_cpu_ns.saturating_add(watch_cpu);
+            // Only when there is something to add: an acquisition whose
+            // watch succeeded within its spins writes no field past the
+            // lock's first cache line (see `Holder`).
+            if parks > 0 {
+                h.parks += parks;
+            }
+            if watch_cpu > 0 {
+                h.watch_cpu_ns = h.watch_cpu_ns.saturating_add(watch_cpu);
+            }
             if handoff {
                 h.handoffs += 1;
             }
