@@ -93,28 +93,29 @@ const SWITCH: f64 = 1.25;
 /// the lock is held longer than 16 wake-ups (it could save a few percent
 /// at most, and would burn the whole hold in every watcher).
 ///
-/// The monitor samples every 256th acquisition and every 8th contended
-/// one; at each sample the policy measures the window's acquisitions and
-/// cost under the arm in force. It explores (each arm for 3 samples), then
-/// keeps the arm with the best rate for 12 samples, explores again, and
-/// doubles the time it keeps an arm each time exploration confirms it (an
-/// arm stays unless another did 25% better; up to 384 samples); an arm
-/// that did less than 70% of the best's rate sits out the next 1, 2, 4 and
-/// up to 8 explorations. An arm's rate in an exploration is its windows
-/// pooled, the kept arm's whole run since it was chosen included (a
-/// challenger has only its three windows, and the best of a few short
-/// noisy measures looks better than it is); a window 64 times slower per
-/// acquisition than the arm's median one spans a pause in the lock's use
-/// (nobody held or wanted it for a while, or the process was descheduled)
+/// The monitor samples every 256th acquisition and every 8th contended one; at
+/// each sample the policy measures the window's acquisitions and cost under the
+/// arm in force. It explores (each arm for 3 samples), then keeps the arm with
+/// the best rate for 12 samples, explores again, and doubles the time it keeps
+/// an arm each time exploration confirms it (an arm stays unless another did
+/// 25% better; up to 384 samples); an arm that did less than 70% of the best's
+/// rate sits out the next 1, 2, 4 and up to 8 explorations. An arm's rate in an
+/// exploration is its windows pooled, the kept arm's whole run since it was
+/// chosen included, and so is what the earlier explorations since the load last
+/// changed saw of the arm, halved at each exploration (three windows are a
+/// short, noisy measure: where every arm's windows are fast or slow by turns, a
+/// challenger's three fast ones, against the kept arm's run with its slow ones,
+/// kept a slower arm in force for a tenth of the time); a window 64 times
+/// slower per acquisition than the arm's median one spans a pause in the lock's
+/// use (nobody held or wanted it for a while, or the process was descheduled)
 /// and is left out, so that it cannot sink the arm that happened to be in
-/// force. When the window rate under the kept arm (smoothed) moves more
-/// than 2x from its mean since the arm was chosen, two windows in a row,
-/// the load has changed: the policy forgets and explores at once, so the
-/// cost of exploring fades while the load stays the same and returns when
-/// it changes. Both are means of window rates, so that windows whose
-/// lengths merely vary (a thread switch in one, none in the next) do not
-/// look like a change. Windows without contention teach nothing and are
-/// skipped.
+/// force. When the window rate under the kept arm (smoothed) moves more than 2x
+/// from its mean since the arm was chosen, two windows in a row, the load has
+/// changed: the policy forgets and explores at once, so the cost of exploring
+/// fades while the load stays the same and returns when it changes. Both are
+/// means of window rates, so that windows whose lengths merely vary (a thread
+/// switch in one, none in the next) do not look like a change. Windows without
+/// contention teach nothing and are skipped.
 ///
 /// The policy owns the configuration's wait policy, and the watcher cap
 /// while it restricts concurrency (it removes the cap it set when it
@@ -158,6 +159,10 @@ pub struct Learned {
     /// (pauses left out), pooled: evidence that counts for it in the next
     /// exploration.
     kept_total: Window,
+    /// Each arm's evidence from earlier explorations since the load last
+    /// changed (its probes, and for an arm kept before, its run), halved
+    /// at the end of every exploration so that older windows weigh less.
+    history: [Window; ARMS],
     /// The mean of the kept arm's window rates since it was chosen (sum
     /// and count), the same windows' rates smoothed (weight 1/4), and how
     /// many windows in a row the smoothed rate has strayed from the mean
@@ -200,6 +205,7 @@ impl Learned {
             strikes: [0; ARMS],
             skip: [false; ARMS],
             kept_total: Window::ZERO,
+            history: [Window::ZERO; ARMS],
             strays: 0,
             rate_sum: 0,
             rate_count: 0,
@@ -286,9 +292,22 @@ impl Learned {
         self.probed(arm).rate()
     }
 
+    /// `arm`'s evidence, pooled: its windows in the current exploration
+    /// (pauses left out), the kept arm's windows since it was chosen, and
+    /// what earlier explorations since the load last changed saw of it
+    /// (`history`). Nothing if it was not tried in this exploration.
+    fn probed(&self, arm: usize) -> Window {
+        let fresh = self.fresh(arm);
+        if fresh.acquisitions > 0 {
+            fresh.plus(&self.history[arm])
+        } else {
+            fresh
+        }
+    }
+
     /// `arm`'s windows in the current exploration, pooled (pauses left
     /// out), with the kept arm's windows since it was chosen.
-    fn probed(&self, arm: usize) -> Window {
+    fn fresh(&self, arm: usize) -> Window {
         let w = &self.windows[arm];
         let mut per: [u64; PROBE as usize] = core::array::from_fn(|i| w[i].per_acquisition());
         per.sort_unstable();
@@ -377,6 +396,14 @@ impl Window {
         self.nanos / self.acquisitions.max(1)
     }
 
+    /// Half the evidence, at the same rate.
+    fn halved(&self) -> Self {
+        Self {
+            acquisitions: self.acquisitions / 2,
+            nanos: self.nanos / 2,
+        }
+    }
+
     fn plus(&self, other: &Self) -> Self {
         Self {
             acquisitions: self.acquisitions.saturating_add(other.acquisitions),
@@ -452,7 +479,18 @@ impl Policy for Learned {
                     } else {
                         MIN_EXPLOIT
                     };
-                    self.kept_total = self.probed(best);
+                    // What this exploration saw joins each arm's history,
+                    // halved with it; the newly kept arm's goes on in its
+                    // run instead (counted once).
+                    for a in 0..ARMS {
+                        let seen = if a == best {
+                            Window::ZERO
+                        } else {
+                            self.fresh(a)
+                        };
+                        self.history[a] = self.history[a].plus(&seen).halved();
+                    }
+                    self.kept_total = self.fresh(best);
                     self.kept = best;
                     self.strays = 0;
                     let probes = self.windows[best].iter().filter(|w| w.acquisitions > 0);
@@ -499,6 +537,7 @@ impl Policy for Learned {
             if self.strays >= 2 || !Self::worth_trying(self.kept, s) {
                 // The kept arm's figures are from another load.
                 self.kept_total = Window::ZERO;
+                self.history = [Window::ZERO; ARMS];
                 self.keep_for = MIN_EXPLOIT;
                 self.rest = [0; ARMS];
                 self.strikes = [0; ARMS];
