@@ -28,8 +28,8 @@ const EWMA_SHIFT: u32 = 2;
 /// bytes and this cell starts a cache line of its own after the lock word's:
 /// the word's line is what waiters poll (with the configuration and the
 /// waiting count), and the holder's bookkeeping does not take it from them.
-/// Within the cell, `repr(C)`, what every acquisition writes comes first (an
-/// uncontended one: `acquisitions`, `mask`; a contended one whose watch
+/// Within the cell, `repr(C)`, what every acquisition touches comes first
+/// (an uncontended one: `acquisitions`, `mask`; a contended one whose watch
 /// succeeded: `contended`, `spin_successes`, `spin_polls`), all in its first
 /// line, and the policy, however large, last. Left to the compiler, a large
 /// policy (the learned one is a few hundred bytes) could come first, and

@@ -105,7 +105,7 @@ const SWITCH: f64 = 1.25;
 /// changed saw of the arm, halved at each exploration (three windows are a
 /// short, noisy measure: where every arm's windows are fast or slow by turns, a
 /// challenger's three fast ones, against the kept arm's run with its slow ones,
-/// kept a slower arm in force for a tenth of the time); a window 64 times
+/// kept a slower arm in force for long stretches); a window 64 times
 /// slower per acquisition than the arm's median one spans a pause in the lock's
 /// use (nobody held or wanted it for a while, or the process was descheduled)
 /// and is left out, so that it cannot sink the arm that happened to be in
