@@ -2,8 +2,9 @@
 //! either rule for its yields: the default, and
 //! [`Watch::yields_unless_crowded`]): a waiter that watches a flag, parks
 //! when the watch says so (with its deadline as the park's timeout) and
-//! returns when the flag is set or the deadline passes. The parking-lot model returns a timed park early or
-//! late, as loom chooses, so both outcomes of every deadline are explored.
+//! returns when the flag is set or the deadline passes. The parking-lot
+//! model returns a timed park early or late, as loom chooses, so both
+//! outcomes of every deadline are explored.
 //!
 //! One test runs every model in sequence: the "yields are slow" override
 //! is process-wide, and models that run beside each other in one binary

@@ -189,8 +189,9 @@ impl<P: Policy> RawAdaptiveLock<P> {
             let h = &mut *h;
             h.contended += 1;
             // Only when there is something to add: an acquisition whose
-            // watch succeeded within its spins writes no field past the
-            // lock's first cache line (see `Holder`).
+            // watch succeeded within its spins stores only to the fields at
+            // the head of `Holder` (`watch_cpu_ns` lies past its first
+            // cache line).
             if parks > 0 {
                 h.parks += parks;
             }
