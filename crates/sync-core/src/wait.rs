@@ -24,8 +24,8 @@
 //! park (a peer in the middle of a push). Two waiters whose park costs the
 //! thread they wait for a wake-up judge yields by a narrower signal:
 //! [`Watch::measured_yields_only`] by measured yields alone, and
-//! [`Watch::yields_unless_crowded`] by heavy oversubscription alone; both
-//! still park beside heavy load.
+//! [`Watch::yields_unless_crowded`] by heavy oversubscription and by its
+//! own last yield; both still park beside heavy load.
 //!
 //! | paper's lock | constructor |
 //! |---|---|
@@ -544,6 +544,9 @@ pub struct Watch {
     /// What decides whether a pause past the spins yields, and which
     /// yield it makes.
     yields: YieldRule,
+    /// A yield of this watch took longer than [`load::SLOW_YIELD`] (kept
+    /// only under [`YieldRule::UnlessCrowded`], whose yields end there).
+    yielded_slowly: bool,
 }
 
 /// How a [`Watch`] decides to yield past its spins (see
@@ -557,9 +560,11 @@ enum YieldRule {
     /// Yield while [`load::yields_are_slow`] says no, measuring each yield
     /// ([`load::measured_yield`]); sample only through the yields.
     Measured,
-    /// Yield while the CPUs are not [`load::crowded`], whatever yields
-    /// were measured to cost, with a yield counted among this process's
-    /// yielders but not judged ([`load::counted_yield`]); take
+    /// Yield while the CPUs are not [`load::crowded`], whatever the
+    /// process's yields were measured to cost, with a yield counted among
+    /// this process's yielders but not judged ([`load::counted_yield`]),
+    /// until one of this watch's yields is slower than
+    /// [`load::SLOW_YIELD`]; take
     /// [`load::tick`]'s samples only after a yield of a scheduling round,
     /// or to check a verdict of crowded CPUs.
     UnlessCrowded,
@@ -595,6 +600,7 @@ impl Watch {
             began: None,
             spins_cut: None,
             yields: YieldRule::Sampled,
+            yielded_slowly: false,
         }
     }
 
@@ -638,10 +644,14 @@ impl Watch {
     /// parks once a yield was measured slow, parks these waiters whenever
     /// threads outnumber cores. Beside heavy load a yield gives the core
     /// away for a scheduling round, and the watch parks. Beside lighter
-    /// load it yields up to the policy's yields, and each can wait behind
-    /// the other runnable threads for their time slices: a thread that
-    /// makes progress and one that only spins look the same to it. Its
-    /// yields count among [`load::own_yielders`] and are not judged
+    /// load it yields up to the policy's yields while they are quick, and
+    /// a yield slower than [`load::SLOW_YIELD`] is its last: that yield
+    /// waited behind other runnable threads for their time slices, which
+    /// gave the threads that make progress their turn (a thread that makes
+    /// progress and one that only spins look the same to a waiter), and a
+    /// second one could hold the waiter's return back as long again after
+    /// the state it watches has changed, where a parked waiter is woken at
+    /// once. Its yields count among [`load::own_yielders`] and are not judged
     /// ([`load::counted_yield`]). It samples the load ([`load::tick`]),
     /// whose verdicts other waiters and active monitors' servers follow,
     /// only to check a verdict of crowded CPUs (which may outlive the
@@ -851,6 +861,9 @@ impl Watch {
                         load::measured_yield();
                     }
                     YieldRule::UnlessCrowded => {
+                        if self.yielded_slowly {
+                            return Next::Park;
+                        }
                         // `tick` only to check a verdict of crowded CPUs
                         // (which may outlive the load) or after a yield of
                         // a scheduling round: a served monitor's mode
@@ -862,9 +875,14 @@ impl Watch {
                                 return Next::Park;
                             }
                         }
-                        if load::counted_yield() >= load::ROUND_YIELD {
+                        let took = load::counted_yield();
+                        if took >= load::ROUND_YIELD {
                             load::tick();
                         }
+                        // A slow yield gave the threads that make progress
+                        // their time slices: it is this watch's last (see
+                        // `yields_unless_crowded`).
+                        self.yielded_slowly = took >= load::SLOW_YIELD;
                     }
                 }
                 self.polls = i.saturating_add(1);

@@ -136,3 +136,37 @@ fn a_watch_that_yields_unless_crowded_parks_beside_50_busy_threads() {
         polls - 2
     );
 }
+
+/// A watch that yields unless the CPUs are crowded, beside 4 busy threads
+/// (2 per CPU here: not crowded), yields until one of its yields is slow
+/// (one that waited for the busy threads' time slices) and parks after
+/// it: a watch allowed 1000 yields makes a few, not a thousand of a time
+/// slice each. A yield can be quick when a CPU happens to have nothing
+/// else to run, so the bound allows several. The load's verdict is held
+/// at "not crowded" (a test beside this one may have left a crowded
+/// verdict, which would park the watch before any yield).
+#[test]
+fn a_watch_that_yields_unless_crowded_parks_after_a_slow_yield_beside_4_busy_threads() {
+    /// Gives the verdict back to the sampler, even if the test panics.
+    struct Sampled;
+    impl Drop for Sampled {
+        fn drop(&mut self) {
+            sync_core::load::set_saturation_override(None);
+        }
+    }
+    let _busy = BusyThreads::start(4);
+    sync_core::load::set_saturation_override(Some(false));
+    let _sampled = Sampled;
+    let policy = WaitPolicy::spin_then_block(2).yields(1000);
+    let (polls, _) = within("1000 yields unless crowded", BOUND * 10, || {
+        let mut watch = Watch::new(policy).yields_unless_crowded();
+        while watch.pause(None) == Next::Poll {}
+        watch.polls()
+    });
+    assert!(polls >= 3, "the spins come first, then a yield");
+    assert!(
+        polls <= 2 + 20,
+        "it yielded {} times beside 4 busy threads",
+        polls - 2
+    );
+}

@@ -74,8 +74,10 @@ pub(crate) struct Finish {
 /// then). Once the CPUs are heavily oversubscribed, a yield gives the core
 /// away for a scheduling round and the task's end would go unseen for that
 /// long: then the waiter parks at once, and is woken when the task
-/// finishes. Between the two (a few busy threads per CPU), a yield can
-/// still wait for their time slices.
+/// finishes. Between the two (a few busy threads per CPU), a yield waits
+/// for their time slices: the first such yield is the watch's last, and
+/// the waiter parks, to be woken when the task finishes rather than see
+/// it a time slice late.
 pub(super) fn watch(done: impl Fn() -> bool) -> bool {
     let mut watch = Watch::new(watch_policy()).yields_unless_crowded();
     loop {
