@@ -123,18 +123,25 @@ fn a_watch_of_measured_yields_only_stops_yielding_once_a_yield_was_slow() {
 #[test]
 fn a_watch_that_yields_unless_crowded_parks_beside_50_busy_threads() {
     let _busy = BusyThreads::start(BUSY);
-    let policy = WaitPolicy::spin_then_block(2).yields(1000);
-    let (polls, _) = within("1000 yields unless crowded", BOUND * 10, || {
-        let mut watch = Watch::new(policy).yields_unless_crowded();
-        while watch.pause(None) == Next::Poll {}
-        watch.polls()
-    });
+    let polls = polls_unless_crowded();
     assert!(polls >= 2, "the spins come first");
     assert!(
         polls <= 4,
         "it yielded {} times beside {BUSY} busy threads",
         polls - 2
     );
+}
+
+/// The polls a watch that yields unless the CPUs are crowded, allowed 2
+/// spins and 1000 yields, makes before it parks (within 500 ms).
+fn polls_unless_crowded() -> u32 {
+    let policy = WaitPolicy::spin_then_block(2).yields(1000);
+    let (polls, _) = within("1000 yields unless crowded", BOUND * 10, || {
+        let mut watch = Watch::new(policy).yields_unless_crowded();
+        while watch.pause(None) == Next::Poll {}
+        watch.polls()
+    });
+    polls
 }
 
 /// A watch that yields unless the CPUs are crowded, beside 4 busy threads
@@ -157,12 +164,7 @@ fn a_watch_that_yields_unless_crowded_parks_after_a_slow_yield_beside_4_busy_thr
     let _busy = BusyThreads::start(4);
     sync_core::load::set_saturation_override(Some(false));
     let _sampled = Sampled;
-    let policy = WaitPolicy::spin_then_block(2).yields(1000);
-    let (polls, _) = within("1000 yields unless crowded", BOUND * 10, || {
-        let mut watch = Watch::new(policy).yields_unless_crowded();
-        while watch.pause(None) == Next::Poll {}
-        watch.polls()
-    });
+    let polls = polls_unless_crowded();
     assert!(polls >= 3, "the spins come first, then a yield");
     assert!(
         polls <= 2 + 20,
