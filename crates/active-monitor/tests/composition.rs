@@ -97,6 +97,48 @@ fn a_thread_local_destructor_can_wait_for_a_busy_monitor() {
     assert_eq!(m.call(|n| *n), 2);
 }
 
+/// A thread that has parked for a completion before (its waker is cached
+/// in a thread-local) parks for one again in a thread-local's destructor,
+/// whichever of the two thread-locals the thread destroys first: it waits
+/// until another thread opens the gate, and then finishes.
+#[test]
+fn a_thread_local_destructor_can_park_for_a_completion_after_an_earlier_park() {
+    static FIRST: OnceLock<Monitor<bool>> = OnceLock::new();
+    static LAST: OnceLock<Monitor<bool>> = OnceLock::new();
+    fn wait_for(gate: &'static OnceLock<Monitor<bool>>) {
+        let gate = gate.get_or_init(|| Monitor::new(false));
+        gate.when(|open| *open, |_| ()).wait();
+    }
+    fn open(gate: &'static OnceLock<Monitor<bool>>) {
+        gate.get_or_init(|| Monitor::new(false))
+            .submit(|open| *open = true)
+            .wait();
+    }
+    static WAITED: AtomicUsize = AtomicUsize::new(0);
+    struct WaitLast;
+    impl Drop for WaitLast {
+        fn drop(&mut self) {
+            wait_for(&LAST);
+            WAITED.fetch_add(1, SeqCst);
+        }
+    }
+    thread_local! {
+        static W: RefCell<Option<WaitLast>> = const { RefCell::new(None) };
+    }
+    let t = std::thread::spawn(|| {
+        W.with(|w| *w.borrow_mut() = Some(WaitLast));
+        wait_for(&FIRST);
+    });
+    std::thread::sleep(Duration::from_millis(50)); // it parks for FIRST
+    open(&FIRST);
+    std::thread::sleep(Duration::from_millis(50)); // it parks for LAST, exiting
+    assert_eq!(WAITED.load(SeqCst), 0, "the destructor waits for the gate");
+    open(&LAST);
+    t.join()
+        .expect("the thread-local's destructor aborted or panicked");
+    assert_eq!(WAITED.load(SeqCst), 1, "the destructor ran, once");
+}
+
 /// The crate's `Lease` pattern: a result whose `Drop` gives a lease back to
 /// a pool monitor. Under relaxed order the thread's record keeps its
 /// waiting tasks by `Weak`; a server runs them and drops its reference

@@ -334,7 +334,12 @@ impl<R> ResultSlot<R> {
     }
 }
 
-/// A `Waker` that unparks the calling thread.
+/// A `Waker` that unparks the calling thread: a clone of the thread's
+/// own, made at its first blocking wait, so that a wait neither allocates
+/// nor, once woken, frees one (a fresh waker's last reference was dropped
+/// after the wake-up, on the woken thread's way out). A thread whose
+/// thread-locals are being destroyed (a wait from a thread-local's `Drop`)
+/// gets a fresh one.
 fn thread_waker() -> Waker {
     struct Unpark(thread::Thread);
     impl std::task::Wake for Unpark {
@@ -345,7 +350,13 @@ fn thread_waker() -> Waker {
             self.0.unpark();
         }
     }
-    Waker::from(std::sync::Arc::new(Unpark(thread::current())))
+    fn fresh() -> Waker {
+        Waker::from(std::sync::Arc::new(Unpark(thread::current())))
+    }
+    std::thread_local! {
+        static OWN: Waker = fresh();
+    }
+    OWN.try_with(Waker::clone).unwrap_or_else(|_| fresh())
 }
 
 /// Whatever holds a [`ResultSlot`]: the task itself, so that a submitted
