@@ -339,7 +339,9 @@ impl<R> ResultSlot<R> {
 /// nor, once woken, frees one (a fresh waker's last reference was dropped
 /// after the wake-up, on the woken thread's way out). A thread whose
 /// thread-locals are being destroyed (a wait from a thread-local's `Drop`)
-/// gets a fresh one.
+/// gets a fresh one, and so does every wait under loom, whose model
+/// threads share one OS thread (a cached waker would unpark another model
+/// thread, or one of an earlier execution).
 fn thread_waker() -> Waker {
     struct Unpark(thread::Thread);
     impl std::task::Wake for Unpark {
@@ -355,6 +357,9 @@ fn thread_waker() -> Waker {
     }
     std::thread_local! {
         static OWN: Waker = fresh();
+    }
+    if cfg!(loom) {
+        return fresh();
     }
     OWN.try_with(Waker::clone).unwrap_or_else(|_| fresh())
 }
