@@ -335,14 +335,19 @@ impl<R> ResultSlot<R> {
 }
 
 /// A `Waker` that unparks the calling thread: a clone of the thread's
-/// own, made at its first blocking wait, so that a wait neither allocates
-/// nor, once woken, frees one (a fresh waker's last reference was dropped
-/// after the wake-up, on the woken thread's way out). A thread whose
-/// thread-locals are being destroyed (a wait from a thread-local's `Drop`)
-/// gets a fresh one, and so does every wait under loom, whose model
-/// threads share one OS thread (a cached waker would unpark another model
-/// thread, or one of an earlier execution).
+/// own ([`OWN_WAKER`]), made at its first blocking wait, so that a wait
+/// neither allocates nor, once woken, frees one (a fresh waker's last
+/// reference was dropped after the wake-up, on the woken thread's way
+/// out). A thread whose thread-locals are being destroyed (a wait from a
+/// thread-local's `Drop`) gets a fresh one.
 fn thread_waker() -> Waker {
+    OWN_WAKER
+        .try_with(Waker::clone)
+        .unwrap_or_else(|_| fresh_thread_waker())
+}
+
+/// A new `Waker` that unparks the calling thread.
+fn fresh_thread_waker() -> Waker {
     struct Unpark(thread::Thread);
     impl std::task::Wake for Unpark {
         fn wake(self: std::sync::Arc<Self>) {
@@ -352,16 +357,18 @@ fn thread_waker() -> Waker {
             self.0.unpark();
         }
     }
-    fn fresh() -> Waker {
-        Waker::from(std::sync::Arc::new(Unpark(thread::current())))
-    }
-    std::thread_local! {
-        static OWN: Waker = fresh();
-    }
-    if cfg!(loom) {
-        return fresh();
-    }
-    OWN.try_with(Waker::clone).unwrap_or_else(|_| fresh())
+    Waker::from(std::sync::Arc::new(Unpark(thread::current())))
+}
+
+// Per thread; under loom, per model thread (loom's threads share one OS
+// thread, whose own thread-local would unpark another model thread).
+#[cfg(not(loom))]
+std::thread_local! {
+    static OWN_WAKER: Waker = fresh_thread_waker();
+}
+#[cfg(loom)]
+sync_core::loom::thread_local! {
+    static OWN_WAKER: Waker = fresh_thread_waker();
 }
 
 /// Whatever holds a [`ResultSlot`]: the task itself, so that a submitted
