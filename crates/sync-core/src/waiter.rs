@@ -83,8 +83,45 @@ pub struct Waiter {
 
 impl Waiter {
     /// A waiter for the calling thread.
+    ///
+    /// A thread's waits share one node: the thread keeps its last waiter
+    /// and hands it out again once nobody else holds it (every queue,
+    /// notifier and earlier caller has dropped its reference), reset as
+    /// new. A wait therefore neither allocates nor, after its wake-up,
+    /// frees a node, except while an earlier node of the thread is still
+    /// held (a wait inside a wait, or a withdrawn node still queued): then
+    /// it gets a new node, which the thread keeps from then on. From a
+    /// thread-local's destructor, once the thread's own node is gone, every
+    /// call allocates.
     pub fn for_thread(data: usize) -> Arc<Self> {
-        Self::with(Wake::Thread(thread::current()), data)
+        OWN_WAITER
+            .try_with(|own| {
+                let waiter = match own.take() {
+                    Some(mut waiter) => match Arc::get_mut(&mut waiter) {
+                        // Nobody else holds it: the Acquire in `get_mut`
+                        // pairs with the Release of every other reference's
+                        // drop, so whatever they did to the node is done.
+                        Some(node) => {
+                            node.reset(data);
+                            waiter
+                        }
+                        None => Self::with(Wake::Thread(thread::current()), data),
+                    },
+                    None => Self::with(Wake::Thread(thread::current()), data),
+                };
+                own.set(Some(Arc::clone(&waiter)));
+                waiter
+            })
+            .unwrap_or_else(|_| Self::with(Wake::Thread(thread::current()), data))
+    }
+
+    /// Makes a node nobody else holds new again (it stays the calling
+    /// thread's: `wake` is kept).
+    fn reset(&mut self, data: usize) {
+        // Exclusive access: plain stores suffice, and `push` publishes them.
+        self.next.store(ptr::null_mut(), Relaxed);
+        self.state.store(WAITING, Relaxed);
+        self.data = data;
     }
 
     /// A waiter for a task, to be woken through `waker`.
@@ -101,19 +138,6 @@ impl Waiter {
             wake,
             data,
         })
-    }
-
-    /// Sets the primitive's word about this waiter, before anyone else holds
-    /// it: a primitive can allocate the waiter first and learn its word from
-    /// the RMW that counts it in.
-    ///
-    /// # Panics
-    ///
-    /// If the waiter is already shared (pushed, or cloned).
-    pub fn set_data(this: &mut Arc<Self>, data: usize) {
-        Arc::get_mut(this)
-            .expect("Waiter::set_data on a waiter that is already shared")
-            .data = data;
     }
 
     /// The primitive's word about this waiter, given at creation.
@@ -404,6 +428,19 @@ impl Waiter {
             None => Poll::Pending,
         }
     }
+}
+
+// The calling thread's last waiter, handed out again by
+// `Waiter::for_thread` once it is unshared. Per thread; under loom, per
+// model thread (loom's threads share one OS thread, whose own node would
+// park and unpark another model thread).
+#[cfg(not(loom))]
+std::thread_local! {
+    static OWN_WAITER: core::cell::Cell<Option<Arc<Waiter>>> = const { core::cell::Cell::new(None) };
+}
+#[cfg(loom)]
+loom::thread_local! {
+    static OWN_WAITER: core::cell::Cell<Option<Arc<Waiter>>> = core::cell::Cell::new(None);
 }
 
 /// A wakeup owed to a [`Waiter`] that was handed its token by

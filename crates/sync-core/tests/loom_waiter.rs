@@ -381,3 +381,36 @@ fn wake_list_delivers_a_deferred_wakeup() {
         notifier.join().unwrap();
     });
 }
+
+/// A thread waits twice in a row, queued each time, while the consumer
+/// notifies each waiter it pops with the waiter's own word: the second
+/// wait reuses the first's node when the consumer has already dropped it
+/// (else it gets a new one), and in every interleaving it sees its own
+/// word as a token, neither the first wait's token nor a stale link.
+#[test]
+fn a_threads_reused_node_is_waited_on_afresh() {
+    model::check(|| {
+        let queue = Arc::new(WaiterQueue::new());
+        let consumer = {
+            let queue = Arc::clone(&queue);
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    let w = loop {
+                        // SAFETY: this thread is the only consumer.
+                        match unsafe { queue.pop() } {
+                            Some(w) => break w,
+                            None => thread::yield_now(),
+                        }
+                    };
+                    assert!(w.notify(w.data() * 10));
+                }
+            })
+        };
+        for word in 1..=2 {
+            let w = Waiter::for_thread(word);
+            queue.push(Arc::clone(&w));
+            assert_eq!(w.wait(false), word * 10);
+        }
+        consumer.join().unwrap();
+    });
+}

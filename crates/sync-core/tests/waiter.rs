@@ -239,3 +239,121 @@ fn cancel_catching_keeps_the_panic_of_the_wakers_drop() {
     assert_eq!(waiter.cancel_catching(&mut panics), Err(7));
     assert!(panics.is_empty());
 }
+
+/// A thread's waits share one node once the last one is free: the node
+/// comes back new (no token, not withdrawn, the new word), and each wait on
+/// it gets its own notify.
+#[test]
+fn a_threads_next_wait_reuses_its_free_node_as_new() {
+    thread::spawn(|| {
+        let first = Waiter::for_thread(1);
+        let node = Arc::as_ptr(&first);
+        assert!(first.notify(10));
+        assert_eq!(first.wait(false), 10);
+        drop(first);
+
+        let second = Waiter::for_thread(2);
+        assert_eq!(Arc::as_ptr(&second), node, "a free node was not reused");
+        assert_eq!(second.data(), 2);
+        assert_eq!(second.token(), None);
+        assert!(!second.is_cancelled());
+        let notifier = {
+            let second = Arc::clone(&second);
+            thread::spawn(move || {
+                thread::sleep(std::time::Duration::from_millis(5));
+                assert!(second.notify(20));
+            })
+        };
+        assert_eq!(second.wait(false), 20);
+        notifier.join().unwrap();
+        drop(second);
+
+        // A withdrawn node comes back live.
+        let third = Waiter::for_thread(3);
+        assert_eq!(Arc::as_ptr(&third), node);
+        assert!(third.cancel().is_ok());
+        drop(third);
+        let fourth = Waiter::for_thread(4);
+        assert_eq!(Arc::as_ptr(&fourth), node);
+        assert!(!fourth.is_cancelled());
+        assert!(fourth.notify(40));
+        assert_eq!(fourth.wait(false), 40);
+    })
+    .join()
+    .unwrap();
+}
+
+/// A node that anyone else still holds (a queue keeps a withdrawn one, an
+/// outer wait is in progress) is left alone: the thread's next waiter is a
+/// new node, and the held one keeps its state.
+#[test]
+fn a_node_still_held_elsewhere_is_not_reused() {
+    thread::spawn(|| {
+        let queue = WaiterQueue::new();
+        let first = Waiter::for_thread(1);
+        let node = Arc::as_ptr(&first);
+        queue.push(Arc::clone(&first));
+        assert!(first.cancel().is_ok());
+        drop(first);
+
+        let second = Waiter::for_thread(2);
+        assert_ne!(Arc::as_ptr(&second), node, "a queued node was reused");
+        // SAFETY: this thread is the queue's only consumer.
+        let withdrawn = unsafe { queue.pop() }.expect("the withdrawn node");
+        assert_eq!(Arc::as_ptr(&withdrawn), node);
+        assert!(withdrawn.is_cancelled());
+        assert_eq!(withdrawn.data(), 1);
+        drop(withdrawn);
+
+        // A wait inside a wait: the outer node is held by the outer caller.
+        let inner = Waiter::for_thread(3);
+        assert_ne!(Arc::as_ptr(&inner), Arc::as_ptr(&second));
+        assert!(inner.notify(30));
+        assert_eq!(inner.wait(false), 30);
+        assert_eq!(second.token(), None);
+        assert!(second.notify(20));
+        assert_eq!(second.wait(false), 20);
+    })
+    .join()
+    .unwrap();
+}
+
+/// A thread-local's destructor can wait, whether it runs before or after
+/// the thread's own node is destroyed.
+#[test]
+fn a_thread_local_destructor_can_wait_for_a_notify() {
+    struct WaitsOnDrop;
+    impl Drop for WaitsOnDrop {
+        fn drop(&mut self) {
+            for round in 1..=2 {
+                let w = Waiter::for_thread(round);
+                let notifier = {
+                    let w = Arc::clone(&w);
+                    thread::spawn(move || assert!(w.notify(round)))
+                };
+                assert_eq!(w.wait(false), round);
+                notifier.join().unwrap();
+            }
+        }
+    }
+    thread_local! {
+        static GUARD: std::cell::RefCell<Option<WaitsOnDrop>> = const { std::cell::RefCell::new(None) };
+    }
+    for guard_first in [true, false] {
+        thread::spawn(move || {
+            // Thread-locals are destroyed in the reverse order of their
+            // first use, on this platform; either way the wait must work.
+            if guard_first {
+                GUARD.with(|g| *g.borrow_mut() = Some(WaitsOnDrop));
+            }
+            let w = Waiter::for_thread(0);
+            assert!(w.notify(1));
+            assert_eq!(w.wait(false), 1);
+            if !guard_first {
+                GUARD.with(|g| *g.borrow_mut() = Some(WaitsOnDrop));
+            }
+        })
+        .join()
+        .unwrap();
+    }
+}

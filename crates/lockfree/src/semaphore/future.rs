@@ -50,11 +50,10 @@ impl Request {
                     // push, so the window between them holds no allocation
                     // and no user code. Registered before it is pushed, so no
                     // delivery can miss it.
-                    let mut node = Waiter::for_task(cx.waker(), 0);
+                    let node = Waiter::for_task(cx.waker(), self.n);
                     match sem.commit(self.n) {
                         Ok(()) => Ok(()),
                         Err(found) => {
-                            Waiter::set_data(&mut node, self.n);
                             let panics = sem.enqueue(Arc::clone(&node), found);
                             // Recorded before a panic of another waiter's
                             // waker (from the delivery we ran) goes on: a

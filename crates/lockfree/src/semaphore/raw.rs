@@ -171,12 +171,11 @@ impl Semaphore {
         }
         // Allocated before we are counted: a deliverer that sees our count
         // waits for our push, so keep that window short.
-        let mut waiter = Waiter::for_thread(0);
+        let waiter = Waiter::for_thread(n);
         // The paper's wait: one fetch_sub counts us in.
         let Err(found) = self.commit(n) else {
             return Ok(());
         };
-        Waiter::set_data(&mut waiter, n);
         let mut panics = self.enqueue(Arc::clone(&waiter), found);
         if !panics.is_empty() {
             // Another waiter's waker panicked in the delivery we ran. Our
