@@ -84,35 +84,60 @@ pub struct Waiter {
 impl Waiter {
     /// A waiter for the calling thread.
     ///
-    /// A thread's waits share one node: the thread keeps its last waiter
-    /// and hands it out again once nobody else holds it (every queue,
-    /// notifier and earlier caller has dropped its reference), reset as
-    /// new. A wait therefore neither allocates nor, after its wake-up,
-    /// frees a node, except while an earlier node of the thread is still
-    /// held (a wait inside a wait, or a withdrawn node still queued): then
-    /// it gets a new node, which the thread keeps from then on. From a
-    /// thread-local's destructor, once the thread's own node is gone, every
+    /// A thread's waits share one node: the thread keeps a node and hands
+    /// it out again once nobody else holds it (every queue, notifier and
+    /// earlier caller has dropped its reference), reset as new. A wait
+    /// therefore neither allocates nor, after its wake-up, frees a node,
+    /// except while the thread's node is still held (a wait inside a wait,
+    /// a withdrawn node still queued, a notifier that has not let go yet):
+    /// then it gets a new node of its own, as every wait did before. From a
+    /// thread-local's destructor, once the thread's node is gone, every
     /// call allocates.
     pub fn for_thread(data: usize) -> Arc<Self> {
+        let new = || Self::with(Wake::Thread(thread::current()), data);
         OWN_WAITER
             .try_with(|own| {
-                let waiter = match own.take() {
-                    Some(mut waiter) => match Arc::get_mut(&mut waiter) {
-                        // Nobody else holds it: the Acquire in `get_mut`
-                        // pairs with the Release of every other reference's
-                        // drop, so whatever they did to the node is done.
-                        Some(node) => {
-                            node.reset(data);
-                            waiter
-                        }
-                        None => Self::with(Wake::Thread(thread::current()), data),
-                    },
-                    None => Self::with(Wake::Thread(thread::current()), data),
-                };
-                own.set(Some(Arc::clone(&waiter)));
-                waiter
+                // Taken out while we look (nothing here reenters), and put
+                // back.
+                match own.take() {
+                    Some(mut node) => {
+                        let waiter = if Self::reuse(&mut node, data) {
+                            Arc::clone(&node)
+                        } else {
+                            // Still held: the thread keeps it for a later
+                            // wait.
+                            new()
+                        };
+                        own.set(Some(node));
+                        waiter
+                    }
+                    None => {
+                        let node = new();
+                        own.set(Some(Arc::clone(&node)));
+                        node
+                    }
+                }
             })
-            .unwrap_or_else(|_| Self::with(Wake::Thread(thread::current()), data))
+            .unwrap_or_else(|_| new())
+    }
+
+    /// Resets the thread's kept `node` for a new wait if nobody else holds
+    /// it.
+    fn reuse(node: &mut Arc<Self>, data: usize) -> bool {
+        // A plain load first: a node a notifier still holds is left alone
+        // without a write to its line, which the notifier is using.
+        if Arc::strong_count(node) != 1 {
+            return false;
+        }
+        // Unique: the Acquire in `get_mut` pairs with the Release of every
+        // other reference's drop, so whatever they did to the node is done.
+        match Arc::get_mut(node) {
+            Some(node) => {
+                node.reset(data);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Makes a node nobody else holds new again (it stays the calling

@@ -56,11 +56,13 @@ fn four_producers_one_consumer_keep_order_and_lose_nothing() {
 fn dropping_a_queue_frees_the_nodes_left_in_it() {
     let q = WaiterQueue::new();
     let w = Waiter::for_thread(1);
+    // Besides ours, the thread may keep a reference to its waiter.
+    let before = Arc::strong_count(&w);
     q.push(Arc::clone(&w));
     q.push(Waiter::for_thread(2));
-    assert_eq!(Arc::strong_count(&w), 2);
+    assert_eq!(Arc::strong_count(&w), before + 1);
     drop(q);
-    assert_eq!(Arc::strong_count(&w), 1);
+    assert_eq!(Arc::strong_count(&w), before);
 }
 
 #[test]

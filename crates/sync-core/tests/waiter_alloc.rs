@@ -62,8 +62,9 @@ fn a_threads_waits_after_the_first_allocate_no_node() {
         }
         assert_eq!(allocations() - before, 0, "a repeated wait allocated");
 
-        // While the thread's node is held elsewhere, a wait allocates (a
-        // new node, which the thread then keeps).
+        // While the thread's node is held elsewhere, a wait allocates a
+        // node of its own; once the thread's node is free, it is used
+        // again.
         let held = Waiter::for_thread(1);
         let before = allocations();
         one_wait(&queue, 2);
