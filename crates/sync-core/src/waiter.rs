@@ -90,9 +90,8 @@ impl Waiter {
     /// therefore neither allocates nor, after its wake-up, frees a node,
     /// except while the thread's node is still held (a wait inside a wait,
     /// a withdrawn node still queued, a notifier that has not let go yet):
-    /// then it gets a new node of its own, as every wait did before. From a
-    /// thread-local's destructor, once the thread's node is gone, every
-    /// call allocates.
+    /// then it gets a new node of its own. From a thread-local's
+    /// destructor, once the thread's node is gone, every call allocates.
     pub fn for_thread(data: usize) -> Arc<Self> {
         let new = || Self::with(Wake::Thread(thread::current()), data);
         OWN_WAITER
