@@ -32,7 +32,10 @@
 //! therefore simply drops its reference and leaves its node in the queue,
 //! marked cancelled; the consumer frees it when it reaches it. No node is
 //! freed while a producer may still link to it (see [`WaiterQueue`]), no
-//! garbage collector or epoch is needed, and loom checks the counts.
+//! garbage collector or epoch is needed, and loom checks the counts. A
+//! thread also keeps a reference to its last node, to hand it out again
+//! once the others are gone ([`Waiter::for_thread`]): one node per thread,
+//! freed when the thread exits.
 //!
 //! Intrusive nodes owned by a pinned future were the other candidate; they
 //! save the allocation, but a lock-free queue cannot unlink a node from its

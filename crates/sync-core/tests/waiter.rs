@@ -242,6 +242,13 @@ fn cancel_catching_keeps_the_panic_of_the_wakers_drop() {
     assert!(panics.is_empty());
 }
 
+/// Notifies `w` (a waiter of the calling thread) with `token` and waits on
+/// it: the wait returns that token at once.
+fn notify_and_wait(w: &Waiter, token: usize) {
+    assert!(w.notify(token));
+    assert_eq!(w.wait(false), token);
+}
+
 /// A thread's waits share one node once the last one is free: the node
 /// comes back new (no token, not withdrawn, the new word), and each wait on
 /// it gets its own notify.
@@ -250,8 +257,7 @@ fn a_threads_next_wait_reuses_its_free_node_as_new() {
     thread::spawn(|| {
         let first = Waiter::for_thread(1);
         let node = Arc::as_ptr(&first);
-        assert!(first.notify(10));
-        assert_eq!(first.wait(false), 10);
+        notify_and_wait(&first, 10);
         drop(first);
 
         let second = Waiter::for_thread(2);
@@ -278,8 +284,7 @@ fn a_threads_next_wait_reuses_its_free_node_as_new() {
         let fourth = Waiter::for_thread(4);
         assert_eq!(Arc::as_ptr(&fourth), node);
         assert!(!fourth.is_cancelled());
-        assert!(fourth.notify(40));
-        assert_eq!(fourth.wait(false), 40);
+        notify_and_wait(&fourth, 40);
     })
     .join()
     .unwrap();
@@ -310,11 +315,9 @@ fn a_node_still_held_elsewhere_is_not_reused() {
         // A wait inside a wait: the outer node is held by the outer caller.
         let inner = Waiter::for_thread(3);
         assert_ne!(Arc::as_ptr(&inner), Arc::as_ptr(&second));
-        assert!(inner.notify(30));
-        assert_eq!(inner.wait(false), 30);
+        notify_and_wait(&inner, 30);
         assert_eq!(second.token(), None);
-        assert!(second.notify(20));
-        assert_eq!(second.wait(false), 20);
+        notify_and_wait(&second, 20);
     })
     .join()
     .unwrap();
