@@ -482,3 +482,42 @@ fn relaxed_order_bounds_a_workers_waiting_tasks() {
     assert!(saw_open);
     assert!(cs.iter().all(|c| c.is_done()));
 }
+
+/// A blocking wait may leave its finished task to the thread, to drop
+/// later; never one whose precondition holds a value of the user's: once
+/// the task has run and the wait returned, the precondition's captures
+/// are dropped, with `wait` and with `wait_result`.
+#[test]
+fn a_waited_tasks_precondition_captures_are_dropped_once_the_wait_returns() {
+    for with_result in [false, true] {
+        let m = Monitor::new(false);
+        let token = Arc::new(());
+        let captured = Arc::clone(&token);
+        thread::scope(|s| {
+            let c = m.when(
+                move |open| {
+                    let _ = &captured;
+                    *open
+                },
+                |_| 7,
+            );
+            s.spawn(|| {
+                thread::sleep(Duration::from_millis(20)); // the waiter parks
+                m.submit(|open| *open = true);
+            });
+            let r = if with_result {
+                c.wait_result().unwrap()
+            } else {
+                c.wait()
+            };
+            assert_eq!(r, 7);
+        });
+        // The enabling thread has finished: only a reference kept by this
+        // thread could hold the capture now.
+        assert_eq!(
+            Arc::strong_count(&token),
+            1,
+            "a precondition's capture outlived the wait (wait_result: {with_result})"
+        );
+    }
+}

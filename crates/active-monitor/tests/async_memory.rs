@@ -172,3 +172,41 @@ fn producers_that_stop_waiting_for_space_leave_nothing_behind() {
         "{kept} bytes kept by {CANCELLED} cancelled waits for space"
     );
 }
+
+/// Bytes still live after `rounds` blocking waits by this thread for
+/// `when` tasks that another thread enables (and that thread's waits for
+/// this one's): a thread keeps its last waited-for task, to drop when it
+/// next parks (see `Completion::wait`), so what stays is one task.
+fn after_blocking_waits(rounds: usize) -> isize {
+    let m = Monitor::new(false);
+    m.call(|_| ()); // warm: the thread-locals
+    let before = live_bytes();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..rounds {
+                m.when(|open| !*open, |open| *open = true).wait();
+            }
+        });
+        for _ in 0..rounds {
+            m.when(|open| *open, |open| *open = false).wait();
+        }
+    });
+    live_bytes() - before
+}
+
+#[test]
+fn blocking_waits_keep_one_task_per_thread_whatever_the_history() {
+    let _one = sync_core::testing::one_at_a_time();
+    let least = |rounds| {
+        (0..3)
+            .map(|_| after_blocking_waits(rounds))
+            .min()
+            .expect("three tries")
+    };
+    let few = least(10);
+    let many = least(5_000);
+    assert!(
+        many - few < 1024,
+        "10 blocking waits kept {few} bytes, 5000 kept {many}"
+    );
+}

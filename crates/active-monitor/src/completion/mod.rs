@@ -20,6 +20,7 @@ use crate::unwind;
 use std::sync::Arc;
 
 mod finish;
+mod kept;
 mod slot;
 
 pub(crate) use finish::Finish;
@@ -93,8 +94,12 @@ enum Inner<R> {
     /// sends large results through `Shared` instead; an OR that ran inline
     /// may come here); `None` once taken.
     Boxed(Option<Box<Outcome<R>>>),
-    /// Queued: the slot the executor fills.
-    Shared(Arc<dyn HasSlot<R>>),
+    /// Queued: the slot the executor fills; `keep`: a blocking wait
+    /// leaves the task to its thread to drop (see `kept`).
+    Shared {
+        task: Arc<dyn HasSlot<R>>,
+        keep: bool,
+    },
 }
 
 /// The result of a task submitted to a [`Monitor`](crate::Monitor): a
@@ -188,7 +193,25 @@ impl<R> Completion<R> {
 
     pub(crate) fn shared(slot: Arc<dyn HasSlot<R>>) -> Self {
         Self {
-            inner: Inner::Shared(slot),
+            inner: Inner::Shared {
+                task: slot,
+                keep: false,
+            },
+        }
+    }
+
+    /// [`shared`](Self::shared), for a task that a blocking wait may leave
+    /// to its thread to drop later (see `kept`).
+    ///
+    /// # Safety
+    ///
+    /// Once its result is taken, dropping `task` runs no user code and
+    /// touches nothing that may be gone by then: `R` and the task are
+    /// `'static`, and the task's other user values (a precondition) need no
+    /// drop.
+    pub(crate) unsafe fn shared_kept(task: Arc<dyn HasSlot<R>>) -> Self {
+        Self {
+            inner: Inner::Shared { task, keep: true },
         }
     }
 
@@ -205,12 +228,19 @@ impl<R> Completion<R> {
     pub fn is_done(&self) -> bool {
         match &self.inner {
             Inner::Ready(_) | Inner::Boxed(_) => true,
-            Inner::Shared(s) => s.slot().is_done(),
+            Inner::Shared { task, .. } => task.slot().is_done(),
         }
     }
 
     /// Blocks the calling thread until the task has run, and returns its
     /// result.
+    ///
+    /// The task's allocation may outlive the call, not its values: the
+    /// thread keeps its last waited-for task (one, of a few hundred bytes
+    /// at most) and frees it before its next blocking wait for a task parks, or when
+    /// it exits, so that a woken thread returns to its caller without
+    /// freeing it first. The result is the caller's, and a task whose
+    /// precondition holds values with a `Drop` is never kept.
     ///
     /// # Deadlocks
     ///
@@ -232,15 +262,26 @@ impl<R> Completion<R> {
     /// assert_eq!(m.submit(|v| v.len()).wait(), 2);
     /// ```
     pub fn wait(self) -> R {
-        match &self.inner {
-            Inner::Shared(s) => {
-                let slot = s.slot();
-                slot.block();
-                // SAFETY: done, and `self` is the single owner (consumed).
-                // Read straight into our caller's place.
-                unsafe { slot.take_or_panic() }
+        match self.inner {
+            Inner::Shared { task, keep } => {
+                // One call through the task's vtable: after the park its
+                // code may have gone cold.
+                let slot: *const ResultSlot<R> = task.slot();
+                // SAFETY: `task` holds the slot.
+                unsafe { (*slot).block() };
+                let _task = if keep {
+                    // SAFETY: `shared_kept`'s contract.
+                    unsafe { kept::keep(task) }
+                } else {
+                    Some(task)
+                };
+                // SAFETY: done, and `self` was the single owner (consumed);
+                // the task is alive until the end of this arm (`_task`
+                // holds it, or the thread keeps it). Read straight into
+                // our caller's place.
+                unsafe { (*slot).take_or_panic() }
             }
-            Inner::Ready(_) | Inner::Boxed(_) => self.wait_ran_inline(),
+            inner @ (Inner::Ready(_) | Inner::Boxed(_)) => Self { inner }.wait_ran_inline(),
         }
     }
 
@@ -321,7 +362,7 @@ impl<R> Completion<R> {
     pub fn cancel(self) -> Result<(), Self> {
         let withdrawn = match &self.inner {
             Inner::Ready(_) | Inner::Boxed(_) => false,
-            Inner::Shared(s) => s.cancel(),
+            Inner::Shared { task, .. } => task.cancel(),
         };
         if withdrawn {
             // A waker's panic caught while notifying the order waiters.
@@ -333,7 +374,7 @@ impl<R> Completion<R> {
     }
 
     /// [`wait`](Self::wait), with a discarded task as an error instead of a
-    /// panic.
+    /// panic. The task's allocation may outlive the call, as with `wait`.
     ///
     /// # Errors
     ///
@@ -372,11 +413,26 @@ impl<R> Completion<R> {
             Inner::Boxed(o) => {
                 unwrap_outcome(*o.take().expect("a completion's outcome is taken once"))
             }
-            Inner::Shared(s) => {
-                let slot = s.slot();
-                slot.block();
-                // SAFETY: done, and `self` is the single owner (consumed).
-                unsafe { slot.take_result() }
+            Inner::Shared { task, keep } => {
+                // As in `wait`.
+                let slot: *const ResultSlot<R> = task.slot();
+                // SAFETY: `task` holds the slot.
+                unsafe { (*slot).block() };
+                if core::mem::take(keep) {
+                    let Inner::Shared { task, .. } =
+                        core::mem::replace(&mut self.inner, Inner::Ready(None))
+                    else {
+                        unreachable!()
+                    };
+                    // SAFETY: `shared_kept`'s contract.
+                    if let Some(task) = unsafe { kept::keep(task) } {
+                        self.inner = Inner::Shared { task, keep: false };
+                    }
+                }
+                // SAFETY: done, and `self` is the single owner (consumed);
+                // the task is alive until `self` is dropped, or the thread
+                // keeps it.
+                unsafe { (*slot).take_result() }
             }
         }
     }
@@ -395,7 +451,7 @@ impl<R> Completion<R> {
     /// task.
     pub(crate) fn runner(&self) -> Option<&crate::task::Runner> {
         match &self.inner {
-            Inner::Shared(s) => s.runner(),
+            Inner::Shared { task, .. } => task.runner(),
             Inner::Ready(_) | Inner::Boxed(_) => None,
         }
     }
@@ -403,8 +459,8 @@ impl<R> Completion<R> {
     /// Registers `waker` for the task's end, and for a holder's signal
     /// (see `Runner`).
     pub(crate) fn register(&self, waker: &core::task::Waker) {
-        if let Inner::Shared(s) = &self.inner {
-            s.slot().poll_done(waker);
+        if let Inner::Shared { task, .. } = &self.inner {
+            task.slot().poll_done(waker);
         }
     }
 
@@ -413,11 +469,13 @@ impl<R> Completion<R> {
     /// panics (the caller knows it cannot be).
     #[inline(never)]
     pub(crate) fn poll_value(&mut self, cx: &mut Context<'_>) -> Poll<R> {
-        if let Inner::Shared(s) = &self.inner {
-            if !s.slot().poll_done(cx.waker()) {
+        if let Inner::Shared { task, .. } = &self.inner {
+            if !task.slot().poll_done(cx.waker()) {
                 return Poll::Pending;
             }
-            let Inner::Shared(s) = core::mem::replace(&mut self.inner, Inner::Ready(None)) else {
+            let Inner::Shared { task: s, .. } =
+                core::mem::replace(&mut self.inner, Inner::Ready(None))
+            else {
                 unreachable!()
             };
             // SAFETY: done, and we are the single owner; `self.inner` no
@@ -447,8 +505,8 @@ impl<R> Future for Completion<R> {
             Inner::Boxed(o) => Poll::Ready(unwrap_outcome(
                 *o.take().expect("Completion polled after it returned Ready"),
             )),
-            Inner::Shared(s) => {
-                let slot = s.slot();
+            Inner::Shared { task, .. } => {
+                let slot = task.slot();
                 if !slot.poll_done(cx.waker()) {
                     return Poll::Pending;
                 }

@@ -63,6 +63,10 @@ impl Runner {
     }
 }
 
+/// The largest task a thread keeps after a blocking wait (see
+/// `AsyncTask::KEPT_BY_WAITER`): a task holds room for its result.
+const KEPT_TASK_MAX_BYTES: usize = 256;
+
 /// An asynchronous task: precondition, body and result slot in one
 /// allocation shared with its `Completion`.
 pub(crate) struct AsyncTask<T, S, P, B, R> {
@@ -137,9 +141,24 @@ where
     R: Send + 'static,
     T: 'static,
 {
+    /// Whether a blocking wait for the task may leave it to its thread to
+    /// drop later (see `Completion::shared_kept`): its precondition needs
+    /// no drop (its body is gone and its result taken by then), and it is
+    /// small, since a thread keeps one.
+    const KEPT_BY_WAITER: bool =
+        !core::mem::needs_drop::<P>() && size_of::<Self>() <= KEPT_TASK_MAX_BYTES;
+
     /// The task's [`Handles`] for a monitor of `order`.
     pub(crate) fn handles(self: Arc<Self>, order: Order, conditional: bool) -> Handles<T, S, R> {
-        let completion = Completion::shared(Arc::clone(&self) as Arc<dyn HasSlot<R>>);
+        let task = Arc::clone(&self) as Arc<dyn HasSlot<R>>;
+        let completion = if Self::KEPT_BY_WAITER {
+            // SAFETY: `KEPT_BY_WAITER`: once the result is taken, nothing
+            // of the task's needs a drop but the crate's own fields; R and
+            // the task are 'static (this impl's bounds).
+            unsafe { Completion::shared_kept(task) }
+        } else {
+            Completion::shared(task)
+        };
         let pending =
             (order == Order::Strict || conditional).then(|| Arc::clone(&self) as Arc<dyn Pending>);
         (
