@@ -57,21 +57,19 @@ fn after_dropped_order_waits(rounds: usize) -> isize {
     kept
 }
 
+/// The least of three tries of `after(rounds)`. Live bytes are the whole
+/// process's: a transient allocation elsewhere (a thread of an earlier
+/// test finishing) is not taken for history kept. History kept would show
+/// in every try.
+fn least_of_three(after: fn(usize) -> isize, rounds: usize) -> isize {
+    (0..3).map(|_| after(rounds)).min().expect("three tries")
+}
+
 #[test]
 fn dropped_order_waits_do_not_pile_up() {
     let _one = sync_core::testing::one_at_a_time();
-    // Live bytes are the whole process's: the least of three tries, so
-    // that a transient allocation elsewhere (a thread of an earlier test
-    // finishing) is not taken for history kept. History kept would show
-    // in every try.
-    let least = |rounds| {
-        (0..3)
-            .map(|_| after_dropped_order_waits(rounds))
-            .min()
-            .expect("three tries")
-    };
-    let few = least(10);
-    let many = least(10_000);
+    let few = least_of_three(after_dropped_order_waits, 10);
+    let many = least_of_three(after_dropped_order_waits, 10_000);
     // A withdrawn waiter's node is freed by the next newcomer's sweep:
     // what stays is a couple of nodes, whatever the history.
     assert!(
@@ -197,14 +195,8 @@ fn after_blocking_waits(rounds: usize) -> isize {
 #[test]
 fn blocking_waits_keep_one_task_per_thread_whatever_the_history() {
     let _one = sync_core::testing::one_at_a_time();
-    let least = |rounds| {
-        (0..3)
-            .map(|_| after_blocking_waits(rounds))
-            .min()
-            .expect("three tries")
-    };
-    let few = least(10);
-    let many = least(5_000);
+    let few = least_of_three(after_blocking_waits, 10);
+    let many = least_of_three(after_blocking_waits, 5_000);
     assert!(
         many - few < 1024,
         "10 blocking waits kept {few} bytes, 5000 kept {many}"
