@@ -57,25 +57,32 @@ fn after_dropped_order_waits(rounds: usize) -> isize {
     kept
 }
 
-/// The least of three tries of `after(rounds)`. Live bytes are the whole
-/// process's: a transient allocation elsewhere (a thread of an earlier
-/// test finishing) is not taken for history kept. History kept would show
-/// in every try.
-fn least_of_three(after: fn(usize) -> isize, rounds: usize) -> isize {
-    (0..3).map(|_| after(rounds)).min().expect("three tries")
+/// Asserts that what `after(rounds)` leaves live grows by less than
+/// `bound` bytes from `few` to `many` rounds. Live bytes are the whole
+/// process's: the least of three tries each, so that a transient
+/// allocation elsewhere (a thread of an earlier test finishing) is not
+/// taken for history kept. History kept would show in every try.
+fn assert_history_not_kept(
+    what: &str,
+    after: fn(usize) -> isize,
+    few: usize,
+    many: usize,
+    bound: isize,
+) {
+    let _one = sync_core::testing::one_at_a_time();
+    let least = |rounds| (0..3).map(|_| after(rounds)).min().expect("three tries");
+    let (kept_few, kept_many) = (least(few), least(many));
+    assert!(
+        kept_many - kept_few < bound,
+        "{few} {what} kept {kept_few} bytes, {many} kept {kept_many}"
+    );
 }
 
 #[test]
 fn dropped_order_waits_do_not_pile_up() {
-    let _one = sync_core::testing::one_at_a_time();
-    let few = least_of_three(after_dropped_order_waits, 10);
-    let many = least_of_three(after_dropped_order_waits, 10_000);
     // A withdrawn waiter's node is freed by the next newcomer's sweep:
     // what stays is a couple of nodes, whatever the history.
-    assert!(
-        many - few < 4096,
-        "10 dropped waits kept {few} bytes, 10000 kept {many}"
-    );
+    assert_history_not_kept("dropped waits", after_dropped_order_waits, 10, 10_000, 4096);
 }
 
 /// Bytes still live after `rounds` `when` tasks withdrawn while they wait.
@@ -194,11 +201,5 @@ fn after_blocking_waits(rounds: usize) -> isize {
 
 #[test]
 fn blocking_waits_keep_one_task_per_thread_whatever_the_history() {
-    let _one = sync_core::testing::one_at_a_time();
-    let few = least_of_three(after_blocking_waits, 10);
-    let many = least_of_three(after_blocking_waits, 5_000);
-    assert!(
-        many - few < 1024,
-        "10 blocking waits kept {few} bytes, 5000 kept {many}"
-    );
+    assert_history_not_kept("blocking waits", after_blocking_waits, 10, 5_000, 1024);
 }
