@@ -262,27 +262,35 @@ impl<R> Completion<R> {
     /// assert_eq!(m.submit(|v| v.len()).wait(), 2);
     /// ```
     pub fn wait(self) -> R {
-        match self.inner {
-            Inner::Shared { task, keep } => {
-                // One call through the task's vtable: after the park its
-                // code may have gone cold.
-                let slot: *const ResultSlot<R> = task.slot();
-                // SAFETY: `task` holds the slot.
-                unsafe { (*slot).block() };
-                let _task = if keep {
-                    // SAFETY: `shared_kept`'s contract.
-                    unsafe { kept::keep(task) }
-                } else {
-                    Some(task)
-                };
-                // SAFETY: done, and `self` was the single owner (consumed);
-                // the task is alive until the end of this arm (`_task`
-                // holds it, or the thread keeps it). Read straight into
-                // our caller's place.
-                unsafe { (*slot).take_or_panic() }
-            }
-            inner @ (Inner::Ready(_) | Inner::Boxed(_)) => Self { inner }.wait_ran_inline(),
+        match &self.inner {
+            Inner::Shared { .. } => self.wait_shared(),
+            Inner::Ready(_) | Inner::Boxed(_) => self.wait_ran_inline(),
         }
+    }
+
+    /// [`wait`](Self::wait) for a queued task: blocks, then reads the
+    /// result out of the task's slot, leaving the task to the thread if it
+    /// may be kept (see `kept`).
+    #[inline]
+    fn wait_shared(self) -> R {
+        let Inner::Shared { task, keep } = self.inner else {
+            unreachable!("wait_shared on a completion that ran inline")
+        };
+        // One call through the task's vtable: after the park its code may
+        // have gone cold.
+        let slot: *const ResultSlot<R> = task.slot();
+        // SAFETY: `task` holds the slot.
+        unsafe { (*slot).block() };
+        let _task = if keep {
+            // SAFETY: `shared_kept`'s contract.
+            unsafe { kept::keep(task) }
+        } else {
+            Some(task)
+        };
+        // SAFETY: done, and `self` was the single owner (consumed); the
+        // task is alive until we return (`_task` holds it, or the thread
+        // keeps it). Read straight into our caller's place.
+        unsafe { (*slot).take_or_panic() }
     }
 
     /// [`wait`](Self::wait) for a task that ran inline (apart, so that
