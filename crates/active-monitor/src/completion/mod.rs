@@ -276,21 +276,33 @@ impl<R> Completion<R> {
         let Inner::Shared { task, keep } = self.inner else {
             unreachable!("wait_shared on a completion that ran inline")
         };
+        let (slot, _task) = Self::block_then_keep(task, keep);
+        // SAFETY: done, and `self` was the single owner (consumed); the
+        // task is alive until we return (`_task` holds it, or the thread
+        // keeps it). Read straight into our caller's place.
+        unsafe { (*slot).take_or_panic() }
+    }
+
+    /// Blocks until `task` has finished, then leaves it to the thread if
+    /// `keep` (see `kept`). Returns its slot, and the task unless the
+    /// thread keeps it: whichever holds the task keeps the slot alive.
+    #[inline(always)]
+    fn block_then_keep(
+        task: Arc<dyn HasSlot<R>>,
+        keep: bool,
+    ) -> (*const ResultSlot<R>, Option<Arc<dyn HasSlot<R>>>) {
         // One call through the task's vtable: after the park its code may
         // have gone cold.
         let slot: *const ResultSlot<R> = task.slot();
         // SAFETY: `task` holds the slot.
         unsafe { (*slot).block() };
-        let _task = if keep {
+        let task = if keep {
             // SAFETY: `shared_kept`'s contract.
             unsafe { kept::keep(task) }
         } else {
             Some(task)
         };
-        // SAFETY: done, and `self` was the single owner (consumed); the
-        // task is alive until we return (`_task` holds it, or the thread
-        // keeps it). Read straight into our caller's place.
-        unsafe { (*slot).take_or_panic() }
+        (slot, task)
     }
 
     /// [`wait`](Self::wait) for a task that ran inline (apart, so that
@@ -421,25 +433,16 @@ impl<R> Completion<R> {
             Inner::Boxed(o) => {
                 unwrap_outcome(*o.take().expect("a completion's outcome is taken once"))
             }
-            Inner::Shared { task, keep } => {
-                // As in `wait`.
-                let slot: *const ResultSlot<R> = task.slot();
-                // SAFETY: `task` holds the slot.
-                unsafe { (*slot).block() };
-                if core::mem::take(keep) {
-                    let Inner::Shared { task, .. } =
-                        core::mem::replace(&mut self.inner, Inner::Ready(None))
-                    else {
-                        unreachable!()
-                    };
-                    // SAFETY: `shared_kept`'s contract.
-                    if let Some(task) = unsafe { kept::keep(task) } {
-                        self.inner = Inner::Shared { task, keep: false };
-                    }
-                }
+            Inner::Shared { .. } => {
+                let Inner::Shared { task, keep } =
+                    core::mem::replace(&mut self.inner, Inner::Ready(None))
+                else {
+                    unreachable!()
+                };
+                let (slot, _task) = Self::block_then_keep(task, keep);
                 // SAFETY: done, and `self` is the single owner (consumed);
-                // the task is alive until `self` is dropped, or the thread
-                // keeps it.
+                // the task is alive until we return (`_task` holds it, or
+                // the thread keeps it).
                 unsafe { (*slot).take_result() }
             }
         }
