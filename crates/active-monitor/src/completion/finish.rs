@@ -69,9 +69,9 @@ pub(crate) struct Finish {
 /// call), and while a few more threads than cores are runnable a yield
 /// mostly hands the core to the threads that submit and serve, which make
 /// progress meanwhile. So yields that are slow for that reason do not make
-/// the waiter park, as they would in the family's default watch (the
-/// report's `am/bq` and `am/or` rows ran 3-4 times slower when it parked
-/// then). Once the CPUs are heavily oversubscribed, a yield gives the core
+/// the waiter park, as they would in the family's default watch (parking
+/// then puts a wake-up on the submitters' path for every task; the
+/// report's `am/bq` and `am/or` rows measure it). Once the CPUs are heavily oversubscribed, a yield gives the core
 /// away for a scheduling round and the task's end would go unseen for that
 /// long: then the waiter parks at once, and is woken when the task
 /// finishes. Between the two (a few busy threads per CPU), a yield waits

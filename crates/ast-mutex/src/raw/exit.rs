@@ -33,12 +33,11 @@ const HANDOFF_AFTER_PASSES: u32 = if cfg!(loom) { 2 } else { 32 };
 /// A pending waiter that `HANDOFF_AFTER_PASSES` exits have passed is handed
 /// the lock anyway once it has been pending this long: the scheduler is
 /// keeping its thread from running while others run, and holding the lock
-/// for it is then what makes them wait their turn. Longer than a scheduling
-/// round on a loaded machine (up to 94 ms here beside 50 busy threads):
-/// with 1 ms, and 1,024 passes below, nearly every wake-up there ended in a
-/// lock held for a thread that was not running, the threads that found it
-/// held parked, and the lock's throughput beside 50 busy threads fell to
-/// 2-5% of `std::sync::Mutex`'s after the first 100 ms.
+/// for it is then what makes them wait their turn. It is meant to be
+/// longer than a scheduling round on a loaded machine: a patience shorter
+/// than the round ends nearly every wake-up there in a lock held for a
+/// thread that is not running, the threads that find it held park, and
+/// the lock's throughput collapses (the report's `busy/` rows measure it).
 const PENDING_PATIENCE: Duration = Duration::from_millis(100);
 
 /// How often `AstMutex::count_pass` reads the clock, in passes.
@@ -105,10 +104,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// Why an exit frees the lock before it wakes anyone: a holder that
     /// serves with the lock held keeps it through the table lock and the
     /// serve, and a holder preempted there (more runnable threads than
-    /// cores) keeps every running thread out for a scheduling round. With
-    /// 50 busy threads that made every exit slow once one waiter had
-    /// parked, and the lock's throughput fell 20-50 times below
-    /// `std::sync::Mutex`'s after the first 100 ms.
+    /// cores) keeps every running thread out for a scheduling round, and
+    /// once one waiter has parked every exit would risk that.
     ///
     /// Why the re-check cannot miss a waiter: while we hold the lock, every
     /// other write to the word is an RMW (`enqueue`'s), so if a waiter's RMW
@@ -142,8 +139,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// The pass-on of an exit that freed the lock in the state of `bit`
     /// (`wake_pass`, or a skip: see `unlock`), then the wakers' panics. Out
     /// of line, and building its `Panics` itself, so that `unlock` stays
-    /// small enough to inline into a guard's drop: an out-of-line drop made
-    /// the report's uncontended row 40% slower.
+    /// small enough to inline into a guard's drop (the report's
+    /// `ast/uncontended` row measures an out-of-line drop's cost).
     #[cold]
     fn exit_pass_resume(&self, next: u32) {
         let mut panics = Panics::new();
@@ -417,8 +414,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// Counts `exits` exits that served woken node `i` without the lock.
     /// Every `CLOCK_EVERY_PASSES`-th pass reads the clock, to note whether
     /// the node has been woken for `PENDING_PATIENCE`: a clock read on
-    /// every exit, under the table lock, lengthened the table lock's hold
-    /// enough to halve the lock's throughput beside 50 busy threads.
+    /// every exit would lengthen every hold of the table lock, which the
+    /// exits of a busy lock queue behind.
     fn count_pass(t: &mut Table, i: u32, exits: u32) {
         let after = t.pass(i, exits);
         let before = after.saturating_sub(exits);
