@@ -295,6 +295,30 @@ fn a_woken_waiter_that_loses_the_race_strands_no_one() {
     });
 }
 
+/// A waiter woken to compete that takes the lock by itself must take its
+/// node out of the table, whatever state it then exits to: here it exits
+/// to C, the C waiter gets in and exits to B, and that exit must reach the
+/// B waiter queued behind the woken one's node (a node left in the table
+/// would take that exit's pass and strand it). Each gets in once, in
+/// whatever order the two B waiters arrive.
+///
+/// Bound 1: four threads, each wait and exit taking the table lock.
+#[test]
+fn a_woken_waiter_that_enters_by_itself_strands_no_one_behind_it() {
+    model::check_with_bound(1, || {
+        let m = mutex(WakeMode::Compete, St::A);
+        let holder = m.enter(St::A);
+        let first = waiter(&m, St::B, 1, St::C);
+        let then_b = waiter(&m, St::C, 10, St::B);
+        let last = waiter(&m, St::B, 100, St::B);
+        holder.exit(St::B);
+        for t in [first, then_b, last] {
+            t.join().unwrap();
+        }
+        assert_eq!(*m.enter(St::B), 111);
+    });
+}
+
 /// Polls `f` once with a waker that does nothing.
 fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
     let mut cx = Context::from_waker(Waker::noop());
