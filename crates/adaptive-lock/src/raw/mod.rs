@@ -153,6 +153,19 @@ impl<P: Policy> RawAdaptiveLock<P> {
         /// before: a configuration set by `configure` is never replaced by
         /// the initial one. [`with_policy`](Self::with_policy) applies them
         /// at once.
+        ///
+        /// # Examples
+        ///
+        /// ```
+        /// use adaptive_lock::{Learned, RawAdaptiveLock};
+        ///
+        /// // A `const fn`: a raw lock can be a `static`.
+        /// static RAW: RawAdaptiveLock<Learned> = RawAdaptiveLock::new();
+        /// RAW.lock();
+        /// assert!(RAW.is_locked());
+        /// // SAFETY: this thread holds the lock.
+        /// unsafe { RAW.unlock() };
+        /// ```
         pub fn new() -> Self {
             Self {
                 state: AtomicU8::new(0),
