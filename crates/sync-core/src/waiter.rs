@@ -265,6 +265,7 @@ impl Waiter {
         }
     }
 
+    #[inline]
     fn wake_now(&self) {
         match &self.wake {
             Wake::Thread(t) => t.unpark(),
@@ -485,6 +486,8 @@ impl Wakeup {
     }
 
     /// Wakes the waiter (it already has its token).
+    // Inline, with `wake_now` and `Drop`: see `WakeList`'s methods.
+    #[inline]
     pub fn wake(mut self) {
         if let Some(waiter) = self.0.take() {
             waiter.wake_now();
@@ -493,6 +496,7 @@ impl Wakeup {
 }
 
 impl Drop for Wakeup {
+    #[inline]
     fn drop(&mut self) {
         if let Some(waiter) = self.0.take() {
             waiter.wake_now();

@@ -68,8 +68,13 @@ pub struct WakeList {
     more: Vec<Wakeup>,
 }
 
+// The list's methods are `#[inline]`, so that they are compiled into the
+// primitive that uses them: they run on its wake path, around the unpark's
+// system call, where a call into this crate's code (elsewhere in the
+// binary, and cold after the thread slept) costs a code page's first touch.
 impl WakeList {
     /// An empty list; it does not allocate.
+    #[inline]
     pub const fn new() -> Self {
         Self {
             inline: [None, None, None, None],
@@ -79,6 +84,7 @@ impl WakeList {
 
     /// Keeps `wakeup` for [`wake_all`](Self::wake_all); allocates only past
     /// [`INLINE`] wake-ups. Runs no user code.
+    #[inline]
     pub fn push(&mut self, wakeup: Wakeup) {
         if wakeup.is_done() {
             return;
@@ -119,6 +125,7 @@ impl WakeList {
     /// Wakes every kept waiter, oldest first, whichever wakers panic; the
     /// first panic is kept in `panics` (resume it once the primitive is
     /// consistent). The list is empty afterwards and keeps its allocation.
+    #[inline]
     pub fn wake_all(&mut self, panics: &mut Panics) {
         for slot in &mut self.inline {
             if let Some(wakeup) = slot.take() {
@@ -132,6 +139,7 @@ impl WakeList {
 }
 
 impl Drop for WakeList {
+    #[inline]
     fn drop(&mut self) {
         if !self.is_empty() {
             // The caller returned (or unwound) without waking: the promised
