@@ -129,12 +129,13 @@ use crate::watchers::Watchers;
 /// wakes every task it owes a wake-up, then the first waker panic goes on
 /// to its caller; if the thread is already unwinding (a guard or a future
 /// dropped during a panic), that panic is dropped rather than aborting the
-/// process. One wake-up is made by a thread that does not owe it: a timed
-/// waiter that gives up while the table is locked (see
-/// [`try_enter_for`](Self::try_enter_for)) leaves what it owes to the
+/// process. A timed waiter that gives up (see
+/// [`try_enter_for`](Self::try_enter_for)) may owe the next waiter a
+/// wake-up; it makes it, or, if the table is locked, leaves it to the
 /// thread that holds the table, which makes it once it has unlocked the
-/// table, in the middle of its own entry, exit or give-up; a panic of such
-/// a waker is dropped there.
+/// table, in the middle of its own entry, exit or give-up. Either way the
+/// wake-up is not the operation of the thread that makes it, and a panic
+/// of its waker is dropped: a timed entry that gives up returns `None`.
 ///
 /// # Progress
 ///

@@ -326,12 +326,15 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         self.publish(&mut t);
     }
 
-    /// A thread's timed wait gives up (see `abandon`); wakers' panics
-    /// resume here.
+    /// A thread's timed wait gives up (see `abandon`). The serve it makes
+    /// is owed to the next waiter, not to the caller, whose entry failed:
+    /// a panic of that waiter's waker is dropped (rule 4 of the panic
+    /// policy), as when the serve is left to the table lock's holder, so
+    /// that a timed entry returns `None` whichever way it gave up.
     fn give_up(&self, place: &mut Place, watched: bool) -> Option<u32> {
         let mut panics = Panics::new();
         let handed = self.abandon(place, watched, &mut panics);
-        panics.resume();
+        drop(panics);
         handed
     }
 
