@@ -18,7 +18,9 @@
 //!    panic would be resumed (a guard, a future or a channel end dropped
 //!    during a panic), the caught panic is dropped instead, because a panic
 //!    out of a `drop` during unwinding aborts the process. A payload whose own
-//!    `drop` panics is leaked. One case cannot be told apart: a drop run by a
+//!    `drop` panics is replaced by that panic's payload, which is dropped in
+//!    turn; only past [`DISCARD_DEPTH`] such payloads is the last one leaked.
+//!    One case cannot be told apart: a drop run by a
 //!    thread-local destructor is not unwinding, so a panic resumed there
 //!    aborts the process, as any panic out of a thread-local destructor does
 //!    (`std` gives no way to detect that context). Operations whose callback
@@ -186,12 +188,25 @@ pub fn resume_or_discard(payload: Payload) {
     }
 }
 
-/// Drops a panic's payload; if that drop itself panics, the second payload
-/// is leaked rather than unwound.
+/// How many payloads [`discard`] drops in a row, each the payload of the
+/// panic of the previous one's `drop`, before it leaks the next.
+pub const DISCARD_DEPTH: usize = 8;
+
+/// Drops a panic's payload without unwinding: if that drop panics, the new
+/// panic's payload is dropped the same way, and so on up to
+/// [`DISCARD_DEPTH`] payloads; the one after is leaked (a payload type
+/// whose `drop` always panics with another would never end). A payload
+/// whose drop panics with an ordinary payload (a message) therefore leaves
+/// nothing behind, however often it happens.
 pub fn discard(payload: Payload) {
-    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(payload))) {
-        core::mem::forget(again);
+    let mut payload = payload;
+    for _ in 0..DISCARD_DEPTH {
+        match catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+            Ok(()) => return,
+            Err(again) => payload = again,
+        }
     }
+    core::mem::forget(payload);
 }
 
 #[cfg(all(test, not(loom)))]
@@ -254,7 +269,39 @@ mod tests {
     }
 
     #[test]
-    fn a_payload_whose_drop_panics_is_leaked_not_unwound() {
+    fn the_payload_of_a_payloads_panicking_drop_is_dropped_too() {
+        use core::sync::atomic::{AtomicUsize, Ordering};
+        static DROPPED: AtomicUsize = AtomicUsize::new(0);
+        struct Counted;
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        struct PanicsWithCounted;
+        impl Drop for PanicsWithCounted {
+            fn drop(&mut self) {
+                std::panic::panic_any(Counted);
+            }
+        }
+        discard(Box::new(PanicsWithCounted));
+        assert_eq!(
+            DROPPED.load(Ordering::Relaxed),
+            1,
+            "the second payload leaked"
+        );
+        // A chain that never ends: each drop panics with another link.
+        struct Chain;
+        impl Drop for Chain {
+            fn drop(&mut self) {
+                std::panic::panic_any(Chain);
+            }
+        }
+        discard(Box::new(Chain));
+    }
+
+    #[test]
+    fn a_payload_whose_drop_panics_is_discarded_not_unwound() {
         discard(Box::new(PanicOnDrop));
         let mut panics = Panics::new();
         panics.keep(Box::new(0u8));
