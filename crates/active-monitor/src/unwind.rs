@@ -20,15 +20,12 @@
 //! wait. They are delivered where deferred panics are resumed, once the
 //! thread has let go of the monitor ([`resume_deferred`]).
 
-use core::any::Any;
 use core::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
-use sync_core::unwind::Panics;
+use sync_core::unwind::{Panics, Payload, discard};
 use sync_core::waiter::Wakeup;
 use sync_core::wake_list::WakeList;
-
-type Payload = Box<dyn Any + Send + 'static>;
 
 /// The per-task part: no destructor, so each access is a plain
 /// thread-local read (it runs around every task).
@@ -247,14 +244,6 @@ fn take_resumable() -> Option<Payload> {
 fn run_discarding(f: impl FnOnce()) {
     if let Err(q) = catch_unwind(AssertUnwindSafe(f)) {
         discard(q);
-    }
-}
-
-/// Drops a payload that nobody will resume; one whose own drop panics is
-/// leaked rather than unwound.
-fn discard(payload: Payload) {
-    if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(payload))) {
-        core::mem::forget(p);
     }
 }
 
