@@ -142,7 +142,10 @@ use crate::watchers::Watchers;
 /// Memory and the work of an exit grow with the waiters present (the number
 /// of distinct entry sets among them), never with the history of the mutex:
 /// a waiter that times out or is cancelled leaves no trace, and leaves in
-/// constant time wherever it is in line.
+/// constant time wherever it is in line. (One exception: the waiters'
+/// table keeps room up to the newest place in use, so the memory of a
+/// crowd that came and left is kept while a waiter that queued after it
+/// stays, and given back when that waiter leaves.)
 pub struct AstMutex<S, T: ?Sized> {
     /// The lock word: the state's index (bits 0-5), `LOCKED` (bit 6) and
     /// `UNRESOLVED` (bit 7).

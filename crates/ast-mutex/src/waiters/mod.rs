@@ -46,8 +46,9 @@
 //! call when the thread sleeps), run after it is released
 //! ([`Waiter::notify_deferred`]). The slab may allocate under it, which can
 //! delay, not deadlock, the table. Its memory follows the waiters present,
-//! except that it keeps the size of the largest crowd since the table was
-//! last empty.
+//! except that the slab keeps its nodes up to the highest one in use: a
+//! crowd that left is kept only while a waiter that took a node above it
+//! stays.
 
 mod slot;
 mod table;

@@ -17,9 +17,12 @@ pub(crate) const WALK_PAST: usize = 16;
 pub(crate) struct Table {
     /// The groups with at least one node, in no particular order.
     groups: Vec<Group>,
-    /// Every node, live or free; empty whenever no node is live.
+    /// Every node, live or free; its last node is live (free nodes at the
+    /// end are dropped), so it is empty whenever no node is live.
     nodes: Vec<Node>,
-    /// The first free node (linked through `next`), or `NIL`.
+    /// The first free node (a list linked through `next` and `prev`, so
+    /// that a free node at the end of `nodes` leaves it in constant time),
+    /// or `NIL`.
     free: u32,
     /// How many nodes are live.
     live: usize,
@@ -134,9 +137,8 @@ impl Table {
             i
         } else {
             let i = self.free;
-            let n = &mut self.nodes[i as usize];
-            self.free = n.next;
-            *n = node;
+            self.unlink_free(i);
+            self.nodes[i as usize] = node;
             i
         };
         self.live += 1;
@@ -230,13 +232,46 @@ impl Table {
         // own cancel, and a notified one's is held by its `Wakeup`.
         n.waiter = None;
         n.slot = None;
+        n.prev = NIL;
         n.next = self.free;
+        if self.free != NIL {
+            self.nodes[self.free as usize].prev = i;
+        }
         self.free = i;
         self.live -= 1;
         if self.live == 0 {
             // Memory follows the waiters present: free the slab.
             self.nodes = Vec::new();
             self.free = NIL;
+            return;
+        }
+        // The free nodes at the end go (each once: amortized constant), and
+        // the slab's capacity follows its length, so that a crowd that came
+        // and went after the waiters still present leaves nothing behind.
+        while self.nodes.last().is_some_and(|n| n.slot.is_none()) {
+            let last = (self.nodes.len() - 1) as u32;
+            self.unlink_free(last);
+            self.nodes.pop();
+        }
+        let floor = self.nodes.len().max(8);
+        if self.nodes.capacity() >= 4 * floor {
+            self.nodes.shrink_to(2 * floor);
+        }
+    }
+
+    /// Takes free node `i` out of the free list.
+    fn unlink_free(&mut self, i: u32) {
+        let (prev, next) = {
+            let n = &self.nodes[i as usize];
+            (n.prev, n.next)
+        };
+        if prev == NIL {
+            self.free = next;
+        } else {
+            self.nodes[prev as usize].next = next;
+        }
+        if next != NIL {
+            self.nodes[next as usize].prev = prev;
         }
     }
 
@@ -400,7 +435,7 @@ impl Table {
     /// rare, and linear in the waiters present.
     pub(super) fn remove_cancelled(&mut self) {
         let mut i = 0;
-        // `unlink` empties the slab when the last node leaves.
+        // `unlink` shortens the slab (empties it when the last node leaves).
         while i < self.nodes.len() {
             let n = &self.nodes[i];
             let left = match (&n.waiter, &n.slot) {
