@@ -377,3 +377,70 @@ fn errors_say_what_happened() {
     sem.close();
     assert!(format!("{sem:?}").contains("closed: true"));
 }
+
+// ---- wakers that need the semaphore ---------------------------------------
+
+/// The waker of the last of six tasks, which acquires the semaphore that
+/// woke it, for a permit another thread releases meanwhile.
+struct Acquires {
+    sem: Arc<Semaphore>,
+    got: Arc<AtomicBool>,
+}
+
+impl std::task::Wake for Acquires {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Ok(permit) = self.sem.try_acquire_for(Duration::from_secs(2)) {
+            permit.forget();
+            self.got.store(true, SeqCst);
+        }
+    }
+}
+
+/// A delivery wakes its tasks only once it has retired, however many it
+/// wakes (found by review: from the fifth wake-up of one delivery on, they
+/// were woken on the spot, holding the delivery role, so a permit another
+/// thread released meanwhile was not delivered until the waker returned,
+/// and a waker waiting for it timed out; a blocking one hung).
+#[test]
+fn a_waker_that_acquires_gets_a_permit_released_meanwhile_however_many_are_woken() {
+    const TASKS: usize = 6;
+    let sem = Arc::new(Semaphore::new(0));
+    let got = Arc::new(AtomicBool::new(false));
+    let last = Waker::from(Arc::new(Acquires {
+        sem: Arc::clone(&sem),
+        got: Arc::clone(&got),
+    }));
+    let mut futures = Vec::new();
+    for i in 0..TASKS {
+        let waker = if i == TASKS - 1 { &last } else { Waker::noop() };
+        let mut f = Box::pin(sem.acquire_async());
+        assert!(
+            f.as_mut()
+                .poll(&mut Context::from_waker(waker))
+                .is_pending()
+        );
+        futures.push(f);
+    }
+    let releaser = {
+        let sem = Arc::clone(&sem);
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(50));
+            sem.add_permits(1);
+        })
+    };
+    let began = Instant::now();
+    // Grants all six; the last waker then waits for the releaser's permit.
+    sem.add_permits(TASKS);
+    assert!(
+        got.load(SeqCst),
+        "the waker never got the permit released meanwhile ({:?})",
+        began.elapsed()
+    );
+    releaser.join().unwrap();
+    for f in &mut futures {
+        assert!(poll_once(f.as_mut()).is_ready(), "every task was granted");
+    }
+}

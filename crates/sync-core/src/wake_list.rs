@@ -11,10 +11,10 @@
 //!
 //! The first [`INLINE`] wake-ups are kept without allocating; that covers
 //! every primitive that wakes one waiter at a time. Past that,
-//! [`push`](WakeList::push) spills to the heap, while
-//! [`push_or_wake`](WakeList::push_or_wake) wakes the extra waiter at once,
-//! for callers that hold nothing a waker could need and prefer not to
-//! allocate.
+//! [`push`](WakeList::push) spills to the heap: a waker woken while the
+//! primitive still holds its lock or role could need that very lock (a
+//! task polled on the spot, a waker that acquires), so no wake-up is ever
+//! made early to save an allocation.
 //!
 //! Waking follows the family's panic policy ([`crate::unwind`]): every
 //! waiter is woken even if a waker panics; the first panic is kept in the
@@ -92,21 +92,6 @@ impl WakeList {
         match self.inline.iter_mut().find(|slot| slot.is_none()) {
             Some(slot) => *slot = Some(wakeup),
             None => self.more.push(wakeup),
-        }
-    }
-
-    /// Keeps `wakeup` if it fits in the list's inline part, or wakes it at
-    /// once, catching a waker's panic into `panics`. For callers that hold
-    /// nothing a waker could need and must not allocate.
-    pub fn push_or_wake(&mut self, wakeup: Wakeup, panics: &mut Panics) {
-        if wakeup.is_done() {
-            return;
-        }
-        match self.inline.iter_mut().find(|slot| slot.is_none()) {
-            Some(slot) => *slot = Some(wakeup),
-            None => {
-                panics.catch(|| wakeup.wake());
-            }
         }
     }
 

@@ -70,22 +70,6 @@ fn wake_all_wakes_everyone_past_the_inline_part_and_keeps_the_first_panic() {
 }
 
 #[test]
-fn push_or_wake_wakes_at_once_past_the_inline_part() {
-    let (wakers, waiters) = task_waiters(INLINE + 1, &[]);
-    let mut list = WakeList::new();
-    let mut panics = Panics::new();
-    for w in &waiters {
-        list.push_or_wake(Waiter::notify_later(w, 9).unwrap(), &mut panics);
-    }
-    let mut expected = vec![0; INLINE + 1];
-    expected[INLINE] = 1;
-    assert_eq!(woken(&wakers), expected);
-    list.wake_all(&mut panics);
-    assert_eq!(woken(&wakers), vec![1; INLINE + 1]);
-    assert!(panics.is_empty());
-}
-
-#[test]
 fn a_dropped_list_still_wakes_even_while_unwinding() {
     let (wakers, waiters) = task_waiters(INLINE + 2, &[0]);
     let result = catch_unwind(AssertUnwindSafe(|| {

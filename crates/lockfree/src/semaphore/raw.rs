@@ -260,8 +260,9 @@ impl Semaphore {
         // Our callers (`deliver`, `recheck`, `close`) have just set ACTIVE.
         let role = Role(self);
         let mut panics = Panics::new();
-        // The wakeups we owe, delivered once we retire; past the few kept
-        // without allocating, delivered at once.
+        // The wakeups we owe, delivered once we retire: never while we hold
+        // the role, which a waker may need (one that acquires, or polls its
+        // task on the spot), so past the few kept inline the list allocates.
         let mut wakeups = WakeList::new();
         // Whether to fold cancelled waiters at the head even with nothing to
         // deliver (after a cancel), so that their demand and nodes do not
@@ -285,7 +286,7 @@ impl Semaphore {
                     // canceller leaves the fold to us either way).
                     self.fold(head.data());
                     if let Some(wakeup) = Waiter::notify_later(&head, CLOSED_TOKEN) {
-                        wakeups.push_or_wake(wakeup, &mut panics);
+                        wakeups.push(wakeup);
                     }
                     continue;
                 }
@@ -336,7 +337,7 @@ impl Semaphore {
                         // is held for less time (a wakeup may schedule a
                         // task), and a panicking waker cannot leave it held.
                         match Waiter::notify_later(&head, GRANTED) {
-                            Some(wakeup) => wakeups.push_or_wake(wakeup, &mut panics),
+                            Some(wakeup) => wakeups.push(wakeup),
                             None => {
                                 // Cancelled meanwhile: take the permits back
                                 // and fold its demand.
