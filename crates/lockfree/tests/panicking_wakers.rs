@@ -632,3 +632,59 @@ fn barging_lock_future_ready_after_its_register_leaves_no_waker_behind() {
 fn fifo_lock_future_ready_after_its_register_leaves_no_waker_behind() {
     lock_future_ready_after_its_register(Fairness::Fifo);
 }
+
+// ---- a dropped csp future's own waker panics when it is dropped ----
+
+/// A published csp future (a send, a receive, an `Alt`'s select) is
+/// dropped, and the last handle of its waiter drops its waker, which
+/// panics: outside a panic the panic goes on; while unwinding it is dropped
+/// (found by review: the futures left the waiter to the drop glue, and the
+/// process aborted). The channel still works afterwards.
+fn csp_future_with_waker_drop_panic(which: &str, while_unwinding: bool) {
+    let (mut tx, mut rx) = csp::channel::<u32>();
+    let (_tx2, mut rx2) = csp::channel::<u32>();
+    let hostile = HostileWaker::new();
+    match which {
+        "send" => {
+            let mut f = Box::pin(tx.send_async(1));
+            assert!(poll(f.as_mut(), &hostile.waker()).is_pending());
+            hostile.panic_on_drops(1);
+            drop_with_hostile_waker(f, while_unwinding);
+        }
+        "recv" => {
+            let mut f = Box::pin(rx.recv_async());
+            assert!(poll(f.as_mut(), &hostile.waker()).is_pending());
+            hostile.panic_on_drops(1);
+            drop_with_hostile_waker(f, while_unwinding);
+        }
+        _ => {
+            let mut alt = csp::Alt::new(vec![&mut rx, &mut rx2]);
+            let mut f = alt.select_async();
+            assert!(poll(Pin::new(&mut f), &hostile.waker()).is_pending());
+            hostile.panic_on_drops(1);
+            drop_with_hostile_waker(f, while_unwinding);
+        }
+    }
+    let sender = std::thread::spawn(move || tx.send(7));
+    assert_eq!(rx.recv(), Ok(7));
+    sender.join().unwrap().unwrap();
+}
+
+#[test]
+fn csp_futures_whose_waker_drop_panics_resume_it() {
+    for which in ["send", "recv", "select"] {
+        csp_future_with_waker_drop_panic(which, false);
+    }
+}
+
+#[test]
+fn csp_futures_whose_waker_drop_panics_while_unwinding() {
+    in_child(
+        "csp_futures_whose_waker_drop_panics_while_unwinding",
+        || {
+            for which in ["send", "recv", "select"] {
+                csp_future_with_waker_drop_panic(which, true);
+            }
+        },
+    );
+}

@@ -177,6 +177,18 @@ pub fn catch_and_discard<R>(f: impl FnOnce() -> R) -> Option<R> {
     }
 }
 
+/// Drops `value`, whose `Drop` may run user code (the last handle of a
+/// waiter that holds a task's waker), in a `drop` of the primitive's own:
+/// its panic goes on to the caller, unless this thread is already unwinding
+/// (rule 3), when it is dropped. Left to the drop glue instead, such a
+/// panic during an unwind would abort the process.
+#[track_caller]
+pub fn drop_resuming<X>(value: X) {
+    let mut panics = Panics::new();
+    panics.drop(value);
+    panics.resume();
+}
+
 /// Resumes `payload` unless this thread is already unwinding, in which case
 /// it is dropped (a second panic would abort the process).
 #[track_caller]

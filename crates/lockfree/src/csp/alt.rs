@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::*};
+use sync_core::unwind;
 use sync_core::waiter::Waiter;
 
 use super::slot::{ALT_TAG, CLOSED, EMPTY, MIN_SPINS, Outcome, Slot, take_from};
@@ -629,14 +630,16 @@ impl<T> Future for SelectAsync<'_, '_, T> {
 
 impl<T> Drop for SelectAsync<'_, '_, T> {
     fn drop(&mut self) {
-        let Some(enabled) = self.waiting.take() else {
-            return;
-        };
-        // Keep what a sender that claimed us handed over.
-        if let Some((i, Ok(v))) = self.alt.abandon(&enabled) {
-            self.alt.receivers[i].stash = Some(v);
+        if let Some(enabled) = self.waiting.take() {
+            // Keep what a sender that claimed us handed over.
+            if let Some((i, Ok(v))) = self.alt.abandon(&enabled) {
+                self.alt.receivers[i].stash = Some(v);
+            }
+            self.alt.disable(&enabled);
         }
-        self.alt.disable(&enabled);
+        // The task's waker may be in the waiter: dropped under the panic
+        // policy, not by the drop glue (it may run during an unwind).
+        unwind::drop_resuming(self.parked.take());
     }
 }
 

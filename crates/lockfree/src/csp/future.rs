@@ -7,6 +7,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 
 use sync_core::sync::Arc;
+use sync_core::unwind;
 use sync_core::waiter::Waiter;
 
 use super::channel::Published;
@@ -156,6 +157,9 @@ impl<T> Drop for SendAsync<'_, T> {
             let _ = self.slot.retract(&self.tx.chan);
             self.tx.published = Published::NONE;
         }
+        // The task's waker may be in the waiter: dropped under the panic
+        // policy, not by the drop glue (it may run during an unwind).
+        unwind::drop_resuming(self.parked.take());
     }
 }
 
@@ -240,6 +244,8 @@ impl<T> Drop for RecvAsync<'_, T> {
                 self.rx.stash = self.slot.value.with_mut(|v| unsafe { (*v).take() });
             }
         }
+        // As in `SendAsync`'s drop.
+        unwind::drop_resuming(self.parked.take());
     }
 }
 
