@@ -74,7 +74,12 @@ pub const DEFAULT_SAMPLING_RATE: u32 = 256;
 /// Waiters still watching (spinning, yielding) are not ordered among
 /// themselves, but a handoff never passes one by for ever: a waiter that
 /// watches while the lock is handed over to a parked thread parks at its
-/// next poll, whatever its waiting policy, and so joins the queue. Under
+/// next poll, whatever its waiting policy, and so joins the queue. Nor does
+/// barging: a waiter that has watched for 2 ms past its spins without
+/// taking the lock parks too, whatever its policy, so that under a policy
+/// that never parks, threads that free and retake the lock on its fast
+/// path cannot keep it out for longer than that plus the parking lot's
+/// wait for a fair release. Under
 /// [`Scheduler::HANDOFF`](crate::Scheduler::HANDOFF) every waiter is
 /// therefore handed the lock after at most one handoff that passes it by
 /// plus one per waiter queued ahead of it.
