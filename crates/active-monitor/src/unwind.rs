@@ -21,6 +21,7 @@
 //! thread has let go of the monitor ([`resume_deferred`]).
 
 use core::cell::{Cell, RefCell};
+use core::task::Waker;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 
 use sync_core::unwind::{Panics, Payload, discard};
@@ -35,7 +36,7 @@ struct State {
     running: Cell<usize>,
     /// Whether `DEFERRED` holds a panic.
     deferred: Cell<bool>,
-    /// Whether `WAKES` may hold a wakeup.
+    /// Whether `WAKES` or `TASK_WAKES` may hold a wakeup.
     wakes: Cell<bool>,
 }
 
@@ -50,6 +51,9 @@ std::thread_local! {
     /// the family's deferred wake-ups, kept across the holder's whole stint
     /// (every task it runs, however deep in its serve), hence per thread.
     static WAKES: RefCell<WakeList> = const { RefCell::new(WakeList::new()) };
+    /// Task wakers, woken once the monitor is let go of (see
+    /// [`wake_task_later`]).
+    static TASK_WAKES: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
 }
 
 #[cfg(loom)]
@@ -57,6 +61,7 @@ sync_core::loom::thread_local! {
     static STATE: State = State { running: Cell::new(0), deferred: Cell::new(false), wakes: Cell::new(false) };
     static DEFERRED: Cell<Option<Payload>> = Cell::new(None);
     static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
+    static TASK_WAKES: RefCell<Vec<Waker>> = RefCell::new(Vec::new());
 }
 
 /// Keeps `wakeup` (a blocked caller's, whose token is already set) to be
@@ -83,12 +88,40 @@ pub(crate) fn wake_later(wakeup: Option<Wakeup>) {
     }
 }
 
+/// Keeps `waker` (a task's, user code) to be woken by the next
+/// [`resume_deferred`] on this thread, once it has let go of the monitor,
+/// as [`wake_later`] keeps unparks: a waker that polls its task on the spot
+/// then finds the monitor free (woken under it, such a poll queued the task
+/// again, and the holder signalled it again, for ever). A panic of the waker
+/// is deferred as any other. Where the list is gone (a thread-local
+/// destructor after it), the waker is woken at once.
+pub(crate) fn wake_task_later(waker: Waker) {
+    let mut waker = Some(waker);
+    let _ = TASK_WAKES.try_with(|l| {
+        if let Some(w) = waker.take() {
+            l.borrow_mut().push(w);
+        }
+    });
+    match waker {
+        None => STATE.with(|s| s.wakes.set(true)),
+        Some(w) => caught(|| w.wake()),
+    }
+}
+
 /// Delivers the wakeups kept by [`wake_later`] (unparks: no user code runs,
-/// and none runs while the list is borrowed).
+/// and none runs while the list is borrowed), then the task wakers kept by
+/// [`wake_task_later`] (their panics deferred).
 pub(crate) fn wake_deferred() {
     // A look first (the common case: nothing kept), a write only if needed.
     if !STATE.with(|s| s.wakes.get() && s.wakes.replace(false)) {
         return;
+    }
+    // Taken out first: no borrow while the wakers run.
+    let tasks = TASK_WAKES
+        .try_with(|l| core::mem::take(&mut *l.borrow_mut()))
+        .unwrap_or_default();
+    for waker in tasks {
+        caught(|| waker.wake());
     }
     // Taken out first: no borrow while the wake-ups run.
     let Ok(mut list) = WAKES.try_with(|l| core::mem::take(&mut *l.borrow_mut())) else {

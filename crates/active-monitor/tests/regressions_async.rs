@@ -246,3 +246,84 @@ fn dropping_a_recorded_task_inside_the_record_borrow() {
         .unwrap();
     assert_eq!(leased, 1, "the lease was given back once");
 }
+
+/// A task's waker that polls the task on the spot, as an executor whose
+/// wake runs the task at once does.
+struct PollsOnWake {
+    task: std::sync::Mutex<Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl Wake for PollsOnWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        let waker = Waker::from(Arc::clone(self));
+        // Busy (a poll already on the way): that poll sees the new state.
+        if let Ok(mut task) = self.task.try_lock() {
+            if let Some(f) = task.as_mut() {
+                if f.as_mut().poll(&mut Context::from_waker(&waker)).is_ready() {
+                    *task = None;
+                    self.done.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        }
+    }
+}
+
+/// A `when_async` whose waker polls it on the spot, enabled by a `submit`
+/// from another thread (found by review: the holder woke the future while
+/// it held the monitor, the poll found it held and queued the task again,
+/// and the holder signalled it again, for ever: the enabling `submit`
+/// never returned). On a plain and on a served monitor.
+#[test]
+fn a_waker_that_polls_its_task_on_the_spot_does_not_livelock_the_monitor() {
+    use active_monitor::Order;
+    let b = || Monitor::builder().order(Order::Relaxed);
+    polled_on_the_spot(Arc::new(b().build(0u32)), "a plain monitor");
+    polled_on_the_spot(b().build_served(0u32), "a served monitor");
+}
+
+fn polled_on_the_spot<M>(m: M, what: &str)
+where
+    M: std::ops::Deref<Target = Monitor<u32>> + Clone + Send + Sync + 'static,
+{
+    use std::sync::atomic::Ordering::SeqCst;
+    let m2 = m.clone();
+    let future: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+        let r = m2
+            .when_async(
+                |n| *n > 0,
+                |n| {
+                    *n -= 1;
+                    7
+                },
+            )
+            .await;
+        assert_eq!(r, 7);
+    });
+    let task = Arc::new(PollsOnWake {
+        task: std::sync::Mutex::new(Some(future)),
+        done: std::sync::atomic::AtomicBool::new(false),
+    });
+    // The first poll: the task waits for its precondition.
+    Waker::from(Arc::clone(&task)).wake_by_ref();
+    assert!(!task.done.load(SeqCst));
+    let enabler = {
+        let m = m.clone();
+        std::thread::spawn(move || m.submit(|n| *n += 1).wait())
+    };
+    let began = std::time::Instant::now();
+    while !(enabler.is_finished() && task.done.load(SeqCst)) {
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "{what}: the enabling submit returned: {}, the task ran: {}",
+            enabler.is_finished(),
+            task.done.load(SeqCst)
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    enabler.join().unwrap();
+    assert_eq!(m.call(|n| *n), 0);
+}

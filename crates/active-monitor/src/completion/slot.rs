@@ -225,9 +225,14 @@ impl<R> ResultSlot<R> {
     /// Wakes the future that awaits the task without its finishing (the
     /// task's precondition holds: see `Runner`).
     pub(crate) fn wake_awaiter(&self) {
-        // A waker is user code: a panic in it is resumed once the monitor
-        // is let go of (see `unwind`).
-        unwind::caught(|| self.waker.wake());
+        // A waker is user code, which may poll the future on the spot: it
+        // runs once this thread has let go of the monitor, so that such a
+        // poll finds it free and runs the task itself (woken under it, the
+        // poll queued the task again, and the holder signalled it again,
+        // for ever). Its panic is resumed then too (see `unwind`).
+        if let Some(waker) = self.waker.take() {
+            unwind::wake_task_later(waker);
+        }
     }
 
     pub(super) unsafe fn take_result(&self) -> Result<R, Discarded> {
