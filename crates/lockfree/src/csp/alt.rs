@@ -63,7 +63,9 @@ impl<T> AltShared<T> {
 /// at the receivers in turn starting one past the receiver it took last
 /// time, so a receiver whose sender is always ready cannot starve the
 /// others. Among senders that arrive while it waits, the first to claim it
-/// wins.
+/// wins. The turn is the `Alt`'s own: a new `Alt` starts at its first
+/// receiver, so one built anew for every select favours the first ready
+/// receiver every time; keep the `Alt` across selects for the rotation.
 ///
 /// # Examples
 ///
