@@ -380,7 +380,7 @@ where
     R: Send + 'static,
 {
     let (ops, operands, order) = composed(ops)?;
-    let shared = Arc::new(AndShared::new(operands));
+    let shared = Arc::new(AndShared::new(operands, ops.ids()));
     ops.submit_and(&shared);
     Ok(crate::unwind::finish(composed_completion(shared, order)))
 }
@@ -435,6 +435,8 @@ impl<R> core::fmt::Debug for AndShared<R> {
 
 /// The shared state of one AND: each operand's outcome, and the result.
 pub struct AndShared<R> {
+    /// The operands' monitors (see `Pending::only_through_running`).
+    monitors: Ids,
     remaining: AtomicUsize,
     parts: Box<[UnsafeCell<Option<Outcome<R>>>]>,
     slot: ResultSlot<Vec<R>>,
@@ -448,8 +450,9 @@ unsafe impl<R: Send> Sync for AndShared<R> {}
 unsafe impl<R: Send> Send for AndShared<R> {}
 
 impl<R> AndShared<R> {
-    fn new(n: usize) -> Self {
+    fn new(n: usize, monitors: Ids) -> Self {
         Self {
+            monitors,
             remaining: AtomicUsize::new(n),
             parts: (0..n).map(|_| UnsafeCell::new(None)).collect(),
             slot: ResultSlot::new(),
@@ -466,6 +469,16 @@ impl<R: Send> HasSlot<Vec<R>> for AndShared<R> {
 impl<R: Send> Pending for AndShared<R> {
     fn finish(&self) -> &Finish {
         self.slot.finish()
+    }
+
+    /// Every operand must run: one on the monitor whose task this thread is
+    /// running (queued there by that task's body) cannot run before the
+    /// body returns.
+    fn only_through_running(&self) -> bool {
+        self.monitors
+            .as_slice()
+            .iter()
+            .any(|&m| crate::unwind::is_running(m))
     }
 }
 

@@ -143,6 +143,14 @@ pub enum Order {
 pub(crate) trait Pending: Send + Sync {
     /// How the task ends (and who waits for it to end).
     fn finish(&self) -> &Finish;
+
+    /// For a task recorded under no one monitor (an OR or AND, recorded
+    /// under 0): whether it can finish only through the monitor whose task
+    /// this thread is running, so that a wait for it here would be for
+    /// ever.
+    fn only_through_running(&self) -> bool {
+        false
+    }
 }
 
 /// How many of its tasks waiting on preconditions a submitter may have
@@ -505,13 +513,18 @@ fn next_wait(
     // User drops (results nobody took) run here, outside the borrow.
     drop(graveyard);
     let (held, task) = wait.filter(|(_, t)| !t.finish().is_finished())?;
+    let for_ever = if held == 0 {
+        task.only_through_running()
+    } else {
+        crate::unwind::is_running(held)
+    };
     assert!(
-        held == 0 || !crate::unwind::is_running(held),
+        !for_ever,
         "program order: this submission must wait for an earlier task of the same submitter \
          (rule 3: a task on another monitor completes before the next submission; or the bound \
-         of {WAITING_LIMIT} waiting tasks), but that task is on the monitor whose task this \
-         thread is running, so it could never run: the wait would be for ever \
-         (use Order::Relaxed, or submit from outside the task)"
+         of {WAITING_LIMIT} waiting tasks), but that task (or an operand of that AND) is on the \
+         monitor whose task this thread is running, so it could never run: the wait would be \
+         for ever (use Order::Relaxed, or submit from outside the task)"
     );
     Some(task)
 }

@@ -304,6 +304,16 @@ fn rule_3_covers_every_task_of_a_run_on_one_monitor() {
     }
 }
 
+/// `r`, a call's outcome, is a panic whose message names rule 3.
+fn panics_naming_rule_3(r: std::thread::Result<()>) {
+    let p = r.expect_err("must panic");
+    let msg = p
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .unwrap_or_default();
+    assert!(msg.contains("rule 3"), "{msg}");
+}
+
 /// A rule-3 wait that could only wait for itself panics, naming the rule:
 /// a body of `a` queues a task on `a` (it cannot run while the body runs),
 /// then calls another monitor.
@@ -320,13 +330,36 @@ fn a_wait_for_itself_panics_naming_the_rule() {
                 b.call(|n| *n += 1);
             })
         }));
-        let p = r.expect_err("must panic");
-        let msg = p
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .unwrap_or_default();
-        assert!(msg.contains("rule 3"), "{msg}");
+        panics_naming_rule_3(r);
         assert_eq!(a.call(|n| *n), 1);
+    });
+}
+
+/// The same through an AND: a body of `a` submits an AND with an operand
+/// on `a` (queued: it cannot run while the body runs), then calls another
+/// monitor. Found by review: the AND is recorded under no one monitor, and
+/// the wait hung instead of panicking. An OR is not a wait for itself: its
+/// operand on another monitor can still complete it.
+#[test]
+fn a_wait_for_itself_through_an_and_panics_naming_the_rule() {
+    within("self wait through an AND", || {
+        let a = Arc::new(Monitor::new(0));
+        let b = Arc::new(Monitor::new(0));
+        let c = Monitor::new(0);
+        let (a2, b2) = (Arc::clone(&a), Arc::clone(&b));
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            a.call(move |_| {
+                let _both = active_monitor::and((
+                    a2.op(|_| true, |n| *n += 1),
+                    b2.op(|_| true, |n| *n += 1),
+                ))
+                .unwrap();
+                c.call(|n| *n += 1);
+            })
+        }));
+        panics_naming_rule_3(r);
+        // The AND ran once `a` was free.
+        assert_eq!((a.call(|n| *n), b.call(|n| *n)), (1, 1));
     });
 }
 
