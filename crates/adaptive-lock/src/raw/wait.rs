@@ -26,7 +26,8 @@ const TOKEN_HANDOFF: UnparkToken = UnparkToken(1);
 /// spins.
 const WATCH_AT_MOST: Duration = Duration::from_millis(2);
 
-/// Past how many polls at most a watch starts the clock of `WATCH_AT_MOST`.
+/// Past how many polls a watch starts the clock of `WATCH_AT_MOST` whatever
+/// its policy (long spins).
 const WATCH_CLOCK_AFTER: u32 = 64;
 
 /// Aging of the priority scheduler: after this many releases in a row that
@@ -111,9 +112,15 @@ impl<P: Policy> RawAdaptiveLock<P> {
             let passed = self.handoff_epoch.load(Ordering::Relaxed) != epoch;
             let p = watch.policy();
             let polls = watch.polls();
-            // The clock starts past the spins (past 64 polls for a policy
-            // that spins for ever), and never under loom, which has none.
-            if watching_since.is_none() && polls >= p.spin_count().min(WATCH_CLOCK_AFTER) {
+            // Whether the watch goes on past the spins (yields, never parks,
+            // or watches until a timeout); one that parks after them needs
+            // no clock.
+            let watches_on = p.yield_count() > 0 || !p.parks() || p.watch_timeout().is_some();
+            // The clock starts past the spins of a watch that goes on (past
+            // 64 polls for long spins), and never under loom, which has none.
+            if watching_since.is_none()
+                && ((watches_on && polls >= p.spin_count()) || polls >= WATCH_CLOCK_AFTER)
+            {
                 watching_since = now();
             }
             let overdue = watching_since.is_some_and(|t| t.elapsed() >= WATCH_AT_MOST);
