@@ -19,10 +19,18 @@
 //! made while holding the monitor it would lengthen every other caller's
 //! wait. They are delivered where deferred panics are resumed, once the
 //! thread has let go of the monitor ([`resume_deferred`]).
+//!
+//! And it keeps the tasks a holder is done with ([`drop_later`]): the last
+//! reference to a task whose completion was dropped holds a result nobody
+//! took and a precondition, user values whose `Drop` may use the very
+//! monitor (a pooled lease returned on drop). Dropped while holding it,
+//! such a `Drop` would find its own monitor busy with a task: it is dropped
+//! once the thread runs no task body and has let go of every monitor.
 
 use core::cell::{Cell, RefCell};
 use core::task::Waker;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::Arc;
 
 use sync_core::unwind::{Panics, Payload, discard};
 use sync_core::waiter::Wakeup;
@@ -38,12 +46,39 @@ struct State {
     deferred: Cell<bool>,
     /// Whether `WAKES` or `TASK_WAKES` may hold a wakeup.
     wakes: Cell<bool>,
+    /// Whether `DROPS` may hold a task.
+    drops: Cell<bool>,
+}
+
+/// Anything: a task the holder is done with, kept by [`drop_later`] as a
+/// trait object of its own (a task is a `dyn Job<T, S>`, which a
+/// thread-local list of every monitor's tasks cannot name).
+pub(crate) trait DropLater {}
+
+impl<X: ?Sized> DropLater for X {}
+
+/// The tasks kept by [`drop_later`]. Whatever is left when the thread ends
+/// is dropped by the thread-local's destructor, each drop's panic discarded
+/// (a panic out of a thread-local destructor aborts the process).
+struct Drops(RefCell<Vec<Arc<dyn DropLater>>>);
+
+impl Drop for Drops {
+    fn drop(&mut self) {
+        for x in self.0.get_mut().drain(..) {
+            run_discarding(move || drop(x));
+        }
+    }
 }
 
 #[cfg(not(loom))]
 std::thread_local! {
     static STATE: State = const {
-        State { running: Cell::new(0), deferred: Cell::new(false), wakes: Cell::new(false) }
+        State {
+            running: Cell::new(0),
+            deferred: Cell::new(false),
+            wakes: Cell::new(false),
+            drops: Cell::new(false),
+        }
     };
     /// The first panic caught and not resumed yet.
     static DEFERRED: Cell<Option<Payload>> = const { Cell::new(None) };
@@ -54,14 +89,23 @@ std::thread_local! {
     /// Task wakers, woken once the monitor is let go of (see
     /// [`wake_task_later`]).
     static TASK_WAKES: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
+    /// Tasks a holder was done with, dropped once the thread has let go of
+    /// every monitor (see [`drop_later`]).
+    static DROPS: Drops = const { Drops(RefCell::new(Vec::new())) };
 }
 
 #[cfg(loom)]
 sync_core::loom::thread_local! {
-    static STATE: State = State { running: Cell::new(0), deferred: Cell::new(false), wakes: Cell::new(false) };
+    static STATE: State = State {
+        running: Cell::new(0),
+        deferred: Cell::new(false),
+        wakes: Cell::new(false),
+        drops: Cell::new(false),
+    };
     static DEFERRED: Cell<Option<Payload>> = Cell::new(None);
     static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
     static TASK_WAKES: RefCell<Vec<Waker>> = RefCell::new(Vec::new());
+    static DROPS: Drops = Drops(RefCell::new(Vec::new()));
 }
 
 /// Keeps `wakeup` (a blocked caller's, whose token is already set) to be
@@ -105,6 +149,38 @@ pub(crate) fn wake_task_later(waker: Waker) {
     match waker {
         None => STATE.with(|s| s.wakes.set(true)),
         Some(w) => caught(|| w.wake()),
+    }
+}
+
+/// Keeps `task` (a task the holder is done with, maybe the last reference
+/// to it) to be dropped once this thread runs no task body and has let go
+/// of every monitor: at the end of the operation that served it, as a
+/// deferred panic is resumed ([`finish`], [`resume_deferred`]). Its drop
+/// may be user code's last word on a value (a result nobody took, a
+/// precondition's captures), which may use this monitor. A panic in it is
+/// deferred as any other. Where the list is gone (a thread-local destructor
+/// after it), the task is dropped at once, its panic deferred.
+pub(crate) fn drop_later(task: Arc<dyn DropLater>) {
+    let mut task = Some(task);
+    let _ = DROPS.try_with(|d| {
+        if let (Ok(mut d), Some(t)) = (d.0.try_borrow_mut(), task.take()) {
+            d.push(t);
+        }
+    });
+    match task {
+        None => STATE.with(|s| s.drops.set(true)),
+        Some(t) => drop_caught(t),
+    }
+}
+
+/// Drops the tasks kept by [`drop_later`], one at a time, no borrow held
+/// while a drop runs (it may use a monitor, whose serve keeps more).
+fn drop_deferred() {
+    if !STATE.with(|s| s.drops.replace(false)) {
+        return;
+    }
+    while let Some(task) = DROPS.try_with(|d| d.0.borrow_mut().pop()).ok().flatten() {
+        drop_caught(task);
     }
 }
 
@@ -215,7 +291,7 @@ pub(crate) fn finish<V>(value: V) -> V {
 /// [`resume_deferred`]) to deliver: one look at a thread-local.
 #[inline]
 pub(crate) fn pending() -> bool {
-    STATE.with(|s| s.wakes.get() || s.deferred.get())
+    STATE.with(|s| s.wakes.get() || s.deferred.get() || s.drops.get())
 }
 
 /// [`finish`] for a value the operation returns from a place it wrote,
@@ -249,11 +325,15 @@ fn finish_slow<V>(value: V) -> V {
     resume_unwind(p)
 }
 
-/// Delivers the deferred wakeups, then takes the deferred panic if it is
-/// this thread's to resume now: no task body runs below us, and the thread
-/// is not unwinding already (then the panic is dropped here).
+/// Delivers the deferred wakeups, then, if no task body runs below us,
+/// drops the kept tasks and takes the deferred panic, if the thread is not
+/// unwinding already (then the panic is dropped here).
 fn take_resumable() -> Option<Payload> {
     wake_deferred();
+    if STATE.with(|s| s.running.get()) != 0 {
+        return None;
+    }
+    drop_deferred();
     let ours = STATE.with(|s| {
         let ours = s.running.get() == 0 && s.deferred.get();
         if ours {

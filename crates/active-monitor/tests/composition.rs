@@ -180,6 +180,92 @@ fn a_result_whose_drop_submits_is_never_dropped_inside_a_borrow() {
     assert_eq!(pool.call(|n| *n), THREADS * ROUNDS);
 }
 
+/// A pooled lease that goes back to its own monitor when dropped.
+struct Lease {
+    pool: &'static Monitor<Vec<u32>>,
+    item: Option<u32>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(item) = self.item.take() {
+            self.pool.call(move |v| v.push(item));
+        }
+    }
+}
+
+/// A result nobody took (its completion dropped before the task ran) is
+/// dropped once its holder has let go of the monitor: a `Drop` that uses
+/// that very monitor (a lease returned to its pool) works, the holder's own
+/// `call` does not panic, and no lease is lost. On a served monitor, the
+/// server drops it, and the lease's `call` from the server thread must not
+/// wait for the server.
+#[test]
+fn a_result_nobody_took_can_return_itself_to_its_own_monitor() {
+    for served in [false, true] {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let b = Monitor::builder().order(Order::Relaxed);
+            let pool: &'static Monitor<Vec<u32>> = if served {
+                Box::leak(Box::new(b.build_served((0..8).collect())))
+            } else {
+                Box::leak(Box::new(b.build((0..8).collect())))
+            };
+            for _ in 0..200 {
+                let (held_tx, held_rx) = std::sync::mpsc::channel();
+                let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+                // A holder busy in a long call: the lease task queues
+                // behind it, and its completion is dropped before it runs.
+                let holder = std::thread::spawn(move || {
+                    pool.call(move |_| {
+                        held_tx.send(()).unwrap();
+                        go_rx.recv().unwrap();
+                    });
+                    pool.call(|v| v.len())
+                });
+                held_rx.recv().unwrap();
+                drop(pool.submit(move |v| Lease {
+                    pool,
+                    item: v.pop(),
+                }));
+                go_tx.send(()).unwrap();
+                let len = holder.join().expect("the holder's own call panicked");
+                assert!(len <= 8);
+                // Whoever ran the task has let go of the monitor and
+                // dropped the lease: all eight are back.
+                assert_eq!(pool.call(|v| v.len()), 8, "a lease was lost");
+            }
+            done_tx.send(()).unwrap();
+        });
+        match done_rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("hung (served: {served})"),
+            Err(_) => panic!("failed (served: {served}): see the panic above"),
+        }
+    }
+}
+
+/// A `when` that runs at once drops its precondition (and its captures)
+/// once it has let go of the monitor: a captured lease goes back to it.
+#[test]
+fn a_precondition_can_return_its_captures_to_its_own_monitor() {
+    let pool: &'static Monitor<Vec<u32>> = Box::leak(Box::new(Monitor::new((0..8).collect())));
+    for _ in 0..100 {
+        let lease = Lease {
+            pool,
+            item: pool.call(|v| v.pop()),
+        };
+        // The whole lease is captured (not a copy of its item).
+        let pre = move |_: &Vec<u32>| {
+            let lease = &lease;
+            lease.item.is_some()
+        };
+        let ran = pool.when(pre, |v| v.len()).wait();
+        assert_eq!(ran, 7);
+        assert_eq!(pool.call(|v| v.len()), 8, "the captured lease was lost");
+    }
+}
+
 /// A `tokio::time::timeout` around `when_async` loses nothing: a take that
 /// timed out before it started is withdrawn (it took no item), and the
 /// abandoned takes do not fill the bound on waiting tasks.

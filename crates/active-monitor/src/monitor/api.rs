@@ -661,6 +661,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
             return Err((pre, body));
         }
         let guard = Unlock(self);
+        // What ran (or panicked) is dropped once we have let go of the
+        // monitor: drops are user code, which may use it (see `unwind`).
+        let mut spent = (None, None);
         let outcome = unwind::running(self.id(), || {
             self.exec.with_mut(|e| {
                 // SAFETY: we hold the monitor.
@@ -675,14 +678,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
                             Ok(r) => Outcome::Value(r),
                             Err(p) => Outcome::Panicked(p),
                         };
-                        // Drops are user code (see `unwind`).
-                        unwind::drop_caught(pre);
+                        spent.0 = Some(pre);
                         exec.relay();
                         Ok(outcome)
                     }
                     Err(p) => {
-                        unwind::drop_caught(pre);
-                        unwind::drop_caught(body);
+                        spent = (Some(pre), Some(body));
                         Ok(Outcome::Panicked(p))
                     }
                 }
@@ -691,6 +692,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         core::mem::forget(guard);
         // The caller ends with `unwind::finish` once the outcome is out.
         self.serve_keeping();
+        unwind::drop_caught(spent);
         outcome
     }
 

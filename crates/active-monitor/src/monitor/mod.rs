@@ -154,6 +154,12 @@ pub(super) const STATE: usize = 3;
 /// itself). The monitor keeps serving. The data is not poisoned: it is left
 /// as the panicking body left it.
 ///
+/// A result whose [`Completion`](crate::Completion) was dropped, and a
+/// precondition, are dropped once the thread that ran their task has let
+/// go of the monitor (at the end of its `call` or submission, or of a
+/// server's stint), so that their `Drop` may use this monitor (a lease
+/// that returns itself to its pool).
+///
 /// A panic in a drop the monitor makes (a body never run, a result whose
 /// [`Completion`](crate::Completion) was dropped, a precondition) or in a completion's waker
 /// is caught too: the monitor stays consistent and is let go of, then the

@@ -24,7 +24,7 @@ impl<T, S: AbstractState> Exec<T, S> {
                 self.relay();
             }
             Check::Wait => self.waiting.file(task),
-            Check::Gone => unwind::drop_caught(task),
+            Check::Gone => task.drop_later(),
         }
     }
 
@@ -37,8 +37,9 @@ impl<T, S: AbstractState> Exec<T, S> {
             self.state = next;
         }
         // The last reference to a task whose completion was dropped: its
-        // result and precondition are user values.
-        unwind::drop_caught(task);
+        // result and precondition are user values, whose drop may use this
+        // monitor.
+        task.drop_later();
         if let Some(waiter) = caller {
             // Release (in `notify_deferred`): the result written by `run`
             // happens before the caller's Acquire of the token. A caller
@@ -160,7 +161,7 @@ impl<T, S: AbstractState> Waiting<T, S> {
         self.by_set.retain(|(_, l)| !l.is_empty());
         // Their drops are user code (see `unwind`).
         for t in gone {
-            unwind::drop_caught(t);
+            t.drop_later();
         }
     }
 
@@ -186,7 +187,11 @@ impl<T, S: AbstractState> Waiting<T, S> {
                             }
                             break;
                         }
-                        Check::Gone => unwind::drop_caught(list.pop_front()),
+                        Check::Gone => {
+                            if let Some((_, t)) = list.pop_front() {
+                                t.drop_later();
+                            }
+                        }
                         Check::Wait => unreachable!("an entry set that contains the state"),
                     }
                 }
@@ -208,7 +213,11 @@ impl<T, S: AbstractState> Waiting<T, S> {
             }
             match t.job().check(data, state) {
                 Check::Run => return self.by_pred.remove(j).map(|(_, t)| t),
-                Check::Gone => unwind::drop_caught(self.by_pred.remove(j)),
+                Check::Gone => {
+                    if let Some((_, t)) = self.by_pred.remove(j) {
+                        t.drop_later();
+                    }
+                }
                 Check::Wait => j += 1,
             }
         }
@@ -226,7 +235,7 @@ impl<T, S: AbstractState> Waiting<T, S> {
         for (_, task) in self.by_pred.drain(..).chain(sets) {
             // SAFETY: the task never ran and is dropped here.
             unsafe { task.job().discard() };
-            unwind::drop_caught(task);
+            task.drop_later();
         }
     }
 }

@@ -34,7 +34,7 @@ pub(crate) enum Check {
 
 /// A task as the executor drives it. Every method is called by the holder
 /// of the monitor only.
-pub(crate) trait Job<T, S>: Send + Sync {
+pub(crate) trait Job<T, S>: Send + Sync + unwind::DropLater {
     /// The entry set (a mask of abstract states) if the task waits by
     /// abstract state; `None` if it waits by predicate or has none.
     fn entry(&self) -> Option<u64>;
@@ -121,6 +121,16 @@ impl<T, S> Task<T, S> {
         match self {
             Task::Shared(_) => None,
             Task::Call(_) => self.job().caller(),
+        }
+    }
+
+    /// The executor is done with the task: a shared task's reference, maybe
+    /// the last (its completion dropped), is dropped once this thread has
+    /// let go of the monitor ([`unwind::drop_later`]); a blocking call's
+    /// task is its caller's.
+    pub(crate) fn drop_later(self) {
+        if let Task::Shared(job) = self {
+            unwind::drop_later(job);
         }
     }
 
