@@ -333,7 +333,12 @@ impl<R> Completion<R> {
     ///   operands start independently on their monitors.
     ///
     /// A withdrawn task counts as finished for program order: a strict
-    /// submitter's next submission does not wait for it.
+    /// submitter's next submission does not wait for it. If it was queued,
+    /// it keeps its place in the task queue, and counts against the
+    /// queue's [`capacity`](crate::Builder::capacity), until the monitor's
+    /// holder reaches it and drops it unrun (at once if the monitor is
+    /// idle; while a long task holds it, submitters may wait for room that
+    /// withdrawn tasks take).
     ///
     /// # Errors
     ///
