@@ -358,3 +358,55 @@ fn async_ors_take_every_item_once() {
     });
     assert_eq!(sum.load(Ordering::Relaxed), ITEMS * (ITEMS + 1) / 2);
 }
+
+/// An OR operand that lost (another operand took the OR) is dropped, body
+/// and all, once its monitor's holder has let go of it: a body capture
+/// whose `Drop` returns a lease to that very monitor works, and the
+/// holder's own `call` does not panic.
+#[test]
+fn a_losing_operands_captures_can_return_to_its_own_monitor() {
+    struct Lease {
+        pool: &'static Monitor<Vec<u32>>,
+        item: Option<u32>,
+    }
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            if let Some(item) = self.item.take() {
+                self.pool.call(move |v| v.push(item));
+            }
+        }
+    }
+    let pool: &'static Monitor<Vec<u32>> = Box::leak(Box::new(
+        Monitor::builder()
+            .order(Order::Relaxed)
+            .build((0..8).collect()),
+    ));
+    let q = relaxed(VecDeque::<u32>::new());
+    for round in 0..50 {
+        let lease = Lease {
+            pool,
+            item: pool.call(|v| v.pop()),
+        };
+        // The pool's operand never runs (its precondition is false); it
+        // waits on the pool, holding the lease in its body.
+        let c = or((
+            q.op(|q| !q.is_empty(), |q| q.pop_front().unwrap()),
+            pool.op(
+                |_| false,
+                move |_| {
+                    let lease = &lease;
+                    lease.item.unwrap()
+                },
+            ),
+        ))
+        .unwrap();
+        q.submit(move |q| q.push_back(round));
+        assert_eq!(c.wait(), (0, round));
+        // The pool's holder runs a task, re-checks its waiting tasks and
+        // drops the forsaken operand.
+        let len = catch_unwind(AssertUnwindSafe(|| pool.call(|v| v.len())))
+            .expect("the holder's call panicked with the lease's drop");
+        assert!(len <= 8);
+        assert_eq!(pool.call(|v| v.len()), 8, "the lease was lost");
+    }
+}

@@ -88,9 +88,10 @@ impl<T, S, P, B, R> OrTask<T, S, P, B, R> {
         })
     }
 
-    /// This operand finishes without running.
+    /// This operand finishes without running. Its body stays in the task,
+    /// dropped with it once the holder has let go of the monitor (the
+    /// executor's `Task::drop_later`): a capture's `Drop` may use it.
     fn leave(&self) {
-        unwind::drop_caught(self.take_body());
         // AcqRel: the last operand to leave sees every other's leaving.
         // Then it takes the taken flag itself (a CAS, not a load: the
         // owner's `Completion::cancel` races for it too, without touching
@@ -132,7 +133,7 @@ where
             Ok(true) => Check::Run,
             Ok(false) => Check::Wait,
             Err(Outcome::Panicked(p)) => {
-                unwind::drop_caught(self.take_body());
+                // The body is dropped with the task (see `leave`).
                 // A panicking precondition finishes the whole OR with the
                 // panic, if no operand has taken it.
                 if self
