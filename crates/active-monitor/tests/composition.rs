@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use active_monitor::{Monitor, Order};
+use active_monitor::{Monitor, Order, or};
 
 fn total() -> &'static Monitor<u64> {
     static TOTAL: OnceLock<Monitor<u64>> = OnceLock::new();
@@ -263,6 +263,49 @@ fn a_precondition_can_return_its_captures_to_its_own_monitor() {
         let ran = pool.when(pre, |v| v.len()).wait();
         assert_eq!(ran, 7);
         assert_eq!(pool.call(|v| v.len()), 8, "the captured lease was lost");
+    }
+}
+
+/// An OR operand that lost (another operand took the OR) is dropped, body
+/// and all, once its monitor's holder has let go of it: a body capture
+/// whose `Drop` returns a lease to that very monitor works, and the
+/// holder's own `call` does not panic.
+#[test]
+fn a_losing_operands_captures_can_return_to_its_own_monitor() {
+    let pool: &'static Monitor<Vec<u32>> = Box::leak(Box::new(
+        Monitor::builder()
+            .order(Order::Relaxed)
+            .build((0..8).collect()),
+    ));
+    let q = Monitor::builder()
+        .order(Order::Relaxed)
+        .build(VecDeque::<u32>::new());
+    for round in 0..50 {
+        let lease = Lease {
+            pool,
+            item: pool.call(|v| v.pop()),
+        };
+        // The pool's operand never runs (its precondition is false); it
+        // waits on the pool, holding the lease in its body.
+        let c = or((
+            q.op(|q| !q.is_empty(), |q| q.pop_front().unwrap()),
+            pool.op(
+                |_| false,
+                move |_| {
+                    let lease = &lease;
+                    lease.item.unwrap()
+                },
+            ),
+        ))
+        .unwrap();
+        q.submit(move |q| q.push_back(round));
+        assert_eq!(c.wait(), (0, round));
+        // The pool's holder runs a task, re-checks its waiting tasks and
+        // drops the forsaken operand.
+        let len = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.call(|v| v.len())))
+            .expect("the holder's call panicked with the lease's drop");
+        assert!(len <= 8);
+        assert_eq!(pool.call(|v| v.len()), 8, "the lease was lost");
     }
 }
 
