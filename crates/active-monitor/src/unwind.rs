@@ -173,6 +173,14 @@ pub(crate) fn drop_later(task: Arc<dyn DropLater>) {
     }
 }
 
+/// How many tasks [`drop_later`] keeps on this thread.
+pub(crate) fn kept_drops() -> usize {
+    if !STATE.with(|s| s.drops.get()) {
+        return 0;
+    }
+    DROPS.try_with(|d| d.0.borrow().len()).unwrap_or(0)
+}
+
 /// Drops the tasks kept by [`drop_later`], one at a time, no borrow held
 /// while a drop runs (it may use a monitor, whose serve keeps more).
 fn drop_deferred() {

@@ -309,6 +309,59 @@ fn a_losing_operands_captures_can_return_to_its_own_monitor() {
     }
 }
 
+/// Results nobody took wait for the end of their server's stint to be
+/// dropped, but a long stint does not keep them all: at most a few dozen
+/// are alive while a server works through a full queue of such tasks.
+#[test]
+fn a_server_keeps_few_results_nobody_took_however_long_its_stint() {
+    static LIVE: AtomicUsize = AtomicUsize::new(0);
+    static MOST: AtomicUsize = AtomicUsize::new(0);
+    struct Counted;
+    impl Counted {
+        fn new() -> Self {
+            LIVE.fetch_add(1, SeqCst);
+            Counted
+        }
+    }
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            LIVE.fetch_sub(1, SeqCst);
+        }
+    }
+    const TASKS: usize = 4096;
+    // The server serves (as the CPUs are not saturated).
+    active_monitor::set_server_limit(1000);
+    active_monitor::__test_set_saturation_override(Some(false));
+    let m = Monitor::builder()
+        .order(Order::Relaxed)
+        .capacity(TASKS + 1)
+        .build_served(0u64);
+    // The monitor is held up while the queue fills, then the queue runs
+    // (on the server, in one stint unless it lets go).
+    let m: &'static Monitor<u64> = Box::leak(Box::new(m));
+    let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        m.call(move |_| {
+            held_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+        })
+    });
+    held_rx.recv().unwrap();
+    for _ in 0..TASKS {
+        drop(m.submit(|n| {
+            *n += 1;
+            MOST.fetch_max(LIVE.load(SeqCst), SeqCst);
+            Counted::new()
+        }));
+    }
+    go_tx.send(()).unwrap();
+    holder.join().unwrap();
+    assert_eq!(m.call(|n| *n), TASKS as u64);
+    let most = MOST.load(SeqCst);
+    assert!(most <= 256, "{most} results nobody took were alive at once");
+}
+
 /// A `tokio::time::timeout` around `when_async` loses nothing: a take that
 /// timed out before it started is withdrawn (it took no item), and the
 /// abandoned takes do not fill the bound on waiting tasks.

@@ -158,7 +158,9 @@ pub(super) const STATE: usize = 3;
 /// precondition, are dropped once the thread that ran their task has let
 /// go of the monitor (at the end of its `call` or submission, or of a
 /// server's stint), so that their `Drop` may use this monitor (a lease
-/// that returns itself to its pool).
+/// that returns itself to its pool). A thread keeps those of one stint: a
+/// combiner's is bounded by about twice the queue's capacity, and a server
+/// lets go of the monitor to drop them once it keeps a few dozen.
 ///
 /// A panic in a drop the monitor makes (a body never run, a result whose
 /// [`Completion`](crate::Completion) was dropped, a precondition) or in a completion's waker

@@ -123,7 +123,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     /// The server's stint: runs the queue until it is empty (and stays
     /// empty through `release`'s check), waking producers waiting for
-    /// space every `batch` tasks. The server holds the monitor.
+    /// space every `batch` tasks, or until [`KEPT_DROPS_PER_STINT`] tasks
+    /// wait to be dropped. The server holds the monitor.
     pub(crate) fn serve_server(&self) {
         if let Some(srv) = &self.server {
             // Our own withdrawn waiters, left by `prepare_sleep`: nobody
@@ -141,6 +142,16 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     if n == self.batch {
                         n = 0;
                         self.wake_space();
+                        // Tasks whose drop is user code wait for the end of
+                        // the stint (`unwind::drop_later`): a long stint
+                        // lets go now and then, so that they do not pile
+                        // up. The server's loop drops them and comes back
+                        // for the queued tasks (its `prepare_sleep` sees
+                        // them).
+                        if unwind::kept_drops() >= KEPT_DROPS_PER_STINT {
+                            self.unlock_plain();
+                            return;
+                        }
                     }
                 }
                 None => {
@@ -206,3 +217,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         None
     }
 }
+
+/// The tasks kept for dropping (see `unwind::drop_later`) at which a
+/// server ends its stint early to drop them.
+const KEPT_DROPS_PER_STINT: usize = 64;

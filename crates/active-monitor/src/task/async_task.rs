@@ -249,6 +249,12 @@ where
         }
     }
 
+    fn drops_user_values(&self) -> bool {
+        // The body is gone by the time the executor drops the task (run,
+        // discarded, or dropped by a canceller).
+        core::mem::needs_drop::<P>() || core::mem::needs_drop::<R>()
+    }
+
     fn is_forsaken(&self) -> bool {
         self.slot.finish().is_cancelled()
     }

@@ -60,6 +60,13 @@ pub(crate) trait Job<T, S>: Send + Sync + unwind::DropLater {
     /// Once per task, instead of `run`.
     unsafe fn discard(&self);
 
+    /// Whether dropping the task may run user code: a result nobody took,
+    /// a precondition, a body never run. Such a task is dropped once the
+    /// holder has let go of the monitor ([`Task::drop_later`]).
+    fn drops_user_values(&self) -> bool {
+        true
+    }
+
     /// Whether the task can never run whatever the data (an OR operand
     /// whose OR another operand took): a waiting list drops it, by
     /// [`discard`](Self::discard), without evaluating its precondition.
@@ -126,11 +133,13 @@ impl<T, S> Task<T, S> {
 
     /// The executor is done with the task: a shared task's reference, maybe
     /// the last (its completion dropped), is dropped once this thread has
-    /// let go of the monitor ([`unwind::drop_later`]); a blocking call's
-    /// task is its caller's.
+    /// let go of the monitor ([`unwind::drop_later`]) if that may run user
+    /// code, at once otherwise; a blocking call's task is its caller's.
     pub(crate) fn drop_later(self) {
         if let Task::Shared(job) = self {
-            unwind::drop_later(job);
+            if job.drops_user_values() {
+                unwind::drop_later(job);
+            }
         }
     }
 

@@ -181,6 +181,12 @@ where
         self.leave();
     }
 
+    fn drops_user_values(&self) -> bool {
+        // A losing operand keeps its body (see `leave`); the last operand
+        // may hold the last reference to the OR's result.
+        core::mem::needs_drop::<P>() || core::mem::needs_drop::<B>() || core::mem::needs_drop::<R>()
+    }
+
     fn is_forsaken(&self) -> bool {
         // Acquire: as in `check`.
         self.shared.taken.load(Acquire)
