@@ -280,3 +280,46 @@ fn a_policy_panic_in_a_thread_local_destructor_does_not_abort() {
     assert!(!M.is_locked());
     assert_eq!(M.stats().total.policy_panics, 1);
 }
+
+/// Every payload of a sample's policy panics is dropped once the lock is
+/// released, not only the first: a `const_new` lock's first sample calls
+/// four policy methods, and a payload whose `Drop` takes the same lock (a
+/// log of the policy's failures) would otherwise deadlock.
+#[test]
+fn every_payload_of_a_samples_panics_is_dropped_after_the_release() {
+    static LOG: AdaptiveMutex<Vec<&'static str>, Failing> = AdaptiveMutex::const_new(Vec::new());
+    /// A panic payload that records itself in the log when dropped.
+    struct Report(&'static str);
+    impl Drop for Report {
+        fn drop(&mut self) {
+            let logged = LOG.try_lock_for(Duration::from_secs(5));
+            logged
+                .expect("a payload was dropped while the lock was held")
+                .push(self.0);
+        }
+    }
+    struct Failing;
+    impl Policy for Failing {
+        const INIT: Self = Failing;
+        fn initial(&self) -> Config {
+            std::panic::panic_any(Report("initial"))
+        }
+        fn sampling_rate(&self) -> u32 {
+            std::panic::panic_any(Report("sampling_rate"))
+        }
+        fn uses_time(&self) -> bool {
+            std::panic::panic_any(Report("uses_time"))
+        }
+        fn adapt(&mut self, _: &Stats) -> Option<Config> {
+            std::panic::panic_any(Report("adapt"))
+        }
+    }
+    LOG.lock().push("first");
+    let mut log = LOG.lock().clone();
+    log.sort_unstable();
+    assert_eq!(
+        log,
+        ["adapt", "first", "initial", "sampling_rate", "uses_time"],
+        "a payload was not dropped, or dropped while the lock was held"
+    );
+}

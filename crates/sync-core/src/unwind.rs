@@ -13,7 +13,9 @@
 //!    calls [`Panics::resume`], so the panic reaches the caller of the
 //!    operation that ran the callback, with the primitive consistent. When
 //!    several callbacks panic, the first panic is resumed and the later ones
-//!    are dropped.
+//!    are dropped, with the `Panics`, once the operation is done (a
+//!    payload's `drop` is user code too, which rule 1 keeps out of the
+//!    primitive's locks).
 //! 3. **Never a second panic.** If the thread is already unwinding when the
 //!    panic would be resumed (a guard, a future or a channel end dropped
 //!    during a panic), the caught panic is dropped instead, because a panic
@@ -62,18 +64,28 @@ use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 pub type Payload = Box<dyn Any + Send + 'static>;
 
 /// The panics caught while one operation ran user callbacks: the first is
-/// kept to be resumed once the operation is done, the later ones are dropped.
+/// kept to be resumed once the operation is done; the later ones are kept
+/// too, and dropped with the `Panics` (their `drop` is user code, which
+/// must not run under the primitive's locks: rule 1), however the first
+/// one leaves it ([`resume`](Self::resume), [`take`](Self::take)).
 ///
 /// Dropping a `Panics` that still holds a panic drops that panic (rule 3 of
 /// the [module docs](self)); call [`resume`](Self::resume) to pass it on.
 #[derive(Default)]
 #[must_use = "a caught panic is lost unless it is resumed"]
-pub struct Panics(Option<Payload>);
+pub struct Panics {
+    first: Option<Payload>,
+    /// The later panics, dropped with `self`.
+    later: Vec<Payload>,
+}
 
 impl Panics {
     /// No panic caught yet.
     pub const fn new() -> Self {
-        Self(None)
+        Self {
+            first: None,
+            later: Vec::new(),
+        }
     }
 
     /// Runs `f` (user code), catching its panic: `Some(result)`, or `None`
@@ -95,12 +107,13 @@ impl Panics {
         self.catch(move || drop(value));
     }
 
-    /// Keeps `payload` if it is the first panic; drops it otherwise.
+    /// Keeps `payload`: to be resumed if it is the first panic, to be
+    /// dropped with `self` otherwise.
     pub fn keep(&mut self, payload: Payload) {
-        if self.0.is_none() {
-            self.0 = Some(payload);
+        if self.first.is_none() {
+            self.first = Some(payload);
         } else {
-            discard(payload);
+            self.later.push(payload);
         }
     }
 
@@ -120,36 +133,52 @@ impl Panics {
     /// drop(all.take());
     /// ```
     pub fn absorb(&mut self, mut other: Panics) {
-        if let Some(payload) = other.take() {
+        if let Some(payload) = other.first.take() {
             self.keep(payload);
         }
+        self.later.append(&mut other.later);
     }
 
-    /// Whether a panic was caught.
+    /// Whether a panic was caught (and its first one not taken).
     pub fn is_empty(&self) -> bool {
-        self.0.is_none()
+        self.first.is_none()
     }
 
-    /// Takes the first panic caught (for an operation that must not unwind).
+    /// Takes the first panic caught (for an operation that must not unwind);
+    /// the later ones are dropped with `self`.
     pub fn take(&mut self) -> Option<Payload> {
-        self.0.take()
+        self.first.take()
     }
 
     /// Resumes the first panic caught, if any, unless this thread is already
     /// unwinding: then the panic is dropped, since a second one would abort.
+    /// The later panics are dropped first.
     #[inline]
     #[track_caller]
     pub fn resume(mut self) {
-        if let Some(payload) = self.0.take() {
+        if let Some(payload) = self.first.take() {
+            self.discard_later();
             resume_or_discard(payload);
+        }
+    }
+
+    /// Drops the later panics.
+    #[cold]
+    fn discard_later(&mut self) {
+        for payload in self.later.drain(..) {
+            discard(payload);
         }
     }
 }
 
 impl Drop for Panics {
+    #[inline]
     fn drop(&mut self) {
-        if let Some(payload) = self.0.take() {
+        if let Some(payload) = self.first.take() {
             discard(payload);
+        }
+        if !self.later.is_empty() {
+            self.discard_later();
         }
     }
 }
@@ -157,7 +186,8 @@ impl Drop for Panics {
 impl core::fmt::Debug for Panics {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Panics")
-            .field("caught", &self.0.is_some())
+            .field("caught", &self.first.is_some())
+            .field("later", &self.later.len())
             .finish()
     }
 }
@@ -250,6 +280,31 @@ mod tests {
         assert!(!panics.is_empty());
         let payload = catch_unwind(AssertUnwindSafe(|| panics.resume())).unwrap_err();
         assert_eq!(*payload.downcast::<i32>().unwrap(), 1);
+    }
+
+    #[test]
+    fn later_panics_are_dropped_with_the_panics_not_when_caught() {
+        use core::sync::atomic::{AtomicUsize, Ordering};
+        static DROPPED: AtomicUsize = AtomicUsize::new(0);
+        struct Counted;
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let mut panics = Panics::new();
+        for _ in 0..3 {
+            panics.catch(|| std::panic::panic_any(Counted));
+        }
+        // Caught under the primitive's lock, say: nothing dropped yet.
+        assert_eq!(DROPPED.load(Ordering::Relaxed), 0);
+        let first = panics.take().expect("the first panic");
+        assert_eq!(DROPPED.load(Ordering::Relaxed), 0);
+        // Released: the later ones go with the `Panics`.
+        drop(panics);
+        assert_eq!(DROPPED.load(Ordering::Relaxed), 2);
+        drop(first);
+        assert_eq!(DROPPED.load(Ordering::Relaxed), 3);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use core::time::Duration;
 use std::time::Instant;
 
 use sync_core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use sync_core::unwind::{self, Panics, Payload};
+use sync_core::unwind::Panics;
 
 use super::{DEFAULT_SAMPLING_RATE, LOCKED_BIT, RawAdaptiveLock};
 use crate::config::{Config, UNSET};
@@ -338,21 +338,20 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// (rule 4 of [`sync_core::unwind`]).
     #[cold]
     pub(super) fn unlock_sampled(&self, fair: bool) {
-        let panic = self.end_sample();
+        let panics = self.end_sample();
         self.release(fair);
-        if let Some(payload) = panic {
-            unwind::discard(payload);
-        }
+        // Every payload, not only the first, is dropped here.
+        drop(panics);
     }
 
     /// Closes a sampled acquisition: measures its hold time, runs the
     /// policy (the closely coupled loop) and publishes the counters. Every
     /// call into the policy is caught: a panic is counted in
     /// `policy_panics`, the call's result is replaced by the default (the
-    /// configuration stays as it was), and the first panic's payload is
+    /// configuration stays as it was), and the panics' payloads are
     /// returned for the caller to drop once the lock is released.
     #[cold]
-    fn end_sample(&self) -> Option<Payload> {
+    fn end_sample(&self) -> Panics {
         let mut panics = Panics::new();
         // A lock made by the `const` constructor takes its policy's own
         // configuration and sampling rate at its first sample (a `const fn`
@@ -459,6 +458,6 @@ impl<P: Policy> RawAdaptiveLock<P> {
                 self.config.store(bits, Ordering::Relaxed);
             }
         }
-        panics.take()
+        panics
     }
 }
