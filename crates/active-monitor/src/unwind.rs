@@ -44,8 +44,10 @@ struct State {
     running: Cell<usize>,
     /// Whether `DEFERRED` holds a panic.
     deferred: Cell<bool>,
-    /// Whether `WAKES` or `TASK_WAKES` may hold a wakeup.
+    /// Whether `WAKES` may hold a wakeup.
     wakes: Cell<bool>,
+    /// Whether `TASK_WAKES` may hold a waker.
+    task_wakes: Cell<bool>,
     /// Whether `DROPS` may hold a task.
     drops: Cell<bool>,
 }
@@ -57,17 +59,18 @@ pub(crate) trait DropLater {}
 
 impl<X: ?Sized> DropLater for X {}
 
-/// The tasks kept by [`drop_later`]. Whatever is left when the thread ends
-/// is dropped by the thread-local's destructor, each drop's panic discarded
-/// (a panic out of a thread-local destructor aborts the process).
-struct Drops(RefCell<Vec<Arc<dyn DropLater>>>);
+/// A thread-local list without a destructor: it stays usable in every
+/// thread-local destructor, however late, so that what a monitor defers
+/// there is deferred as anywhere else (a list that was gone made a task's
+/// waker run under the monitor, the very livelock [`wake_task_later`]
+/// prevents). Every operation empties it at its end, and `mem::take`
+/// leaves no allocation behind, so nothing leaks at thread exit but what
+/// an operation left when it unwound out of the thread past its
+/// [`deliver_unwinding`].
+type Kept<X> = core::mem::ManuallyDrop<RefCell<Vec<X>>>;
 
-impl Drop for Drops {
-    fn drop(&mut self) {
-        for x in self.0.get_mut().drain(..) {
-            run_discarding(move || drop(x));
-        }
-    }
+const fn kept<X>() -> Kept<X> {
+    core::mem::ManuallyDrop::new(RefCell::new(Vec::new()))
 }
 
 #[cfg(not(loom))]
@@ -77,6 +80,7 @@ std::thread_local! {
             running: Cell::new(0),
             deferred: Cell::new(false),
             wakes: Cell::new(false),
+            task_wakes: Cell::new(false),
             drops: Cell::new(false),
         }
     };
@@ -88,10 +92,10 @@ std::thread_local! {
     static WAKES: RefCell<WakeList> = const { RefCell::new(WakeList::new()) };
     /// Task wakers, woken once the monitor is let go of (see
     /// [`wake_task_later`]).
-    static TASK_WAKES: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
+    static TASK_WAKES: Kept<Waker> = const { kept() };
     /// Tasks a holder was done with, dropped once the thread has let go of
     /// every monitor (see [`drop_later`]).
-    static DROPS: Drops = const { Drops(RefCell::new(Vec::new())) };
+    static DROPS: Kept<Arc<dyn DropLater>> = const { kept() };
 }
 
 #[cfg(loom)]
@@ -100,12 +104,13 @@ sync_core::loom::thread_local! {
         running: Cell::new(0),
         deferred: Cell::new(false),
         wakes: Cell::new(false),
+        task_wakes: Cell::new(false),
         drops: Cell::new(false),
     };
     static DEFERRED: Cell<Option<Payload>> = Cell::new(None);
     static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
-    static TASK_WAKES: RefCell<Vec<Waker>> = RefCell::new(Vec::new());
-    static DROPS: Drops = Drops(RefCell::new(Vec::new()));
+    static TASK_WAKES: Kept<Waker> = kept();
+    static DROPS: Kept<Arc<dyn DropLater>> = kept();
 }
 
 /// Keeps `wakeup` (a blocked caller's, whose token is already set) to be
@@ -136,18 +141,21 @@ pub(crate) fn wake_later(wakeup: Option<Wakeup>) {
 /// [`resume_deferred`] on this thread, once it has let go of the monitor,
 /// as [`wake_later`] keeps unparks: a waker that polls its task on the spot
 /// then finds the monitor free (woken under it, such a poll queued the task
-/// again, and the holder signalled it again, for ever). A panic of the waker
-/// is deferred as any other. Where the list is gone (a thread-local
-/// destructor after it), the waker is woken at once.
+/// again, and the holder signalled it again, for ever). They are woken
+/// only once no task body runs below on this thread either (such a poll in
+/// the body of a task of another monitor would find that one held). A
+/// panic of the waker is deferred as any other.
 pub(crate) fn wake_task_later(waker: Waker) {
     let mut waker = Some(waker);
     let _ = TASK_WAKES.try_with(|l| {
-        if let Some(w) = waker.take() {
-            l.borrow_mut().push(w);
+        if let (Ok(mut l), Some(w)) = (l.try_borrow_mut(), waker.take()) {
+            l.push(w);
         }
     });
     match waker {
-        None => STATE.with(|s| s.wakes.set(true)),
+        None => STATE.with(|s| s.task_wakes.set(true)),
+        // Unreachable but for the waker of a future polled inside a waker
+        // that this list's delivery runs (the list is out then).
         Some(w) => caught(|| w.wake()),
     }
 }
@@ -163,7 +171,7 @@ pub(crate) fn wake_task_later(waker: Waker) {
 pub(crate) fn drop_later(task: Arc<dyn DropLater>) {
     let mut task = Some(task);
     let _ = DROPS.try_with(|d| {
-        if let (Ok(mut d), Some(t)) = (d.0.try_borrow_mut(), task.take()) {
+        if let (Ok(mut d), Some(t)) = (d.try_borrow_mut(), task.take()) {
             d.push(t);
         }
     });
@@ -178,7 +186,7 @@ pub(crate) fn kept_drops() -> usize {
     if !STATE.with(|s| s.drops.get()) {
         return 0;
     }
-    DROPS.try_with(|d| d.0.borrow().len()).unwrap_or(0)
+    DROPS.try_with(|d| d.borrow().len()).unwrap_or(0)
 }
 
 /// Drops the tasks kept by [`drop_later`], one at a time, no borrow held
@@ -187,26 +195,33 @@ fn drop_deferred() {
     if !STATE.with(|s| s.drops.replace(false)) {
         return;
     }
-    while let Some(task) = DROPS.try_with(|d| d.0.borrow_mut().pop()).ok().flatten() {
+    while let Some(task) = DROPS.try_with(|d| d.borrow_mut().pop()).ok().flatten() {
         drop_caught(task);
     }
 }
 
 /// Delivers the wakeups kept by [`wake_later`] (unparks: no user code runs,
-/// and none runs while the list is borrowed), then the task wakers kept by
-/// [`wake_task_later`] (their panics deferred).
+/// and none runs while the list is borrowed), then, if no task body runs
+/// below us on this thread, the task wakers kept by [`wake_task_later`]
+/// (their panics deferred).
 pub(crate) fn wake_deferred() {
     // A look first (the common case: nothing kept), a write only if needed.
-    if !STATE.with(|s| s.wakes.get() && s.wakes.replace(false)) {
-        return;
+    let (unparks, tasks) = STATE.with(|s| {
+        let tasks = s.task_wakes.get() && s.running.get() == 0;
+        if tasks {
+            s.task_wakes.set(false);
+        }
+        (s.wakes.get() && s.wakes.replace(false), tasks)
+    });
+    if unparks {
+        unpark_deferred();
     }
-    // Taken out first: no borrow while the wakers run.
-    let tasks = TASK_WAKES
-        .try_with(|l| core::mem::take(&mut *l.borrow_mut()))
-        .unwrap_or_default();
-    for waker in tasks {
-        caught(|| waker.wake());
+    if tasks {
+        wake_tasks_deferred();
     }
+}
+
+fn unpark_deferred() {
     // Taken out first: no borrow while the wake-ups run.
     let Ok(mut list) = WAKES.try_with(|l| core::mem::take(&mut *l.borrow_mut())) else {
         return;
@@ -222,6 +237,28 @@ pub(crate) fn wake_deferred() {
     });
     // Unparks do not panic; the policy's way all the same.
     panics.resume();
+}
+
+fn wake_tasks_deferred() {
+    // Taken out first: no borrow while the wakers run (a waker that polls
+    // on the spot may keep more, for the next delivery).
+    let tasks = TASK_WAKES
+        .try_with(|l| core::mem::take(&mut *l.borrow_mut()))
+        .unwrap_or_default();
+    for waker in tasks {
+        caught(|| waker.wake());
+    }
+}
+
+/// What an operation that unwinds delivers as it lets go of the monitor
+/// (its `finish` will not come): the deferred wake-ups and, if no task body
+/// runs below us, the tasks kept to drop; a panic in them is deferred, and
+/// dropped by the next operation's end if this thread is still unwinding.
+pub(crate) fn deliver_unwinding() {
+    wake_deferred();
+    if STATE.with(|s| s.running.get()) == 0 {
+        drop_deferred();
+    }
 }
 
 /// Keeps `payload` to resume later (the first one only).
@@ -299,7 +336,7 @@ pub(crate) fn finish<V>(value: V) -> V {
 /// [`resume_deferred`]) to deliver: one look at a thread-local.
 #[inline]
 pub(crate) fn pending() -> bool {
-    STATE.with(|s| s.wakes.get() || s.deferred.get() || s.drops.get())
+    STATE.with(|s| s.wakes.get() || s.task_wakes.get() || s.deferred.get() || s.drops.get())
 }
 
 /// [`finish`] for a value the operation returns from a place it wrote,

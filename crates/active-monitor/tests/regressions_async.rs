@@ -8,7 +8,7 @@ use std::sync::{Arc, mpsc};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
-use active_monitor::Monitor;
+use active_monitor::{Monitor, Order};
 
 struct PanicWake;
 impl Wake for PanicWake {
@@ -279,7 +279,6 @@ impl Wake for PollsOnWake {
 /// never returned). On a plain and on a served monitor.
 #[test]
 fn a_waker_that_polls_its_task_on_the_spot_does_not_livelock_the_monitor() {
-    use active_monitor::Order;
     let b = || Monitor::builder().order(Order::Relaxed);
     polled_on_the_spot(Arc::new(b().build(0u32)), "a plain monitor");
     polled_on_the_spot(b().build_served(0u32), "a served monitor");
@@ -326,4 +325,116 @@ where
     }
     enabler.join().unwrap();
     assert_eq!(m.call(|n| *n), 0);
+}
+
+/// Spawns `f` on a [`PollsOnWake`] executor and polls it once.
+fn spawn_polled_on_wake(f: impl Future<Output = ()> + Send + 'static) -> Arc<PollsOnWake> {
+    let task = Arc::new(PollsOnWake {
+        task: std::sync::Mutex::new(Some(Box::pin(f))),
+        done: std::sync::atomic::AtomicBool::new(false),
+    });
+    Waker::from(Arc::clone(&task)).wake_by_ref();
+    task
+}
+
+/// A `when_async` enabled by a holder of `a` whose next task calls another
+/// monitor `b`: the end of that `b.call`, inside `a`'s task body, must not
+/// wake the future (found by review: its waker polled it there, `a` held
+/// by the same thread, and with `a`'s queue full the poll panicked with
+/// "submitted to its own monitor whose queue is full" out of the holder's
+/// unrelated `submit`; the future was never woken again).
+#[test]
+fn a_deferred_task_waker_waits_for_the_end_of_the_outer_task_body() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let a = Arc::new(
+        Monitor::builder()
+            .order(Order::Relaxed)
+            .capacity(2)
+            .build(0u32),
+    );
+    let b = Arc::new(Monitor::builder().order(Order::Relaxed).build(()));
+    let a2 = Arc::clone(&a);
+    let task = spawn_polled_on_wake(async move {
+        a2.when_async(|n| *n > 0, |n| *n -= 1).await;
+    });
+    assert!(!task.done.load(SeqCst));
+    let ah = Arc::clone(&a);
+    // Holds `a`, and runs what queues meanwhile.
+    let holder = std::thread::spawn(move || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ah.submit(|_| std::thread::sleep(Duration::from_millis(300)));
+        }))
+        .is_ok()
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    // Enables the `when_async`: the holder defers its waker.
+    a.submit(|n| *n += 1);
+    // The holder's next task calls `b`, whose end delivers deferred wakes.
+    a.submit(move |_| {
+        std::thread::sleep(Duration::from_millis(150));
+        b.call(|_| ());
+    });
+    // `a`'s queue is full meanwhile.
+    let af = Arc::clone(&a);
+    let filler = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(250));
+        af.submit(|_| ());
+        af.submit(|_| ());
+    });
+    assert!(holder.join().unwrap(), "the holder's submit panicked");
+    filler.join().unwrap();
+    let began = std::time::Instant::now();
+    while !task.done.load(SeqCst) {
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "the when_async never completed"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(a.call(|n| *n), 0);
+}
+
+/// A `when_async` enabled from a thread-local destructor that runs after
+/// the crate's own thread-locals are gone: its waker (which polls the task
+/// on the spot) must still wait until the monitor is let go of (found by
+/// review: with the list gone it was woken under the monitor, and the
+/// destructor's `submit` livelocked, as the plain case once did).
+#[test]
+fn a_when_async_enabled_from_a_late_thread_local_destructor_does_not_livelock() {
+    use std::sync::OnceLock;
+    static M: OnceLock<Monitor<u32>> = OnceLock::new();
+    fn m() -> &'static Monitor<u32> {
+        M.get_or_init(|| Monitor::builder().order(Order::Relaxed).build(0))
+    }
+    static RETURNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    struct Enable;
+    impl Drop for Enable {
+        fn drop(&mut self) {
+            m().submit(|n| *n += 1);
+            RETURNED.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    std::thread_local!(static ENABLE: Enable = const { Enable });
+    let t = std::thread::spawn(|| {
+        // Registered before the crate's thread-locals: destroyed after them.
+        ENABLE.with(|_| ());
+        let first = spawn_polled_on_wake(async { m().when_async(|n| *n >= 1, |n| *n -= 1).await });
+        // This thread wakes a `when_async` once: the crate's lists exist.
+        m().submit(|n| *n += 1);
+        assert!(first.done.load(std::sync::atomic::Ordering::SeqCst));
+        // Waits; enabled by `ENABLE`'s drop at the thread's end.
+        let _ = spawn_polled_on_wake(async { m().when_async(|n| *n >= 1, |n| *n -= 1).await });
+    });
+    // Not `is_finished`: it is true once the thread's closure returned,
+    // before its thread-local destructors run.
+    let began = std::time::Instant::now();
+    while !RETURNED.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(
+            began.elapsed() < Duration::from_secs(10),
+            "the thread-local destructor's submit never returned"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    t.join().unwrap();
+    assert_eq!(m().call(|n| *n), 0);
 }

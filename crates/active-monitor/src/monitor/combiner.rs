@@ -420,7 +420,8 @@ impl<T, S: AbstractState> Drop for Unlock<'_, T, S> {
         if !self.0.release() {
             self.0.serve_loop();
         }
-        // The callers whose tasks ran are not left asleep by the unwind.
-        unwind::wake_deferred();
+        // The callers whose tasks ran are not left asleep by the unwind,
+        // nor the tasks kept to drop left for ever.
+        unwind::deliver_unwinding();
     }
 }
