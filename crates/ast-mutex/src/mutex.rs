@@ -722,15 +722,17 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
 impl<S: AbstractState, T: ?Sized + fmt::Debug> fmt::Debug for AstMutex<S, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("AstMutex");
-        match self.try_lock_in(StateSet::<S>::ALL.bits()) {
-            Some(s) => {
-                let g = AstGuard::new(self, s);
-                d.field("state", &S::from_index(s)).field("data", &&*g);
-            }
-            None => {
-                d.field("state", &format_args!("<locked>"));
-            }
-        }
-        d.finish_non_exhaustive()
+        let Some(s) = self.try_lock_in(StateSet::<S>::ALL.bits()) else {
+            d.field("state", &format_args!("<locked>"));
+            return d.finish_non_exhaustive();
+        };
+        let g = AstGuard::new(self, s);
+        d.field("state", &S::from_index(s)).field("data", &&*g);
+        let r = d.finish_non_exhaustive();
+        // The exit may wake a waiter whose waker panics: a wake-up owed to
+        // another task, not to this formatting (rule 4 of the panic
+        // policy), so its panic is dropped.
+        let _ = sync_core::unwind::catch_and_discard(move || drop(g));
+        r
     }
 }

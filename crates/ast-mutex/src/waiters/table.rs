@@ -92,6 +92,12 @@ impl Table {
         self.nodes.capacity()
     }
 
+    /// The groups' capacity (the unit tests check it follows them).
+    #[cfg(all(test, not(loom)))]
+    pub(super) fn groups_capacity(&self) -> usize {
+        self.groups.capacity()
+    }
+
     /// An empty table.
     pub(super) const fn new() -> Self {
         Self {
@@ -225,6 +231,12 @@ impl Table {
             if g.head == NIL {
                 self.groups.swap_remove(gi);
                 self.summary = self.groups.iter().fold(0, |m, g| m | g.mask);
+                // The groups' room follows the distinct entry sets that
+                // wait now, not the most that ever waited at once.
+                let floor = self.groups.len().max(8);
+                if self.groups.capacity() >= 4 * floor {
+                    self.groups.shrink_to(2 * floor);
+                }
             }
         }
         let n = &mut self.nodes[i as usize];
@@ -240,7 +252,8 @@ impl Table {
         self.free = i;
         self.live -= 1;
         if self.live == 0 {
-            // Memory follows the waiters present: free the slab.
+            // Memory follows the waiters present: free the slab (the
+            // groups went with their last nodes, their room above).
             self.nodes = Vec::new();
             self.free = NIL;
             return;

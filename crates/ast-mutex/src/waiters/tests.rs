@@ -210,3 +210,28 @@ fn a_crowd_that_left_leaves_no_slab_beside_a_waiter_that_stays() {
     assert!(t.remove(b) && t.remove(c) && t.remove(stays));
     assert_eq!((t.waiters(), t.slab_capacity()), (0, 0));
 }
+
+/// A crowd of waiters on many distinct entry sets that came and went
+/// leaves no room for their groups behind, beside a waiter that stays or
+/// with none left (found by review: the groups' `Vec` kept the room of the
+/// most distinct sets that ever waited at once).
+#[test]
+fn distinct_entry_sets_that_left_leave_no_room_for_their_groups() {
+    let ws = Waiters::new();
+    let mut t = ws.lock();
+    let stays = t.insert(0b1, Slot::new(), w());
+    let crowd: Vec<_> = (1..1000u64)
+        .map(|i| t.insert(i << 1, Slot::new(), w()))
+        .collect();
+    assert!(t.groups_capacity() >= 1000);
+    for h in crowd {
+        assert!(t.remove(h));
+    }
+    assert!(
+        t.groups_capacity() <= 16,
+        "the groups kept room for {} sets beside 1",
+        t.groups_capacity()
+    );
+    assert!(t.remove(stays));
+    assert!(t.groups_capacity() <= 16);
+}
