@@ -76,11 +76,15 @@ impl Builder {
     /// The task queue's capacity ([`DEFAULT_CAPACITY`]): a submitter that
     /// finds it full waits for space. It is rounded up to a power of two
     /// (the queue's slot index is a mask, exact when positions wrap around
-    /// `usize`); [`Monitor::capacity`] tells the rounded value.
+    /// `usize`); [`Monitor::capacity`] tells the rounded value. The slots
+    /// (a few words each) are allocated when the monitor is built.
     ///
     /// # Panics
     ///
-    /// If `capacity` is 0 or above `usize::MAX / 4 + 1`.
+    /// If `capacity` is 0 or above `usize::MAX / 4 + 1`. Then, as
+    /// `Vec::with_capacity` does, the build panics if the slots would
+    /// take more than `isize::MAX` bytes, and aborts the process if their
+    /// allocation fails.
     ///
     /// # Examples
     ///

@@ -138,7 +138,15 @@ pub(super) const STATE: usize = 3;
 /// A combiner's stint is bounded as described above: after each batch it
 /// hands over or offers the monitor, and takes it back only when nobody
 /// takes it (then other submitters are not publishing, and the queue
-/// drains). A server serves for as long as tasks come; that is its job. A
+/// drains). A task that submits to its own monitor (an actor's tick that
+/// schedules the next one) publishes too: a chain of such tasks that never
+/// ends keeps the thread that serves it for ever, on a monitor without a
+/// server the submitter that started it; give such a chain a served
+/// monitor. A server serves for as long as tasks come; that is its job.
+/// An awaited [`when_async`](Self::when_async) runs its body in its own
+/// poll, which needs the monitor free: on a monitor that is never idle (a
+/// chain as above) it may wait for as long as the chain runs, where a
+/// blocking [`when`](Self::when) is run by the holder. A
 /// task runs only while someone holds the
 /// monitor, so a task must not block on the monitor it runs on: a `call`
 /// on its own monitor from inside one of its tasks panics, and so does a
