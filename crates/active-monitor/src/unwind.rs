@@ -154,8 +154,8 @@ pub(crate) fn wake_task_later(waker: Waker) {
     });
     match waker {
         None => STATE.with(|s| s.task_wakes.set(true)),
-        // Unreachable but for the waker of a future polled inside a waker
-        // that this list's delivery runs (the list is out then).
+        // Unreachable: the list is never destroyed, and borrowed only to
+        // push or take it out.
         Some(w) => caught(|| w.wake()),
     }
 }
@@ -166,8 +166,7 @@ pub(crate) fn wake_task_later(waker: Waker) {
 /// deferred panic is resumed ([`finish`], [`resume_deferred`]). Its drop
 /// may be user code's last word on a value (a result nobody took, a
 /// precondition's captures), which may use this monitor. A panic in it is
-/// deferred as any other. Where the list is gone (a thread-local destructor
-/// after it), the task is dropped at once, its panic deferred.
+/// deferred as any other.
 pub(crate) fn drop_later(task: Arc<dyn DropLater>) {
     let mut task = Some(task);
     let _ = DROPS.try_with(|d| {
@@ -177,6 +176,7 @@ pub(crate) fn drop_later(task: Arc<dyn DropLater>) {
     });
     match task {
         None => STATE.with(|s| s.drops.set(true)),
+        // Unreachable, as in `wake_task_later`.
         Some(t) => drop_caught(t),
     }
 }
