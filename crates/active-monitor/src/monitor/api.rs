@@ -692,7 +692,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
         core::mem::forget(guard);
         // The caller ends with `unwind::finish` once the outcome is out.
         self.serve_keeping();
-        unwind::drop_caught(spent);
+        if core::mem::needs_drop::<(P, F)>() {
+            unwind::drop_caught(spent);
+        }
         outcome
     }
 
