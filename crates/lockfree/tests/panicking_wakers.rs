@@ -1,9 +1,9 @@
 //! A task's waker is user code and may panic. Every drop of this crate that
 //! wakes a task (a channel end, a mutex guard, a lock future passing the
 //! lock or a wakeup on, a permit, an acquire future), and every channel
-//! operation that does (a send, a receive, a select, called from a user's
-//! `Drop`), follows the family's panic policy (`sync_core::unwind`): the
-//! primitive is consistent first
+//! operation that does (a send, a receive, a select, a receiver's yield,
+//! called from a user's `Drop`), follows the family's panic policy
+//! (`sync_core::unwind`): the primitive is consistent first
 //! (the woken task holds its token), then the panic goes on, unless the
 //! thread is already unwinding: a panic out of a drop during unwinding
 //! aborts the process, so the waker's panic is dropped instead.
@@ -921,4 +921,38 @@ fn csp_future_polls_resume_the_wakers_panic() {
     for which in ["send", "recv"] {
         csp_future_poll(which, false);
     }
+}
+
+/// The mpsc receiver's poll yields to its executor once by waking its own
+/// task: polled from a `Drop` while the thread unwinds, with a waker that
+/// panics, it must not abort.
+fn mpsc_poll_recv_yield(while_unwinding: bool) {
+    let (tx, mut rx) = mpsc::channel::<u8>();
+    let (armed, waker) = armed_waker();
+    let mut got = Poll::Ready(None);
+    armed.run_armed(
+        || got = rx.poll_recv(&mut Context::from_waker(&waker)),
+        while_unwinding,
+    );
+    if while_unwinding {
+        assert_eq!(got, Poll::Pending);
+    }
+    // The receiver still works.
+    tx.send(3).unwrap();
+    assert_eq!(
+        rx.poll_recv(&mut Context::from_waker(&waker)),
+        Poll::Ready(Some(3))
+    );
+}
+
+#[test]
+fn mpsc_poll_recv_yield_while_unwinding() {
+    in_child("mpsc_poll_recv_yield_while_unwinding", || {
+        mpsc_poll_recv_yield(true)
+    });
+}
+
+#[test]
+fn mpsc_poll_recv_yield_resumes_the_wakers_panic() {
+    mpsc_poll_recv_yield(false);
 }
