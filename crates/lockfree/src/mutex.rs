@@ -650,7 +650,7 @@ unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
 
 impl<'a, T: ?Sized> MutexGuard<'a, T> {
     /// Unlocks, handing the lock to the oldest waiter if there is one (a
-    /// one-off [`Fairness::Fifo`] unlock). If a woken waiter is already on
+    /// one-off [`Fairness::Fifo`] unlock). If a woken thread is already on
     /// its way to the lock, the lock is released for it instead.
     ///
     /// # Examples

@@ -434,7 +434,7 @@ impl RawMutex {
             let old = self.word.fetch_sub(LOCKED, Release);
             // Waiters counted, or a starvation mode to end (`STARVE` sorts
             // just below `ONE`, so this is the same single comparison).
-            // A woken waiter on its way (`WAKING`) will find the lock free:
+            // A woken thread on its way (`WAKING`) will find the lock free:
             // nothing more to do, and no call.
             if old >= STARVE && old & WAKING == 0 {
                 return self.woke_after_unlock(old);
@@ -456,7 +456,7 @@ impl RawMutex {
     }
 
     /// Releases the lock, handing it to the oldest waiter if there is one,
-    /// whatever the lock's [`Fairness`] (unless a woken waiter is already on
+    /// whatever the lock's [`Fairness`] (unless a woken thread is already on
     /// its way to the lock: then it is released for that waiter).
     ///
     /// # Examples

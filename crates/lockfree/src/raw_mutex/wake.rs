@@ -16,7 +16,7 @@ impl RawMutex {
     #[cold]
     pub(super) fn unlocked_with_waiters(&self, old: usize, panics: &mut Panics) {
         if old & WAKING != 0 {
-            // A woken waiter is on its way and will find the lock free (and
+            // A woken thread is on its way and will find the lock free (and
             // end a starvation mode nobody else waits in as it takes it).
             return;
         }
@@ -63,7 +63,7 @@ impl RawMutex {
         }
     }
 
-    /// The unlock of a lock somebody is counted on (or that a woken waiter
+    /// The unlock of a lock somebody is counted on (or that a woken thread
     /// is on its way to).
     #[cold]
     pub(super) fn unlock_slow(&self, panics: &mut Panics) {
