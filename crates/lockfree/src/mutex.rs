@@ -48,10 +48,13 @@ use crate::raw_mutex::{Fairness, RawLockAsync, RawMutex};
 /// In the default mode, while waiters are queued only one of them
 /// circulates: the oldest, woken by an unlock, which competes with the
 /// running threads; newcomers queue and sleep at once instead of spinning,
-/// and no other waiter is woken until that one has taken the lock or gone
-/// back to sleep. So when threads outnumber cores the running threads keep
-/// the lock (and their cores) without a wakeup per unlock, and the sleeping
-/// waiters are rotated in one at a time, oldest first. The bound: a waiter
+/// and, if the woken waiter is a thread, no other waiter is woken until it
+/// has taken the lock or gone back to sleep. A woken task holds back no
+/// other waiter (its executor may poll it late, or never): the next unlock
+/// that finds waiters wakes the next one. So when threads outnumber cores
+/// the running threads keep the lock (and their cores) without a wakeup per
+/// unlock, and the sleeping waiters are rotated in one at a time, oldest
+/// first. The bound: a waiter
 /// that has waited more than [`STARVATION`](crate::STARVATION) switches the
 /// lock to handoffs, and is then handed the lock after the waiters queued
 /// ahead of it (see *Fairness*).
@@ -647,7 +650,7 @@ unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
 
 impl<'a, T: ?Sized> MutexGuard<'a, T> {
     /// Unlocks, handing the lock to the oldest waiter if there is one (a
-    /// one-off [`Fairness::Fifo`] unlock). If a woken waiter is already on
+    /// one-off [`Fairness::Fifo`] unlock). If a woken thread is already on
     /// its way to the lock, the lock is released for it instead.
     ///
     /// # Examples

@@ -212,6 +212,69 @@ fn woken_future_dropped_passes_the_wakeup_on() {
     });
 }
 
+/// A task woken to compete does not carry the dequeuer's role: a future
+/// woken by an unlock and then neither polled nor dropped (a busy executor)
+/// must not keep the next unlock from waking a thread queued behind a
+/// relock. A newcomer races the relock. If the thread slept on, loom would
+/// report a deadlock at its `join`. The future is dropped last, while the
+/// lock may be free: its drop wakes nobody left, and leaves the word idle.
+#[test]
+fn woken_future_left_unpolled_does_not_hold_back_the_next_unlock() {
+    model::check_with_bound(2, || {
+        let m = mutex(Fairness::Barging);
+        let held = m.lock();
+        let mut fut = Box::pin(m.lock_async());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        drop(held); // wakes the future, which does not run
+        let relock = m.lock();
+        let blocker = incrementer(&m);
+        let newcomer = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                if let Some(mut g) = m.try_lock() {
+                    *g += 10;
+                }
+            })
+        };
+        drop(relock); // must wake the blocker if it queued
+        blocker.join().unwrap();
+        newcomer.join().unwrap();
+        drop(fut);
+        let n = *m.lock();
+        assert!(n == 1 || n == 11, "count {n}");
+        assert_idle(&m);
+    });
+}
+
+/// A task and a thread wait while the holder unlocks and relocks: a task's
+/// wakeup gives the dequeuer's role up at once, so the relock's unlock may
+/// wake the thread while the woken task is on its way, and the task may
+/// lose the race and queue again. Both must get the lock (loom reports a
+/// deadlock if either sleeps for ever), and the word must end idle.
+#[test]
+fn woken_task_races_unlocks_and_a_thread_waiter() {
+    model::check_with_bound(2, || {
+        let m = mutex(Fairness::Barging);
+        let held = m.lock();
+        let task = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || {
+                sync_core::loom::future::block_on(async {
+                    *m.lock_async().await += 1;
+                })
+            })
+        };
+        let blocker = incrementer(&m);
+        drop(held);
+        *m.lock() += 1;
+        task.join().unwrap();
+        blocker.join().unwrap();
+        assert_eq!(*m.lock(), 3);
+        assert_idle(&m);
+    });
+}
+
 /// Starvation mode must end with the last waiter, however that waiter
 /// leaves. Future `a` is woken, beaten by a relock, and queues again as
 /// starving (`STARVE`); future `b` queues behind it. Then `b` leaves either

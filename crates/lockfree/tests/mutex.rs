@@ -75,6 +75,46 @@ fn a_timed_out_waiter_does_not_swallow_the_next_waiters_wakeup() {
 /// too. (A liveness bound, generous for a loaded CI machine; the old
 /// symptom it guards against was a wait of hundreds of milliseconds or
 /// forever.)
+/// A task woken to compete that does not run (its executor is busy, or its
+/// future was leaked) must not keep later unlocks from waking a queued
+/// thread: the thread gets the free lock long before its deadline.
+#[test]
+fn a_woken_task_that_never_runs_does_not_hold_back_a_queued_thread() {
+    use std::future::Future;
+    use std::task::{Context, Waker};
+
+    for leak in [true, false] {
+        let m = Arc::new(Mutex::new(0));
+        let held = m.lock();
+        let mut fut = Box::pin(m.lock_async());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        // The future is queued; this unlock wakes it, and it never runs.
+        let unpolled = if leak {
+            std::mem::forget(fut);
+            None
+        } else {
+            Some(fut)
+        };
+        drop(held);
+        let held = m.try_lock().expect("the woken task holds nothing");
+        let waiter = {
+            let m = Arc::clone(&m);
+            thread::spawn(move || m.try_lock_for(Duration::from_secs(2)).is_some())
+        };
+        // Let the thread queue behind the held lock (if it has not yet, it
+        // finds the lock free: the test passes without checking anything).
+        thread::sleep(Duration::from_millis(100));
+        drop(held); // must wake the queued thread
+        assert!(
+            waiter.join().unwrap(),
+            "the queued thread was not woken while the lock was free (leak: {leak})"
+        );
+        drop(unpolled);
+        assert!(m.try_lock().is_some(), "the lock was left held");
+    }
+}
+
 #[test]
 fn a_one_millisecond_timeout_fires_under_cpu_load() {
     let m = Arc::new(Mutex::new(0u64));

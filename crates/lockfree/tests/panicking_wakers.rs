@@ -1,7 +1,9 @@
 //! A task's waker is user code and may panic. Every drop of this crate that
 //! wakes a task (a channel end, a mutex guard, a lock future passing the
-//! lock or a wakeup on, a permit, an acquire future) follows the family's
-//! panic policy (`sync_core::unwind`): the primitive is consistent first
+//! lock or a wakeup on, a permit, an acquire future), and every channel
+//! operation that does (a send, a receive, a select, a receiver's yield,
+//! called from a user's `Drop`), follows the family's panic policy
+//! (`sync_core::unwind`): the primitive is consistent first
 //! (the woken task holds its token), then the panic goes on, unless the
 //! thread is already unwinding: a panic out of a drop during unwinding
 //! aborts the process, so the waker's panic is dropped instead.
@@ -687,4 +689,270 @@ fn csp_futures_whose_waker_drop_panics_while_unwinding() {
             }
         },
     );
+}
+
+// ---- channel operations that wake a partner task, called from a `Drop` ----
+//
+// Not a drop of the crate's own, but the user's: a `Drop` that sends or
+// receives while its thread unwinds. The operation wakes the partner's task;
+// a panic of that waker must be dropped then (a second panic aborts), and
+// go on out of the operation otherwise. Either way the value is delivered
+// exactly once.
+
+/// Runs its closure when dropped.
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+impl Armed {
+    /// Runs `op` from a `Drop` with the waker armed, while unwinding from
+    /// another panic or not, and checks the panic that comes out.
+    fn run_armed(&self, op: impl FnMut(), while_unwinding: bool) {
+        self.drop_armed(OnDrop(op), while_unwinding);
+    }
+}
+
+const FAR: std::time::Duration = std::time::Duration::from_secs(600);
+
+fn mpsc_send(while_unwinding: bool) {
+    let (tx, mut rx) = mpsc::channel::<u8>();
+    let (armed, waker) = armed_waker();
+    let mut cx = Context::from_waker(&waker);
+    // The first poll yields to the executor, the second publishes the waker.
+    assert!(rx.poll_recv(&mut cx).is_pending());
+    assert!(rx.poll_recv(&mut cx).is_pending());
+    let mut sent = false;
+    armed.run_armed(|| sent = tx.send(7).is_ok(), while_unwinding);
+    // While unwinding the send returned; otherwise it panicked.
+    assert_eq!(sent, while_unwinding);
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(Some(7)));
+    assert_eq!(rx.try_recv(), Err(mpsc::TryRecvError::Empty));
+}
+
+#[test]
+fn mpsc_send_while_unwinding() {
+    in_child("mpsc_send_while_unwinding", || mpsc_send(true));
+}
+
+#[test]
+fn mpsc_send_resumes_the_wakers_panic() {
+    mpsc_send(false);
+}
+
+const SENDS: [&str; 3] = ["send", "try_send", "try_send_for"];
+
+fn csp_send(form: &str, while_unwinding: bool) {
+    let (mut tx, mut rx) = csp::channel::<u8>();
+    let (armed, waker) = armed_waker();
+    let mut recv = Box::pin(rx.recv_async());
+    assert!(poll(recv.as_mut(), &waker).is_pending());
+    let mut sent = false;
+    armed.run_armed(
+        || {
+            sent = match form {
+                "send" => tx.send(7).is_ok(),
+                "try_send" => tx.try_send(7).is_ok(),
+                _ => tx.try_send_for(7, FAR).is_ok(),
+            }
+        },
+        while_unwinding,
+    );
+    assert_eq!(sent, while_unwinding, "{form}");
+    // Delivered once, panic or not.
+    assert_eq!(poll(recv.as_mut(), &waker), Poll::Ready(Ok(7)), "{form}");
+}
+
+#[test]
+fn csp_send_while_unwinding() {
+    in_child("csp_send_while_unwinding", || {
+        for form in SENDS {
+            csp_send(form, true);
+        }
+    });
+}
+
+#[test]
+fn csp_send_resumes_the_wakers_panic() {
+    for form in SENDS {
+        csp_send(form, false);
+    }
+}
+
+const RECVS: [&str; 3] = ["recv", "try_recv", "try_recv_for"];
+
+fn csp_recv(form: &str, while_unwinding: bool) {
+    let (mut tx, mut rx) = csp::channel::<u8>();
+    let (armed, waker) = armed_waker();
+    let mut send = Box::pin(tx.send_async(7));
+    assert!(poll(send.as_mut(), &waker).is_pending());
+    let mut got = None;
+    armed.run_armed(
+        || {
+            got = match form {
+                "recv" => rx.recv().ok(),
+                "try_recv" => rx.try_recv().ok(),
+                _ => rx.try_recv_for(FAR).ok(),
+            }
+        },
+        while_unwinding,
+    );
+    if !while_unwinding {
+        // The receive panicked with the value in the receiver's stash: the
+        // next receive returns it.
+        assert_eq!(got, None, "{form}");
+        got = rx.try_recv().ok();
+    }
+    assert_eq!(got, Some(7), "{form}");
+    assert_eq!(poll(send.as_mut(), &waker), Poll::Ready(Ok(())), "{form}");
+    assert_eq!(rx.try_recv(), Err(csp::TryRecvError::Empty), "{form}");
+}
+
+#[test]
+fn csp_recv_while_unwinding() {
+    in_child("csp_recv_while_unwinding", || {
+        for form in RECVS {
+            csp_recv(form, true);
+        }
+    });
+}
+
+#[test]
+fn csp_recv_resumes_the_wakers_panic() {
+    for form in RECVS {
+        csp_recv(form, false);
+    }
+}
+
+const SELECTS: [&str; 3] = ["select", "try_select", "try_select_for"];
+
+fn csp_select(form: &str, while_unwinding: bool) {
+    let (mut tx, mut rx) = csp::channel::<u8>();
+    let (_tx2, mut rx2) = csp::channel::<u8>();
+    let (armed, waker) = armed_waker();
+    let mut send = Box::pin(tx.send_async(7));
+    assert!(poll(send.as_mut(), &waker).is_pending());
+    let mut alt = csp::Alt::new(vec![&mut rx2, &mut rx]);
+    let mut got = None;
+    armed.run_armed(
+        || {
+            got = match form {
+                "select" => Some(alt.select()),
+                "try_select" => alt.try_select(),
+                _ => alt.try_select_for(FAR),
+            }
+        },
+        while_unwinding,
+    );
+    if !while_unwinding {
+        // As for a receive: the value waits in the receiver's stash.
+        assert_eq!(got, None, "{form}");
+        got = alt.try_select();
+    }
+    assert_eq!(got, Some((1, Ok(7))), "{form}");
+    assert_eq!(poll(send.as_mut(), &waker), Poll::Ready(Ok(())), "{form}");
+}
+
+#[test]
+fn csp_select_while_unwinding() {
+    in_child("csp_select_while_unwinding", || {
+        for form in SELECTS {
+            csp_select(form, true);
+        }
+    });
+}
+
+#[test]
+fn csp_select_resumes_the_wakers_panic() {
+    for form in SELECTS {
+        csp_select(form, false);
+    }
+}
+
+/// A send or receive future polled (by a `block_on` in a `Drop`, say) while
+/// the thread unwinds, completing a rendezvous with a task whose waker
+/// panics.
+fn csp_future_poll(which: &str, while_unwinding: bool) {
+    let (mut tx, mut rx) = csp::channel::<u8>();
+    let (armed, waker) = armed_waker();
+    if which == "send" {
+        let mut recv = Box::pin(rx.recv_async());
+        assert!(poll(recv.as_mut(), &waker).is_pending());
+        let mut send = Box::pin(tx.send_async(7));
+        let mut got = Poll::Pending;
+        armed.run_armed(|| got = poll(send.as_mut(), Waker::noop()), while_unwinding);
+        if !while_unwinding {
+            assert_eq!(got, Poll::Pending);
+            // A poll after the panic reports the send done; it does not
+            // send again.
+            got = poll(send.as_mut(), Waker::noop());
+        }
+        assert_eq!(got, Poll::Ready(Ok(())));
+        assert_eq!(poll(recv.as_mut(), &waker), Poll::Ready(Ok(7)));
+    } else {
+        let mut send = Box::pin(tx.send_async(7));
+        assert!(poll(send.as_mut(), &waker).is_pending());
+        let mut recv = Box::pin(rx.recv_async());
+        let mut got = Poll::Pending;
+        armed.run_armed(|| got = poll(recv.as_mut(), Waker::noop()), while_unwinding);
+        if !while_unwinding {
+            assert_eq!(got, Poll::Pending);
+            got = poll(recv.as_mut(), Waker::noop());
+        }
+        assert_eq!(got, Poll::Ready(Ok(7)));
+        assert_eq!(poll(send.as_mut(), &waker), Poll::Ready(Ok(())));
+    }
+}
+
+#[test]
+fn csp_future_polls_while_unwinding() {
+    in_child("csp_future_polls_while_unwinding", || {
+        for which in ["send", "recv"] {
+            csp_future_poll(which, true);
+        }
+    });
+}
+
+#[test]
+fn csp_future_polls_resume_the_wakers_panic() {
+    for which in ["send", "recv"] {
+        csp_future_poll(which, false);
+    }
+}
+
+/// The mpsc receiver's poll yields to its executor once by waking its own
+/// task: polled from a `Drop` while the thread unwinds, with a waker that
+/// panics, it must not abort.
+fn mpsc_poll_recv_yield(while_unwinding: bool) {
+    let (tx, mut rx) = mpsc::channel::<u8>();
+    let (armed, waker) = armed_waker();
+    let mut got = Poll::Ready(None);
+    armed.run_armed(
+        || got = rx.poll_recv(&mut Context::from_waker(&waker)),
+        while_unwinding,
+    );
+    if while_unwinding {
+        assert_eq!(got, Poll::Pending);
+    }
+    // The receiver still works.
+    tx.send(3).unwrap();
+    assert_eq!(
+        rx.poll_recv(&mut Context::from_waker(&waker)),
+        Poll::Ready(Some(3))
+    );
+}
+
+#[test]
+fn mpsc_poll_recv_yield_while_unwinding() {
+    in_child("mpsc_poll_recv_yield_while_unwinding", || {
+        mpsc_poll_recv_yield(true)
+    });
+}
+
+#[test]
+fn mpsc_poll_recv_yield_resumes_the_wakers_panic() {
+    mpsc_poll_recv_yield(false);
 }

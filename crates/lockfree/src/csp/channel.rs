@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::Ordering::*;
+use sync_core::unwind;
 use sync_core::waiter::Wakeup;
 
 use super::alt::{AltShared, CLAIM_SELF};
@@ -174,8 +175,11 @@ impl<T> Sender<T> {
         let outcome = match self.offer(&slot) {
             Some((outcome, wakeup)) => {
                 // The receiver's waker last: if it panics, the value is the
-                // receiver's already, and the panic unwinds out of the send.
-                drop(wakeup);
+                // receiver's already, and the panic unwinds out of the send,
+                // unless this thread is already unwinding (a send in a
+                // `Drop` during a panic): then it is dropped, as a second
+                // panic would abort.
+                unwind::drop_resuming(wakeup);
                 outcome
             }
             None => match slot.wait(

@@ -40,8 +40,10 @@ pub(super) enum Phase {
 ///
 /// A poll that delivers the value to a waiting task wakes that task, and
 /// its waker is user code: if it panics, the panic goes on out of the poll,
-/// with the value delivered. A poll after that panic returns `Ok(())`, as
-/// the one that panicked would have; it does not send again.
+/// with the value delivered, unless the thread is already unwinding (a poll
+/// from a `Drop` during a panic): then the panic is dropped, since a second
+/// one would abort the process. A poll after that panic returns `Ok(())`,
+/// as the one that panicked would have; it does not send again.
 ///
 /// # Examples
 ///
@@ -80,7 +82,9 @@ impl<T> Future for SendAsync<'_, T> {
                     // was delivered exactly once) instead of offering an
                     // empty slot.
                     this.phase = Phase::Over(outcome);
-                    drop(wakeup);
+                    // Resumed unless this thread is already unwinding (a
+                    // poll in a `Drop` during a panic): then dropped.
+                    unwind::drop_resuming(wakeup);
                     outcome
                 }
                 None => {

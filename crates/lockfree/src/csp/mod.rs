@@ -39,7 +39,11 @@
 //! the rendezvous wakes its partner last, once the value is where the
 //! panic cannot lose it (in the receiver's slot, or in the receiver's
 //! stash, which its next receive returns). The panic then unwinds out of
-//! that side's `send` or `recv`; the value is delivered exactly once.
+//! that side's `send` or `recv` (or `select`); the value is delivered
+//! exactly once. If the thread is already unwinding (the operation runs in
+//! a `Drop` during a panic), the waker's panic is dropped instead, since a
+//! second panic would abort the process, and the operation returns as if
+//! the waker had not panicked.
 //!
 //! # Examples
 //!

@@ -8,7 +8,7 @@ use std::time::Instant;
 use sync_core::sync::atomic::{AtomicPtr, AtomicU32, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{Arc, hint, thread};
-use sync_core::unwind::Panics;
+use sync_core::unwind::{self, Panics};
 use sync_core::wait;
 use sync_core::waiter::{Waiter, Wakeup};
 
@@ -494,6 +494,10 @@ pub(super) fn take_from<T>(sender: *const Slot<T>, stash: &mut Option<T>) -> T {
     *stash = unsafe { (*sender).value.with_mut(|v| (*v).take()) };
     // SAFETY: as above.
     let wakeup = unsafe { Slot::complete(sender, Outcome::Done) };
-    drop(wakeup); // Wakes the sender's task, if it sleeps as one.
+    // Wakes the sender's task, if it sleeps as one. Its waker's panic goes
+    // on with the value still stashed, unless this thread is already
+    // unwinding (a receive in a `Drop` during a panic): then the panic is
+    // dropped (a second one would abort) and the value returned.
+    unwind::drop_resuming(wakeup);
     stash.take().expect("a sender's slot holds its value")
 }

@@ -65,7 +65,6 @@ use sync_core::CachePadded;
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
-use sync_core::unwind::Panics;
 
 pub use self::block::{BLOCK_BYTES, BLOCK_CAP, SPARE_BYTES};
 use self::block::{Node, Range, Spares};
@@ -212,7 +211,9 @@ impl<T> Sender<T> {
     ///
     /// If the receiver waits as a task and its waker panics when this send
     /// wakes it, the panic propagates out of `send`; the message is queued
-    /// already, and is received. A send that races the receiver's drop and
+    /// already, and is received. If the thread is already unwinding (a send
+    /// from a `Drop` during a panic), the waker's panic is dropped instead,
+    /// since a second panic would abort the process. A send that races the receiver's drop and
     /// drops the messages queued meanwhile passes on the first panic of
     /// their `Drop`s, once all of them are dropped.
     ///
@@ -266,7 +267,7 @@ impl<T> Sender<T> {
             // withdrawn before `closed` was set.)
             shared.drain_late();
         } else if !parked.is_null() {
-            shared.wake_receiver();
+            shared.wake_receiver_resuming();
         }
         Ok(())
     }
@@ -318,9 +319,7 @@ impl<T> Drop for Sender<T> {
             handshake_fence();
             // The waker is user code: caught, and resumed only when not
             // unwinding (a panic out of a drop during unwinding aborts).
-            let mut panics = Panics::new();
-            panics.catch(|| self.shared.wake_receiver());
-            panics.resume();
+            self.shared.wake_receiver_resuming();
         }
     }
 }

@@ -241,6 +241,22 @@ impl<T> Shared<T> {
         }
     }
 
+    /// [`wake_receiver`](Self::wake_receiver), whose waker (user code) may
+    /// panic: the panic goes on to the caller, unless this thread is
+    /// already unwinding (a send or a sender's drop during a panic), when it
+    /// is dropped (the family's rule 3, `sync_core::unwind`).
+    ///
+    /// Never inlined: it stays out of `send`'s body, whose hot path must
+    /// stay small (inlined there, it slowed the report's single-producer
+    /// `lf/mpsc/1` row in nearly every round of an A/B comparison).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn wake_receiver_resuming(&self) {
+        let mut panics = Panics::new();
+        panics.catch(|| self.wake_receiver());
+        panics.resume();
+    }
+
     /// Drops what is queued once the receiver is gone, as the drainer: the
     /// caller holds the consumer's role (`drains` went from 0 to `seen` by
     /// its own request). A pass drops every linked message; the role is

@@ -417,6 +417,10 @@ impl<T> Receiver<T> {
     /// drop panics while a message is being returned, the message is
     /// returned and the panic is dropped (resuming it would lose the
     /// message); otherwise the panic goes on, once the waiter is withdrawn.
+    /// A poll that yields to the executor wakes its own task: if that wake
+    /// panics, the panic goes on out of the poll, unless the thread is
+    /// already unwinding (a poll from a `Drop` during a panic): then it is
+    /// dropped, since a second panic would abort the process.
     ///
     /// # Progress
     ///
@@ -455,7 +459,7 @@ impl<T> Receiver<T> {
                     // A producer preempted between its swap and its link
                     // may not wake us: poll again soon rather than block
                     // the executor's thread.
-                    cx.waker().wake_by_ref();
+                    wake_self(cx);
                     return Poll::Pending;
                 }
                 Err(Missing::Empty) => {}
@@ -468,7 +472,7 @@ impl<T> Receiver<T> {
                 // once before we sleep: cheaper than publishing a waiter
                 // and being woken, when a message comes meanwhile.
                 self.task_yields.set(self.task_yields.get() + 1);
-                cx.waker().wake_by_ref();
+                wake_self(cx);
                 return Poll::Pending;
             }
             if let Some(waiter) = self.task.take() {
@@ -715,4 +719,15 @@ impl<T> IntoIterator for Receiver<T> {
     fn into_iter(self) -> IntoIter<T> {
         IntoIter { rx: self }
     }
+}
+
+/// Wakes the polling task itself (a yield to its executor). The waker is
+/// user code: its panic goes on out of the poll, unless this thread is
+/// already unwinding (a poll from a `Drop` during a panic), when it is
+/// dropped, since a second panic would abort (`sync_core::unwind`, rule 3).
+#[cold]
+fn wake_self(cx: &Context<'_>) {
+    let mut panics = Panics::new();
+    panics.catch(|| cx.waker().wake_by_ref());
+    panics.resume();
 }

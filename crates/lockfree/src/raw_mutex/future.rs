@@ -38,7 +38,10 @@ pub struct RawLockAsync<'a> {
     pub(super) mutex: &'a RawMutex,
     /// Our queued node, while we are counted.
     pub(super) node: Option<Arc<Waiter>>,
-    /// Woken with COMPETE: we carry `WAKING` until our next CAS.
+    /// Woken with COMPETE and not yet back in the queue or holding the lock.
+    /// Unlike a woken thread, a task does not carry `WAKING` (its executor
+    /// may poll it late, or never): if it is dropped now, it wakes another
+    /// waiter in its place ([`RawMutex::rewake`]).
     pub(super) woken: bool,
     pub(super) done: bool,
     pub(super) patience: Patience,
@@ -71,10 +74,12 @@ impl Future for RawLockAsync<'_> {
         let mut node = None;
         loop {
             if mutex.may(w, this.woken) {
-                // AcqRel: as in `lock_slow`.
+                // AcqRel: as in `lock_slow` (Acquire takes the lock; a task
+                // carries no `WAKING` to hand on, so the Release half orders
+                // nothing here: `taken(w, false)`).
                 match mutex
                     .word
-                    .compare_exchange_weak(w, taken(w, this.woken), AcqRel, Relaxed)
+                    .compare_exchange_weak(w, taken(w, false), AcqRel, Relaxed)
                 {
                     Ok(_) => {
                         this.woken = false;
@@ -89,10 +94,11 @@ impl Future for RawLockAsync<'_> {
             let waiter = node.get_or_insert_with(|| {
                 Waiter::for_task(cx.waker(), this.patience.starving() as usize)
             });
-            // AcqRel: as in `lock_slow`.
+            // AcqRel: as in `lock_slow` (a task hands no `WAKING` on, so
+            // the Release half orders nothing here).
             match mutex.word.compare_exchange_weak(
                 w,
-                mutex.counted(w, this.woken, waiter.data() != 0),
+                mutex.counted(w, false, waiter.data() != 0),
                 AcqRel,
                 Relaxed,
             ) {
@@ -120,10 +126,10 @@ impl Drop for RawLockAsync<'_> {
                 Ok(()) => self.mutex.reclaim(&mut panics),
                 // SAFETY: the lock was handed to us, so we hold it.
                 Err(HANDOFF) => panics.absorb(unsafe { self.mutex.release() }),
-                Err(_) => self.mutex.pass_wake(&mut panics),
+                Err(_) => self.mutex.rewake(&mut panics),
             }
         } else if self.woken {
-            self.mutex.pass_wake(&mut panics);
+            self.mutex.rewake(&mut panics);
         }
         // The lock and the wakeup are passed on: now another task's waker
         // panic may go on, unless we are unwinding already.

@@ -32,10 +32,15 @@
 //! * **unlock**, [`Fairness::Barging`]: one `fetch_sub` releases the lock.
 //!   If somebody is counted and nobody is `WAKING`, the unlocker then sets
 //!   `WAKING`, dequeues the oldest waiter and notifies it with `COMPETE`: it
-//!   races newcomers for the lock. `WAKING` stays set until the woken waiter
-//!   clears it (when it takes the lock or counts itself again), so a stream
-//!   of unlocks wakes one thread at a time instead of a herd, and costs one
-//!   atomic operation each while a wakeup is in flight.
+//!   races newcomers for the lock. If the woken waiter is a thread, `WAKING`
+//!   stays set until it clears it (when it takes the lock or counts itself
+//!   again), so a stream of unlocks wakes one thread at a time instead of a
+//!   herd, and costs one atomic operation each while a wakeup is in flight.
+//!   If it is a task, the unlocker clears `WAKING` as it dequeues it: a
+//!   task runs only when its executor polls it, which may be late or never
+//!   (a busy executor, a leaked future), and the next unlock must not wait
+//!   for that. So while tasks are woken, each unlock that finds waiters
+//!   wakes the next one (a woken task that loses the race queues again).
 //!
 //! `WAKING` also makes the queue's single consumer explicit: only the thread
 //! that set it may dequeue, and it passes the role on with a Release/Acquire
@@ -85,10 +90,13 @@
 //! enqueue (a swap and a store; the waiter allocates before it counts
 //! itself), the window the paper's algorithm has too.
 //!
-//! A woken waiter carries `WAKING` until it runs: while it does, unlocks wake
-//! nobody else. A woken *future* that its executor never polls again (nor
-//! drops) therefore holds back later wakeups, as a thread would that never
-//! got scheduled; dropping it passes the wakeup on.
+//! A woken thread carries `WAKING` until it runs: while it does, unlocks wake
+//! nobody else (a thread that never got scheduled would hold back later
+//! wakeups). A woken task carries nothing: a future that its executor never
+//! polls again, or that is leaked, holds back no other waiter's wakeup; the
+//! next unlock wakes the next waiter. Until then the lock is free for
+//! newcomers. A woken future that is dropped without taking the lock wakes
+//! the next waiter in its place if the lock is free.
 
 use std::time::{Duration, Instant};
 
@@ -426,7 +434,7 @@ impl RawMutex {
             let old = self.word.fetch_sub(LOCKED, Release);
             // Waiters counted, or a starvation mode to end (`STARVE` sorts
             // just below `ONE`, so this is the same single comparison).
-            // A woken waiter on its way (`WAKING`) will find the lock free:
+            // A woken thread on its way (`WAKING`) will find the lock free:
             // nothing more to do, and no call.
             if old >= STARVE && old & WAKING == 0 {
                 return self.woke_after_unlock(old);
@@ -448,7 +456,7 @@ impl RawMutex {
     }
 
     /// Releases the lock, handing it to the oldest waiter if there is one,
-    /// whatever the lock's [`Fairness`] (unless a woken waiter is already on
+    /// whatever the lock's [`Fairness`] (unless a woken thread is already on
     /// its way to the lock: then it is released for that waiter).
     ///
     /// # Examples

@@ -16,7 +16,7 @@ impl RawMutex {
     #[cold]
     pub(super) fn unlocked_with_waiters(&self, old: usize, panics: &mut Panics) {
         if old & WAKING != 0 {
-            // A woken waiter is on its way and will find the lock free (and
+            // A woken thread is on its way and will find the lock free (and
             // end a starvation mode nobody else waits in as it takes it).
             return;
         }
@@ -63,7 +63,7 @@ impl RawMutex {
         }
     }
 
-    /// The unlock of a lock somebody is counted on (or that a woken waiter
+    /// The unlock of a lock somebody is counted on (or that a woken thread
     /// is on its way to).
     #[cold]
     pub(super) fn unlock_slow(&self, panics: &mut Panics) {
@@ -130,15 +130,27 @@ impl RawMutex {
                 // once more).
                 holding = self.take_for_handoff();
             }
+            // A thread woken to compete keeps `WAKING` until it takes the
+            // lock or queues again, so that unlocks meanwhile wake nobody
+            // else (no herd). A task runs only when its executor polls it,
+            // which may be late or never (a busy executor, a leaked
+            // future): it is not handed the role, which we give up now, and
+            // the next unlock wakes the next waiter.
+            let keep_role = !holding && waiter.is_thread();
             let token = if holding {
                 // The lock stays set: it is the waiter's now. Release: the
                 // critical section happens before the waiter's (also carried
                 // by the notify below).
                 self.word.fetch_sub(ONE | WAKING, Release);
                 HANDOFF
-            } else {
-                // Keep `WAKING`: the woken waiter clears it.
+            } else if keep_role {
+                // Keep `WAKING`: the woken thread clears it.
                 self.word.fetch_sub(ONE, Release);
+                COMPETE
+            } else {
+                // Release: ends our dequeuer role (pairs with the Acquire of
+                // the next unlocker's CAS that sets `WAKING`).
+                self.word.fetch_sub(ONE | WAKING, Release);
                 COMPETE
             };
             // The token now; the wakeup, a task's waker (user code), last,
@@ -155,7 +167,44 @@ impl RawMutex {
                 // from the start.
                 return self.unlock_slow(panics);
             }
-            // We still hold `WAKING` (nobody was woken to clear it).
+            // A thread's wakeup: we still hold `WAKING` (nobody was woken to
+            // clear it). A task's: we gave the role up, so take it again,
+            // unless somebody else took it or the lock meanwhile (and will
+            // wake).
+            if !keep_role && !self.retake_waking() {
+                return;
+            }
+        }
+    }
+
+    /// Takes the dequeuer's role (`WAKING`) if the lock is free, nobody has
+    /// the role, and there is something to do with it (a counted waiter to
+    /// wake, or a starvation mode to end): `true` if taken. A holder of the
+    /// lock or of the role will wake the waiters itself.
+    fn retake_waking(&self) -> bool {
+        let mut w = self.word.load(Relaxed);
+        while w & (WAKING | LOCKED) == 0 && (w >= ONE || w & STARVE != 0) {
+            // Acquire: pairs with the Release that ended the previous
+            // dequeuer's role, so we see the queue as it left it.
+            match self
+                .word
+                .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(actual) => w = actual,
+            }
+        }
+        false
+    }
+
+    /// Called when a task woken to compete gives the wakeup up without
+    /// taking the lock or queueing again (its future dropped): does what
+    /// the unlock that woke it would have done had it found another waiter,
+    /// wakes one if the lock is free and nobody is waking. (A task does not
+    /// carry `WAKING`, see [`wake_next`](Self::wake_next).)
+    pub(super) fn rewake(&self, panics: &mut Panics) {
+        if self.retake_waking() {
+            self.wake_next(false, panics);
         }
     }
 
@@ -176,7 +225,8 @@ impl RawMutex {
     }
 
     /// Passes on a `WAKING` this thread holds without the lock (a woken
-    /// future that was dropped): wakes another waiter if the lock is free.
+    /// thread that gave up, a withdrawing waiter that took the role): wakes
+    /// another waiter if the lock is free.
     pub(super) fn pass_wake(&self, panics: &mut Panics) {
         self.wake_next(false, panics);
     }
