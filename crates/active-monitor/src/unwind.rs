@@ -74,6 +74,32 @@ const fn kept<X>() -> Kept<X> {
 }
 
 #[cfg(not(loom))]
+type Key<X> = std::thread::LocalKey<X>;
+#[cfg(loom)]
+type Key<X> = sync_core::loom::thread::LocalKey<X>;
+
+/// Pushes `x` on this thread's `list` and sets the state's `flag` (the
+/// list may hold something); hands `x` back if the list cannot take it
+/// (unreachable: it is never destroyed, and borrowed only to push or take
+/// it out).
+fn keep<X: 'static>(
+    list: &'static Key<Kept<X>>,
+    x: X,
+    flag: fn(&State) -> &Cell<bool>,
+) -> Option<X> {
+    let mut x = Some(x);
+    let _ = list.try_with(|l| {
+        if let Ok(mut l) = l.try_borrow_mut() {
+            l.extend(x.take());
+        }
+    });
+    if x.is_none() {
+        STATE.with(|s| flag(s).set(true));
+    }
+    x
+}
+
+#[cfg(not(loom))]
 std::thread_local! {
     static STATE: State = const {
         State {
@@ -146,17 +172,8 @@ pub(crate) fn wake_later(wakeup: Option<Wakeup>) {
 /// the body of a task of another monitor would find that one held). A
 /// panic of the waker is deferred as any other.
 pub(crate) fn wake_task_later(waker: Waker) {
-    let mut waker = Some(waker);
-    let _ = TASK_WAKES.try_with(|l| {
-        if let (Ok(mut l), Some(w)) = (l.try_borrow_mut(), waker.take()) {
-            l.push(w);
-        }
-    });
-    match waker {
-        None => STATE.with(|s| s.task_wakes.set(true)),
-        // Unreachable: the list is never destroyed, and borrowed only to
-        // push or take it out.
-        Some(w) => caught(|| w.wake()),
+    if let Some(w) = keep(&TASK_WAKES, waker, |s| &s.task_wakes) {
+        caught(|| w.wake());
     }
 }
 
@@ -168,16 +185,8 @@ pub(crate) fn wake_task_later(waker: Waker) {
 /// precondition's captures), which may use this monitor. A panic in it is
 /// deferred as any other.
 pub(crate) fn drop_later(task: Arc<dyn DropLater>) {
-    let mut task = Some(task);
-    let _ = DROPS.try_with(|d| {
-        if let (Ok(mut d), Some(t)) = (d.try_borrow_mut(), task.take()) {
-            d.push(t);
-        }
-    });
-    match task {
-        None => STATE.with(|s| s.drops.set(true)),
-        // Unreachable, as in `wake_task_later`.
-        Some(t) => drop_caught(t),
+    if let Some(t) = keep(&DROPS, task, |s| &s.drops) {
+        drop_caught(t);
     }
 }
 

@@ -32,6 +32,16 @@ fn incrementer(m: &Arc<Mutex<usize>>) -> thread::JoinHandle<()> {
     thread::spawn(move || *m.lock() += 1)
 }
 
+/// A newcomer that adds 10 if it finds the lock free (`try_lock`).
+fn try_adder(m: &Arc<Mutex<usize>>) -> thread::JoinHandle<()> {
+    let m = Arc::clone(m);
+    thread::spawn(move || {
+        if let Some(mut g) = m.try_lock() {
+            *g += 10;
+        }
+    })
+}
+
 /// Three threads lock and unlock: mutual exclusion (loom checks the data
 /// cell's accesses) and no lost wakeup (loom reports a deadlock if a waiter
 /// sleeps forever).
@@ -139,14 +149,7 @@ fn unlock_fair_hands_off_against_a_newcomer() {
         let m = mutex(Fairness::Barging);
         let held = m.lock();
         let waiter = incrementer(&m);
-        let newcomer = {
-            let m = Arc::clone(&m);
-            thread::spawn(move || {
-                if let Some(mut g) = m.try_lock() {
-                    *g += 10;
-                }
-            })
-        };
+        let newcomer = try_adder(&m);
         lockfree_sync::MutexGuard::unlock_fair(held);
         waiter.join().unwrap();
         newcomer.join().unwrap();
@@ -194,14 +197,7 @@ fn woken_future_dropped_passes_the_wakeup_on() {
         let mut cx = Context::from_waker(Waker::noop());
         assert!(fut.as_mut().poll(&mut cx).is_pending());
         let blocker = incrementer(&m);
-        let newcomer = {
-            let m = Arc::clone(&m);
-            thread::spawn(move || {
-                if let Some(mut g) = m.try_lock() {
-                    *g += 10;
-                }
-            })
-        };
+        let newcomer = try_adder(&m);
         drop(held); // may wake the future to compete
         drop(fut); // which gives up: the wakeup passes on
         blocker.join().unwrap();
@@ -229,14 +225,7 @@ fn woken_future_left_unpolled_does_not_hold_back_the_next_unlock() {
         drop(held); // wakes the future, which does not run
         let relock = m.lock();
         let blocker = incrementer(&m);
-        let newcomer = {
-            let m = Arc::clone(&m);
-            thread::spawn(move || {
-                if let Some(mut g) = m.try_lock() {
-                    *g += 10;
-                }
-            })
-        };
+        let newcomer = try_adder(&m);
         drop(relock); // must wake the blocker if it queued
         blocker.join().unwrap();
         newcomer.join().unwrap();
@@ -288,14 +277,7 @@ fn starvation_mode_ends_when_the_last_waiter_leaves() {
         model::check_with_bound(2, move || {
             let m = mutex(Fairness::Barging);
             let mut cx = Context::from_waker(Waker::noop());
-            let newcomer = {
-                let m = Arc::clone(&m);
-                thread::spawn(move || {
-                    if let Some(mut g) = m.try_lock() {
-                        *g += 10;
-                    }
-                })
-            };
+            let newcomer = try_adder(&m);
             let g = m.lock();
             let mut a = Box::pin(m.lock_async());
             let mut b = Some(Box::pin(m.lock_async()));
