@@ -284,6 +284,11 @@ fn run<T, S: AbstractState>(m: Arc<Monitor<T, S>>) {
             m.serve_server();
         }
         held = false;
+        // The tasks this stint kept to drop (`unwind::drop_later`) are
+        // dropped as tasks of the monitor: a drop that used it from here
+        // would wait for its server, this thread, for ever; it panics
+        // instead, as a call from a task of the same monitor.
+        unwind::running(m.id(), unwind::drop_deferred);
         // A panic caught in a drop or a waker (see `unwind`): nobody waits
         // for the server, so it is dropped here.
         if let Err(p) = catch_unwind(AssertUnwindSafe(unwind::resume_deferred)) {

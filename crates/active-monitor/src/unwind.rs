@@ -199,8 +199,9 @@ pub(crate) fn kept_drops() -> usize {
 }
 
 /// Drops the tasks kept by [`drop_later`], one at a time, no borrow held
-/// while a drop runs (it may use a monitor, whose serve keeps more).
-fn drop_deferred() {
+/// while a drop runs (it may use a monitor, whose serve keeps more); their
+/// panics are deferred.
+pub(crate) fn drop_deferred() {
     if !STATE.with(|s| s.drops.replace(false)) {
         return;
     }

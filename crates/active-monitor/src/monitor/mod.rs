@@ -166,7 +166,10 @@ pub(super) const STATE: usize = 3;
 /// precondition, are dropped once the thread that ran their task has let
 /// go of the monitor (at the end of its `call` or submission, or of a
 /// server's stint), so that their `Drop` may use this monitor (a lease
-/// that returns itself to its pool). A thread keeps those of one stint: a
+/// that returns itself to its pool). On a server thread they are dropped
+/// as tasks of the monitor (a `Drop` there that used it would wait for its
+/// own server: it panics, as a `call` from a task of the monitor does, and
+/// the panic is dropped with the server's others). A thread keeps those of one stint: a
 /// combiner's is bounded by about twice the queue's capacity, and a server
 /// lets go of the monitor to drop them once it keeps a few dozen.
 ///
