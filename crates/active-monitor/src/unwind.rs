@@ -63,8 +63,8 @@ impl<X: ?Sized> DropLater for X {}
 /// thread-local destructor, however late, so that what a monitor defers
 /// there is deferred as anywhere else (a list that was gone made a task's
 /// waker run under the monitor, the very livelock [`wake_task_later`]
-/// prevents). Every operation empties it at its end, and `mem::take`
-/// leaves no allocation behind, so nothing leaks at thread exit but what
+/// prevents). Every operation empties it at its end and frees its room
+/// (`mem::take`), so nothing leaks at thread exit but what
 /// an operation left when it unwound out of the thread past its
 /// [`deliver_unwinding`].
 type Kept<X> = core::mem::ManuallyDrop<RefCell<Vec<X>>>;
@@ -208,6 +208,19 @@ pub(crate) fn drop_deferred() {
     while let Some(task) = DROPS.try_with(|d| d.borrow_mut().pop()).ok().flatten() {
         drop_caught(task);
     }
+    // The list has no destructor (see `Kept`): its room goes now, or a
+    // thread's exit would leak it.
+    let room = DROPS
+        .try_with(|d| {
+            let mut d = d.borrow_mut();
+            if d.is_empty() {
+                core::mem::take(&mut *d)
+            } else {
+                Vec::new()
+            }
+        })
+        .unwrap_or_default();
+    drop(room);
 }
 
 /// Delivers the wakeups kept by [`wake_later`] (unparks: no user code runs,
@@ -432,4 +445,24 @@ pub(crate) fn running<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
 /// another monitor called from it hides it).
 pub(crate) fn is_running(monitor: usize) -> bool {
     STATE.with(|s| s.running.get() == monitor)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The kept-drops list has no destructor: once drained it must hold no
+    /// room, or every thread that ever kept a task would leak it at exit.
+    #[test]
+    fn a_drained_drop_list_keeps_no_room() {
+        for _ in 0..100 {
+            drop_later(Arc::new(String::from("a result nobody took")));
+        }
+        assert!(DROPS.with(|d| d.borrow().capacity()) >= 100);
+        drop_deferred();
+        assert_eq!(
+            DROPS.with(|d| (d.borrow().len(), d.borrow().capacity())),
+            (0, 0)
+        );
+    }
 }

@@ -214,9 +214,19 @@ pub fn catch_and_discard<R>(f: impl FnOnce() -> R) -> Option<R> {
 /// panic during an unwind would abort the process.
 #[track_caller]
 pub fn drop_resuming<X>(value: X) {
+    run_resuming(move || drop(value));
+}
+
+/// Runs `f` (user code: a waker, a drop) in an operation whose state is
+/// already consistent: its panic goes on to the caller, unless this thread
+/// is already unwinding (rule 3), when it is dropped. `None` after a
+/// dropped panic.
+#[track_caller]
+pub fn run_resuming<R>(f: impl FnOnce() -> R) -> Option<R> {
     let mut panics = Panics::new();
-    panics.drop(value);
+    let r = panics.catch(f);
     panics.resume();
+    r
 }
 
 /// Resumes `payload` unless this thread is already unwinding, in which case

@@ -8,7 +8,7 @@ use std::time::Instant;
 use sync_core::sync::atomic::{AtomicPtr, AtomicU32, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::sync::{Arc, hint, thread};
-use sync_core::unwind::{self, Panics};
+use sync_core::unwind;
 use sync_core::wait;
 use sync_core::waiter::{Waiter, Wakeup};
 
@@ -476,9 +476,7 @@ pub(super) fn shut<T>(chan: &Chan) {
         }
     };
     if let Some(wakeup) = wakeup {
-        let mut panics = Panics::new();
-        panics.catch(|| wakeup.wake());
-        panics.resume();
+        unwind::run_resuming(|| wakeup.wake());
     }
 }
 

@@ -252,9 +252,7 @@ impl<T> Shared<T> {
     #[cold]
     #[inline(never)]
     pub(super) fn wake_receiver_resuming(&self) {
-        let mut panics = Panics::new();
-        panics.catch(|| self.wake_receiver());
-        panics.resume();
+        sync_core::unwind::run_resuming(|| self.wake_receiver());
     }
 
     /// Drops what is queued once the receiver is gone, as the drainer: the

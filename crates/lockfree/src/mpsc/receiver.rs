@@ -727,7 +727,5 @@ impl<T> IntoIterator for Receiver<T> {
 /// dropped, since a second panic would abort (`sync_core::unwind`, rule 3).
 #[cold]
 fn wake_self(cx: &Context<'_>) {
-    let mut panics = Panics::new();
-    panics.catch(|| cx.waker().wake_by_ref());
-    panics.resume();
+    sync_core::unwind::run_resuming(|| cx.waker().wake_by_ref());
 }
