@@ -60,7 +60,10 @@ impl<P: Policy> RawAdaptiveLock<P> {
     #[cold]
     pub(super) fn lock_slow(&self, deadline: Option<Instant>, priority: usize) -> bool {
         // Relaxed: a sensor; the lock word orders the data.
-        let ahead = self.waiting.fetch_add(1, Ordering::Relaxed);
+        // How many waiters were registered ahead of this one: the watcher
+        // cap applies to it by this count until it is woken, and never
+        // after (see the wake-up below).
+        let mut ahead = self.waiting.fetch_add(1, Ordering::Relaxed);
         let mut bits = self.config.load(Ordering::Relaxed);
         let timed = deadline.is_some();
         let mut watch = Watch::new(Self::watch_policy(bits, ahead, timed));
@@ -197,8 +200,11 @@ impl<P: Policy> RawAdaptiveLock<P> {
                 ParkResult::TimedOut => break false,
             }
             // Woken to compete: watch again with the configuration in force.
+            // It has been rotated in, so the cap no longer holds it back,
+            // also when the configuration changes while it watches.
+            ahead = 0;
             bits = self.config.load(Ordering::Relaxed);
-            watch.reset(Self::watch_policy(bits, 0, timed));
+            watch.reset(Self::watch_policy(bits, ahead, timed));
             epoch = self.handoff_epoch.load(Ordering::Relaxed);
             state = self.state.load(Ordering::Relaxed);
         };
