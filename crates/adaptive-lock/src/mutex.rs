@@ -165,6 +165,12 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// Locking a lock this thread holds deadlocks (the lock is not
     /// reentrant).
     ///
+    /// # Panics
+    ///
+    /// If called, on this lock, by this lock's policy (which runs while its
+    /// thread holds the lock; see [`Policy`]), instead of waiting for
+    /// ever. The lock catches the panic as a panic of its policy.
+    ///
     /// # Examples
     ///
     /// ```

@@ -174,3 +174,89 @@ fn a_policy_may_call_back_into_its_own_lock() {
     assert_eq!(s.config.wait_policy(), WaitPolicy::block());
     assert_eq!(*SELF_LOCK.lock(), 3);
 }
+
+/// `lock()`s, from `adapt`, the lock `LOCKS[self.0]` (once armed). The
+/// policy runs while its thread holds its lock, so a `lock()` of that lock
+/// (directly, or from the policy of another lock this one's policy took)
+/// could never return: it used to hang the thread for ever.
+struct LocksFromAdapt(usize);
+
+static LOCKS: [AdaptiveMutex<u32, LocksFromAdapt>; 2] =
+    [AdaptiveMutex::const_new(0), AdaptiveMutex::const_new(0)];
+/// Which lock each lock's policy takes (`usize::MAX`: none).
+static TARGET: [std::sync::atomic::AtomicUsize; 2] = [
+    std::sync::atomic::AtomicUsize::new(usize::MAX),
+    std::sync::atomic::AtomicUsize::new(usize::MAX),
+];
+static POLICY_LOCK_RETURNED: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+impl Policy for LocksFromAdapt {
+    const INIT: Self = LocksFromAdapt(usize::MAX);
+    fn sampling_rate(&self) -> u32 {
+        1
+    }
+    fn adapt(&mut self, stats: &Stats) -> Option<Config> {
+        use std::sync::atomic::Ordering::SeqCst;
+        // Which lock runs this policy: the one whose stats say it is held.
+        let me = if self.0 == usize::MAX {
+            usize::from(!LOCKS[0].is_locked())
+        } else {
+            self.0
+        };
+        self.0 = me;
+        let target = TARGET[me].swap(usize::MAX, SeqCst);
+        if target != usize::MAX {
+            *LOCKS[target].lock() += 1;
+            POLICY_LOCK_RETURNED.fetch_add(1, SeqCst);
+        }
+        Some(stats.config)
+    }
+}
+
+/// Runs `f` on a thread, failing (rather than hanging) if it does not
+/// finish within ten seconds.
+fn finishes(f: impl FnOnce() + Send + 'static) {
+    let t = thread::spawn(f);
+    let start = std::time::Instant::now();
+    while !t.is_finished() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "the thread hangs"
+        );
+        thread::sleep(std::time::Duration::from_millis(5));
+    }
+    t.join().unwrap();
+}
+
+#[test]
+fn a_policy_that_locks_its_own_lock_panics_instead_of_hanging() {
+    use std::sync::atomic::Ordering::SeqCst;
+    // Each lock's first sample tells its policy which lock it is.
+    finishes(|| {
+        drop(LOCKS[0].lock());
+        drop(LOCKS[1].lock());
+    });
+    let before = [0, 1].map(|i| LOCKS[i].stats().total.policy_panics);
+    let returned = POLICY_LOCK_RETURNED.load(SeqCst);
+    // Directly: lock 0's policy locks lock 0.
+    TARGET[0].store(0, SeqCst);
+    finishes(|| drop(LOCKS[0].lock()));
+    assert_eq!(LOCKS[0].stats().total.policy_panics, before[0] + 1);
+    assert!(!LOCKS[0].is_locked());
+    // Through another lock: lock 0's policy locks lock 1, whose policy
+    // locks lock 0. Lock 1's policy panics; lock 0's goes on.
+    TARGET[0].store(1, SeqCst);
+    TARGET[1].store(0, SeqCst);
+    finishes(|| drop(LOCKS[0].lock()));
+    assert_eq!(LOCKS[0].stats().total.policy_panics, before[0] + 1);
+    assert_eq!(LOCKS[1].stats().total.policy_panics, before[1] + 1);
+    assert_eq!(POLICY_LOCK_RETURNED.load(SeqCst), returned + 1);
+    assert_eq!(*LOCKS[1].lock(), 1);
+    // Another lock, from the policy, still works.
+    TARGET[1].store(0, SeqCst);
+    finishes(|| drop(LOCKS[1].lock()));
+    assert_eq!(LOCKS[1].stats().total.policy_panics, before[1] + 1);
+    assert_eq!(POLICY_LOCK_RETURNED.load(SeqCst), returned + 2);
+    assert!(!LOCKS[0].is_locked() && !LOCKS[1].is_locked());
+}

@@ -19,8 +19,12 @@ use crate::stats::Stats;
 /// needs no synchronization of its own, and a new configuration reaches the
 /// waiters with one store.
 ///
-/// `adapt` runs while the lock is held: keep it short (a few comparisons),
-/// and do not lock the same lock in it.
+/// `adapt` runs while the lock is held: keep it short (a few comparisons).
+/// It may call its own lock's `try_lock`, `is_locked`, `stats` and
+/// `configure`, and take other locks, but a blocking `lock()` of its own
+/// lock (directly, or from the policy of another adaptive lock it takes)
+/// could never return: it panics instead, and the lock catches that panic
+/// as the policy's (see below).
 ///
 /// # Panics
 ///

@@ -224,6 +224,11 @@ impl<P: Policy> RawAdaptiveLock<P> {
 
     /// Takes the lock, waiting as the current configuration says.
     ///
+    /// # Panics
+    ///
+    /// If called by this lock's own policy (see
+    /// [`AdaptiveMutex::lock`](crate::AdaptiveMutex::lock)).
+    ///
     /// # Examples
     ///
     /// ```

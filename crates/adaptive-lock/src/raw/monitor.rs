@@ -172,6 +172,89 @@ impl Published {
     }
 }
 
+#[cfg(not(loom))]
+std::thread_local! {
+    /// The locks whose policy the calling thread runs now, innermost
+    /// first: a list of [`PolicyScope`]s on the thread's stack (a policy
+    /// may take another adaptive lock, whose release runs that lock's
+    /// policy in turn).
+    static IN_POLICY: core::cell::Cell<*const PolicyScope> = const { core::cell::Cell::new(core::ptr::null()) };
+}
+
+/// Marks the calling thread as running the policy of the lock at `lock`
+/// (its address) until dropped, so that a `lock()` of that lock from the
+/// policy, which would wait for ever for the lock its own thread holds,
+/// panics instead (see [`in_policy_of`]).
+pub(super) struct PolicyScope {
+    #[cfg(not(loom))]
+    lock: usize,
+    #[cfg(not(loom))]
+    outer: *const PolicyScope,
+}
+
+impl PolicyScope {
+    /// Runs `f` inside a scope for the lock at `lock`.
+    #[inline]
+    pub(super) fn run<R>(lock: usize, f: impl FnOnce() -> R) -> R {
+        #[cfg(not(loom))]
+        {
+            let scope = PolicyScope {
+                lock,
+                outer: IN_POLICY.try_with(|c| c.get()).unwrap_or(core::ptr::null()),
+            };
+            // Registered only while it is alive and pinned on this stack
+            // frame: `Drop` unlinks it (also on unwinding), and scopes nest,
+            // so the list always points to live scopes. A thread whose
+            // thread-locals are gone registers nothing (the check is then
+            // skipped, as under loom).
+            let _ = IN_POLICY.try_with(|c| c.set(&scope));
+            // `scope` is dropped in place after `f` returns (or unwinds).
+            f()
+        }
+        #[cfg(loom)]
+        {
+            let _ = lock;
+            f()
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl Drop for PolicyScope {
+    fn drop(&mut self) {
+        let _ = IN_POLICY.try_with(|c| {
+            if core::ptr::eq(c.get(), self) {
+                c.set(self.outer);
+            }
+        });
+    }
+}
+
+/// Whether the calling thread is running the policy of the lock at `lock`
+/// (its own, or one further out).
+#[inline]
+pub(super) fn in_policy_of(lock: usize) -> bool {
+    #[cfg(not(loom))]
+    {
+        let mut scope = IN_POLICY.try_with(|c| c.get()).unwrap_or(core::ptr::null());
+        while !scope.is_null() {
+            // SAFETY: the list holds only live scopes of this thread's
+            // stack, innermost first (see `PolicyScope::run`).
+            let s = unsafe { &*scope };
+            if s.lock == lock {
+                return true;
+            }
+            scope = s.outer;
+        }
+        false
+    }
+    #[cfg(loom)]
+    {
+        let _ = lock;
+        false
+    }
+}
+
 /// The clock, except under loom, whose executions must not depend on it.
 #[inline]
 pub(super) fn now() -> Option<Instant> {
@@ -338,7 +421,9 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// (rule 4 of [`sync_core::unwind`]).
     #[cold]
     pub(super) fn unlock_sampled(&self, fair: bool) {
-        let panics = self.end_sample();
+        // The policy runs inside the scope: its `lock()` of this lock
+        // panics (and is caught as its panic) instead of waiting for ever.
+        let panics = PolicyScope::run(self as *const Self as usize, || self.end_sample());
         self.release(fair);
         // Every payload, not only the first, is dropped here.
         drop(panics);

@@ -7,7 +7,7 @@ use sync_core::parking_lot::{self, FilterOp, ParkResult, ParkToken, UnparkResult
 use sync_core::sync::atomic::Ordering;
 use sync_core::wait::{Next, WaitPolicy, Watch};
 
-use super::monitor::{CONTENDED_RATE, ewma, now, thread_cpu_ns};
+use super::monitor::{CONTENDED_RATE, ewma, in_policy_of, now, thread_cpu_ns};
 use super::{LOCKED_BIT, PARKED_BIT, RawAdaptiveLock};
 use crate::config::Config;
 use crate::policy::Policy;
@@ -36,6 +36,17 @@ const WATCH_CLOCK_AFTER: u32 = 64;
 /// 1, so that a model with three threads reaches the aged handoff.
 const PRIORITY_AGING: u32 = if cfg!(loom) { 1 } else { 16 };
 
+/// The panic of a `lock()` made by a lock's policy on that lock.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn policy_locked_its_lock() -> ! {
+    panic!(
+        "adaptive-lock: a lock's policy called lock() on the lock it adapts, which its thread \
+         holds while the policy runs (this would never return); use try_lock, or a timed lock"
+    )
+}
+
 impl<P: Policy> RawAdaptiveLock<P> {
     /// The policy a waiter registered behind `ahead` others runs; `timed`
     /// for a wait with a deadline.
@@ -59,6 +70,12 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// holds the lock, records how it waited.
     #[cold]
     pub(super) fn lock_slow(&self, deadline: Option<Instant>, priority: usize) -> bool {
+        // The lock's policy runs while its thread holds the lock: a wait
+        // without a deadline from there would never end. (A timed one
+        // times out as any.)
+        if deadline.is_none() && in_policy_of(self as *const Self as usize) {
+            policy_locked_its_lock();
+        }
         // Relaxed: a sensor; the lock word orders the data.
         // How many waiters were registered ahead of this one: the watcher
         // cap applies to it by this count until it is woken, and never
