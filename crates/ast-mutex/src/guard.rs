@@ -136,7 +136,9 @@ macro_rules! lease_methods {
 /// (the lock is released or handed over, and every waiter it owes a wake-up
 /// is woken), then the waker's panic goes on to the caller; if the thread is
 /// already unwinding, the waker's panic is dropped instead of aborting the
-/// process.
+/// process. In a thread-local destructor, which is not unwinding, the
+/// panic goes on out of the destructor, and the process aborts (see
+/// [`AstMutex`]'s `# Panics`).
 ///
 /// # Examples
 ///

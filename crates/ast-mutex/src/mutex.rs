@@ -129,7 +129,12 @@ use crate::watchers::Watchers;
 /// wakes every task it owes a wake-up, then the first waker panic goes on
 /// to its caller; if the thread is already unwinding (a guard or a future
 /// dropped during a panic), that panic is dropped rather than aborting the
-/// process. A timed waiter that gives up (see
+/// process. A thread-local destructor is not unwinding, and `std` gives
+/// no way to tell that one is running: a guard exited or dropped there (or
+/// an [`EnterAsync`] dropped there) that wakes a task whose waker panics
+/// passes that panic on out of the destructor, and the process aborts, as
+/// for any panic out of a thread-local destructor (the exit is complete by
+/// then). A timed waiter that gives up (see
 /// [`try_enter_for`](Self::try_enter_for)) may owe the next waiter a
 /// wake-up; it makes it, or, if the table is locked, leaves it to the
 /// thread that holds the table, which makes it once it has unlocked the
