@@ -47,7 +47,8 @@ fn voluntary_switches() -> i64 {
     // SAFETY: `rusage` is plain data; getrusage fills it.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid pointer to a `rusage`.
-    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
+    let status = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    assert_eq!(status, 0);
     usage.ru_nvcsw
 }
 
@@ -147,7 +148,10 @@ fn in_flight_polls_and_timed_receives_do_not_give_the_thread_away() {
             let polled = rx.poll_recv(&mut cx);
             let slept = voluntary_switches() - before;
             assert!(polled.is_pending(), "the message is in flight");
-            assert!(flag.0.load(SeqCst), "a poll that finds a message in flight wakes its task");
+            assert!(
+                flag.0.load(SeqCst),
+                "a poll that finds a message in flight wakes its task"
+            );
             if slept != 0 {
                 bad.push(format!("poll_recv slept {slept} times"));
             }
@@ -175,6 +179,9 @@ fn in_flight_polls_and_timed_receives_do_not_give_the_thread_away() {
     for v in rx.iter() {
         take(v);
     }
-    assert!(in_flight > 0, "no freeze landed between a swap and its link");
+    assert!(
+        in_flight > 0,
+        "no freeze landed between a swap and its link"
+    );
     assert!(bad.is_empty(), "with a message in flight: {bad:?}");
 }

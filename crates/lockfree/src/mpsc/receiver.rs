@@ -156,10 +156,11 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        self.take(IN_FLIGHT_YIELDS).map_err(|missing| match missing {
-            Missing::Empty | Missing::InFlight => TryRecvError::Empty,
-            Missing::Disconnected => TryRecvError::Disconnected,
-        })
+        self.take(IN_FLIGHT_YIELDS)
+            .map_err(|missing| match missing {
+                Missing::Empty | Missing::InFlight => TryRecvError::Empty,
+                Missing::Disconnected => TryRecvError::Disconnected,
+            })
     }
 
     /// Takes a message if one is queued, in a bounded number of steps: a
