@@ -225,6 +225,15 @@ impl<T: ?Sized> Mutex<T> {
     /// lock is released to the next waiter; if it had been woken to compete,
     /// the wakeup passes to another waiter.
     ///
+    /// Leaking the future instead (`mem::forget`, or a task that its
+    /// executor neither polls nor drops) is not a cancellation: a queued
+    /// future stays queued. If the lock is then handed to it (every unlock
+    /// with waiters hands it over in [`Fairness::Fifo`] mode, as does
+    /// [`MutexGuard::unlock_fair`], or a barging lock in starvation mode),
+    /// it keeps the lock for ever, as a leaked guard would, and every later
+    /// lock waits for ever. A leaked future woken to compete holds nothing:
+    /// the lock stays free for the others.
+    ///
     /// # Examples
     ///
     /// ```

@@ -156,16 +156,25 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        self.take().map_err(|missing| match missing {
-            Missing::Empty | Missing::InFlight => TryRecvError::Empty,
-            Missing::Disconnected => TryRecvError::Disconnected,
-        })
+        self.take(IN_FLIGHT_YIELDS)
+            .map_err(|missing| match missing {
+                Missing::Empty | Missing::InFlight => TryRecvError::Empty,
+                Missing::Disconnected => TryRecvError::Disconnected,
+            })
     }
 
     /// Takes a message if one is queued, in a bounded number of steps: a
-    /// message whose producer does not link it within a short snooze is
-    /// reported [`Missing::InFlight`].
-    fn take(&self) -> Result<T, Missing> {
+    /// message whose producer does not link it within a short snooze
+    /// ([`IN_FLIGHT_SPINS`] spins, then `yields` times giving the core
+    /// away) is reported [`Missing::InFlight`].
+    ///
+    /// Only [`try_recv`](Self::try_recv) gives the core away here (its
+    /// documented four yields). A poll must not: a yield, or the nap that
+    /// replaces it when yields are slow, can keep the executor's thread
+    /// for a scheduling round, and the poll's own answer (`Pending`, with
+    /// its task woken) already lets the producer run. Nor must a timed
+    /// receive: it gives way itself, never past its deadline.
+    fn take(&self, yields: u32) -> Result<T, Missing> {
         let mut snoozes = 0u32;
         loop {
             // SAFETY: we are the receiver (`&self` of a `!Sync` type, and the
@@ -173,7 +182,7 @@ impl<T> Receiver<T> {
             match unsafe { self.shared.pop() } {
                 Pop::Value(v) => return Ok(v),
                 Pop::InFlight => {
-                    if snoozes == IN_FLIGHT_SPINS + IN_FLIGHT_YIELDS {
+                    if snoozes == IN_FLIGHT_SPINS + yields {
                         return Err(Missing::InFlight);
                     }
                     if snoozes < IN_FLIGHT_SPINS {
@@ -310,7 +319,9 @@ impl<T> Receiver<T> {
         // under loom, where time is not modelled, its timer fired).
         let mut timed_out = false;
         loop {
-            let in_flight = match self.take() {
+            // No yields inside: the in-flight branch below gives way with
+            // the deadline.
+            let in_flight = match self.take(0) {
                 Ok(v) => return Ok(v),
                 Err(Missing::Disconnected) => return Err(TryRecvError::Disconnected),
                 Err(Missing::Empty) => false,
@@ -382,8 +393,11 @@ impl<T> Receiver<T> {
     /// the task. A poll never blocks the executor's thread: when the next
     /// message's producer is between its two steps (preempted, perhaps,
     /// after swapping the tail and before linking its message), the poll
-    /// spins and yields a few times, then wakes its own task and returns
-    /// `Pending`, to look again at the next poll.
+    /// spins briefly, then wakes its own task and returns `Pending`, to
+    /// look again at the next poll. It never yields the thread or sleeps
+    /// (with more runnable threads than CPUs either can keep the executor's
+    /// thread away for a scheduling round): returning `Pending` is its
+    /// yield.
     ///
     /// # Examples
     ///
@@ -440,7 +454,8 @@ impl<T> Receiver<T> {
     /// ```
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         loop {
-            match self.take() {
+            // No yields: see `take`.
+            match self.take(0) {
                 Ok(v) => {
                     // The message is ours: a panic of our own waker's drop
                     // (withdrawn here) must not lose it, so it is dropped

@@ -372,6 +372,8 @@ impl RawMutex {
     ///
     /// Dropping the future at any point loses nothing: a queued waiter is
     /// withdrawn, and a lock (or a wakeup) already handed to it is passed on.
+    /// Leaking it is not a cancellation: a leaked future that is handed the
+    /// lock keeps it for ever (see [`Mutex::lock_async`](crate::Mutex::lock_async)).
     pub fn lock_async(&self) -> RawLockAsync<'_> {
         RawLockAsync {
             mutex: self,

@@ -499,6 +499,12 @@ impl Semaphore {
     /// kept for the request are freed all the same), then the panic goes on,
     /// unless the thread is already unwinding.
     ///
+    /// Leaking the future instead (`mem::forget`, or a task that its
+    /// executor neither polls nor drops) is not a cancellation: a queued
+    /// request stays queued, in its turn. The permits delivered to it are
+    /// never released, and, as the queue is FIFO, the requests behind it
+    /// wait until it has been served.
+    ///
     /// # Examples
     ///
     /// ```
