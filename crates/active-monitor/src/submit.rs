@@ -236,7 +236,10 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
     /// `poll_submit`, with a panic caught in another waiter's waker while
     /// we registered (see `unwind`) resumed in a poll that changes nothing:
     /// before this poll's steps, or once it is Pending. Never after the
-    /// task was queued, whose completion would be lost in the unwind.
+    /// task was queued, whose completion would be lost in the unwind: then
+    /// the panic stays kept, and only what the poll's serving deferred is
+    /// delivered (the wake-ups, and the drops of results nobody took, which
+    /// would otherwise wait for this thread's next operation).
     fn poll_queued(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.task.is_none() {
             return Poll::Ready(());
@@ -245,6 +248,8 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
         let poll = self.poll_submit(cx);
         if poll.is_pending() {
             unwind::resume_deferred();
+        } else {
+            unwind::deliver_keeping();
         }
         poll
     }
