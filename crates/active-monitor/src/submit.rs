@@ -308,8 +308,11 @@ impl<T, S: AbstractState, R> Drop for SubmitAsync<'_, T, S, R> {
                 self.monitor.pass_space_on();
             } else {
                 // Our node stays in the monitor's queue of producers until
-                // its holder sweeps it.
+                // its holder sweeps it. A sweep that served kept a panic
+                // (see `look_after_space`): nothing of ours is queued, so
+                // it goes on here, and the drops it deferred are made.
                 self.monitor.space_withdrawn();
+                unwind::resume_deferred();
             }
         }
         if self.task.is_none() || self.own.is_some() {
