@@ -100,6 +100,9 @@ pub struct SubmitAsync<'a, T, S: AbstractState, R> {
     /// A conditional task whose body this future runs itself (see
     /// `Runner`): the task, to submit again when a holder signals it.
     own: Option<Arc<dyn Job<T, S>>>,
+    /// Published once already, as `own`, before [`completion`](Self::completion)
+    /// made it the holders' and `task` a second reference to publish.
+    republished: bool,
 }
 
 impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
@@ -134,6 +137,7 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
             order: None,
             space: None,
             own,
+            republished: false,
         }
     }
 
@@ -168,10 +172,20 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
     /// ```
     pub fn completion(mut self) -> Enqueue<'a, T, S, R> {
         // The completion goes to the caller, who may drop it: the holder
-        // runs the task (not yet published: nobody has read `who`).
-        if self.own.take().is_some() {
+        // runs the task.
+        if let Some(job) = self.own.take() {
             if let Some(runner) = self.completion.as_ref().and_then(Completion::runner) {
                 runner.set(BY_HOLDER);
+            }
+            if self.task.is_none() {
+                // Polled before: the task is published as this future's to
+                // run, and a holder may have signalled it already (it then
+                // left the monitor, and nobody would ever run it) or may
+                // still read the old `who`. Publish it again, now the
+                // holders': whichever reference a holder claims first runs
+                // it, and the other leaves as finished (`check`).
+                self.task = Some(Task::Shared(job));
+                self.republished = true;
             }
         }
         Enqueue { submit: self }
@@ -315,7 +329,7 @@ impl<T, S: AbstractState, R> Drop for SubmitAsync<'_, T, S, R> {
                 unwind::resume_deferred();
             }
         }
-        if self.task.is_none() || self.own.is_some() {
+        if self.task.is_none() || self.own.is_some() || self.republished {
             if let Some(c) = self.completion.take() {
                 // Queued: withdrawn if not started; otherwise it finishes
                 // unobserved (its result is dropped with `c`, or by the
