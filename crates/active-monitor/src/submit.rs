@@ -152,11 +152,17 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
     /// [`Order::Strict`](crate::Order::Strict)); outside one, an async task
     /// has no record, and its handles order nothing.
     ///
+    /// Called on a [`when_async`](Monitor::when_async) or
+    /// [`when_in_async`](Monitor::when_in_async) future that was already
+    /// polled, it hands the task, which was that future's to run, to the
+    /// holders, as if it had been called first.
+    ///
     /// # Cancel safety
     ///
     /// Dropping the future before it is ready withdraws the submission (the
-    /// task is never queued). The [`Completion`] it outputs behaves as
-    /// `submit`'s: dropping it lets the task run.
+    /// task is never queued, or is withdrawn if an earlier poll queued it).
+    /// The [`Completion`] it outputs behaves as `submit`'s: dropping it lets
+    /// the task run.
     ///
     /// # Examples
     ///

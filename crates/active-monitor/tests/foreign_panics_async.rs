@@ -66,7 +66,10 @@ fn a_foreign_panic_never_unwinds_a_when_async_whose_body_ran() {
         // The foreign panic is not lost either: the next operation that
         // changes nothing of its own resumes it.
         let later = catch_unwind(AssertUnwindSafe(|| m.call(|q| q.len())));
-        assert!(later.is_err(), "{runtime}: the dropped result's panic was lost");
+        assert!(
+            later.is_err(),
+            "{runtime}: the dropped result's panic was lost"
+        );
         assert_eq!(m.call(|q| q.len()), 0);
     }
 }

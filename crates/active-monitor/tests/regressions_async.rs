@@ -470,9 +470,11 @@ fn a_completion_taken_from_a_polled_when_async_resolves() {
         std::thread::spawn(move || {
             let _ = tx.send(c.wait_result());
         });
-        let r = rx.recv_timeout(Duration::from_secs(10)).unwrap_or_else(|_| {
-            panic!("signalled first: {signalled_first}: the completion never resolves")
-        });
+        let r = rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| {
+                panic!("signalled first: {signalled_first}: the completion never resolves")
+            });
         assert_eq!(r, Ok(10), "signalled first: {signalled_first}");
         // It ran once: the second reference leaves without running it.
         m.call(|n| *n = 2);
@@ -480,7 +482,12 @@ fn a_completion_taken_from_a_polled_when_async_resolves() {
     }
     // Dropped before it is ready (its queue full), the Enqueue withdraws the
     // task published by the earlier poll: it never runs.
-    let m = Arc::new(Monitor::builder().order(Order::Relaxed).capacity(1).build(0u64));
+    let m = Arc::new(
+        Monitor::builder()
+            .order(Order::Relaxed)
+            .capacity(1)
+            .build(0u64),
+    );
     let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let ran2 = Arc::clone(&ran);
     let mut take = m.when_async(
@@ -495,5 +502,8 @@ fn a_completion_taken_from_a_polled_when_async_resolves() {
     go_tx.send(()).unwrap();
     assert!(!h.join().unwrap());
     m.call(|n| *n = 1);
-    assert!(!ran.load(std::sync::atomic::Ordering::SeqCst), "a withdrawn task ran");
+    assert!(
+        !ran.load(std::sync::atomic::Ordering::SeqCst),
+        "a withdrawn task ran"
+    );
 }
