@@ -207,7 +207,12 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
                 if wait.poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                self.order = None;
+                // It may hold the awaited task's last reference, with a
+                // result nobody took: a panic in that drop is deferred (see
+                // `order::next_wait`).
+                if let Some(wait) = self.order.take() {
+                    unwind::drop_caught(wait);
+                }
             }
             if let Some(wait) = order::to_await(m.id(), m.order(), self.conditional) {
                 self.order = Some(wait);
