@@ -491,6 +491,9 @@ fn before(monitor: usize, order: Order, conditional: bool) {
 fn before_slow(monitor: usize, order: Order, conditional: bool) {
     while let Some(task) = next_wait(monitor, order, conditional, true) {
         task.finish().wait();
+        // Its executor may have let go of it meanwhile: this may be its
+        // last reference, with a result nobody took (see `next_wait`).
+        crate::unwind::drop_caught(task);
     }
 }
 
@@ -510,9 +513,21 @@ fn next_wait(
     let wait = with_record(|r| r.must_wait(monitor, order, conditional, take, &mut graveyard))
         .flatten()
         .and_then(|(held, w)| Some((held, w.upgrade()?)));
-    // User drops (results nobody took) run here, outside the borrow.
-    drop(graveyard);
-    let (held, task) = wait.filter(|(_, t)| !t.finish().is_finished())?;
+    // User drops (results nobody took) run here, outside the borrow: this
+    // look may hold a task's last reference, once its executor let go of
+    // its own. A panic in such a drop is deferred as the monitor's own
+    // drops' are (see `unwind`), and resumes at the end of this submission:
+    // going on here, it unwound the submission before its task was made
+    // (a `call` that never ran).
+    for task in graveyard {
+        crate::unwind::drop_caught(task);
+    }
+    let (held, task) = wait?;
+    if task.finish().is_finished() {
+        // Perhaps the last reference too.
+        crate::unwind::drop_caught(task);
+        return None;
+    }
     let for_ever = if held == 0 {
         task.only_through_running()
     } else {

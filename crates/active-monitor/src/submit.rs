@@ -100,6 +100,9 @@ pub struct SubmitAsync<'a, T, S: AbstractState, R> {
     /// A conditional task whose body this future runs itself (see
     /// `Runner`): the task, to submit again when a holder signals it.
     own: Option<Arc<dyn Job<T, S>>>,
+    /// Published once already, as `own`, before [`completion`](Self::completion)
+    /// made it the holders' and `task` a second reference to publish.
+    republished: bool,
 }
 
 impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
@@ -134,6 +137,7 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
             order: None,
             space: None,
             own,
+            republished: false,
         }
     }
 
@@ -148,11 +152,17 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
     /// [`Order::Strict`](crate::Order::Strict)); outside one, an async task
     /// has no record, and its handles order nothing.
     ///
+    /// Called on a [`when_async`](Monitor::when_async) or
+    /// [`when_in_async`](Monitor::when_in_async) future that was already
+    /// polled, it hands the task, which was that future's to run, to the
+    /// holders, as if it had been called first.
+    ///
     /// # Cancel safety
     ///
     /// Dropping the future before it is ready withdraws the submission (the
-    /// task is never queued). The [`Completion`] it outputs behaves as
-    /// `submit`'s: dropping it lets the task run.
+    /// task is never queued, or is withdrawn if an earlier poll queued it).
+    /// The [`Completion`] it outputs behaves as `submit`'s: dropping it lets
+    /// the task run.
     ///
     /// # Examples
     ///
@@ -168,10 +178,20 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
     /// ```
     pub fn completion(mut self) -> Enqueue<'a, T, S, R> {
         // The completion goes to the caller, who may drop it: the holder
-        // runs the task (not yet published: nobody has read `who`).
-        if self.own.take().is_some() {
+        // runs the task.
+        if let Some(job) = self.own.take() {
             if let Some(runner) = self.completion.as_ref().and_then(Completion::runner) {
                 runner.set(BY_HOLDER);
+            }
+            if self.task.is_none() {
+                // Polled before: the task is published as this future's to
+                // run, and a holder may have signalled it already (it then
+                // left the monitor, and nobody would ever run it) or may
+                // still read the old `who`. Publish it again, now the
+                // holders': whichever reference a holder claims first runs
+                // it, and the other leaves as finished (`check`).
+                self.task = Some(Task::Shared(job));
+                self.republished = true;
             }
         }
         Enqueue { submit: self }
@@ -187,7 +207,12 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
                 if wait.poll(cx).is_pending() {
                     return Poll::Pending;
                 }
-                self.order = None;
+                // It may hold the awaited task's last reference, with a
+                // result nobody took: a panic in that drop is deferred (see
+                // `order::next_wait`).
+                if let Some(wait) = self.order.take() {
+                    unwind::drop_caught(wait);
+                }
             }
             if let Some(wait) = order::to_await(m.id(), m.order(), self.conditional) {
                 self.order = Some(wait);
@@ -236,7 +261,10 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
     /// `poll_submit`, with a panic caught in another waiter's waker while
     /// we registered (see `unwind`) resumed in a poll that changes nothing:
     /// before this poll's steps, or once it is Pending. Never after the
-    /// task was queued, whose completion would be lost in the unwind.
+    /// task was queued, whose completion would be lost in the unwind: then
+    /// the panic stays kept, and only what the poll's serving deferred is
+    /// delivered (the wake-ups, and the drops of results nobody took, which
+    /// would otherwise wait for this thread's next operation).
     fn poll_queued(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.task.is_none() {
             return Poll::Ready(());
@@ -245,6 +273,8 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
         let poll = self.poll_submit(cx);
         if poll.is_pending() {
             unwind::resume_deferred();
+        } else {
+            unwind::deliver_keeping();
         }
         poll
     }
@@ -303,11 +333,14 @@ impl<T, S: AbstractState, R> Drop for SubmitAsync<'_, T, S, R> {
                 self.monitor.pass_space_on();
             } else {
                 // Our node stays in the monitor's queue of producers until
-                // its holder sweeps it.
+                // its holder sweeps it. A sweep that served kept a panic
+                // (see `look_after_space`): nothing of ours is queued, so
+                // it goes on here, and the drops it deferred are made.
                 self.monitor.space_withdrawn();
+                unwind::resume_deferred();
             }
         }
-        if self.task.is_none() || self.own.is_some() {
+        if self.task.is_none() || self.own.is_some() || self.republished {
             if let Some(c) = self.completion.take() {
                 // Queued: withdrawn if not started; otherwise it finishes
                 // unobserved (its result is dropped with `c`, or by the

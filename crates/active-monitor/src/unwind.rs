@@ -278,6 +278,18 @@ fn wake_tasks_deferred() {
 /// runs below us, the tasks kept to drop; a panic in them is deferred, and
 /// dropped by the next operation's end if this thread is still unwinding.
 pub(crate) fn deliver_unwinding() {
+    deliver_keeping();
+}
+
+/// What an operation that must not unwind delivers at its end: an async
+/// submission's poll whose task has been queued or has run (its future
+/// would lose the task's completion in an unwind, see
+/// `SubmitAsync::poll_queued`). The deferred wake-ups and, if no task body
+/// runs below us, the tasks kept to drop (results nobody took: kept past
+/// the poll, they waited for this thread's next operation, for ever if it
+/// made none); a panic in them, or one already deferred, stays kept for the
+/// next operation's end or a poll that changes nothing.
+pub(crate) fn deliver_keeping() {
     wake_deferred();
     if STATE.with(|s| s.running.get()) == 0 {
         drop_deferred();

@@ -376,3 +376,40 @@ fn a_when_async_dropped_after_its_timeout_takes_nothing() {
         });
     }
 }
+
+/// A `when_async` polled once (its task published as the future's to
+/// run), then turned into a `Completion` while another thread enables it:
+/// the enabler's holder may signal the future and drop the task from its
+/// lists, or read the new owner and run it, or find the precondition false.
+/// The completion always resolves, with the body run exactly once.
+#[test]
+fn a_completion_taken_from_a_polled_when_async_races_its_signal() {
+    check_with_bound(2, move || {
+        let m = Arc::new(relaxed(2, 2));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = Arc::clone(&runs);
+        let mut take = m.when_async(
+            |n| *n > 0,
+            move |n| {
+                r.fetch_add(1, SeqCst);
+                *n * 10
+            },
+        );
+        let (waker, _) = flag_waker();
+        assert!(poll(&mut take, &waker).is_pending());
+        let m1 = Arc::clone(&m);
+        let enabler = thread::spawn(move || m1.call(|n| *n += 1));
+        let mut enqueue = take.completion();
+        let c = loop {
+            if let Poll::Ready(c) = poll(&mut enqueue, &waker) {
+                break c;
+            }
+            thread::yield_now();
+        };
+        enabler.join().unwrap();
+        assert_eq!(c.wait(), 10, "the completion resolved to the enabled run");
+        // The second reference, if still listed, leaves without running.
+        m.call(|n| *n += 1);
+        assert_eq!(runs.load(SeqCst), 1, "the body ran once");
+    });
+}

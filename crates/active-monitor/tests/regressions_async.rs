@@ -438,3 +438,72 @@ fn a_when_async_enabled_from_a_late_thread_local_destructor_does_not_livelock() 
     t.join().unwrap();
     assert_eq!(m().call(|n| *n), 0);
 }
+
+/// `completion()` on a `when_async` future already polled: its task was
+/// published as the future's to run, and a holder that found the
+/// precondition true signalled the future and dropped the task from its
+/// lists. Before the fix, the completion then never resolved (nobody ran
+/// the body, nobody discarded it: `wait` hung for ever). Now the holders
+/// run it, once, whether or not a holder had signalled it; and an
+/// `Enqueue` dropped before it is ready still withdraws the task.
+#[test]
+fn a_completion_taken_from_a_polled_when_async_resolves() {
+    fn poll_once<F: Future + Unpin>(f: &mut F) -> Poll<F::Output> {
+        Pin::new(f).poll(&mut Context::from_waker(Waker::noop()))
+    }
+    use std::pin::Pin;
+    for signalled_first in [true, false] {
+        let m = Monitor::builder().order(Order::Relaxed).build(0u32);
+        let mut take = m.when_async(|n| *n > 0, |n| *n * 10);
+        assert!(poll_once(&mut take).is_pending());
+        if signalled_first {
+            m.call(|n| *n = 1);
+        }
+        let mut enqueue = take.completion();
+        let Poll::Ready(c) = poll_once(&mut enqueue) else {
+            panic!("the task is queued at once")
+        };
+        if !signalled_first {
+            m.call(|n| *n = 1);
+        }
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(c.wait_result());
+        });
+        let r = rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| {
+                panic!("signalled first: {signalled_first}: the completion never resolves")
+            });
+        assert_eq!(r, Ok(10), "signalled first: {signalled_first}");
+        // It ran once: the second reference leaves without running it.
+        m.call(|n| *n = 2);
+        assert_eq!(m.call(|n| *n), 2);
+    }
+    // Dropped before it is ready (its queue full), the Enqueue withdraws the
+    // task published by the earlier poll: it never runs.
+    let m = Arc::new(
+        Monitor::builder()
+            .order(Order::Relaxed)
+            .capacity(1)
+            .build(0u64),
+    );
+    let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ran2 = Arc::clone(&ran);
+    let mut take = m.when_async(
+        |n| *n > 0,
+        move |_| ran2.store(true, std::sync::atomic::Ordering::SeqCst),
+    );
+    assert!(poll_once(&mut take).is_pending());
+    let (go_tx, h) = hold_and_fill(&m);
+    let mut enqueue = take.completion();
+    assert!(poll_once(&mut enqueue).is_pending(), "the queue is full");
+    drop(enqueue);
+    go_tx.send(()).unwrap();
+    assert!(!h.join().unwrap());
+    m.call(|n| *n = 1);
+    assert!(
+        !ran.load(std::sync::atomic::Ordering::SeqCst),
+        "a withdrawn task ran"
+    );
+}

@@ -121,12 +121,10 @@ impl Finish {
         self.state.load(Acquire) >= READY
     }
 
-    pub(crate) fn is_cancelled(&self) -> bool {
-        self.state.load(Acquire) == CANCELLED
-    }
-
     /// The executor claims the task before it runs (or finishes) it.
-    /// `false` if it was cancelled first: then it must not run.
+    /// `false` if it was cancelled first, or has finished (a second
+    /// reference to a task already run: see `SubmitAsync::completion`):
+    /// then it must not run.
     pub(crate) fn claim(&self) -> bool {
         // AcqRel: the CAS races `cancel`'s on the same word; whoever wins
         // owns the task's body (Acquire on failure pairs with `cancel`'s
@@ -136,8 +134,8 @@ impl Finish {
             .compare_exchange(PENDING, STARTED, AcqRel, Acquire)
         {
             Ok(_) => true,
-            Err(CANCELLED) => false,
-            Err(s) => unreachable!("a task is claimed once (state {s})"),
+            Err(CANCELLED | READY) => false,
+            Err(s) => unreachable!("a task is claimed while it runs (state {s})"),
         }
     }
 

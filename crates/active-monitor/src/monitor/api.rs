@@ -733,6 +733,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// on this thread, into the completion this poll reads; otherwise the
     /// task is queued and a holder signals it once it can run.
     /// `Err(task)` if the queue is full.
+    ///
+    /// A deferred panic (another task's, caught while serving) is kept, as
+    /// by `try_submit`: resumed here, it would unwind a poll whose task is
+    /// queued, or has run with its result in the completion (a take done,
+    /// whose item the unwound future would drop).
     pub(crate) fn submit_awaited(
         &self,
         task: Task<T, S>,
@@ -740,7 +745,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     ) -> Result<(), Task<T, S>> {
         if !self.try_lock_for_call() {
             self.queue.push(task)?;
-            self.after_push();
+            self.after_push_keeping();
             return Ok(());
         }
         if self.queue.is_empty() {
@@ -752,7 +757,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             // Tasks queued before it come first.
             self.push_held(task);
         }
-        self.serve();
+        self.serve_keeping();
         Ok(())
     }
 

@@ -211,7 +211,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
         if self.server.is_some() && !saturation::saturated() {
             self.release_served();
         } else {
-            self.serve();
+            // Keeping a deferred panic: a producer that withdrew on its way
+            // to push its task (`enqueue_for_space`) sweeps here, and
+            // resumed here the panic would unwind it before its task is
+            // pushed (the task lost; a `call`'s never run). Its operation's
+            // end resumes it; a dropped async submission resumes it itself.
+            self.serve_keeping();
         }
     }
 

@@ -182,8 +182,9 @@ where
 
     fn check(&self, data: &T, state: S) -> Check {
         // A withdrawn task leaves without its precondition being looked at
-        // (its canceller dropped the body).
-        if self.slot.finish().is_cancelled() {
+        // (its canceller dropped the body); so does a second reference to
+        // a task that has run (see `SubmitAsync::completion`).
+        if self.slot.finish().is_finished() {
             return Check::Gone;
         }
         match check_pre(&self.pre, data, state) {
@@ -256,7 +257,7 @@ where
     }
 
     fn is_forsaken(&self) -> bool {
-        self.slot.finish().is_cancelled()
+        self.slot.finish().is_finished()
     }
 }
 

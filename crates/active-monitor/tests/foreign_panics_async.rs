@@ -1,0 +1,119 @@
+//! An async submission's poll that serves the monitor runs other tasks too:
+//! their results nobody took are dropped once it lets go of the monitor,
+//! and a panic in such a drop (a foreign panic) is kept for a poll or an
+//! operation that changes nothing, never resumed by a poll whose own task
+//! has run.
+#![cfg(not(loom))]
+
+use std::collections::VecDeque;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+
+use active_monitor::{Monitor, Order};
+
+/// A task's result whose drop panics (unless the thread already unwinds).
+struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("a dropped result panics");
+        }
+    }
+}
+
+/// An item whose drops are counted: one lost in an unwind is still dropped.
+struct Item(u32, Arc<AtomicUsize>);
+
+impl Drop for Item {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, SeqCst);
+    }
+}
+
+/// A `when_async` whose poll finds the monitor idle runs its body there:
+/// the take is done, and the poll outputs the item. A task its body
+/// enabled ran in the same poll, and its result's drop panicked: before
+/// the fix that panic resumed in the poll, after the take, and the item
+/// was dropped with the future (the timeout-safe take lost an item).
+#[test]
+fn a_foreign_panic_never_unwinds_a_when_async_whose_body_ran() {
+    for runtime in ["futures", "tokio"] {
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let m = Monitor::builder()
+            .order(Order::Relaxed)
+            .build(VecDeque::from([Item(7, Arc::clone(&dropped))]));
+        // Waits for the queue to empty; nobody takes its result.
+        drop(m.when(|q: &VecDeque<Item>| q.is_empty(), |_| PanicOnDrop));
+        let take = m.when_async(|q| !q.is_empty(), |q| q.pop_front().unwrap());
+        let taken = catch_unwind(AssertUnwindSafe(|| match runtime {
+            "futures" => futures::executor::block_on(take),
+            _ => tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+                .block_on(take),
+        }));
+        let item = taken.unwrap_or_else(|_| {
+            panic!(
+                "{runtime}: the poll that took the item panicked instead of outputting it \
+                 (items dropped: {})",
+                dropped.load(SeqCst)
+            )
+        });
+        assert_eq!(item.0, 7, "{runtime}");
+        assert_eq!(dropped.load(SeqCst), 0, "{runtime}");
+        // The foreign panic is not lost either: the next operation that
+        // changes nothing of its own resumes it.
+        let later = catch_unwind(AssertUnwindSafe(|| m.call(|q| q.len())));
+        assert!(
+            later.is_err(),
+            "{runtime}: the dropped result's panic was lost"
+        );
+        assert_eq!(m.call(|q| q.len()), 0);
+    }
+}
+
+/// A result nobody took is dropped once the thread that ran its task has
+/// let go of the monitor, at the end of that thread's submission: also of
+/// an async one. Before the fix, a `submit_async`, `call_async` or
+/// `.completion()` poll that ran such a task kept its result in a
+/// thread-local list until the thread's next monitor operation, and for
+/// ever if there was none (a lease never returned to its pool).
+#[test]
+fn a_result_nobody_took_is_dropped_at_the_end_of_an_async_submission() {
+    struct Lease(Arc<AtomicBool>);
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            self.0.store(true, SeqCst);
+        }
+    }
+    for how in ["submit_async", "call_async", "completion", "when_async"] {
+        let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u32));
+        let returned = Arc::new(AtomicBool::new(false));
+        let lease = Arc::clone(&returned);
+        // Waits for the submission below; nobody takes its result.
+        drop(m.when(|n: &u32| *n > 0, move |_| Lease(lease)));
+        let m2 = Arc::clone(&m);
+        let returned2 = Arc::clone(&returned);
+        let on_the_thread = std::thread::spawn(move || {
+            futures::executor::block_on(async {
+                match how {
+                    "submit_async" => m2.submit_async(|n| *n = 1).await,
+                    "call_async" => m2.call_async(|n| *n = 1).await,
+                    "completion" => drop(m2.submit_async(|n| *n = 1).completion().await),
+                    _ => m2.when_async(|_| true, |n| *n = 1).await,
+                }
+            });
+            returned2.load(SeqCst)
+        })
+        .join()
+        .unwrap();
+        assert!(
+            on_the_thread,
+            "{how}: the result nobody took was not dropped at the end of the submission"
+        );
+        assert!(returned.load(SeqCst), "{how}");
+        assert_eq!(m.call(|n| *n), 1);
+    }
+}
