@@ -25,9 +25,10 @@ pub(super) const IN_FLIGHT_SPINS: u32 = 32;
 /// stay small.
 #[cfg(loom)]
 pub(super) const IN_FLIGHT_SPINS: u32 = 1;
-/// How many times [`Receiver::try_recv`] yields, after [`IN_FLIGHT_SPINS`],
-/// to a producer between its swap and its link (it may have been preempted
-/// on this processor) before it returns [`TryRecvError::Empty`].
+/// How many times [`Receiver::try_recv`] (and a blocking `recv`) yields,
+/// after [`IN_FLIGHT_SPINS`], to a producer between its swap and its link
+/// (it may have been preempted on this processor) before it returns
+/// [`TryRecvError::Empty`] (or looks again).
 /// [`Receiver::poll_recv`] does not yield (it returns `Pending`, its task
 /// woken), nor does a timed receive inside this snooze (it gives way
 /// itself, never past its deadline).

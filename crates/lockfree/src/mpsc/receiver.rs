@@ -173,7 +173,8 @@ impl<T> Receiver<T> {
     /// replaces it when yields are slow, can keep the executor's thread
     /// for a scheduling round, and the poll's own answer (`Pending`, with
     /// its task woken) already lets the producer run. Nor must a timed
-    /// receive: it gives way itself, never past its deadline.
+    /// receive: it gives way itself, never past its deadline. (A blocking
+    /// [`recv`](Self::recv) may: it has no deadline to overrun.)
     fn take(&self, yields: u32) -> Result<T, Missing> {
         let mut snoozes = 0u32;
         loop {
@@ -319,9 +320,15 @@ impl<T> Receiver<T> {
         // under loom, where time is not modelled, its timer fired).
         let mut timed_out = false;
         loop {
-            // No yields inside: the in-flight branch below gives way with
-            // the deadline.
-            let in_flight = match self.take(0) {
+            // A timed receive makes no yields inside: the in-flight branch
+            // below gives way with the deadline. A receive without one has
+            // no deadline to overrun, and keeps `try_recv`'s snooze.
+            let yields = if deadline.is_some() {
+                0
+            } else {
+                IN_FLIGHT_YIELDS
+            };
+            let in_flight = match self.take(yields) {
                 Ok(v) => return Ok(v),
                 Err(Missing::Disconnected) => return Err(TryRecvError::Disconnected),
                 Err(Missing::Empty) => false,
