@@ -32,6 +32,22 @@ impl Drop for PanicOnDrop {
     }
 }
 
+/// Joins the test threads with a watchdog: a thread stuck in a wedged
+/// monitor fails the test (saying `what`) instead of hanging it.
+fn join_within_10_s(threads: Vec<thread::JoinHandle<()>>, what: &str) {
+    let (done_tx, done_rx) = mpsc::channel();
+    thread::spawn(move || {
+        for t in threads {
+            t.join().expect("the test threads catch every panic");
+        }
+        let _ = done_tx.send(());
+    });
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+        "the test threads did not finish within 10 s{what}"
+    );
+}
+
 /// How the callers hand in their tasks.
 #[derive(Clone, Copy)]
 enum Callers {
@@ -100,19 +116,7 @@ fn run(capacity: usize, callers: Callers, foreign: u64, limit: Duration) {
         );
     }
     stop.store(true, Relaxed);
-    // Joined with a watchdog: a thread stuck in a wedged monitor fails the
-    // test instead of hanging it.
-    let (done_tx, done_rx) = mpsc::channel();
-    thread::spawn(move || {
-        for t in threads {
-            t.join().expect("the test threads catch every panic");
-        }
-        let _ = done_tx.send(());
-    });
-    assert!(
-        done_rx.recv_timeout(Duration::from_secs(10)).is_ok(),
-        "the test threads did not finish within 10 s: the monitor is wedged ({m:?})"
-    );
+    join_within_10_s(threads, &format!(": the monitor is wedged ({m:?})"));
     let ran = m.call(|n| *n);
     assert_eq!(
         ran,
@@ -170,17 +174,7 @@ fn a_foreign_panic_never_loses_a_task_whose_producer_swept_the_space_queue() {
     }
     thread::sleep(Duration::from_secs(3));
     stop.store(true, Relaxed);
-    let (done_tx, done_rx) = mpsc::channel();
-    thread::spawn(move || {
-        for t in threads {
-            t.join().expect("the test threads catch every panic");
-        }
-        let _ = done_tx.send(());
-    });
-    assert!(
-        done_rx.recv_timeout(Duration::from_secs(10)).is_ok(),
-        "the test threads did not finish within 10 s: the monitor is wedged ({m:?})"
-    );
+    join_within_10_s(threads, &format!(": the monitor is wedged ({m:?})"));
     assert_eq!(
         m.call(|n| *n),
         handed_in.load(Relaxed),
@@ -237,17 +231,7 @@ fn a_foreign_panic_met_by_program_order_never_loses_the_task_it_holds_back() {
         thread::sleep(Duration::from_millis(10));
     }
     stop.store(true, Relaxed);
-    let (done_tx, done_rx) = mpsc::channel();
-    thread::spawn(move || {
-        for t in threads {
-            t.join().expect("the test threads catch every panic");
-        }
-        let _ = done_tx.send(());
-    });
-    assert!(
-        done_rx.recv_timeout(Duration::from_secs(10)).is_ok(),
-        "the test threads did not finish within 10 s"
-    );
+    join_within_10_s(threads, "");
     assert_eq!(
         b.call(|n| *n),
         handed_in.load(Relaxed),

@@ -14,27 +14,15 @@
 //! Before the fix the drop returned at once and dropped none of the 1,001.
 #![cfg(all(not(loom), target_os = "linux"))]
 
+#[path = "support/freeze.rs"]
+mod freeze;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use lockfree_sync::mpsc::{self, TryRecvError};
-
-/// Set by the test before it signals the producer: the handler spins while
-/// it is set.
-static HOLD: AtomicBool = AtomicBool::new(false);
-/// Set by the handler while it holds the producer.
-static HELD: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn freeze(_: libc::c_int) {
-    // Async-signal-safe: atomics only.
-    HELD.store(true, SeqCst);
-    while HOLD.load(SeqCst) {
-        std::hint::spin_loop();
-    }
-    HELD.store(false, SeqCst);
-}
 
 /// Drops of the producer's messages.
 static DROPS: AtomicUsize = AtomicUsize::new(0);
@@ -73,12 +61,9 @@ fn one_catch(deadline: Instant) -> (bool, usize) {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel::<Counted>();
     let other = tx.clone();
-    let (id_tx, id_rx) = std::sync::mpsc::channel();
     let producer = {
         let (received, stop) = (received.clone(), stop.clone());
-        thread::spawn(move || {
-            // SAFETY: pthread_self has no preconditions.
-            id_tx.send(unsafe { libc::pthread_self() }).unwrap();
+        freeze::Producer::spawn(move || {
             let mut sent = 0u64;
             while !stop.load(SeqCst) {
                 // A few blocks in flight at most, so that the producer
@@ -96,7 +81,6 @@ fn one_catch(deadline: Instant) -> (bool, usize) {
             (tx, sent)
         })
     };
-    let producer_id = id_rx.recv().unwrap();
     let probe = || Counted(true);
     let mut probes = 0;
     let mut tries = 0;
@@ -116,12 +100,7 @@ fn one_catch(deadline: Instant) -> (bool, usize) {
                 take(m);
             }
         }
-        HOLD.store(true, SeqCst);
-        // SAFETY: the producer thread is alive (it stops only when told).
-        assert_eq!(unsafe { libc::pthread_kill(producer_id, libc::SIGUSR1) }, 0);
-        while !HELD.load(SeqCst) {
-            thread::yield_now();
-        }
+        producer.freeze();
         // Everything linked before the frozen producer's node is taken;
         // then the probe is receivable unless it is queued behind an
         // unlinked node.
@@ -162,7 +141,7 @@ fn one_catch(deadline: Instant) -> (bool, usize) {
             while !dropper.is_finished() && waited.elapsed() < Duration::from_millis(200) {
                 thread::sleep(Duration::from_millis(1));
             }
-            HOLD.store(false, SeqCst);
+            freeze::let_go();
             let at_drop = dropper.join().unwrap();
             assert_eq!(
                 at_drop - before,
@@ -170,16 +149,12 @@ fn one_catch(deadline: Instant) -> (bool, usize) {
                 "messages queued behind a send in flight outlived the receiver; \
                  the sender that sent them is still alive"
             );
-        } else {
-            HOLD.store(false, SeqCst);
         }
-        while HELD.load(SeqCst) {
-            thread::yield_now();
-        }
+        freeze::release();
     }
     drop(rx);
     stop.store(true, SeqCst);
-    let (tx, sent) = producer.join().unwrap();
+    let (tx, sent) = producer.join();
     // Nothing dropped twice, nothing left once the channel is gone.
     drop((tx, other));
     assert_eq!(PROBE_DROPS.load(SeqCst) - probe_drops_before, probes);
@@ -189,16 +164,7 @@ fn one_catch(deadline: Instant) -> (bool, usize) {
 
 #[test]
 fn receiver_drop_drops_messages_queued_behind_a_send_in_flight() {
-    // SAFETY: installs a handler that only touches atomics; SIGUSR1 is not
-    // used elsewhere in this test binary.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = freeze as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        assert_eq!(
-            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
-            0
-        );
-    }
+    freeze::install();
     let deadline = Instant::now() + BUDGET;
     let (mut caught, mut tries) = (0, 0);
     while caught < CATCHES && Instant::now() < deadline {

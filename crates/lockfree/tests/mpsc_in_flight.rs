@@ -11,6 +11,9 @@
 //! released it, a second later).
 #![cfg(all(not(loom), target_os = "linux"))]
 
+#[path = "support/freeze.rs"]
+mod freeze;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::task::{Context, Waker};
 use std::thread;
@@ -18,22 +21,8 @@ use std::time::{Duration, Instant};
 
 use lockfree_sync::mpsc::{self, TryRecvError};
 
-/// Set by the test before it signals the producer: the handler spins while
-/// it is set.
-static HOLD: AtomicBool = AtomicBool::new(false);
-/// Set by the handler while it holds the producer.
-static HELD: AtomicBool = AtomicBool::new(false);
 /// Bumped by every trial, watched by the watchdog.
 static TRIAL: AtomicU64 = AtomicU64::new(0);
-
-extern "C" fn freeze(_: libc::c_int) {
-    // Async-signal-safe: atomics only.
-    HELD.store(true, SeqCst);
-    while HOLD.load(SeqCst) {
-        std::hint::spin_loop();
-    }
-    HELD.store(false, SeqCst);
-}
 
 /// Longer than any receive may take while the producer is frozen, and
 /// shorter than the watchdog's release.
@@ -41,25 +30,13 @@ const PROMPT: Duration = Duration::from_millis(500);
 
 #[test]
 fn receives_do_not_wait_for_a_frozen_producer() {
-    // SAFETY: installs a handler that only touches atomics; SIGUSR1 is not
-    // used elsewhere in this test binary.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = freeze as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        assert_eq!(
-            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
-            0
-        );
-    }
+    freeze::install();
     let (tx, mut rx) = mpsc::channel::<u64>();
     let received = std::sync::Arc::new(AtomicU64::new(0));
     let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let (id_tx, id_rx) = std::sync::mpsc::channel();
     let producer = {
         let (received, stop) = (received.clone(), stop.clone());
-        thread::spawn(move || {
-            // SAFETY: pthread_self has no preconditions.
-            id_tx.send(unsafe { libc::pthread_self() }).unwrap();
+        freeze::Producer::spawn(move || {
             let mut i = 0u64;
             while !stop.load(SeqCst) {
                 // Keep a few blocks in flight at most, so that the producer
@@ -75,7 +52,6 @@ fn receives_do_not_wait_for_a_frozen_producer() {
             }
         })
     };
-    let producer_id = id_rx.recv().unwrap();
     // Releases a frozen producer that a receive waits for (the old
     // behaviour), so that the test fails instead of hanging.
     let watchdog_stop = std::sync::Arc::new(AtomicBool::new(false));
@@ -89,7 +65,7 @@ fn receives_do_not_wait_for_a_frozen_producer() {
                 if trial != seen.0 {
                     seen = (trial, Instant::now());
                 } else if seen.1.elapsed() > Duration::from_secs(1) {
-                    HOLD.store(false, SeqCst);
+                    freeze::let_go();
                 }
             }
         })
@@ -110,12 +86,7 @@ fn receives_do_not_wait_for_a_frozen_producer() {
                 take(v);
             }
         }
-        HOLD.store(true, SeqCst);
-        // SAFETY: the producer thread is alive (it stops only when told).
-        assert_eq!(unsafe { libc::pthread_kill(producer_id, libc::SIGUSR1) }, 0);
-        while !HELD.load(SeqCst) {
-            thread::yield_now();
-        }
+        producer.freeze();
         // The producer is frozen: each receive below returns promptly.
         let start = Instant::now();
         loop {
@@ -141,13 +112,10 @@ fn receives_do_not_wait_for_a_frozen_producer() {
         let start = Instant::now();
         assert!(rx.poll_recv(&mut cx).is_pending());
         assert!(start.elapsed() < PROMPT, "poll_recv blocked the executor");
-        HOLD.store(false, SeqCst);
-        while HELD.load(SeqCst) {
-            thread::yield_now();
-        }
+        freeze::release();
     }
     stop.store(true, SeqCst);
-    producer.join().unwrap();
+    producer.join();
     watchdog_stop.store(true, SeqCst);
     // Nothing lost: every message sent arrives, in order.
     for v in rx.iter() {

@@ -17,6 +17,9 @@
 //! yields, so sleeps) tells apart.
 #![cfg(all(not(loom), target_os = "linux"))]
 
+#[path = "support/freeze.rs"]
+mod freeze;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
@@ -24,22 +27,8 @@ use std::time::{Duration, Instant};
 
 use lockfree_sync::mpsc::{self, TryRecvError};
 
-/// Set by the test before it signals the producer: the handler spins while
-/// it is set.
-static HOLD: AtomicBool = AtomicBool::new(false);
-/// Set by the handler while it holds the producer.
-static HELD: AtomicBool = AtomicBool::new(false);
 /// The number of sends the producer has started.
 static STARTED: AtomicU64 = AtomicU64::new(0);
-
-extern "C" fn freeze(_: libc::c_int) {
-    // Async-signal-safe: atomics only.
-    HELD.store(true, SeqCst);
-    while HOLD.load(SeqCst) {
-        std::hint::spin_loop();
-    }
-    HELD.store(false, SeqCst);
-}
 
 /// The calling thread's voluntary context switches so far (a sleep or a
 /// park adds one; a spin or a preemption none).
@@ -68,25 +57,13 @@ fn in_flight_polls_and_timed_receives_do_not_give_the_thread_away() {
     // Every yield of the family is a short sleep now (the machine's load
     // cannot change that for this process until it is cleared).
     sync_core::load::set_saturation_override(Some(true));
-    // SAFETY: installs a handler that only touches atomics; SIGUSR1 is not
-    // used elsewhere in this test binary.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = freeze as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        assert_eq!(
-            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
-            0
-        );
-    }
+    freeze::install();
     let (tx, mut rx) = mpsc::channel::<u64>();
     let received = std::sync::Arc::new(AtomicU64::new(0));
     let stop = std::sync::Arc::new(AtomicBool::new(false));
-    let (id_tx, id_rx) = std::sync::mpsc::channel();
     let producer = {
         let (received, stop) = (received.clone(), stop.clone());
-        thread::spawn(move || {
-            // SAFETY: pthread_self has no preconditions.
-            id_tx.send(unsafe { libc::pthread_self() }).unwrap();
+        freeze::Producer::spawn(move || {
             let mut i = 0u64;
             while !stop.load(SeqCst) {
                 // A few blocks in flight at most, so that the producer
@@ -101,7 +78,6 @@ fn in_flight_polls_and_timed_receives_do_not_give_the_thread_away() {
             }
         })
     };
-    let producer_id = id_rx.recv().unwrap();
     let mut next = 0u64;
     let mut take = |v: u64| {
         assert_eq!(v, next, "messages out of order");
@@ -122,12 +98,7 @@ fn in_flight_polls_and_timed_receives_do_not_give_the_thread_away() {
                 take(v);
             }
         }
-        HOLD.store(true, SeqCst);
-        // SAFETY: the producer thread is alive (it stops only when told).
-        assert_eq!(unsafe { libc::pthread_kill(producer_id, libc::SIGUSR1) }, 0);
-        while !HELD.load(SeqCst) {
-            std::hint::spin_loop();
-        }
+        producer.freeze();
         // Drain what is linked; the last `try_recv` snoozes (sleeps) only
         // if the next message is in flight.
         let mut slept_in_try_recv;
@@ -163,17 +134,14 @@ fn in_flight_polls_and_timed_receives_do_not_give_the_thread_away() {
                 bad.push(format!("try_recv_for(0) slept {slept} times"));
             }
         }
-        HOLD.store(false, SeqCst);
-        while HELD.load(SeqCst) {
-            thread::yield_now();
-        }
+        freeze::release();
         // Take the task's waiter back, if the poll published one.
         if let Poll::Ready(Some(v)) = rx.poll_recv(&mut cx) {
             take(v);
         }
     }
     stop.store(true, SeqCst);
-    producer.join().unwrap();
+    producer.join();
     sync_core::load::set_saturation_override(None);
     // Nothing lost: every message sent arrives, in order.
     for v in rx.iter() {

@@ -1,0 +1,89 @@
+//! Freezing a producer thread at a random point of its send loop, for the
+//! tests of a send "in flight" (between its swap on the tail and its link):
+//! a signal whose handler spins until the test releases it.
+//!
+//! One frozen thread at a time per test binary (the handler's flags are
+//! statics); SIGUSR1 must not be used otherwise in the binary.
+
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::mpsc;
+use std::thread;
+
+/// Set before the producer is signalled: the handler spins while it is set.
+static HOLD: AtomicBool = AtomicBool::new(false);
+/// Set by the handler while it holds the producer.
+static HELD: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn hold(_: libc::c_int) {
+    // Async-signal-safe: atomics only.
+    HELD.store(true, SeqCst);
+    while HOLD.load(SeqCst) {
+        std::hint::spin_loop();
+    }
+    HELD.store(false, SeqCst);
+}
+
+/// Installs the handler (once per test, before any [`Producer::freeze`]).
+pub fn install() {
+    // SAFETY: installs a handler that only touches atomics; SIGUSR1 is not
+    // used elsewhere in a test binary that uses this module.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = hold as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
+            0
+        );
+    }
+}
+
+/// A thread that can be frozen.
+pub struct Producer<R> {
+    id: libc::pthread_t,
+    thread: thread::JoinHandle<R>,
+}
+
+impl<R: Send + 'static> Producer<R> {
+    /// Spawns `body` on a thread that [`freeze`](Self::freeze) can stop.
+    pub fn spawn(body: impl FnOnce() -> R + Send + 'static) -> Self {
+        let (id_tx, id_rx) = mpsc::channel();
+        let thread = thread::spawn(move || {
+            // SAFETY: pthread_self has no preconditions.
+            id_tx.send(unsafe { libc::pthread_self() }).unwrap();
+            body()
+        });
+        let id = id_rx.recv().unwrap();
+        Producer { id, thread }
+    }
+
+    /// Stops the thread wherever it is, until [`release`] (or
+    /// [`let_go`]); returns once it is held.
+    pub fn freeze(&self) {
+        HOLD.store(true, SeqCst);
+        // SAFETY: the thread is alive: it ends only when its body does, and
+        // the tests' bodies run until told to stop, after the last freeze.
+        assert_eq!(unsafe { libc::pthread_kill(self.id, libc::SIGUSR1) }, 0);
+        while !HELD.load(SeqCst) {
+            thread::yield_now();
+        }
+    }
+
+    /// Joins the thread.
+    pub fn join(self) -> R {
+        self.thread.join().unwrap()
+    }
+}
+
+/// Lets the frozen thread go on, without waiting for it (a watchdog's or a
+/// waiting test's release).
+pub fn let_go() {
+    HOLD.store(false, SeqCst);
+}
+
+/// Lets the frozen thread go on, and returns once it has left the handler.
+pub fn release() {
+    let_go();
+    while HELD.load(SeqCst) {
+        thread::yield_now();
+    }
+}
