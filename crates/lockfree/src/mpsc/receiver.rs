@@ -156,7 +156,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.try_recv(), Err(TryRecvError::Disconnected));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        self.take(IN_FLIGHT_YIELDS)
+        self.take::<IN_FLIGHT_YIELDS>()
             .map_err(|missing| match missing {
                 Missing::Empty | Missing::InFlight => TryRecvError::Empty,
                 Missing::Disconnected => TryRecvError::Disconnected,
@@ -165,7 +165,7 @@ impl<T> Receiver<T> {
 
     /// Takes a message if one is queued, in a bounded number of steps: a
     /// message whose producer does not link it within a short snooze
-    /// ([`IN_FLIGHT_SPINS`] spins, then `yields` times giving the core
+    /// ([`IN_FLIGHT_SPINS`] spins, then `YIELDS` times giving the core
     /// away) is reported [`Missing::InFlight`].
     ///
     /// Only [`try_recv`](Self::try_recv) gives the core away here (its
@@ -175,7 +175,7 @@ impl<T> Receiver<T> {
     /// its task woken) already lets the producer run. Nor must a timed
     /// receive: it gives way itself, never past its deadline. (A blocking
     /// [`recv`](Self::recv) may: it has no deadline to overrun.)
-    fn take(&self, yields: u32) -> Result<T, Missing> {
+    fn take<const YIELDS: u32>(&self) -> Result<T, Missing> {
         let mut snoozes = 0u32;
         loop {
             // SAFETY: we are the receiver (`&self` of a `!Sync` type, and the
@@ -183,7 +183,7 @@ impl<T> Receiver<T> {
             match unsafe { self.shared.pop() } {
                 Pop::Value(v) => return Ok(v),
                 Pop::InFlight => {
-                    if snoozes == IN_FLIGHT_SPINS + yields {
+                    if snoozes == IN_FLIGHT_SPINS + YIELDS {
                         return Err(Missing::InFlight);
                     }
                     if snoozes < IN_FLIGHT_SPINS {
@@ -323,12 +323,12 @@ impl<T> Receiver<T> {
             // A timed receive makes no yields inside: the in-flight branch
             // below gives way with the deadline. A receive without one has
             // no deadline to overrun, and keeps `try_recv`'s snooze.
-            let yields = if deadline.is_some() {
-                0
+            let took = if deadline.is_some() {
+                self.take::<0>()
             } else {
-                IN_FLIGHT_YIELDS
+                self.take::<IN_FLIGHT_YIELDS>()
             };
-            let in_flight = match self.take(yields) {
+            let in_flight = match took {
                 Ok(v) => return Ok(v),
                 Err(Missing::Disconnected) => return Err(TryRecvError::Disconnected),
                 Err(Missing::Empty) => false,
@@ -462,7 +462,7 @@ impl<T> Receiver<T> {
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         loop {
             // No yields: see `take`.
-            match self.take(0) {
+            match self.take::<0>() {
                 Ok(v) => {
                     // The message is ours: a panic of our own waker's drop
                     // (withdrawn here) must not lose it, so it is dropped
