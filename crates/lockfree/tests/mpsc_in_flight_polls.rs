@@ -22,7 +22,6 @@ mod freeze;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use lockfree_sync::mpsc::{self, TryRecvError};
