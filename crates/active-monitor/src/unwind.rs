@@ -66,7 +66,7 @@ impl<X: ?Sized> DropLater for X {}
 /// prevents). Every operation empties it at its end and frees its room
 /// (`mem::take`), so nothing leaks at thread exit but what
 /// an operation left when it unwound out of the thread past its
-/// [`deliver_unwinding`].
+/// [`deliver_keeping`].
 type Kept<X> = core::mem::ManuallyDrop<RefCell<Vec<X>>>;
 
 const fn kept<X>() -> Kept<X> {
@@ -273,22 +273,16 @@ fn wake_tasks_deferred() {
     }
 }
 
-/// What an operation that unwinds delivers as it lets go of the monitor
-/// (its `finish` will not come): the deferred wake-ups and, if no task body
-/// runs below us, the tasks kept to drop; a panic in them is deferred, and
-/// dropped by the next operation's end if this thread is still unwinding.
-pub(crate) fn deliver_unwinding() {
-    deliver_keeping();
-}
-
-/// What an operation that must not unwind delivers at its end: an async
+/// Delivers what an operation deferred, keeping any panic (deferred in
+/// these drops, or already): the deferred wake-ups and, if no task body
+/// runs below us, the tasks kept to drop (results nobody took). For an
+/// operation that unwinds as it lets go of the monitor (its `finish` will
+/// not come), and for one that must not unwind at its end: an async
 /// submission's poll whose task has been queued or has run (its future
-/// would lose the task's completion in an unwind, see
-/// `SubmitAsync::poll_queued`). The deferred wake-ups and, if no task body
-/// runs below us, the tasks kept to drop (results nobody took: kept past
-/// the poll, they waited for this thread's next operation, for ever if it
-/// made none); a panic in them, or one already deferred, stays kept for the
-/// next operation's end or a poll that changes nothing.
+/// would lose the task's completion, see `SubmitAsync::poll_queued`);
+/// kept past it, the drops would wait for this thread's next operation,
+/// for ever if it made none. A kept panic goes on at the next operation's
+/// end, or is dropped there if the thread is still unwinding.
 pub(crate) fn deliver_keeping() {
     wake_deferred();
     if STATE.with(|s| s.running.get()) == 0 {

@@ -422,6 +422,6 @@ impl<T, S: AbstractState> Drop for Unlock<'_, T, S> {
         }
         // The callers whose tasks ran are not left asleep by the unwind,
         // nor the tasks kept to drop left for ever.
-        unwind::deliver_unwinding();
+        unwind::deliver_keeping();
     }
 }
