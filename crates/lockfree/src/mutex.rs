@@ -675,9 +675,10 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
         // SAFETY: dropped once, here; the guard's own Drop does not run.
         unsafe { ManuallyDrop::drop(&mut guard.data) };
         // SAFETY: the guard holds the lock.
-        let panics = unsafe { guard.mutex.raw.release_fair() };
         // Unlocked: a waker's panic may go on now (see the Mutex's docs).
-        panics.resume();
+        if let Some(panics) = unsafe { guard.mutex.raw.release_fair() } {
+            panics.resume();
+        }
     }
 
     /// The mutex this guard locks.
@@ -706,10 +707,11 @@ macro_rules! guard_impls {
                 // SAFETY: dropped exactly once, here, and not used afterwards.
                 unsafe { ManuallyDrop::drop(&mut self.data) };
                 // SAFETY: the guard holds the lock.
-                let panics = unsafe { self.mutex.raw.release() };
                 // Unlocked: a waker's panic may go on now, unless we are
                 // unwinding (see the Mutex's docs).
-                panics.resume();
+                if let Some(panics) = unsafe { self.mutex.raw.release() } {
+                    panics.resume();
+                }
             }
         }
 

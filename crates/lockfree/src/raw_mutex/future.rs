@@ -124,8 +124,12 @@ impl Drop for RawLockAsync<'_> {
             match node.cancel_catching(&mut panics) {
                 // Withdrawn: a dequeuer uncounts and frees the node.
                 Ok(()) => self.mutex.reclaim(&mut panics),
-                // SAFETY: the lock was handed to us, so we hold it.
-                Err(HANDOFF) => panics.absorb(unsafe { self.mutex.release() }),
+                Err(HANDOFF) => {
+                    // SAFETY: the lock was handed to us, so we hold it.
+                    if let Some(woken) = unsafe { self.mutex.release() } {
+                        panics.absorb(woken);
+                    }
+                }
                 Err(_) => self.mutex.rewake(&mut panics),
             }
         } else if self.woken {

@@ -416,19 +416,20 @@ impl RawMutex {
     }
 
     /// [`unlock`](Self::unlock), returning what a woken waiter's waker
-    /// panicked with (nothing, on the fast path).
+    /// panicked with: `None` on the fast path, which woke nobody.
     ///
-    /// The panics come back by value, not through a `&mut Panics`: the fast
-    /// path then returns a constant the caller's `resume` folds away, and a
-    /// guard's `drop` stays small enough to be inlined into the caller's
-    /// loop (through a `&mut` it was an out-of-line call with the panics on
-    /// the stack, a third of the uncontended unlock).
+    /// The panics come back by value, not through a `&mut Panics`, and the
+    /// fast path returns `None` rather than an empty [`Panics`]: the caller
+    /// then has nothing to drop unless the slow path ran, and a guard's
+    /// `drop` stays small enough to be inlined into the caller's loop. (An
+    /// empty `Panics` from either path met the caller's drop glue, an
+    /// out-of-line call on every unlock.)
     ///
     /// # Safety
     ///
     /// As for [`unlock`](Self::unlock).
     #[inline]
-    pub(crate) unsafe fn release(&self) -> Panics {
+    pub(crate) unsafe fn release(&self) -> Option<Panics> {
         if self.fairness == Fairness::Barging {
             // One RMW and no load first: a load of a word another core is
             // writing would cost a second cache-line transfer.
@@ -439,9 +440,9 @@ impl RawMutex {
             // A woken thread on its way (`WAKING`) will find the lock free:
             // nothing more to do, and no call.
             if old >= STARVE && old & WAKING == 0 {
-                return self.woke_after_unlock(old);
+                return Some(self.woke_after_unlock(old));
             }
-            Panics::new()
+            None
         } else {
             // SAFETY: forwarded.
             unsafe { self.release_fair() }
@@ -490,15 +491,15 @@ impl RawMutex {
     ///
     /// As for [`unlock`](Self::unlock).
     #[inline]
-    pub(crate) unsafe fn release_fair(&self) -> Panics {
+    pub(crate) unsafe fn release_fair(&self) -> Option<Panics> {
         if self
             .word
             .compare_exchange(LOCKED, 0, Release, Relaxed)
             .is_err()
         {
-            return self.handed_after_unlock();
+            return Some(self.handed_after_unlock());
         }
-        Panics::new()
+        None
     }
 
     /// The FIFO unlock's slow path, out of line: see
