@@ -1,18 +1,19 @@
 //! [`Mutex`]: data behind a [`RawMutex`], locked from threads or tasks.
 
 use core::fmt;
-use core::future::Future;
-use core::mem::ManuallyDrop;
-use core::ops::{Deref, DerefMut};
-use core::pin::Pin;
-use core::task::{Context, Poll};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sync_core::sync::cell::{MutPtr, UnsafeCell};
+use sync_core::sync::cell::UnsafeCell;
 
-use crate::raw_mutex::{Fairness, RawLockAsync, RawMutex};
+use crate::raw_mutex::{Fairness, RawMutex};
+
+mod future;
+mod guard;
+
+pub use self::future::{LockArcAsync, LockAsync};
+pub use self::guard::{ArcMutexGuard, MutexGuard};
 
 /// A mutual-exclusion lock whose waiters wait in a lock-free FIFO queue, and
 /// which both threads and async tasks can lock.
@@ -386,10 +387,8 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// The caller holds the lock and hands it to the guard.
     unsafe fn guard(&self) -> MutexGuard<'_, T> {
-        MutexGuard {
-            mutex: self,
-            data: ManuallyDrop::new(self.data.get_mut()),
-        }
+        // SAFETY: forwarded.
+        unsafe { MutexGuard::new(self) }
     }
 }
 
@@ -550,257 +549,5 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
             None => d.field("data", &format_args!("<locked>")),
         };
         d.field("fairness", &self.fairness()).finish()
-    }
-}
-
-/// The future of [`Mutex::lock_async`].
-///
-/// # Cancel safety
-///
-/// See [`Mutex::lock_async`].
-///
-/// # Panics
-///
-/// Dropping a future that was handed the lock, or woken to compete for it,
-/// passes the lock or the wakeup on to the next waiter, and so may run that
-/// waiter's waker (a task's: user code). If it panics, the drop finishes
-/// passing on, then resumes the panic, unless the thread is already
-/// unwinding: then the panic is dropped, never a second panic (which would
-/// abort).
-#[must_use = "futures do nothing unless polled"]
-pub struct LockAsync<'a, T: ?Sized> {
-    mutex: &'a Mutex<T>,
-    raw: RawLockAsync<'a>,
-}
-
-impl<'a, T: ?Sized> Future for LockAsync<'a, T> {
-    type Output = MutexGuard<'a, T>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.raw).poll(cx) {
-            // SAFETY: the raw future resolved: we hold the lock.
-            Poll::Ready(()) => Poll::Ready(unsafe { this.mutex.guard() }),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl<T: ?Sized> fmt::Debug for LockAsync<'_, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockAsync").field("raw", &self.raw).finish()
-    }
-}
-
-/// The future of [`Mutex::lock_arc_async`]: resolves to an
-/// [`ArcMutexGuard`]. It owns its `Arc` of the mutex, so it is `'static`.
-///
-/// # Cancel safety
-///
-/// As [`LockAsync`].
-///
-/// # Examples
-///
-/// ```
-/// use std::sync::Arc;
-/// use lockfree_sync::{LockArcAsync, Mutex};
-///
-/// let m = Arc::new(Mutex::new(1));
-/// let fut: LockArcAsync<i32> = Arc::clone(&m).lock_arc_async();
-/// let g = futures::executor::block_on(fut);
-/// assert_eq!(*g, 1);
-/// ```
-#[must_use = "futures do nothing unless polled"]
-pub struct LockArcAsync<T: ?Sized> {
-    // Declared first, so dropped first: it borrows the lock that `mutex`
-    // keeps alive.
-    raw: RawLockAsync<'static>,
-    mutex: Arc<Mutex<T>>,
-}
-
-impl<T: ?Sized> Future for LockArcAsync<T> {
-    type Output = ArcMutexGuard<T>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        match Pin::new(&mut this.raw).poll(cx) {
-            // SAFETY: the raw future resolved: we hold the lock.
-            Poll::Ready(()) => Poll::Ready(unsafe { ArcMutexGuard::new(Arc::clone(&this.mutex)) }),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl<T: ?Sized> fmt::Debug for LockArcAsync<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockArcAsync")
-            .field("raw", &self.raw)
-            .finish()
-    }
-}
-
-/// The lock of a [`Mutex`], held: derefs to the data and unlocks on drop.
-///
-/// The guard is `Send` when `T` is, so a task may hold it across an
-/// `.await` on a multi-threaded executor; it is unlocked from whichever
-/// thread drops it.
-#[must_use = "if unused the Mutex will immediately unlock"]
-pub struct MutexGuard<'a, T: ?Sized> {
-    mutex: &'a Mutex<T>,
-    // Dropped before the unlock, so loom sees the access end first.
-    data: ManuallyDrop<MutPtr<T>>,
-}
-
-// SAFETY: the guard gives `&mut T`, and unlocking from another thread is
-// allowed, so sending it is sending the `T`'s access: `T: Send`.
-unsafe impl<T: ?Sized + Send> Send for MutexGuard<'_, T> {}
-// SAFETY: a shared guard only gives `&T`.
-unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
-
-impl<'a, T: ?Sized> MutexGuard<'a, T> {
-    /// Unlocks, handing the lock to the oldest waiter if there is one (a
-    /// one-off [`Fairness::Fifo`] unlock). If a woken thread is already on
-    /// its way to the lock, the lock is released for it instead.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use lockfree_sync::{Mutex, MutexGuard};
-    /// let m = Mutex::new(0);
-    /// MutexGuard::unlock_fair(m.lock());
-    /// assert!(!m.is_locked());
-    /// ```
-    pub fn unlock_fair(guard: Self) {
-        let mut guard = ManuallyDrop::new(guard);
-        // SAFETY: dropped once, here; the guard's own Drop does not run.
-        unsafe { ManuallyDrop::drop(&mut guard.data) };
-        // SAFETY: the guard holds the lock.
-        // Unlocked: a waker's panic may go on now (see the Mutex's docs).
-        if let Some(panics) = unsafe { guard.mutex.raw.release_fair() } {
-            panics.resume();
-        }
-    }
-
-    /// The mutex this guard locks.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use lockfree_sync::{Mutex, MutexGuard};
-    /// let m = Mutex::new(0);
-    /// let g = m.lock();
-    /// assert!(std::ptr::eq(MutexGuard::mutex(&g), &m));
-    /// ```
-    pub fn mutex(guard: &Self) -> &'a Mutex<T> {
-        guard.mutex
-    }
-}
-
-/// The parts every guard shares: `Drop` unlocks, `Deref`/`DerefMut` give the
-/// data, `Debug`/`Display` show it. `$guard` has a `mutex` field that derefs
-/// to the [`Mutex`] and a `data` field with the cell's pointer.
-macro_rules! guard_impls {
-    ($($guard:ident $(<$lt:lifetime>)?),*) => {$(
-        impl<$($lt,)? T: ?Sized> Drop for $guard<$($lt,)? T> {
-            #[inline]
-            fn drop(&mut self) {
-                // SAFETY: dropped exactly once, here, and not used afterwards.
-                unsafe { ManuallyDrop::drop(&mut self.data) };
-                // SAFETY: the guard holds the lock.
-                // Unlocked: a waker's panic may go on now, unless we are
-                // unwinding (see the Mutex's docs).
-                if let Some(panics) = unsafe { self.mutex.raw.release() } {
-                    panics.resume();
-                }
-            }
-        }
-
-        impl<$($lt,)? T: ?Sized> Deref for $guard<$($lt,)? T> {
-            type Target = T;
-            #[inline]
-            fn deref(&self) -> &T {
-                // Shared access straight from the pointer: no `&mut T` is
-                // created, so `&T`s handed out before stay valid.
-                // SAFETY: the guard holds the lock, so no one else accesses
-                // the data; `&self` excludes `deref_mut` while this lives.
-                self.data.with(|p| unsafe { &*p })
-            }
-        }
-
-        impl<$($lt,)? T: ?Sized> DerefMut for $guard<$($lt,)? T> {
-            #[inline]
-            fn deref_mut(&mut self) -> &mut T {
-                // SAFETY: the guard holds the lock, so no other access exists.
-                unsafe { MutPtr::deref(&self.data) }
-            }
-        }
-
-        impl<$($lt,)? T: ?Sized + fmt::Debug> fmt::Debug for $guard<$($lt,)? T> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Debug::fmt(&**self, f)
-            }
-        }
-
-        impl<$($lt,)? T: ?Sized + fmt::Display> fmt::Display for $guard<$($lt,)? T> {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                fmt::Display::fmt(&**self, f)
-            }
-        }
-    )*};
-}
-
-guard_impls!(MutexGuard<'a>, ArcMutexGuard);
-
-/// A guard that owns an `Arc` of its [`Mutex`]: from
-/// [`lock_arc`](Mutex::lock_arc), [`try_lock_arc`](Mutex::try_lock_arc) and
-/// [`lock_arc_async`](Mutex::lock_arc_async). It borrows nothing, so it can move
-/// into a spawned task or thread; dropping it unlocks.
-///
-/// # Examples
-///
-/// ```
-/// use std::sync::Arc;
-/// use lockfree_sync::{Mutex, ArcMutexGuard};
-///
-/// let m = Arc::new(Mutex::new(String::new()));
-/// let mut g = m.lock_arc();
-/// g.push_str("held");
-/// assert!(Arc::ptr_eq(ArcMutexGuard::mutex(&g), &m));
-/// ```
-#[must_use = "if unused the Mutex will immediately unlock"]
-pub struct ArcMutexGuard<T: ?Sized> {
-    mutex: Arc<Mutex<T>>,
-    // Dropped before the unlock, so loom sees the access end first.
-    data: ManuallyDrop<MutPtr<T>>,
-}
-
-// SAFETY: as for `MutexGuard`: the guard gives `&mut T` and may unlock from
-// any thread; the `Arc<Mutex<T>>` it owns is Send when `T: Send`.
-unsafe impl<T: ?Sized + Send> Send for ArcMutexGuard<T> {}
-// SAFETY: a shared guard only gives `&T`.
-unsafe impl<T: ?Sized + Sync> Sync for ArcMutexGuard<T> {}
-
-impl<T: ?Sized> ArcMutexGuard<T> {
-    /// # Safety
-    ///
-    /// The caller holds `mutex`'s lock and gives it to the guard.
-    unsafe fn new(mutex: Arc<Mutex<T>>) -> Self {
-        let data = ManuallyDrop::new(mutex.data.get_mut());
-        Self { mutex, data }
-    }
-
-    /// The mutex this guard locks.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use lockfree_sync::{ArcMutexGuard, Mutex};
-    /// let m = Arc::new(Mutex::new(0));
-    /// let g = m.lock_arc();
-    /// assert!(Arc::ptr_eq(ArcMutexGuard::mutex(&g), &m));
-    /// ```
-    pub fn mutex(guard: &Self) -> &Arc<Mutex<T>> {
-        &guard.mutex
     }
 }
