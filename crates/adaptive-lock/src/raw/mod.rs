@@ -326,6 +326,9 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// threads than CPUs it can be milliseconds or more, for the sleep as
     /// for the lock.
     ///
+    /// Called by this lock's own policy (which runs while its thread holds
+    /// the lock), it fails at once: waiting could only end at the deadline.
+    ///
     /// # Examples
     ///
     /// ```
