@@ -239,6 +239,10 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// scheduler, a release wakes the parked waiter of highest priority
     /// first. Under other schedulers, the same as [`lock`](Self::lock).
     ///
+    /// # Panics
+    ///
+    /// As [`lock`](Self::lock).
+    ///
     /// # Examples
     ///
     /// ```
@@ -307,6 +311,10 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// moved into another thread, stored in a struct).
     ///
     /// # Deadlocks
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Panics
     ///
     /// As [`lock`](Self::lock).
     ///

@@ -255,6 +255,10 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// priority scheduler wakes the parked waiter of highest priority. Under
     /// other schedulers, the same as [`lock`](Self::lock).
     ///
+    /// # Panics
+    ///
+    /// As [`lock`](Self::lock).
+    ///
     /// # Examples
     ///
     /// ```
