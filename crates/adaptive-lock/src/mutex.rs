@@ -239,6 +239,14 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// scheduler, a release wakes the parked waiter of highest priority
     /// first. Under other schedulers, the same as [`lock`](Self::lock).
     ///
+    /// The guard does not keep the priority: its `bump`, `unlocked` and
+    /// `unlocked_fair` retake the lock as [`lock`](Self::lock) does, at
+    /// priority 0, behind every parked waiter of a higher one.
+    ///
+    /// # Panics
+    ///
+    /// As [`lock`](Self::lock).
+    ///
     /// # Examples
     ///
     /// ```
@@ -307,6 +315,10 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// moved into another thread, stored in a struct).
     ///
     /// # Deadlocks
+    ///
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Panics
     ///
     /// As [`lock`](Self::lock).
     ///

@@ -260,3 +260,64 @@ fn a_policy_that_locks_its_own_lock_panics_instead_of_hanging() {
     assert_eq!(POLICY_LOCK_RETURNED.load(SeqCst), returned + 2);
     assert!(!LOCKS[0].is_locked() && !LOCKS[1].is_locked());
 }
+
+/// Takes its own lock with long timeouts from `adapt` (once armed), and
+/// records what each attempt returned.
+struct TimedSelfLock;
+
+static TIMED_SELF: AdaptiveMutex<u32, TimedSelfLock> = AdaptiveMutex::const_new(0);
+static TIMED_SELF_ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Attempts made and attempts that returned the lock.
+static TIMED_SELF_TRIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static TIMED_SELF_TAKEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Policy for TimedSelfLock {
+    const INIT: Self = TimedSelfLock;
+    fn sampling_rate(&self) -> u32 {
+        1
+    }
+    fn adapt(&mut self, stats: &Stats) -> Option<Config> {
+        use std::sync::atomic::Ordering::SeqCst;
+        use std::time::{Duration, Instant};
+        if TIMED_SELF_ARMED.swap(false, SeqCst) {
+            let hour = Duration::from_secs(3600);
+            let taken = [
+                TIMED_SELF.try_lock_for(hour).is_some(),
+                TIMED_SELF.try_lock_until(Instant::now() + hour).is_some(),
+                TIMED_SELF.try_lock_with_priority_for(3, hour).is_some(),
+                TIMED_SELF
+                    .try_lock_with_priority_until(3, Instant::now() + hour)
+                    .is_some(),
+            ];
+            TIMED_SELF_TRIES.fetch_add(taken.len(), SeqCst);
+            TIMED_SELF_TAKEN.fetch_add(taken.iter().filter(|&&t| t).count(), SeqCst);
+        }
+        Some(stats.config)
+    }
+}
+
+/// A timed lock of a lock, from that lock's policy, could only time out:
+/// the policy runs while its thread holds the lock. It used to wait out
+/// its whole timeout with the lock held (an hour here; a thread that asked
+/// for a year hung for a year); it now returns at once, without the lock,
+/// as `try_lock` does, and counts as a timeout.
+#[test]
+fn a_policy_that_times_a_lock_of_its_own_lock_fails_at_once() {
+    use std::sync::atomic::Ordering::SeqCst;
+    // The first sample applies the policy's configuration.
+    finishes(|| drop(TIMED_SELF.lock()));
+    let before = TIMED_SELF.stats().total;
+    TIMED_SELF_ARMED.store(true, SeqCst);
+    finishes(|| drop(TIMED_SELF.lock()));
+    let after = TIMED_SELF.stats().total;
+    assert_eq!(TIMED_SELF_TRIES.load(SeqCst), 4);
+    assert_eq!(
+        TIMED_SELF_TAKEN.load(SeqCst),
+        0,
+        "the holder's lock was taken twice"
+    );
+    assert_eq!(after.timeouts, before.timeouts + 4);
+    assert_eq!(after.policy_panics, before.policy_panics);
+    assert_eq!(after.acquisitions, before.acquisitions + 1);
+    assert!(!TIMED_SELF.is_locked());
+}

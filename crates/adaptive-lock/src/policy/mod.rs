@@ -24,7 +24,11 @@ use crate::stats::Stats;
 /// `configure`, and take other locks, but a blocking `lock()` of its own
 /// lock (directly, or from the policy of another adaptive lock it takes)
 /// could never return: it panics instead, and the lock catches that panic
-/// as the policy's (see below).
+/// as the policy's (see below). A timed lock of its own lock
+/// (`try_lock_for`, `try_lock_until`, and their priority and `Arc` forms)
+/// could only time out, with the lock held all along: it fails at once,
+/// as `try_lock` does, and counts in
+/// [`Counters::timeouts`](crate::Counters::timeouts).
 ///
 /// # Panics
 ///

@@ -255,6 +255,10 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// priority scheduler wakes the parked waiter of highest priority. Under
     /// other schedulers, the same as [`lock`](Self::lock).
     ///
+    /// # Panics
+    ///
+    /// As [`lock`](Self::lock).
+    ///
     /// # Examples
     ///
     /// ```
@@ -325,6 +329,9 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// machine that is microseconds; on one with many more runnable
     /// threads than CPUs it can be milliseconds or more, for the sleep as
     /// for the lock.
+    ///
+    /// Called by this lock's own policy (which runs while its thread holds
+    /// the lock), it fails at once: waiting could only end at the deadline.
     ///
     /// # Examples
     ///

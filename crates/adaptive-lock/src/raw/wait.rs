@@ -43,7 +43,7 @@ const PRIORITY_AGING: u32 = if cfg!(loom) { 1 } else { 16 };
 fn policy_locked_its_lock() -> ! {
     panic!(
         "adaptive-lock: a lock's policy called lock() on the lock it adapts, which its thread \
-         holds while the policy runs (this would never return); use try_lock, or a timed lock"
+         holds while the policy runs (this would never return); try_lock and timed locks of it fail at once"
     )
 }
 
@@ -71,10 +71,17 @@ impl<P: Policy> RawAdaptiveLock<P> {
     #[cold]
     pub(super) fn lock_slow(&self, deadline: Option<Instant>, priority: usize) -> bool {
         // The lock's policy runs while its thread holds the lock: a wait
-        // without a deadline from there would never end. (A timed one
-        // times out as any.)
-        if deadline.is_none() && in_policy_of(self as *const Self as usize) {
-            policy_locked_its_lock();
+        // from there can only end in its deadline. Without one it would
+        // never end (a panic that names the rule); with one it gives up
+        // at once, as `try_lock` does, rather than keep the lock held by
+        // this thread for the whole timeout.
+        if in_policy_of(self as *const Self as usize) {
+            if deadline.is_none() {
+                policy_locked_its_lock();
+            }
+            // Relaxed: a counter.
+            self.timeouts.fetch_add(1, Ordering::Relaxed);
+            return false;
         }
         // Relaxed: a sensor; the lock word orders the data.
         // How many waiters were registered ahead of this one: the watcher
