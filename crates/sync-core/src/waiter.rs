@@ -79,6 +79,14 @@ enum Wake {
 pub struct Waiter {
     /// The queue link, written by the producer that enqueues after us.
     next: AtomicPtr<Waiter>,
+    /// Whether the waiter is in a [`WaiterQueue`]: set by
+    /// [`push`](WaiterQueue::push), cleared by the pop that hands it out.
+    /// A node is linked through its own `next`, so it can be in one queue
+    /// once: a second push would relink it, and the queues' pops would
+    /// hand out references that no push gave them. `push` is a safe
+    /// function, so it refuses such a node (see there). Not a loom atomic:
+    /// it guards against misuse, and no protocol reads it.
+    queued: core::sync::atomic::AtomicBool,
     state: AtomicUsize,
     wake: Wake,
     data: usize,
@@ -161,6 +169,7 @@ impl Waiter {
     fn with(wake: Wake, data: usize) -> Arc<Self> {
         Arc::new(Self {
             next: AtomicPtr::new(ptr::null_mut()),
+            queued: core::sync::atomic::AtomicBool::new(false),
             state: AtomicUsize::new(WAITING),
             wake,
             data,
@@ -558,8 +567,18 @@ impl WaiterQueue {
     ///
     /// # Panics
     ///
-    /// In debug builds, if `waiter` looks linked (it must not be in a queue).
+    /// If `waiter` is in a queue already (this one or another) and has not
+    /// been popped from it: a node is linked through its own `next`, so it
+    /// can be in one queue at a time. The queue is left untouched.
     pub fn push(&self, waiter: Arc<Waiter>) {
+        // Checked in every build: relinking a queued node would make the
+        // pops hand out references no push gave them (a use after free
+        // from safe code). Acquire: pairs with the Release clear in `pop`,
+        // so the last consumer's reads of `next` come before our store.
+        assert!(
+            !waiter.queued.swap(true, Acquire),
+            "WaiterQueue::push: the waiter is already in a queue"
+        );
         let node = Arc::into_raw(waiter).cast_mut();
         // SAFETY: `node` comes from `Arc::into_raw` and the queue now owns
         // that reference; no producer links to a node that is not in the
@@ -604,7 +623,7 @@ impl WaiterQueue {
             self.first.store(next, Relaxed);
             // SAFETY: `first.next` is linked, so no producer will write to
             // `first` again; the queue's reference passes to the caller.
-            return Some(unsafe { Arc::from_raw(first) });
+            return Some(unsafe { Self::hand_out(first) });
         }
         // `first` looks last. Clear `first` before `head`: a producer that
         // finds `head` null afterwards stores `first`, and must not be
@@ -619,7 +638,7 @@ impl WaiterQueue {
         {
             // SAFETY: `head` was still `first`, so no producer had appended
             // after it and none ever will: the reference is ours.
-            Ok(_) => Some(unsafe { Arc::from_raw(first) }),
+            Ok(_) => Some(unsafe { Self::hand_out(first) }),
             Err(_) => {
                 // A producer appended after `first` and is about to link it
                 // (`head` is not null, so no producer writes `first`).
@@ -627,6 +646,22 @@ impl WaiterQueue {
                 None
             }
         }
+    }
+
+    /// The queue's reference to `node`, which has left it: it may be
+    /// pushed again.
+    ///
+    /// # Safety
+    ///
+    /// `node` comes from `Arc::into_raw` in `push`, no producer will write
+    /// its `next` any more, and the queue's reference to it is the
+    /// caller's to take.
+    unsafe fn hand_out(node: *mut Waiter) -> Arc<Waiter> {
+        // SAFETY: the queue's reference keeps `node` alive until `from_raw`.
+        // Release: pairs with the Acquire swap of the next `push`.
+        unsafe { (*node).queued.store(false, Release) };
+        // SAFETY: as the caller guarantees.
+        unsafe { Arc::from_raw(node) }
     }
 
     /// The first waiter, left in the queue: what the next [`pop`](Self::pop)

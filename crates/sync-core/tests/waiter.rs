@@ -65,6 +65,42 @@ fn dropping_a_queue_frees_the_nodes_left_in_it() {
     assert_eq!(Arc::strong_count(&w), before);
 }
 
+/// `push` is safe: a waiter that is in a queue already is refused, since
+/// relinking it made the pops (even the queue's own drop) hand out
+/// references no push gave them, freeing the waiter under its holders.
+#[test]
+fn a_waiter_already_in_a_queue_is_refused_by_push() {
+    use std::mem::ManuallyDrop;
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    // Not dropped if a push was accepted: the queues would be corrupt,
+    // and dropping them would free `w`.
+    let q = ManuallyDrop::new(WaiterQueue::new());
+    let other = ManuallyDrop::new(WaiterQueue::new());
+    let w = Waiter::for_task(Waker::noop(), 1);
+    q.push(Arc::clone(&w));
+    for (queue, which) in [(&q, "the same queue"), (&other, "another queue")] {
+        let again = catch_unwind(AssertUnwindSafe(|| queue.push(Arc::clone(&w))));
+        assert!(
+            again.is_err(),
+            "a waiter already in a queue was pushed again into {which}"
+        );
+    }
+    // The refused pushes dropped their references and left the queues as
+    // they were.
+    assert_eq!(Arc::strong_count(&w), 2);
+    assert!(other.is_empty());
+    // SAFETY: this thread is the only consumer.
+    let popped = unsafe { q.pop() }.expect("the waiter pushed once");
+    assert!(Arc::ptr_eq(&popped, &w));
+    // SAFETY: as above.
+    assert!(unsafe { q.pop() }.is_none());
+    // Popped, it may be pushed again, here or anywhere.
+    other.push(popped);
+    q.push(Waiter::for_task(Waker::noop(), 2));
+    drop((ManuallyDrop::into_inner(q), ManuallyDrop::into_inner(other)));
+    assert_eq!(Arc::strong_count(&w), 1);
+}
+
 #[test]
 fn notify_and_cancel_race_with_one_winner() {
     for _ in 0..2000 {
