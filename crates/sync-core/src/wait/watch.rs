@@ -112,8 +112,10 @@ impl Watch {
     /// This watch judges yields by how long yields took
     /// ([`load::measured_yield`], whose verdict every waiter shares) and
     /// samples the machine's runnable threads ([`load::tick`]) only to
-    /// judge a slow yield: it yields while no yield has been measured slow,
-    /// even on a machine with more runnable threads than CPUs. For a waiter
+    /// judge a slow yield, or to check a verdict of crowded CPUs
+    /// ([`load::crowded`]) before it parks on it: it yields while no yield
+    /// has been measured slow, even on a machine with more runnable threads
+    /// than CPUs. For a waiter
     /// whose yield is what lets the thread it waits for run (a receiver
     /// whose producer shares its CPU), and whose park costs that thread a
     /// wakeup. A timed wait still never yields. Kept by
@@ -359,7 +361,15 @@ impl Watch {
                         load::paced_yield();
                     }
                     YieldRule::Measured => {
-                        // Samples only through its measured yields.
+                        // Samples through its measured yields, and a
+                        // parked waiter makes none: a verdict of crowded
+                        // CPUs (which may outlive the load) is checked with
+                        // a sample first, as `UnlessCrowded` does, or these
+                        // watches would park for as long as nothing else
+                        // in the process samples.
+                        if load::crowded() {
+                            load::tick();
+                        }
                         if load::yields_are_slow() {
                             return Next::Park;
                         }

@@ -1,0 +1,38 @@
+//! A verdict of crowded CPUs outlives the load that caused it until a
+//! sample refutes it. A watch that judges yields by measuring them
+//! (`Watch::measured_yields_only`) and parks on that verdict must sample
+//! before it parks: otherwise, in a process whose only waiters are such
+//! watches, nothing samples again and every one of them parks for ever.
+//! The verdict is process-wide, so this file is a test binary of its own
+//! with one test.
+#![cfg(not(loom))]
+
+use std::time::{Duration, Instant};
+
+use sync_core::load;
+use sync_core::wait::{Next, WaitPolicy, Watch};
+
+#[test]
+fn measured_watches_refute_a_stale_crowded_verdict() {
+    // A burst of 200 runnable threads, sampled; it is gone now (this test
+    // binary runs alone, with one test).
+    load::record_sample_for_test(200);
+    assert!(
+        load::crowded(),
+        "the injected sample makes the CPUs crowded"
+    );
+    // Measured watches only, as a process whose one waiter is an mpsc
+    // receiver. The smoothed count needs a few dozen samples (one per
+    // `load::INTERVAL` at most) to fall back: well within the bound.
+    let began = Instant::now();
+    let bound = Duration::from_secs(20);
+    while load::crowded() {
+        assert!(
+            began.elapsed() < bound,
+            "the crowded verdict outlived its load by {bound:?}: measured watches never sampled"
+        );
+        let mut watch = Watch::new(WaitPolicy::spin_then_block(0).yields(2)).measured_yields_only();
+        while watch.pause(None) == Next::Poll {}
+        std::thread::sleep(load::INTERVAL + Duration::from_millis(1));
+    }
+}
