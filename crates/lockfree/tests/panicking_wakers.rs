@@ -565,6 +565,47 @@ fn mpsc_receiver_dropped_with_a_waker_whose_drop_panics_still_closes() {
     );
 }
 
+/// A receiving task re-polled with a waker whose clone panics keeps its
+/// published waiter recorded: dropping the future then withdraws it (and
+/// drops the old waker at once), and the receiver's drop, whose waker
+/// panics when dropped, still closes the channel. Before, the poll took the
+/// waiter out of the receiver and lost it to the panic, leaving it in the
+/// channel: the cancelled future's waker lived on, and the receiver's drop
+/// ran its `Drop` outside the panic policy, before closing.
+#[test]
+fn mpsc_receiver_repolled_with_a_waker_whose_clone_panics_keeps_its_waiter() {
+    let (tx, mut rx) = mpsc::channel::<u32>();
+    let first = HostileWaker::new();
+    let bad = HostileWaker::new();
+    bad.panic_on_clones(1);
+    {
+        let mut fut = Box::pin(rx.recv_async());
+        // The first empty poll yields; a later one publishes the waiter.
+        for _ in 0..4 {
+            assert!(poll(fut.as_mut(), &first.waker()).is_pending());
+        }
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            poll(fut.as_mut(), &bad.waker()).is_pending()
+        }));
+        assert!(r.is_err(), "the clone's panic goes on");
+        // Cancelled: its waiter is withdrawn.
+        drop(fut);
+    }
+    assert_eq!(
+        Arc::strong_count(&first),
+        1,
+        "a cancelled receive left its task's waker in the channel"
+    );
+    first.panic_on_drops(1);
+    let r = catch_unwind(AssertUnwindSafe(move || drop(rx)));
+    drop(r);
+    assert_eq!(
+        tx.send(1),
+        Err(mpsc::SendError(1)),
+        "the receiver's drop did not close the channel"
+    );
+}
+
 /// A lock future polled in a loop, with a new waker each time, while the
 /// holder unlocks: a poll can register its waker just after the unlock's
 /// notify took the slot, and see the token only then. That poll takes its
