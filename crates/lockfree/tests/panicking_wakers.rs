@@ -606,6 +606,35 @@ fn mpsc_receiver_repolled_with_a_waker_whose_clone_panics_keeps_its_waiter() {
     );
 }
 
+/// `SendAsync::cancel` of a withdrawn offer drops the task's waker, whose
+/// drop panics: the panic goes on, and the value is still the sender's (a
+/// later `cancel` hands it back), neither reported delivered nor dropped.
+/// Before, the first `cancel` marked the future finished before dropping
+/// the waker, so the second answered `None` ("delivered") and the value
+/// was dropped with the future.
+#[test]
+fn csp_send_cancelled_with_a_waker_whose_drop_panics_still_hands_the_value_back() {
+    let (mut tx, mut rx) = csp::channel::<String>();
+    let hostile = HostileWaker::new();
+    {
+        let mut send = Box::pin(tx.send_async(String::from("offer")));
+        assert!(poll(send.as_mut(), &hostile.waker()).is_pending());
+        hostile.panic_on_drops(1);
+        let r = catch_unwind(AssertUnwindSafe(|| send.as_mut().cancel()));
+        let payload = r.expect_err("the waker's panic was lost");
+        assert_eq!(
+            payload.downcast_ref::<&str>(),
+            Some(&"HostileWaker: drop panics")
+        );
+        assert_eq!(
+            send.as_mut().cancel().as_deref(),
+            Some("offer"),
+            "the withdrawn value was not handed back"
+        );
+    }
+    assert_eq!(rx.try_recv(), Err(csp::TryRecvError::Empty));
+}
+
 /// A lock future polled in a loop, with a new waker each time, while the
 /// holder unlocks: a poll can register its waker just after the unlock's
 /// notify took the slot, and see the token only then. That poll takes its
