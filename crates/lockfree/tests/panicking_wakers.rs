@@ -565,6 +565,196 @@ fn mpsc_receiver_dropped_with_a_waker_whose_drop_panics_still_closes() {
     );
 }
 
+/// A receiving task re-polled with a waker whose clone panics keeps its
+/// published waiter recorded: dropping the future then withdraws it (and
+/// drops the old waker at once), and the receiver's drop, whose waker
+/// panics when dropped, still closes the channel. Before, the poll took the
+/// waiter out of the receiver and lost it to the panic, leaving it in the
+/// channel: the cancelled future's waker lived on, and the receiver's drop
+/// ran its `Drop` outside the panic policy, before closing.
+#[test]
+fn mpsc_receiver_repolled_with_a_waker_whose_clone_panics_keeps_its_waiter() {
+    let (tx, mut rx) = mpsc::channel::<u32>();
+    let first = HostileWaker::new();
+    let bad = HostileWaker::new();
+    bad.panic_on_clones(1);
+    {
+        let mut fut = Box::pin(rx.recv_async());
+        // The first empty poll yields; a later one publishes the waiter.
+        for _ in 0..4 {
+            assert!(poll(fut.as_mut(), &first.waker()).is_pending());
+        }
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            poll(fut.as_mut(), &bad.waker()).is_pending()
+        }));
+        assert!(r.is_err(), "the clone's panic goes on");
+        // Cancelled: its waiter is withdrawn.
+        drop(fut);
+    }
+    assert_eq!(
+        Arc::strong_count(&first),
+        1,
+        "a cancelled receive left its task's waker in the channel"
+    );
+    first.panic_on_drops(1);
+    let r = catch_unwind(AssertUnwindSafe(move || drop(rx)));
+    drop(r);
+    assert_eq!(
+        tx.send(1),
+        Err(mpsc::SendError(1)),
+        "the receiver's drop did not close the channel"
+    );
+}
+
+/// `SendAsync::cancel` of a withdrawn offer drops the task's waker, whose
+/// drop panics: the panic goes on, and the value is still the sender's (a
+/// later `cancel` hands it back), neither reported delivered nor dropped.
+/// Before, the first `cancel` marked the future finished before dropping
+/// the waker, so the second answered `None` ("delivered") and the value
+/// was dropped with the future.
+#[test]
+fn csp_send_cancelled_with_a_waker_whose_drop_panics_still_hands_the_value_back() {
+    let (mut tx, mut rx) = csp::channel::<String>();
+    let hostile = HostileWaker::new();
+    {
+        let mut send = Box::pin(tx.send_async(String::from("offer")));
+        assert!(poll(send.as_mut(), &hostile.waker()).is_pending());
+        hostile.panic_on_drops(1);
+        let r = catch_unwind(AssertUnwindSafe(|| send.as_mut().cancel()));
+        let payload = r.expect_err("the waker's panic was lost");
+        assert_eq!(
+            payload.downcast_ref::<&str>(),
+            Some(&"HostileWaker: drop panics")
+        );
+        assert_eq!(
+            send.as_mut().cancel().as_deref(),
+            Some("offer"),
+            "the withdrawn value was not handed back"
+        );
+    }
+    assert_eq!(rx.try_recv(), Err(csp::TryRecvError::Empty));
+}
+
+/// A waker whose first clone runs `on_clone` (a release of what the poll
+/// waits for, standing in for a release on another thread in the instant
+/// between a poll's look and its count), and whose next drop then panics.
+struct ReleasingWaker {
+    on_clone: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
+    drop_panics: AtomicBool,
+}
+
+static RELEASING_VTABLE: std::task::RawWakerVTable = std::task::RawWakerVTable::new(
+    releasing_clone,
+    releasing_wake,
+    releasing_wake_by_ref,
+    releasing_drop,
+);
+
+unsafe fn releasing_clone(p: *const ()) -> std::task::RawWaker {
+    // SAFETY: `p` is a counted `Arc<ReleasingWaker>` (see `releasing_waker`).
+    let w = unsafe { &*p.cast::<ReleasingWaker>() };
+    let release = w.on_clone.lock().unwrap().take();
+    if let Some(release) = release {
+        release();
+        w.drop_panics.store(true, SeqCst);
+    }
+    // SAFETY: as above; the clone owns one more count.
+    unsafe { Arc::increment_strong_count(p.cast::<ReleasingWaker>()) };
+    std::task::RawWaker::new(p, &RELEASING_VTABLE)
+}
+
+unsafe fn releasing_wake(p: *const ()) {
+    // SAFETY: forwarded.
+    unsafe { releasing_drop(p) }
+}
+
+unsafe fn releasing_wake_by_ref(_: *const ()) {}
+
+unsafe fn releasing_drop(p: *const ()) {
+    // SAFETY: as in `releasing_clone`; this drop releases one count.
+    let w = unsafe { Arc::from_raw(p.cast::<ReleasingWaker>()) };
+    if w.drop_panics.swap(false, SeqCst) && !std::thread::panicking() {
+        drop(w);
+        panic!("a task's waker panicked");
+    }
+}
+
+fn releasing_waker(on_clone: impl FnOnce() + Send + 'static) -> Waker {
+    let w = Arc::new(ReleasingWaker {
+        on_clone: std::sync::Mutex::new(Some(Box::new(on_clone))),
+        drop_panics: AtomicBool::new(false),
+    });
+    // SAFETY: a counted `Arc<ReleasingWaker>`, what the vtable expects.
+    unsafe {
+        Waker::from_raw(std::task::RawWaker::new(
+            Arc::into_raw(w).cast(),
+            &RELEASING_VTABLE,
+        ))
+    }
+}
+
+/// A lock future's poll finds the lock held, makes its waiter (cloning
+/// the waker), fails to count itself because the lock was released
+/// meanwhile, and takes it: the unused waiter's waker, dropped by the
+/// poll, panics. The panic goes on with the lock not taken (a later poll
+/// takes it). Before, the waiter was dropped after the lock was taken: the
+/// poll unwound with the lock held and no guard, so it was never released.
+fn lock_future_whose_unused_waiter_panics(fairness: Fairness) {
+    let m = Arc::new(Mutex::with_fairness(0u32, fairness));
+    let held = Arc::new(std::sync::Mutex::new(Some(m.lock_arc())));
+    let waker = {
+        let held = Arc::clone(&held);
+        releasing_waker(move || drop(held.lock().unwrap().take()))
+    };
+    let mut fut = Box::pin(m.lock_async());
+    let r = catch_unwind(AssertUnwindSafe(|| poll(fut.as_mut(), &waker).is_ready()));
+    let payload = r.expect_err("the waker's panic was lost");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"a task's waker panicked")
+    );
+    drop(fut);
+    assert!(
+        m.try_lock().is_some(),
+        "the lock was taken by a poll that panicked ({fairness:?})"
+    );
+}
+
+#[test]
+fn barging_lock_future_whose_unused_waiter_panics_takes_no_lock() {
+    lock_future_whose_unused_waiter_panics(Fairness::Barging);
+}
+
+#[test]
+fn fifo_lock_future_whose_unused_waiter_panics_takes_no_lock() {
+    lock_future_whose_unused_waiter_panics(Fairness::Fifo);
+}
+
+/// The same for an acquire: the permit is released between the poll's
+/// look and its count, so the count finds it free; the unused waiter's
+/// waker panics as it is dropped. The permit goes back before the panic
+/// goes on. Before, the poll unwound holding it: a permit lost for good.
+#[test]
+fn acquire_future_whose_unused_waiter_panics_keeps_no_permit() {
+    let sem = Arc::new(Semaphore::new(1));
+    let held = Arc::new(std::sync::Mutex::new(Some(
+        sem.try_acquire_arc().expect("a free permit"),
+    )));
+    let waker = {
+        let held = Arc::clone(&held);
+        releasing_waker(move || drop(held.lock().unwrap().take()))
+    };
+    let mut fut = Box::pin(sem.acquire_async());
+    let r = catch_unwind(AssertUnwindSafe(|| poll(fut.as_mut(), &waker).is_ready()));
+    let payload = r.expect_err("the waker's panic was lost");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"a task's waker panicked")
+    );
+    drop(fut);
+    assert_eq!(sem.available_permits(), 1, "the permit was lost");
+}
+
 /// A lock future polled in a loop, with a new waker each time, while the
 /// holder unlocks: a poll can register its waker just after the unlock's
 /// notify took the slot, and see the token only then. That poll takes its

@@ -115,6 +115,15 @@ impl<T> SendAsync<'_, T> {
     /// This is the cancellation that loses nothing: the value is either
     /// delivered exactly once or handed back.
     ///
+    /// # Panics
+    ///
+    /// Giving up drops the task's waker (user code). If its drop panics,
+    /// the panic goes on once the send is settled, unless the thread is
+    /// already unwinding (then it is dropped): a withdrawn value stays in
+    /// the future, so a later `cancel` returns it (and a poll offers it
+    /// again), a value the receiver refused by going away is returned by a
+    /// later `cancel` too, and a delivered one makes it return `None`.
+    ///
     /// # Examples
     ///
     /// ```
@@ -142,8 +151,22 @@ impl<T> SendAsync<'_, T> {
                 this.slot.retract(&this.tx.chan)
             }
         };
+        // What became of the value is recorded before the task's waker
+        // (user code) is dropped: if its drop panics, the panic goes on
+        // (rule 2 of `sync_core::unwind`) and the future still says it. A
+        // withdrawn offer is as if never made (a later `cancel` returns the
+        // value, a poll offers it again), a refused one is over (a later
+        // `cancel` returns the value, a poll the `SendError`), a delivered
+        // one is finished. Dropping the waiter with a plain assignment,
+        // after `Finished`, made a later `cancel` answer "delivered" for a
+        // value that was not, and drop it with the future.
+        this.phase = match outcome {
+            None => Phase::Idle,
+            Some(Outcome::Done) => Phase::Finished,
+            Some(refused) => Phase::Over(refused),
+        };
+        unwind::drop_resuming(this.parked.take());
         this.phase = Phase::Finished;
-        this.parked = None;
         match outcome {
             Some(Outcome::Done) => None,
             // Never offered, withdrawn, or refused by a closing receiver:

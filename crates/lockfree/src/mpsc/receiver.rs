@@ -497,14 +497,16 @@ impl<T> Receiver<T> {
                 wake_self(cx);
                 return Poll::Pending;
             }
-            if let Some(waiter) = self.task.take() {
+            if let Some(waiter) = self.task.get_mut() {
                 // Still published: keep the waker current. Ready means a
-                // sender woke us: withdraw and look again.
+                // sender woke us: withdraw and look again. Polled in place:
+                // the poll runs user code (the new waker's clone, the old
+                // one's drop), and a panic of it must leave the published
+                // waiter recorded, for a drop of the future (or of the
+                // receiver) to withdraw.
                 if waiter.poll(cx).is_pending() {
-                    self.task.set(Some(waiter));
                     return Poll::Pending;
                 }
-                self.task.set(Some(waiter));
                 self.stop_waiting();
                 continue;
             }

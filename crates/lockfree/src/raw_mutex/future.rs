@@ -6,7 +6,7 @@ use core::task::{Context, Poll};
 
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::Ordering::*;
-use sync_core::unwind::Panics;
+use sync_core::unwind::{self, Panics};
 use sync_core::waiter::Waiter;
 
 use super::{COMPETE, HANDOFF, RawMutex, taken};
@@ -74,6 +74,17 @@ impl Future for RawLockAsync<'_> {
         let mut node = None;
         loop {
             if mutex.may(w, this.woken) {
+                if let Some(unused) = node.take() {
+                    // A waiter made for a count that failed, and the lock
+                    // looks free now. It holds a clone of the task's waker,
+                    // whose drop is user code: dropped before we take the
+                    // lock, so that a panic of it goes on with nothing
+                    // taken (dropped after, it unwound out of this poll
+                    // with the lock held and no guard to release it).
+                    unwind::drop_resuming(unused);
+                    w = mutex.word.load(Relaxed);
+                    continue;
+                }
                 // AcqRel: as in `lock_slow` (Acquire takes the lock; a task
                 // carries no `WAKING` to hand on, so the Release half orders
                 // nothing here: `taken(w, false)`).

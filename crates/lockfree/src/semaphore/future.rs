@@ -52,7 +52,22 @@ impl Request {
                     // delivery can miss it.
                     let node = Waiter::for_task(cx.waker(), self.n);
                     match sem.commit(self.n) {
-                        Ok(()) => Ok(()),
+                        Ok(()) => {
+                            // Free after all: the permits are ours, and the
+                            // unused waiter, with its clone of the task's
+                            // waker (user code), is dropped. If that drop
+                            // panics, the panic goes on with the permits
+                            // given back first (unless the thread is already
+                            // unwinding: then the panic is dropped and the
+                            // permits are this poll's output).
+                            let mut panics = Panics::new();
+                            panics.drop(node);
+                            if !panics.is_empty() && !std::thread::panicking() {
+                                panics.catch(|| sem.put_back(self.n));
+                                panics.resume();
+                            }
+                            Ok(())
+                        }
                         Err(found) => {
                             let panics = sem.enqueue(Arc::clone(&node), found);
                             // Recorded before a panic of another waiter's
