@@ -39,7 +39,7 @@ use sync_core::wake_list::WakeList;
 /// The per-task part: no destructor, so each access is a plain
 /// thread-local read (it runs around every task).
 struct State {
-    /// The monitor (its address) whose task runs on this thread, innermost;
+    /// The monitor (its `Monitor::id`) whose task runs on this thread, innermost;
     /// 0 if none.
     running: Cell<usize>,
     /// Whether `DEFERRED` holds a panic.

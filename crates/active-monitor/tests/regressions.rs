@@ -361,3 +361,30 @@ fn relaxed_order_many_consumers_on_a_local_pool() {
     });
     assert_eq!(r, Some((0..40).sum()));
 }
+
+// Round 42: a monitor is a plain value, and a thread may move it (into a
+// `Box`, a `Vec` that grows) while one of its tasks waits on a
+// precondition. Program order named a monitor by its address: after the
+// move, strict order took the same monitor for another one, and the
+// enabling `submit` (rule 3) or `call` waited for the task it was to
+// enable, for ever.
+#[test]
+fn a_moved_monitor_keeps_its_program_order() {
+    let boxed = within(10, || {
+        let m = Monitor::new(0u32);
+        let first = m.when(|n| *n > 0, |n| *n);
+        let m = Box::new(m); // moved
+        m.submit(|n| *n = 1);
+        first.wait()
+    });
+    assert_eq!(boxed, Some(1), "the submit after the move hung");
+    let grown = within(10, || {
+        let mut ms = vec![Monitor::new(0u32)];
+        let first = ms[0].when(|n| *n > 0, |n| *n);
+        ms.extend((0..16).map(|_| Monitor::new(0u32))); // reallocates: ms[0] moves
+        ms[0].call(|n| *n = 2);
+        first.wait()
+    });
+    assert_eq!(grown, Some(2), "the call after the move hung");
+}
+

@@ -243,6 +243,21 @@ pub struct Monitor<T, S: AbstractState = NoState> {
     /// (see `give_way`). The holder's (atomics only to be `Sync`).
     offer_skip: AtomicUsize,
     offer_backoff: AtomicUsize,
+    /// The monitor's identity for program order and for "this thread runs
+    /// a task of it" (`unwind::running`): unique in the process, never 0
+    /// (an OR/AND's), and, unlike the monitor's address, the same after
+    /// the monitor is moved (a `Monitor` is a plain value: moved into a
+    /// `Box`, a `Vec` that grows, a struct) while it has tasks pending.
+    id: usize,
+}
+
+/// The next [`Monitor::id`]. Plain std (not loom's): it orders nothing, it
+/// only has to hand out each number once.
+static NEXT_ID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+/// A new monitor's identity (see `Monitor::id`).
+pub(crate) fn next_id() -> usize {
+    NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 // SAFETY: the monitor owns a T and tasks that carry closures and results
@@ -355,9 +370,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
         Builder::default().build_with_states(initial, data)
     }
 
-    /// The monitor's identity for program order.
+    /// The monitor's identity for program order (see the field).
+    #[inline]
     pub(crate) fn id(&self) -> usize {
-        self as *const Self as usize
+        self.id
     }
 
     /// The combiner's batch ([`Builder::batch`]).
