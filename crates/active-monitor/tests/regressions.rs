@@ -388,3 +388,55 @@ fn a_moved_monitor_keeps_its_program_order() {
     assert_eq!(grown, Some(2), "the call after the move hung");
 }
 
+// Round 42: the last operand of an AND to finish dropped the values the
+// AND would not hand out (beside another operand's panic, or a monitor
+// dropped with its operand waiting) before completing it. A value whose
+// drop panicked unwound out of that, and the AND never resolved: its
+// waiter waited for ever.
+#[test]
+fn an_and_resolves_whatever_the_drop_of_a_value_it_leaves_does() {
+    // Beside another operand's panic: the waiter gets that panic; the
+    // drop's panic goes on in the thread that finished the AND.
+    let panicked = within(10, || {
+        let a = Monitor::new(0u32);
+        let b = Monitor::new(0u32);
+        let both = catch_unwind(AssertUnwindSafe(|| {
+            active_monitor::and((
+                a.op(|_| true, |_| Some(PanicOnDrop)),
+                b.op(|_| true, |_| -> Option<PanicOnDrop> { panic!("operand 1") }),
+            ))
+            .unwrap()
+        }));
+        let both = match both {
+            Ok(c) => c,
+            // Both operands ran inline: the drop's panic resumed at the
+            // end of `and`; nothing is left to wait for.
+            Err(p) => return panic_message(&*p),
+        };
+        match catch_unwind(AssertUnwindSafe(|| both.wait())) {
+            Ok(_) => String::from("the AND returned its values"),
+            Err(p) => panic_message(&*p),
+        }
+    });
+    assert!(
+        matches!(panicked.as_deref(), Some("operand 1" | "drop of a user value")),
+        "the AND never resolved: {panicked:?}"
+    );
+    // Beside an operand discarded with its monitor.
+    let discarded = within(10, || {
+        let a = Monitor::new(0u32);
+        let b = Monitor::new(0u32);
+        let both = active_monitor::and((
+            a.op(|_| true, |_| Some(PanicOnDrop)),
+            b.op(|n| *n > 0, |_| None),
+        ))
+        .unwrap();
+        let dropped = catch_unwind(AssertUnwindSafe(|| drop(b)));
+        (dropped.is_err(), both.wait_result().is_err())
+    });
+    assert_eq!(
+        discarded,
+        Some((true, true)),
+        "the AND never resolved (or the drop's panic was lost)"
+    );
+}
