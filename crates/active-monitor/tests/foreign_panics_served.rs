@@ -1,0 +1,90 @@
+#![cfg(not(loom))]
+//! A server thread meets user code whose panic nobody takes: it must keep
+//! serving. Alone in its binary: it needs a server thread (the process cap)
+//! and sets the saturation verdict, which is process-wide.
+
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use active_monitor::{Monitor, Order, __test_set_saturation_override, or};
+
+/// A panic payload whose drop panics (unless the thread already unwinds).
+struct PanickingPayload;
+
+impl Drop for PanickingPayload {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            panic!("drop of a panic's payload");
+        }
+    }
+}
+
+/// Runs `f` on a thread; `None` if it has not finished within `secs`.
+fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs)).ok()
+}
+
+// Round 42: an OR operand's precondition panicked while another operand
+// took the OR. Its check, losing the taken flag, dropped the panic's
+// payload under the monitor, outside any catch: a drop that panicked
+// unwound the holder. On a served monitor that was the server thread,
+// which ended, and the monitor's submitted tasks never ran again.
+#[test]
+fn a_server_survives_the_payload_of_an_or_precondition_that_lost() {
+    static ARMED: AtomicBool = AtomicBool::new(false);
+    static IN_PRE: AtomicBool = AtomicBool::new(false);
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+    __test_set_saturation_override(Some(false));
+    let a = Monitor::builder()
+        .order(Order::Relaxed)
+        .build_served(0u32);
+    let b = Monitor::builder().order(Order::Relaxed).build(0u32);
+    let either = or((
+        a.op(
+            |_| {
+                if ARMED.load(SeqCst) && !IN_PRE.swap(true, SeqCst) {
+                    // Let the other operand take the OR first.
+                    while !TAKEN.load(SeqCst) {
+                        thread::sleep(Duration::from_millis(1));
+                    }
+                    std::panic::panic_any(PanickingPayload);
+                }
+                false
+            },
+            |_| 1,
+        ),
+        b.op(|n| *n > 0, |_| 2),
+    ))
+    .unwrap();
+    ARMED.store(true, SeqCst);
+    // The task's run re-checks the operand (on the server, or here if the
+    // monitor has no server).
+    let a2 = a.clone();
+    let nudge = thread::spawn(move || {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            drop(a2.submit(|_| ()));
+        }));
+    });
+    while !IN_PRE.load(SeqCst) {
+        thread::sleep(Duration::from_millis(1));
+    }
+    b.call(|n| *n = 1);
+    TAKEN.store(true, SeqCst);
+    assert_eq!(either.wait(), (1, 2));
+    nudge.join().unwrap();
+    let served = within(10, move || {
+        let x = a.submit(|n| {
+            *n += 1;
+            *n
+        });
+        x.wait()
+    });
+    __test_set_saturation_override(None);
+    assert_eq!(served, Some(1), "the monitor no longer serves its tasks");
+}
