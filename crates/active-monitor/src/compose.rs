@@ -236,8 +236,11 @@ fn drop_unrun<R, Rest>(done: Completion<(usize, R)>, rest: Rest) -> Completion<(
     match catch_unwind(AssertUnwindSafe(|| drop(rest))) {
         Ok(()) => done,
         Err(p) => {
-            // Only the first panic is kept (as in `unwind`).
-            let _ = catch_unwind(AssertUnwindSafe(|| drop(done)));
+            // Only the first panic is kept (as in `unwind`); the other's
+            // payload goes the panic policy's way (its drop may panic too).
+            if let Err(q) = catch_unwind(AssertUnwindSafe(|| drop(done))) {
+                sync_core::unwind::discard(q);
+            }
             Completion::from_outcome(Outcome::Panicked(p))
         }
     }

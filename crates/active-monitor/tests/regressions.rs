@@ -440,3 +440,49 @@ fn an_and_resolves_whatever_the_drop_of_a_value_it_leaves_does() {
         "the AND never resolved (or the drop's panic was lost)"
     );
 }
+
+/// A value whose drop panics with a payload whose own drop panics.
+struct PanicsWithAPanickingPayload;
+
+impl Drop for PanicsWithAPanickingPayload {
+    fn drop(&mut self) {
+        struct Payload;
+        impl Drop for Payload {
+            fn drop(&mut self) {
+                if !thread::panicking() {
+                    panic!("drop of a panic's payload");
+                }
+            }
+        }
+        if !thread::panicking() {
+            std::panic::panic_any(Payload);
+        }
+    }
+}
+
+// Round 42: an OR that ran an operand at once, and whose unrun operand's
+// drop panicked, dropped its result in a catch and let the caught payload
+// go by `let _`: a payload whose drop panics made `or` itself panic, where
+// its docs say it returns normally with the first panic in the completion.
+#[test]
+fn an_or_returns_normally_whatever_the_payloads_it_drops() {
+    let a = Monitor::new(0u32);
+    let b = Monitor::new(0u32);
+    let captured = PanicOnDrop;
+    let either = catch_unwind(AssertUnwindSafe(|| {
+        or((
+            a.op(|_| true, |_| PanicsWithAPanickingPayload),
+            b.op(
+                |_| true,
+                move |_| {
+                    let _keep = &captured;
+                    PanicsWithAPanickingPayload
+                },
+            ),
+        ))
+        .unwrap()
+    }))
+    .expect("`or` itself panicked");
+    let err = catch_unwind(AssertUnwindSafe(|| drop(either.wait()))).unwrap_err();
+    assert_eq!(panic_message(&*err), "drop of a user value");
+}
