@@ -325,6 +325,18 @@ pub(crate) fn drop_caught<X>(x: X) {
     caught(move || drop(x));
 }
 
+/// Drops `x` at once, a panic of its drop deferred as [`caught`]'s, but
+/// without making the drop a submitter of its own: for what runs no user
+/// code but, rarely, a panic's payload nobody took (a task whose
+/// completion was dropped; see `Task::drop_later`). Costs nothing when the
+/// drop does not unwind.
+#[inline]
+pub(crate) fn drop_catching<X>(x: X) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(x))) {
+        defer(p);
+    }
+}
+
 /// Delivers the deferred wakeups (see [`wake_later`]), then resumes the
 /// deferred panic, if any, once this thread runs no task body
 /// (it holds no monitor then, but for one whose own caller resumes later);

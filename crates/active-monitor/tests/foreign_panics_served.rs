@@ -1,7 +1,8 @@
 #![cfg(not(loom))]
 //! A server thread meets user code whose panic nobody takes: it must keep
 //! serving. Alone in its binary: it needs a server thread (the process cap)
-//! and sets the saturation verdict, which is process-wide.
+//! and sets the saturation verdict, which is process-wide (to "not
+//! saturated", for the binary's whole run: the server runs the tasks).
 
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::mpsc;
@@ -85,6 +86,31 @@ fn a_server_survives_the_payload_of_an_or_precondition_that_lost() {
         });
         x.wait()
     });
-    __test_set_saturation_override(None);
+    assert_eq!(served, Some(1), "the monitor no longer serves its tasks");
+}
+
+// Round 42: a task whose body panicked keeps the panic for its completion.
+// With the completion dropped and a result and precondition that need no
+// drop, the server dropped the task at once, outside any catch: a payload
+// whose drop panicked ended the server thread, and the monitor's submitted
+// tasks never ran again.
+#[test]
+fn a_server_survives_the_payload_of_a_panic_nobody_took() {
+    __test_set_saturation_override(Some(false));
+    let m = Monitor::builder()
+        .order(Order::Relaxed)
+        .build_served(0u32);
+    // Queued behind a slow task, so that the holder (the server, or a
+    // combiner if the process has no server to spare) runs it.
+    let slow = m.submit(|_| thread::sleep(Duration::from_millis(50)));
+    drop(m.submit(|_| -> u32 { std::panic::panic_any(PanickingPayload) }));
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slow.wait()));
+    let served = within(10, move || {
+        let after = m.submit(|n| {
+            *n += 1;
+            *n
+        });
+        after.wait()
+    });
     assert_eq!(served, Some(1), "the monitor no longer serves its tasks");
 }
