@@ -174,7 +174,11 @@ where
                     .unwrap_or_else(PoisonError::into_inner)
                     .take();
                 if let Some(p) = panicked {
-                    drop(body);
+                    // A drop the monitor makes (user code): its panic goes
+                    // the policy's way. Unwinding from here, it finished
+                    // the part as discarded, and the precondition's panic
+                    // was lost with its own.
+                    crate::unwind::drop_caught(body);
                     part.finish(Outcome::Panicked(p));
                     return;
                 }

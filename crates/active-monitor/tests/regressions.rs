@@ -486,3 +486,37 @@ fn an_or_returns_normally_whatever_the_payloads_it_drops() {
     let err = catch_unwind(AssertUnwindSafe(|| drop(either.wait()))).unwrap_err();
     assert_eq!(panic_message(&*err), "drop of a user value");
 }
+
+// Round 42: an AND operand whose precondition panicked dropped its unrun
+// body in its task, outside the panic policy. A body whose drop panicked
+// unwound that task: the AND resolved to `Discarded`, and both panics were
+// lost.
+#[test]
+fn an_and_whose_precondition_panics_keeps_the_panic_whatever_the_body_drop_does() {
+    let a = Monitor::builder().order(Order::Relaxed).build(0u64);
+    let b = Monitor::builder().order(Order::Relaxed).build(0u64);
+    let captured = PanicOnDrop;
+    let both = catch_unwind(AssertUnwindSafe(|| {
+        active_monitor::and((
+            a.op(|_| true, |n| *n),
+            b.op(
+                |_| -> bool { panic!("pre boom") },
+                move |n| {
+                    let _keep = &captured;
+                    *n
+                },
+            ),
+        ))
+        .unwrap()
+    }));
+    match both {
+        // The operands ran at once: the drop's panic resumed at the end of
+        // `and` (the holder's operation).
+        Err(p) => assert_eq!(panic_message(&*p), "drop of a user value"),
+        Ok(both) => {
+            let err = catch_unwind(AssertUnwindSafe(|| both.wait())).unwrap_err();
+            assert_eq!(panic_message(&*err), "pre boom");
+        }
+    }
+    assert_eq!(a.call(|n| *n + 1) + b.call(|n| *n + 1), 2);
+}
