@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use active_monitor::{Monitor, Order, __test_set_saturation_override, or};
+use active_monitor::{__test_set_saturation_override, Monitor, Order, or};
 
 /// A panic payload whose drop panics (unless the thread already unwinds).
 struct PanickingPayload;
@@ -42,9 +42,7 @@ fn a_server_survives_the_payload_of_an_or_precondition_that_lost() {
     static IN_PRE: AtomicBool = AtomicBool::new(false);
     static TAKEN: AtomicBool = AtomicBool::new(false);
     __test_set_saturation_override(Some(false));
-    let a = Monitor::builder()
-        .order(Order::Relaxed)
-        .build_served(0u32);
+    let a = Monitor::builder().order(Order::Relaxed).build_served(0u32);
     let b = Monitor::builder().order(Order::Relaxed).build(0u32);
     let either = or((
         a.op(
@@ -97,9 +95,7 @@ fn a_server_survives_the_payload_of_an_or_precondition_that_lost() {
 #[test]
 fn a_server_survives_the_payload_of_a_panic_nobody_took() {
     __test_set_saturation_override(Some(false));
-    let m = Monitor::builder()
-        .order(Order::Relaxed)
-        .build_served(0u32);
+    let m = Monitor::builder().order(Order::Relaxed).build_served(0u32);
     // Queued behind a slow task, so that the holder (the server, or a
     // combiner if the process has no server to spare) runs it.
     let slow = m.submit(|_| thread::sleep(Duration::from_millis(50)));

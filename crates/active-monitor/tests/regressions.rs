@@ -419,7 +419,10 @@ fn an_and_resolves_whatever_the_drop_of_a_value_it_leaves_does() {
         }
     });
     assert!(
-        matches!(panicked.as_deref(), Some("operand 1" | "drop of a user value")),
+        matches!(
+            panicked.as_deref(),
+            Some("operand 1" | "drop of a user value")
+        ),
         "the AND never resolved: {panicked:?}"
     );
     // Beside an operand discarded with its monitor.

@@ -174,7 +174,8 @@ pub(super) const STATE: usize = 3;
 /// lets go of the monitor to drop them once it keeps a few dozen.
 ///
 /// A panic in a drop the monitor makes (a body never run, a result whose
-/// [`Completion`](crate::Completion) was dropped, a precondition) or in a completion's waker
+/// [`Completion`](crate::Completion) was dropped, a precondition, the
+/// payload of a task's panic that nobody takes) or in a completion's waker
 /// is caught too: the monitor stays consistent and is let go of, then the
 /// panic resumes in the thread that was holding it, when its `call` or
 /// submission returns (or is dropped if that thread already unwinds). On
