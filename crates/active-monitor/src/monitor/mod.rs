@@ -252,8 +252,8 @@ pub struct Monitor<T, S: AbstractState = NoState> {
     id: usize,
 }
 
-/// The next [`Monitor::id`]. Plain std (not loom's): it orders nothing, it
-/// only has to hand out each number once.
+/// The next `Monitor::id`. Plain std (not loom's, as `server.rs`'s
+/// counts): it orders nothing, it only has to hand out each number once.
 static NEXT_ID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
 
 /// A new monitor's identity (see `Monitor::id`).
