@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use active_monitor::{__test_set_saturation_override, Monitor, Order, or};
+use active_monitor::{__test_set_saturation_override, Monitor, Order, or, set_server_limit};
 
 /// A panic payload whose drop panics (unless the thread already unwinds).
 struct PanickingPayload;
@@ -42,6 +42,8 @@ fn a_server_survives_the_payload_of_an_or_precondition_that_lost() {
     static IN_PRE: AtomicBool = AtomicBool::new(false);
     static TAKEN: AtomicBool = AtomicBool::new(false);
     __test_set_saturation_override(Some(false));
+    // One server per test, whatever the CPU count (the tests run at once).
+    set_server_limit(64);
     let a = Monitor::builder().order(Order::Relaxed).build_served(0u32);
     let b = Monitor::builder().order(Order::Relaxed).build(0u32);
     let either = or((
@@ -95,11 +97,58 @@ fn a_server_survives_the_payload_of_an_or_precondition_that_lost() {
 #[test]
 fn a_server_survives_the_payload_of_a_panic_nobody_took() {
     __test_set_saturation_override(Some(false));
+    // One server per test, whatever the CPU count (the tests run at once).
+    set_server_limit(64);
     let m = Monitor::builder().order(Order::Relaxed).build_served(0u32);
     // Queued behind a slow task, so that the holder (the server, or a
     // combiner if the process has no server to spare) runs it.
     let slow = m.submit(|_| thread::sleep(Duration::from_millis(50)));
     drop(m.submit(|_| -> u32 { std::panic::panic_any(PanickingPayload) }));
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slow.wait()));
+    let served = within(10, move || {
+        let after = m.submit(|n| {
+            *n += 1;
+            *n
+        });
+        after.wait()
+    });
+    assert_eq!(served, Some(1), "the monitor no longer serves its tasks");
+}
+
+/// A waker whose drop panics (unless the thread already unwinds).
+fn waker_whose_drop_panics() -> std::task::Waker {
+    use std::task::{RawWaker, RawWakerVTable, Waker};
+    unsafe fn clone(p: *const ()) -> RawWaker {
+        RawWaker::new(p, &VTABLE)
+    }
+    unsafe fn wake(_: *const ()) {}
+    unsafe fn drop(_: *const ()) {
+        if !thread::panicking() {
+            panic!("drop of a waker");
+        }
+    }
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake, drop);
+    // SAFETY: the vtable's functions ignore the data pointer.
+    unsafe { Waker::from_raw(RawWaker::new(core::ptr::null(), &VTABLE)) }
+}
+
+// Round 42, the same at-once drop: a completion polled (its waker kept in
+// the task) and then cancelled leaves the waker in the withdrawn task,
+// which the server dropped at once when it reached it. A waker whose drop
+// panicked ended the server thread.
+#[test]
+fn a_server_survives_the_waker_of_a_cancelled_completion() {
+    use std::future::Future;
+    __test_set_saturation_override(Some(false));
+    // One server per test, whatever the CPU count (the tests run at once).
+    set_server_limit(64);
+    let m = Monitor::builder().order(Order::Relaxed).build_served(0u32);
+    let slow = m.submit(|_| thread::sleep(Duration::from_millis(50)));
+    let mut c = m.submit(|n| *n);
+    let waker = std::mem::ManuallyDrop::new(waker_whose_drop_panics());
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::pin::Pin::new(&mut c).poll(&mut cx).is_pending());
+    assert!(c.cancel().is_ok(), "queued behind the slow task: withdrawn");
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slow.wait()));
     let served = within(10, move || {
         let after = m.submit(|n| {
