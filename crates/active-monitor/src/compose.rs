@@ -174,7 +174,11 @@ where
                     .unwrap_or_else(PoisonError::into_inner)
                     .take();
                 if let Some(p) = panicked {
-                    drop(body);
+                    // A drop the monitor makes (user code): its panic goes
+                    // the policy's way. Unwinding from here, it finished
+                    // the part as discarded, and the precondition's panic
+                    // was lost with its own.
+                    crate::unwind::drop_caught(body);
                     part.finish(Outcome::Panicked(p));
                     return;
                 }
@@ -236,8 +240,11 @@ fn drop_unrun<R, Rest>(done: Completion<(usize, R)>, rest: Rest) -> Completion<(
     match catch_unwind(AssertUnwindSafe(|| drop(rest))) {
         Ok(()) => done,
         Err(p) => {
-            // Only the first panic is kept (as in `unwind`).
-            let _ = catch_unwind(AssertUnwindSafe(|| drop(done)));
+            // Only the first panic is kept (as in `unwind`); the other's
+            // payload goes the panic policy's way (its drop may panic too).
+            if let Err(q) = catch_unwind(AssertUnwindSafe(|| drop(done))) {
+                sync_core::unwind::discard(q);
+            }
             Completion::from_outcome(Outcome::Panicked(p))
         }
     }
@@ -504,6 +511,11 @@ impl<R> Part<R> {
         }
         let mut values = Vec::with_capacity(shared.parts.len());
         let mut end = None;
+        // What the AND does not hand out (the values beside a panic or a
+        // discarded operand, the later panics): user values, whose drop
+        // may panic. Dropped only once the AND is complete: a panic there
+        // before it left the AND's waiter waiting for ever.
+        let mut later_panics = Vec::new();
         for part in shared.parts.iter() {
             let outcome = part.with_mut(|p| {
                 // SAFETY: every operand has finished (countdown at 0).
@@ -512,7 +524,9 @@ impl<R> Part<R> {
             match outcome {
                 Some(Outcome::Value(v)) => values.push(v),
                 Some(Outcome::Panicked(p)) => {
-                    if !matches!(end, Some(Outcome::Panicked(_))) {
+                    if matches!(end, Some(Outcome::Panicked(_))) {
+                        later_panics.push(p);
+                    } else {
                         end = Some(Outcome::Panicked(p));
                     }
                 }
@@ -523,9 +537,23 @@ impl<R> Part<R> {
                 }
             }
         }
-        let outcome = end.unwrap_or(Outcome::Value(values));
+        let (outcome, unused) = match end {
+            None => (Outcome::Value(values), Vec::new()),
+            Some(end) => (end, values),
+        };
         // SAFETY: the last operand completes the AND, once.
         unsafe { shared.slot.complete(outcome) };
+        // A panic in these drops is one of a drop the monitor makes: kept,
+        // and resumed when the thread that finished the AND lets go of the
+        // monitor (see `unwind`).
+        // One at a time: a second panicking drop in one `Vec`'s drop would
+        // run while the first unwinds, and abort the process.
+        for value in unused {
+            crate::unwind::drop_caught(value);
+        }
+        for p in later_panics {
+            crate::unwind::drop_caught(p);
+        }
     }
 }
 

@@ -179,7 +179,7 @@ pub const RELAXED_WAITING_LIMIT: usize = WAITING_LIMIT;
 
 /// A submitter's last asynchronous task, for rule 3.
 struct Last {
-    /// The monitor's address (0 for an OR/AND, which spans several).
+    /// The monitor's identity (`Monitor::id`; 0 for an OR/AND, which spans several).
     monitor: usize,
     task: Weak<dyn Pending>,
 }

@@ -90,11 +90,15 @@ static SERVERS: AtomicUsize = AtomicUsize::new(0);
 /// their monitors are dropped.
 ///
 /// The default is [`std::thread::available_parallelism`]: one server per
-/// CPU at most.
+/// CPU at most. `usize::MAX` is not "no limit": it stands for that
+/// default (set it to restore the default; [`server_limit`] then tells
+/// the CPU count).
 ///
 /// # Examples
 ///
 /// ```
+/// active_monitor::set_server_limit(usize::MAX); // the default
+/// assert!(active_monitor::server_limit() < usize::MAX);
 /// active_monitor::set_server_limit(0); // no more server threads
 /// let m = active_monitor::Monitor::builder().build_served(0);
 /// assert!(!m.has_server());

@@ -39,7 +39,7 @@ use sync_core::wake_list::WakeList;
 /// The per-task part: no destructor, so each access is a plain
 /// thread-local read (it runs around every task).
 struct State {
-    /// The monitor (its address) whose task runs on this thread, innermost;
+    /// The monitor (its `Monitor::id`) whose task runs on this thread, innermost;
     /// 0 if none.
     running: Cell<usize>,
     /// Whether `DEFERRED` holds a panic.
@@ -323,6 +323,18 @@ pub(crate) fn caught(f: impl FnOnce()) {
 #[inline]
 pub(crate) fn drop_caught<X>(x: X) {
     caught(move || drop(x));
+}
+
+/// Drops `x` at once, a panic of its drop deferred as [`caught`]'s, but
+/// without making the drop a submitter of its own: for what runs no user
+/// code but, rarely, a panic's payload nobody took (a task whose
+/// completion was dropped; see `Task::drop_later`). Costs nothing when the
+/// drop does not unwind.
+#[inline]
+pub(crate) fn drop_catching<X>(x: X) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(x))) {
+        defer(p);
+    }
 }
 
 /// Delivers the deferred wakeups (see [`wake_later`]), then resumes the

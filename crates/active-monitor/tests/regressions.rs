@@ -361,3 +361,165 @@ fn relaxed_order_many_consumers_on_a_local_pool() {
     });
     assert_eq!(r, Some((0..40).sum()));
 }
+
+// Round 42: a monitor is a plain value, and a thread may move it (into a
+// `Box`, a `Vec` that grows) while one of its tasks waits on a
+// precondition. Program order named a monitor by its address: after the
+// move, strict order took the same monitor for another one, and the
+// enabling `submit` (rule 3) or `call` waited for the task it was to
+// enable, for ever.
+#[test]
+fn a_moved_monitor_keeps_its_program_order() {
+    let boxed = within(10, || {
+        let m = Monitor::new(0u32);
+        let first = m.when(|n| *n > 0, |n| *n);
+        let m = Box::new(m); // moved
+        m.submit(|n| *n = 1);
+        first.wait()
+    });
+    assert_eq!(boxed, Some(1), "the submit after the move hung");
+    let grown = within(10, || {
+        let mut ms = vec![Monitor::new(0u32)];
+        let first = ms[0].when(|n| *n > 0, |n| *n);
+        ms.extend((0..16).map(|_| Monitor::new(0u32))); // reallocates: ms[0] moves
+        ms[0].call(|n| *n = 2);
+        first.wait()
+    });
+    assert_eq!(grown, Some(2), "the call after the move hung");
+}
+
+// Round 42: the last operand of an AND to finish dropped the values the
+// AND would not hand out (beside another operand's panic, or a monitor
+// dropped with its operand waiting) before completing it. A value whose
+// drop panicked unwound out of that, and the AND never resolved: its
+// waiter waited for ever.
+#[test]
+fn an_and_resolves_whatever_the_drop_of_a_value_it_leaves_does() {
+    // Beside another operand's panic: the waiter gets that panic; the
+    // drop's panic goes on in the thread that finished the AND.
+    let panicked = within(10, || {
+        let a = Monitor::new(0u32);
+        let b = Monitor::new(0u32);
+        let both = catch_unwind(AssertUnwindSafe(|| {
+            active_monitor::and((
+                a.op(|_| true, |_| Some(PanicOnDrop)),
+                b.op(|_| true, |_| -> Option<PanicOnDrop> { panic!("operand 1") }),
+            ))
+            .unwrap()
+        }));
+        let both = match both {
+            Ok(c) => c,
+            // Both operands ran inline: the drop's panic resumed at the
+            // end of `and`; nothing is left to wait for.
+            Err(p) => return panic_message(&*p),
+        };
+        match catch_unwind(AssertUnwindSafe(|| both.wait())) {
+            Ok(_) => String::from("the AND returned its values"),
+            Err(p) => panic_message(&*p),
+        }
+    });
+    assert!(
+        matches!(
+            panicked.as_deref(),
+            Some("operand 1" | "drop of a user value")
+        ),
+        "the AND never resolved: {panicked:?}"
+    );
+    // Beside an operand discarded with its monitor.
+    let discarded = within(10, || {
+        let a = Monitor::new(0u32);
+        let b = Monitor::new(0u32);
+        let both = active_monitor::and((
+            a.op(|_| true, |_| Some(PanicOnDrop)),
+            b.op(|n| *n > 0, |_| None),
+        ))
+        .unwrap();
+        let dropped = catch_unwind(AssertUnwindSafe(|| drop(b)));
+        (dropped.is_err(), both.wait_result().is_err())
+    });
+    assert_eq!(
+        discarded,
+        Some((true, true)),
+        "the AND never resolved (or the drop's panic was lost)"
+    );
+}
+
+/// A value whose drop panics with a payload whose own drop panics.
+struct PanicsWithAPanickingPayload;
+
+impl Drop for PanicsWithAPanickingPayload {
+    fn drop(&mut self) {
+        struct Payload;
+        impl Drop for Payload {
+            fn drop(&mut self) {
+                if !thread::panicking() {
+                    panic!("drop of a panic's payload");
+                }
+            }
+        }
+        if !thread::panicking() {
+            std::panic::panic_any(Payload);
+        }
+    }
+}
+
+// Round 42: an OR that ran an operand at once, and whose unrun operand's
+// drop panicked, dropped its result in a catch and let the caught payload
+// go by `let _`: a payload whose drop panics made `or` itself panic, where
+// its docs say it returns normally with the first panic in the completion.
+#[test]
+fn an_or_returns_normally_whatever_the_payloads_it_drops() {
+    let a = Monitor::new(0u32);
+    let b = Monitor::new(0u32);
+    let captured = PanicOnDrop;
+    let either = catch_unwind(AssertUnwindSafe(|| {
+        or((
+            a.op(|_| true, |_| PanicsWithAPanickingPayload),
+            b.op(
+                |_| true,
+                move |_| {
+                    let _keep = &captured;
+                    PanicsWithAPanickingPayload
+                },
+            ),
+        ))
+        .unwrap()
+    }))
+    .expect("`or` itself panicked");
+    let err = catch_unwind(AssertUnwindSafe(|| drop(either.wait()))).unwrap_err();
+    assert_eq!(panic_message(&*err), "drop of a user value");
+}
+
+// Round 42: an AND operand whose precondition panicked dropped its unrun
+// body in its task, outside the panic policy. A body whose drop panicked
+// unwound that task: the AND resolved to `Discarded`, and both panics were
+// lost.
+#[test]
+fn an_and_whose_precondition_panics_keeps_the_panic_whatever_the_body_drop_does() {
+    let a = Monitor::builder().order(Order::Relaxed).build(0u64);
+    let b = Monitor::builder().order(Order::Relaxed).build(0u64);
+    let captured = PanicOnDrop;
+    let both = catch_unwind(AssertUnwindSafe(|| {
+        active_monitor::and((
+            a.op(|_| true, |n| *n),
+            b.op(
+                |_| -> bool { panic!("pre boom") },
+                move |n| {
+                    let _keep = &captured;
+                    *n
+                },
+            ),
+        ))
+        .unwrap()
+    }));
+    match both {
+        // The operands ran at once: the drop's panic resumed at the end of
+        // `and` (the holder's operation).
+        Err(p) => assert_eq!(panic_message(&*p), "drop of a user value"),
+        Ok(both) => {
+            let err = catch_unwind(AssertUnwindSafe(|| both.wait())).unwrap_err();
+            assert_eq!(panic_message(&*err), "pre boom");
+        }
+    }
+    assert_eq!(a.call(|n| *n + 1) + b.call(|n| *n + 1), 2);
+}

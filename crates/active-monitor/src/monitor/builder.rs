@@ -231,6 +231,7 @@ impl Builder {
             offers: AtomicUsize::new(0),
             offer_skip: AtomicUsize::new(0),
             offer_backoff: AtomicUsize::new(0),
+            id: super::next_id(),
         }
     }
 }

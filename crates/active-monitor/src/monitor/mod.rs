@@ -174,7 +174,8 @@ pub(super) const STATE: usize = 3;
 /// lets go of the monitor to drop them once it keeps a few dozen.
 ///
 /// A panic in a drop the monitor makes (a body never run, a result whose
-/// [`Completion`](crate::Completion) was dropped, a precondition) or in a completion's waker
+/// [`Completion`](crate::Completion) was dropped, a precondition, the
+/// payload of a task's panic that nobody takes) or in a completion's waker
 /// is caught too: the monitor stays consistent and is let go of, then the
 /// panic resumes in the thread that was holding it, when its `call` or
 /// submission returns (or is dropped if that thread already unwinds). On
@@ -243,6 +244,21 @@ pub struct Monitor<T, S: AbstractState = NoState> {
     /// (see `give_way`). The holder's (atomics only to be `Sync`).
     offer_skip: AtomicUsize,
     offer_backoff: AtomicUsize,
+    /// The monitor's identity for program order and for "this thread runs
+    /// a task of it" (`unwind::running`): unique in the process, never 0
+    /// (an OR/AND's), and, unlike the monitor's address, the same after
+    /// the monitor is moved (a `Monitor` is a plain value: moved into a
+    /// `Box`, a `Vec` that grows, a struct) while it has tasks pending.
+    id: usize,
+}
+
+/// The next `Monitor::id`. Plain std (not loom's, as `server.rs`'s
+/// counts): it orders nothing, it only has to hand out each number once.
+static NEXT_ID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
+/// A new monitor's identity (see `Monitor::id`).
+pub(crate) fn next_id() -> usize {
+    NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 // SAFETY: the monitor owns a T and tasks that carry closures and results
@@ -355,9 +371,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
         Builder::default().build_with_states(initial, data)
     }
 
-    /// The monitor's identity for program order.
+    /// The monitor's identity for program order (see the field).
+    #[inline]
     pub(crate) fn id(&self) -> usize {
-        self as *const Self as usize
+        self.id
     }
 
     /// The combiner's batch ([`Builder::batch`]).

@@ -135,10 +135,18 @@ impl<T, S> Task<T, S> {
     /// the last (its completion dropped), is dropped once this thread has
     /// let go of the monitor ([`unwind::drop_later`]) if that may run user
     /// code, at once otherwise; a blocking call's task is its caller's.
+    ///
+    /// "At once" still catches: a task whose body or precondition panicked
+    /// keeps the panic's payload for its completion, and with the
+    /// completion dropped, the payload (user code: its `Drop`) goes with
+    /// the task. A panic there unwound the holder (a server thread ended by
+    /// it, and its monitor was never served again).
     pub(crate) fn drop_later(self) {
         if let Task::Shared(job) = self {
             if job.drops_user_values() {
                 unwind::drop_later(job);
+            } else {
+                unwind::drop_catching(job);
             }
         }
     }

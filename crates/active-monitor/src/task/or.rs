@@ -144,6 +144,13 @@ where
                 {
                     // SAFETY: we won the taken flag: nobody else completes.
                     unsafe { self.shared.slot.complete_panicked(p) };
+                } else {
+                    // Taken meanwhile (another operand ran, or the OR was
+                    // cancelled): nobody takes the panic. Its payload is
+                    // user code, dropped under the monitor: a panic of its
+                    // drop unwound the holder (a server thread ended by
+                    // it, and its monitor was never served again).
+                    unwind::drop_caught(p);
                 }
                 self.shared.live.fetch_sub(1, AcqRel);
                 Check::Gone

@@ -1,0 +1,161 @@
+#![cfg(not(loom))]
+//! A server thread meets user code whose panic nobody takes: it must keep
+//! serving. Alone in its binary: it needs a server thread (the process cap)
+//! and sets the saturation verdict, which is process-wide (to "not
+//! saturated", for the binary's whole run: the server runs the tasks).
+
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use active_monitor::{__test_set_saturation_override, Monitor, Order, or, set_server_limit};
+
+/// A panic payload whose drop panics (unless the thread already unwinds).
+struct PanickingPayload;
+
+impl Drop for PanickingPayload {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            panic!("drop of a panic's payload");
+        }
+    }
+}
+
+/// Runs `f` on a thread; `None` if it has not finished within `secs`.
+fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs)).ok()
+}
+
+// Round 42: an OR operand's precondition panicked while another operand
+// took the OR. Its check, losing the taken flag, dropped the panic's
+// payload under the monitor, outside any catch: a drop that panicked
+// unwound the holder. On a served monitor that was the server thread,
+// which ended, and the monitor's submitted tasks never ran again.
+#[test]
+fn a_server_survives_the_payload_of_an_or_precondition_that_lost() {
+    static ARMED: AtomicBool = AtomicBool::new(false);
+    static IN_PRE: AtomicBool = AtomicBool::new(false);
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+    __test_set_saturation_override(Some(false));
+    // One server per test, whatever the CPU count (the tests run at once).
+    set_server_limit(64);
+    let a = Monitor::builder().order(Order::Relaxed).build_served(0u32);
+    let b = Monitor::builder().order(Order::Relaxed).build(0u32);
+    let either = or((
+        a.op(
+            |_| {
+                if ARMED.load(SeqCst) && !IN_PRE.swap(true, SeqCst) {
+                    // Let the other operand take the OR first.
+                    while !TAKEN.load(SeqCst) {
+                        thread::sleep(Duration::from_millis(1));
+                    }
+                    std::panic::panic_any(PanickingPayload);
+                }
+                false
+            },
+            |_| 1,
+        ),
+        b.op(|n| *n > 0, |_| 2),
+    ))
+    .unwrap();
+    ARMED.store(true, SeqCst);
+    // The task's run re-checks the operand (on the server, or here if the
+    // monitor has no server).
+    let a2 = a.clone();
+    let nudge = thread::spawn(move || {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            drop(a2.submit(|_| ()));
+        }));
+    });
+    while !IN_PRE.load(SeqCst) {
+        thread::sleep(Duration::from_millis(1));
+    }
+    b.call(|n| *n = 1);
+    TAKEN.store(true, SeqCst);
+    assert_eq!(either.wait(), (1, 2));
+    nudge.join().unwrap();
+    let served = within(10, move || {
+        let x = a.submit(|n| {
+            *n += 1;
+            *n
+        });
+        x.wait()
+    });
+    assert_eq!(served, Some(1), "the monitor no longer serves its tasks");
+}
+
+// Round 42: a task whose body panicked keeps the panic for its completion.
+// With the completion dropped and a result and precondition that need no
+// drop, the server dropped the task at once, outside any catch: a payload
+// whose drop panicked ended the server thread, and the monitor's submitted
+// tasks never ran again.
+#[test]
+fn a_server_survives_the_payload_of_a_panic_nobody_took() {
+    __test_set_saturation_override(Some(false));
+    // One server per test, whatever the CPU count (the tests run at once).
+    set_server_limit(64);
+    let m = Monitor::builder().order(Order::Relaxed).build_served(0u32);
+    // Queued behind a slow task, so that the holder (the server, or a
+    // combiner if the process has no server to spare) runs it.
+    let slow = m.submit(|_| thread::sleep(Duration::from_millis(50)));
+    drop(m.submit(|_| -> u32 { std::panic::panic_any(PanickingPayload) }));
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slow.wait()));
+    let served = within(10, move || {
+        let after = m.submit(|n| {
+            *n += 1;
+            *n
+        });
+        after.wait()
+    });
+    assert_eq!(served, Some(1), "the monitor no longer serves its tasks");
+}
+
+/// A waker whose drop panics (unless the thread already unwinds).
+fn waker_whose_drop_panics() -> std::task::Waker {
+    use std::task::{RawWaker, RawWakerVTable, Waker};
+    unsafe fn clone(p: *const ()) -> RawWaker {
+        RawWaker::new(p, &VTABLE)
+    }
+    unsafe fn wake(_: *const ()) {}
+    unsafe fn drop(_: *const ()) {
+        if !thread::panicking() {
+            panic!("drop of a waker");
+        }
+    }
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake, drop);
+    // SAFETY: the vtable's functions ignore the data pointer.
+    unsafe { Waker::from_raw(RawWaker::new(core::ptr::null(), &VTABLE)) }
+}
+
+// Round 42, the same at-once drop: a completion polled (its waker kept in
+// the task) and then cancelled leaves the waker in the withdrawn task,
+// which the server dropped at once when it reached it. A waker whose drop
+// panicked ended the server thread.
+#[test]
+fn a_server_survives_the_waker_of_a_cancelled_completion() {
+    use std::future::Future;
+    __test_set_saturation_override(Some(false));
+    // One server per test, whatever the CPU count (the tests run at once).
+    set_server_limit(64);
+    let m = Monitor::builder().order(Order::Relaxed).build_served(0u32);
+    let slow = m.submit(|_| thread::sleep(Duration::from_millis(50)));
+    let mut c = m.submit(|n| *n);
+    let waker = std::mem::ManuallyDrop::new(waker_whose_drop_panics());
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::pin::Pin::new(&mut c).poll(&mut cx).is_pending());
+    assert!(c.cancel().is_ok(), "queued behind the slow task: withdrawn");
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slow.wait()));
+    let served = within(10, move || {
+        let after = m.submit(|n| {
+            *n += 1;
+            *n
+        });
+        after.wait()
+    });
+    assert_eq!(served, Some(1), "the monitor no longer serves its tasks");
+}
