@@ -68,26 +68,7 @@ impl Armed {
 
 /// Runs `f` in a child process: this test binary, re-run on `test` alone.
 fn in_child(test: &str, f: impl FnOnce()) {
-    const CHILD: &str = "LOCKFREE_PANICKING_WAKERS_CHILD";
-    if std::env::var(CHILD).as_deref() == Ok(test) {
-        f();
-        return;
-    }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let out = std::process::Command::new(exe)
-        .args([test, "--exact", "--test-threads=1", "--nocapture"])
-        .env(CHILD, test)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("could not re-run the test binary");
-    assert!(
-        out.status.success(),
-        "`{test}` failed in its child process ({:?}; an abort is a panic out of a drop \
-         during unwinding):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    sync_core::testing::in_child("LOCKFREE_PANICKING_WAKERS_CHILD", test, f);
 }
 
 /// Drops `value` while the thread unwinds from another panic, which must

@@ -244,6 +244,37 @@ pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Runs `f` in a child process: the calling test binary, re-run on `test`
+/// alone (`test` is the test's full name), with `env` set to it. For a
+/// test whose failure is an abort (a panic out of a drop during
+/// unwinding), which would end the whole test binary.
+///
+/// # Panics
+///
+/// If the child process fails or aborts, with its output.
+#[track_caller]
+pub fn in_child(env: &str, test: &str, f: impl FnOnce()) {
+    if std::env::var(env).as_deref() == Ok(test) {
+        f();
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = std::process::Command::new(exe)
+        .args([test, "--exact", "--test-threads=1", "--nocapture"])
+        .env(env, test)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("could not re-run the test binary");
+    assert!(
+        out.status.success(),
+        "`{test}` failed in its child process ({:?}; an abort is a panic out of a drop \
+         during unwinding):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Asserts that `f` returns within `bound`, and returns what it returned
 /// with the time it took.
 ///

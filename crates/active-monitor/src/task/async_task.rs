@@ -286,16 +286,11 @@ impl<T, S, P: Send, B: Send, R: Send> HasSlot<R> for AsyncTask<T, S, P, B, R> {
         }
         // Won against `claim`: the body is ours to drop, here (the task
         // itself stays queued or waiting until its monitor drops it). A
-        // cancel from a drop during unwinding (a `CallAsync` dropped by a
-        // panic) must not panic again, which would abort: a panic in the
-        // body's drop is then swallowed; otherwise it propagates to the
-        // canceller.
-        let body = self.take_body();
-        if std::thread::panicking() {
-            let _ = std::panic::catch_unwind(AssertUnwindSafe(move || drop(body)));
-        } else {
-            drop(body);
-        }
+        // panic in the body's drop goes on to the canceller, unless the
+        // cancel comes from a drop during unwinding (a `CallAsync` dropped
+        // by a panic): a second panic would abort, so it is then dropped,
+        // and so is a panic of its payload's drop (rule 3).
+        sync_core::unwind::drop_resuming(self.take_body());
         true
     }
 }
