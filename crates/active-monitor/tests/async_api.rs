@@ -509,6 +509,55 @@ fn dropping_call_async_withdraws_its_queued_task() {
     assert_eq!(m.call(|n| *n), 0, "a dropped call ran");
 }
 
+/// A panic payload whose drop panics (caught, that panic is an ordinary
+/// message).
+struct PayloadBomb;
+
+impl Drop for PayloadBomb {
+    fn drop(&mut self) {
+        panic!("the payload's drop panicked");
+    }
+}
+
+/// Captured by a body: its drop panics with a [`PayloadBomb`].
+struct BodyBomb;
+
+impl Drop for BodyBomb {
+    fn drop(&mut self) {
+        std::panic::panic_any(PayloadBomb);
+    }
+}
+
+/// A `call_async` dropped while its thread unwinds withdraws its queued
+/// task and drops the body there, in the unwind. A body whose drop panics,
+/// with a payload whose own drop panics too, must not abort the process:
+/// during an unwind the panic policy drops such panics (rule 3). Run in a
+/// child process, where an abort is a failed exit status.
+#[test]
+fn a_call_async_dropped_by_an_unwind_drops_a_panicking_body_without_aborting() {
+    sync_core::testing::in_child(
+        "ACTIVE_MONITOR_CANCEL_WHILE_UNWINDING_CHILD",
+        "a_call_async_dropped_by_an_unwind_drops_a_panicking_body_without_aborting",
+        || {
+            let m = Arc::new(Monitor::new(0u32));
+            let (release, holder) = hold(&m);
+            let bomb = BodyBomb;
+            let mut call = m.call_async(move |n| {
+                let _kept = &bomb;
+                *n += 1;
+            });
+            assert!(
+                poll_once(&mut call).is_pending(),
+                "queued behind the holder"
+            );
+            sync_core::testing::drop_while_unwinding(call);
+            release.send(()).unwrap();
+            holder.join().unwrap();
+            assert_eq!(m.call(|n| *n), 0, "the withdrawn call ran");
+        },
+    );
+}
+
 /// Dropping a `SubmitAsync` before it is ready (here: while it awaits space)
 /// submits nothing; the others' tasks all run.
 #[test]

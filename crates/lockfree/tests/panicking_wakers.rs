@@ -58,7 +58,7 @@ impl Armed {
     fn drop_armed<T>(&self, value: T, while_unwinding: bool) {
         self.arm();
         if while_unwinding {
-            drop_while_unwinding(value);
+            sync_core::testing::drop_while_unwinding(value);
         } else {
             drop_resumes_the_wakers_panic(value);
         }
@@ -69,21 +69,6 @@ impl Armed {
 /// Runs `f` in a child process: this test binary, re-run on `test` alone.
 fn in_child(test: &str, f: impl FnOnce()) {
     sync_core::testing::in_child("LOCKFREE_PANICKING_WAKERS_CHILD", test, f);
-}
-
-/// Drops `value` while the thread unwinds from another panic, which must
-/// come out unchanged (and the process must not abort).
-fn drop_while_unwinding<T>(value: T) {
-    let r = catch_unwind(AssertUnwindSafe(move || {
-        let _dropped_as_we_unwind = value;
-        panic!("the first panic");
-    }));
-    let payload = r.expect_err("the first panic was lost");
-    assert_eq!(
-        payload.downcast_ref::<&str>(),
-        Some(&"the first panic"),
-        "the first panic was replaced"
-    );
 }
 
 /// Drops `value` outside any panic: the waker's panic goes on.
@@ -375,7 +360,7 @@ fn mpsc_receiver_dropped_while_unwinding_with_panicking_messages() {
             for _ in 0..3 {
                 tx.send(PanicsOnDrop(drops.clone())).unwrap();
             }
-            drop_while_unwinding(rx);
+            sync_core::testing::drop_while_unwinding(rx);
             assert_eq!(drops.load(SeqCst), 3, "messages left undropped");
             drop(tx);
             assert_eq!(drops.load(SeqCst), 3);
@@ -389,7 +374,7 @@ fn mpsc_receiver_dropped_while_unwinding_with_panicking_messages() {
 /// a panic the waker's panic goes on; while unwinding it is dropped.
 fn drop_with_hostile_waker<T>(value: T, while_unwinding: bool) {
     if while_unwinding {
-        drop_while_unwinding(value);
+        sync_core::testing::drop_while_unwinding(value);
         return;
     }
     let r = catch_unwind(AssertUnwindSafe(move || drop(value)));

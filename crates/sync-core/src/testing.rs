@@ -275,6 +275,27 @@ pub fn in_child(env: &str, test: &str, f: impl FnOnce()) {
     );
 }
 
+/// Drops `value` while the thread unwinds from another panic, which must
+/// come out unchanged (and the process must not abort: run such a test
+/// [`in_child`]).
+///
+/// # Panics
+///
+/// If the first panic was lost or replaced.
+#[track_caller]
+pub fn drop_while_unwinding<T>(value: T) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _dropped_as_we_unwind = value;
+        panic!("the first panic");
+    }));
+    let payload = r.expect_err("the first panic was lost");
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"the first panic"),
+        "the first panic was replaced"
+    );
+}
+
 /// Asserts that `f` returns within `bound`, and returns what it returned
 /// with the time it took.
 ///
