@@ -21,6 +21,7 @@ use sync_core::bounded_queue::BoundedQueue as TaskQueue;
 use crate::NoState;
 
 mod api;
+mod api_async;
 mod builder;
 mod combiner;
 mod serving;
