@@ -55,7 +55,10 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Tasks a combiner runs before it gives way ([`DEFAULT_BATCH`]).
+    /// Tasks a combiner runs before it gives way ([`DEFAULT_BATCH`]). A
+    /// combiner looks for somebody to hand the monitor to only between
+    /// batches: with `usize::MAX` it never does, and keeps serving for as
+    /// long as tasks keep coming.
     ///
     /// # Panics
     ///

@@ -88,7 +88,9 @@ pub(super) const STATE: usize = 3;
 ///   offers it to the next publisher, or hands it to the next blocked
 ///   caller even if asleep. So a combiner's stint is bounded even under a
 ///   stream of submissions from other threads or tasks: what the queue
-///   held when it began, plus about a queue's worth.
+///   held when it began, plus about a queue's worth (with a
+///   [`Builder::batch`] of `usize::MAX`, whose batch never ends, only by
+///   the tasks submitted while it serves).
 ///
 ///   A `call` that finds the monitor held with nothing queued (its holder
 ///   runs a task of its own, as a lock's holder runs its critical section)
