@@ -71,14 +71,20 @@ fn in_child(test: &str, f: impl FnOnce()) {
     sync_core::testing::in_child("LOCKFREE_PANICKING_WAKERS_CHILD", test, f);
 }
 
-/// Drops `value` outside any panic: the waker's panic goes on.
-fn drop_resumes_the_wakers_panic<T>(value: T) {
-    let r = catch_unwind(AssertUnwindSafe(move || drop(value)));
-    let payload = r.expect_err("the waker's panic was lost");
+/// Runs `f` outside any panic: a task's waker panics in it, and that panic
+/// goes on out of `f`.
+fn resumes_the_wakers_panic<R>(f: impl FnOnce() -> R) {
+    let r = catch_unwind(AssertUnwindSafe(f));
+    let payload = r.err().expect("the waker's panic was lost");
     assert_eq!(
         payload.downcast_ref::<&str>(),
         Some(&"a task's waker panicked")
     );
+}
+
+/// Drops `value` outside any panic: the waker's panic goes on.
+fn drop_resumes_the_wakers_panic<T>(value: T) {
+    resumes_the_wakers_panic(move || drop(value));
 }
 
 fn poll<F: Future + ?Sized>(f: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
@@ -645,6 +651,13 @@ unsafe fn releasing_drop(p: *const ()) {
     }
 }
 
+/// A [`releasing_waker`] whose first clone drops `held`'s value (a guard or
+/// permit, released between a poll's look and its count).
+fn waker_releasing<T: Send + 'static>(held: T) -> Waker {
+    let held = std::sync::Mutex::new(Some(held));
+    releasing_waker(move || drop(held.lock().unwrap().take()))
+}
+
 fn releasing_waker(on_clone: impl FnOnce() + Send + 'static) -> Waker {
     let w = Arc::new(ReleasingWaker {
         on_clone: std::sync::Mutex::new(Some(Box::new(on_clone))),
@@ -667,18 +680,9 @@ fn releasing_waker(on_clone: impl FnOnce() + Send + 'static) -> Waker {
 /// poll unwound with the lock held and no guard, so it was never released.
 fn lock_future_whose_unused_waiter_panics(fairness: Fairness) {
     let m = Arc::new(Mutex::with_fairness(0u32, fairness));
-    let held = Arc::new(std::sync::Mutex::new(Some(m.lock_arc())));
-    let waker = {
-        let held = Arc::clone(&held);
-        releasing_waker(move || drop(held.lock().unwrap().take()))
-    };
+    let waker = waker_releasing(m.lock_arc());
     let mut fut = Box::pin(m.lock_async());
-    let r = catch_unwind(AssertUnwindSafe(|| poll(fut.as_mut(), &waker).is_ready()));
-    let payload = r.expect_err("the waker's panic was lost");
-    assert_eq!(
-        payload.downcast_ref::<&str>(),
-        Some(&"a task's waker panicked")
-    );
+    resumes_the_wakers_panic(|| poll(fut.as_mut(), &waker).is_ready());
     drop(fut);
     assert!(
         m.try_lock().is_some(),
@@ -703,20 +707,9 @@ fn fifo_lock_future_whose_unused_waiter_panics_takes_no_lock() {
 #[test]
 fn acquire_future_whose_unused_waiter_panics_keeps_no_permit() {
     let sem = Arc::new(Semaphore::new(1));
-    let held = Arc::new(std::sync::Mutex::new(Some(
-        sem.try_acquire_arc().expect("a free permit"),
-    )));
-    let waker = {
-        let held = Arc::clone(&held);
-        releasing_waker(move || drop(held.lock().unwrap().take()))
-    };
+    let waker = waker_releasing(sem.try_acquire_arc().expect("a free permit"));
     let mut fut = Box::pin(sem.acquire_async());
-    let r = catch_unwind(AssertUnwindSafe(|| poll(fut.as_mut(), &waker).is_ready()));
-    let payload = r.expect_err("the waker's panic was lost");
-    assert_eq!(
-        payload.downcast_ref::<&str>(),
-        Some(&"a task's waker panicked")
-    );
+    resumes_the_wakers_panic(|| poll(fut.as_mut(), &waker).is_ready());
     drop(fut);
     assert_eq!(sem.available_permits(), 1, "the permit was lost");
 }
