@@ -202,7 +202,8 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// Takes the lock, or gives up after `timeout`. The deadline is checked
     /// while the waiter watches as well as while it is parked (see
     /// [`RawAdaptiveLock::try_lock_until`]). A timeout too large for an
-    /// `Instant` waits without a deadline.
+    /// `Instant` waits without a deadline; from this lock's own policy,
+    /// every timed lock fails at once (see [`Policy`]).
     ///
     /// # Examples
     ///

@@ -288,6 +288,12 @@ impl Policy for TimedSelfLock {
                 TIMED_SELF
                     .try_lock_with_priority_until(3, Instant::now() + hour)
                     .is_some(),
+                // Too large for an `Instant`: waits without a deadline
+                // elsewhere, and still fails at once here.
+                TIMED_SELF.try_lock_for(Duration::MAX).is_some(),
+                TIMED_SELF
+                    .try_lock_with_priority_for(3, Duration::MAX)
+                    .is_some(),
             ];
             TIMED_SELF_TRIES.fetch_add(taken.len(), SeqCst);
             TIMED_SELF_TAKEN.fetch_add(taken.iter().filter(|&&t| t).count(), SeqCst);
@@ -300,7 +306,9 @@ impl Policy for TimedSelfLock {
 /// the policy runs while its thread holds the lock. It used to wait out
 /// its whole timeout with the lock held (an hour here; a thread that asked
 /// for a year hung for a year); it now returns at once, without the lock,
-/// as `try_lock` does, and counts as a timeout.
+/// as `try_lock` does, and counts as a timeout. So does a timeout too
+/// large for an `Instant` (`Duration::MAX`), which used to take the untimed
+/// `lock` and panic (caught as the policy's panic).
 #[test]
 fn a_policy_that_times_a_lock_of_its_own_lock_fails_at_once() {
     use std::sync::atomic::Ordering::SeqCst;
@@ -310,13 +318,13 @@ fn a_policy_that_times_a_lock_of_its_own_lock_fails_at_once() {
     TIMED_SELF_ARMED.store(true, SeqCst);
     finishes(|| drop(TIMED_SELF.lock()));
     let after = TIMED_SELF.stats().total;
-    assert_eq!(TIMED_SELF_TRIES.load(SeqCst), 4);
+    assert_eq!(TIMED_SELF_TRIES.load(SeqCst), 6, "an attempt panicked");
     assert_eq!(
         TIMED_SELF_TAKEN.load(SeqCst),
         0,
         "the holder's lock was taken twice"
     );
-    assert_eq!(after.timeouts, before.timeouts + 4);
+    assert_eq!(after.timeouts, before.timeouts + 6);
     assert_eq!(after.policy_panics, before.policy_panics);
     assert_eq!(after.acquisitions, before.acquisitions + 1);
     assert!(!TIMED_SELF.is_locked());

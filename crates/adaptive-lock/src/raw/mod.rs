@@ -395,7 +395,9 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// Takes the lock with `priority` (see
     /// [`lock_with_priority`](Self::lock_with_priority)), or gives up after
     /// `timeout`. A timeout too large for an `Instant` waits without a
-    /// deadline.
+    /// deadline (except from this lock's own policy, where it fails at
+    /// once as every timed lock does: see
+    /// [`try_lock_until`](Self::try_lock_until)).
     ///
     /// # Examples
     ///
@@ -410,6 +412,15 @@ impl<P: Policy> RawAdaptiveLock<P> {
     pub fn try_lock_with_priority_for(&self, priority: usize, timeout: Duration) -> bool {
         match Instant::now().checked_add(timeout) {
             Some(deadline) => self.try_lock_with_priority_until(priority, deadline),
+            // No deadline: the untimed lock, unless this lock's policy
+            // runs on this thread, where `lock` would panic but a timed
+            // lock fails at once (see `lock_slow`). Off the fast path:
+            // only timeouts past an `Instant`'s range come here.
+            None if self.is_locked() && monitor::in_policy_of(self as *const Self as usize) => {
+                // Relaxed: a counter.
+                self.timeouts.fetch_add(1, Ordering::Relaxed);
+                false
+            }
             None => {
                 self.lock_with_priority(priority);
                 true
