@@ -205,9 +205,12 @@ fn a_server_that_drops_its_own_monitor_drops_the_panics_of_that_drop() {
             let m = Monitor::builder().order(Order::Relaxed).build_served(0u32);
             assert!(m.has_server(), "under the cap: a server");
             let body = BodyWhosePayloadPanics;
-            let never = m.when(|n| *n > 0, move |_| {
-                let _kept = &body;
-            });
+            let never = m.when(
+                |n| *n > 0,
+                move |_| {
+                    let _kept = &body;
+                },
+            );
             let (exited, on_exit) = mpsc::channel();
             let (go, wait_go) = mpsc::channel::<()>();
             let last = m.clone();
@@ -226,6 +229,58 @@ fn a_server_that_drops_its_own_monitor_drops_the_panics_of_that_drop() {
             on_exit
                 .recv_timeout(Duration::from_secs(10))
                 .expect("the server thread exited");
+        },
+    );
+}
+
+/// Three payloads, each dropped by the one before's drop: the task's
+/// [`FirstPayload`] panics with a [`SecondPayload`], which panics with a
+/// [`PanickingPayload`].
+struct FirstPayload;
+
+static FIRST_DROPPED: AtomicBool = AtomicBool::new(false);
+
+impl Drop for FirstPayload {
+    fn drop(&mut self) {
+        FIRST_DROPPED.store(true, SeqCst);
+        if !thread::panicking() {
+            std::panic::panic_any(SecondPayload);
+        }
+    }
+}
+
+struct SecondPayload;
+
+impl Drop for SecondPayload {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            std::panic::panic_any(PanickingPayload);
+        }
+    }
+}
+
+// Round 43: the server dropped the payload of a panic caught in its loop
+// with `drop_caught`, which keeps the panic of that drop for the thread's
+// next operation. A server that stopped before its next turn exited with
+// it kept, and the thread-local that kept it dropped it as the thread
+// exited: a payload whose drop panicked there aborted the process.
+#[test]
+fn a_stopped_server_keeps_no_panic_for_its_exit() {
+    sync_core::testing::in_child(
+        "ACTIVE_MONITOR_SERVER_EXIT_CHILD",
+        "a_stopped_server_keeps_no_panic_for_its_exit",
+        || {
+            __test_set_saturation_override(Some(false));
+            set_server_limit(64);
+            let m = Monitor::builder().order(Order::Relaxed).build_served(0u32);
+            assert!(m.has_server(), "under the cap: a server");
+            // Fire and forget: nobody takes the panic, the server drops it.
+            drop(m.submit(|_| -> u32 { std::panic::panic_any(FirstPayload) }));
+            while !FIRST_DROPPED.load(SeqCst) {
+                thread::sleep(Duration::from_millis(1));
+            }
+            // The last handle: stops the server and joins it (its exit).
+            drop(m);
         },
     );
 }
