@@ -180,7 +180,9 @@ impl Drop for ServerSlot {
 /// [`Monitor`]'s "Execution"). When the last handle is dropped, the queued
 /// tasks run, the tasks waiting on preconditions resolve to
 /// [`Discarded`](crate::Discarded), and the server thread is stopped and
-/// joined.
+/// joined. A task that drops the last handle runs on the server thread,
+/// which cannot join itself: the drop returns at once, and the server
+/// finishes its stint, then drops the monitor (as above) on its way out.
 ///
 /// # Examples
 ///
