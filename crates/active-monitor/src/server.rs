@@ -180,7 +180,9 @@ impl Drop for ServerSlot {
 /// [`Monitor`]'s "Execution"). When the last handle is dropped, the queued
 /// tasks run, the tasks waiting on preconditions resolve to
 /// [`Discarded`](crate::Discarded), and the server thread is stopped and
-/// joined.
+/// joined. A task that drops the last handle runs on the server thread,
+/// which cannot join itself: the drop returns at once, and the server
+/// finishes its stint, then drops the monitor (as above) on its way out.
 ///
 /// # Examples
 ///
@@ -266,8 +268,22 @@ impl<T, S: AbstractState> Drop for Users<T, S> {
     }
 }
 
-/// The server thread.
+/// The server thread: serves until stopped, then lets go of its
+/// reference to the monitor.
 fn run<T, S: AbstractState>(m: Arc<Monitor<T, S>>) {
+    serve_until_stopped(&m);
+    // Ours may be the last reference (a task of this thread dropped the
+    // last handle): the monitor's drop then runs here, and resumes at its
+    // end a panic of a drop it made (a task still waiting, discarded).
+    // Nobody waits for this thread, so it is dropped here, as the loop's
+    // are. Unwinding out of the thread, it was reported as the server's
+    // own panic, and std drops a detached thread's payload outside any
+    // catch: a payload whose drop panicked aborted the process.
+    sync_core::unwind::catch_and_discard(move || drop(m));
+}
+
+/// The server's loop, until the last handle's drop sets `stop`.
+fn serve_until_stopped<T, S: AbstractState>(m: &Monitor<T, S>) {
     let srv = m.server_slot().expect("a served monitor");
     // Whether the monitor was handed to us, held (`HELD`).
     let mut held = false;

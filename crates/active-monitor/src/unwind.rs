@@ -73,6 +73,30 @@ const fn kept<X>() -> Kept<X> {
     core::mem::ManuallyDrop::new(RefCell::new(Vec::new()))
 }
 
+/// [`DEFERRED`]'s cell: its destructor drops a panic still kept when the
+/// thread exits (an async poll keeps one for the thread's next operation,
+/// a server for its next turn, and the thread made none) with
+/// [`discard`], as a panic nobody takes: left to the cell's own drop
+/// glue, a payload whose drop panicked there aborted the process
+/// ("thread local panicked on drop").
+struct Deferred(Cell<Option<Payload>>);
+
+impl core::ops::Deref for Deferred {
+    type Target = Cell<Option<Payload>>;
+
+    fn deref(&self) -> &Cell<Option<Payload>> {
+        &self.0
+    }
+}
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            discard(p);
+        }
+    }
+}
+
 #[cfg(not(loom))]
 type Key<X> = std::thread::LocalKey<X>;
 #[cfg(loom)]
@@ -111,7 +135,7 @@ std::thread_local! {
         }
     };
     /// The first panic caught and not resumed yet.
-    static DEFERRED: Cell<Option<Payload>> = const { Cell::new(None) };
+    static DEFERRED: Deferred = const { Deferred(Cell::new(None)) };
     /// Wakeups of blocked callers, delivered once the monitor is let go of:
     /// the family's deferred wake-ups, kept across the holder's whole stint
     /// (every task it runs, however deep in its serve), hence per thread.
@@ -133,7 +157,7 @@ sync_core::loom::thread_local! {
         task_wakes: Cell::new(false),
         drops: Cell::new(false),
     };
-    static DEFERRED: Cell<Option<Payload>> = Cell::new(None);
+    static DEFERRED: Deferred = Deferred(Cell::new(None));
     static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
     static TASK_WAKES: Kept<Waker> = kept();
     static DROPS: Kept<Arc<dyn DropLater>> = kept();
@@ -430,7 +454,7 @@ fn take_resumable() -> Option<Payload> {
     if !ours {
         return None;
     }
-    let p = DEFERRED.try_with(Cell::take).ok().flatten()?;
+    let p = DEFERRED.try_with(|d| d.take()).ok().flatten()?;
     if std::thread::panicking() {
         drop_caught(p);
         return None;

@@ -117,3 +117,46 @@ fn a_result_nobody_took_is_dropped_at_the_end_of_an_async_submission() {
         assert_eq!(m.call(|n| *n), 1);
     }
 }
+
+/// A panic payload whose drop panics with a [`PanicOnDrop`], whose drop
+/// panics in turn.
+struct PayloadWhoseDropPanics;
+
+impl Drop for PayloadWhoseDropPanics {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            std::panic::panic_any(PanicOnDrop);
+        }
+    }
+}
+
+/// Round 43: the poll keeps the foreign panic for the thread's next
+/// operation. A thread that made none exited with it kept, and the
+/// thread-local that kept it dropped it as the thread exited: a payload
+/// whose drop panicked there aborted the process ("thread local panicked
+/// on drop"). Now it is dropped there as a panic nobody takes.
+#[test]
+fn a_foreign_panic_kept_by_a_poll_does_not_abort_its_threads_exit() {
+    sync_core::testing::in_child(
+        "ACTIVE_MONITOR_KEPT_PANIC_EXIT_CHILD",
+        "a_foreign_panic_kept_by_a_poll_does_not_abort_its_threads_exit",
+        || {
+            let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u32));
+            // Fire and forget: its panic's payload is nobody's.
+            drop(m.when(
+                |n| *n > 0,
+                |_| -> u32 { std::panic::panic_any(PayloadWhoseDropPanics) },
+            ));
+            let m2 = Arc::clone(&m);
+            std::thread::spawn(move || {
+                // The poll finds the monitor idle and runs the call, which
+                // enables the `when`, whose payload is dropped as the poll
+                // lets go of the monitor: the panic of that drop is kept.
+                futures::executor::block_on(m2.call_async(|n| *n = 1));
+            })
+            .join()
+            .expect("the thread's own work did not panic");
+            assert_eq!(m.call(|n| *n), 1);
+        },
+    );
+}

@@ -9,7 +9,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use active_monitor::{__test_set_saturation_override, Monitor, Order, or, set_server_limit};
+use active_monitor::{
+    __test_set_saturation_override, Discarded, Monitor, Order, or, set_server_limit,
+};
 
 /// A panic payload whose drop panics (unless the thread already unwinds).
 struct PanickingPayload;
@@ -158,4 +160,127 @@ fn a_server_survives_the_waker_of_a_cancelled_completion() {
         after.wait()
     });
     assert_eq!(served, Some(1), "the monitor no longer serves its tasks");
+}
+
+/// A body whose drop panics with a [`PanickingPayload`].
+struct BodyWhosePayloadPanics;
+
+impl Drop for BodyWhosePayloadPanics {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            std::panic::panic_any(PanickingPayload);
+        }
+    }
+}
+
+/// Sends on its channel when dropped: in a thread-local, when its thread
+/// exits.
+struct SignalsExit(mpsc::Sender<()>);
+
+impl Drop for SignalsExit {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
+thread_local! {
+    static ON_EXIT: std::cell::RefCell<Option<SignalsExit>> = const { std::cell::RefCell::new(None) };
+}
+
+// Round 43: a task on the server thread drops the monitor's last handle,
+// so the server drops the monitor itself on its way out. The monitor's
+// drop discards the tasks still waiting and resumes a panic of their
+// drops (a body's) at its end, which unwound out of the server thread:
+// nobody waits for it, and std drops a detached thread's panic payload
+// outside any catch, so a payload whose drop panics aborted the process
+// ("thread result panicked on drop").
+#[test]
+fn a_server_that_drops_its_own_monitor_drops_the_panics_of_that_drop() {
+    sync_core::testing::in_child(
+        "ACTIVE_MONITOR_SERVER_SELF_DROP_CHILD",
+        "a_server_that_drops_its_own_monitor_drops_the_panics_of_that_drop",
+        || {
+            __test_set_saturation_override(Some(false));
+            set_server_limit(64);
+            let m = Monitor::builder().order(Order::Relaxed).build_served(0u32);
+            assert!(m.has_server(), "under the cap: a server");
+            let body = BodyWhosePayloadPanics;
+            let never = m.when(
+                |n| *n > 0,
+                move |_| {
+                    let _kept = &body;
+                },
+            );
+            let (exited, on_exit) = mpsc::channel();
+            let (go, wait_go) = mpsc::channel::<()>();
+            let last = m.clone();
+            m.submit(move |_| {
+                ON_EXIT.with(|e| *e.borrow_mut() = Some(SignalsExit(exited)));
+                let _ = wait_go.recv();
+                // The last handle: this thread cannot join itself, so it
+                // drops the monitor once it leaves its loop.
+                drop(last);
+            });
+            drop(m);
+            go.send(()).unwrap();
+            assert_eq!(never.wait_result(), Err(Discarded));
+            // The thread-local's destructor runs as the thread exits, after
+            // std dropped the thread's result (the abort was there).
+            on_exit
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the server thread exited");
+        },
+    );
+}
+
+/// Three payloads, each dropped by the one before's drop: the task's
+/// [`FirstPayload`] panics with a [`SecondPayload`], which panics with a
+/// [`PanickingPayload`].
+struct FirstPayload;
+
+static FIRST_DROPPED: AtomicBool = AtomicBool::new(false);
+
+impl Drop for FirstPayload {
+    fn drop(&mut self) {
+        FIRST_DROPPED.store(true, SeqCst);
+        if !thread::panicking() {
+            std::panic::panic_any(SecondPayload);
+        }
+    }
+}
+
+struct SecondPayload;
+
+impl Drop for SecondPayload {
+    fn drop(&mut self) {
+        if !thread::panicking() {
+            std::panic::panic_any(PanickingPayload);
+        }
+    }
+}
+
+// Round 43: the server dropped the payload of a panic caught in its loop
+// with `drop_caught`, which keeps the panic of that drop for the thread's
+// next operation. A server that stopped before its next turn exited with
+// it kept, and the thread-local that kept it dropped it as the thread
+// exited: a payload whose drop panicked there aborted the process.
+#[test]
+fn a_stopped_server_keeps_no_panic_for_its_exit() {
+    sync_core::testing::in_child(
+        "ACTIVE_MONITOR_SERVER_EXIT_CHILD",
+        "a_stopped_server_keeps_no_panic_for_its_exit",
+        || {
+            __test_set_saturation_override(Some(false));
+            set_server_limit(64);
+            let m = Monitor::builder().order(Order::Relaxed).build_served(0u32);
+            assert!(m.has_server(), "under the cap: a server");
+            // Fire and forget: nobody takes the panic, the server drops it.
+            drop(m.submit(|_| -> u32 { std::panic::panic_any(FirstPayload) }));
+            while !FIRST_DROPPED.load(SeqCst) {
+                thread::sleep(Duration::from_millis(1));
+            }
+            // The last handle: stops the server and joins it (its exit).
+            drop(m);
+        },
+    );
 }

@@ -181,9 +181,13 @@ pub(super) const STATE: usize = 3;
 /// payload of a task's panic that nobody takes) or in a completion's waker
 /// is caught too: the monitor stays consistent and is let go of, then the
 /// panic resumes in the thread that was holding it, when its `call` or
-/// submission returns (or is dropped if that thread already unwinds). On
-/// a server thread nobody waits for the server, so such a panic is
-/// dropped there (a task's own panic still resumes in its waiter).
+/// submission returns (or is dropped if that thread already unwinds). An
+/// async submission's poll whose task has been queued or has run keeps it
+/// for the thread's next poll or operation that changes nothing. On a
+/// server thread nobody waits for the server, so such a panic is dropped
+/// there (a task's own panic still resumes in its waiter), and so is one a
+/// thread still keeps when it exits (with the panics of its payload's
+/// drop).
 ///
 /// # Examples
 ///
