@@ -82,6 +82,13 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// panic would abort the process. ([`RawMutex::unlock`], which `lock_api`
 /// calls, never unwinds: it drops such a panic.)
 ///
+/// A timed lock that gives up ([`try_lock_for`](Self::try_lock_for),
+/// [`try_lock_until`](Self::try_lock_until) and their `_arc` forms) may be
+/// holding a wakeup, or the dequeuer's role it took to free its node, and
+/// passes it on, which may wake a waiting task: that waker's panic goes on
+/// out of the timed lock the same way, once the wakeup is passed on. The
+/// lock is not held then (no guard is returned).
+///
 /// # Examples
 ///
 /// ```
