@@ -89,6 +89,12 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// out of the timed lock the same way, once the wakeup is passed on. The
 /// lock is not held then (no guard is returned).
 ///
+/// A waker may itself release the lock (an executor that polls its task on
+/// the spot): the wakeups that release owes then run after that waker
+/// returns, once this thread's wakeups nest a few dozen deep, so that one
+/// unlock reaching every queued task does not grow the stack with the
+/// queue. Their panics go on out of the outermost unlock.
+///
 /// # Examples
 ///
 /// ```

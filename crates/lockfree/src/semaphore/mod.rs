@@ -158,6 +158,12 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 /// permit or an acquire future dropped during a panic): then the waker's
 /// panic is dropped, since a second panic would abort the process.
 ///
+/// A waker may itself release permits (an executor that polls its task on
+/// the spot): the wakeups that release owes then run after that waker
+/// returns, once this thread's wakeups nest a few dozen deep, so that one
+/// release reaching every queued task does not grow the stack with the
+/// queue. Their panics go on out of the outermost release.
+///
 /// An acquire that queues can find permits being released and deliver them
 /// itself, to older waiters first; a panic of their wakers then goes on out
 /// of that acquire, once its own request is settled. A blocking acquire
