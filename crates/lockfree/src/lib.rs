@@ -78,6 +78,7 @@ mod mutex;
 mod patience;
 mod raw_mutex;
 mod semaphore;
+mod wake_chain;
 
 pub use error::{AcquireError, TryAcquireError};
 pub use mutex::{ArcMutexGuard, LockArcAsync, LockAsync, Mutex, MutexGuard};

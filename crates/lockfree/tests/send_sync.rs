@@ -10,6 +10,12 @@ use lockfree_sync::{
 };
 use sync_core::{assert_impl, assert_not_impl};
 
+/// `Sync` but not `Send`, like std's `MutexGuard`: it must stay on the
+/// thread that made it.
+struct SyncNotSend(std::marker::PhantomData<*const ()>);
+// SAFETY: it holds no data; only `Send` is withheld.
+unsafe impl Sync for SyncNotSend {}
+
 // The mutex is shared across threads whenever its data may move across them
 // (as std's: `T: Send` suffices, since one thread at a time has it).
 assert_impl!(Mutex<Vec<u8>>: Send, Sync);
@@ -28,6 +34,12 @@ assert_impl!(lockfree_sync::ArcMutexGuard<Vec<u8>>: Send, Sync);
 assert_impl!(lockfree_sync::ArcMutexGuard<Cell<u8>>: Send);
 assert_not_impl!(lockfree_sync::ArcMutexGuard<Cell<u8>>: Sync);
 assert_not_impl!(lockfree_sync::ArcMutexGuard<Rc<u8>>: Send);
+// A shared guard hands out its mutex (`MutexGuard::mutex`,
+// `ArcMutexGuard::mutex`), which outlives the guard: another thread could
+// lock it after the unlock and take the `T` there, so a guard is `Sync` only
+// when the mutex is (`T: Send`), besides `T: Sync`.
+assert_not_impl!(MutexGuard<'static, SyncNotSend>: Sync);
+assert_not_impl!(lockfree_sync::ArcMutexGuard<SyncNotSend>: Sync);
 assert_impl!(lockfree_sync::LockApiMutex<Vec<u8>>: Send, Sync);
 assert_impl!(lockfree_sync::LockApiMutexGuard<'static, Vec<u8>>: Send, Sync);
 

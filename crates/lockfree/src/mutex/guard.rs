@@ -25,8 +25,11 @@ pub struct MutexGuard<'a, T: ?Sized> {
 // SAFETY: the guard gives `&mut T`, and unlocking from another thread is
 // allowed, so sending it is sending the `T`'s access: `T: Send`.
 unsafe impl<T: ?Sized + Send> Send for MutexGuard<'_, T> {}
-// SAFETY: a shared guard only gives `&T`.
-unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
+// SAFETY: a shared guard gives `&T` (hence `T: Sync`) and, through
+// `MutexGuard::mutex`, the `&'a Mutex<T>` itself, which outlives the guard:
+// another thread could keep it and lock once this guard unlocks, taking
+// `&mut T` there (hence `T: Send`, which is what makes `Mutex<T>: Sync`).
+unsafe impl<T: ?Sized + Send + Sync> Sync for MutexGuard<'_, T> {}
 
 impl<'a, T: ?Sized> MutexGuard<'a, T> {
     /// # Safety
@@ -157,8 +160,10 @@ pub struct ArcMutexGuard<T: ?Sized> {
 // SAFETY: as for `MutexGuard`: the guard gives `&mut T` and may unlock from
 // any thread; the `Arc<Mutex<T>>` it owns is Send when `T: Send`.
 unsafe impl<T: ?Sized + Send> Send for ArcMutexGuard<T> {}
-// SAFETY: a shared guard only gives `&T`.
-unsafe impl<T: ?Sized + Sync> Sync for ArcMutexGuard<T> {}
+// SAFETY: as for `MutexGuard`: `&T` (hence `T: Sync`), and through
+// `ArcMutexGuard::mutex` the `Arc<Mutex<T>>`, which another thread could
+// clone and lock (or drop last) once this guard unlocks (hence `T: Send`).
+unsafe impl<T: ?Sized + Send + Sync> Sync for ArcMutexGuard<T> {}
 
 impl<T: ?Sized> ArcMutexGuard<T> {
     /// # Safety

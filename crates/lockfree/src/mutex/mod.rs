@@ -82,6 +82,19 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// panic would abort the process. ([`RawMutex::unlock`], which `lock_api`
 /// calls, never unwinds: it drops such a panic.)
 ///
+/// A timed lock that gives up ([`try_lock_for`](Self::try_lock_for),
+/// [`try_lock_until`](Self::try_lock_until) and their `_arc` forms) may be
+/// holding a wakeup, or the dequeuer's role it took to free its node, and
+/// passes it on, which may wake a waiting task: that waker's panic goes on
+/// out of the timed lock the same way, once the wakeup is passed on. The
+/// lock is not held then (no guard is returned).
+///
+/// A waker may itself release the lock (an executor that polls its task on
+/// the spot): the wakeups that release owes then run after that waker
+/// returns, once this thread's wakeups nest a few dozen deep, so that one
+/// unlock reaching every queued task does not grow the stack with the
+/// queue. Their panics go on out of the outermost unlock.
+///
 /// # Examples
 ///
 /// ```

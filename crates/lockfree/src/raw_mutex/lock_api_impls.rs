@@ -72,4 +72,10 @@ unsafe impl lock_api::RawMutexFair for RawMutex {
 pub type LockApiMutex<T> = lock_api::Mutex<RawMutex, T>;
 
 /// The guard of a [`LockApiMutex`].
+///
+/// lock_api makes it `Sync` when `T: Sync`, though `MutexGuard::mutex`
+/// hands out the `&'a Mutex` to whoever shares the guard, so that another
+/// thread can keep it and lock once the guard is gone, taking a `T` that is
+/// `Sync` but not `Send` there. Do not share a guard of such a `T` across
+/// threads. [`MutexGuard`](crate::MutexGuard) requires `T: Send + Sync`.
 pub type LockApiMutexGuard<'a, T> = lock_api::MutexGuard<'a, RawMutex, T>;

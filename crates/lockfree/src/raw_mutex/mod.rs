@@ -525,6 +525,16 @@ impl RawMutex {
     ///
     /// As [`lock`](Self::lock), until the deadline.
     ///
+    /// # Panics
+    ///
+    /// A wait that gives up passes on the wakeup (or the dequeuer's role)
+    /// it holds, which may wake a waiting task: if that task's waker
+    /// panics, the panic goes on out of this call once the wakeup is passed
+    /// on, with the lock not held, unless the thread is already unwinding
+    /// (then it is dropped). Unlike [`unlock`](Self::unlock), which must
+    /// not unwind for `lock_api`, a lock attempt that unwinds leaves nothing
+    /// held.
+    ///
     /// # Examples
     ///
     /// ```
@@ -541,6 +551,10 @@ impl RawMutex {
 
     /// [`try_lock_until`](Self::try_lock_until) `timeout` from now. A
     /// timeout too large for an `Instant` waits without a deadline.
+    ///
+    /// # Panics
+    ///
+    /// As [`try_lock_until`](Self::try_lock_until).
     ///
     /// # Examples
     ///

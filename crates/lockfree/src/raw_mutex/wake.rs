@@ -157,7 +157,12 @@ impl RawMutex {
             // once the word is consistent: its panic is caught, and goes
             // on (or not) as the caller's `panics` decides.
             if let Some(wakeup) = Waiter::notify_later(&waiter, token) {
-                panics.catch(|| wakeup.wake());
+                // Through `wake_chain`: a waker that takes the lock and
+                // releases it must not nest the next wakeup inside itself,
+                // and so on down the queue.
+                crate::wake_chain::run(panics, move |panics| {
+                    panics.catch(|| wakeup.wake());
+                });
                 return;
             }
             // Cancelled between our check and the notify: what the token

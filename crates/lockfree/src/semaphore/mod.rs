@@ -151,11 +151,18 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 ///
 /// # Panics
 ///
-/// A task's waker that panics when a release wakes it: the release finishes
-/// delivering permits to every waiter it serves, and then the panic goes on
+/// A task's waker that panics when a release (or a [`close`](Self::close))
+/// wakes it: the release finishes delivering permits to every waiter it
+/// serves (the close, sending every waiter away), and then the panic goes on
 /// in the releasing thread, unless that thread is already unwinding (a
 /// permit or an acquire future dropped during a panic): then the waker's
 /// panic is dropped, since a second panic would abort the process.
+///
+/// A waker may itself release permits (an executor that polls its task on
+/// the spot): the wakeups that release owes then run after that waker
+/// returns, once this thread's wakeups nest a few dozen deep, so that one
+/// release reaching every queued task does not grow the stack with the
+/// queue. Their panics go on out of the outermost release.
 ///
 /// An acquire that queues can find permits being released and deliver them
 /// itself, to older waiters first; a panic of their wakers then goes on out
@@ -334,6 +341,16 @@ impl Semaphore {
     ///
     /// This is the way out for a request larger than the semaphore will
     /// ever be (see the type's docs).
+    ///
+    /// # Panics
+    ///
+    /// Sending the waiters away wakes the tasks among them, whose wakers are
+    /// user code: if one panics, the close still sends every waiter away
+    /// (each holds its error), and then the first such panic goes on out of
+    /// `close`, unless the thread is already unwinding (then it is
+    /// dropped). If another thread is delivering permits at that moment,
+    /// that thread sends the waiters away instead, and its operation takes
+    /// such panics; the close then returns at once.
     ///
     /// # Examples
     ///

@@ -359,7 +359,13 @@ impl Semaphore {
                 .compare_exchange(w, w & !ACTIVE, Release, Relaxed)
                 .is_ok()
             {
-                wakeups.wake_all(&mut panics);
+                // Through `wake_chain`: a waker that takes permits and
+                // releases them must not nest the next wakeup inside
+                // itself, and so on down the queue.
+                crate::wake_chain::run(&mut panics, move |panics| {
+                    let mut wakeups = wakeups;
+                    wakeups.wake_all(panics);
+                });
                 // The family's policy (sync_core::unwind): the first
                 // waker's panic goes on now that the semaphore is
                 // consistent, unless this thread is already unwinding (a
