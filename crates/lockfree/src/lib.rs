@@ -78,7 +78,6 @@ mod mutex;
 mod patience;
 mod raw_mutex;
 mod semaphore;
-mod wake_chain;
 
 pub use error::{AcquireError, TryAcquireError};
 pub use mutex::{ArcMutexGuard, LockArcAsync, LockAsync, Mutex, MutexGuard};

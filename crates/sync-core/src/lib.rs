@@ -98,6 +98,7 @@ pub mod sync;
 pub mod unwind;
 pub mod wait;
 pub mod waiter;
+mod wake_chain;
 pub mod wake_list;
 pub mod waker;
 

@@ -663,3 +663,85 @@ unsafe fn hostile_release(data: *const (), dropped: bool) {
         panic!("HostileWaker: drop panics");
     }
 }
+
+/// A boxed task body for [`InlineTask`].
+#[cfg(not(loom))]
+type InlineBody = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// A task whose waker polls it at once, on the waking thread: the executor
+/// at its most re-entrant, for tests of a primitive whose release wakes a
+/// task that takes and releases it in turn, inside the waker.
+#[cfg(not(loom))]
+pub struct InlineTask(std::sync::Mutex<Option<InlineBody>>);
+
+#[cfg(not(loom))]
+impl InlineTask {
+    /// Spawns `body` and polls it once, here.
+    pub fn spawn(
+        body: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::sync::Arc<Self> {
+        let task = std::sync::Arc::new(Self(std::sync::Mutex::new(Some(Box::pin(body)))));
+        task.run();
+        task
+    }
+
+    /// Whether the body has returned.
+    pub fn is_done(&self) -> bool {
+        self.0.lock().expect("not poisoned").is_none()
+    }
+
+    fn run(self: &std::sync::Arc<Self>) {
+        let waker = std::task::Waker::from(std::sync::Arc::clone(self));
+        let mut slot = self.0.lock().expect("not poisoned");
+        if let Some(body) = slot.as_mut()
+            && body
+                .as_mut()
+                .poll(&mut std::task::Context::from_waker(&waker))
+                .is_ready()
+        {
+            *slot = None;
+        }
+    }
+}
+
+#[cfg(not(loom))]
+impl std::task::Wake for InlineTask {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.run();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.run();
+    }
+}
+
+#[cfg(not(loom))]
+impl std::fmt::Debug for InlineTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InlineTask")
+            .field("done", &self.is_done())
+            .finish()
+    }
+}
+
+/// Runs `f` on a thread with a stack of `stack` bytes and panics, naming
+/// `what`, if it has not finished within 60 s; a stack overflow aborts the
+/// whole test binary instead (run it where that is a failure).
+#[cfg(not(loom))]
+pub fn on_small_stack(what: &str, stack: usize, f: impl FnOnce() + Send + 'static) {
+    let (done, finished) = std::sync::mpsc::channel();
+    let t = std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(move || {
+            f();
+            let _ = done.send(());
+        })
+        .expect("spawn the test thread");
+    if finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .is_err()
+    {
+        assert!(t.is_finished(), "{what}: not done within 60 s");
+    }
+    t.join()
+        .unwrap_or_else(|_| panic!("{what}: the test thread panicked"));
+}

@@ -275,7 +275,7 @@ impl Waiter {
     }
 
     #[inline]
-    fn wake_now(&self) {
+    pub(crate) fn wake_now(&self) {
         match &self.wake {
             Wake::Thread(t) => t.unpark(),
             Wake::Task(w) => w.wake(),
@@ -495,11 +495,21 @@ impl Wakeup {
     }
 
     /// Wakes the waiter (it already has its token).
+    ///
+    /// A task's waker may re-enter the primitive that woke it (an executor
+    /// that polls the task on the spot, whose task releases what the next
+    /// task waits for): so that one release reaching a whole queue of such
+    /// tasks does not nest their wakers as deep as the queue, a task's
+    /// wakeup made inside a few dozen others on this thread is queued on
+    /// the thread instead, and the outermost wakeup runs it once the
+    /// current one returns (before the outermost returns). A queued
+    /// waker's panic then unwinds out of the outermost wakeup. A thread's
+    /// unpark runs at once.
     // Inline, with `wake_now` and `Drop`: see `WakeList`'s methods.
     #[inline]
     pub fn wake(mut self) {
         if let Some(waiter) = self.0.take() {
-            waiter.wake_now();
+            crate::wake_chain::deliver(waiter);
         }
     }
 }
@@ -508,7 +518,7 @@ impl Drop for Wakeup {
     #[inline]
     fn drop(&mut self) {
         if let Some(waiter) = self.0.take() {
-            waiter.wake_now();
+            crate::wake_chain::deliver(waiter);
         }
     }
 }

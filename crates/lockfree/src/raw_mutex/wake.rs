@@ -157,12 +157,10 @@ impl RawMutex {
             // once the word is consistent: its panic is caught, and goes
             // on (or not) as the caller's `panics` decides.
             if let Some(wakeup) = Waiter::notify_later(&waiter, token) {
-                // Through `wake_chain`: a waker that takes the lock and
-                // releases it must not nest the next wakeup inside itself,
-                // and so on down the queue.
-                crate::wake_chain::run(panics, move |panics| {
-                    panics.catch(|| wakeup.wake());
-                });
+                // A task's wakeup nests only a few deep in this thread's
+                // other wakeups (a waker that takes the lock and releases
+                // it): see `Wakeup::wake`.
+                panics.catch(|| wakeup.wake());
                 return;
             }
             // Cancelled between our check and the notify: what the token

@@ -359,13 +359,10 @@ impl Semaphore {
                 .compare_exchange(w, w & !ACTIVE, Release, Relaxed)
                 .is_ok()
             {
-                // Through `wake_chain`: a waker that takes permits and
-                // releases them must not nest the next wakeup inside
-                // itself, and so on down the queue.
-                crate::wake_chain::run(&mut panics, move |panics| {
-                    let mut wakeups = wakeups;
-                    wakeups.wake_all(panics);
-                });
+                // A task's wakeup nests only a few deep in this thread's
+                // other wakeups (a waker that takes permits and releases
+                // them): see `Wakeup::wake`.
+                wakeups.wake_all(&mut panics);
                 // The family's policy (sync_core::unwind): the first
                 // waker's panic goes on now that the semaphore is
                 // consistent, unless this thread is already unwinding (a

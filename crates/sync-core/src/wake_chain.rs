@@ -1,0 +1,270 @@
+//! Tasks' wakeups run one after another on a thread, never one inside
+//! another past a small depth.
+//!
+//! A task's waker is user code, and it may use the primitive that woke it:
+//! an executor that polls the task inside `wake` takes the lock (the
+//! permits, the entry) the task was woken for and releases it, and that
+//! release wakes the next queued task inside the first waker. Run where they
+//! come up, those wakeups nest: one unlock runs every queued task's waker
+//! one inside the other, on a stack as deep as the queue (100,000 tasks
+//! queued on a lockfree-sync `Mutex` or `Semaphore` overflowed an 8 MB stack
+//! and aborted the process). So a [`Wakeup`](crate::waiter::Wakeup) of a
+//! task nests at most [`NEST`] deep on a thread: one that comes up deeper is
+//! queued on the thread, and the outermost runs it once the current one
+//! returns. The stack stays shallow, and every wakeup still runs before the
+//! outermost wakeup returns, on the same thread, so before the operation
+//! that made it returns.
+//!
+//! Only tasks are concerned: a thread's unpark runs no user code.
+//!
+//! A queued waker's panic unwinds out of the outermost wakeup, where the
+//! primitive's own catch (the family's panic policy, [`crate::unwind`])
+//! takes it as it takes that wakeup's own; the wakeups still queued behind
+//! it then run with their panics dropped, so that nobody sleeps for a
+//! wakeup it was promised.
+//!
+//! The trade-off: a waker nested [`NEST`] deep that blocks until a task its
+//! own release woke makes progress waits for a wakeup that runs only after
+//! it returns. Shallower, it works as before.
+//!
+//! Under loom every model thread's wakeups run where they come up: the
+//! models hold no waker that re-enters the primitive.
+
+use crate::sync::Arc;
+use crate::waiter::Waiter;
+
+/// How deep a thread's task wakeups may nest before they are queued
+/// instead.
+pub(crate) const NEST: u32 = 32;
+
+/// Delivers a [`Wakeup`](crate::waiter::Wakeup): a thread's unpark at
+/// once, a task's waker through this thread's chain ([`wake`]).
+#[inline]
+pub(crate) fn deliver(waiter: Arc<Waiter>) {
+    if waiter.is_thread() {
+        waiter.wake_now();
+    } else {
+        wake(waiter);
+    }
+}
+
+/// Wakes `waiter` (a task's) now, or, if this thread is already [`NEST`]
+/// task wakeups deep, queues it for the outermost to run once the current
+/// one returns.
+#[cfg(not(loom))]
+pub(crate) fn wake(waiter: Arc<Waiter>) {
+    // `try_with`: from a thread-local destructor, once this thread's
+    // chain is gone, it wakes where it is.
+    let depth = DEPTH.try_with(|depth| {
+        let d = depth.get();
+        if d < NEST {
+            depth.set(d + 1);
+        }
+        d
+    });
+    match depth {
+        Ok(0) => {
+            // The outermost: runs what deeper wakeups queued, one after
+            // another, each from depth 1 again.
+            let _outer = Outer;
+            waiter.wake_now();
+            drop(waiter);
+            while let Some(next) = pop() {
+                next.wake_now();
+            }
+        }
+        Ok(d) if d < NEST => {
+            let _level = Level;
+            waiter.wake_now();
+        }
+        Ok(_) => {
+            let mut waiter = Some(waiter);
+            let _ = LATER.try_with(|later| {
+                later
+                    .borrow_mut()
+                    .push_back(waiter.take().expect("taken once"));
+            });
+            if let Some(waiter) = waiter {
+                waiter.wake_now();
+            }
+        }
+        Err(_) => waiter.wake_now(),
+    }
+}
+
+/// Under loom: wakes where it comes up (see the module docs).
+#[cfg(loom)]
+pub(crate) fn wake(waiter: Arc<Waiter>) {
+    waiter.wake_now();
+}
+
+#[cfg(not(loom))]
+std::thread_local! {
+    /// How many task wakeups this thread is running, one inside the other
+    /// (at most `NEST`).
+    static DEPTH: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    /// The wakeups queued past `NEST`, oldest first. Borrowed only to push
+    /// or pop, never while a waker runs.
+    static LATER: core::cell::RefCell<std::collections::VecDeque<Arc<Waiter>>> =
+        const { core::cell::RefCell::new(std::collections::VecDeque::new()) };
+}
+
+#[cfg(not(loom))]
+fn pop() -> Option<Arc<Waiter>> {
+    LATER
+        .try_with(|later| later.borrow_mut().pop_front())
+        .ok()
+        .flatten()
+}
+
+/// Leaves a nested wakeup's level, also when its waker unwinds.
+#[cfg(not(loom))]
+struct Level;
+
+#[cfg(not(loom))]
+impl Drop for Level {
+    fn drop(&mut self) {
+        let _ = DEPTH.try_with(|depth| depth.set(depth.get().saturating_sub(1)));
+    }
+}
+
+/// Ends the outermost wakeup: if a waker unwound out of it, runs what is
+/// still queued, dropping their panics (the thread is unwinding); frees
+/// the queue's room if a long chain grew it (memory follows the chain
+/// running now, not the longest there ever was); and resets the depth.
+#[cfg(not(loom))]
+struct Outer;
+
+#[cfg(not(loom))]
+impl Drop for Outer {
+    fn drop(&mut self) {
+        while let Some(next) = pop() {
+            crate::unwind::catch_and_discard(move || next.wake_now());
+        }
+        let _ = LATER.try_with(|later| {
+            let mut later = later.borrow_mut();
+            if later.capacity() > 64 {
+                *later = std::collections::VecDeque::new();
+            }
+        });
+        let _ = DEPTH.try_with(|depth| depth.set(0));
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::unwind::Panics;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::task::{Wake, Waker};
+
+    /// A task whose waker wakes the next task's waiter (as an inline
+    /// executor whose task releases what the next one waits for), and
+    /// records the stack depth it ran at.
+    struct Link {
+        next: std::sync::Mutex<Option<Arc<Waiter>>>,
+        ran: Arc<AtomicUsize>,
+        deepest: Arc<AtomicUsize>,
+        base: usize,
+    }
+
+    impl Wake for Link {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            let here = 0u8;
+            let depth = self.base.saturating_sub(&here as *const u8 as usize);
+            self.deepest.fetch_max(depth, SeqCst);
+            self.ran.fetch_add(1, SeqCst);
+            if let Some(next) = self.next.lock().unwrap().take() {
+                if let Some(w) = Waiter::notify_later(&next, 1) {
+                    w.wake();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_chain_of_task_wakeups_runs_every_one_on_a_shallow_stack() {
+        const TASKS: usize = 10_000;
+        let ran = Arc::new(AtomicUsize::new(0));
+        let deepest = Arc::new(AtomicUsize::new(0));
+        let here = 0u8;
+        let base = &here as *const u8 as usize;
+        // Built from the last: each task's waker wakes the one after it.
+        let mut next: Option<Arc<Waiter>> = None;
+        for _ in 0..TASKS {
+            let link = std::sync::Arc::new(Link {
+                next: std::sync::Mutex::new(next.take()),
+                ran: Arc::clone(&ran),
+                deepest: Arc::clone(&deepest),
+                base,
+            });
+            next = Some(Waiter::for_task(&Waker::from(link), 0));
+        }
+        let first = next.expect("a first task");
+        let mut panics = Panics::new();
+        panics.catch(|| {
+            Waiter::notify_later(&first, 1)
+                .expect("not cancelled")
+                .wake()
+        });
+        panics.resume();
+        assert_eq!(ran.load(SeqCst), TASKS, "every wakeup ran");
+        // NEST nested wakeups of a few frames each, not TASKS of them.
+        assert!(
+            deepest.load(SeqCst) < 256 * 1024,
+            "the chain nested {} bytes deep",
+            deepest.load(SeqCst)
+        );
+        assert_eq!(DEPTH.with(|d| d.get()), 0, "the depth is reset");
+    }
+
+    #[test]
+    fn a_queued_wakers_panic_leaves_the_outermost_wakeup_and_the_rest_still_run() {
+        struct Panicky {
+            next: std::sync::Mutex<Option<Arc<Waiter>>>,
+            ran: Arc<AtomicUsize>,
+            panic_at: usize,
+        }
+        impl Wake for Panicky {
+            fn wake(self: std::sync::Arc<Self>) {
+                self.wake_by_ref();
+            }
+            fn wake_by_ref(self: &std::sync::Arc<Self>) {
+                let n = self.ran.fetch_add(1, SeqCst);
+                if let Some(next) = self.next.lock().unwrap().take() {
+                    if let Some(w) = Waiter::notify_later(&next, 1) {
+                        w.wake();
+                    }
+                }
+                assert!(n != self.panic_at, "waker {n} panics");
+            }
+        }
+        const TASKS: usize = 200;
+        let ran = Arc::new(AtomicUsize::new(0));
+        let mut next: Option<Arc<Waiter>> = None;
+        for _ in 0..TASKS {
+            let link = std::sync::Arc::new(Panicky {
+                next: std::sync::Mutex::new(next.take()),
+                ran: Arc::clone(&ran),
+                // Past NEST: a queued wakeup, run by the outermost.
+                panic_at: 100,
+            });
+            next = Some(Waiter::for_task(&Waker::from(link), 0));
+        }
+        let first = next.expect("a first task");
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Waiter::notify_later(&first, 1)
+                .expect("not cancelled")
+                .wake()
+        }));
+        assert!(
+            caught.is_err(),
+            "the queued waker's panic left the outermost"
+        );
+        assert_eq!(ran.load(SeqCst), TASKS, "every wakeup ran all the same");
+        assert_eq!(DEPTH.with(|d| d.get()), 0, "the depth is reset");
+    }
+}
