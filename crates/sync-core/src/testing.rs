@@ -670,7 +670,9 @@ type InlineBody = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>
 
 /// A task whose waker polls it at once, on the waking thread: the executor
 /// at its most re-entrant, for tests of a primitive whose release wakes a
-/// task that takes and releases it in turn, inside the waker.
+/// task that takes and releases it in turn, inside the waker. A wake from
+/// inside the task's own poll (a self-wake) would wait for that poll's
+/// lock for ever: use it with primitives that wake other tasks.
 #[cfg(not(loom))]
 pub struct InlineTask(std::sync::Mutex<Option<InlineBody>>);
 
