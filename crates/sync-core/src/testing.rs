@@ -670,11 +670,15 @@ type InlineBody = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>
 
 /// A task whose waker polls it at once, on the waking thread: the executor
 /// at its most re-entrant, for tests of a primitive whose release wakes a
-/// task that takes and releases it in turn, inside the waker. A wake from
-/// inside the task's own poll (a self-wake) would wait for that poll's
-/// lock for ever: use it with primitives that wake other tasks.
+/// task that takes and releases it in turn, inside the waker. A wake that
+/// comes while the task is being polled (from inside its own poll, or from
+/// another thread) has it polled again once that poll returns, as a real
+/// executor would.
 #[cfg(not(loom))]
-pub struct InlineTask(std::sync::Mutex<Option<InlineBody>>);
+pub struct InlineTask {
+    body: std::sync::Mutex<Option<InlineBody>>,
+    woken: std::sync::atomic::AtomicBool,
+}
 
 #[cfg(not(loom))]
 impl InlineTask {
@@ -682,26 +686,49 @@ impl InlineTask {
     pub fn spawn(
         body: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::sync::Arc<Self> {
-        let task = std::sync::Arc::new(Self(std::sync::Mutex::new(Some(Box::pin(body)))));
+        let task = std::sync::Arc::new(Self {
+            body: std::sync::Mutex::new(Some(Box::pin(body))),
+            woken: std::sync::atomic::AtomicBool::new(false),
+        });
         task.run();
         task
     }
 
     /// Whether the body has returned.
     pub fn is_done(&self) -> bool {
-        self.0.lock().expect("not poisoned").is_none()
+        self.body.lock().expect("not poisoned").is_none()
     }
 
     fn run(self: &std::sync::Arc<Self>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        // SeqCst throughout: a wake that finds the task being polled sets
+        // `woken` before its `try_lock` fails, and the poller reads it
+        // after unlocking, so one of the two polls again.
+        self.woken.store(true, SeqCst);
         let waker = std::task::Waker::from(std::sync::Arc::clone(self));
-        let mut slot = self.0.lock().expect("not poisoned");
-        if let Some(body) = slot.as_mut()
-            && body
-                .as_mut()
-                .poll(&mut std::task::Context::from_waker(&waker))
-                .is_ready()
-        {
-            *slot = None;
+        loop {
+            let mut slot = match self.body.try_lock() {
+                Ok(slot) => slot,
+                // Being polled: the poller sees `woken` and polls again.
+                Err(std::sync::TryLockError::WouldBlock) => return,
+                Err(std::sync::TryLockError::Poisoned(_)) => {
+                    panic!("InlineTask: its poll panicked")
+                }
+            };
+            while self.woken.swap(false, SeqCst) {
+                if let Some(body) = slot.as_mut()
+                    && body
+                        .as_mut()
+                        .poll(&mut std::task::Context::from_waker(&waker))
+                        .is_ready()
+                {
+                    *slot = None;
+                }
+            }
+            drop(slot);
+            if !self.woken.load(SeqCst) {
+                return;
+            }
         }
     }
 }
