@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use sync_core::unwind::{Panics, Payload, discard};
 use sync_core::waiter::Wakeup;
+use sync_core::wake_chain;
 use sync_core::wake_list::WakeList;
 
 /// The per-task part: no destructor, so each access is a plain
@@ -197,7 +198,7 @@ pub(crate) fn wake_later(wakeup: Option<Wakeup>) {
 /// panic of the waker is deferred as any other.
 pub(crate) fn wake_task_later(waker: Waker) {
     if let Some(w) = keep(&TASK_WAKES, waker, |s| &s.task_wakes) {
-        caught(|| w.wake());
+        caught(|| wake_chain::wake(w));
     }
 }
 
@@ -292,8 +293,11 @@ fn wake_tasks_deferred() {
     let tasks = TASK_WAKES
         .try_with(|l| core::mem::take(&mut *l.borrow_mut()))
         .unwrap_or_default();
+    // Through the thread's wake chain: a waker that polls on the spot and
+    // calls a monitor delivers that call's deferred wakes inside this one,
+    // and so on down every waiting task; the chain keeps that flat.
     for waker in tasks {
-        caught(|| waker.wake());
+        caught(|| wake_chain::wake(waker));
     }
 }
 

@@ -68,3 +68,49 @@ fn a_release_reaching_every_queued_inline_task_keeps_the_stack_flat() {
         assert!(tasks.iter().all(|t| t.is_done()));
     });
 }
+
+/// A pipeline of `TASKS` channels, each stage a task that receives from one
+/// and sends to the next: one send at the head runs every stage inside the
+/// wakers of the stages before it.
+#[test]
+fn a_send_through_a_pipeline_of_inline_mpsc_tasks_keeps_the_stack_flat() {
+    on_small_stack("mpsc pipeline", STACK, || {
+        let (head, mut rx) = lockfree_sync::mpsc::channel::<usize>();
+        let mut stages = Vec::with_capacity(TASKS);
+        for _ in 0..TASKS {
+            let (tx, next_rx) = lockfree_sync::mpsc::channel::<usize>();
+            let mut stage_rx = std::mem::replace(&mut rx, next_rx);
+            stages.push(Inline::spawn(async move {
+                let v = stage_rx.recv_async().await.expect("a value");
+                tx.send(v + 1).expect("the next stage waits");
+            }));
+        }
+        head.send(0).expect("the first stage waits");
+        assert_eq!(rx.try_recv(), Ok(TASKS), "every stage ran once");
+        assert!(stages.iter().all(|t| t.is_done()));
+    });
+}
+
+#[test]
+fn a_send_through_a_pipeline_of_inline_csp_tasks_keeps_the_stack_flat() {
+    on_small_stack("csp pipeline", STACK, || {
+        let (mut head, mut rx) = lockfree_sync::csp::channel::<usize>();
+        let mut stages = Vec::with_capacity(TASKS);
+        for _ in 0..TASKS {
+            let (mut tx, next_rx) = lockfree_sync::csp::channel::<usize>();
+            let mut stage_rx = std::mem::replace(&mut rx, next_rx);
+            stages.push(Inline::spawn(async move {
+                let v = stage_rx.recv_async().await.expect("a value");
+                tx.send_async(v + 1).await.expect("the next stage takes it");
+            }));
+        }
+        // The last stage's send waits for a receiver: this one.
+        let tail = std::thread::scope(|s| {
+            let tail = s.spawn(move || rx.recv().expect("the last stage sends"));
+            head.send(0).expect("the first stage waits");
+            tail.join().expect("the tail receives")
+        });
+        assert_eq!(tail, TASKS, "every stage ran once");
+        assert!(stages.iter().all(|t| t.is_done()));
+    });
+}

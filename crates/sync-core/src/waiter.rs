@@ -509,7 +509,7 @@ impl Wakeup {
     #[inline]
     pub fn wake(mut self) {
         if let Some(waiter) = self.0.take() {
-            crate::wake_chain::deliver(waiter);
+            waiter.wake_now();
         }
     }
 }
@@ -518,7 +518,7 @@ impl Drop for Wakeup {
     #[inline]
     fn drop(&mut self) {
         if let Some(waiter) = self.0.take() {
-            crate::wake_chain::deliver(waiter);
+            waiter.wake_now();
         }
     }
 }

@@ -3,17 +3,21 @@
 //!
 //! A task's waker is user code, and it may use the primitive that woke it:
 //! an executor that polls the task inside `wake` takes the lock (the
-//! permits, the entry) the task was woken for and releases it, and that
-//! release wakes the next queued task inside the first waker. Run where they
-//! come up, those wakeups nest: one unlock runs every queued task's waker
-//! one inside the other, on a stack as deep as the queue (100,000 tasks
-//! queued on a lockfree-sync `Mutex` or `Semaphore` overflowed an 8 MB stack
-//! and aborted the process). So a [`Wakeup`](crate::waiter::Wakeup) of a
-//! task nests at most [`NEST`] deep on a thread: one that comes up deeper is
-//! queued on the thread, and the outermost runs it once the current one
-//! returns. The stack stays shallow, and every wakeup still runs before the
-//! outermost wakeup returns, on the same thread, so before the operation
-//! that made it returns.
+//! permits, the entry, the monitor) the task was woken for and releases
+//! it, and that release wakes the next waiting task inside the first
+//! waker. Run where they come up, those wakeups nest: one unlock runs every
+//! queued task's waker one inside the other, on a stack as deep as the
+//! queue (100,000 tasks queued on a lockfree-sync `Mutex` or `Semaphore`
+//! overflowed an 8 MB stack and aborted the process), and so does a
+//! pipeline of channels whose receiving tasks each send to the next. So
+//! every task wakeup of the family ([`wake`], which
+//! [`AtomicWaker::wake`](crate::waker::AtomicWaker::wake), a
+//! [`Wakeup`](crate::waiter::Wakeup) and a [`Waiter`](crate::waiter::Waiter)'s
+//! notify go through) nests at most [`NEST`] deep on a thread: one that
+//! comes up deeper is queued on the thread, and the outermost runs it once
+//! the current one returns. The stack stays shallow, and every wakeup still
+//! runs before the outermost wakeup returns, on the same thread, so before
+//! the operation that made it returns.
 //!
 //! Only tasks are concerned: a thread's unpark runs no user code.
 //!
@@ -30,34 +34,35 @@
 //! Under loom every model thread's wakeups run where they come up: the
 //! models hold no waker that re-enters the primitive.
 
-use crate::sync::Arc;
-use crate::waiter::Waiter;
+use core::task::Waker;
 
 /// How deep a thread's task wakeups may nest before they are queued
 /// instead.
-pub(crate) const NEST: u32 = 32;
+pub const NEST: u32 = 32;
 
-/// Delivers a [`Wakeup`](crate::waiter::Wakeup): a thread's unpark at
-/// once, a task's waker through this thread's chain ([`wake`]).
-#[inline]
-pub(crate) fn deliver(waiter: Arc<Waiter>) {
-    if waiter.is_thread() {
-        waiter.wake_now();
-    } else {
-        wake(waiter);
-    }
-}
-
-/// Wakes `waiter` (a task's) now, or, if this thread is already [`NEST`]
+/// Wakes `waker` (a task's) now, or, if this thread is already [`NEST`]
 /// task wakeups deep, queues it for the outermost to run once the current
-/// one returns.
+/// one returns (see the module docs).
+///
+/// # Panics
+///
+/// Resumes the panic of `waker`, or of a waker queued behind it when this
+/// is the outermost wakeup.
+///
+/// # Examples
+///
+/// ```
+/// use std::task::Waker;
+///
+/// sync_core::wake_chain::wake(Waker::noop().clone());
+/// ```
 #[cfg(not(loom))]
-pub(crate) fn wake(waiter: Arc<Waiter>) {
+pub fn wake(waker: Waker) {
     // `try_with`: from a thread-local destructor, once this thread's
     // chain is gone, it wakes where it is.
     let depth = DEPTH.try_with(|depth| {
         let d = depth.get();
-        if d < NEST {
+        if d & LEVELS < NEST {
             depth.set(d + 1);
         }
         d
@@ -67,50 +72,66 @@ pub(crate) fn wake(waiter: Arc<Waiter>) {
             // The outermost: runs what deeper wakeups queued, one after
             // another, each from depth 1 again.
             let _outer = Outer;
-            waiter.wake_now();
-            drop(waiter);
+            waker.wake();
             while let Some(next) = pop() {
-                next.wake_now();
+                next.wake();
             }
         }
-        Ok(d) if d < NEST => {
+        Ok(d) if d & LEVELS < NEST => {
             let _level = Level;
-            waiter.wake_now();
+            waker.wake();
         }
         Ok(_) => {
-            let mut waiter = Some(waiter);
+            let mut waker = Some(waker);
             let _ = LATER.try_with(|later| {
                 later
                     .borrow_mut()
-                    .push_back(waiter.take().expect("taken once"));
+                    .push_back(waker.take().expect("taken once"));
             });
-            if let Some(waiter) = waiter {
-                waiter.wake_now();
+            match waker {
+                Some(waker) => waker.wake(),
+                None => {
+                    let _ = DEPTH.try_with(|depth| depth.set(depth.get() | QUEUED));
+                }
             }
         }
-        Err(_) => waiter.wake_now(),
+        Err(_) => waker.wake(),
     }
 }
 
 /// Under loom: wakes where it comes up (see the module docs).
 #[cfg(loom)]
-pub(crate) fn wake(waiter: Arc<Waiter>) {
-    waiter.wake_now();
+pub fn wake(waker: Waker) {
+    waker.wake();
 }
+
+/// `DEPTH`'s bit that says `LATER` may hold wakeups: the outermost looks
+/// at `LATER` only then.
+#[cfg(not(loom))]
+const QUEUED: u32 = 1 << 31;
+/// `DEPTH`'s bits that count the nested wakeups.
+#[cfg(not(loom))]
+const LEVELS: u32 = !QUEUED;
 
 #[cfg(not(loom))]
 std::thread_local! {
     /// How many task wakeups this thread is running, one inside the other
-    /// (at most `NEST`).
+    /// (at most `NEST`), and `QUEUED`.
     static DEPTH: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
     /// The wakeups queued past `NEST`, oldest first. Borrowed only to push
     /// or pop, never while a waker runs.
-    static LATER: core::cell::RefCell<std::collections::VecDeque<Arc<Waiter>>> =
+    static LATER: core::cell::RefCell<std::collections::VecDeque<Waker>> =
         const { core::cell::RefCell::new(std::collections::VecDeque::new()) };
 }
 
+/// The next queued wakeup, if `QUEUED` says there may be one. (`QUEUED`
+/// stays set until the outermost ends, which then looks at the queue's
+/// room.)
 #[cfg(not(loom))]
-fn pop() -> Option<Arc<Waiter>> {
+fn pop() -> Option<Waker> {
+    if DEPTH.try_with(|depth| depth.get() & QUEUED != 0) != Ok(true) {
+        return None;
+    }
     LATER
         .try_with(|later| later.borrow_mut().pop_front())
         .ok()
@@ -124,7 +145,10 @@ struct Level;
 #[cfg(not(loom))]
 impl Drop for Level {
     fn drop(&mut self) {
-        let _ = DEPTH.try_with(|depth| depth.set(depth.get().saturating_sub(1)));
+        let _ = DEPTH.try_with(|depth| {
+            let d = depth.get();
+            depth.set(d & QUEUED | (d & LEVELS).saturating_sub(1));
+        });
     }
 }
 
@@ -138,15 +162,17 @@ struct Outer;
 #[cfg(not(loom))]
 impl Drop for Outer {
     fn drop(&mut self) {
-        while let Some(next) = pop() {
-            crate::unwind::catch_and_discard(move || next.wake_now());
-        }
-        let _ = LATER.try_with(|later| {
-            let mut later = later.borrow_mut();
-            if later.capacity() > 64 {
-                *later = std::collections::VecDeque::new();
+        if DEPTH.try_with(|depth| depth.get() & QUEUED != 0) == Ok(true) {
+            while let Some(next) = pop() {
+                crate::unwind::catch_and_discard(move || next.wake());
             }
-        });
+            let _ = LATER.try_with(|later| {
+                let mut later = later.borrow_mut();
+                if later.capacity() > 64 {
+                    *later = std::collections::VecDeque::new();
+                }
+            });
+        }
         let _ = DEPTH.try_with(|depth| depth.set(0));
     }
 }
@@ -154,7 +180,9 @@ impl Drop for Outer {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::sync::Arc;
     use crate::unwind::Panics;
+    use crate::waiter::Waiter;
     use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     use std::task::{Wake, Waker};
 
@@ -219,6 +247,61 @@ mod tests {
             deepest.load(SeqCst)
         );
         assert_eq!(DEPTH.with(|d| d.get()), 0, "the depth is reset");
+    }
+
+    /// A plain waker that wakes the next through [`wake`] (as an
+    /// executor's task that calls a primitive whose wakers are its own
+    /// list, not `Waiter`s).
+    struct Plain {
+        next: std::sync::Mutex<Option<Waker>>,
+        ran: Arc<AtomicUsize>,
+        deepest: Arc<AtomicUsize>,
+        base: usize,
+    }
+
+    impl Wake for Plain {
+        fn wake(self: std::sync::Arc<Self>) {
+            let here = 0u8;
+            let depth = self.base.saturating_sub(&here as *const u8 as usize);
+            self.deepest.fetch_max(depth, SeqCst);
+            self.ran.fetch_add(1, SeqCst);
+            if let Some(next) = self.next.lock().unwrap().take() {
+                wake(next);
+            }
+        }
+    }
+
+    #[test]
+    fn a_chain_of_plain_wakers_runs_every_one_on_a_shallow_stack_twice() {
+        const TASKS: usize = 10_000;
+        let here = 0u8;
+        let base = &here as *const u8 as usize;
+        // Twice: what the first chain queued leaves nothing behind.
+        for _ in 0..2 {
+            let ran = Arc::new(AtomicUsize::new(0));
+            let deepest = Arc::new(AtomicUsize::new(0));
+            let mut next: Option<Waker> = None;
+            for _ in 0..TASKS {
+                next = Some(Waker::from(std::sync::Arc::new(Plain {
+                    next: std::sync::Mutex::new(next.take()),
+                    ran: Arc::clone(&ran),
+                    deepest: Arc::clone(&deepest),
+                    base,
+                })));
+            }
+            wake(next.expect("a first waker"));
+            assert_eq!(ran.load(SeqCst), TASKS, "every wakeup ran");
+            assert!(
+                deepest.load(SeqCst) < 256 * 1024,
+                "the chain nested {} bytes deep",
+                deepest.load(SeqCst)
+            );
+            assert_eq!(DEPTH.with(|d| d.get()), 0, "the depth is reset");
+            assert!(
+                LATER.with(|l| l.borrow().capacity()) <= 64,
+                "the queue's room is freed"
+            );
+        }
     }
 
     #[test]

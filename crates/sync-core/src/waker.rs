@@ -186,10 +186,17 @@ impl AtomicWaker {
         Some(t)
     }
 
-    /// Takes the registered waker, if any, and wakes it.
+    /// Takes the registered waker, if any, and wakes it through this
+    /// thread's [`wake_chain`](crate::wake_chain): inside a few dozen
+    /// other task wakeups on this thread, it runs once the outermost's
+    /// current waker returns, before the outermost returns.
+    ///
+    /// # Panics
+    ///
+    /// Resumes the waker's panic (see [`wake_chain::wake`](crate::wake_chain::wake)).
     pub fn wake(&self) {
         if let Some(waker) = self.take() {
-            waker.wake();
+            crate::wake_chain::wake(waker);
         }
     }
 
