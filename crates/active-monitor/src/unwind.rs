@@ -225,11 +225,20 @@ pub(crate) fn kept_drops() -> usize {
 
 /// Drops the tasks kept by [`drop_later`], one at a time, no borrow held
 /// while a drop runs (it may use a monitor, whose serve keeps more); their
-/// panics are deferred.
+/// panics are deferred. Then delivers the wakeups those drops deferred (an
+/// AND whose operand was dropped unrun completes, and wakes its awaiter):
+/// they come after this operation's [`wake_deferred`], and would
+/// otherwise wait for the thread's next operation.
 pub(crate) fn drop_deferred() {
     if !STATE.with(|s| s.drops.replace(false)) {
         return;
     }
+    drop_kept();
+    wake_deferred();
+}
+
+/// [`drop_deferred`]'s drops.
+fn drop_kept() {
     while let Some(task) = DROPS.try_with(|d| d.borrow_mut().pop()).ok().flatten() {
         drop_caught(task);
     }

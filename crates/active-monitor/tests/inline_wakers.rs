@@ -58,3 +58,66 @@ fn a_call_reaching_every_waiting_inline_task_that_calls_again_keeps_the_stack_fl
         assert!(tasks.iter().all(|t| t.is_done()));
     });
 }
+
+/// A task on an inline executor awaits a completion that another thread's
+/// holder fills, then calls the monitor. Woken while that holder still
+/// held the monitor, its poll ran there: its `call` met the monitor held
+/// by its own thread and panicked ("from a task of the same monitor"),
+/// which lost the task and resumed in the holder's own, unrelated `call`.
+/// The completion's waker, like an awaiter's, runs once the holder has let
+/// go of the monitor: the task's `call` then finds it free.
+#[test]
+fn a_completion_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
+    use std::sync::mpsc;
+
+    // Each way of awaiting a task the holder runs: a completion, an async
+    // submission's result, and an OR's completion.
+    for form in 0..3 {
+        let m = Arc::new(Monitor::new(0u64));
+        let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
+        let holder = {
+            let m = Arc::clone(&m);
+            let (held, go) = (held.0, go.1);
+            std::thread::spawn(move || {
+                m.call(move |n| {
+                    held.send(()).expect("the test waits");
+                    go.recv().expect("the test lets go");
+                    *n += 1;
+                });
+            })
+        };
+        held.1.recv().expect("the holder runs");
+        // Queued behind the holder's call: the holder runs it, then wakes
+        // this task, which calls the monitor.
+        let task = {
+            let m = Arc::clone(&m);
+            InlineTask::spawn(async move {
+                match form {
+                    0 => m.submit(|n| *n += 10).await.expect("ran"),
+                    1 => m.call_async(|n| *n += 10).await,
+                    _ => {
+                        let other = Monitor::new(false);
+                        let either = active_monitor::or((
+                            m.op(|_| true, |n| *n += 10),
+                            other.op(|ready| *ready, |_| ()),
+                        ))
+                        .expect("two monitors");
+                        assert_eq!(either.await.expect("ran").0, 0, "the first ran");
+                    }
+                }
+                m.call(|n| *n += 100);
+            })
+        };
+        assert!(
+            !task.is_done(),
+            "form {form}: the task waits for the holder"
+        );
+        go.0.send(()).expect("the holder waits");
+        assert!(
+            holder.join().is_ok(),
+            "form {form}: the holder's call unwound with the task's panic"
+        );
+        assert!(task.is_done(), "form {form}: the task did not finish");
+        assert_eq!(m.call(|n| *n), 111, "form {form}");
+    }
+}
