@@ -143,7 +143,7 @@ std::thread_local! {
     static WAKES: RefCell<WakeList> = const { RefCell::new(WakeList::new()) };
     /// Task wakers, woken once the monitor is let go of (see
     /// [`wake_task_later`]).
-    static TASK_WAKES: Kept<Waker> = const { kept() };
+    static TASK_WAKES: Kept<TaskWake> = const { kept() };
     /// Tasks a holder was done with, dropped once the thread has let go of
     /// every monitor (see [`drop_later`]).
     static DROPS: Kept<Arc<dyn DropLater>> = const { kept() };
@@ -160,7 +160,7 @@ sync_core::loom::thread_local! {
     };
     static DEFERRED: Deferred = Deferred(Cell::new(None));
     static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
-    static TASK_WAKES: Kept<Waker> = kept();
+    static TASK_WAKES: Kept<TaskWake> = kept();
     static DROPS: Kept<Arc<dyn DropLater>> = kept();
 }
 
@@ -197,8 +197,51 @@ pub(crate) fn wake_later(wakeup: Option<Wakeup>) {
 /// the body of a task of another monitor would find that one held). A
 /// panic of the waker is deferred as any other.
 pub(crate) fn wake_task_later(waker: Waker) {
-    if let Some(w) = keep(&TASK_WAKES, waker, |s| &s.task_wakes) {
-        caught(|| wake_chain::wake(w));
+    if let Some(w) = keep(&TASK_WAKES, TaskWake::Waker(waker), |s| &s.task_wakes) {
+        caught(|| w.wake());
+    }
+}
+
+/// A task's wakeup kept by [`wake_task_later`] or [`wakeup_task_later`].
+enum TaskWake {
+    Waker(Waker),
+    /// A task waiter's, already handed its token.
+    Wakeup(Wakeup),
+}
+
+impl TaskWake {
+    fn wake(self) {
+        match self {
+            Self::Waker(w) => wake_chain::wake(w),
+            Self::Wakeup(w) => w.wake(),
+        }
+    }
+}
+
+/// Wakes a task's `waker` (a completion's) once this thread has let go of
+/// the monitor whose holder finished the task: kept as by
+/// [`wake_task_later`] if this thread runs a task body (the holder's,
+/// whose operation delivers it once the thread runs none), woken at once
+/// otherwise (no monitor is held for it here: an owner's drop of its
+/// monitor, a `cancel`, a waiter's own sweep), its panic deferred.
+pub(crate) fn wake_task_after_holder(waker: Waker) {
+    later_if_running(TaskWake::Waker(waker));
+}
+
+/// [`wake_task_after_holder`] for a task waiter's `wakeup` (from
+/// `Waiter::notify_later`): a program order waiter's.
+pub(crate) fn wakeup_task_after_holder(wakeup: Wakeup) {
+    later_if_running(TaskWake::Wakeup(wakeup));
+}
+
+fn later_if_running(w: TaskWake) {
+    let w = if STATE.with(|s| s.running.get()) != 0 {
+        keep(&TASK_WAKES, w, |s| &s.task_wakes)
+    } else {
+        Some(w)
+    };
+    if let Some(w) = w {
+        caught(|| w.wake());
     }
 }
 
@@ -225,20 +268,11 @@ pub(crate) fn kept_drops() -> usize {
 
 /// Drops the tasks kept by [`drop_later`], one at a time, no borrow held
 /// while a drop runs (it may use a monitor, whose serve keeps more); their
-/// panics are deferred. Then delivers the wakeups those drops deferred (an
-/// AND whose operand was dropped unrun completes, and wakes its awaiter):
-/// they come after this operation's [`wake_deferred`], and would
-/// otherwise wait for the thread's next operation.
+/// panics are deferred.
 pub(crate) fn drop_deferred() {
     if !STATE.with(|s| s.drops.replace(false)) {
         return;
     }
-    drop_kept();
-    wake_deferred();
-}
-
-/// [`drop_deferred`]'s drops.
-fn drop_kept() {
     while let Some(task) = DROPS.try_with(|d| d.borrow_mut().pop()).ok().flatten() {
         drop_caught(task);
     }
@@ -305,8 +339,8 @@ fn wake_tasks_deferred() {
     // Through the thread's wake chain: a waker that polls on the spot and
     // calls a monitor delivers that call's deferred wakes inside this one,
     // and so on down every waiting task; the chain keeps that flat.
-    for waker in tasks {
-        caught(|| wake_chain::wake(waker));
+    for wake in tasks {
+        caught(|| wake.wake());
     }
 }
 

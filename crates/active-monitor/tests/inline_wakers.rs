@@ -121,3 +121,47 @@ fn a_completion_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
         assert_eq!(m.call(|n| *n), 111, "form {form}");
     }
 }
+
+/// The same for a task's program-order wait: in a [`worker`] scope under
+/// strict order, a submission to another monitor awaits the task's earlier
+/// one, which another thread's holder runs. Notified under that holder, the
+/// task went on in its waker and its `call` of the first monitor panicked.
+///
+/// [`worker`]: active_monitor::worker
+#[test]
+fn a_program_order_wait_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
+    use std::sync::mpsc;
+
+    let (m, other) = (Arc::new(Monitor::new(0u64)), Arc::new(Monitor::new(0u64)));
+    let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
+    let holder = {
+        let m = Arc::clone(&m);
+        let (held, go) = (held.0, go.1);
+        std::thread::spawn(move || {
+            m.call(move |n| {
+                held.send(()).expect("the test waits");
+                go.recv().expect("the test lets go");
+                *n += 1;
+            });
+        })
+    };
+    held.1.recv().expect("the holder runs");
+    let task = {
+        let (m, other) = (Arc::clone(&m), Arc::clone(&other));
+        InlineTask::spawn(active_monitor::worker(async move {
+            // Queued behind the holder's call, and kept outstanding.
+            let _earlier = m.submit_async(|n| *n += 10).completion().await;
+            // Rule 3: awaits the earlier task, which the holder runs.
+            other.submit_async(|n| *n += 1).await;
+            m.call(|n| *n += 100);
+        }))
+    };
+    assert!(!task.is_done(), "the task waits for the holder");
+    go.0.send(()).expect("the holder waits");
+    assert!(
+        holder.join().is_ok(),
+        "the holder's call unwound with the task's panic"
+    );
+    assert!(task.is_done(), "the task did not finish");
+    assert_eq!((m.call(|n| *n), other.call(|n| *n)), (111, 1));
+}

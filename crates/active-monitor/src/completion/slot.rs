@@ -222,7 +222,7 @@ impl<R> ResultSlot<R> {
             // finds it free (woken under it, the call found the monitor
             // held by its own thread and panicked). Its panic is resumed
             // then too (see `unwind`).
-            unwind::wake_task_later(waker);
+            unwind::wake_task_after_holder(waker);
         }
     }
 
