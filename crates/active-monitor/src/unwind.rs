@@ -202,7 +202,7 @@ pub(crate) fn wake_task_later(waker: Waker) {
     }
 }
 
-/// A task's wakeup kept by [`wake_task_later`] or [`wakeup_task_later`].
+/// A task's wakeup kept by [`wake_task_later`] and its kin.
 enum TaskWake {
     Waker(Waker),
     /// A task waiter's, already handed its token.
@@ -226,6 +226,32 @@ impl TaskWake {
 /// monitor, a `cancel`, a waiter's own sweep), its panic deferred.
 pub(crate) fn wake_task_after_holder(waker: Waker) {
     later_if_running(TaskWake::Waker(waker));
+}
+
+/// [`wake_task_later`] for a task waiter's `wakeup` (from
+/// `Waiter::notify_later`): an async producer's, woken for queue space
+/// by the monitor's holder.
+pub(crate) fn wakeup_task_later(wakeup: Wakeup) {
+    if let Some(w) = keep(&TASK_WAKES, TaskWake::Wakeup(wakeup), |s| &s.task_wakes) {
+        caught(|| w.wake());
+    }
+}
+
+/// Whether this thread keeps task wakeups (see [`wake_task_later`]).
+pub(crate) fn task_wakes_kept() -> bool {
+    STATE.with(|s| s.task_wakes.get())
+}
+
+/// A server's delivery of the task wakeups its stint kept (see
+/// [`wake_task_later`]), once it has let go of the monitor: each waker runs
+/// as a task of `monitor`, as the server's deferred drops do. A waker that
+/// polls its task on the spot and blocks on the monitor would wait for its
+/// own server, this thread, for ever: it panics instead, as a call from a
+/// task of the monitor does.
+pub(crate) fn wake_tasks_as(monitor: usize) {
+    if STATE.with(|s| s.task_wakes.replace(false)) {
+        running(monitor, wake_tasks_deferred);
+    }
 }
 
 /// [`wake_task_after_holder`] for a task waiter's `wakeup` (from
