@@ -370,6 +370,22 @@ fn wake_tasks_deferred() {
     }
 }
 
+/// Before this thread parks inside an operation (its task queued, or
+/// waiting for room, for a result, for an earlier task): wakes the task
+/// wakers it keeps even if a task body runs below us (see
+/// [`wake_task_later`]), their panics deferred. Parked, it would keep them
+/// for as long as it waits, maybe for one of those very tasks (a body
+/// that enables a `when` another task awaits, then waits for that task's
+/// next step, waited for ever). The monitor whose body runs below is held
+/// for them: a waker that polls its task on the spot and calls it panics,
+/// as from a task of it.
+#[inline]
+pub(crate) fn before_park() {
+    if STATE.with(|s| s.task_wakes.replace(false)) {
+        wake_tasks_deferred();
+    }
+}
+
 /// Delivers what an operation deferred, keeping any panic (deferred in
 /// these drops, or already): the deferred wake-ups and, if no task body
 /// runs below us, the tasks kept to drop (results nobody took). For an

@@ -275,6 +275,7 @@ impl Finish {
         }
         let waiter = Waiter::for_thread(0);
         if self.push_waiter(&waiter) {
+            unwind::before_park();
             waiter.wait(false);
         }
     }

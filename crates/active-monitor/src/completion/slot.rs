@@ -346,6 +346,7 @@ impl<R> ResultSlot<R> {
         // The thread is about to park: time to drop the task it kept from
         // its last wait (see `kept`), off its way back to its caller.
         super::kept::release_kept();
+        unwind::before_park();
         let waker = thread_waker();
         while !self.poll_done(&waker) {
             // A wake between the register and the park leaves the thread's

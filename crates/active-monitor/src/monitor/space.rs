@@ -62,6 +62,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     #[cold]
     pub(super) fn wait_for_space(&self) {
         if let Some(waiter) = self.enqueue_for_space(|| Waiter::for_thread(0)) {
+            unwind::before_park();
             self.woken_for_space(waiter.wait(false));
         }
     }
