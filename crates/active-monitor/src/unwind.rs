@@ -370,8 +370,9 @@ fn wake_tasks_deferred() {
     }
 }
 
-/// Before this thread parks inside an operation (its task queued, or
-/// waiting for room, for a result, for an earlier task): wakes the task
+/// Before this thread may park inside an operation (for its call's task,
+/// for room, for a result, for an earlier task), holding no monitor and
+/// not yet queued where a holder could hand it one: wakes the task
 /// wakers it keeps even if a task body runs below us (see
 /// [`wake_task_later`]), their panics deferred. Parked, it would keep them
 /// for as long as it waits, maybe for one of those very tasks (a body
@@ -381,7 +382,8 @@ fn wake_tasks_deferred() {
 /// as from a task of it.
 #[inline]
 pub(crate) fn before_park() {
-    if STATE.with(|s| s.task_wakes.replace(false)) {
+    // A look first (the common case: nothing kept), a write only if needed.
+    if STATE.with(|s| s.task_wakes.get() && s.task_wakes.replace(false)) {
         wake_tasks_deferred();
     }
 }

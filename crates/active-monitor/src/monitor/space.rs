@@ -61,8 +61,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     #[cold]
     pub(super) fn wait_for_space(&self) {
+        // We may park: the task wakers this thread keeps go first (see
+        // `unwind::before_park`), while no holder can hand us the monitor
+        // (`hand_to_producer`).
+        unwind::before_park();
         if let Some(waiter) = self.enqueue_for_space(|| Waiter::for_thread(0)) {
-            unwind::before_park();
             self.woken_for_space(waiter.wait(false));
         }
     }

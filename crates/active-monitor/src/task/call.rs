@@ -71,7 +71,6 @@ impl<F, R> CallJob<F, R> {
         // exchanged with Release/Acquire in the waiter. A hand-over that
         // read a stale `true` only costs this caller's wake-up.
         self.spinning.store(false, Relaxed);
-        crate::unwind::before_park();
         self.waiter.wait(true)
     }
 
