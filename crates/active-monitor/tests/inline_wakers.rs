@@ -71,8 +71,8 @@ fn a_completion_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
     use std::sync::mpsc;
 
     // Each way of awaiting a task the holder runs: a completion, an async
-    // submission's result, and an OR's completion.
-    for form in 0..3 {
+    // submission's result, an OR's completion and an AND's.
+    for form in 0..4 {
         let m = Arc::new(Monitor::new(0u64));
         let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
         let holder = {
@@ -95,7 +95,7 @@ fn a_completion_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
                 match form {
                     0 => m.submit(|n| *n += 10).await.expect("ran"),
                     1 => m.call_async(|n| *n += 10).await,
-                    _ => {
+                    2 => {
                         let other = Monitor::new(false);
                         let either = active_monitor::or((
                             m.op(|_| true, |n| *n += 10),
@@ -103,6 +103,17 @@ fn a_completion_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
                         ))
                         .expect("two monitors");
                         assert_eq!(either.await.expect("ran").0, 0, "the first ran");
+                    }
+                    _ => {
+                        // The other operand runs at once; the holder runs
+                        // this one last, and completes the AND.
+                        let other = Monitor::new(0u64);
+                        let both = active_monitor::and((
+                            m.op(|_| true, |n| *n += 10),
+                            other.op(|_| true, |_| ()),
+                        ))
+                        .expect("two monitors");
+                        assert_eq!(both.await.expect("ran").len(), 2);
                     }
                 }
                 m.call(|n| *n += 100);
