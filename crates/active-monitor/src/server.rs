@@ -309,6 +309,10 @@ fn serve_until_stopped<T, S: AbstractState>(m: &Monitor<T, S>) {
         // would wait for its server, this thread, for ever; it panics
         // instead, as a call from a task of the same monitor.
         unwind::running(m.id(), unwind::drop_deferred);
+        // The task wakers the stint kept (completions, awaiters, producers
+        // woken for space), as tasks of the monitor too, for the same
+        // reason.
+        unwind::wake_tasks_as(m.id());
         // A panic caught in a drop or a waker (see `unwind`): nobody waits
         // for the server, so it is dropped here.
         if let Err(p) = catch_unwind(AssertUnwindSafe(unwind::resume_deferred)) {

@@ -143,7 +143,7 @@ std::thread_local! {
     static WAKES: RefCell<WakeList> = const { RefCell::new(WakeList::new()) };
     /// Task wakers, woken once the monitor is let go of (see
     /// [`wake_task_later`]).
-    static TASK_WAKES: Kept<Waker> = const { kept() };
+    static TASK_WAKES: Kept<TaskWake> = const { kept() };
     /// Tasks a holder was done with, dropped once the thread has let go of
     /// every monitor (see [`drop_later`]).
     static DROPS: Kept<Arc<dyn DropLater>> = const { kept() };
@@ -160,7 +160,7 @@ sync_core::loom::thread_local! {
     };
     static DEFERRED: Deferred = Deferred(Cell::new(None));
     static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
-    static TASK_WAKES: Kept<Waker> = kept();
+    static TASK_WAKES: Kept<TaskWake> = kept();
     static DROPS: Kept<Arc<dyn DropLater>> = kept();
 }
 
@@ -197,8 +197,77 @@ pub(crate) fn wake_later(wakeup: Option<Wakeup>) {
 /// the body of a task of another monitor would find that one held). A
 /// panic of the waker is deferred as any other.
 pub(crate) fn wake_task_later(waker: Waker) {
-    if let Some(w) = keep(&TASK_WAKES, waker, |s| &s.task_wakes) {
-        caught(|| wake_chain::wake(w));
+    if let Some(w) = keep(&TASK_WAKES, TaskWake::Waker(waker), |s| &s.task_wakes) {
+        caught(|| w.wake());
+    }
+}
+
+/// A task's wakeup kept by [`wake_task_later`] and its kin.
+enum TaskWake {
+    Waker(Waker),
+    /// A task waiter's, already handed its token.
+    Wakeup(Wakeup),
+}
+
+impl TaskWake {
+    fn wake(self) {
+        match self {
+            Self::Waker(w) => wake_chain::wake(w),
+            Self::Wakeup(w) => w.wake(),
+        }
+    }
+}
+
+/// Wakes a task's `waker` (a completion's) once this thread has let go of
+/// the monitor whose holder finished the task: kept as by
+/// [`wake_task_later`] if this thread runs a task body (the holder's,
+/// whose operation delivers it once the thread runs none), woken at once
+/// otherwise (no monitor is held for it here: an owner's drop of its
+/// monitor, a `cancel`, a waiter's own sweep), its panic deferred.
+pub(crate) fn wake_task_after_holder(waker: Waker) {
+    later_if_running(TaskWake::Waker(waker));
+}
+
+/// [`wake_task_later`] for a task waiter's `wakeup` (from
+/// `Waiter::notify_later`): an async producer's, woken for queue space
+/// by the monitor's holder.
+pub(crate) fn wakeup_task_later(wakeup: Wakeup) {
+    if let Some(w) = keep(&TASK_WAKES, TaskWake::Wakeup(wakeup), |s| &s.task_wakes) {
+        caught(|| w.wake());
+    }
+}
+
+/// Whether this thread keeps task wakeups (see [`wake_task_later`]).
+pub(crate) fn task_wakes_kept() -> bool {
+    STATE.with(|s| s.task_wakes.get())
+}
+
+/// A server's delivery of the task wakeups its stint kept (see
+/// [`wake_task_later`]), once it has let go of the monitor: each waker runs
+/// as a task of `monitor`, as the server's deferred drops do. A waker that
+/// polls its task on the spot and blocks on the monitor would wait for its
+/// own server, this thread, for ever: it panics instead, as a call from a
+/// task of the monitor does.
+pub(crate) fn wake_tasks_as(monitor: usize) {
+    if STATE.with(|s| s.task_wakes.replace(false)) {
+        running(monitor, wake_tasks_deferred);
+    }
+}
+
+/// [`wake_task_after_holder`] for a task waiter's `wakeup` (from
+/// `Waiter::notify_later`): a program order waiter's.
+pub(crate) fn wakeup_task_after_holder(wakeup: Wakeup) {
+    later_if_running(TaskWake::Wakeup(wakeup));
+}
+
+fn later_if_running(w: TaskWake) {
+    let w = if STATE.with(|s| s.running.get()) != 0 {
+        keep(&TASK_WAKES, w, |s| &s.task_wakes)
+    } else {
+        Some(w)
+    };
+    if let Some(w) = w {
+        caught(|| w.wake());
     }
 }
 
@@ -296,8 +365,26 @@ fn wake_tasks_deferred() {
     // Through the thread's wake chain: a waker that polls on the spot and
     // calls a monitor delivers that call's deferred wakes inside this one,
     // and so on down every waiting task; the chain keeps that flat.
-    for waker in tasks {
-        caught(|| wake_chain::wake(waker));
+    for wake in tasks {
+        caught(|| wake.wake());
+    }
+}
+
+/// Before this thread may park inside an operation (for its call's task,
+/// for room, for a result, for an earlier task), holding no monitor and
+/// not yet queued where a holder could hand it one: wakes the task
+/// wakers it keeps even if a task body runs below us (see
+/// [`wake_task_later`]), their panics deferred. Parked, it would keep them
+/// for as long as it waits, maybe for one of those very tasks (a body
+/// that enables a `when` another task awaits, then waits for that task's
+/// next step, waited for ever). The monitor whose body runs below is held
+/// for them: a waker that polls its task on the spot and calls it panics,
+/// as from a task of it.
+#[inline]
+pub(crate) fn before_park() {
+    // A look first (the common case: nothing kept), a write only if needed.
+    if STATE.with(|s| s.task_wakes.get() && s.task_wakes.replace(false)) {
+        wake_tasks_deferred();
     }
 }
 

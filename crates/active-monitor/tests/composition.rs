@@ -671,3 +671,81 @@ fn a_large_result_costs_call_async_no_more_stack_than_the_body() {
         .join()
         .unwrap();
 }
+
+/// Awaits `f`, and sends on `filed` once its first poll is `Pending`.
+async fn pending_then<F: std::future::Future + Unpin>(
+    mut f: F,
+    filed: std::sync::mpsc::Sender<()>,
+) -> F::Output {
+    let mut filed = Some(filed);
+    std::future::poll_fn(move |cx| {
+        let poll = std::future::Future::poll(std::pin::Pin::new(&mut f), cx);
+        if poll.is_pending() {
+            if let Some(filed) = filed.take() {
+                filed.send(()).expect("the test waits");
+            }
+        }
+        poll
+    })
+    .await
+}
+
+/// A task body of one monitor enables, on another, the precondition of a
+/// task that an async task awaits (the body's thread runs that task as the
+/// other monitor's holder), then waits for the async task's next step.
+/// The awaiting task's waker was kept on the body's thread until the body
+/// ended (a waker polled there may use the body's monitor, which is held),
+/// and the body waited for that task for ever: for a `when_async`, and for
+/// a `when`'s awaited completion. A thread about to park wakes the task
+/// wakers it keeps.
+#[test]
+fn a_task_body_that_waits_for_a_task_its_own_call_woke_returns() {
+    #[derive(Default)]
+    struct S {
+        enabled: bool,
+        stepped: bool,
+    }
+    for form in 0..2 {
+        let outer = Arc::new(Monitor::new(()));
+        let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(S::default()));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .expect("a runtime");
+        let (filed, is_filed) = std::sync::mpsc::channel();
+        let task = {
+            let m = Arc::clone(&m);
+            rt.spawn(async move {
+                if form == 0 {
+                    let enabled = m.when(|s: &S| s.enabled, |_| ());
+                    pending_then(enabled, filed).await.expect("ran");
+                } else {
+                    let enabled = Box::pin(m.when_async(|s: &S| s.enabled, |_| ()));
+                    pending_then(enabled, filed).await;
+                }
+                m.call_async(|s| s.stepped = true).await;
+            })
+        };
+        is_filed.recv().expect("the task filed its wait");
+        let body = {
+            let (outer, m) = (Arc::clone(&outer), Arc::clone(&m));
+            std::thread::spawn(move || {
+                outer.call(move |_| {
+                    // Idle: runs here, and so does the enabled task.
+                    m.call(|s| s.enabled = true);
+                    m.when(|s: &S| s.stepped, |_| ()).wait();
+                });
+            })
+        };
+        let (done, returned) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(body.join().is_ok());
+        });
+        assert_eq!(
+            returned.recv_timeout(Duration::from_secs(10)),
+            Ok(true),
+            "form {form}: the body waited for ever"
+        );
+        rt.block_on(task).expect("the task finished");
+    }
+}

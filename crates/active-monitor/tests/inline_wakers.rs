@@ -58,3 +58,225 @@ fn a_call_reaching_every_waiting_inline_task_that_calls_again_keeps_the_stack_fl
         assert!(tasks.iter().all(|t| t.is_done()));
     });
 }
+
+/// A task on an inline executor awaits a completion that another thread's
+/// holder fills, then calls the monitor. Woken while that holder still
+/// held the monitor, its poll ran there: its `call` met the monitor held
+/// by its own thread and panicked ("from a task of the same monitor"),
+/// which lost the task and resumed in the holder's own, unrelated `call`.
+/// The completion's waker, like an awaiter's, runs once the holder has let
+/// go of the monitor: the task's `call` then finds it free.
+#[test]
+fn a_completion_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
+    use std::sync::mpsc;
+
+    // Each way of awaiting a task the holder runs: a completion, an async
+    // submission's result, an OR's completion and an AND's.
+    for form in 0..4 {
+        let m = Arc::new(Monitor::new(0u64));
+        let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
+        let holder = {
+            let m = Arc::clone(&m);
+            let (held, go) = (held.0, go.1);
+            std::thread::spawn(move || {
+                m.call(move |n| {
+                    held.send(()).expect("the test waits");
+                    go.recv().expect("the test lets go");
+                    *n += 1;
+                });
+            })
+        };
+        held.1.recv().expect("the holder runs");
+        // Queued behind the holder's call: the holder runs it, then wakes
+        // this task, which calls the monitor.
+        let task = {
+            let m = Arc::clone(&m);
+            InlineTask::spawn(async move {
+                match form {
+                    0 => m.submit(|n| *n += 10).await.expect("ran"),
+                    1 => m.call_async(|n| *n += 10).await,
+                    2 => {
+                        let other = Monitor::new(false);
+                        let either = active_monitor::or((
+                            m.op(|_| true, |n| *n += 10),
+                            other.op(|ready| *ready, |_| ()),
+                        ))
+                        .expect("two monitors");
+                        assert_eq!(either.await.expect("ran").0, 0, "the first ran");
+                    }
+                    _ => {
+                        // The other operand runs at once; the holder runs
+                        // this one last, and completes the AND.
+                        let other = Monitor::new(0u64);
+                        let both = active_monitor::and((
+                            m.op(|_| true, |n| *n += 10),
+                            other.op(|_| true, |_| ()),
+                        ))
+                        .expect("two monitors");
+                        assert_eq!(both.await.expect("ran").len(), 2);
+                    }
+                }
+                m.call(|n| *n += 100);
+            })
+        };
+        assert!(
+            !task.is_done(),
+            "form {form}: the task waits for the holder"
+        );
+        go.0.send(()).expect("the holder waits");
+        assert!(
+            holder.join().is_ok(),
+            "form {form}: the holder's call unwound with the task's panic"
+        );
+        assert!(task.is_done(), "form {form}: the task did not finish");
+        assert_eq!(m.call(|n| *n), 111, "form {form}");
+    }
+}
+
+/// The same for a task's program-order wait: in a [`worker`] scope under
+/// strict order, a submission to another monitor awaits the task's earlier
+/// one, which another thread's holder runs. Notified under that holder, the
+/// task went on in its waker and its `call` of the first monitor panicked.
+///
+/// [`worker`]: active_monitor::worker
+#[test]
+fn a_program_order_wait_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
+    use std::sync::mpsc;
+
+    let (m, other) = (Arc::new(Monitor::new(0u64)), Arc::new(Monitor::new(0u64)));
+    let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
+    let holder = {
+        let m = Arc::clone(&m);
+        let (held, go) = (held.0, go.1);
+        std::thread::spawn(move || {
+            m.call(move |n| {
+                held.send(()).expect("the test waits");
+                go.recv().expect("the test lets go");
+                *n += 1;
+            });
+        })
+    };
+    held.1.recv().expect("the holder runs");
+    let task = {
+        let (m, other) = (Arc::clone(&m), Arc::clone(&other));
+        InlineTask::spawn(active_monitor::worker(async move {
+            // Queued behind the holder's call, and kept outstanding.
+            let _earlier = m.submit_async(|n| *n += 10).completion().await;
+            // Rule 3: awaits the earlier task, which the holder runs.
+            other.submit_async(|n| *n += 1).await;
+            m.call(|n| *n += 100);
+        }))
+    };
+    assert!(!task.is_done(), "the task waits for the holder");
+    go.0.send(()).expect("the holder waits");
+    assert!(
+        holder.join().is_ok(),
+        "the holder's call unwound with the task's panic"
+    );
+    assert!(task.is_done(), "the task did not finish");
+    assert_eq!((m.call(|n| *n), other.call(|n| *n)), (111, 1));
+}
+
+/// Runs `f` on a thread; `None` if it has not returned within 10 s (a
+/// hang, reported instead of hanging the test).
+fn within_10s<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(10)).ok()
+}
+
+/// The same for an async producer waiting for queue space: woken by the
+/// holder while it held the monitor, its task was queued there, and its
+/// `call` then queued a task for that very thread and waited for it: the
+/// holder's thread hung for ever, and the monitor with it.
+#[test]
+fn a_producer_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
+    use std::sync::mpsc;
+
+    let m = Arc::new(
+        Monitor::builder()
+            .capacity(2)
+            .order(active_monitor::Order::Relaxed)
+            .build(0u64),
+    );
+    let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
+    let holder = {
+        let m = Arc::clone(&m);
+        let (held, go) = (held.0, go.1);
+        std::thread::spawn(move || {
+            m.call(move |n| {
+                held.send(()).expect("the test waits");
+                go.recv().expect("the test lets go");
+                *n += 1;
+            });
+        })
+    };
+    held.1.recv().expect("the holder runs");
+    // The queue is full: the task waits for space.
+    drop((m.submit(|n| *n += 1000), m.submit(|n| *n += 1000)));
+    let task = {
+        let m = Arc::clone(&m);
+        InlineTask::spawn(async move {
+            let _queued = m.submit_async(|n| *n += 10).completion().await;
+            m.call(|n| *n += 100);
+        })
+    };
+    assert!(!task.is_done(), "the task waits for space");
+    go.0.send(()).expect("the holder waits");
+    let joined = within_10s(move || holder.join().is_ok());
+    assert_eq!(joined, Some(true), "the holder hung, or unwound");
+    assert!(task.is_done(), "the task did not finish");
+    assert_eq!(m.call(|n| *n), 2111);
+}
+
+/// On a served monitor the server woke such a producer in its stint: the
+/// producer's `call` waited for the server, on the server's own thread,
+/// and the monitor never served again. Its waker now runs once the server
+/// has let go of the monitor, as a task of the monitor: the `call` panics
+/// there (dropped with the server's other panics), as a call from a task
+/// of the monitor does, and the monitor keeps serving.
+#[test]
+fn a_served_monitor_keeps_serving_whatever_a_producers_waker_calls() {
+    use std::sync::mpsc;
+
+    let _one = sync_core::testing::one_at_a_time();
+    active_monitor::set_server_limit(1000);
+    active_monitor::__test_set_saturation_override(Some(false));
+    let m = Monitor::builder()
+        .capacity(2)
+        .order(active_monitor::Order::Relaxed)
+        .build_served(0u64);
+    assert!(m.has_server());
+    let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
+    // The server runs this, and waits.
+    drop(m.submit(move |n| {
+        held.0.send(()).expect("the test waits");
+        go.1.recv().expect("the test lets go");
+        *n += 1;
+    }));
+    held.1.recv().expect("the server runs");
+    drop((m.submit(|n| *n += 1000), m.submit(|n| *n += 1000)));
+    let task = {
+        let m = m.clone();
+        InlineTask::spawn(async move {
+            let _queued = m.submit_async(|n| *n += 10).completion().await;
+            m.call(|n| *n += 100);
+        })
+    };
+    assert!(!task.is_done(), "the task waits for space");
+    go.0.send(()).expect("the server waits");
+    // Served until the producer's task has run (its `call` on the server
+    // thread does not).
+    let served = {
+        let m = m.clone();
+        within_10s(move || {
+            while m.call(|n| *n) % 100 != 11 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+    };
+    active_monitor::__test_set_saturation_override(None);
+    assert!(served.is_some(), "the monitor no longer serves");
+}

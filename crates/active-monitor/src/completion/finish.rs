@@ -101,6 +101,20 @@ fn watch_policy() -> WaitPolicy {
     }
 }
 
+/// Notifies `w` that the task has finished. A thread is unparked at once.
+/// A task's waker is user code, which may poll the task on the spot and
+/// go on to use the monitor whose holder finished the task: it runs once
+/// that holder has let go of it (woken under it, a `call` of that monitor
+/// found it held by its own thread and panicked). A panic of the waker is
+/// caught (see `unwind`), so the consumer role is always given back.
+fn notify_finished(w: &LoomArc<Waiter>) {
+    if w.is_thread() {
+        w.notify(FINISHED);
+    } else if let Some(wakeup) = Waiter::notify_later(w, FINISHED) {
+        unwind::wakeup_task_after_holder(wakeup);
+    }
+}
+
 /// The fewest withdrawn waiters that make a newcomer sweep.
 const SWEEP_MIN: u32 = 32;
 
@@ -201,9 +215,7 @@ impl Finish {
                     match unsafe { self.waiters.pop() } {
                         // A waker is user code: a panic in it is caught (see
                         // `unwind`), so the role is always given back.
-                        Some(w) => unwind::caught(|| {
-                            w.notify(FINISHED);
-                        }),
+                        Some(w) => notify_finished(&w),
                         // A producer is half-way through its push: a
                         // finisher waits for the few instructions it needs.
                         None => hint::spin_loop(),
@@ -263,6 +275,7 @@ impl Finish {
         }
         let waiter = Waiter::for_thread(0);
         if self.push_waiter(&waiter) {
+            unwind::before_park();
             waiter.wait(false);
         }
     }

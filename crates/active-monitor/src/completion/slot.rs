@@ -3,7 +3,7 @@
 
 use core::any::Any;
 use core::mem::MaybeUninit;
-use core::task::Waker;
+use core::task::{RawWaker, RawWakerVTable, Waker};
 use std::panic::resume_unwind;
 
 use core::ptr::addr_of_mut;
@@ -206,11 +206,24 @@ impl<R> ResultSlot<R> {
 
     fn publish(&self) {
         self.finish.set_ready();
-        // The AtomicWaker's RMW orders this wake after the READY store for
-        // a register that looks at the state after registering.
-        // A waker is user code: a panic in it is resumed once the monitor
-        // is let go of (see `unwind`).
-        unwind::caught(|| self.waker.wake());
+        // The AtomicWaker's RMW (`take`) orders this wake after the READY
+        // store for a register that looks at the state after registering.
+        let Some(waker) = self.waker.take() else {
+            return;
+        };
+        if is_thread_waker(&waker) {
+            // A blocked `wait`: an unpark, no user code.
+            waker.wake();
+        } else {
+            // A task's waker is user code, which may poll the task on the
+            // spot and go on to use this monitor (a `call` after the
+            // `.await`): as an awaiter's (`wake_awaiter`), it runs once
+            // this thread has let go of the monitor, where such a call
+            // finds it free (woken under it, the call found the monitor
+            // held by its own thread and panicked). Its panic is resumed
+            // then too (see `unwind`).
+            unwind::wake_task_after_holder(waker);
+        }
     }
 
     /// Takes the result, in place: the value read straight out of the slot
@@ -333,6 +346,7 @@ impl<R> ResultSlot<R> {
         // The thread is about to park: time to drop the task it kept from
         // its last wait (see `kept`), off its way back to its caller.
         super::kept::release_kept();
+        unwind::before_park();
         let waker = thread_waker();
         while !self.poll_done(&waker) {
             // A wake between the register and the park leaves the thread's
@@ -354,18 +368,65 @@ fn thread_waker() -> Waker {
         .unwrap_or_else(|_| fresh_thread_waker())
 }
 
-/// A new `Waker` that unparks the calling thread.
+/// A new `Waker` that unparks the calling thread: a `Thread` behind an
+/// `Arc`, with [`THREAD_WAKER`] as its vtable.
 fn fresh_thread_waker() -> Waker {
-    struct Unpark(thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-        fn wake_by_ref(self: &std::sync::Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    Waker::from(std::sync::Arc::new(Unpark(thread::current())))
+    let thread = std::sync::Arc::into_raw(std::sync::Arc::new(thread::current()));
+    // SAFETY: `THREAD_WAKER`'s functions take a pointer from
+    // `Arc::<Thread>::into_raw` that owns one count, which this is.
+    unsafe { Waker::from_raw(RawWaker::new(thread.cast(), &THREAD_WAKER)) }
+}
+
+/// Whether `waker` is a blocked thread's (made by [`fresh_thread_waker`]),
+/// not a task's: waking it runs no user code. A `static`'s address is
+/// unique, so the vtable tells.
+fn is_thread_waker(waker: &Waker) -> bool {
+    core::ptr::eq(waker.vtable(), &THREAD_WAKER)
+}
+
+/// The vtable of the wakers [`fresh_thread_waker`] makes. Each function
+/// takes the data pointer of such a waker: from
+/// `Arc::<Thread>::into_raw`, owning one count of the `Arc`.
+static THREAD_WAKER: RawWakerVTable = RawWakerVTable::new(
+    thread_waker_clone,
+    thread_waker_wake,
+    thread_waker_wake_by_ref,
+    thread_waker_drop,
+);
+
+/// # Safety
+///
+/// `p` is a live thread waker's data pointer (see [`THREAD_WAKER`]).
+unsafe fn thread_waker_clone(p: *const ()) -> RawWaker {
+    // SAFETY: our caller's contract: a live `Arc<Thread>`; the new count
+    // is the clone's.
+    unsafe { std::sync::Arc::increment_strong_count(p.cast::<thread::Thread>()) };
+    RawWaker::new(p, &THREAD_WAKER)
+}
+
+/// # Safety
+///
+/// As [`thread_waker_clone`]; consumes the waker's count.
+unsafe fn thread_waker_wake(p: *const ()) {
+    // SAFETY: our caller's contract: the waker's own count, given back once.
+    let thread = unsafe { std::sync::Arc::from_raw(p.cast::<thread::Thread>()) };
+    thread.unpark();
+}
+
+/// # Safety
+///
+/// As [`thread_waker_clone`].
+unsafe fn thread_waker_wake_by_ref(p: *const ()) {
+    // SAFETY: our caller's contract: a live `Arc<Thread>`, borrowed.
+    unsafe { &*p.cast::<thread::Thread>() }.unpark();
+}
+
+/// # Safety
+///
+/// As [`thread_waker_clone`]; consumes the waker's count.
+unsafe fn thread_waker_drop(p: *const ()) {
+    // SAFETY: our caller's contract: the waker's own count, given back once.
+    drop(unsafe { std::sync::Arc::from_raw(p.cast::<thread::Thread>()) });
 }
 
 // Per thread; under loom, per model thread (loom's threads share one OS

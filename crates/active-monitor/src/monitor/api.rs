@@ -257,6 +257,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
             // would unwind this frame while `job` may still be queued.
             self.serve_keeping();
         } else {
+            // We may park for the result: the task wakers this thread keeps
+            // go first (see `unwind::before_park`), before the task is
+            // queued, while no holder can hand the monitor to us.
+            unwind::before_park();
             self.push(task);
             self.after_push_keeping();
         }

@@ -156,7 +156,13 @@ pub(super) const STATE: usize = 3;
 /// `submit`, `when` or `when_in` that finds the queue full (both would
 /// wait for ever); a result's `wait` on its own monitor deadlocks. (Only
 /// the innermost monitor is known: a task of `a` that calls into `b`,
-/// whose task then blocks on `a`, deadlocks.)
+/// whose task then blocks on `a`, deadlocks.) A task's waker (a
+/// completion's, an awaiting future's, a producer's woken for queue space)
+/// runs once the thread that woke it has let go of the monitor, so that an
+/// executor that polls the task inside `wake` finds the monitor free; on a
+/// server thread it runs as a task of the monitor: a task polled there that
+/// blocks on the monitor panics, as a call from a task of it does (the
+/// panic is dropped with the server's others).
 ///
 /// # Panics in tasks
 ///

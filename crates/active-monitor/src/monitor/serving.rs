@@ -9,6 +9,7 @@ use sync_core::waiter::Waiter;
 
 use crate::saturation;
 use crate::server::HELD;
+use crate::unwind;
 
 use super::*;
 
@@ -21,6 +22,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     pub(super) fn wake_server(&self) {
         if self.take() && !self.hand_to_server() {
             self.release_served();
+            // Let go of: the async producers `release_served` woke for
+            // space (see `notify_space`), before this thread may park.
+            unwind::wake_deferred();
         }
     }
 
@@ -148,7 +152,13 @@ impl<T, S: AbstractState> Monitor<T, S> {
                         // up. The server's loop drops them and comes back
                         // for the queued tasks (its `prepare_sleep` sees
                         // them).
-                        if unwind::kept_drops() >= KEPT_DROPS_PER_STINT {
+                        // So do the task wakers the stint kept (producers
+                        // just woken for space, completions, awaiters):
+                        // they run once the server has let go of the
+                        // monitor (see `notify_space`), not at the end of
+                        // a stint that may last as long as tasks come.
+                        if unwind::kept_drops() >= KEPT_DROPS_PER_STINT || unwind::task_wakes_kept()
+                        {
                             self.unlock_plain();
                             return;
                         }

@@ -61,6 +61,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     #[cold]
     pub(super) fn wait_for_space(&self) {
+        // We may park: the task wakers this thread keeps go first (see
+        // `unwind::before_park`), while no holder can hand us the monitor
+        // (`hand_to_producer`).
+        unwind::before_park();
         if let Some(waiter) = self.enqueue_for_space(|| Waiter::for_thread(0)) {
             self.woken_for_space(waiter.wait(false));
         }
@@ -210,6 +214,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // Held: the cached verdict (see `serve_loop`).
         if self.server.is_some() && !saturation::saturated() {
             self.release_served();
+            // Let go of: the producers woken above (see `notify_space`).
+            unwind::wake_deferred();
         } else {
             // Keeping a deferred panic: a producer that withdrew on its way
             // to push its task (`enqueue_for_space`) sweeps here, and
@@ -387,13 +393,22 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// Wakes a producer waiting for space with [`SPACE`]; `false` if it had
-    /// withdrawn. An async producer's waker is user code, run while we hold
-    /// the monitor: a panic in it is caught and resumed once the monitor is
-    /// let go of (see `unwind`), never left to unwind with the monitor held.
+    /// withdrawn. A thread is unparked at once. An async producer's waker
+    /// is user code, which may poll its task on the spot and go on to use
+    /// the monitor (a `call` once its task is queued): it runs once this
+    /// thread has let go of the monitor (`unwind::wakeup_task_later`), where
+    /// such a call finds it free (woken under it, the call queued its task
+    /// for this very thread and waited for ever). Its panic is resumed then
+    /// too.
     pub(super) fn notify_space(w: &LoomArc<Waiter>) -> bool {
         match Waiter::notify_later(w, SPACE) {
+            Some(wake) if w.is_thread() => {
+                // Unparked already by `notify_later`.
+                wake.wake();
+                true
+            }
             Some(wake) => {
-                unwind::caught(|| wake.wake());
+                unwind::wakeup_task_later(wake);
                 true
             }
             None => false,
