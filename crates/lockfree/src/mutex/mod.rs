@@ -536,8 +536,8 @@ impl<T: ?Sized> Mutex<T> {
         // moves and which the future keeps alive (see above).
         let raw: &'static RawMutex = unsafe { &*core::ptr::from_ref(&self.raw) };
         LockArcAsync {
-            raw: raw.lock_async(),
-            mutex: self,
+            raw: core::mem::ManuallyDrop::new(raw.lock_async()),
+            mutex: core::mem::ManuallyDrop::new(self),
         }
     }
 }
