@@ -351,7 +351,9 @@ impl<T> fmt::Debug for Sender<T> {
 ///
 /// Dropping it wakes a sender that waits, whose value comes back in
 /// [`SendError`]. A sending task's waker that panics then is handled as
-/// for [`Sender`]'s drop.
+/// for [`Sender`]'s drop; a value kept for the next receive (see
+/// [`recv_async`](Self::recv_async)) is dropped before that panic goes on,
+/// and a panic of its own drop is then dropped.
 ///
 /// # Examples
 ///

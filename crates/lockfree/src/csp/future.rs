@@ -45,6 +45,10 @@ pub(super) enum Phase {
 /// one would abort the process. A poll after that panic returns `Ok(())`,
 /// as the one that panicked would have; it does not send again.
 ///
+/// Dropping the future drops the task's waker and an undelivered value,
+/// each whatever the other's drop does: the first panic goes on (the
+/// waker's, if both panic), unless the thread is already unwinding.
+///
 /// # Examples
 ///
 /// ```
