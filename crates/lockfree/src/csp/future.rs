@@ -199,7 +199,9 @@ impl<T> Drop for SendAsync<'_, T> {
         panics.drop(self.parked.take());
         // SAFETY: not published any more (retracted, or completed by the
         // partner): nobody else touches the slot.
-        panics.drop(self.slot.value.with_mut(|v| unsafe { (*v).take() }));
+        if let Some(value) = self.slot.value.with_mut(|v| unsafe { (*v).take() }) {
+            panics.drop(value);
+        }
         panics.resume();
     }
 }
