@@ -17,7 +17,9 @@
 //! comes up deeper is queued on the thread, and the outermost runs it once
 //! the current one returns. The stack stays shallow, and every wakeup still
 //! runs before the outermost wakeup returns, on the same thread, so before
-//! the operation that made it returns.
+//! the operation that made it returns. This holds in thread-locals'
+//! destructors too: the chain keeps nothing in a thread-local that has a
+//! destructor of its own.
 //!
 //! Only tasks are concerned: a thread's unpark runs no user code.
 //!
