@@ -114,3 +114,59 @@ fn a_send_through_a_pipeline_of_inline_csp_tasks_keeps_the_stack_flat() {
         assert!(stages.iter().all(|t| t.is_done()));
     });
 }
+
+thread_local! {
+    /// A guard a thread keeps until it exits: its destructor unlocks.
+    static KEPT: std::cell::RefCell<Option<lockfree_sync::ArcMutexGuard<usize>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// An unlock in a thread-local's destructor, at the thread's exit, reaching
+/// every queued task: a thread-local destroyed before it (here the wake
+/// chain's own queue, made by an earlier chain on the thread, was destroyed
+/// first) must not make the wakeups nest (on the old code the chain then
+/// woke every task where it came up, and the thread overflowed its stack:
+/// SIGSEGV).
+#[test]
+fn an_unlock_in_a_thread_locals_destructor_reaching_every_queued_inline_task_keeps_the_stack_flat()
+{
+    let ran = Arc::new(AtomicUsize::new(0));
+    let queue = |m: &Arc<Mutex<usize>>, n: usize, ran: &Arc<AtomicUsize>| -> Vec<_> {
+        (0..n)
+            .map(|_| {
+                let (m, ran) = (Arc::clone(m), Arc::clone(ran));
+                Inline::spawn(async move {
+                    *m.lock_async().await += 1;
+                    ran.fetch_add(1, SeqCst);
+                })
+            })
+            .collect()
+    };
+    let exiting = {
+        let ran = Arc::clone(&ran);
+        std::thread::Builder::new()
+            .stack_size(STACK)
+            .spawn(move || {
+                // Made first, so destroyed after whatever is made below.
+                KEPT.with(|_| {});
+                // A chain past the nesting depth on this thread, so that
+                // the chain keeps what it needs for one.
+                let warm = Arc::new(Mutex::new(0));
+                let held = warm.lock_arc();
+                let warmed = Arc::new(AtomicUsize::new(0));
+                let _warm_tasks = queue(&warm, 100, &warmed);
+                drop(held);
+                assert_eq!(warmed.load(SeqCst), 100);
+                // Then the thread keeps a guard that TASKS tasks wait for.
+                let m = Arc::new(Mutex::new(0));
+                let held = m.lock_arc();
+                let tasks = queue(&m, TASKS, &ran);
+                KEPT.with(|kept| *kept.borrow_mut() = Some(held));
+                tasks
+            })
+            .expect("a thread")
+    };
+    let tasks = exiting.join().expect("the thread exits");
+    assert_eq!(ran.load(SeqCst), TASKS, "every task ran once");
+    assert!(tasks.iter().all(|t| t.is_done()));
+}

@@ -17,7 +17,9 @@
 //! comes up deeper is queued on the thread, and the outermost runs it once
 //! the current one returns. The stack stays shallow, and every wakeup still
 //! runs before the outermost wakeup returns, on the same thread, so before
-//! the operation that made it returns.
+//! the operation that made it returns. This holds in thread-locals'
+//! destructors too: the chain keeps nothing in a thread-local that has a
+//! destructor of its own.
 //!
 //! Only tasks are concerned: a thread's unpark runs no user code.
 //!
@@ -58,9 +60,9 @@ pub const NEST: u32 = 32;
 /// ```
 #[cfg(not(loom))]
 pub fn wake(waker: Waker) {
-    // `try_with`: from a thread-local destructor, once this thread's
-    // chain is gone, it wakes where it is.
-    let depth = DEPTH.try_with(|depth| {
+    // `with`, not `try_with`: neither thread-local has a destructor, so
+    // both are there in other thread-locals' destructors too.
+    let depth = DEPTH.with(|depth| {
         let d = depth.get();
         if d & LEVELS < NEST {
             depth.set(d + 1);
@@ -68,7 +70,7 @@ pub fn wake(waker: Waker) {
         d
     });
     match depth {
-        Ok(0) => {
+        0 => {
             // The outermost: runs what deeper wakeups queued, one after
             // another, each from depth 1 again.
             let _outer = Outer;
@@ -77,25 +79,14 @@ pub fn wake(waker: Waker) {
                 next.wake();
             }
         }
-        Ok(d) if d & LEVELS < NEST => {
+        d if d & LEVELS < NEST => {
             let _level = Level;
             waker.wake();
         }
-        Ok(_) => {
-            let mut waker = Some(waker);
-            let _ = LATER.try_with(|later| {
-                later
-                    .borrow_mut()
-                    .push_back(waker.take().expect("taken once"));
-            });
-            match waker {
-                Some(waker) => waker.wake(),
-                None => {
-                    let _ = DEPTH.try_with(|depth| depth.set(depth.get() | QUEUED));
-                }
-            }
+        _ => {
+            push(waker);
+            DEPTH.with(|depth| depth.set(depth.get() | QUEUED));
         }
-        Err(_) => waker.wake(),
     }
 }
 
@@ -113,29 +104,68 @@ const QUEUED: u32 = 1 << 31;
 #[cfg(not(loom))]
 const LEVELS: u32 = !QUEUED;
 
+/// The wakeups a thread queued past `NEST`, oldest first.
+#[cfg(not(loom))]
+type Queue = std::collections::VecDeque<Waker>;
+
+// Neither thread-local has a destructor, so both stay usable in the
+// destructors of other thread-locals: an unlock there reaches a queue of
+// tasks as anywhere else. (A queue kept in a thread-local with a destructor
+// was gone once that destructor had run, and the wakeups past `NEST` then
+// nested where they came up, without bound: a stack overflow.)
 #[cfg(not(loom))]
 std::thread_local! {
     /// How many task wakeups this thread is running, one inside the other
     /// (at most `NEST`), and `QUEUED`.
     static DEPTH: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
-    /// The wakeups queued past `NEST`, oldest first. Borrowed only to push
-    /// or pop, never while a waker runs.
-    static LATER: core::cell::RefCell<std::collections::VecDeque<Waker>> =
-        const { core::cell::RefCell::new(std::collections::VecDeque::new()) };
+    /// The wakeups queued past `NEST` (null: none queued): allocated by
+    /// the first one a chain queues, freed by the outermost when it ends,
+    /// so that nothing is left for a destructor. Touched only to push or
+    /// pop, never while a waker runs.
+    static LATER: core::cell::Cell<*mut Queue> = const { core::cell::Cell::new(core::ptr::null_mut()) };
+}
+
+/// Queues `waker` for the outermost wakeup to run.
+#[cfg(not(loom))]
+fn push(waker: Waker) {
+    LATER.with(|later| {
+        let mut queue = later.get();
+        if queue.is_null() {
+            queue = Box::into_raw(Box::default());
+            later.set(queue);
+        }
+        // SAFETY: the queue is this thread's, allocated above or by an
+        // earlier push of this chain and freed only by `free_queue`; nothing
+        // else touches it while we push (no user code runs here).
+        unsafe { (*queue).push_back(waker) };
+    });
 }
 
 /// The next queued wakeup, if `QUEUED` says there may be one. (`QUEUED`
-/// stays set until the outermost ends, which then looks at the queue's
-/// room.)
+/// stays set until the outermost ends, which then frees the queue.)
 #[cfg(not(loom))]
 fn pop() -> Option<Waker> {
-    if DEPTH.try_with(|depth| depth.get() & QUEUED != 0) != Ok(true) {
+    if DEPTH.with(|depth| depth.get() & QUEUED == 0) {
         return None;
     }
-    LATER
-        .try_with(|later| later.borrow_mut().pop_front())
-        .ok()
-        .flatten()
+    let queue = LATER.with(core::cell::Cell::get);
+    if queue.is_null() {
+        return None;
+    }
+    // SAFETY: as in `push`; the waker is run after this returns.
+    unsafe { (*queue).pop_front() }
+}
+
+/// Frees this thread's queue, empty by now.
+#[cfg(not(loom))]
+fn free_queue() {
+    let queue = LATER.with(|later| later.replace(core::ptr::null_mut()));
+    if !queue.is_null() {
+        // SAFETY: allocated by `push` with `Box::into_raw` and taken out of
+        // the thread-local above, so freed once. Empty: its drop runs no
+        // user code.
+        drop(unsafe { Box::from_raw(queue) });
+    }
 }
 
 /// Leaves a nested wakeup's level, also when its waker unwinds.
@@ -145,7 +175,7 @@ struct Level;
 #[cfg(not(loom))]
 impl Drop for Level {
     fn drop(&mut self) {
-        let _ = DEPTH.try_with(|depth| {
+        DEPTH.with(|depth| {
             let d = depth.get();
             depth.set(d & QUEUED | (d & LEVELS).saturating_sub(1));
         });
@@ -154,26 +184,21 @@ impl Drop for Level {
 
 /// Ends the outermost wakeup: if a waker unwound out of it, runs what is
 /// still queued, dropping their panics (the thread is unwinding); frees
-/// the queue's room if a long chain grew it (memory follows the chain
-/// running now, not the longest there ever was); and resets the depth.
+/// the queue (memory follows the chain running now, and a thread's exit
+/// finds nothing to free); and resets the depth.
 #[cfg(not(loom))]
 struct Outer;
 
 #[cfg(not(loom))]
 impl Drop for Outer {
     fn drop(&mut self) {
-        if DEPTH.try_with(|depth| depth.get() & QUEUED != 0) == Ok(true) {
+        if DEPTH.with(|depth| depth.get() & QUEUED != 0) {
             while let Some(next) = pop() {
                 crate::unwind::catch_and_discard(move || next.wake());
             }
-            let _ = LATER.try_with(|later| {
-                let mut later = later.borrow_mut();
-                if later.capacity() > 64 {
-                    *later = std::collections::VecDeque::new();
-                }
-            });
+            free_queue();
         }
-        let _ = DEPTH.try_with(|depth| depth.set(0));
+        DEPTH.with(|depth| depth.set(0));
     }
 }
 
@@ -297,10 +322,7 @@ mod tests {
                 deepest.load(SeqCst)
             );
             assert_eq!(DEPTH.with(|d| d.get()), 0, "the depth is reset");
-            assert!(
-                LATER.with(|l| l.borrow().capacity()) <= 64,
-                "the queue's room is freed"
-            );
+            assert!(LATER.with(|l| l.get().is_null()), "the queue is freed");
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::Ordering::*;
-use sync_core::unwind;
+use sync_core::unwind::{self, Panics};
 use sync_core::waiter::Wakeup;
 
 use super::alt::{AltShared, CLAIM_SELF};
@@ -333,7 +333,9 @@ impl<T> Sender<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        shut::<T>(&self.chan);
+        // The receiver's waker last, under the panic policy: nothing of
+        // ours that runs user code is left to drop after it.
+        unwind::drop_resuming(shut::<T>(&self.chan));
     }
 }
 
@@ -349,7 +351,9 @@ impl<T> fmt::Debug for Sender<T> {
 ///
 /// Dropping it wakes a sender that waits, whose value comes back in
 /// [`SendError`]. A sending task's waker that panics then is handled as
-/// for [`Sender`]'s drop.
+/// for [`Sender`]'s drop; a value kept for the next receive (see
+/// [`recv_async`](Self::recv_async)) is dropped before that panic goes on,
+/// and a panic of its own drop is then dropped.
 ///
 /// # Examples
 ///
@@ -663,7 +667,17 @@ impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
         // A value handed to a leaked future is dropped with us.
         self.reclaim();
-        shut::<T>(&self.chan);
+        let wakeup = shut::<T>(&self.chan);
+        // Two kinds of user code, run once the channel is closed: the
+        // waiting sender's waker and the drop of a value kept for a next
+        // receive. Each runs whatever the other does, and the first panic
+        // goes on (unless we are unwinding already). A stash left to the
+        // drop glue would be dropped while the waker's panic unwinds, and
+        // a value whose drop panics too would abort the process.
+        let mut panics = Panics::new();
+        panics.drop(wakeup);
+        panics.drop(self.stash.take());
+        panics.resume();
     }
 }
 

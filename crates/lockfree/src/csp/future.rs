@@ -7,7 +7,7 @@ use core::pin::Pin;
 use core::task::{Context, Poll};
 
 use sync_core::sync::Arc;
-use sync_core::unwind;
+use sync_core::unwind::{self, Panics};
 use sync_core::waiter::Waiter;
 
 use super::channel::Published;
@@ -44,6 +44,10 @@ pub(super) enum Phase {
 /// from a `Drop` during a panic): then the panic is dropped, since a second
 /// one would abort the process. A poll after that panic returns `Ok(())`,
 /// as the one that panicked would have; it does not send again.
+///
+/// Dropping the future drops the task's waker and an undelivered value,
+/// each whatever the other's drop does: the first panic goes on (the
+/// waker's, if both panic), unless the thread is already unwinding.
 ///
 /// # Examples
 ///
@@ -184,9 +188,21 @@ impl<T> Drop for SendAsync<'_, T> {
             let _ = self.slot.retract(&self.tx.chan);
             self.tx.published = Published::NONE;
         }
-        // The task's waker may be in the waiter: dropped under the panic
-        // policy, not by the drop glue (it may run during an unwind).
-        unwind::drop_resuming(self.parked.take());
+        // Two kinds of user code: the task's waker (in the waiter) and the
+        // value if it was not delivered (never offered, withdrawn, or
+        // refused by a closed channel). Both are dropped here under the
+        // panic policy, each whatever the other does, and the first panic
+        // goes on (unless we are unwinding already). Left to the drop glue,
+        // the value was dropped while the waker's panic unwound, and a
+        // value whose drop panics too aborted the process.
+        let mut panics = Panics::new();
+        panics.drop(self.parked.take());
+        // SAFETY: not published any more (retracted, or completed by the
+        // partner): nobody else touches the slot.
+        if let Some(value) = self.slot.value.with_mut(|v| unsafe { (*v).take() }) {
+            panics.drop(value);
+        }
+        panics.resume();
     }
 }
 

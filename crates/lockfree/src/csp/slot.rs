@@ -451,16 +451,19 @@ pub(super) unsafe fn move_value<T>(from: *const Slot<T>, to: *const Slot<T>) {
     unsafe { (*to).value.with_mut(|v| *v = value) };
 }
 
-/// An end is dropped: mark the word closed and release a waiting partner.
+/// An end is dropped: mark the word closed and complete a waiting
+/// partner's slot; returns the partner's wakeup, if it sleeps as a task.
 ///
-/// The partner's waker (a task's) is user code: it runs last, when the
-/// channel is closed and the partner's slot complete, and its panic follows
-/// the family's policy (`sync_core::unwind`): it goes on out of the drop,
-/// unless the thread is already unwinding (a panic out of a drop during
-/// unwinding aborts), in which case it is dropped.
-pub(super) fn shut<T>(chan: &Chan) {
+/// The partner's waker (a task's) is user code: the caller runs it last,
+/// once the channel is closed and the partner's slot complete, under the
+/// family's policy (`sync_core::unwind`): its panic goes on out of the
+/// drop once everything else the end owns is dropped, unless the thread is
+/// already unwinding (a panic out of a drop during unwinding aborts), in
+/// which case it is dropped.
+#[must_use = "the partner sleeps until it is woken"]
+pub(super) fn shut<T>(chan: &Chan) -> Option<Wakeup> {
     // AcqRel: as the swaps in `offer`/`accept`.
-    let wakeup = match Chan::found::<T>(chan.word.swap(CLOSED, AcqRel)) {
+    match Chan::found::<T>(chan.word.swap(CLOSED, AcqRel)) {
         Found::Empty | Found::Closed => None,
         // SAFETY: we took the partner's slot out of the word. The partner's
         // value (a sender's) stays in its slot: a panicking waker loses
@@ -474,9 +477,6 @@ pub(super) fn shut<T>(chan: &Chan) {
                 None
             }
         }
-    };
-    if let Some(wakeup) = wakeup {
-        unwind::run_resuming(|| wakeup.wake());
     }
 }
 

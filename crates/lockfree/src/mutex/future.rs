@@ -2,10 +2,13 @@
 
 use core::fmt;
 use core::future::Future;
+use core::mem::ManuallyDrop;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
 use std::sync::Arc;
+
+use sync_core::unwind::Panics;
 
 use super::{ArcMutexGuard, Mutex, MutexGuard};
 use crate::raw_mutex::RawLockAsync;
@@ -69,10 +72,30 @@ impl<T: ?Sized> fmt::Debug for LockAsync<'_, T> {
 /// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct LockArcAsync<T: ?Sized> {
-    // Declared first, so dropped first: it borrows the lock that `mutex`
+    // Both dropped by hand, `raw` first: it borrows the lock that `mutex`
     // keeps alive.
-    pub(super) raw: RawLockAsync<'static>,
-    pub(super) mutex: Arc<Mutex<T>>,
+    pub(super) raw: ManuallyDrop<RawLockAsync<'static>>,
+    pub(super) mutex: ManuallyDrop<Arc<Mutex<T>>>,
+}
+
+impl<T: ?Sized> Drop for LockArcAsync<T> {
+    fn drop(&mut self) {
+        let mut panics = Panics::new();
+        // SAFETY: taken exactly once, here, while the `Arc` still keeps the
+        // lock it borrows alive; the field is not used again.
+        let mut raw = unsafe { ManuallyDrop::take(&mut self.raw) };
+        // Withdrawn, or the lock (or the wakeup) passed on, with the
+        // wakers' panics kept: the raw future holds nothing now.
+        raw.withdraw(&mut panics);
+        drop(raw);
+        // Our handle may be the last one, whose drop drops the `T` (user
+        // code): dropped before a waker's panic goes on, as the drop glue
+        // would have dropped it while that panic unwound (and a `T` whose
+        // drop panics too aborted the process).
+        // SAFETY: taken exactly once, here; the field is not used again.
+        panics.drop(unsafe { ManuallyDrop::take(&mut self.mutex) });
+        panics.resume();
+    }
 }
 
 impl<T: ?Sized> Future for LockArcAsync<T> {
@@ -80,9 +103,9 @@ impl<T: ?Sized> Future for LockArcAsync<T> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        match Pin::new(&mut this.raw).poll(cx) {
+        match Pin::new(&mut *this.raw).poll(cx) {
             // SAFETY: the raw future resolved: we hold the lock.
-            Poll::Ready(()) => Poll::Ready(unsafe { ArcMutexGuard::new(Arc::clone(&this.mutex)) }),
+            Poll::Ready(()) => Poll::Ready(unsafe { ArcMutexGuard::new(Arc::clone(&*this.mutex)) }),
             Poll::Pending => Poll::Pending,
         }
     }

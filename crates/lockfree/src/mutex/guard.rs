@@ -79,25 +79,25 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
     }
 }
 
-/// The parts every guard shares: `Drop` unlocks, `Deref`/`DerefMut` give the
-/// data, `Debug`/`Display` show it. `$guard` has a `mutex` field that derefs
+impl<T: ?Sized> Drop for MutexGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: dropped exactly once, here, and not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.data) };
+        // SAFETY: the guard holds the lock.
+        // Unlocked: a waker's panic may go on now, unless we are
+        // unwinding (see the Mutex's docs).
+        if let Some(panics) = unsafe { self.mutex.raw.release() } {
+            panics.resume();
+        }
+    }
+}
+
+/// The parts every guard shares: `Deref`/`DerefMut` give the data,
+/// `Debug`/`Display` show it. `$guard` has a `mutex` field that derefs
 /// to the [`Mutex`] and a `data` field with the cell's pointer.
 macro_rules! guard_impls {
     ($($guard:ident $(<$lt:lifetime>)?),*) => {$(
-        impl<$($lt,)? T: ?Sized> Drop for $guard<$($lt,)? T> {
-            #[inline]
-            fn drop(&mut self) {
-                // SAFETY: dropped exactly once, here, and not used afterwards.
-                unsafe { ManuallyDrop::drop(&mut self.data) };
-                // SAFETY: the guard holds the lock.
-                // Unlocked: a waker's panic may go on now, unless we are
-                // unwinding (see the Mutex's docs).
-                if let Some(panics) = unsafe { self.mutex.raw.release() } {
-                    panics.resume();
-                }
-            }
-        }
-
         impl<$($lt,)? T: ?Sized> Deref for $guard<$($lt,)? T> {
             type Target = T;
             #[inline]
@@ -152,9 +152,36 @@ guard_impls!(MutexGuard<'a>, ArcMutexGuard);
 /// ```
 #[must_use = "if unused the Mutex will immediately unlock"]
 pub struct ArcMutexGuard<T: ?Sized> {
-    mutex: Arc<Mutex<T>>,
+    // Dropped by hand after the unlock, before a waker's panic goes on:
+    // it may be the last handle, whose drop drops the `T`.
+    mutex: ManuallyDrop<Arc<Mutex<T>>>,
     // Dropped before the unlock, so loom sees the access end first.
     data: ManuallyDrop<MutPtr<T>>,
+}
+
+impl<T: ?Sized> Drop for ArcMutexGuard<T> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: dropped exactly once, here, and not used afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.data) };
+        // SAFETY: the guard holds the lock.
+        let woken = unsafe { self.mutex.raw.release() };
+        // SAFETY: taken exactly once, here; the field is not used again.
+        let mutex = unsafe { ManuallyDrop::take(&mut self.mutex) };
+        match woken {
+            None => drop(mutex),
+            // Unlocked, and a waker panicked. Our handle goes first, as it
+            // may be the last one, whose drop drops the `T` (user code):
+            // left to the drop glue, it ran while the waker's panic unwound,
+            // and a `T` whose drop panics aborted the process. Now each
+            // runs, and the waker's panic goes on unless we are unwinding
+            // (see the Mutex's docs).
+            Some(mut panics) => {
+                panics.drop(mutex);
+                panics.resume();
+            }
+        }
+    }
 }
 
 // SAFETY: as for `MutexGuard`: the guard gives `&mut T` and may unlock from
@@ -171,7 +198,10 @@ impl<T: ?Sized> ArcMutexGuard<T> {
     /// The caller holds `mutex`'s lock and gives it to the guard.
     pub(super) unsafe fn new(mutex: Arc<Mutex<T>>) -> Self {
         let data = ManuallyDrop::new(mutex.data.get_mut());
-        Self { mutex, data }
+        Self {
+            mutex: ManuallyDrop::new(mutex),
+            data,
+        }
     }
 
     /// The mutex this guard locks.

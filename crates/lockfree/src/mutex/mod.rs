@@ -80,7 +80,10 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// task holds its token, and then the panic goes on out of the drop, unless
 /// the thread is already unwinding: then it is dropped, since a second
 /// panic would abort the process. ([`RawMutex::unlock`], which `lock_api`
-/// calls, never unwinds: it drops such a panic.)
+/// calls, never unwinds: it drops such a panic.) An [`ArcMutexGuard`] or a
+/// [`LockArcAsync`] drops its `Arc` before such a panic goes on: if it was
+/// the last one, the data is dropped then, and a panic of the data's own
+/// drop is dropped in turn (the waker's, the first, goes on).
 ///
 /// A timed lock that gives up ([`try_lock_for`](Self::try_lock_for),
 /// [`try_lock_until`](Self::try_lock_until) and their `_arc` forms) may be
@@ -536,8 +539,8 @@ impl<T: ?Sized> Mutex<T> {
         // moves and which the future keeps alive (see above).
         let raw: &'static RawMutex = unsafe { &*core::ptr::from_ref(&self.raw) };
         LockArcAsync {
-            raw: raw.lock_async(),
-            mutex: self,
+            raw: core::mem::ManuallyDrop::new(raw.lock_async()),
+            mutex: core::mem::ManuallyDrop::new(self),
         }
     }
 }

@@ -129,25 +129,36 @@ impl Drop for RawLockAsync<'_> {
     /// See the type's docs, "Panics".
     fn drop(&mut self) {
         let mut panics = Panics::new();
+        self.withdraw(&mut panics);
+        // The lock and the wakeup are passed on: now another task's waker
+        // panic may go on, unless we are unwinding already.
+        panics.resume();
+    }
+}
+
+impl RawLockAsync<'_> {
+    /// What the drop does, with the wakers' panics kept in `panics`: the
+    /// waiter is withdrawn, or the lock (or the wakeup) it was handed is
+    /// passed on. The future holds nothing afterwards, and its drop does
+    /// nothing.
+    pub(crate) fn withdraw(&mut self, panics: &mut Panics) {
         if let Some(node) = self.node.take() {
             // A panic of our waker, dropped on withdrawal, waits until
             // the withdrawal is complete.
-            match node.cancel_catching(&mut panics) {
+            match node.cancel_catching(panics) {
                 // Withdrawn: a dequeuer uncounts and frees the node.
-                Ok(()) => self.mutex.reclaim(&mut panics),
+                Ok(()) => self.mutex.reclaim(panics),
                 Err(HANDOFF) => {
                     // SAFETY: the lock was handed to us, so we hold it.
                     if let Some(woken) = unsafe { self.mutex.release() } {
                         panics.absorb(woken);
                     }
                 }
-                Err(_) => self.mutex.rewake(&mut panics),
+                Err(_) => self.mutex.rewake(panics),
             }
         } else if self.woken {
-            self.mutex.rewake(&mut panics);
+            self.woken = false;
+            self.mutex.rewake(panics);
         }
-        // The lock and the wakeup are passed on: now another task's waker
-        // panic may go on, unless we are unwinding already.
-        panics.resume();
     }
 }
