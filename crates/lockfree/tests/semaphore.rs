@@ -444,3 +444,42 @@ fn a_waker_that_acquires_gets_a_permit_released_meanwhile_however_many_are_woken
         assert!(poll_once(f.as_mut()).is_ready(), "every task was granted");
     }
 }
+
+/// A task's waker whose drop (the last handle to a task drops the task,
+/// user code) takes a permit from the semaphore whose acquire future is
+/// being cancelled: the permits kept for the cancelled request are free by
+/// then.
+#[test]
+fn a_waker_dropped_by_a_cancel_finds_the_permits_kept_for_it_free() {
+    struct TakesOnDrop {
+        sem: Arc<Semaphore>,
+        took: Arc<AtomicBool>,
+    }
+    impl std::task::Wake for TakesOnDrop {
+        fn wake(self: Arc<Self>) {}
+    }
+    impl Drop for TakesOnDrop {
+        fn drop(&mut self) {
+            let took = self.sem.try_acquire().is_ok();
+            self.took.store(took, SeqCst);
+        }
+    }
+    let sem = Arc::new(Semaphore::new(1));
+    let took = Arc::new(AtomicBool::new(false));
+    let held = sem.acquire().unwrap();
+    let mut wants_two = Box::pin(sem.acquire_many_async(2));
+    {
+        let waker = Waker::from(Arc::new(TakesOnDrop {
+            sem: Arc::clone(&sem),
+            took: Arc::clone(&took),
+        }));
+        let mut cx = Context::from_waker(&waker);
+        assert!(wants_two.as_mut().poll(&mut cx).is_pending());
+    }
+    // The released permit is kept for the queued request, which needs two.
+    drop(held);
+    // Its waker is the last handle now: the cancel drops it.
+    drop(wants_two);
+    assert!(took.load(SeqCst), "the waker's drop found no permit free");
+    assert_eq!(sem.available_permits(), 1, "the permit came back");
+}

@@ -314,23 +314,29 @@ impl Waiter {
     /// for the waiter) and then resumes the panic with
     /// [`Panics::resume`], following rule 2 of [`unwind`](crate::unwind).
     pub fn cancel_catching(&self, panics: &mut Panics) -> Result<(), Token> {
+        let waker = self.cancel_taking_waker()?;
+        panics.drop(waker);
+        Ok(())
+    }
+
+    /// [`cancel`](Self::cancel) that hands the task's `Waker` back instead
+    /// of dropping it: its drop is user code, which may use the primitive
+    /// (the last handle to a task drops the task), so a caller whose own
+    /// withdrawal is not done until it has counted the waiter out drops it
+    /// after that, under [`Panics::drop`].
+    pub fn cancel_taking_waker(&self) -> Result<Option<core::task::Waker>, Token> {
         // Acquire (on failure): pairs with notify's Release, so the caller
         // sees what the token hands over.
         match self
             .state
             .compare_exchange(WAITING, CANCELLED, Acquire, Acquire)
         {
-            Ok(_) => {
-                // Nobody wakes a cancelled waiter (`set_token` fails), and
-                // only the waiting task registers: the waker is dead weight.
-                // Its drop is user code.
-                if let Wake::Task(slot) = &self.wake {
-                    if let Some(waker) = slot.take() {
-                        panics.drop(waker);
-                    }
-                }
-                Ok(())
-            }
+            // Nobody wakes a cancelled waiter (`set_token` fails), and only
+            // the waiting task registers: the waker is dead weight.
+            Ok(_) => Ok(match &self.wake {
+                Wake::Task(slot) => slot.take(),
+                Wake::Thread(_) => None,
+            }),
             Err(token) => {
                 debug_assert_ne!(token, CANCELLED, "a waiter is cancelled once");
                 Err(token)

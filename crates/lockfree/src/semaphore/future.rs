@@ -102,15 +102,26 @@ impl Request {
             return;
         };
         let mut panics = Panics::new();
-        match node.cancel_catching(&mut panics) {
+        // The task's waker is dropped last: its drop is user code, which
+        // may acquire from this semaphore (the last handle to a task drops
+        // the task), and until `withdrawn` has folded our demand, permits
+        // kept for it are not free to anyone else.
+        let waker = match node.cancel_taking_waker() {
             // Withdrawn: the deliverer folds our demand when it reaches the
             // node (and frees what `pending` kept for it).
-            Ok(()) => sem.withdrawn(),
+            Ok(waker) => {
+                panics.catch(|| sem.withdrawn());
+                waker
+            }
             // Everything was delivered: give it all back.
-            Err(GRANTED) => sem.put_back(self.n),
+            Err(GRANTED) => {
+                panics.catch(|| sem.put_back(self.n));
+                None
+            }
             // Sent away by a close: our demand is folded already.
-            Err(_) => {}
-        }
+            Err(_) => None,
+        };
+        panics.drop(waker);
         panics.resume();
     }
 }
