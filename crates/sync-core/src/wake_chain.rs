@@ -343,6 +343,61 @@ mod tests {
         }
     }
 
+    /// A chain of `TASKS` plain wakers, the first woken here; returns
+    /// how deep below this frame the stack went.
+    fn run_plain_chain(tasks: usize, ran: &Arc<AtomicUsize>) -> usize {
+        let here = 0u8;
+        let base = &here as *const u8 as usize;
+        let deepest = Arc::new(AtomicUsize::new(0));
+        let mut next: Option<Waker> = None;
+        for _ in 0..tasks {
+            next = Some(Waker::from(std::sync::Arc::new(Plain {
+                next: std::sync::Mutex::new(next.take()),
+                ran: Arc::clone(ran),
+                deepest: Arc::clone(&deepest),
+                base,
+            })));
+        }
+        wake(next.expect("a first waker"));
+        deepest.load(SeqCst)
+    }
+
+    #[test]
+    fn a_chain_in_a_thread_local_destructor_runs_on_a_shallow_stack_too() {
+        const TASKS: usize = 10_000;
+        static RAN: std::sync::OnceLock<Arc<AtomicUsize>> = std::sync::OnceLock::new();
+        static DEEPEST: AtomicUsize = AtomicUsize::new(0);
+        struct WakesAChain;
+        impl Drop for WakesAChain {
+            fn drop(&mut self) {
+                let deepest = run_plain_chain(TASKS, RAN.get().expect("set"));
+                DEEPEST.store(deepest, SeqCst);
+            }
+        }
+        std::thread_local! {
+            static AT_EXIT: WakesAChain = const { WakesAChain };
+        }
+        let ran = Arc::clone(RAN.get_or_init(|| Arc::new(AtomicUsize::new(0))));
+        // Room for every wakeup nested (an old chain, whose queue was a
+        // thread-local dropped with the thread, ran them in place there),
+        // so that the test fails on the depth, not on an overflow.
+        crate::testing::on_small_stack("a chain at thread exit", 256 << 20, || {
+            // Its destructor registered first, so it runs after those of
+            // thread-locals first used later, as the chain's queue below.
+            AT_EXIT.with(|_| {});
+            // A chain deep enough to queue.
+            let ran = Arc::new(AtomicUsize::new(0));
+            run_plain_chain(4 * NEST as usize, &ran);
+            assert_eq!(ran.load(SeqCst), 4 * NEST as usize);
+        });
+        assert_eq!(ran.load(SeqCst), TASKS, "every wakeup ran");
+        assert!(
+            DEEPEST.load(SeqCst) < 256 * 1024,
+            "the chain nested {} bytes deep",
+            DEEPEST.load(SeqCst)
+        );
+    }
+
     #[test]
     fn a_wakers_panic_leaves_the_outermost_wakeup_once_every_queued_one_ran() {
         struct Panicky {
