@@ -14,7 +14,9 @@
 //! [`stats`](AdaptiveMutex::stats).
 //!
 //! [`AdaptiveMutex`] wraps a `lock_api::Mutex<RawAdaptiveLock<P>, T>`, so
-//! its guard is parking_lot's ([`AdaptiveMutexGuard`]); it adds owned
+//! its guard ([`AdaptiveMutexGuard`]) wraps parking_lot's and has its
+//! associated functions (shared across threads only when `T: Send +
+//! Sync`); it adds owned
 //! guards through an `Arc` ([`ArcAdaptiveMutexGuard`]). Its uncontended
 //! path is parking_lot's (one CAS to lock, one to unlock, plus one add to a
 //! counter on the same cache line); the policies are [`Learned`] (the
@@ -57,6 +59,8 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod config;
+#[cfg(not(loom))]
+mod guard;
 #[cfg(not(loom))]
 mod mutex;
 mod policy;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::config::Config;
+pub use crate::guard::AdaptiveMutexGuard;
 use crate::policy::{Learned, Policy};
 use crate::raw::RawAdaptiveLock;
 use crate::stats::Stats;
@@ -16,7 +17,7 @@ use crate::stats::Stats;
 /// A mutual-exclusion lock that monitors itself and adapts how its waiters
 /// wait, run by the policy `P` ([`Learned`] by default).
 ///
-/// Its guard API is parking_lot's ([`AdaptiveMutexGuard`] is a
+/// Its guard API is parking_lot's ([`AdaptiveMutexGuard`] wraps a
 /// `lock_api::MutexGuard`: `unlock_fair`, `map`, `unlocked`, …), with the
 /// family's forms: [`lock`](Self::lock), [`try_lock`](Self::try_lock),
 /// [`try_lock_for`](Self::try_lock_for) /
@@ -70,11 +71,6 @@ use crate::stats::Stats;
 pub struct AdaptiveMutex<T: ?Sized, P = Learned> {
     inner: lock_api::Mutex<RawAdaptiveLock<P>, T>,
 }
-
-/// The guard of an [`AdaptiveMutex`]: the lock is held until it is
-/// dropped. A `lock_api::MutexGuard`, with its associated functions
-/// (`AdaptiveMutexGuard::unlock_fair(guard)`, `map`, `unlocked`, `bump`).
-pub type AdaptiveMutexGuard<'a, T, P = Learned> = lock_api::MutexGuard<'a, RawAdaptiveLock<P>, T>;
 
 /// The guard [`AdaptiveMutexGuard::map`] returns: holds the lock, gives
 /// access to a part of the data.
@@ -180,7 +176,7 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// ```
     #[inline]
     pub fn lock(&self) -> AdaptiveMutexGuard<'_, T, P> {
-        self.inner.lock()
+        AdaptiveMutexGuard::new(self, self.inner.lock())
     }
 
     /// Takes the lock if it is free now.
@@ -196,7 +192,7 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// ```
     #[inline]
     pub fn try_lock(&self) -> Option<AdaptiveMutexGuard<'_, T, P>> {
-        self.inner.try_lock()
+        Some(AdaptiveMutexGuard::new(self, self.inner.try_lock()?))
     }
 
     /// Takes the lock, or gives up after `timeout`. The deadline is checked
@@ -217,7 +213,10 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// ```
     #[inline]
     pub fn try_lock_for(&self, timeout: Duration) -> Option<AdaptiveMutexGuard<'_, T, P>> {
-        self.inner.try_lock_for(timeout)
+        Some(AdaptiveMutexGuard::new(
+            self,
+            self.inner.try_lock_for(timeout)?,
+        ))
     }
 
     /// Takes the lock, or gives up at `deadline` (see
@@ -233,7 +232,10 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// ```
     #[inline]
     pub fn try_lock_until(&self, deadline: Instant) -> Option<AdaptiveMutexGuard<'_, T, P>> {
-        self.inner.try_lock_until(deadline)
+        Some(AdaptiveMutexGuard::new(
+            self,
+            self.inner.try_lock_until(deadline)?,
+        ))
     }
 
     /// Takes the lock with `priority` (higher first): under a priority
@@ -261,7 +263,7 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     pub fn lock_with_priority(&self, priority: usize) -> AdaptiveMutexGuard<'_, T, P> {
         self.raw_lock().lock_with_priority(priority);
         // SAFETY: the lock is held by this thread, for the guard.
-        unsafe { self.inner.make_guard_unchecked() }
+        AdaptiveMutexGuard::new(self, unsafe { self.inner.make_guard_unchecked() })
     }
 
     /// Takes the lock with `priority` (see
@@ -408,7 +410,7 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     #[inline]
     fn guard_if(&self, locked: bool) -> Option<AdaptiveMutexGuard<'_, T, P>> {
         // SAFETY: `locked`: the lock is held by this thread, for the guard.
-        locked.then(|| unsafe { self.inner.make_guard_unchecked() })
+        locked.then(|| AdaptiveMutexGuard::new(self, unsafe { self.inner.make_guard_unchecked() }))
     }
 
     /// An owned guard if `locked` (the lock was just taken by this thread).

@@ -152,7 +152,7 @@ fn unlock_fair_hands_over_under_a_barging_scheduler() {
     let m2 = Arc::clone(&m);
     let t = thread::spawn(move || *m2.lock() = 7);
     until_parked(&m, 1);
-    lock_api::MutexGuard::unlock_fair(guard);
+    adaptive_lock::AdaptiveMutexGuard::unlock_fair(guard);
     t.join().unwrap();
     assert_eq!(*m.lock(), 7);
     assert_eq!(m.stats().total.handoffs, 1);

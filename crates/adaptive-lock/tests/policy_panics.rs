@@ -11,8 +11,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use adaptive_lock::{AdaptiveMutex, Config, Policy, RawAdaptiveLock, Stats};
-use lock_api::{MappedMutexGuard, MutexGuard};
+use adaptive_lock::{
+    AdaptiveMutex, AdaptiveMutexGuard, Config, MappedAdaptiveMutexGuard, Policy, RawAdaptiveLock,
+    Stats,
+};
 use sync_core::testing::parked_on;
 
 /// Panics in `adapt` once armed (every unlock samples).
@@ -34,7 +36,7 @@ impl Policy for PanicWhenArmed {
 static NEVER: AtomicBool = AtomicBool::new(false);
 
 type Lock = AdaptiveMutex<(), PanicWhenArmed>;
-type Guard<'a> = MutexGuard<'a, RawAdaptiveLock<PanicWhenArmed>, ()>;
+type Guard<'a> = AdaptiveMutexGuard<'a, (), PanicWhenArmed>;
 
 /// Threads inside the critical section, and whether two ever were.
 #[derive(Default)]
@@ -116,7 +118,7 @@ fn unlock_fair_keeps_exclusion_when_the_policy_panics() {
     static ARMED: AtomicBool = AtomicBool::new(false);
     let unwound = scene(&ARMED, |g, owners| {
         owners.exit();
-        MutexGuard::unlock_fair(g);
+        AdaptiveMutexGuard::unlock_fair(g);
     });
     assert!(!unwound, "the unlock unwound");
 }
@@ -125,9 +127,9 @@ fn unlock_fair_keeps_exclusion_when_the_policy_panics() {
 fn mapped_unlock_fair_keeps_exclusion_when_the_policy_panics() {
     static ARMED: AtomicBool = AtomicBool::new(false);
     let unwound = scene(&ARMED, |g, owners| {
-        let g = MutexGuard::map(g, |x| x);
+        let g = AdaptiveMutexGuard::map(g, |x| x);
         owners.exit();
-        MappedMutexGuard::unlock_fair(g);
+        MappedAdaptiveMutexGuard::unlock_fair(g);
     });
     assert!(!unwound, "the unlock unwound");
 }
@@ -137,7 +139,7 @@ fn unlocked_keeps_exclusion_when_the_policy_panics() {
     static ARMED: AtomicBool = AtomicBool::new(false);
     let unwound = scene(&ARMED, |mut g, owners| {
         owners.exit();
-        MutexGuard::unlocked(&mut g, || thread::sleep(Duration::from_millis(5)));
+        AdaptiveMutexGuard::unlocked(&mut g, || thread::sleep(Duration::from_millis(5)));
         // The guard is ours again.
         owners.stay();
         drop(g);
@@ -150,7 +152,7 @@ fn unlocked_fair_keeps_exclusion_when_the_policy_panics() {
     static ARMED: AtomicBool = AtomicBool::new(false);
     let unwound = scene(&ARMED, |mut g, owners| {
         owners.exit();
-        MutexGuard::unlocked_fair(&mut g, || thread::sleep(Duration::from_millis(5)));
+        AdaptiveMutexGuard::unlocked_fair(&mut g, || thread::sleep(Duration::from_millis(5)));
         owners.stay();
         drop(g);
     });
@@ -162,7 +164,7 @@ fn bump_keeps_exclusion_when_the_policy_panics() {
     static ARMED: AtomicBool = AtomicBool::new(false);
     let unwound = scene(&ARMED, |mut g, owners| {
         owners.exit();
-        MutexGuard::bump(&mut g);
+        AdaptiveMutexGuard::bump(&mut g);
         owners.stay();
         drop(g);
     });
@@ -260,7 +262,7 @@ impl Policy for PanicInTls {
 /// process, so the unlock must not unwind there either.
 #[test]
 fn a_policy_panic_in_a_thread_local_destructor_does_not_abort() {
-    type TlsGuard = MutexGuard<'static, RawAdaptiveLock<PanicInTls>, ()>;
+    type TlsGuard = AdaptiveMutexGuard<'static, (), PanicInTls>;
     static M: AdaptiveMutex<(), PanicInTls> = AdaptiveMutex::const_new(());
     struct Holds(Option<TlsGuard>);
     impl Drop for Holds {

@@ -24,6 +24,12 @@ assert_impl!(AdaptiveMutexGuard<'static, Vec<u8>>: Send, Sync);
 assert_impl!(AdaptiveMutexGuard<'static, Cell<u8>>: Send);
 assert_not_impl!(AdaptiveMutexGuard<'static, Cell<u8>>: Sync);
 assert_not_impl!(AdaptiveMutexGuard<'static, Rc<u8>>: Send);
+// Shared only when the data may be sent too: a shared guard hands out its
+// mutex (`AdaptiveMutexGuard::mutex`), which another thread can keep and
+// lock once the guard is gone (lock_api's own guard is `Sync` for any
+// `T: Sync`, and so was this one).
+assert_not_impl!(AdaptiveMutexGuard<'static, SyncNotSend>: Sync);
+assert_not_impl!(ArcAdaptiveMutexGuard<SyncNotSend>: Sync);
 
 // The owned guard: sent like the data; shared like `&T` (and the lock).
 assert_impl!(ArcAdaptiveMutexGuard<Vec<u8>>: Send, Sync);
@@ -31,6 +37,11 @@ assert_impl!(ArcAdaptiveMutexGuard<Cell<u8>>: Send);
 assert_not_impl!(ArcAdaptiveMutexGuard<Cell<u8>>: Sync);
 assert_not_impl!(ArcAdaptiveMutexGuard<Rc<u8>>: Send);
 assert_not_impl!(ArcAdaptiveMutexGuard<Rc<u8>>: Sync);
+
+/// `Sync` but not `Send` (as a `std::sync::MutexGuard`).
+struct SyncNotSend(#[allow(dead_code)] std::marker::PhantomData<*const ()>);
+// SAFETY: no data to share.
+unsafe impl Sync for SyncNotSend {}
 
 // A policy that is not `Send` cannot be moved between its holders.
 struct LocalPolicy(#[allow(dead_code)] Rc<u8>);

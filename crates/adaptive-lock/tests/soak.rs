@@ -70,7 +70,7 @@ fn run<P: Policy + 'static>(policy: P, agent: bool) {
                     g.1 = false;
                     made += 1;
                     if i % 97 == 0 {
-                        lock_api::MutexGuard::unlock_fair(g);
+                        adaptive_lock::AdaptiveMutexGuard::unlock_fair(g);
                     }
                 }
                 made

@@ -23,11 +23,15 @@
 //!
 //! Only tasks are concerned: a thread's unpark runs no user code.
 //!
-//! A queued waker's panic unwinds out of the outermost wakeup, where the
-//! primitive's own catch (the family's panic policy, [`crate::unwind`])
-//! takes it as it takes that wakeup's own; the wakeups still queued behind
-//! it then run with their panics dropped, so that nobody sleeps for a
-//! wakeup it was promised.
+//! A panic of the outermost's waker or of a queued one does not stop the
+//! wakeups still queued: the outermost runs every one of them first (none
+//! inside an unwind, where a waker's task would see
+//! [`std::thread::panicking`] and a lock it releases would not be
+//! poisoned by its own panic), so that nobody sleeps for a wakeup it was
+//! promised; then the first of those panics unwinds out of the outermost
+//! wakeup, where the primitive's own catch (the family's panic policy,
+//! [`crate::unwind`]) takes it as it takes that wakeup's own, and the
+//! later ones are dropped.
 //!
 //! The trade-off: a waker nested [`NEST`] deep that blocks until a task its
 //! own release woke makes progress waits for a wakeup that runs only after
@@ -48,8 +52,10 @@ pub const NEST: u32 = 32;
 ///
 /// # Panics
 ///
-/// Resumes the panic of `waker`, or of a waker queued behind it when this
-/// is the outermost wakeup.
+/// Resumes the panic of `waker`, or, when this is the outermost wakeup,
+/// the first panic of `waker` and the wakers queued behind it, once all of
+/// them have run (dropped instead if the thread is already unwinding: see
+/// [`unwind`](crate::unwind), rule 3).
 ///
 /// # Examples
 ///
@@ -72,12 +78,22 @@ pub fn wake(waker: Waker) {
     match depth {
         0 => {
             // The outermost: runs what deeper wakeups queued, one after
-            // another, each from depth 1 again.
-            let _outer = Outer;
-            waker.wake();
+            // another, each from depth 1 again, whichever of them panic,
+            // and only then resumes the first panic.
+            let outer = Outer;
+            let mut panics = crate::unwind::Panics::new();
+            panics.catch(|| waker.wake());
             while let Some(next) = pop() {
-                next.wake();
+                // The later panics are dropped at once: a long chain of
+                // panicking wakers keeps none of them.
+                if panics.is_empty() {
+                    panics.catch(|| next.wake());
+                } else {
+                    crate::unwind::catch_and_discard(|| next.wake());
+                }
             }
+            drop(outer);
+            panics.resume();
         }
         d if d & LEVELS < NEST => {
             let _level = Level;
@@ -182,8 +198,9 @@ impl Drop for Level {
     }
 }
 
-/// Ends the outermost wakeup: if a waker unwound out of it, runs what is
-/// still queued, dropping their panics (the thread is unwinding); frees
+/// Ends the outermost wakeup: runs what is still queued, dropping their
+/// panics (only if the chain itself unwound, which no waker's panic does:
+/// the outermost catches them); frees
 /// the queue (memory follows the chain running now, and a thread's exit
 /// finds nothing to free); and resets the depth.
 #[cfg(not(loom))]
@@ -326,11 +343,67 @@ mod tests {
         }
     }
 
+    /// A chain of `TASKS` plain wakers, the first woken here; returns
+    /// how deep below this frame the stack went.
+    fn run_plain_chain(tasks: usize, ran: &Arc<AtomicUsize>) -> usize {
+        let here = 0u8;
+        let base = &here as *const u8 as usize;
+        let deepest = Arc::new(AtomicUsize::new(0));
+        let mut next: Option<Waker> = None;
+        for _ in 0..tasks {
+            next = Some(Waker::from(std::sync::Arc::new(Plain {
+                next: std::sync::Mutex::new(next.take()),
+                ran: Arc::clone(ran),
+                deepest: Arc::clone(&deepest),
+                base,
+            })));
+        }
+        wake(next.expect("a first waker"));
+        deepest.load(SeqCst)
+    }
+
     #[test]
-    fn a_queued_wakers_panic_leaves_the_outermost_wakeup_and_the_rest_still_run() {
+    fn a_chain_in_a_thread_local_destructor_runs_on_a_shallow_stack_too() {
+        const TASKS: usize = 10_000;
+        static RAN: std::sync::OnceLock<Arc<AtomicUsize>> = std::sync::OnceLock::new();
+        static DEEPEST: AtomicUsize = AtomicUsize::new(0);
+        struct WakesAChain;
+        impl Drop for WakesAChain {
+            fn drop(&mut self) {
+                let deepest = run_plain_chain(TASKS, RAN.get().expect("set"));
+                DEEPEST.store(deepest, SeqCst);
+            }
+        }
+        std::thread_local! {
+            static AT_EXIT: WakesAChain = const { WakesAChain };
+        }
+        let ran = Arc::clone(RAN.get_or_init(|| Arc::new(AtomicUsize::new(0))));
+        // Room for every wakeup nested (an old chain, whose queue was a
+        // thread-local dropped with the thread, ran them in place there),
+        // so that the test fails on the depth, not on an overflow.
+        crate::testing::on_small_stack("a chain at thread exit", 256 << 20, || {
+            // Its destructor registered first, so it runs after those of
+            // thread-locals first used later, as the chain's queue below.
+            AT_EXIT.with(|_| {});
+            // A chain deep enough to queue.
+            let ran = Arc::new(AtomicUsize::new(0));
+            run_plain_chain(4 * NEST as usize, &ran);
+            assert_eq!(ran.load(SeqCst), 4 * NEST as usize);
+        });
+        assert_eq!(ran.load(SeqCst), TASKS, "every wakeup ran");
+        assert!(
+            DEEPEST.load(SeqCst) < 256 * 1024,
+            "the chain nested {} bytes deep",
+            DEEPEST.load(SeqCst)
+        );
+    }
+
+    #[test]
+    fn a_wakers_panic_leaves_the_outermost_wakeup_once_every_queued_one_ran() {
         struct Panicky {
             next: std::sync::Mutex<Option<Arc<Waiter>>>,
             ran: Arc<AtomicUsize>,
+            unwinding: Arc<AtomicUsize>,
             panic_at: usize,
         }
         impl Wake for Panicky {
@@ -338,6 +411,9 @@ mod tests {
                 self.wake_by_ref();
             }
             fn wake_by_ref(self: &std::sync::Arc<Self>) {
+                if std::thread::panicking() {
+                    self.unwinding.fetch_add(1, SeqCst);
+                }
                 let n = self.ran.fetch_add(1, SeqCst);
                 if let Some(next) = self.next.lock().unwrap().take() {
                     if let Some(w) = Waiter::notify_later(&next, 1) {
@@ -348,28 +424,39 @@ mod tests {
             }
         }
         const TASKS: usize = 200;
-        let ran = Arc::new(AtomicUsize::new(0));
-        let mut next: Option<Arc<Waiter>> = None;
-        for _ in 0..TASKS {
-            let link = std::sync::Arc::new(Panicky {
-                next: std::sync::Mutex::new(next.take()),
-                ran: Arc::clone(&ran),
-                // Past NEST: a queued wakeup, run by the outermost.
-                panic_at: 100,
-            });
-            next = Some(Waiter::for_task(&Waker::from(link), 0));
+        // The outermost's own waker, and a queued one (past NEST), each
+        // after its wakeup went NEST deep and queued the next.
+        for panic_at in [0, 100] {
+            let ran = Arc::new(AtomicUsize::new(0));
+            let unwinding = Arc::new(AtomicUsize::new(0));
+            let mut next: Option<Arc<Waiter>> = None;
+            for _ in 0..TASKS {
+                let link = std::sync::Arc::new(Panicky {
+                    next: std::sync::Mutex::new(next.take()),
+                    ran: Arc::clone(&ran),
+                    unwinding: Arc::clone(&unwinding),
+                    panic_at,
+                });
+                next = Some(Waiter::for_task(&Waker::from(link), 0));
+            }
+            let first = next.expect("a first task");
+            let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                Waiter::notify_later(&first, 1)
+                    .expect("not cancelled")
+                    .wake()
+            }));
+            let payload = caught.expect_err("the waker's panic left the outermost");
+            assert_eq!(
+                payload.downcast_ref::<String>().map(String::as_str),
+                Some(format!("waker {panic_at} panics").as_str())
+            );
+            assert_eq!(ran.load(SeqCst), TASKS, "every wakeup ran all the same");
+            assert_eq!(
+                unwinding.load(SeqCst),
+                0,
+                "wakeups ran inside the unwind of another waker's panic ({panic_at})"
+            );
+            assert_eq!(DEPTH.with(|d| d.get()), 0, "the depth is reset");
         }
-        let first = next.expect("a first task");
-        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            Waiter::notify_later(&first, 1)
-                .expect("not cancelled")
-                .wake()
-        }));
-        assert!(
-            caught.is_err(),
-            "the queued waker's panic left the outermost"
-        );
-        assert_eq!(ran.load(SeqCst), TASKS, "every wakeup ran all the same");
-        assert_eq!(DEPTH.with(|d| d.get()), 0, "the depth is reset");
     }
 }

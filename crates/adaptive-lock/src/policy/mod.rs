@@ -30,6 +30,14 @@ use crate::stats::Stats;
 /// as `try_lock` does, and counts in
 /// [`Counters::timeouts`](crate::Counters::timeouts).
 ///
+/// # Deadlocks
+///
+/// A policy that takes another lock `B` nests `B` inside its own lock at
+/// every sampled unlock, wherever that unlock is: a thread that releases
+/// this lock while it holds `B`, or a policy of `B` that takes this lock
+/// while another thread runs this one's, deadlocks as any two locks taken
+/// in both orders do. Only a `lock()` of its own lock is caught (above).
+///
 /// # Panics
 ///
 /// A lock calls its policy's methods in its unlock path (`adapt` at every
