@@ -36,8 +36,9 @@
 //!   [`sweep_front`](waiter::WaiterQueue::sweep_front) free withdrawn waiters.
 //! * [`wake_list`]: the wake-ups a primitive owes, kept while it holds a
 //!   lock or role and delivered after it lets go.
-//! * [`wake_chain`]: the one way a task's waker is called, so that wakers
-//!   that poll on the spot and wake others nest only a few dozen deep.
+//! * [`wake_chain`]: how the family wakes a task (all but a task's wake of
+//!   itself inside its own poll), so that wakers that poll on the spot and
+//!   wake others nest only a few dozen deep.
 //! * [`bounded_queue`]: a bounded lock-free FIFO queue of values, many
 //!   producers and one consumer at a time.
 //! * `model` (loom builds only): helpers that run a loom model with a

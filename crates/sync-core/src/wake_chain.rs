@@ -33,9 +33,12 @@
 //! [`crate::unwind`]) takes it as it takes that wakeup's own, and the
 //! later ones are dropped.
 //!
-//! The trade-off: a waker nested [`NEST`] deep that blocks until a task its
-//! own release woke makes progress waits for a wakeup that runs only after
-//! it returns. Shallower, it works as before.
+//! The trade-off: a wakeup that comes up past [`NEST`] runs only once the
+//! waker running at depth 1 on this thread has returned. So a waker that
+//! blocks until a task woken by its own work (its release, or a release
+//! made by a waker it ran in turn) makes progress may wait for a wakeup
+//! that is queued behind it, for ever. A waker that does not block, as
+//! wakers should not, is not concerned.
 //!
 //! Under loom every model thread's wakeups run where they come up: the
 //! models hold no waker that re-enters the primitive.
