@@ -411,7 +411,7 @@ pub(super) fn wake_when(busy: usize, waits: usize, budget: Duration) -> Workload
     in_turns(
         wake_row("when", "a submission that enables the task", busy, "std"),
         &[
-            ("active-monitor", monitor),
+            ("am", monitor),
             ("std", sent::<StdMpsc>),
             ("condvar-std", released),
         ],
