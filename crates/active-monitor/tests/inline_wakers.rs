@@ -59,6 +59,37 @@ fn a_call_reaching_every_waiting_inline_task_that_calls_again_keeps_the_stack_fl
     });
 }
 
+/// A thread inside a `call` of a monitor, blocked in its body (which adds
+/// 1) until [`release`](Self::release).
+struct Holder {
+    go: std::sync::mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Holder {
+    /// Returns once the thread holds `m`.
+    fn hold(m: &Arc<Monitor<u64>>) -> Self {
+        let (held, is_held) = std::sync::mpsc::channel();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let m = Arc::clone(m);
+        let thread = std::thread::spawn(move || {
+            m.call(move |n| {
+                held.send(()).expect("the test waits");
+                wait.recv().expect("the test lets go");
+                *n += 1;
+            });
+        });
+        is_held.recv().expect("the holder runs");
+        Self { go, thread }
+    }
+
+    /// Lets the body end; the thread, to join.
+    fn release(self) -> std::thread::JoinHandle<()> {
+        self.go.send(()).expect("the holder waits");
+        self.thread
+    }
+}
+
 /// A task on an inline executor awaits a completion that another thread's
 /// holder fills, then calls the monitor. Woken while that holder still
 /// held the monitor, its poll ran there: its `call` met the monitor held
@@ -68,25 +99,11 @@ fn a_call_reaching_every_waiting_inline_task_that_calls_again_keeps_the_stack_fl
 /// go of the monitor: the task's `call` then finds it free.
 #[test]
 fn a_completion_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
-    use std::sync::mpsc;
-
     // Each way of awaiting a task the holder runs: a completion, an async
     // submission's result, an OR's completion and an AND's.
     for form in 0..4 {
         let m = Arc::new(Monitor::new(0u64));
-        let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
-        let holder = {
-            let m = Arc::clone(&m);
-            let (held, go) = (held.0, go.1);
-            std::thread::spawn(move || {
-                m.call(move |n| {
-                    held.send(()).expect("the test waits");
-                    go.recv().expect("the test lets go");
-                    *n += 1;
-                });
-            })
-        };
-        held.1.recv().expect("the holder runs");
+        let holder = Holder::hold(&m);
         // Queued behind the holder's call: the holder runs it, then wakes
         // this task, which calls the monitor.
         let task = {
@@ -123,9 +140,8 @@ fn a_completion_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
             !task.is_done(),
             "form {form}: the task waits for the holder"
         );
-        go.0.send(()).expect("the holder waits");
         assert!(
-            holder.join().is_ok(),
+            holder.release().join().is_ok(),
             "form {form}: the holder's call unwound with the task's panic"
         );
         assert!(task.is_done(), "form {form}: the task did not finish");
@@ -141,22 +157,8 @@ fn a_completion_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
 /// [`worker`]: active_monitor::worker
 #[test]
 fn a_program_order_wait_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
-    use std::sync::mpsc;
-
     let (m, other) = (Arc::new(Monitor::new(0u64)), Arc::new(Monitor::new(0u64)));
-    let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
-    let holder = {
-        let m = Arc::clone(&m);
-        let (held, go) = (held.0, go.1);
-        std::thread::spawn(move || {
-            m.call(move |n| {
-                held.send(()).expect("the test waits");
-                go.recv().expect("the test lets go");
-                *n += 1;
-            });
-        })
-    };
-    held.1.recv().expect("the holder runs");
+    let holder = Holder::hold(&m);
     let task = {
         let (m, other) = (Arc::clone(&m), Arc::clone(&other));
         InlineTask::spawn(active_monitor::worker(async move {
@@ -168,9 +170,8 @@ fn a_program_order_wait_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
         }))
     };
     assert!(!task.is_done(), "the task waits for the holder");
-    go.0.send(()).expect("the holder waits");
     assert!(
-        holder.join().is_ok(),
+        holder.release().join().is_ok(),
         "the holder's call unwound with the task's panic"
     );
     assert!(task.is_done(), "the task did not finish");
@@ -193,27 +194,13 @@ fn within_10s<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> Opti
 /// holder's thread hung for ever, and the monitor with it.
 #[test]
 fn a_producer_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
-    use std::sync::mpsc;
-
     let m = Arc::new(
         Monitor::builder()
             .capacity(2)
             .order(active_monitor::Order::Relaxed)
             .build(0u64),
     );
-    let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
-    let holder = {
-        let m = Arc::clone(&m);
-        let (held, go) = (held.0, go.1);
-        std::thread::spawn(move || {
-            m.call(move |n| {
-                held.send(()).expect("the test waits");
-                go.recv().expect("the test lets go");
-                *n += 1;
-            });
-        })
-    };
-    held.1.recv().expect("the holder runs");
+    let holder = Holder::hold(&m);
     // The queue is full: the task waits for space.
     drop((m.submit(|n| *n += 1000), m.submit(|n| *n += 1000)));
     let task = {
@@ -224,7 +211,7 @@ fn a_producer_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
         })
     };
     assert!(!task.is_done(), "the task waits for space");
-    go.0.send(()).expect("the holder waits");
+    let holder = holder.release();
     let joined = within_10s(move || holder.join().is_ok());
     assert_eq!(joined, Some(true), "the holder hung, or unwound");
     assert!(task.is_done(), "the task did not finish");

@@ -258,6 +258,20 @@ mod tests {
         }
     }
 
+    /// `tasks` task waiters, built from the last: `make` gets the waiter
+    /// after the one it makes the waker of. Returns the first.
+    fn chain<W: Wake + Send + Sync + 'static>(
+        tasks: usize,
+        mut make: impl FnMut(Option<Arc<Waiter>>) -> W,
+    ) -> Arc<Waiter> {
+        let mut next = None;
+        for _ in 0..tasks {
+            let waker = Waker::from(std::sync::Arc::new(make(next.take())));
+            next = Some(Waiter::for_task(&waker, 0));
+        }
+        next.expect("a first task")
+    }
+
     #[test]
     fn a_chain_of_task_wakeups_runs_every_one_on_a_shallow_stack() {
         const TASKS: usize = 10_000;
@@ -265,18 +279,12 @@ mod tests {
         let deepest = Arc::new(AtomicUsize::new(0));
         let here = 0u8;
         let base = &here as *const u8 as usize;
-        // Built from the last: each task's waker wakes the one after it.
-        let mut next: Option<Arc<Waiter>> = None;
-        for _ in 0..TASKS {
-            let link = std::sync::Arc::new(Link {
-                next: std::sync::Mutex::new(next.take()),
-                ran: Arc::clone(&ran),
-                deepest: Arc::clone(&deepest),
-                base,
-            });
-            next = Some(Waiter::for_task(&Waker::from(link), 0));
-        }
-        let first = next.expect("a first task");
+        let first = chain(TASKS, |next| Link {
+            next: std::sync::Mutex::new(next),
+            ran: Arc::clone(&ran),
+            deepest: Arc::clone(&deepest),
+            base,
+        });
         let mut panics = Panics::new();
         panics.catch(|| {
             Waiter::notify_later(&first, 1)
@@ -432,17 +440,12 @@ mod tests {
         for panic_at in [0, 100] {
             let ran = Arc::new(AtomicUsize::new(0));
             let unwinding = Arc::new(AtomicUsize::new(0));
-            let mut next: Option<Arc<Waiter>> = None;
-            for _ in 0..TASKS {
-                let link = std::sync::Arc::new(Panicky {
-                    next: std::sync::Mutex::new(next.take()),
-                    ran: Arc::clone(&ran),
-                    unwinding: Arc::clone(&unwinding),
-                    panic_at,
-                });
-                next = Some(Waiter::for_task(&Waker::from(link), 0));
-            }
-            let first = next.expect("a first task");
+            let first = chain(TASKS, |next| Panicky {
+                next: std::sync::Mutex::new(next),
+                ran: Arc::clone(&ran),
+                unwinding: Arc::clone(&unwinding),
+                panic_at,
+            });
             let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 Waiter::notify_later(&first, 1)
                     .expect("not cancelled")
