@@ -226,15 +226,6 @@ impl<R> ResultSlot<R> {
         }
     }
 
-    /// Takes the result, in place: the value read straight out of the slot
-    /// into the caller's place. A panic resumes here; a discarded task is
-    /// `Err(Discarded)` ([`read_value`](Self::read_value) for the value
-    /// alone).
-    ///
-    /// # Safety
-    ///
-    /// `is_done()` returned true, and the caller is the completion's single
-    /// owner, taking the result once.
     /// Wakes the future that awaits the task without its finishing (the
     /// task's precondition holds: see `Runner`).
     pub(crate) fn wake_awaiter(&self) {
@@ -248,6 +239,15 @@ impl<R> ResultSlot<R> {
         }
     }
 
+    /// Takes the result, in place: the value read straight out of the slot
+    /// into the caller's place. A panic resumes here; a discarded task is
+    /// `Err(Discarded)` ([`read_value`](Self::read_value) for the value
+    /// alone).
+    ///
+    /// # Safety
+    ///
+    /// `is_done()` returned true, and the caller is the completion's single
+    /// owner, taking the result once.
     pub(super) unsafe fn take_result(&self) -> Result<R, Discarded> {
         if self.ended_is_value() {
             // SAFETY: our caller's contract.
