@@ -1,0 +1,281 @@
+//! The lock-free FIFO queue of [`Waiter`]s that the family's blocking
+//! primitives keep their waiters in: its push, its single consumer's pop
+//! and the sweeps that free withdrawn waiters.
+
+use core::ptr;
+
+use super::Waiter;
+use crate::sync::Arc;
+use crate::sync::atomic::{AtomicPtr, Ordering::*};
+
+/// A lock-free FIFO queue of [`Waiter`]s: any number of producers, one
+/// consumer at a time.
+///
+/// [`push`](Self::push) is wait-free (one swap and one store). The consumer
+/// role is not enforced here: each primitive already has a word that says who
+/// may dequeue (the lock holder, the thread that holds a "waking" or
+/// "delivering" bit), so [`pop`](Self::pop) is `unsafe` and names that
+/// obligation.
+///
+/// The algorithm is Vyukov's intrusive MPSC queue without the stub node, so
+/// that an empty queue is two null pointers (`const`-constructible, movable):
+///
+/// * `push`: `prev = head.swap(node)`, then link `prev.next = node`, or, if
+///   the queue was empty, `first = node`.
+/// * `pop`: take `first` if its `next` is linked; if `first` looks last, try
+///   to swing `head` from it to null. A producer that swapped `head` but has
+///   not linked yet makes `pop` return `None` although the queue is not empty;
+///   the caller, who knows from its own counter that a waiter is on its way,
+///   retries.
+///
+/// A node is handed to the consumer only once no producer can still write its
+/// `next`: either its `next` is already linked, or `head` still pointed at it
+/// when the consumer swung `head` to null. That is what makes freeing popped
+/// nodes sound.
+pub struct WaiterQueue {
+    /// The last node, where producers append (null: empty).
+    head: AtomicPtr<Waiter>,
+    /// The first node, where the consumer takes (null: empty, or the first
+    /// producer has swapped `head` but not stored itself here yet).
+    first: AtomicPtr<Waiter>,
+}
+
+// SAFETY: the queue owns `Arc<Waiter>`s (Send + Sync) through raw pointers;
+// all shared access goes through atomics, and `pop`'s callers guarantee the
+// single consumer.
+unsafe impl Send for WaiterQueue {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for WaiterQueue {}
+
+impl WaiterQueue {
+    crate::const_unless_loom! {
+        /// An empty queue.
+        pub fn new() -> Self {
+            Self {
+                head: AtomicPtr::new(ptr::null_mut()),
+                first: AtomicPtr::new(ptr::null_mut()),
+            }
+        }
+    }
+
+    /// Appends `waiter`.
+    ///
+    /// # Panics
+    ///
+    /// If `waiter` is in a queue already (this one or another) and has not
+    /// been popped from it: a node is linked through its own `next`, so it
+    /// can be in one queue at a time. The queue is left untouched.
+    pub fn push(&self, waiter: Arc<Waiter>) {
+        // Checked in every build: relinking a queued node would make the
+        // pops hand out references no push gave them (a use after free
+        // from safe code). Acquire: pairs with the Release clear in `pop`,
+        // so the last consumer's reads of `next` come before our store.
+        assert!(
+            !waiter.queued.swap(true, Acquire),
+            "WaiterQueue::push: the waiter is already in a queue"
+        );
+        let node = Arc::into_raw(waiter).cast_mut();
+        // SAFETY: `node` comes from `Arc::into_raw` and the queue now owns
+        // that reference; no producer links to a node that is not in the
+        // queue, so nobody else writes its `next`.
+        unsafe { (*node).next.store(ptr::null_mut(), Relaxed) };
+        // AcqRel: Release publishes `node.next = null` (and the node's
+        // fields) to the producer that links after us; Acquire makes `prev`'s
+        // fields visible before we write its `next`.
+        let prev = self.head.swap(node, AcqRel);
+        if prev.is_null() {
+            // Release: pairs with the consumer's Acquire load of `first`.
+            self.first.store(node, Release);
+        } else {
+            // Release: pairs with the consumer's Acquire load of `prev.next`.
+            // `prev` is still alive: the consumer frees a node only once its
+            // `next` is linked (not yet) or after swinging `head` from it to
+            // null (which fails: we just swapped `head` away from it).
+            // SAFETY: `prev` is a live queue node, as just argued.
+            unsafe { (*prev).next.store(node, Release) };
+        }
+    }
+
+    /// Takes the first waiter. `None` if the queue is empty, *or* if a
+    /// producer is half-way through `push` (then retry).
+    ///
+    /// # Safety
+    ///
+    /// No other `pop` may run concurrently on this queue, and every pop must
+    /// happen after the previous one (the primitive's protocol gives the
+    /// consumer role to one thread at a time, with a Release/Acquire edge
+    /// from one consumer to the next).
+    pub unsafe fn pop(&self) -> Option<Arc<Waiter>> {
+        // Acquire: pairs with the Release store of `first` in `push`.
+        let first = self.first.load(Acquire);
+        if first.is_null() {
+            return None;
+        }
+        // SAFETY: `first` is in the queue, which holds a reference to it, and
+        // only the consumer (us) releases that reference.
+        let next = unsafe { (*first).next.load(Acquire) };
+        if !next.is_null() {
+            self.first.store(next, Relaxed);
+            // SAFETY: `first.next` is linked, so no producer will write to
+            // `first` again; the queue's reference passes to the caller.
+            return Some(unsafe { Self::hand_out(first) });
+        }
+        // `first` looks last. Clear `first` before `head`: a producer that
+        // finds `head` null afterwards stores `first`, and must not be
+        // overwritten by our clearing.
+        self.first.store(ptr::null_mut(), Relaxed);
+        // AcqRel: Release orders the clearing of `first` before the next
+        // producer's swap sees null; Acquire (on failure) is for symmetry
+        // with `push`'s swap.
+        match self
+            .head
+            .compare_exchange(first, ptr::null_mut(), AcqRel, Acquire)
+        {
+            // SAFETY: `head` was still `first`, so no producer had appended
+            // after it and none ever will: the reference is ours.
+            Ok(_) => Some(unsafe { Self::hand_out(first) }),
+            Err(_) => {
+                // A producer appended after `first` and is about to link it
+                // (`head` is not null, so no producer writes `first`).
+                self.first.store(first, Relaxed);
+                None
+            }
+        }
+    }
+
+    /// The queue's reference to `node`, which has left it: it may be
+    /// pushed again.
+    ///
+    /// # Safety
+    ///
+    /// `node` comes from `Arc::into_raw` in `push`, no producer will write
+    /// its `next` any more, and the queue's reference to it is the
+    /// caller's to take.
+    unsafe fn hand_out(node: *mut Waiter) -> Arc<Waiter> {
+        // SAFETY: the queue's reference keeps `node` alive until `from_raw`.
+        // Release: pairs with the Acquire swap of the next `push`.
+        unsafe { (*node).queued.store(false, Release) };
+        // SAFETY: as the caller guarantees.
+        unsafe { Arc::from_raw(node) }
+    }
+
+    /// The first waiter, left in the queue: what the next [`pop`](Self::pop)
+    /// would take (`None` as for `pop`, also while the first producer is
+    /// half-way through `push`). A consumer uses it to free withdrawn
+    /// waiters from the front without dequeuing a live one.
+    ///
+    /// # Safety
+    ///
+    /// As for [`pop`](Self::pop): only the consumer may call it, and the
+    /// reference must be dropped before its next `pop`.
+    pub unsafe fn front(&self) -> Option<&Waiter> {
+        // Acquire: pairs with the Release store of `first` in `push`.
+        let first = self.first.load(Acquire);
+        // SAFETY: a non-null `first` is in the queue, which holds a
+        // reference to it that only the consumer (our caller) releases, by a
+        // `pop` that must come after this borrow ends.
+        unsafe { first.as_ref() }
+    }
+
+    /// Frees the withdrawn ([cancelled](Waiter::cancel)) waiters at the
+    /// front of the queue, up to the first live one, and returns how many it
+    /// freed. It also stops where a producer is half-way through a push (as
+    /// [`pop`](Self::pop) returns `None` there); the next sweep goes on.
+    ///
+    /// For a consumer that must not dequeue a live waiter (it has no lock to
+    /// hand it) but should not leave withdrawn waiters piling up in front.
+    ///
+    /// # Safety
+    ///
+    /// As for [`pop`](Self::pop): only the consumer may call it.
+    pub unsafe fn sweep_front(&self) -> usize {
+        let mut freed = 0;
+        loop {
+            // SAFETY: our caller is the consumer; the borrow ends with this
+            // statement, before the `pop`.
+            let withdrawn = unsafe { self.front() }.is_some_and(Waiter::is_cancelled);
+            if !withdrawn {
+                return freed;
+            }
+            // SAFETY: as above.
+            match unsafe { self.pop() } {
+                Some(waiter) => {
+                    debug_assert!(waiter.is_cancelled());
+                    freed += 1;
+                }
+                None => return freed,
+            }
+        }
+    }
+
+    /// Frees every withdrawn ([cancelled](Waiter::cancel)) waiter in the
+    /// queue: takes the waiters out, drops the withdrawn ones, and pushes the
+    /// live ones back in their order, behind any pushed meanwhile. Where a
+    /// producer is half-way through a push it stops, and what stands behind
+    /// that producer is left for the next sweep.
+    ///
+    /// Memory then follows the live waiters, whatever the number of waits
+    /// withdrawn. The sweep costs the queue's length; a primitive calls it
+    /// once the withdrawals it has counted are as many as the waiters it
+    /// kept last time, so that each withdrawal pays a constant share.
+    ///
+    /// A live waiter is never lost or duplicated; it may end up behind
+    /// waiters that arrived during the sweep.
+    ///
+    /// # Safety
+    ///
+    /// As for [`pop`](Self::pop): only the consumer may call it.
+    pub unsafe fn sweep(&self) -> Swept {
+        let mut swept = Swept::default();
+        let mut live = Vec::new();
+        while !self.is_empty() {
+            // SAFETY: our caller is the consumer.
+            match unsafe { self.pop() } {
+                Some(waiter) if waiter.is_cancelled() => swept.freed += 1,
+                Some(waiter) => live.push(waiter),
+                None => break,
+            }
+        }
+        swept.kept = live.len();
+        for waiter in live {
+            self.push(waiter);
+        }
+        swept
+    }
+
+    /// Whether the queue looks empty (a hint: it may change at once).
+    pub fn is_empty(&self) -> bool {
+        self.head.load(Relaxed).is_null()
+    }
+}
+
+/// What a [`WaiterQueue::sweep`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Withdrawn waiters freed.
+    pub freed: usize,
+    /// Live waiters put back.
+    pub kept: usize,
+}
+
+impl Default for WaiterQueue {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for WaiterQueue {
+    fn drop(&mut self) {
+        // SAFETY: `&mut self`: no producer or consumer is running, so every
+        // push has completed and pop never returns `None` early.
+        while unsafe { self.pop() }.is_some() {}
+    }
+}
+
+impl core::fmt::Debug for WaiterQueue {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("WaiterQueue")
+            .field("empty", &self.is_empty())
+            .finish()
+    }
+}
