@@ -343,3 +343,22 @@ fn timed_priority_locks_give_up_while_held() {
     );
     assert_eq!(m.stats().total.timeouts, 2);
 }
+
+#[test]
+fn try_map_or_err_maps_or_gives_the_guard_back_with_the_error() {
+    use adaptive_lock::AdaptiveMutexGuard;
+    let m = AdaptiveMutex::new(vec![1, 2]);
+    let mut second =
+        AdaptiveMutexGuard::try_map_or_err(m.lock(), |v| v.get_mut(1).ok_or("none")).unwrap();
+    *second += 1;
+    drop(second);
+    let Err((guard, error)) =
+        AdaptiveMutexGuard::try_map_or_err(m.lock(), |v| v.get_mut(9).ok_or(9))
+    else {
+        panic!("mapped a missing element");
+    };
+    assert_eq!((&*guard, error), (&vec![1, 3], 9));
+    assert!(m.is_locked(), "the guard came back holding the lock");
+    drop(guard);
+    assert!(!m.is_locked());
+}
