@@ -101,6 +101,13 @@ impl<S: AbstractState, T: ?Sized> fmt::Debug for EnterAsync<'_, S, T> {
 ///
 /// Dropping it loses nothing: see [`AstMutex::enter_async`].
 ///
+/// # Panics
+///
+/// Its drop, as an [`EnterAsync`]'s, may go on with a waker's panic (see
+/// [`AstMutex`]'s `# Panics`). The future's handle on the mutex is dropped
+/// before that panic goes on, so a future that holds the last handle
+/// drops the `T` outside that unwind.
+///
 /// # Examples
 ///
 /// ```
