@@ -12,7 +12,7 @@ use crate::raw::RawAdaptiveLock;
 /// The guard of an [`AdaptiveMutex`]: the lock is held until it is
 /// dropped. It wraps a `lock_api::MutexGuard` and has its associated
 /// functions (`AdaptiveMutexGuard::unlock_fair(guard)`, `map`, `try_map`,
-/// `unlocked`, `unlocked_fair`, `bump`, `leak`, `mutex`).
+/// `try_map_or_err`, `unlocked`, `unlocked_fair`, `bump`, `leak`, `mutex`).
 ///
 /// It is `Sync` only when `T: Send + Sync` (lock_api's guard is `Sync`
 /// when `T: Sync`): a thread that shares the guard can keep its
@@ -99,6 +99,38 @@ impl<'a, T: ?Sized, P: Policy> AdaptiveMutexGuard<'a, T, P> {
     {
         let mutex = s.mutex;
         lock_api::MutexGuard::try_map(s.inner, f).map_err(|inner| Self::new(mutex, inner))
+    }
+
+    /// [`map`](Self::map) if `f` returns `Ok`; the guard back with `f`'s
+    /// error otherwise.
+    ///
+    /// # Errors
+    ///
+    /// The original guard and `f`'s error, if `f` returns `Err`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptive_lock::{AdaptiveMutex, AdaptiveMutexGuard};
+    /// let m = AdaptiveMutex::new(vec![1]);
+    /// let r = AdaptiveMutexGuard::try_map_or_err(m.lock(), |v| v.get_mut(5).ok_or(5));
+    /// let (guard, missing) = r.err().unwrap();
+    /// assert_eq!((guard.len(), missing), (1, 5));
+    /// ```
+    pub fn try_map_or_err<U: ?Sized, F, E>(
+        s: Self,
+        f: F,
+    ) -> Result<MappedAdaptiveMutexGuard<'a, U, P>, (Self, E)>
+    where
+        F: FnOnce(&mut T) -> Result<&mut U, E>,
+    {
+        let mut error = None;
+        Self::try_map(s, |t| f(t).map_err(|e| error = Some(e)).ok()).map_err(|s| {
+            (
+                s,
+                error.expect("try_map gives the guard back only when `f` failed"),
+            )
+        })
     }
 
     /// Releases the lock, runs `f`, and takes the lock again (at priority

@@ -582,7 +582,9 @@ impl<T: ?Sized + fmt::Debug, P: Policy> fmt::Debug for AdaptiveMutex<T, P> {
 }
 
 /// The guard of [`AdaptiveMutex::lock_arc`] and its `try_` forms: holds the
-/// lock through an `Arc`, so that it is `'static` when the data is.
+/// lock through an `Arc`, so that it is `'static` when the data is. It has
+/// the associated functions of lock_api's `ArcMutexGuard` (`mutex`,
+/// `into_arc`, `unlock_fair`, `unlocked`, `unlocked_fair`, `bump`).
 #[must_use = "if unused the lock is released at once"]
 pub struct ArcAdaptiveMutexGuard<T: ?Sized, P: Policy = Learned> {
     mutex: Arc<AdaptiveMutex<T, P>>,
@@ -641,6 +643,101 @@ impl<T: ?Sized, P: Policy> ArcAdaptiveMutexGuard<T, P> {
         let mutex = unsafe { core::ptr::read(&guard.mutex) };
         // SAFETY: the guard held the lock.
         unsafe { mutex.raw_lock().unlock_fair() };
+    }
+
+    /// Releases the lock and returns the guard's `Arc`.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use adaptive_lock::{AdaptiveMutex, ArcAdaptiveMutexGuard};
+    /// let m = Arc::new(AdaptiveMutex::new(0));
+    /// let back = ArcAdaptiveMutexGuard::into_arc(m.lock_arc());
+    /// assert!(Arc::ptr_eq(&back, &m) && !m.is_locked());
+    /// ```
+    pub fn into_arc(guard: Self) -> Arc<AdaptiveMutex<T, P>> {
+        let guard = core::mem::ManuallyDrop::new(guard);
+        // SAFETY: as in `unlock_fair`.
+        let mutex = unsafe { core::ptr::read(&guard.mutex) };
+        // SAFETY: the guard held the lock.
+        unsafe { mutex.raw_lock().unlock() };
+        mutex
+    }
+
+    /// Releases the lock, runs `f`, and takes the lock again (at priority
+    /// 0, as [`AdaptiveMutexGuard::unlocked`](crate::AdaptiveMutexGuard::unlocked)),
+    /// also if `f` panics.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use adaptive_lock::{AdaptiveMutex, ArcAdaptiveMutexGuard};
+    /// let m = Arc::new(AdaptiveMutex::new(0));
+    /// let mut guard = m.lock_arc();
+    /// ArcAdaptiveMutexGuard::unlocked(&mut guard, || assert!(!m.is_locked()));
+    /// *guard += 1;
+    /// ```
+    pub fn unlocked<F, U>(guard: &mut Self, f: F) -> U
+    where
+        F: FnOnce() -> U,
+    {
+        // SAFETY: the guard holds the lock; `Relock` takes it back before
+        // the guard is used again.
+        unsafe { guard.mutex.raw_lock().unlock() };
+        let _relock = Relock(guard.mutex.raw_lock());
+        f()
+    }
+
+    /// [`unlocked`](Self::unlocked), releasing with
+    /// [`unlock_fair`](Self::unlock_fair).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use adaptive_lock::{AdaptiveMutex, ArcAdaptiveMutexGuard};
+    /// let m = Arc::new(AdaptiveMutex::new(0));
+    /// let mut guard = m.lock_arc();
+    /// ArcAdaptiveMutexGuard::unlocked_fair(&mut guard, || assert!(!m.is_locked()));
+    /// ```
+    pub fn unlocked_fair<F, U>(guard: &mut Self, f: F) -> U
+    where
+        F: FnOnce() -> U,
+    {
+        // SAFETY: as in `unlocked`.
+        unsafe { guard.mutex.raw_lock().unlock_fair() };
+        let _relock = Relock(guard.mutex.raw_lock());
+        f()
+    }
+
+    /// Hands the lock to a parked thread if there is one, and takes it
+    /// again after it (at priority 0).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use adaptive_lock::{AdaptiveMutex, ArcAdaptiveMutexGuard};
+    /// let m = Arc::new(AdaptiveMutex::new(0));
+    /// let mut guard = m.lock_arc();
+    /// ArcAdaptiveMutexGuard::bump(&mut guard);
+    /// *guard += 1;
+    /// ```
+    pub fn bump(guard: &mut Self) {
+        // SAFETY: the guard holds the lock, and holds it again on return.
+        unsafe { lock_api::RawMutexFair::bump(guard.mutex.raw_lock()) };
+    }
+}
+
+/// Takes the lock back when dropped: `unlocked` holds the lock again once
+/// `f` returns or unwinds, as the guard that is used afterwards assumes.
+struct Relock<'a, P: Policy>(&'a RawAdaptiveLock<P>);
+
+impl<P: Policy> Drop for Relock<'_, P> {
+    fn drop(&mut self) {
+        self.0.lock();
     }
 }
 

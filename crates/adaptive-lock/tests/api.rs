@@ -343,3 +343,52 @@ fn timed_priority_locks_give_up_while_held() {
     );
     assert_eq!(m.stats().total.timeouts, 2);
 }
+
+#[test]
+fn try_map_or_err_maps_or_gives_the_guard_back_with_the_error() {
+    use adaptive_lock::AdaptiveMutexGuard;
+    let m = AdaptiveMutex::new(vec![1, 2]);
+    let mut second =
+        AdaptiveMutexGuard::try_map_or_err(m.lock(), |v| v.get_mut(1).ok_or("none")).unwrap();
+    *second += 1;
+    drop(second);
+    let Err((guard, error)) =
+        AdaptiveMutexGuard::try_map_or_err(m.lock(), |v| v.get_mut(9).ok_or(9))
+    else {
+        panic!("mapped a missing element");
+    };
+    assert_eq!((&*guard, error), (&vec![1, 3], 9));
+    assert!(m.is_locked(), "the guard came back holding the lock");
+    drop(guard);
+    assert!(!m.is_locked());
+}
+
+#[test]
+fn an_arc_guard_has_lock_apis_associated_functions() {
+    use adaptive_lock::ArcAdaptiveMutexGuard;
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let m = Arc::new(AdaptiveMutex::with_policy(
+        0u32,
+        Static(WaitPolicy::block()),
+    ));
+    let mut guard = m.lock_arc();
+    let unwound = catch_unwind(AssertUnwindSafe(|| {
+        ArcAdaptiveMutexGuard::unlocked(&mut guard, || {
+            assert!(!m.is_locked(), "released while `f` runs");
+            panic!("`f` panics");
+        })
+    }));
+    assert!(unwound.is_err());
+    assert!(m.is_locked(), "taken back when `f` unwound");
+    *guard += 1;
+    ArcAdaptiveMutexGuard::unlocked_fair(&mut guard, || assert!(!m.is_locked()));
+    // `bump` hands the lock to the parked thread and takes it back after it.
+    let m2 = Arc::clone(&m);
+    let t = thread::spawn(move || *m2.lock() += 10);
+    until_parked(&m, 1);
+    ArcAdaptiveMutexGuard::bump(&mut guard);
+    assert_eq!(*guard, 11);
+    let back = ArcAdaptiveMutexGuard::into_arc(guard);
+    assert!(Arc::ptr_eq(&back, &m) && !m.is_locked());
+    t.join().unwrap();
+}

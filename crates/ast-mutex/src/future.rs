@@ -4,6 +4,7 @@
 
 use core::fmt;
 use core::future::Future;
+use core::mem::ManuallyDrop;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 
@@ -11,9 +12,10 @@ use core::task::{Context, Poll};
 // builds); the owned future's mutex handle is the user's std `Arc`.
 use std::sync::Arc as StdArc;
 use sync_core::sync::Arc;
+use sync_core::unwind::Panics;
 use sync_core::waiter::Waiter;
 
-use crate::guard::{ArcAstGuard, AstGuard};
+use crate::guard::{ArcAstGuard, AstGuard, drop_then_resume};
 use crate::mutex::AstMutex;
 use crate::raw::Place;
 use crate::state::AbstractState;
@@ -99,6 +101,13 @@ impl<S: AbstractState, T: ?Sized> fmt::Debug for EnterAsync<'_, S, T> {
 ///
 /// Dropping it loses nothing: see [`AstMutex::enter_async`].
 ///
+/// # Panics
+///
+/// Its drop, as an [`EnterAsync`]'s, may go on with a waker's panic (see
+/// [`AstMutex`]'s `# Panics`). The future's handle on the mutex is dropped
+/// before that panic goes on, so a future that holds the last handle
+/// drops the `T` outside that unwind.
+///
 /// # Examples
 ///
 /// ```
@@ -110,14 +119,16 @@ impl<S: AbstractState, T: ?Sized> fmt::Debug for EnterAsync<'_, S, T> {
 /// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct EnterArcAsync<S: AbstractState, T: ?Sized> {
-    mutex: StdArc<AstMutex<S, T>>,
+    /// Dropped by `Drop`, after the wait is cancelled and before a waker's
+    /// panic goes on (it may be the mutex's last handle).
+    mutex: ManuallyDrop<StdArc<AstMutex<S, T>>>,
     wait: Wait,
 }
 
 impl<S: AbstractState, T: ?Sized> EnterArcAsync<S, T> {
     pub(crate) fn new(mutex: StdArc<AstMutex<S, T>>, mask: u64) -> Self {
         Self {
-            mutex,
+            mutex: ManuallyDrop::new(mutex),
             wait: Wait::new(mask),
         }
     }
@@ -136,7 +147,11 @@ impl<S: AbstractState, T: ?Sized> Future for EnterArcAsync<S, T> {
 
 impl<S: AbstractState, T: ?Sized> Drop for EnterArcAsync<S, T> {
     fn drop(&mut self) {
-        self.mutex.cancel_wait(&mut self.wait);
+        let mut panics = Panics::new();
+        self.mutex.cancel_wait_with(&mut self.wait, &mut panics);
+        // SAFETY: taken exactly once, here; the field is not used again.
+        let mutex = unsafe { ManuallyDrop::take(&mut self.mutex) };
+        drop_then_resume(mutex, panics);
     }
 }
 

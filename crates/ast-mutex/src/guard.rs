@@ -10,6 +10,7 @@ use core::ops::{Deref, DerefMut};
 // cannot be a method receiver); it only keeps the mutex alive.
 use std::sync::Arc;
 use sync_core::sync::cell::MutPtr;
+use sync_core::unwind::Panics;
 
 use crate::future::{EnterArcAsync, EnterAsync};
 use crate::mutex::{AstMutex, entry_mask, state_index};
@@ -73,6 +74,12 @@ impl<T: ?Sized> Lease<T> {
     fn release<S: AbstractState>(&mut self, mutex: &AstMutex<S, T>) {
         let next = self.end();
         mutex.unlock(self.entered, next);
+    }
+
+    /// [`release`](Self::release), keeping the wakers' panics in `panics`.
+    fn release_with<S: AbstractState>(&mut self, mutex: &AstMutex<S, T>, panics: &mut Panics) {
+        let next = self.end();
+        mutex.unlock_with(self.entered, next, panics);
     }
 
     fn get(&self) -> &T {
@@ -359,7 +366,9 @@ impl<S: AbstractState, T: ?Sized + fmt::Debug> fmt::Debug for AstGuard<'_, S, T>
 /// # Panics
 ///
 /// As [`AstGuard`]: a drop while panicking leaves the
-/// [`on_unwind`](Self::on_unwind) state.
+/// [`on_unwind`](Self::on_unwind) state. When an exit's waker panics, the
+/// guard drops its handle on the mutex before the panic goes on, so a
+/// guard that holds the last handle drops the `T` outside that unwind.
 ///
 /// # Examples
 ///
@@ -375,7 +384,9 @@ impl<S: AbstractState, T: ?Sized + fmt::Debug> fmt::Debug for AstGuard<'_, S, T>
 #[must_use = "dropping the guard exits at once, restoring the entry state"]
 pub struct ArcAstGuard<S: AbstractState, T: ?Sized> {
     lease: Lease<T>,
-    mutex: Arc<AstMutex<S, T>>,
+    /// Dropped by `Drop`, after the unlock and before a waker's panic goes
+    /// on (it may be the mutex's last handle).
+    mutex: ManuallyDrop<Arc<AstMutex<S, T>>>,
 }
 
 // SAFETY: as for `AstGuard`; the `Arc` is `Send` when the mutex is
@@ -388,8 +399,19 @@ impl<S: AbstractState, T: ?Sized> ArcAstGuard<S, T> {
     pub(crate) fn new(mutex: Arc<AstMutex<S, T>>, entered: u32) -> Self {
         Self {
             lease: Lease::new(&mutex, entered),
-            mutex,
+            mutex: ManuallyDrop::new(mutex),
         }
+    }
+
+    /// Unlocks as the guard's drop does, and hands back its handle on the
+    /// mutex with the panics of the wakers the exit ran.
+    fn release_keeping(self) -> (Arc<AstMutex<S, T>>, Panics) {
+        let mut this = ManuallyDrop::new(self);
+        let mut panics = Panics::new();
+        let this = &mut *this;
+        this.lease.release_with(&this.mutex, &mut panics);
+        // SAFETY: taken exactly once, here; the guard's `Drop` does not run.
+        (unsafe { ManuallyDrop::take(&mut this.mutex) }, panics)
     }
 
     /// The mutex this guard holds.
@@ -478,9 +500,7 @@ impl<S: AbstractState, T: ?Sized> ArcAstGuard<S, T> {
     /// ```
     pub fn exit_and_enter(self, next: S, set: impl Into<StateSet<S>>) -> ArcAstGuard<S, T> {
         let mask = entry_mask(set.into(), "exit_and_enter");
-        let mutex = Arc::clone(&self.mutex);
-        self.exit(next);
-        mutex.enter_arc_mask(mask)
+        self.exit_keeping(next).enter_arc_mask(mask)
     }
 
     /// As [`AstGuard::exit_and_enter_async`], returning the future of an
@@ -505,16 +525,51 @@ impl<S: AbstractState, T: ?Sized> ArcAstGuard<S, T> {
     /// ```
     pub fn exit_and_enter_async(self, next: S, set: impl Into<StateSet<S>>) -> EnterArcAsync<S, T> {
         let mask = entry_mask(set.into(), "exit_and_enter_async");
-        let mutex = Arc::clone(&self.mutex);
-        self.exit(next);
-        EnterArcAsync::new(mutex, mask)
+        EnterArcAsync::new(self.exit_keeping(next), mask)
+    }
+
+    /// Exits in `next` and hands back the guard's handle on the mutex. If
+    /// a waker the exit ran panicked, the handle is dropped first (it may
+    /// be the last: its drop drops the `T`) and the panic goes on; if the
+    /// thread is already unwinding, the panic is dropped and the handle
+    /// handed back, as `exit` would have gone on.
+    fn exit_keeping(mut self, next: S) -> Arc<AstMutex<S, T>> {
+        self.lease.exit_in(next);
+        let (mutex, panics) = self.release_keeping();
+        if panics.is_empty() || std::thread::panicking() {
+            drop(panics);
+            return mutex;
+        }
+        drop_then_resume(mutex, panics);
+        unreachable!("a waker's panic goes on outside an unwind")
     }
 }
 
 impl<S: AbstractState, T: ?Sized> Drop for ArcAstGuard<S, T> {
     #[inline]
     fn drop(&mut self) {
-        self.lease.release(&self.mutex);
+        let mut panics = Panics::new();
+        self.lease.release_with(&self.mutex, &mut panics);
+        // SAFETY: taken exactly once, here; the field is not used again.
+        let mutex = unsafe { ManuallyDrop::take(&mut self.mutex) };
+        drop_then_resume(mutex, panics);
+    }
+}
+
+/// Drops `handle`, a handle on a mutex that a drop owns, and then resumes
+/// the first of `panics` (the wakers' panics of that drop's exit or
+/// cancel). The handle may be the mutex's last, whose drop drops the `T`
+/// (user code): dropped by the drop glue, it ran while the waker's panic
+/// unwound, and a `T` whose drop panics aborted the process. Now both run,
+/// and the first panic goes on unless the thread is already unwinding
+/// (rule 3 of [`sync_core::unwind`]).
+#[inline]
+pub(crate) fn drop_then_resume<X>(handle: X, mut panics: Panics) {
+    if panics.is_empty() {
+        drop(handle);
+    } else {
+        panics.drop(handle);
+        panics.resume();
     }
 }
 

@@ -17,9 +17,12 @@
 //! comes up deeper is queued on the thread, and the outermost runs it once
 //! the current one returns. The stack stays shallow, and every wakeup still
 //! runs before the outermost wakeup returns, on the same thread, so before
-//! the operation that made it returns. This holds in thread-locals'
-//! destructors too: the chain keeps nothing in a thread-local that has a
-//! destructor of its own.
+//! the outermost operation (the one whose wakeup is the outermost)
+//! returns. An operation made inside a waker past [`NEST`] deep (an unlock
+//! by a task polled there) returns before the wakeups it queued have run,
+//! and so does a waker run from the queue before the wakeups queued behind
+//! it. This holds in thread-locals' destructors too: the chain keeps
+//! nothing in a thread-local that has a destructor of its own.
 //!
 //! Only tasks are concerned: a thread's unpark runs no user code.
 //!
@@ -37,8 +40,10 @@
 //! waker running at depth 1 on this thread has returned. So a waker that
 //! blocks until a task woken by its own work (its release, or a release
 //! made by a waker it ran in turn) makes progress may wait for a wakeup
-//! that is queued behind it, for ever. A waker that does not block, as
-//! wakers should not, is not concerned.
+//! that is queued behind it, for ever; and so may a waker that the
+//! outermost runs from the queue and that blocks until any task whose
+//! wakeup is still queued behind it makes progress. A waker that does not
+//! block, as wakers should not, is not concerned.
 //!
 //! Under loom every model thread's wakeups run where they come up: the
 //! models hold no waker that re-enters the primitive.

@@ -459,31 +459,37 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// the mutex is consistent, unless the thread is already unwinding.
     pub(crate) fn cancel_wait(&self, wait: &mut Wait) {
         let mut panics = Panics::new();
+        self.cancel_wait_with(wait, &mut panics);
+        panics.resume();
+    }
+
+    /// [`cancel_wait`](Self::cancel_wait), keeping the wakers' panics in
+    /// `panics` (for a drop that has a value of its own to drop first).
+    pub(crate) fn cancel_wait_with(&self, wait: &mut Wait, panics: &mut Panics) {
         if let Some(waiter) = wait.waiter.take() {
             // A withdrawn waiter drops its waker: user code. If that panics,
             // the withdrawal itself was done (`Ok`), and the panic waits in
             // `panics` until the dequeue below is done too.
-            match waiter.cancel_catching(&mut panics) {
+            match waiter.cancel_catching(panics) {
                 Ok(()) => {
                     self.dequeue(&mut wait.place);
-                    return panics.resume();
+                    return;
                 }
                 Err(token) if token & TOKEN_HANDOFF != 0 => {
                     // Handed the lock (the exit removed our node): release
                     // it in the state it was handed in.
                     wait.place.node = None;
                     let s = token as u32 & STATE_BITS;
-                    self.unlock_with(s, s, &mut panics);
-                    return panics.resume();
+                    self.unlock_with(s, s, panics);
+                    return;
                 }
                 // Woken to compete: our node is woken.
                 Err(_) => {}
             }
         }
-        if let Some(s) = self.abandon(&mut wait.place, false, &mut panics) {
+        if let Some(s) = self.abandon(&mut wait.place, false, panics) {
             // Handed the lock while woken: release it as it was handed.
-            self.unlock_with(s, s, &mut panics);
+            self.unlock_with(s, s, panics);
         }
-        panics.resume();
     }
 }

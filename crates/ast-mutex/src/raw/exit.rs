@@ -172,7 +172,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 
     /// [`unlock`](Self::unlock), keeping wakers' panics in `panics`.
-    pub(super) fn unlock_with(&self, entered: u32, next: u32, panics: &mut Panics) {
+    pub(crate) fn unlock_with(&self, entered: u32, next: u32, panics: &mut Panics) {
         let bit = 1u64 << next;
         if self.waiters.due_states(Ordering::Relaxed) & bit != 0 {
             return self.unlock_slow(next, panics);
