@@ -494,6 +494,75 @@ fn a_leaked_send_future_taken_by_the_receiver_is_delivered() {
     assert_eq!(receiver.join().unwrap(), Ok(2));
 }
 
+/// A sender dropped while a receiver takes the value of its leaked
+/// `SendAsync`. The receive swaps its own slot into the channel word, finds
+/// the leaked sender slot there, and then stores the word empty; the drop
+/// closed the word in between, found the receiver's slot, and the store
+/// then wiped the close: the receiver got the leaked value, and its next
+/// receive waited for ever on a channel whose sender was gone
+/// (`is_closed()` false). The drop now withdraws a leaked offer first (or
+/// waits for the receive that took it), as the receiver's drop does.
+///
+/// The window is a few instructions wide: the two threads meet at a spin
+/// barrier, and the sender drops after a varying spin, for many rounds.
+#[test]
+fn a_sender_dropped_as_its_leaked_offer_is_taken_still_closes_the_channel() {
+    use std::sync::atomic::AtomicBool;
+    use std::time::Instant;
+
+    // Each round leaks one small future (and keeps its address).
+    const ROUNDS: u64 = 100_000;
+    let budget = Duration::from_secs(5);
+    let handoff = Arc::new(std::sync::Mutex::new(None::<csp::Receiver<u32>>));
+    let (turn, stop) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let receiver = {
+        let (handoff, turn, stop) = (Arc::clone(&handoff), Arc::clone(&turn), Arc::clone(&stop));
+        thread::spawn(move || {
+            loop {
+                // Wait for the sender's `true`, answer `false`.
+                while !turn.load(SeqCst) {
+                    if stop.load(SeqCst) {
+                        return;
+                    }
+                    std::hint::spin_loop();
+                }
+                let mut rx = handoff.lock().unwrap().take().expect("a receiver");
+                turn.store(false, SeqCst);
+                let first = rx.try_recv_for(Duration::from_secs(5));
+                let second = rx.try_recv_for(Duration::from_secs(5));
+                assert!(
+                    !(first.is_ok() && second == Err(csp::TryRecvError::Empty)),
+                    "the sender's drop was lost: {first:?}, then {second:?}, closed: {}",
+                    rx.is_closed()
+                );
+            }
+        })
+    };
+    let start = Instant::now();
+    let mut round = 0u64;
+    while round < ROUNDS && start.elapsed() < budget && !receiver.is_finished() {
+        round += 1;
+        let (mut tx, rx) = csp::channel::<u32>();
+        let mut offer = Box::pin(tx.send_async(1));
+        assert!(poll_once(offer.as_mut()).is_pending());
+        leak(offer);
+        *handoff.lock().unwrap() = Some(rx);
+        turn.store(true, SeqCst);
+        while turn.load(SeqCst) && !receiver.is_finished() {
+            std::hint::spin_loop();
+        }
+        for _ in 0..round % 97 {
+            std::hint::spin_loop();
+        }
+        drop(tx);
+    }
+    stop.store(true, SeqCst);
+    receiver.join().expect("no lost close");
+}
+
 /// A published `RecvAsync` leaked with `mem::forget`: a sender that then
 /// delivered into its slot returned `Ok`, and the value was lost (the next
 /// receive waited for another); a receive that found the leaked slot took

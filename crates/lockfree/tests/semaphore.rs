@@ -183,6 +183,84 @@ fn close_wakes_threads_and_tasks_on_two_executors() {
     assert!(sem.is_closed());
 }
 
+/// A task's waker whose clone (user code, run inside the acquire's first
+/// poll, after it found no permit and before it counts itself) closes the
+/// semaphore and then releases a permit. Everything after the close is a
+/// later acquire, which must fail: the permit released after the close
+/// stays free.
+#[test]
+fn a_permit_released_after_the_close_goes_to_no_acquire_in_flight() {
+    use std::task::{RawWaker, RawWakerVTable};
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, drop_waker, noop, drop_waker);
+    /// # Safety
+    ///
+    /// `data` is a counted `Arc<Semaphore>` (`Arc::into_raw`).
+    unsafe fn clone(data: *const ()) -> RawWaker {
+        // SAFETY: the caller's contract: the semaphore is alive.
+        let sem = unsafe { &*data.cast::<Semaphore>() };
+        if !sem.is_closed() {
+            sem.close();
+            sem.release(1);
+        }
+        // SAFETY: as above; the new waker owns the count taken here.
+        unsafe { Arc::increment_strong_count(data.cast::<Semaphore>()) };
+        RawWaker::new(data, &VTABLE)
+    }
+    unsafe fn noop(_: *const ()) {}
+    /// # Safety
+    ///
+    /// As for `clone`; releases the waker's count.
+    unsafe fn drop_waker(data: *const ()) {
+        // SAFETY: the caller's contract.
+        unsafe { Arc::decrement_strong_count(data.cast::<Semaphore>()) };
+    }
+    let sem = Arc::new(Semaphore::new(0));
+    let data = Arc::into_raw(Arc::clone(&sem)).cast::<()>();
+    // SAFETY: `data` is a counted `Arc<Semaphore>`, as the vtable expects.
+    let waker = unsafe { Waker::from_raw(RawWaker::new(data, &VTABLE)) };
+    let mut fut = pin!(sem.acquire_async());
+    let r = fut.as_mut().poll(&mut Context::from_waker(&waker));
+    assert!(sem.is_closed(), "the waker's clone closed the semaphore");
+    assert!(
+        matches!(r, Poll::Ready(Err(_))),
+        "an acquire got a permit released after the close: {:?}",
+        r.map(|r| r.map(|p| p.permits()))
+    );
+    assert_eq!(sem.available_permits(), 1, "the released permit is free");
+    assert_eq!(sem.try_acquire().unwrap_err(), TryAcquireError::Closed);
+    assert_eq!(sem.available_permits(), 1);
+}
+
+/// A thread inside a blocking acquire (still spinning, not yet counted)
+/// when the semaphore closes: a permit released after the close does not
+/// go to it.
+#[test]
+fn a_thread_acquiring_across_a_close_never_gets_a_later_permit() {
+    for round in 0..400u64 {
+        let sem = Arc::new(Semaphore::new(0));
+        let started = Arc::new(AtomicBool::new(false));
+        let t = {
+            let (sem, started) = (Arc::clone(&sem), Arc::clone(&started));
+            thread::spawn(move || {
+                started.store(true, SeqCst);
+                sem.acquire().map(|p| p.permits())
+            })
+        };
+        while !started.load(SeqCst) {
+            std::hint::spin_loop();
+        }
+        // Close at varying points of the acquire's spin.
+        for _ in 0..round % 64 {
+            std::hint::spin_loop();
+        }
+        sem.close();
+        sem.release(1);
+        let r = t.join().unwrap();
+        assert_eq!(r, Err(AcquireError::closed()), "round {round}");
+        assert_eq!(sem.available_permits(), 1);
+    }
+}
+
 // ---- timed acquires -----------------------------------------------------------
 
 /// A timed acquire returns within its deadline plus a scheduling quantum

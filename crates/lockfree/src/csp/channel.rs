@@ -333,6 +333,14 @@ impl<T> Sender<T> {
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
+        // A leaked future's offer first, as the receiver's drop does: a
+        // receive may have swapped its own slot into the word to take that
+        // offer, and it stores the word empty next. Closed in between, the
+        // close found the receiver's slot and the store then wiped it: the
+        // channel looked open with the sender gone, and the next receive
+        // waited for ever. The retract waits for that receive to complete
+        // the offer, after its store.
+        self.reclaim();
         // The receiver's waker last, under the panic policy: nothing of
         // ours that runs user code is left to drop after it.
         unwind::drop_resuming(shut::<T>(&self.chan));

@@ -66,7 +66,8 @@ impl Request {
                                 panics.catch(|| sem.put_back(self.n));
                                 panics.resume();
                             }
-                            Ok(())
+                            // Closed since we looked: the permits go back.
+                            sem.took(self.n).map_err(|_| AcquireError::closed())
                         }
                         Err(found) => {
                             let panics = sem.enqueue(Arc::clone(&node), found);

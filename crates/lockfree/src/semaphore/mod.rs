@@ -170,6 +170,9 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 /// withdraws its request first (giving back permits already handed to it),
 /// so it unwinds holding nothing. An async acquire keeps its request: a
 /// later poll gets the permits, and dropping the future gives them back.
+/// An acquire (any form) that takes permits just as the semaphore is
+/// closed gives them back, which is a release: the panic of a waker it
+/// runs then goes on out of that acquire too, with the permits back.
 ///
 /// # Progress
 ///
@@ -334,7 +337,10 @@ impl Semaphore {
 
     /// Closes the semaphore: every waiting acquire, thread or task, returns
     /// [`AcquireError`] (or [`TryAcquireError::Closed`] for a timed one), and
-    /// every later acquire fails at once. Permits already held stay valid
+    /// every later acquire fails at once. A permit that comes back after the
+    /// close goes to no acquire, not even to one that began before it (an
+    /// acquire that takes permits looks again, and gives them back if the
+    /// semaphore is closed by then). Permits already held stay valid
     /// and come back as usual; permits that were kept for waiters become
     /// free again (so [`available_permits`](Self::available_permits) still
     /// counts every permit). Closing twice does nothing more.

@@ -73,16 +73,48 @@ impl Semaphore {
         }
     }
 
-    /// `try_take`, failing on a closed semaphore first.
+    /// `try_take`, failing on a closed semaphore (see [`took`](Self::took)).
     #[inline]
     pub(super) fn try_take_open(&self, n: usize) -> Result<(), TryAcquireError> {
-        if self.is_closed() {
-            return Err(TryAcquireError::Closed);
-        }
         if self.try_take(n) {
-            Ok(())
+            self.took(n)
+        } else if self.is_closed() {
+            Err(TryAcquireError::Closed)
         } else {
             Err(TryAcquireError::NoPermits)
+        }
+    }
+
+    /// Called once an acquire has taken `n` permits (`try_take`, or a
+    /// `commit` that found them free): `Ok`, or, if the semaphore is
+    /// closed by now, the permits go back and the acquire fails, as one
+    /// that came after the close.
+    ///
+    /// The look comes after the take, not only before it: a permit released
+    /// after a close went to an acquire that had looked before the close
+    /// (a thread in its spin, a task's poll), so that an acquire succeeded
+    /// after the close had returned. The take's Acquire pairs with the
+    /// Release of the permits' return, which a close before that return
+    /// happens before, so this load sees `CLOSED`.
+    #[inline]
+    pub(super) fn took(&self, n: usize) -> Result<(), TryAcquireError> {
+        if self.is_closed() {
+            self.give_back_closed(n);
+            return Err(TryAcquireError::Closed);
+        }
+        Ok(())
+    }
+
+    /// [`took`](Self::took)'s return of permits taken from a closed
+    /// semaphore. A counted waiter the close has not sent away yet may be
+    /// owed them: the delivery then sends it away and may run its waker,
+    /// whose panic goes on once the permits are back (rule 2 of
+    /// `sync_core::unwind`), as from a release.
+    #[cold]
+    #[inline(never)]
+    fn give_back_closed(&self, n: usize) {
+        if n > 0 {
+            self.put_back(n);
         }
     }
 
@@ -162,7 +194,7 @@ impl Semaphore {
         };
         while self.count.load(Relaxed) >= 0 && watch.pause(deadline) == wait::Next::Poll {
             if self.try_take(n) {
-                return Ok(());
+                return self.took(n);
             }
         }
         if expired(deadline) {
@@ -174,7 +206,7 @@ impl Semaphore {
         let waiter = Waiter::for_thread(n);
         // The paper's wait: one fetch_sub counts us in.
         let Err(found) = self.commit(n) else {
-            return Ok(());
+            return self.took(n);
         };
         let mut panics = self.enqueue(Arc::clone(&waiter), found);
         if !panics.is_empty() {
