@@ -283,6 +283,44 @@ fn lock_api_unlock_never_unwinds() {
     assert!(m.try_lock().is_some());
 }
 
+/// Formatting a free barging mutex with tasks queued takes and releases
+/// the lock, and the release may wake a queued task. That wakeup is owed
+/// to the task, not to the formatting: a panic of its waker is dropped
+/// (as `AstMutex`'s `Debug` does), and the woken task gets the lock.
+#[test]
+fn formatting_a_mutex_never_unwinds_with_a_tasks_waker_panic() {
+    let m = Mutex::with_fairness(0, Fairness::Barging);
+    let g = m.lock();
+    let (_calm, calm_waker) = armed_waker();
+    let (armed, waker) = armed_waker();
+    let mut first = Box::pin(m.lock_async());
+    assert!(poll(first.as_mut(), &calm_waker).is_pending());
+    let mut second = Box::pin(m.lock_async());
+    assert!(poll(second.as_mut(), &waker).is_pending());
+    // The unlock wakes the first task to compete; the lock is free, the
+    // second still queued.
+    drop(g);
+    armed.arm();
+    let mut woke_second = false;
+    for _ in 0..4 {
+        let r = catch_unwind(AssertUnwindSafe(|| format!("{m:?}")));
+        let text = r.expect("formatting the mutex unwound with a task's waker panic");
+        assert!(text.contains("data: 0"), "{text}");
+        woke_second |= matches!(poll(second.as_mut(), &waker), Poll::Ready(_));
+        if woke_second {
+            break;
+        }
+    }
+    armed.disarm();
+    drop(first);
+    // Nothing lost: the second task gets the lock (now, or when polled).
+    if !woke_second {
+        assert!(matches!(poll(second.as_mut(), &waker), Poll::Ready(_)));
+    }
+    drop(second);
+    assert!(m.try_lock().is_some());
+}
+
 // ---- Semaphore: a permit's drop and an acquire future's drop ----
 
 fn permit_drop(while_unwinding: bool) {

@@ -560,10 +560,19 @@ impl<T> From<T> for Mutex<T> {
 impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_struct("Mutex");
-        match self.try_lock() {
-            Some(guard) => d.field("data", &&*guard),
+        let guard = self.try_lock();
+        match &guard {
+            Some(guard) => d.field("data", &&**guard),
             None => d.field("data", &format_args!("<locked>")),
         };
-        d.field("fairness", &self.fairness()).finish()
+        let r = d.field("fairness", &self.fairness()).finish();
+        // The unlock may wake a waiting task whose waker panics: a wake-up
+        // owed to that task, not to this formatting (rule 4 of
+        // `sync_core::unwind`), so its panic is dropped, as `AstMutex`'s
+        // `Debug` does.
+        if let Some(guard) = guard {
+            let _ = sync_core::unwind::catch_and_discard(move || drop(guard));
+        }
+        r
     }
 }
