@@ -353,3 +353,75 @@ fn a_served_monitor_keeps_serving_whatever_a_task_woken_by_its_wakers_calls() {
     assert!(first.is_done(), "the first task did not finish");
     drop(second);
 }
+
+/// A `call` that found the monitor free with tasks queued served a batch,
+/// then handed the monitor to its own queued task, and only then delivered
+/// the task wakers its batch kept: a waker that polled its task on the
+/// spot, whose `call` of the monitor found it held for its own thread,
+/// waited for ever, and the monitor with it. (A served monitor whose
+/// verdict flips to saturated, its server busy elsewhere, is one way to
+/// leave tasks queued on a free monitor.) A caller is handed the monitor
+/// only once it waits for its token.
+#[test]
+fn a_call_delivering_task_wakers_is_not_handed_the_monitor_meanwhile() {
+    use std::sync::{Mutex, mpsc};
+
+    let _one = sync_core::testing::one_at_a_time();
+    active_monitor::set_server_limit(1000);
+    active_monitor::__test_set_saturation_override(Some(false));
+    let m = Monitor::builder()
+        .batch(1)
+        .order(active_monitor::Order::Relaxed)
+        .build_served(0u64);
+    assert!(m.has_server());
+    let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
+    // The server runs this, and waits.
+    drop(m.submit(move |n| {
+        held.0.send(()).expect("the test waits");
+        go.1.recv().expect("the test lets go");
+        *n += 1;
+    }));
+    held.1.recv().expect("the server runs");
+    // Its completion's waker, which the server runs once its stint is
+    // over, keeps the server busy (holding nothing) until the test lets go.
+    let (gate, gate_wait) = mpsc::channel::<()>();
+    let (in_waker, is_in_waker) = mpsc::channel::<()>();
+    let gate_wait = Arc::new(Mutex::new(Some((gate_wait, in_waker))));
+    let busy = {
+        let m = m.clone();
+        InlineTask::spawn(async move {
+            m.submit(|n| *n += 2).await.expect("ran");
+            let (wait, in_waker) = gate_wait.lock().unwrap().take().expect("once");
+            in_waker.send(()).expect("the test waits");
+            wait.recv().expect("the test lets go");
+        })
+    };
+    go.0.send(()).expect("the server waits");
+    is_in_waker.recv().expect("the server runs the waker");
+    // Queued for the busy server, on a free monitor.
+    let task = {
+        let m = m.clone();
+        InlineTask::spawn(async move {
+            m.submit(|n| *n += 10).await.expect("ran");
+            m.call(|n| *n += 100);
+        })
+    };
+    active_monitor::__test_set_saturation_override(Some(true));
+    // Takes the free monitor, runs the task's submission (a batch of 1)
+    // and so wakes the task, whose `call` comes on this thread.
+    let called = {
+        let m = m.clone();
+        within_10s(move || m.call(|n| *n += 1000))
+    };
+    gate.send(()).expect("the waker waits");
+    active_monitor::__test_set_saturation_override(None);
+    if called.is_none() {
+        // The monitor is held for a thread that waits for it: dropping the
+        // last handle would join the server for ever.
+        std::mem::forget(m);
+        panic!("the call hung");
+    }
+    assert!(task.is_done(), "the task did not finish");
+    assert_eq!(m.call(|n| *n), 1113);
+    drop(busy);
+}
