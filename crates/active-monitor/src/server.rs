@@ -46,7 +46,6 @@
 
 use core::fmt;
 use core::ops::Deref;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 // Process-wide statics: std's atomics in every build (loom's are not
 // `const`); a counter of threads, not a protocol loom needs to see.
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -304,20 +303,14 @@ fn serve_until_stopped<T, S: AbstractState>(m: &Monitor<T, S>) {
             m.serve_server();
         }
         held = false;
-        // The tasks this stint kept to drop (`unwind::drop_later`) are
-        // dropped as tasks of the monitor: a drop that used it from here
-        // would wait for its server, this thread, for ever; it panics
-        // instead, as a call from a task of the same monitor.
-        unwind::running(m.id(), unwind::drop_deferred);
-        // The task wakers the stint kept (completions, awaiters, producers
-        // woken for space), as tasks of the monitor too, for the same
-        // reason.
-        unwind::wake_tasks_as(m.id());
-        // A panic caught in a drop or a waker (see `unwind`): nobody waits
-        // for the server, so it is dropped here.
-        if let Err(p) = catch_unwind(AssertUnwindSafe(unwind::resume_deferred)) {
-            unwind::drop_caught(p);
-        }
+        // The tasks this stint kept to drop (`unwind::drop_later`), the
+        // task wakers it kept (completions, awaiters, producers woken for
+        // space) and what those keep in turn run as tasks of the monitor:
+        // user code that used it from here would wait for its server, this
+        // thread, for ever; it panics instead, as a call from a task of the
+        // same monitor. A panic caught in a drop or a waker (see `unwind`)
+        // is dropped there: nobody waits for the server.
+        unwind::end_server_stint(m.id());
         saturation::tick();
         if m.idle_watch() {
             continue;

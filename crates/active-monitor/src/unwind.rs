@@ -242,16 +242,35 @@ pub(crate) fn task_wakes_kept() -> bool {
     STATE.with(|s| s.task_wakes.get())
 }
 
-/// A server's delivery of the task wakeups its stint kept (see
-/// [`wake_task_later`]), once it has let go of the monitor: each waker runs
-/// as a task of `monitor`, as the server's deferred drops do. A waker that
-/// polls its task on the spot and blocks on the monitor would wait for its
-/// own server, this thread, for ever: it panics instead, as a call from a
-/// task of the monitor does.
-pub(crate) fn wake_tasks_as(monitor: usize) {
-    if STATE.with(|s| s.task_wakes.replace(false)) {
-        running(monitor, wake_tasks_deferred);
-    }
+/// A server's end of a stint, once it has let go of `monitor`: drops the
+/// tasks the stint kept (see [`drop_later`]), wakes the task wakers it
+/// kept (see [`wake_task_later`]) and drops a panic caught meanwhile
+/// (nobody waits for the server), each as a task of `monitor`. User code
+/// there that blocks on the monitor would wait for its own server, this
+/// thread, for ever: it panics instead, as a call from a task of the
+/// monitor does. What that user code keeps in turn (a waker that polls its
+/// task on the spot, which calls another monitor and so wakes a further
+/// task; a result dropped there) is delivered the same way, until nothing
+/// is kept: delivered once the thread runs no task body, it ran as a task
+/// of no monitor, and a `call` of this one there waited for ever. Then the
+/// unparks of blocked callers.
+pub(crate) fn end_server_stint(monitor: usize) {
+    running(monitor, || {
+        while STATE.with(|s| s.drops.get() || s.task_wakes.get() || s.deferred.get()) {
+            drop_deferred();
+            if STATE.with(|s| s.task_wakes.replace(false)) {
+                wake_tasks_deferred();
+            }
+            if STATE.with(|s| s.deferred.replace(false)) {
+                if let Some(p) = DEFERRED.try_with(|d| d.take()).ok().flatten() {
+                    // Its drop is user code too: a panic there is kept,
+                    // and dropped by the next round.
+                    drop_caught(p);
+                }
+            }
+        }
+    });
+    wake_deferred();
 }
 
 /// [`wake_task_after_holder`] for a task waiter's `wakeup` (from

@@ -267,3 +267,161 @@ fn a_served_monitor_keeps_serving_whatever_a_producers_waker_calls() {
     active_monitor::__test_set_saturation_override(None);
     assert!(served.is_some(), "the monitor no longer serves");
 }
+
+/// What a waker the server runs sets off runs as a task of the monitor
+/// too. The server ran a completion's waker (a task polled on the spot) as
+/// a task of its monitor, but that task called a combining monitor whose
+/// holder, this thread, enabled a second task; that task's waker, kept
+/// until the thread ran no task body, ran once the server's stint was
+/// over, as a task of no monitor. Its `call` of the served monitor, held
+/// by another thread with a task queued, then queued itself for the
+/// server, this very thread, and waited for ever: the monitor never served
+/// again. It now panics there, as a call from a task of the monitor does,
+/// and the monitor keeps serving.
+#[test]
+fn a_served_monitor_keeps_serving_whatever_a_task_woken_by_its_wakers_calls() {
+    use active_monitor::Order::Relaxed;
+    use std::sync::{Mutex, mpsc};
+
+    let _one = sync_core::testing::one_at_a_time();
+    active_monitor::set_server_limit(1000);
+    active_monitor::__test_set_saturation_override(Some(false));
+    let m = Monitor::builder().order(Relaxed).build_served(0u64);
+    assert!(m.has_server());
+    let other = Arc::new(Monitor::builder().order(Relaxed).build(false));
+    let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
+    // The server runs this, and waits.
+    drop(m.submit(move |n| {
+        held.0.send(()).expect("the test waits");
+        go.1.recv().expect("the test lets go");
+        *n += 1;
+    }));
+    held.1.recv().expect("the server runs");
+    // The second task: woken by whoever enables `other`, it calls `m`.
+    let second = {
+        let (m, other) = (m.clone(), Arc::clone(&other));
+        InlineTask::spawn(async move {
+            other.when_async(|ready| *ready, |_| ()).await;
+            m.call(|n| *n += 100);
+        })
+    };
+    // Another thread's call of `m`, blocked in its body until the test
+    // lets it go.
+    let (holder_go, holder_wait) = mpsc::channel::<()>();
+    let holder_wait = Arc::new(Mutex::new(Some(holder_wait)));
+    // The first task: woken by the server, it has another thread hold `m`
+    // with a task queued behind it, then enables the second task.
+    let first = {
+        let (m, other) = (m.clone(), Arc::clone(&other));
+        InlineTask::spawn(async move {
+            m.submit(|n| *n += 10).await.expect("ran");
+            let wait = holder_wait.lock().unwrap().take().expect("once");
+            let (holding, is_holding) = mpsc::channel();
+            let holder = m.clone();
+            std::thread::spawn(move || {
+                holder.call(move |n| {
+                    holding.send(()).expect("the task waits");
+                    wait.recv().expect("the test lets go");
+                    *n += 1000;
+                })
+            });
+            is_holding.recv().expect("the holder runs");
+            drop(m.submit(|n| *n += 10_000));
+            other.call(|ready| *ready = true);
+        })
+    };
+    assert!(!first.is_done(), "the first task waits for the server");
+    go.0.send(()).expect("the server waits");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    holder_go.send(()).expect("the holder waits");
+    // Served until every task but the second's `call` has run.
+    let served = {
+        let m = m.clone();
+        within_10s(move || {
+            while m.call(|n| *n) != 11_011 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+    };
+    active_monitor::__test_set_saturation_override(None);
+    if served.is_none() {
+        // The server thread waits for itself: dropping the last handle
+        // would join it for ever.
+        std::mem::forget(m);
+        panic!("the monitor no longer serves");
+    }
+    assert!(first.is_done(), "the first task did not finish");
+    drop(second);
+}
+
+/// A `call` that found the monitor free with tasks queued served a batch,
+/// then handed the monitor to its own queued task, and only then delivered
+/// the task wakers its batch kept: a waker that polled its task on the
+/// spot, whose `call` of the monitor found it held for its own thread,
+/// waited for ever, and the monitor with it. (A served monitor whose
+/// verdict flips to saturated, its server busy elsewhere, is one way to
+/// leave tasks queued on a free monitor.) A caller is handed the monitor
+/// only once it waits for its token.
+#[test]
+fn a_call_delivering_task_wakers_is_not_handed_the_monitor_meanwhile() {
+    use std::sync::{Mutex, mpsc};
+
+    let _one = sync_core::testing::one_at_a_time();
+    active_monitor::set_server_limit(1000);
+    active_monitor::__test_set_saturation_override(Some(false));
+    let m = Monitor::builder()
+        .batch(1)
+        .order(active_monitor::Order::Relaxed)
+        .build_served(0u64);
+    assert!(m.has_server());
+    let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
+    // The server runs this, and waits.
+    drop(m.submit(move |n| {
+        held.0.send(()).expect("the test waits");
+        go.1.recv().expect("the test lets go");
+        *n += 1;
+    }));
+    held.1.recv().expect("the server runs");
+    // Its completion's waker, which the server runs once its stint is
+    // over, keeps the server busy (holding nothing) until the test lets go.
+    let (gate, gate_wait) = mpsc::channel::<()>();
+    let (in_waker, is_in_waker) = mpsc::channel::<()>();
+    let gate_wait = Arc::new(Mutex::new(Some((gate_wait, in_waker))));
+    let busy = {
+        let m = m.clone();
+        InlineTask::spawn(async move {
+            m.submit(|n| *n += 2).await.expect("ran");
+            let (wait, in_waker) = gate_wait.lock().unwrap().take().expect("once");
+            in_waker.send(()).expect("the test waits");
+            wait.recv().expect("the test lets go");
+        })
+    };
+    go.0.send(()).expect("the server waits");
+    is_in_waker.recv().expect("the server runs the waker");
+    // Queued for the busy server, on a free monitor.
+    let task = {
+        let m = m.clone();
+        InlineTask::spawn(async move {
+            m.submit(|n| *n += 10).await.expect("ran");
+            m.call(|n| *n += 100);
+        })
+    };
+    active_monitor::__test_set_saturation_override(Some(true));
+    // Takes the free monitor, runs the task's submission (a batch of 1)
+    // and so wakes the task, whose `call` comes on this thread.
+    let called = {
+        let m = m.clone();
+        within_10s(move || m.call(|n| *n += 1000))
+    };
+    gate.send(()).expect("the waker waits");
+    active_monitor::__test_set_saturation_override(None);
+    if called.is_none() {
+        // The monitor is held for a thread that waits for it: dropping the
+        // last handle would join the server for ever.
+        std::mem::forget(m);
+        panic!("the call hung");
+    }
+    assert!(task.is_done(), "the task did not finish");
+    assert_eq!(m.call(|n| *n), 1113);
+    drop(busy);
+}

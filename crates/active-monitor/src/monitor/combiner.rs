@@ -242,12 +242,18 @@ impl<T, S: AbstractState> Monitor<T, S> {
     pub(super) fn give_way(&self, served: usize) -> bool {
         self.sweep_space();
         // SAFETY: we are the consumer; the borrow ends before `pop`.
-        let front =
-            unsafe { self.queue.peek() }.map(|t| (t.job().is_blocking(), t.job().caller_spins()));
-        let Some((blocking, spins)) = front else {
+        let front = unsafe { self.queue.peek() }.map(|t| {
+            let job = t.job();
+            (
+                job.is_blocking(),
+                job.caller_spins(),
+                job.is_blocking() && job.caller_takes_handoff(),
+            )
+        });
+        let Some((blocking, spins, takes)) = front else {
             return self.release();
         };
-        if blocking && spins {
+        if takes && spins {
             // A running caller: it takes over within a few instructions.
             self.hand_off_front();
             return true;
@@ -277,10 +283,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
         if self.offer_backing_off() {
             return true;
         }
-        if blocking {
+        if takes {
             self.hand_off_front();
             return true;
         }
+        // A blocking call's caller still busy with its own work (see
+        // `Job::caller_takes_handoff`) gets its task run: serve on.
         false
     }
 

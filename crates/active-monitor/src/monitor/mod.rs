@@ -160,9 +160,12 @@ pub(super) const STATE: usize = 3;
 /// completion's, an awaiting future's, a producer's woken for queue space)
 /// runs once the thread that woke it has let go of the monitor, so that an
 /// executor that polls the task inside `wake` finds the monitor free; on a
-/// server thread it runs as a task of the monitor: a task polled there that
-/// blocks on the monitor panics, as a call from a task of it does (the
-/// panic is dropped with the server's others).
+/// server thread it runs as a task of the monitor, and so does what it sets
+/// off there: a task polled there is held to the rules above. A `call`
+/// it makes on the monitor while another thread holds it panics (the panic
+/// is dropped with the server's others), as does an async submission
+/// (`submit_async`...) that finds the queue full; a `wait` for a result of
+/// the monitor deadlocks the server, as it would a task of it.
 ///
 /// # Panics in tasks
 ///

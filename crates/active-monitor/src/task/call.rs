@@ -22,6 +22,10 @@ pub(crate) struct CallJob<F, R> {
     /// before it yields or parks: the executor hands the monitor over only
     /// to a caller that spins (see `Job::caller_spins`).
     spinning: AtomicBool,
+    /// Set once the caller waits for its token (see `wait`): before, it
+    /// may be running user code, and is not handed the monitor (see
+    /// `Job::caller_takes_handoff`).
+    waiting: AtomicBool,
 }
 
 // SAFETY: `body` and `result` are touched by the monitor's holder (run) and
@@ -36,6 +40,7 @@ impl<F, R> CallJob<F, R> {
             result: UnsafeCell::new(None),
             waiter: Waiter::for_thread(0),
             spinning: AtomicBool::new(true),
+            waiting: AtomicBool::new(false),
         }
     }
 
@@ -60,6 +65,11 @@ impl<F, R> CallJob<F, R> {
     /// first, for about as long as a few batches of light tasks take, with
     /// `spinning` set; then yields and parks (`Waiter::wait`).
     pub(crate) fn wait(&self) -> Token {
+        // Past the user code the caller runs after queuing its task (task
+        // wakers it delivers): it may be handed the monitor from now on.
+        // Release: pairs with the Acquire load in `caller_takes_handoff`
+        // (a holder that sees it is after that code).
+        self.waiting.store(true, Release);
         #[cfg(not(loom))]
         for _ in 0..CALL_SPINS {
             if let Some(token) = self.waiter.token() {
@@ -137,6 +147,13 @@ where
     fn caller_spins(&self) -> bool {
         // Relaxed: a hint (see `wait`).
         self.spinning.load(Relaxed)
+    }
+
+    fn caller_takes_handoff(&self) -> bool {
+        // Acquire: pairs with the Release store in `wait`. Set only once,
+        // so a holder that reads it set hands over to a caller that no
+        // longer runs user code; read unset, the holder runs the task.
+        self.waiting.load(Acquire)
     }
 
     fn caller(&self) -> Option<LoomArc<Waiter>> {

@@ -88,6 +88,16 @@ pub(crate) trait Job<T, S>: Send + Sync + unwind::DropLater {
         false
     }
 
+    /// Whether a blocking call's caller waits for its token, and so may be
+    /// handed the monitor: from its task's push until then it may run user
+    /// code (task wakers it delivers: a waker that polls its task on the
+    /// spot and calls the monitor), which, handed the monitor meanwhile,
+    /// found it held for its own thread and waited for ever. `false` for
+    /// other tasks.
+    fn caller_takes_handoff(&self) -> bool {
+        false
+    }
+
     /// A blocking call's waiter (a new reference to it), which the executor
     /// notifies once it is done with the job: `None` for other tasks.
     fn caller(&self) -> Option<LoomArc<Waiter>> {
