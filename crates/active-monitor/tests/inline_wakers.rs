@@ -218,23 +218,22 @@ fn a_producer_whose_waker_polls_on_the_spot_finds_the_monitor_free() {
     assert_eq!(m.call(|n| *n), 2111);
 }
 
-/// On a served monitor the server woke such a producer in its stint: the
-/// producer's `call` waited for the server, on the server's own thread,
-/// and the monitor never served again. Its waker now runs once the server
-/// has let go of the monitor, as a task of the monitor: the `call` panics
-/// there (dropped with the server's other panics), as a call from a task
-/// of the monitor does, and the monitor keeps serving.
-#[test]
-fn a_served_monitor_keeps_serving_whatever_a_producers_waker_calls() {
+/// The tests' exclusive lock, and a served monitor (the saturation verdict
+/// held at "not saturated") whose server is busy in a task that waits for
+/// the returned sender (and then adds 1).
+fn served_with_a_busy_server(
+    build: impl FnOnce() -> active_monitor::Served<u64>,
+) -> (
+    std::sync::MutexGuard<'static, ()>,
+    active_monitor::Served<u64>,
+    std::sync::mpsc::Sender<()>,
+) {
     use std::sync::mpsc;
 
-    let _one = sync_core::testing::one_at_a_time();
+    let one = sync_core::testing::one_at_a_time();
     active_monitor::set_server_limit(1000);
     active_monitor::__test_set_saturation_override(Some(false));
-    let m = Monitor::builder()
-        .capacity(2)
-        .order(active_monitor::Order::Relaxed)
-        .build_served(0u64);
+    let m = build();
     assert!(m.has_server());
     let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
     // The server runs this, and waits.
@@ -244,6 +243,23 @@ fn a_served_monitor_keeps_serving_whatever_a_producers_waker_calls() {
         *n += 1;
     }));
     held.1.recv().expect("the server runs");
+    (one, m, go.0)
+}
+
+/// On a served monitor the server woke such a producer in its stint: the
+/// producer's `call` waited for the server, on the server's own thread,
+/// and the monitor never served again. Its waker now runs once the server
+/// has let go of the monitor, as a task of the monitor: the `call` panics
+/// there (dropped with the server's other panics), as a call from a task
+/// of the monitor does, and the monitor keeps serving.
+#[test]
+fn a_served_monitor_keeps_serving_whatever_a_producers_waker_calls() {
+    let (_one, m, go) = served_with_a_busy_server(|| {
+        Monitor::builder()
+            .capacity(2)
+            .order(active_monitor::Order::Relaxed)
+            .build_served(0u64)
+    });
     drop((m.submit(|n| *n += 1000), m.submit(|n| *n += 1000)));
     let task = {
         let m = m.clone();
@@ -253,7 +269,7 @@ fn a_served_monitor_keeps_serving_whatever_a_producers_waker_calls() {
         })
     };
     assert!(!task.is_done(), "the task waits for space");
-    go.0.send(()).expect("the server waits");
+    go.send(()).expect("the server waits");
     // Served until the producer's task has run (its `call` on the server
     // thread does not).
     let served = {
@@ -283,20 +299,9 @@ fn a_served_monitor_keeps_serving_whatever_a_task_woken_by_its_wakers_calls() {
     use active_monitor::Order::Relaxed;
     use std::sync::{Mutex, mpsc};
 
-    let _one = sync_core::testing::one_at_a_time();
-    active_monitor::set_server_limit(1000);
-    active_monitor::__test_set_saturation_override(Some(false));
-    let m = Monitor::builder().order(Relaxed).build_served(0u64);
-    assert!(m.has_server());
+    let (_one, m, go) =
+        served_with_a_busy_server(|| Monitor::builder().order(Relaxed).build_served(0u64));
     let other = Arc::new(Monitor::builder().order(Relaxed).build(false));
-    let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
-    // The server runs this, and waits.
-    drop(m.submit(move |n| {
-        held.0.send(()).expect("the test waits");
-        go.1.recv().expect("the test lets go");
-        *n += 1;
-    }));
-    held.1.recv().expect("the server runs");
     // The second task: woken by whoever enables `other`, it calls `m`.
     let second = {
         let (m, other) = (m.clone(), Arc::clone(&other));
@@ -331,7 +336,7 @@ fn a_served_monitor_keeps_serving_whatever_a_task_woken_by_its_wakers_calls() {
         })
     };
     assert!(!first.is_done(), "the first task waits for the server");
-    go.0.send(()).expect("the server waits");
+    go.send(()).expect("the server waits");
     std::thread::sleep(std::time::Duration::from_millis(100));
     holder_go.send(()).expect("the holder waits");
     // Served until every task but the second's `call` has run.
@@ -366,22 +371,12 @@ fn a_served_monitor_keeps_serving_whatever_a_task_woken_by_its_wakers_calls() {
 fn a_call_delivering_task_wakers_is_not_handed_the_monitor_meanwhile() {
     use std::sync::{Mutex, mpsc};
 
-    let _one = sync_core::testing::one_at_a_time();
-    active_monitor::set_server_limit(1000);
-    active_monitor::__test_set_saturation_override(Some(false));
-    let m = Monitor::builder()
-        .batch(1)
-        .order(active_monitor::Order::Relaxed)
-        .build_served(0u64);
-    assert!(m.has_server());
-    let (held, go) = (mpsc::channel(), mpsc::channel::<()>());
-    // The server runs this, and waits.
-    drop(m.submit(move |n| {
-        held.0.send(()).expect("the test waits");
-        go.1.recv().expect("the test lets go");
-        *n += 1;
-    }));
-    held.1.recv().expect("the server runs");
+    let (_one, m, go) = served_with_a_busy_server(|| {
+        Monitor::builder()
+            .batch(1)
+            .order(active_monitor::Order::Relaxed)
+            .build_served(0u64)
+    });
     // Its completion's waker, which the server runs once its stint is
     // over, keeps the server busy (holding nothing) until the test lets go.
     let (gate, gate_wait) = mpsc::channel::<()>();
@@ -396,7 +391,7 @@ fn a_call_delivering_task_wakers_is_not_handed_the_monitor_meanwhile() {
             wait.recv().expect("the test lets go");
         })
     };
-    go.0.send(()).expect("the server waits");
+    go.send(()).expect("the server waits");
     is_in_waker.recv().expect("the server runs the waker");
     // Queued for the busy server, on a free monitor.
     let task = {

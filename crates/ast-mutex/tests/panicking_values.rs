@@ -9,27 +9,15 @@
 //! test), so that an abort fails the test instead of killing the harness.
 #![cfg(not(loom))]
 
-use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex as StdMutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Wake, Waker};
 
 use ast_mutex::{AstMutex, Config, EnterArcAsync, WakeMode};
-use sync_core::testing::HostileWaker;
+use sync_core::testing::{DropBomb as Bomb, HostileWaker, first_panic_is, poll_once as poll};
 
 ast_mutex::states! { enum S { A, B } }
-
-/// A value whose drop counts itself and then panics, every time.
-struct Bomb(Arc<AtomicUsize>);
-
-impl Drop for Bomb {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, SeqCst);
-        panic!("a value's drop panicked");
-    }
-}
 
 type M = AstMutex<S, Bomb>;
 
@@ -45,17 +33,6 @@ fn configs() -> [Config; 4] {
 /// Runs `f` in a child process: this test binary, re-run on `test` alone.
 fn in_child(test: &str, f: impl FnOnce()) {
     sync_core::testing::in_child("AST_MUTEX_PANICKING_VALUES_CHILD", test, f);
-}
-
-/// Runs `f`, in which a waker panics with `waker_panic` and a value's drop
-/// panics after it: the waker's panic (the first) comes out.
-fn the_wakers_panic_comes_out(waker_panic: &str, f: impl FnOnce()) {
-    let payload = catch_unwind(AssertUnwindSafe(f)).expect_err("the waker's panic was lost");
-    assert_eq!(payload.downcast_ref::<&str>(), Some(&waker_panic));
-}
-
-fn poll<F: Future + ?Sized>(f: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
-    f.poll(&mut Context::from_waker(waker))
 }
 
 #[test]
@@ -76,7 +53,7 @@ fn an_enter_arc_future_with_the_last_handle_drops_it_before_the_wakers_panic_goe
                 // Withdrawn by the drop, which drops the waker (it panics)
                 // and then the last handle (whose `T`'s drop panics too).
                 hostile.panic_on_drops(1);
-                the_wakers_panic_comes_out("HostileWaker: drop panics", || drop(enter));
+                first_panic_is("HostileWaker: drop panics", || drop(enter));
                 assert_eq!(drops.load(SeqCst), 1, "the mutex's value was dropped once");
             }
         },
@@ -117,7 +94,7 @@ fn the_guards_handle_is_the_last(release: impl Fn(ast_mutex::ArcAstGuard<S, Bomb
         // The exit wakes the task, whose waker drops the future's handle
         // and panics: the guard's handle is the last, and its drop drops
         // the mutex's value (which panics too).
-        the_wakers_panic_comes_out("a task's waker panicked", || release(guard));
+        first_panic_is("a task's waker panicked", || release(guard));
         assert_eq!(drops.load(SeqCst), 1, "the mutex's value was dropped once");
     }
 }

@@ -9,40 +9,18 @@
 //! test), so that an abort fails the test instead of killing the harness.
 #![cfg(not(loom))]
 
-use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex as StdMutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Poll, Wake, Waker};
 
 use lockfree_sync::{Fairness, LockArcAsync, Mutex, csp};
-use sync_core::testing::HostileWaker;
-
-/// A value whose drop counts itself and then panics, every time.
-struct Bomb(Arc<AtomicUsize>);
-
-impl Drop for Bomb {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, SeqCst);
-        panic!("a value's drop panicked");
-    }
-}
+use sync_core::testing::{DropBomb as Bomb, HostileWaker, first_panic_is, poll_once as poll};
 
 /// Runs `f` in a child process: this test binary, re-run on `test` alone.
 fn in_child(test: &str, f: impl FnOnce()) {
     sync_core::testing::in_child("LOCKFREE_PANICKING_VALUES_CHILD", test, f);
-}
-
-/// Runs `f`, in which a waker panics with `waker_panic` and a value's drop
-/// panics after it: the waker's panic (the first) comes out.
-fn the_wakers_panic_comes_out(waker_panic: &str, f: impl FnOnce()) {
-    let payload = catch_unwind(AssertUnwindSafe(f)).expect_err("the waker's panic was lost");
-    assert_eq!(payload.downcast_ref::<&str>(), Some(&waker_panic));
-}
-
-fn poll<F: Future + ?Sized>(f: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
-    f.poll(&mut Context::from_waker(waker))
 }
 
 #[test]
@@ -59,7 +37,7 @@ fn a_send_future_dropped_with_its_value_drops_it_before_the_wakers_panic_goes_on
             // Withdrawn by the drop, which drops the waker (it panics) and
             // the undelivered value (its drop panics too).
             hostile.panic_on_drops(1);
-            the_wakers_panic_comes_out("HostileWaker: drop panics", || drop(send));
+            first_panic_is("HostileWaker: drop panics", || drop(send));
             assert_eq!(drops.load(SeqCst), 1, "the value was dropped once");
             // Nothing of the withdrawn offer is left in the channel.
             drop(rx);
@@ -91,7 +69,7 @@ fn a_csp_receiver_dropped_with_a_kept_value_drops_it_before_the_wakers_panic_goe
             let mut send = Box::pin(tx.send_async(Bomb(Arc::clone(&drops))));
             assert!(poll(send.as_mut(), &hostile.waker()).is_pending());
             hostile.panic_on_drops(1);
-            the_wakers_panic_comes_out("HostileWaker: drop panics", || drop(rx));
+            first_panic_is("HostileWaker: drop panics", || drop(rx));
             assert_eq!(drops.load(SeqCst), 1, "the kept value was dropped once");
             // The sender was released: its value comes back.
             match poll(send.as_mut(), Waker::noop()) {
@@ -123,7 +101,7 @@ fn a_lock_arc_future_with_the_last_handle_drops_it_before_the_wakers_panic_goes_
                 // Withdrawn by the drop, which drops the waker (it panics)
                 // and then the last handle (whose `T`'s drop panics too).
                 hostile.panic_on_drops(1);
-                the_wakers_panic_comes_out("HostileWaker: drop panics", || drop(lock));
+                first_panic_is("HostileWaker: drop panics", || drop(lock));
                 assert_eq!(drops.load(SeqCst), 1, "the mutex's value was dropped once");
             }
         },
@@ -163,7 +141,7 @@ fn an_arc_guard_with_the_last_handle_drops_it_before_the_wakers_panic_goes_on() 
                 // The unlock wakes the task, whose waker drops the future's
                 // handle and panics: the guard's handle is the last, and
                 // its drop drops the mutex's value (which panics too).
-                the_wakers_panic_comes_out("a task's waker panicked", || drop(guard));
+                first_panic_is("a task's waker panicked", || drop(guard));
                 assert_eq!(drops.load(SeqCst), 1, "the mutex's value was dropped once");
             }
         },

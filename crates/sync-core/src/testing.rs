@@ -296,6 +296,47 @@ pub fn drop_while_unwinding<T>(value: T) {
     );
 }
 
+/// A value whose drop counts itself in its counter and then panics, every
+/// time: a user's value (a message, a mutex's data) whose `Drop` panics,
+/// for checking that a primitive never drops it while another panic
+/// unwinds (which aborts the process).
+#[derive(Debug)]
+pub struct DropBomb(pub std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl DropBomb {
+    /// The message of every `DropBomb`'s panic.
+    pub const PANIC: &'static str = "a value's drop panicked";
+}
+
+impl Drop for DropBomb {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        panic!("{}", Self::PANIC);
+    }
+}
+
+/// Runs `f`, which must panic with the `&str` payload `first` (a waker's
+/// panic, say, that must come out ahead of a [`DropBomb`]'s that follows
+/// it).
+///
+/// # Panics
+///
+/// If `f` returned, or its panic was another.
+#[track_caller]
+pub fn first_panic_is(first: &str, f: impl FnOnce()) {
+    let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .expect_err("the first panic was lost");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&first));
+}
+
+/// Polls `f` once, with `waker`.
+pub fn poll_once<F: std::future::Future + ?Sized>(
+    f: std::pin::Pin<&mut F>,
+    waker: &std::task::Waker,
+) -> std::task::Poll<F::Output> {
+    f.poll(&mut std::task::Context::from_waker(waker))
+}
+
 /// Asserts that `f` returns within `bound`, and returns what it returned
 /// with the time it took.
 ///
