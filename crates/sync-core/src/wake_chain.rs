@@ -120,6 +120,59 @@ pub fn wake(waker: Waker) {
     waker.wake();
 }
 
+/// Has the thread's next [`before_park`] call `deliver` first: for a crate
+/// that keeps task wakeups on a thread until it lets go of something (an
+/// active monitor keeps them while a task body of one runs), and that must
+/// deliver them before the thread parks in any of the family's blocking
+/// waits, or the thread may wait for one of those very tasks for ever (a
+/// body that set off a task and then waits, on a lockfree-sync channel, a
+/// semaphore, a mutex or an ast-mutex entry, for that task's next step).
+///
+/// One function per thread: a second registration before the next
+/// [`before_park`] replaces the first. `deliver` is taken out before it
+/// runs, so it may register again.
+///
+/// # Examples
+///
+/// ```
+/// fn deliver() {}
+/// sync_core::wake_chain::deliver_before_park(deliver);
+/// sync_core::wake_chain::before_park();
+/// ```
+#[cfg(not(loom))]
+pub fn deliver_before_park(deliver: fn()) {
+    BEFORE_PARK.with(|b| b.set(Some(deliver)));
+}
+
+/// Under loom: nothing is registered (a model's blocking waits deliver
+/// nothing).
+#[cfg(loom)]
+pub fn deliver_before_park(deliver: fn()) {
+    let _ = deliver;
+}
+
+/// Runs what [`deliver_before_park`] registered on this thread, if
+/// anything: every blocking wait of the family calls it before it parks the
+/// thread (a wait that will not park need not). A thread-local read when
+/// nothing is registered.
+///
+/// # Panics
+///
+/// Whatever the registered function does (it should catch its own user
+/// code's panics).
+#[cfg(not(loom))]
+#[inline]
+pub fn before_park() {
+    if let Some(deliver) = BEFORE_PARK.with(core::cell::Cell::take) {
+        deliver();
+    }
+}
+
+/// Under loom: nothing to run.
+#[cfg(loom)]
+#[inline]
+pub fn before_park() {}
+
 /// `DEPTH`'s bit that says `LATER` may hold wakeups: the outermost looks
 /// at `LATER` only then.
 #[cfg(not(loom))]
@@ -147,6 +200,8 @@ std::thread_local! {
     /// so that nothing is left for a destructor. Touched only to push or
     /// pop, never while a waker runs.
     static LATER: core::cell::Cell<*mut Queue> = const { core::cell::Cell::new(core::ptr::null_mut()) };
+    /// What [`before_park`] runs next (see [`deliver_before_park`]).
+    static BEFORE_PARK: core::cell::Cell<Option<fn()>> = const { core::cell::Cell::new(None) };
 }
 
 /// Queues `waker` for the outermost wakeup to run.
@@ -327,6 +382,32 @@ mod tests {
                 wake(next);
             }
         }
+    }
+
+    #[test]
+    fn what_is_registered_runs_at_the_next_park_only_and_may_register_again() {
+        static RAN: AtomicUsize = AtomicUsize::new(0);
+        fn deliver() {
+            // The second run registers again, as a delivery that kept
+            // more would.
+            if RAN.fetch_add(1, SeqCst) == 1 {
+                deliver_before_park(deliver);
+            }
+        }
+        before_park();
+        assert_eq!(RAN.load(SeqCst), 0, "nothing registered, nothing ran");
+        deliver_before_park(deliver);
+        deliver_before_park(deliver);
+        before_park();
+        assert_eq!(RAN.load(SeqCst), 1, "one registration, one run");
+        before_park();
+        assert_eq!(RAN.load(SeqCst), 1, "taken out by its run");
+        deliver_before_park(deliver);
+        before_park();
+        before_park();
+        assert_eq!(RAN.load(SeqCst), 3, "registered again by its run");
+        before_park();
+        assert_eq!(RAN.load(SeqCst), 3);
     }
 
     #[test]

@@ -162,7 +162,12 @@ pub(super) const STATE: usize = 3;
 /// executor that polls the task inside `wake` finds the monitor free; on a
 /// server thread it runs as a task of the monitor: a task polled there that
 /// blocks on the monitor panics, as a call from a task of it does (the
-/// panic is dropped with the server's others).
+/// panic is dropped with the server's others). A task body that blocks
+/// (on this crate, or on a lockfree-sync channel, semaphore or mutex, an
+/// ast-mutex entry or an adaptive-lock lock) first wakes the task wakers
+/// its thread keeps, so that it may wait for those tasks' next steps; a
+/// body that blocks on anything else (a `std` channel, a sleep) keeps them
+/// until it ends.
 ///
 /// # Panics in tasks
 ///

@@ -70,6 +70,10 @@ impl<P: Policy> RawAdaptiveLock<P> {
     /// holds the lock, records how it waited.
     #[cold]
     pub(super) fn lock_slow(&self, deadline: Option<Instant>, priority: usize) -> bool {
+        // We may park: what this thread keeps for the family's blocking
+        // waits goes first (an active monitor's task wakers, see
+        // `wake_chain::deliver_before_park`), before we are queued.
+        sync_core::wake_chain::before_park();
         // The lock's policy runs while its thread holds the lock: a wait
         // from there can only end in its deadline. Without one it would
         // never end (a panic that names the rule); with one it gives up

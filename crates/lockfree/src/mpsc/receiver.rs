@@ -313,6 +313,10 @@ impl<T> Receiver<T> {
     }
 
     fn recv_deadline(&self, deadline: Option<Instant>) -> Result<T, TryRecvError> {
+        // We may park: what this thread keeps for the family's blocking
+        // waits goes first (an active monitor's task wakers, see
+        // `wake_chain::deliver_before_park`), before we are queued.
+        sync_core::wake_chain::before_park();
         // The family's watch: a message that comes meanwhile costs no sleep
         // and no wakeup.
         let mut watch = new_watch();
