@@ -167,7 +167,9 @@ pub(super) const STATE: usize = 3;
 /// ast-mutex entry or an adaptive-lock lock) first wakes the task wakers
 /// its thread keeps, so that it may wait for those tasks' next steps; a
 /// body that blocks on anything else (a `std` channel, a sleep) keeps them
-/// until it ends.
+/// until it ends. The body's monitor is still held then: a task polled on
+/// the spot there that blocks on it panics, as a call from a task of it
+/// does.
 ///
 /// # Panics in tasks
 ///
