@@ -161,3 +161,50 @@ fn a_body_waiting_on_an_ast_mutex_for_a_task_it_woke_returns() {
 fn a_body_waiting_on_an_adaptive_mutex_for_a_task_it_woke_returns() {
     a_body_waiting_on(Wait::AdaptiveMutex);
 }
+
+/// A task body of monitor `a` sends a message that a task, polled by its
+/// executor inside the send's wakeup (on the body's thread), receives; the
+/// task then submits, fire and forget, a `when` on `b` that waits. Another
+/// crate's wakeup ran the task as part of the body: its `when` was the
+/// body's last asynchronous task, and under strict order the body's next
+/// submission, to `c`, waited for it (rule 3), for as long as nobody
+/// enabled it. A task woken by any crate of the family now submits as a
+/// submitter of its own, as one woken by this crate does.
+#[test]
+fn a_task_polled_in_another_crates_wakeup_is_a_submitter_of_its_own() {
+    // Strict order, the default.
+    let a = Arc::new(Monitor::new(()));
+    let b = Arc::new(Monitor::new(false));
+    let c = Arc::new(Monitor::new(0u32));
+    let (tx, mut rx) = lockfree_sync::mpsc::channel::<u32>();
+    let _task = {
+        let b = Arc::clone(&b);
+        sync_core::testing::InlineTask::spawn(async move {
+            assert_eq!(rx.recv_async().await, Ok(1));
+            // Its own task, left waiting.
+            let _waits = b.when(|enabled: &bool| *enabled, |_| ());
+        })
+    };
+    let (done, returned) = std::sync::mpsc::channel();
+    let body = {
+        let (a, c) = (Arc::clone(&a), Arc::clone(&c));
+        std::thread::spawn(move || {
+            a.call(move |_| {
+                // The task runs here, inside the send.
+                tx.send(1).expect("the task receives");
+                c.call(|n| *n += 1);
+            });
+            let _ = done.send(());
+        })
+    };
+    let waited = returned.recv_timeout(Duration::from_secs(10));
+    // Let the body go in any case.
+    b.call(|enabled| *enabled = true);
+    body.join().expect("the body returned");
+    assert_eq!(
+        waited,
+        Ok(()),
+        "the body waited for the `when` of a task it woke"
+    );
+    assert_eq!(c.call(|n| *n), 1);
+}

@@ -90,14 +90,14 @@ pub fn wake(waker: Waker) {
             // and only then resumes the first panic.
             let outer = Outer;
             let mut panics = crate::unwind::Panics::new();
-            panics.catch(|| waker.wake());
+            panics.catch(|| run(waker));
             while let Some(next) = pop() {
                 // The later panics are dropped at once: a long chain of
                 // panicking wakers keeps none of them.
                 if panics.is_empty() {
-                    panics.catch(|| next.wake());
+                    panics.catch(|| run(next));
                 } else {
-                    crate::unwind::catch_and_discard(|| next.wake());
+                    crate::unwind::catch_and_discard(|| run(next));
                 }
             }
             drop(outer);
@@ -105,7 +105,7 @@ pub fn wake(waker: Waker) {
         }
         d if d & LEVELS < NEST => {
             let _level = Level;
-            waker.wake();
+            run(waker);
         }
         _ => {
             push(waker);
@@ -117,7 +117,17 @@ pub fn wake(waker: Waker) {
 /// Under loom: wakes where it comes up (see the module docs).
 #[cfg(loom)]
 pub fn wake(waker: Waker) {
-    waker.wake();
+    match AROUND.get() {
+        None => waker.wake(),
+        Some(around) => {
+            let mut waker = Some(waker);
+            around(&mut || {
+                if let Some(w) = waker.take() {
+                    w.wake();
+                }
+            });
+        }
+    }
 }
 
 /// Has the thread's next [`before_park`] call `deliver` first: for a crate
@@ -172,6 +182,47 @@ pub fn before_park() {
 #[cfg(loom)]
 #[inline]
 pub fn before_park() {}
+
+/// Has every task wakeup of the family, on every thread, run inside
+/// `around` from now on: `around` gets the wakeup to run (call it once).
+/// For a crate that keeps per-thread state about the user code running
+/// (active-monitor's program order: which submitter a submission belongs
+/// to), so that a task an executor polls inside `wake` is not taken for
+/// the code that woke it (a monitor's task body that released a lock the
+/// task waited for). Set once per process; a later call is ignored.
+///
+/// # Examples
+///
+/// ```
+/// fn around(wake: &mut dyn FnMut()) {
+///     wake();
+/// }
+/// sync_core::wake_chain::run_wakeups_in(around);
+/// sync_core::wake_chain::wake(std::task::Waker::noop().clone());
+/// ```
+pub fn run_wakeups_in(around: fn(&mut dyn FnMut())) {
+    let _ = AROUND.set(around);
+}
+
+/// What [`run_wakeups_in`] set.
+static AROUND: std::sync::OnceLock<fn(&mut dyn FnMut())> = std::sync::OnceLock::new();
+
+/// Runs one wakeup, inside what [`run_wakeups_in`] set if anything.
+#[cfg(not(loom))]
+#[inline]
+fn run(waker: Waker) {
+    match AROUND.get() {
+        None => waker.wake(),
+        Some(around) => {
+            let mut waker = Some(waker);
+            around(&mut || {
+                if let Some(w) = waker.take() {
+                    w.wake();
+                }
+            });
+        }
+    }
+}
 
 /// `DEPTH`'s bit that says `LATER` may hold wakeups: the outermost looks
 /// at `LATER` only then.
@@ -274,7 +325,7 @@ impl Drop for Outer {
     fn drop(&mut self) {
         if DEPTH.with(|depth| depth.get() & QUEUED != 0) {
             while let Some(next) = pop() {
-                crate::unwind::catch_and_discard(move || next.wake());
+                crate::unwind::catch_and_discard(move || run(next));
             }
             free_queue();
         }

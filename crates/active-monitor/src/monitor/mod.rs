@@ -278,7 +278,20 @@ static NEXT_ID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize:
 
 /// A new monitor's identity (see `Monitor::id`).
 pub(crate) fn next_id() -> usize {
+    // Once a monitor exists, every task wakeup of the family runs as a
+    // submitter of its own, as this crate's own wakers do.
+    sync_core::wake_chain::run_wakeups_in(wake_as_task);
     NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Runs a task wakeup of any crate of the family (`wake_chain`) as a
+/// submitter of its own (`order::as_task`), as this crate runs its own
+/// task wakers: a task an executor polls inside `wake`, in the body of a
+/// task of a monitor (that released a lock the task waited for, sent it
+/// a message), submitted as that body, and under strict order the body's
+/// next submission to another monitor waited for the task's (rule 3).
+fn wake_as_task(wake: &mut dyn FnMut()) {
+    crate::order::as_task(wake);
 }
 
 // SAFETY: the monitor owns a T and tasks that carry closures and results
