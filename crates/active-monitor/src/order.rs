@@ -35,7 +35,10 @@ use crate::completion::Finish;
 /// A *submitter* is a thread; or, for what a task body submits, that body,
 /// whichever thread runs it (a combiner or a server thread never inherits
 /// the order of the bodies it runs, nor they its); or an async task run in
-/// a [`worker`] scope. The rules, with the paper's numbers (rule 1, mutual
+/// a [`worker`] scope. A task's wakeup made by this crate or by any other
+/// of the family (a lockfree-sync send or unlock, an ast-mutex exit) runs
+/// as a submitter of its own too: a task its executor polls inside `wake`
+/// is not taken for the body or thread that woke it. The rules, with the paper's numbers (rule 1, mutual
 /// exclusion, holds whatever the order):
 ///
 /// * **Rule 2** (both orders): a submitter's tasks on one monitor *start*

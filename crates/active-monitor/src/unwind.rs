@@ -197,9 +197,24 @@ pub(crate) fn wake_later(wakeup: Option<Wakeup>) {
 /// the body of a task of another monitor would find that one held). A
 /// panic of the waker is deferred as any other.
 pub(crate) fn wake_task_later(waker: Waker) {
-    if let Some(w) = keep(&TASK_WAKES, TaskWake::Waker(waker), |s| &s.task_wakes) {
+    if let Some(w) = keep_task(TaskWake::Waker(waker)) {
         caught(|| w.wake());
     }
+}
+
+/// Keeps `w` on this thread's task wakeups (hands it back if it cannot),
+/// and has the family's next blocking wait on this thread deliver them
+/// before it parks ([`before_park`], through
+/// `wake_chain::deliver_before_park`): a task body that parks on another
+/// crate's primitive (a lockfree-sync channel, semaphore or mutex, an
+/// ast-mutex entry) for the next step of a task it woke waited for ever
+/// for a waker it kept itself, as it did in this crate's own waits.
+fn keep_task(w: TaskWake) -> Option<TaskWake> {
+    let w = keep(&TASK_WAKES, w, |s| &s.task_wakes);
+    if w.is_none() {
+        wake_chain::deliver_before_park(before_park);
+    }
+    w
 }
 
 /// A task's wakeup kept by [`wake_task_later`] and its kin.
@@ -232,7 +247,7 @@ pub(crate) fn wake_task_after_holder(waker: Waker) {
 /// `Waiter::notify_later`): an async producer's, woken for queue space
 /// by the monitor's holder.
 pub(crate) fn wakeup_task_later(wakeup: Wakeup) {
-    if let Some(w) = keep(&TASK_WAKES, TaskWake::Wakeup(wakeup), |s| &s.task_wakes) {
+    if let Some(w) = keep_task(TaskWake::Wakeup(wakeup)) {
         caught(|| w.wake());
     }
 }
@@ -281,7 +296,7 @@ pub(crate) fn wakeup_task_after_holder(wakeup: Wakeup) {
 
 fn later_if_running(w: TaskWake) {
     let w = if STATE.with(|s| s.running.get()) != 0 {
-        keep(&TASK_WAKES, w, |s| &s.task_wakes)
+        keep_task(w)
     } else {
         Some(w)
     };
@@ -391,7 +406,9 @@ fn wake_tasks_deferred() {
 
 /// Before this thread may park inside an operation (for its call's task,
 /// for room, for a result, for an earlier task), holding no monitor and
-/// not yet queued where a holder could hand it one: wakes the task
+/// not yet queued where a holder could hand it one, or inside a blocking
+/// wait of another crate of the family (through
+/// `wake_chain::before_park`, which [`keep_task`] arms): wakes the task
 /// wakers it keeps even if a task body runs below us (see
 /// [`wake_task_later`]), their panics deferred. Parked, it would keep them
 /// for as long as it waits, maybe for one of those very tasks (a body

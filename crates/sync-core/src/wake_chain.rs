@@ -90,14 +90,14 @@ pub fn wake(waker: Waker) {
             // and only then resumes the first panic.
             let outer = Outer;
             let mut panics = crate::unwind::Panics::new();
-            panics.catch(|| waker.wake());
+            panics.catch(|| run(waker));
             while let Some(next) = pop() {
                 // The later panics are dropped at once: a long chain of
                 // panicking wakers keeps none of them.
                 if panics.is_empty() {
-                    panics.catch(|| next.wake());
+                    panics.catch(|| run(next));
                 } else {
-                    crate::unwind::catch_and_discard(|| next.wake());
+                    crate::unwind::catch_and_discard(|| run(next));
                 }
             }
             drop(outer);
@@ -105,7 +105,7 @@ pub fn wake(waker: Waker) {
         }
         d if d & LEVELS < NEST => {
             let _level = Level;
-            waker.wake();
+            run(waker);
         }
         _ => {
             push(waker);
@@ -117,7 +117,100 @@ pub fn wake(waker: Waker) {
 /// Under loom: wakes where it comes up (see the module docs).
 #[cfg(loom)]
 pub fn wake(waker: Waker) {
-    waker.wake();
+    run(waker);
+}
+
+/// Has the thread's next [`before_park`] call `deliver` first: for a crate
+/// that keeps task wakeups on a thread until it lets go of something (an
+/// active monitor keeps them while a task body of one runs), and that must
+/// deliver them before the thread parks in any of the family's blocking
+/// waits, or the thread may wait for one of those very tasks for ever (a
+/// body that set off a task and then waits, on a lockfree-sync channel, a
+/// semaphore, a mutex or an ast-mutex entry, for that task's next step).
+///
+/// One function per thread: a second registration before the next
+/// [`before_park`] replaces the first. `deliver` is taken out before it
+/// runs, so it may register again.
+///
+/// # Examples
+///
+/// ```
+/// fn deliver() {}
+/// sync_core::wake_chain::deliver_before_park(deliver);
+/// sync_core::wake_chain::before_park();
+/// ```
+#[cfg(not(loom))]
+pub fn deliver_before_park(deliver: fn()) {
+    BEFORE_PARK.with(|b| b.set(Some(deliver)));
+}
+
+/// Under loom: nothing is registered (a model's blocking waits deliver
+/// nothing).
+#[cfg(loom)]
+pub fn deliver_before_park(deliver: fn()) {
+    let _ = deliver;
+}
+
+/// Runs what [`deliver_before_park`] registered on this thread, if
+/// anything: every blocking wait of the family calls it before it parks the
+/// thread (a wait that will not park need not). A thread-local read when
+/// nothing is registered.
+///
+/// # Panics
+///
+/// Whatever the registered function does (it should catch its own user
+/// code's panics).
+#[cfg(not(loom))]
+#[inline]
+pub fn before_park() {
+    if let Some(deliver) = BEFORE_PARK.with(core::cell::Cell::take) {
+        deliver();
+    }
+}
+
+/// Under loom: nothing to run.
+#[cfg(loom)]
+#[inline]
+pub fn before_park() {}
+
+/// Has every task wakeup of the family, on every thread, run inside
+/// `around` from now on: `around` gets the wakeup to run (call it once).
+/// For a crate that keeps per-thread state about the user code running
+/// (active-monitor's program order: which submitter a submission belongs
+/// to), so that a task an executor polls inside `wake` is not taken for
+/// the code that woke it (a monitor's task body that released a lock the
+/// task waited for). Set once per process; a later call is ignored.
+///
+/// # Examples
+///
+/// ```
+/// fn around(wake: &mut dyn FnMut()) {
+///     wake();
+/// }
+/// sync_core::wake_chain::run_wakeups_in(around);
+/// sync_core::wake_chain::wake(std::task::Waker::noop().clone());
+/// ```
+pub fn run_wakeups_in(around: fn(&mut dyn FnMut())) {
+    let _ = AROUND.set(around);
+}
+
+/// What [`run_wakeups_in`] set.
+static AROUND: std::sync::OnceLock<fn(&mut dyn FnMut())> = std::sync::OnceLock::new();
+
+/// Runs one wakeup, inside what [`run_wakeups_in`] set if anything.
+#[inline]
+fn run(waker: Waker) {
+    match AROUND.get() {
+        None => waker.wake(),
+        Some(around) => {
+            let mut waker = Some(waker);
+            around(&mut || {
+                if let Some(w) = waker.take() {
+                    w.wake();
+                }
+            });
+        }
+    }
 }
 
 /// `DEPTH`'s bit that says `LATER` may hold wakeups: the outermost looks
@@ -147,6 +240,8 @@ std::thread_local! {
     /// so that nothing is left for a destructor. Touched only to push or
     /// pop, never while a waker runs.
     static LATER: core::cell::Cell<*mut Queue> = const { core::cell::Cell::new(core::ptr::null_mut()) };
+    /// What [`before_park`] runs next (see [`deliver_before_park`]).
+    static BEFORE_PARK: core::cell::Cell<Option<fn()>> = const { core::cell::Cell::new(None) };
 }
 
 /// Queues `waker` for the outermost wakeup to run.
@@ -219,7 +314,7 @@ impl Drop for Outer {
     fn drop(&mut self) {
         if DEPTH.with(|depth| depth.get() & QUEUED != 0) {
             while let Some(next) = pop() {
-                crate::unwind::catch_and_discard(move || next.wake());
+                crate::unwind::catch_and_discard(move || run(next));
             }
             free_queue();
         }
@@ -327,6 +422,32 @@ mod tests {
                 wake(next);
             }
         }
+    }
+
+    #[test]
+    fn what_is_registered_runs_at_the_next_park_only_and_may_register_again() {
+        static RAN: AtomicUsize = AtomicUsize::new(0);
+        fn deliver() {
+            // The second run registers again, as a delivery that kept
+            // more would.
+            if RAN.fetch_add(1, SeqCst) == 1 {
+                deliver_before_park(deliver);
+            }
+        }
+        before_park();
+        assert_eq!(RAN.load(SeqCst), 0, "nothing registered, nothing ran");
+        deliver_before_park(deliver);
+        deliver_before_park(deliver);
+        before_park();
+        assert_eq!(RAN.load(SeqCst), 1, "one registration, one run");
+        before_park();
+        assert_eq!(RAN.load(SeqCst), 1, "taken out by its run");
+        deliver_before_park(deliver);
+        before_park();
+        before_park();
+        assert_eq!(RAN.load(SeqCst), 3, "registered again by its run");
+        before_park();
+        assert_eq!(RAN.load(SeqCst), 3);
     }
 
     #[test]

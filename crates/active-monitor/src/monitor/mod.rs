@@ -165,7 +165,14 @@ pub(super) const STATE: usize = 3;
 /// it makes on the monitor while another thread holds it panics (the panic
 /// is dropped with the server's others), as does an async submission
 /// (`submit_async`...) that finds the queue full; a `wait` for a result of
-/// the monitor deadlocks the server, as it would a task of it.
+/// the monitor deadlocks the server, as it would a task of it. A task body
+/// that blocks (on this crate, or on a lockfree-sync channel, semaphore or
+/// mutex, an ast-mutex entry or an adaptive-lock lock) first wakes the
+/// task wakers its thread keeps, so that it may wait for those tasks' next
+/// steps; a body that blocks on anything else (a `std` channel, a sleep)
+/// keeps them until it ends. The body's monitor is still held then: a task
+/// polled on the spot there that blocks on it panics, as a call from a
+/// task of it does.
 ///
 /// # Panics in tasks
 ///
@@ -274,7 +281,20 @@ static NEXT_ID: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize:
 
 /// A new monitor's identity (see `Monitor::id`).
 pub(crate) fn next_id() -> usize {
+    // Once a monitor exists, every task wakeup of the family runs as a
+    // submitter of its own, as this crate's own wakers do.
+    sync_core::wake_chain::run_wakeups_in(wake_as_task);
     NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Runs a task wakeup of any crate of the family (`wake_chain`) as a
+/// submitter of its own (`order::as_task`), as this crate runs its own
+/// task wakers: a task an executor polls inside `wake`, in the body of a
+/// task of a monitor (that released a lock the task waited for, sent it
+/// a message), submitted as that body, and under strict order the body's
+/// next submission to another monitor waited for the task's (rule 3).
+fn wake_as_task(wake: &mut dyn FnMut()) {
+    crate::order::as_task(wake);
 }
 
 // SAFETY: the monitor owns a T and tasks that carry closures and results

@@ -83,6 +83,10 @@ impl<P: Policy> RawAdaptiveLock<P> {
             self.timeouts.fetch_add(1, Ordering::Relaxed);
             return false;
         }
+        // We may park: what this thread keeps for the family's blocking
+        // waits goes first (an active monitor's task wakers, see
+        // `wake_chain::deliver_before_park`), before we are counted.
+        sync_core::wake_chain::before_park();
         // Relaxed: a sensor; the lock word orders the data.
         // How many waiters were registered ahead of this one: the watcher
         // cap applies to it by this count until it is woken, and never

@@ -48,6 +48,10 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// handed the lock, or past `deadline`.
     #[cold]
     pub(crate) fn lock_slow(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
+        // We may park: what this thread keeps for the family's blocking
+        // waits goes first (an active monitor's task wakers, see
+        // `wake_chain::deliver_before_park`), before we are queued.
+        sync_core::wake_chain::before_park();
         let mut place = Place::default();
         // Woken to compete and not queued since: our node is woken, and a
         // give-up passes the wake on.

@@ -207,6 +207,11 @@ impl<T> Slot<T> {
             // Nothing published: the caller retracts the slot.
             return None;
         }
+        // We may park: what this thread keeps for the family's blocking
+        // waits goes first (an active monitor's task wakers, see
+        // `wake_chain::deliver_before_park`). A partner they run finds our
+        // slot offered, as one on another thread would.
+        sync_core::wake_chain::before_park();
         // Relaxed: a hint.
         budget.store(MIN_SPINS, Relaxed);
         let waiter = Waiter::for_thread(0);

@@ -580,6 +580,10 @@ impl RawMutex {
     /// `false` if `deadline` passed first.
     #[cold]
     fn lock_slow(&self, deadline: Option<Instant>) -> bool {
+        // We may park: what this thread keeps for the family's blocking
+        // waits goes first (an active monitor's task wakers, see
+        // `wake_chain::deliver_before_park`), before we are queued.
+        sync_core::wake_chain::before_park();
         // The family's watch: it yields only while yields are cheap.
         let mut spin = Watch::default();
         let mut patience = Patience::new();

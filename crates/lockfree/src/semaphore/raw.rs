@@ -180,6 +180,10 @@ impl Semaphore {
 
     #[cold]
     pub(super) fn acquire_slow(&self, n: usize, deadline: Option<Instant>) -> Result<(), Fail> {
+        // We may park: what this thread keeps for the family's blocking
+        // waits goes first (an active monitor's task wakers, see
+        // `wake_chain::deliver_before_park`), before we are queued.
+        sync_core::wake_chain::before_park();
         // Spin while nobody is queued: a permit freed within the spin is
         // taken without queueing, so a busy semaphore keeps its permits
         // moving between running threads instead of handing each one to a
