@@ -672,24 +672,6 @@ fn a_large_result_costs_call_async_no_more_stack_than_the_body() {
         .unwrap();
 }
 
-/// Awaits `f`, and sends on `filed` once its first poll is `Pending`.
-async fn pending_then<F: std::future::Future + Unpin>(
-    mut f: F,
-    filed: std::sync::mpsc::Sender<()>,
-) -> F::Output {
-    let mut filed = Some(filed);
-    std::future::poll_fn(move |cx| {
-        let poll = std::future::Future::poll(std::pin::Pin::new(&mut f), cx);
-        if poll.is_pending() {
-            if let Some(filed) = filed.take() {
-                filed.send(()).expect("the test waits");
-            }
-        }
-        poll
-    })
-    .await
-}
-
 /// A task body of one monitor enables, on another, the precondition of a
 /// task that an async task awaits (the body's thread runs that task as the
 /// other monitor's holder), then waits for the async task's next step.
@@ -718,10 +700,12 @@ fn a_task_body_that_waits_for_a_task_its_own_call_woke_returns() {
             rt.spawn(async move {
                 if form == 0 {
                     let enabled = m.when(|s: &S| s.enabled, |_| ());
-                    pending_then(enabled, filed).await.expect("ran");
+                    sync_core::testing::pending_then(enabled, filed)
+                        .await
+                        .expect("ran");
                 } else {
                     let enabled = Box::pin(m.when_async(|s: &S| s.enabled, |_| ()));
-                    pending_then(enabled, filed).await;
+                    sync_core::testing::pending_then(enabled, filed).await;
                 }
                 m.call_async(|s| s.stepped = true).await;
             })

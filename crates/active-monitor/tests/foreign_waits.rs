@@ -9,25 +9,6 @@ use active_monitor::{Monitor, Order};
 
 ast_mutex::states! { enum Door { Open } }
 
-/// Polls `f` and reports on `filed` once it has returned `Pending` (its
-/// waker is registered), then awaits it.
-async fn pending_then<F: std::future::Future + Unpin>(
-    mut f: F,
-    filed: std::sync::mpsc::Sender<()>,
-) -> F::Output {
-    let mut filed = Some(filed);
-    std::future::poll_fn(move |cx| {
-        let poll = std::future::Future::poll(std::pin::Pin::new(&mut f), cx);
-        if poll.is_pending() {
-            if let Some(filed) = filed.take() {
-                filed.send(()).expect("the test waits");
-            }
-        }
-        poll
-    })
-    .await
-}
-
 /// What the body waits on, and what the task's next step gives it.
 #[derive(Clone, Copy, Debug)]
 enum Wait {
@@ -92,7 +73,7 @@ fn a_body_waiting_on(wait: Wait) {
         let (m, sem) = (Arc::clone(&m), Arc::clone(&sem));
         rt.spawn(async move {
             let enabled = Box::pin(m.when_async(|s: &S| s.enabled, |_| ()));
-            pending_then(enabled, filed).await;
+            sync_core::testing::pending_then(enabled, filed).await;
             match wait {
                 Wait::Mpsc => tx.send(7).expect("the body receives"),
                 Wait::Semaphore => sem.add_permits(1),

@@ -329,6 +329,30 @@ pub fn first_panic_is(first: &str, f: impl FnOnce()) {
     assert_eq!(payload.downcast_ref::<&str>(), Some(&first));
 }
 
+/// Awaits `f`, and sends on `filed` once a poll of it has returned
+/// `Pending` (its waker is registered): for a test that must act only once
+/// a task waits.
+///
+/// # Panics
+///
+/// If `filed`'s receiver is gone.
+pub async fn pending_then<F: std::future::Future + Unpin>(
+    mut f: F,
+    filed: std::sync::mpsc::Sender<()>,
+) -> F::Output {
+    let mut filed = Some(filed);
+    std::future::poll_fn(move |cx| {
+        let poll = std::future::Future::poll(std::pin::Pin::new(&mut f), cx);
+        if poll.is_pending() {
+            if let Some(filed) = filed.take() {
+                filed.send(()).expect("the test waits");
+            }
+        }
+        poll
+    })
+    .await
+}
+
 /// Polls `f` once, with `waker`.
 pub fn poll_once<F: std::future::Future + ?Sized>(
     f: std::pin::Pin<&mut F>,
