@@ -616,6 +616,18 @@ pub(crate) fn is_running(monitor: usize) -> bool {
     STATE.with(|s| s.running.get() == monitor)
 }
 
+/// This thread's mark: an address no other live thread shares (its
+/// `STATE`'s).
+pub(crate) fn thread_mark() -> usize {
+    STATE.with(|s| core::ptr::from_ref(s) as usize)
+}
+
+/// Whether this thread keeps task wakers, which its next
+/// [`wake_deferred`] outside a task runs (user code).
+pub(crate) fn keeps_task_wakes() -> bool {
+    STATE.with(|s| s.task_wakes.get())
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
