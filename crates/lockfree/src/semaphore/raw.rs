@@ -180,10 +180,6 @@ impl Semaphore {
 
     #[cold]
     pub(super) fn acquire_slow(&self, n: usize, deadline: Option<Instant>) -> Result<(), Fail> {
-        // We may park: what this thread keeps for the family's blocking
-        // waits goes first (an active monitor's task wakers, see
-        // `wake_chain::deliver_before_park`), before we are queued.
-        sync_core::wake_chain::before_park();
         // Spin while nobody is queued: a permit freed within the spin is
         // taken without queueing, so a busy semaphore keeps its permits
         // moving between running threads instead of handing each one to a
@@ -205,6 +201,11 @@ impl Semaphore {
             // Not counted: nothing to withdraw (the caller already tried).
             return self.try_take_open(n);
         }
+        // We will park: what this thread keeps for the family's blocking
+        // waits goes first (an active monitor's task wakers, see
+        // `wake_chain::deliver_before_park`), before we are counted, and
+        // only now, past the spin that most contended acquires end in.
+        sync_core::wake_chain::before_park();
         // Allocated before we are counted: a deliverer that sees our count
         // waits for our push, so keep that window short.
         let waiter = Waiter::for_thread(n);
