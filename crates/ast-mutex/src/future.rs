@@ -15,7 +15,7 @@ use sync_core::sync::Arc;
 use sync_core::unwind::Panics;
 use sync_core::waiter::Waiter;
 
-use crate::guard::{ArcAstGuard, AstGuard, drop_then_resume};
+use crate::guard::{ArcAstGuard, AstGuard};
 use crate::mutex::AstMutex;
 use crate::raw::Place;
 use crate::state::AbstractState;
@@ -151,7 +151,7 @@ impl<S: AbstractState, T: ?Sized> Drop for EnterArcAsync<S, T> {
         self.mutex.cancel_wait_with(&mut self.wait, &mut panics);
         // SAFETY: taken exactly once, here; the field is not used again.
         let mutex = unsafe { ManuallyDrop::take(&mut self.mutex) };
-        drop_then_resume(mutex, panics);
+        panics.drop_then_resume(mutex);
     }
 }
 

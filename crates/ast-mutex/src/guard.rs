@@ -540,7 +540,7 @@ impl<S: AbstractState, T: ?Sized> ArcAstGuard<S, T> {
             drop(panics);
             return mutex;
         }
-        drop_then_resume(mutex, panics);
+        panics.drop_then_resume(mutex);
         unreachable!("a waker's panic goes on outside an unwind")
     }
 }
@@ -552,24 +552,7 @@ impl<S: AbstractState, T: ?Sized> Drop for ArcAstGuard<S, T> {
         self.lease.release_with(&self.mutex, &mut panics);
         // SAFETY: taken exactly once, here; the field is not used again.
         let mutex = unsafe { ManuallyDrop::take(&mut self.mutex) };
-        drop_then_resume(mutex, panics);
-    }
-}
-
-/// Drops `handle`, a handle on a mutex that a drop owns, and then resumes
-/// the first of `panics` (the wakers' panics of that drop's exit or
-/// cancel). The handle may be the mutex's last, whose drop drops the `T`
-/// (user code): dropped by the drop glue, it ran while the waker's panic
-/// unwound, and a `T` whose drop panics aborted the process. Now both run,
-/// and the first panic goes on unless the thread is already unwinding
-/// (rule 3 of [`sync_core::unwind`]).
-#[inline]
-pub(crate) fn drop_then_resume<X>(handle: X, mut panics: Panics) {
-    if panics.is_empty() {
-        drop(handle);
-    } else {
-        panics.drop(handle);
-        panics.resume();
+        panics.drop_then_resume(mutex);
     }
 }
 

@@ -162,6 +162,25 @@ impl Panics {
         }
     }
 
+    /// Drops `value` (user code: a primitive's last handle, whose drop
+    /// drops the user's `T`), catching its panic, then [`resume`]s: for a
+    /// drop of a primitive's own that owns such a value and has caught
+    /// wakers' panics, so that the value is not left to the drop glue,
+    /// which would drop it while the first panic unwinds (and abort if its
+    /// drop panics too). With nothing caught, the value is dropped plainly.
+    ///
+    /// [`resume`]: Self::resume
+    #[inline]
+    #[track_caller]
+    pub fn drop_then_resume<X>(mut self, value: X) {
+        if self.is_empty() {
+            drop(value);
+        } else {
+            self.drop(value);
+            self.resume();
+        }
+    }
+
     /// Drops the later panics.
     #[cold]
     fn discard_later(&mut self) {

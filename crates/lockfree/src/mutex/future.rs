@@ -93,8 +93,7 @@ impl<T: ?Sized> Drop for LockArcAsync<T> {
         // would have dropped it while that panic unwound (and a `T` whose
         // drop panics too aborted the process).
         // SAFETY: taken exactly once, here; the field is not used again.
-        panics.drop(unsafe { ManuallyDrop::take(&mut self.mutex) });
-        panics.resume();
+        panics.drop_then_resume(unsafe { ManuallyDrop::take(&mut self.mutex) });
     }
 }
 

@@ -176,10 +176,7 @@ impl<T: ?Sized> Drop for ArcMutexGuard<T> {
             // and a `T` whose drop panics aborted the process. Now each
             // runs, and the waker's panic goes on unless we are unwinding
             // (see the Mutex's docs).
-            Some(mut panics) => {
-                panics.drop(mutex);
-                panics.resume();
-            }
+            Some(panics) => panics.drop_then_resume(mutex),
         }
     }
 }
