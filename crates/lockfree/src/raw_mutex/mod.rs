@@ -580,10 +580,6 @@ impl RawMutex {
     /// `false` if `deadline` passed first.
     #[cold]
     fn lock_slow(&self, deadline: Option<Instant>) -> bool {
-        // We may park: what this thread keeps for the family's blocking
-        // waits goes first (an active monitor's task wakers, see
-        // `wake_chain::deliver_before_park`), before we are queued.
-        sync_core::wake_chain::before_park();
         // The family's watch: it yields only while yields are cheap.
         let mut spin = Watch::default();
         let mut patience = Patience::new();
@@ -636,6 +632,11 @@ impl RawMutex {
                     Next::Park => {}
                 }
             }
+            // We will park: what this thread keeps for the family's
+            // blocking waits goes first (an active monitor's task wakers,
+            // see `wake_chain::deliver_before_park`), before we are counted,
+            // and only now, past the spin that most contended locks end in.
+            sync_core::wake_chain::before_park();
             // Allocate before counting: the unlocker that sees the count
             // waits for the push, so keep that window short.
             // Its data: whether it starves (`STARVE` is set as it counts).
