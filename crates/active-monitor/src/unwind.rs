@@ -419,7 +419,10 @@ fn wake_tasks_deferred() {
 #[inline]
 pub(crate) fn before_park() {
     // A look first (the common case: nothing kept), a write only if needed.
-    if STATE.with(|s| s.task_wakes.get() && s.task_wakes.replace(false)) {
+    // Again while the delivery kept more (a waker that polls its task on
+    // the spot, whose body kept wakes of its own): the thread must not
+    // sleep with any.
+    while STATE.with(|s| s.task_wakes.get() && s.task_wakes.replace(false)) {
         wake_tasks_deferred();
     }
 }

@@ -130,7 +130,9 @@ pub fn wake(waker: Waker) {
 ///
 /// One function per thread: a second registration before the next
 /// [`before_park`] replaces the first. `deliver` is taken out before it
-/// runs, so it may register again.
+/// runs, so it may register again (the tasks it wakes, polled in place,
+/// may keep wakeups of their own): [`before_park`] then runs it again,
+/// until nothing is registered.
 ///
 /// # Examples
 ///
@@ -152,9 +154,10 @@ pub fn deliver_before_park(deliver: fn()) {
 }
 
 /// Runs what [`deliver_before_park`] registered on this thread, if
-/// anything: every blocking wait of the family calls it before it parks the
-/// thread (a wait that will not park need not). A thread-local read when
-/// nothing is registered.
+/// anything, and again while running it registered more: every blocking
+/// wait of the family calls it before it parks the thread (a wait that will
+/// not park need not), so that nothing is kept on the thread while it
+/// sleeps. A thread-local read when nothing is registered.
 ///
 /// # Panics
 ///
@@ -163,7 +166,7 @@ pub fn deliver_before_park(deliver: fn()) {
 #[cfg(not(loom))]
 #[inline]
 pub fn before_park() {
-    if let Some(deliver) = BEFORE_PARK.with(core::cell::Cell::take) {
+    while let Some(deliver) = BEFORE_PARK.with(core::cell::Cell::take) {
         deliver();
     }
 }
@@ -431,7 +434,7 @@ mod tests {
     }
 
     #[test]
-    fn what_is_registered_runs_at_the_next_park_only_and_may_register_again() {
+    fn what_is_registered_runs_at_the_next_park_and_again_if_it_registered_again() {
         static RAN: AtomicUsize = AtomicUsize::new(0);
         fn deliver() {
             // The second run registers again, as a delivery that kept
@@ -449,9 +452,13 @@ mod tests {
         before_park();
         assert_eq!(RAN.load(SeqCst), 1, "taken out by its run");
         deliver_before_park(deliver);
+        // One park: a thread must not sleep with what its delivery kept.
         before_park();
-        before_park();
-        assert_eq!(RAN.load(SeqCst), 3, "registered again by its run");
+        assert_eq!(
+            RAN.load(SeqCst),
+            3,
+            "registered again by its run: run again"
+        );
         before_park();
         assert_eq!(RAN.load(SeqCst), 3);
     }
