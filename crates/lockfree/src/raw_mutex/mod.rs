@@ -636,7 +636,12 @@ impl RawMutex {
             // blocking waits goes first (an active monitor's task wakers,
             // see `wake_chain::deliver_before_park`), before we are counted,
             // and only now, past the spin that most contended locks end in.
-            sync_core::wake_chain::before_park();
+            // Not while we carry `WAKING`: a task the hook polls in place
+            // that waits for this lock would wait for an unlock that wakes
+            // nobody (and none was kept since our first pass anyway).
+            if !woken {
+                sync_core::wake_chain::before_park();
+            }
             // Allocate before counting: the unlocker that sees the count
             // waits for the push, so keep that window short.
             // Its data: whether it starves (`STARVE` is set as it counts).
