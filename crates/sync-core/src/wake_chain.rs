@@ -132,7 +132,8 @@ pub fn wake(waker: Waker) {
 /// [`before_park`] replaces the first. `deliver` is taken out before it
 /// runs, so it may register again (the tasks it wakes, polled in place,
 /// may keep wakeups of their own): [`before_park`] then runs it again,
-/// until nothing is registered.
+/// until nothing is registered. `deliver` must not unwind: a panic that
+/// escapes it is dropped (see [`before_park`]).
 ///
 /// # Examples
 ///
@@ -159,16 +160,27 @@ pub fn deliver_before_park(deliver: fn()) {
 /// not park need not), so that nothing is kept on the thread while it
 /// sleeps. A thread-local read when nothing is registered.
 ///
-/// # Panics
-///
-/// Whatever the registered function does (it should catch its own user
-/// code's panics).
+/// Never unwinds: the registered function must deal with its own user
+/// code's panics (active-monitor keeps them for the operation they belong
+/// to), and a panic that escapes it is dropped (its payload's drop too,
+/// see [`unwind::catch_and_discard`](crate::unwind::catch_and_discard)).
+/// It runs inside another primitive's blocking wait, which has nobody to
+/// report it to: a wait that unwound there would leave a relock (a lock_api
+/// guard's `unlocked` or `bump`) without its lock, or a wait half made.
 #[cfg(not(loom))]
 #[inline]
 pub fn before_park() {
     while let Some(deliver) = BEFORE_PARK.with(core::cell::Cell::take) {
-        deliver();
+        deliver_out_of_line(deliver);
     }
+}
+
+/// Runs a registered delivery, dropping a panic that escapes it (see
+/// [`before_park`]); out of line, off the waits' paths.
+#[cfg(not(loom))]
+#[inline(never)]
+fn deliver_out_of_line(deliver: fn()) {
+    crate::unwind::catch_and_discard(deliver);
 }
 
 /// Under loom: nothing to run.
@@ -461,6 +473,35 @@ mod tests {
         );
         before_park();
         assert_eq!(RAN.load(SeqCst), 3);
+    }
+
+    #[test]
+    fn a_delivery_that_panics_does_not_unwind_out_of_the_wait_it_runs_in() {
+        static RAN: AtomicUsize = AtomicUsize::new(0);
+        fn deliver() {
+            // The first run registers again, then panics with a payload
+            // whose own drop panics: neither comes out, and the second
+            // registration still runs.
+            if RAN.fetch_add(1, SeqCst) == 0 {
+                deliver_before_park(deliver);
+                struct Bomb;
+                impl Drop for Bomb {
+                    fn drop(&mut self) {
+                        panic!("the payload's drop panicked");
+                    }
+                }
+                std::panic::panic_any(Bomb);
+            }
+        }
+        deliver_before_park(deliver);
+        before_park();
+        assert_eq!(
+            RAN.load(SeqCst),
+            2,
+            "the delivery registered again before its panic"
+        );
+        before_park();
+        assert_eq!(RAN.load(SeqCst), 2);
     }
 
     #[test]

@@ -83,6 +83,13 @@ impl<P: Policy> RawAdaptiveLock<P> {
             self.timeouts.fetch_add(1, Ordering::Relaxed);
             return false;
         }
+        // We may park: what this thread keeps for the family's blocking
+        // waits goes first (an active monitor's task wakers, see
+        // `wake_chain::deliver_before_park`), before we are counted: here,
+        // the wait owes nothing yet (a registration in `waiting`), so a task the hook polls in
+        // place may wait for this very lock. Later, past the watch, it
+        // would owe the others what only this thread can do.
+        sync_core::wake_chain::before_park();
         // Relaxed: a sensor; the lock word orders the data.
         // How many waiters were registered ahead of this one: the watcher
         // cap applies to it by this count until it is woken, and never
@@ -168,13 +175,6 @@ impl<P: Policy> RawAdaptiveLock<P> {
                 }
             }
 
-            // We will park: what this thread keeps for the family's
-            // blocking waits goes first (an active monitor's task wakers,
-            // see `wake_chain::deliver_before_park`), and only now, past
-            // the watch that most contended locks end in. Every wait gets
-            // here before it sleeps, whatever its policy: a watch that
-            // never parks is cut at `WATCH_AT_MOST`.
-            sync_core::wake_chain::before_park();
             // Mark the lock as having parked threads, so that its unlock
             // takes the slow path and wakes one.
             if state & PARKED_BIT == 0 {

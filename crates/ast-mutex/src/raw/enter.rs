@@ -48,11 +48,13 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// handed the lock, or past `deadline`.
     #[cold]
     pub(crate) fn lock_slow(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
-        // A policy that never parks would never reach the park hook below:
-        // it runs first (see below).
-        if !self.config.wait.parks() {
-            sync_core::wake_chain::before_park();
-        }
+        // We may park: what this thread keeps for the family's blocking
+        // waits goes first (an active monitor's task wakers, see
+        // `wake_chain::deliver_before_park`), before we are queued: here,
+        // the wait owes nothing yet (a watcher slot taken, or a node an exit may hand the lock to), so a task the hook polls in
+        // place may wait for this very lock. Later, past the watch, it
+        // would owe the others what only this thread can do.
+        sync_core::wake_chain::before_park();
         let mut place = Place::default();
         // Woken to compete and not queued since: our node is woken, and a
         // give-up passes the wake on.
@@ -93,16 +95,6 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 return self.give_up(&mut place, slot.is_some());
             }
             woken = false;
-            // We are about to park: what this thread keeps for the family's
-            // blocking waits goes first (an active monitor's task wakers,
-            // see `wake_chain::deliver_before_park`), before we are queued.
-            // A waiter that enters while it watches need not. Not with a
-            // node, woken: a task the hook polls in place that waits for
-            // this mutex would wait for a handoff to our node (and none was
-            // kept since our first pass anyway).
-            if place.node.is_none() {
-                sync_core::wake_chain::before_park();
-            }
             let waiter = Waiter::for_thread(0);
             match self.enqueue(mask, &mut place, &waiter, deadline) {
                 Enqueued::Queued(ahead) => {
