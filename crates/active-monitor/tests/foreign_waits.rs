@@ -189,3 +189,84 @@ fn a_task_polled_in_another_crates_wakeup_is_a_submitter_of_its_own() {
     );
     assert_eq!(c.call(|n| *n), 1);
 }
+
+/// What the body of [`a_body_waiting_for_what_a_dropped_completions_task_holds`]
+/// waits on.
+#[derive(Clone, Copy, Debug)]
+enum Held {
+    /// A semaphore permit, the task's result.
+    Result,
+    /// A semaphore permit, in the task's precondition's captures.
+    Capture,
+    /// A send on drop, the task's result, for an mpsc receive.
+    Message,
+}
+
+/// A `when` on `m` whose completion was dropped holds a semaphore permit
+/// (its result, or its precondition's captures). A task body of another monitor enables
+/// it: its call, on idle `m`, runs the `when` on the body's thread, and the
+/// task, with what it holds, was kept to drop until the body ended (a
+/// `Drop` may use a monitor that is held). The body then waited for that
+/// permit, or message, for ever. A blocking wait of the family now drops
+/// first what the thread keeps of monitors other than the body's.
+fn a_body_waiting_for_what_a_dropped_completions_task_holds(held: Held) {
+    struct Tell(lockfree_sync::mpsc::Sender<u32>);
+    impl Drop for Tell {
+        fn drop(&mut self) {
+            let _ = self.0.send(7);
+        }
+    }
+    let sem = Arc::new(lockfree_sync::Semaphore::new(1));
+    let (tx, rx) = lockfree_sync::mpsc::channel::<u32>();
+    let outer = Arc::new(Monitor::new(()));
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    let permit = sem.acquire_arc().expect("open");
+    match held {
+        Held::Result => drop(m.when(|e: &bool| *e, move |_| permit)),
+        Held::Capture => drop(m.when(
+            move |e: &bool| {
+                let _held = &permit;
+                *e
+            },
+            |_| (),
+        )),
+        Held::Message => {
+            let tell = Tell(tx);
+            drop(m.when(|e: &bool| *e, move |_| tell));
+        }
+    }
+    let body = std::thread::spawn(move || {
+        outer.call(move |_| {
+            // Idle: the `when` runs here, as `m`'s holder.
+            m.call(|e| *e = true);
+            match held {
+                Held::Message => assert_eq!(rx.recv(), Ok(7)),
+                _ => sem.acquire().expect("open").forget(),
+            }
+        });
+    });
+    let (done, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(body.join().is_ok());
+    });
+    assert_eq!(
+        returned.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "{held:?}: the body waited for ever"
+    );
+}
+
+#[test]
+fn a_body_waiting_for_a_permit_a_result_nobody_took_holds_returns() {
+    a_body_waiting_for_what_a_dropped_completions_task_holds(Held::Result);
+}
+
+#[test]
+fn a_body_waiting_for_a_permit_a_dropped_tasks_precondition_holds_returns() {
+    a_body_waiting_for_what_a_dropped_completions_task_holds(Held::Capture);
+}
+
+#[test]
+fn a_body_waiting_for_a_message_a_result_nobody_took_sends_on_drop_returns() {
+    a_body_waiting_for_what_a_dropped_completions_task_holds(Held::Message);
+}
