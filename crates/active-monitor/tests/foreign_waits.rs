@@ -270,3 +270,62 @@ fn a_body_waiting_for_a_permit_a_dropped_tasks_precondition_holds_returns() {
 fn a_body_waiting_for_a_message_a_result_nobody_took_sends_on_drop_returns() {
     a_body_waiting_for_what_a_dropped_completions_task_holds(Held::Message);
 }
+
+/// A waker that runs `f` when its last handle drops.
+struct RunsOnDrop(std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+impl std::task::Wake for RunsOnDrop {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for RunsOnDrop {
+    fn drop(&mut self) {
+        let f = self.0.lock().map(|mut f| f.take());
+        if let Ok(Some(f)) = f {
+            f();
+        }
+    }
+}
+
+/// A task body polls an mpsc receiver (`poll_recv`), leaving a waker
+/// there whose drop enables, on another monitor, the `when_async` a task
+/// awaits before it sends; then it receives, blocking. The receive drops
+/// the waker it replaces, and the task's waker is kept on the body's
+/// thread: that came after the park hook, and the body waited for the
+/// task's message for ever. The waker left there is now dropped first.
+#[test]
+fn a_blocking_receive_drops_the_waker_it_replaces_before_its_park_hook() {
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    let (tx, mut rx) = lockfree_sync::mpsc::channel::<u32>();
+    let _task = {
+        let m = Arc::clone(&m);
+        sync_core::testing::InlineTask::spawn(async move {
+            m.when_async(|enabled: &bool| *enabled, |_| ()).await;
+            tx.send(7).expect("the body receives");
+        })
+    };
+    let outer = Monitor::new(());
+    let body = std::thread::spawn(move || {
+        outer.call(move |_| {
+            let enable: Box<dyn FnOnce() + Send> = Box::new(move || m.call(|e| *e = true));
+            let waker =
+                std::task::Waker::from(Arc::new(RunsOnDrop(std::sync::Mutex::new(Some(enable)))));
+            let mut cx = std::task::Context::from_waker(&waker);
+            // The first `Pending` may be a yield; the second leaves the
+            // waker.
+            let _ = rx.poll_recv(&mut cx);
+            assert!(rx.poll_recv(&mut cx).is_pending());
+            drop(waker);
+            assert_eq!(rx.recv(), Ok(7));
+        });
+    });
+    let (done, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(body.join().is_ok());
+    });
+    assert_eq!(
+        returned.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "the body waited for ever"
+    );
+}
