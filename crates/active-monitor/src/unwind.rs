@@ -25,7 +25,9 @@
 //! took and a precondition, user values whose `Drop` may use the very
 //! monitor (a pooled lease returned on drop). Dropped while holding it,
 //! such a `Drop` would find its own monitor busy with a task: it is dropped
-//! once the thread runs no task body and has let go of every monitor.
+//! once the thread runs no task body and has let go of every monitor, or,
+//! unless it is a task of the monitor whose body runs innermost, before
+//! the thread parks ([`before_park`]).
 
 use core::cell::{Cell, RefCell};
 use core::task::Waker;
