@@ -430,10 +430,19 @@ fn wake_tasks_deferred() {
 /// more.
 #[inline]
 pub(crate) fn before_park() {
-    // A look first (the common case: nothing kept), a write only if needed.
-    // Again while the delivery kept more (a waker that polls its task on
-    // the spot, whose body kept wakes or drops of its own): the thread must
-    // not sleep with any.
+    // One look first (the common case: nothing kept), a write only if
+    // needed. Again while the delivery kept more (a waker that polls its
+    // task on the spot, whose body kept wakes or drops of its own): the
+    // thread must not sleep with any.
+    if !STATE.with(|s| s.task_wakes.get() || s.drops.get()) {
+        return;
+    }
+    before_park_slow();
+}
+
+#[cold]
+#[inline(never)]
+fn before_park_slow() {
     loop {
         let dropped = drop_deferred_before_park();
         let woke = STATE.with(|s| s.task_wakes.get() && s.task_wakes.replace(false));
