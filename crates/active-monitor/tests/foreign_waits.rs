@@ -329,3 +329,50 @@ fn a_blocking_receive_drops_the_waker_it_replaces_before_its_park_hook() {
         "the body waited for ever"
     );
 }
+
+/// A task body of one monitor enables, on another, the `when_async` a task
+/// awaits (its waker kept on the body's thread), then drops the last
+/// handle of a served monitor, whose server runs a task that waits, on an
+/// mpsc receive, for that task's next step. The drop joins the server, and
+/// joined it with the waker kept: it waited for ever. The join now comes
+/// after what the thread keeps is delivered, as any wait of the family.
+#[test]
+fn dropping_the_last_served_handle_in_a_body_delivers_its_kept_wakers_first() {
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    let (tx, rx) = lockfree_sync::mpsc::channel::<u64>();
+    let _task = {
+        let m = Arc::clone(&m);
+        sync_core::testing::InlineTask::spawn(async move {
+            m.when_async(|enabled: &bool| *enabled, |_| ()).await;
+            tx.send(7).expect("the server receives");
+        })
+    };
+    // The server runs the task below, whatever the load (the override is
+    // the process's: one such test at a time).
+    let _one = sync_core::testing::one_at_a_time();
+    active_monitor::set_server_limit(1000);
+    active_monitor::__test_set_saturation_override(Some(false));
+    let served = Monitor::builder().order(Order::Relaxed).build_served(0u64);
+    assert!(served.has_server());
+    let (running, is_running) = std::sync::mpsc::channel();
+    drop(served.submit(move |n| {
+        running.send(()).expect("the test waits");
+        *n = rx.recv().expect("the task sends");
+    }));
+    is_running.recv().expect("the server runs the task");
+    let outer = Monitor::builder().order(Order::Relaxed).build(());
+    let body = std::thread::spawn(move || {
+        outer.call(move |_| {
+            // Idle: runs here, and keeps the task's waker.
+            m.call(|enabled| *enabled = true);
+            drop(served);
+        });
+    });
+    let (done, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(body.join().is_ok());
+    });
+    let returned = returned.recv_timeout(Duration::from_secs(10));
+    active_monitor::__test_set_saturation_override(None);
+    assert_eq!(returned, Ok(true), "the drop waited for ever");
+}
