@@ -259,6 +259,12 @@ impl<T, S: AbstractState> Drop for Users<T, S> {
         self.monitor.wake_server_to_stop();
         if let Some(h) = self.thread.take() {
             if h.thread().id() != thread::current().id() {
+                // The join waits for the server's stint: what this thread
+                // keeps goes first (see `unwind::before_park`), as before
+                // any wait of the family. A task the server runs may wait
+                // for the next step of a task whose waker we keep (the
+                // last handle dropped in a task body of another monitor).
+                crate::unwind::before_park();
                 // The server catches every panic of user code, so it does
                 // not end by one; if it did, there is nothing to resume.
                 let _ = h.join();

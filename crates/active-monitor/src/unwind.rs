@@ -25,7 +25,9 @@
 //! took and a precondition, user values whose `Drop` may use the very
 //! monitor (a pooled lease returned on drop). Dropped while holding it,
 //! such a `Drop` would find its own monitor busy with a task: it is dropped
-//! once the thread runs no task body and has let go of every monitor.
+//! once the thread runs no task body and has let go of every monitor, or,
+//! unless it is a task of the monitor whose body runs innermost, before
+//! the thread parks ([`before_park`]).
 
 use core::cell::{Cell, RefCell};
 use core::task::Waker;
@@ -144,9 +146,11 @@ std::thread_local! {
     /// Task wakers, woken once the monitor is let go of (see
     /// [`wake_task_later`]).
     static TASK_WAKES: Kept<TaskWake> = const { kept() };
-    /// Tasks a holder was done with, dropped once the thread has let go of
-    /// every monitor (see [`drop_later`]).
-    static DROPS: Kept<Arc<dyn DropLater>> = const { kept() };
+    /// Tasks a holder was done with, each with the monitor whose task body
+    /// ran when it was kept (0 if none), dropped once the thread has let go
+    /// of every monitor (see [`drop_later`]), or of that one before it
+    /// parks (see [`before_park`]).
+    static DROPS: Kept<(usize, Arc<dyn DropLater>)> = const { kept() };
 }
 
 #[cfg(loom)]
@@ -161,7 +165,7 @@ sync_core::loom::thread_local! {
     static DEFERRED: Deferred = Deferred(Cell::new(None));
     static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
     static TASK_WAKES: Kept<TaskWake> = kept();
-    static DROPS: Kept<Arc<dyn DropLater>> = kept();
+    static DROPS: Kept<(usize, Arc<dyn DropLater>)> = kept();
 }
 
 /// Keeps `wakeup` (a blocked caller's, whose token is already set) to be
@@ -312,9 +316,15 @@ fn later_if_running(w: TaskWake) {
 /// may be user code's last word on a value (a result nobody took, a
 /// precondition's captures), which may use this monitor. A panic in it is
 /// deferred as any other.
+///
+/// The family's next blocking wait on this thread drops, before it parks,
+/// the kept tasks of every monitor but the one whose task body runs
+/// innermost (see [`before_park`]).
 pub(crate) fn drop_later(task: Arc<dyn DropLater>) {
-    if let Some(t) = keep(&DROPS, task, |s| &s.drops) {
-        drop_caught(t);
+    let monitor = STATE.with(|s| s.running.get());
+    match keep(&DROPS, (monitor, task), |s| &s.drops) {
+        Some((_, t)) => drop_caught(t),
+        None => wake_chain::deliver_before_park(before_park),
     }
 }
 
@@ -333,7 +343,7 @@ pub(crate) fn drop_deferred() {
     if !STATE.with(|s| s.drops.replace(false)) {
         return;
     }
-    while let Some(task) = DROPS.try_with(|d| d.borrow_mut().pop()).ok().flatten() {
+    while let Some((_, task)) = DROPS.try_with(|d| d.borrow_mut().pop()).ok().flatten() {
         drop_caught(task);
     }
     // The list has no destructor (see `Kept`): its room goes now, or a
@@ -415,16 +425,70 @@ fn wake_tasks_deferred() {
 /// that enables a `when` another task awaits, then waits for that task's
 /// next step, waited for ever). The monitor whose body runs below is held
 /// for them: a waker that polls its task on the spot and calls it panics,
-/// as from a task of it.
+/// as from a task of it. So with the tasks kept to drop, but for those of
+/// that monitor (see [`drop_deferred_before_park`]); again while that kept
+/// more.
 #[inline]
 pub(crate) fn before_park() {
-    // A look first (the common case: nothing kept), a write only if needed.
-    // Again while the delivery kept more (a waker that polls its task on
-    // the spot, whose body kept wakes of its own): the thread must not
-    // sleep with any.
-    while STATE.with(|s| s.task_wakes.get() && s.task_wakes.replace(false)) {
-        wake_tasks_deferred();
+    // One look first (the common case: nothing kept), a write only if
+    // needed. Again while the delivery kept more (a waker that polls its
+    // task on the spot, whose body kept wakes or drops of its own): the
+    // thread must not sleep with any.
+    if !STATE.with(|s| s.task_wakes.get() || s.drops.get()) {
+        return;
     }
+    before_park_slow();
+}
+
+#[cold]
+#[inline(never)]
+fn before_park_slow() {
+    loop {
+        let dropped = drop_deferred_before_park();
+        let woke = STATE.with(|s| s.task_wakes.get() && s.task_wakes.replace(false));
+        if woke {
+            wake_tasks_deferred();
+        }
+        if !dropped && !woke {
+            return;
+        }
+    }
+}
+
+/// [`before_park`]'s part for the tasks kept by [`drop_later`]: drops, one
+/// at a time, those of every monitor but the one whose task body runs
+/// innermost on this thread, and keeps that one's (a `Drop` that uses the
+/// monitor it belongs to would find it held, by this very thread: it waits
+/// for the end of the body, as before). Parked, the thread would keep
+/// them for as long as it waits, maybe for what one of them releases (a
+/// body that enabled a `when` of another monitor whose completion was
+/// dropped, and then waits for a permit its result holds, waited for
+/// ever). A `Drop` that uses the monitor whose body runs below panics, as
+/// a task waker does there. Whether it dropped any.
+fn drop_deferred_before_park() -> bool {
+    if !STATE.with(|s| s.drops.get()) {
+        return false;
+    }
+    let running = STATE.with(|s| s.running.get());
+    // Taken out first: no borrow while a drop runs (it may keep more).
+    let Ok(all) = DROPS.try_with(|d| core::mem::take(&mut *d.borrow_mut())) else {
+        return false;
+    };
+    let (kept, go): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|&(monitor, _)| running != 0 && monitor == running);
+    if !kept.is_empty() {
+        // Back, behind what was kept meanwhile (nothing: no user code ran).
+        let _ = DROPS.try_with(|d| d.borrow_mut().extend(kept));
+        STATE.with(|s| s.drops.set(true));
+    } else {
+        STATE.with(|s| s.drops.set(false));
+    }
+    let dropped = !go.is_empty();
+    for (_, task) in go {
+        drop_caught(task);
+    }
+    dropped
 }
 
 /// Delivers what an operation deferred, keeping any panic (deferred in
@@ -648,5 +712,30 @@ mod tests {
             DROPS.with(|d| (d.borrow().len(), d.borrow().capacity())),
             (0, 0)
         );
+    }
+
+    /// Before a park, a task body's thread drops what it keeps of other
+    /// monitors, and keeps its own monitor's (a `Drop` may use it).
+    #[test]
+    fn a_park_drops_the_kept_tasks_of_every_monitor_but_the_running_one() {
+        struct Count(&'static std::sync::atomic::AtomicUsize);
+        impl Drop for Count {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dropped = || DROPPED.load(std::sync::atomic::Ordering::SeqCst);
+        running(1, || drop_later(Arc::new(Count(&DROPPED))));
+        running(2, || drop_later(Arc::new(Count(&DROPPED))));
+        running(1, || {
+            before_park();
+            assert_eq!(dropped(), 1, "monitor 2's, not the running one's");
+            sync_core::wake_chain::before_park();
+            assert_eq!(dropped(), 1);
+        });
+        running(2, before_park);
+        assert_eq!(dropped(), 2);
+        assert_eq!(kept_drops(), 0);
     }
 }

@@ -189,3 +189,190 @@ fn a_task_polled_in_another_crates_wakeup_is_a_submitter_of_its_own() {
     );
     assert_eq!(c.call(|n| *n), 1);
 }
+
+/// What the body of [`a_body_waiting_for_what_a_dropped_completions_task_holds`]
+/// waits on.
+#[derive(Clone, Copy, Debug)]
+enum Held {
+    /// A semaphore permit, the task's result.
+    Result,
+    /// A semaphore permit, in the task's precondition's captures.
+    Capture,
+    /// A send on drop, the task's result, for an mpsc receive.
+    Message,
+}
+
+/// A `when` on `m` whose completion was dropped holds a semaphore permit
+/// (its result, or its precondition's captures). A task body of another monitor enables
+/// it: its call, on idle `m`, runs the `when` on the body's thread, and the
+/// task, with what it holds, was kept to drop until the body ended (a
+/// `Drop` may use a monitor that is held). The body then waited for that
+/// permit, or message, for ever. A blocking wait of the family now drops
+/// first what the thread keeps of monitors other than the body's.
+fn a_body_waiting_for_what_a_dropped_completions_task_holds(held: Held) {
+    struct Tell(lockfree_sync::mpsc::Sender<u32>);
+    impl Drop for Tell {
+        fn drop(&mut self) {
+            let _ = self.0.send(7);
+        }
+    }
+    let sem = Arc::new(lockfree_sync::Semaphore::new(1));
+    let (tx, rx) = lockfree_sync::mpsc::channel::<u32>();
+    let outer = Arc::new(Monitor::new(()));
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    let permit = sem.acquire_arc().expect("open");
+    match held {
+        Held::Result => drop(m.when(|e: &bool| *e, move |_| permit)),
+        Held::Capture => drop(m.when(
+            move |e: &bool| {
+                let _held = &permit;
+                *e
+            },
+            |_| (),
+        )),
+        Held::Message => {
+            let tell = Tell(tx);
+            drop(m.when(|e: &bool| *e, move |_| tell));
+        }
+    }
+    let body = std::thread::spawn(move || {
+        outer.call(move |_| {
+            // Idle: the `when` runs here, as `m`'s holder.
+            m.call(|e| *e = true);
+            match held {
+                Held::Message => assert_eq!(rx.recv(), Ok(7)),
+                _ => sem.acquire().expect("open").forget(),
+            }
+        });
+    });
+    let (done, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(body.join().is_ok());
+    });
+    assert_eq!(
+        returned.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "{held:?}: the body waited for ever"
+    );
+}
+
+#[test]
+fn a_body_waiting_for_a_permit_a_result_nobody_took_holds_returns() {
+    a_body_waiting_for_what_a_dropped_completions_task_holds(Held::Result);
+}
+
+#[test]
+fn a_body_waiting_for_a_permit_a_dropped_tasks_precondition_holds_returns() {
+    a_body_waiting_for_what_a_dropped_completions_task_holds(Held::Capture);
+}
+
+#[test]
+fn a_body_waiting_for_a_message_a_result_nobody_took_sends_on_drop_returns() {
+    a_body_waiting_for_what_a_dropped_completions_task_holds(Held::Message);
+}
+
+/// A waker that runs `f` when its last handle drops.
+struct RunsOnDrop(std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>);
+
+impl std::task::Wake for RunsOnDrop {
+    fn wake(self: Arc<Self>) {}
+}
+
+impl Drop for RunsOnDrop {
+    fn drop(&mut self) {
+        let f = self.0.lock().map(|mut f| f.take());
+        if let Ok(Some(f)) = f {
+            f();
+        }
+    }
+}
+
+/// A task body polls an mpsc receiver (`poll_recv`), leaving a waker
+/// there whose drop enables, on another monitor, the `when_async` a task
+/// awaits before it sends; then it receives, blocking. The receive drops
+/// the waker it replaces, and the task's waker is kept on the body's
+/// thread: that came after the park hook, and the body waited for the
+/// task's message for ever. The waker left there is now dropped first.
+#[test]
+fn a_blocking_receive_drops_the_waker_it_replaces_before_its_park_hook() {
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    let (tx, mut rx) = lockfree_sync::mpsc::channel::<u32>();
+    let _task = {
+        let m = Arc::clone(&m);
+        sync_core::testing::InlineTask::spawn(async move {
+            m.when_async(|enabled: &bool| *enabled, |_| ()).await;
+            tx.send(7).expect("the body receives");
+        })
+    };
+    let outer = Monitor::new(());
+    let body = std::thread::spawn(move || {
+        outer.call(move |_| {
+            let enable: Box<dyn FnOnce() + Send> = Box::new(move || m.call(|e| *e = true));
+            let waker =
+                std::task::Waker::from(Arc::new(RunsOnDrop(std::sync::Mutex::new(Some(enable)))));
+            let mut cx = std::task::Context::from_waker(&waker);
+            // The first `Pending` may be a yield; the second leaves the
+            // waker.
+            let _ = rx.poll_recv(&mut cx);
+            assert!(rx.poll_recv(&mut cx).is_pending());
+            drop(waker);
+            assert_eq!(rx.recv(), Ok(7));
+        });
+    });
+    let (done, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(body.join().is_ok());
+    });
+    assert_eq!(
+        returned.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "the body waited for ever"
+    );
+}
+
+/// A task body of one monitor enables, on another, the `when_async` a task
+/// awaits (its waker kept on the body's thread), then drops the last
+/// handle of a served monitor, whose server runs a task that waits, on an
+/// mpsc receive, for that task's next step. The drop joins the server, and
+/// joined it with the waker kept: it waited for ever. The join now comes
+/// after what the thread keeps is delivered, as any wait of the family.
+#[test]
+fn dropping_the_last_served_handle_in_a_body_delivers_its_kept_wakers_first() {
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    let (tx, rx) = lockfree_sync::mpsc::channel::<u64>();
+    let _task = {
+        let m = Arc::clone(&m);
+        sync_core::testing::InlineTask::spawn(async move {
+            m.when_async(|enabled: &bool| *enabled, |_| ()).await;
+            tx.send(7).expect("the server receives");
+        })
+    };
+    // The server runs the task below, whatever the load (the override is
+    // the process's: one such test at a time).
+    let _one = sync_core::testing::one_at_a_time();
+    active_monitor::set_server_limit(1000);
+    active_monitor::__test_set_saturation_override(Some(false));
+    let served = Monitor::builder().order(Order::Relaxed).build_served(0u64);
+    assert!(served.has_server());
+    let (running, is_running) = std::sync::mpsc::channel();
+    drop(served.submit(move |n| {
+        running.send(()).expect("the test waits");
+        *n = rx.recv().expect("the task sends");
+    }));
+    is_running.recv().expect("the server runs the task");
+    let outer = Monitor::builder().order(Order::Relaxed).build(());
+    let body = std::thread::spawn(move || {
+        outer.call(move |_| {
+            // Idle: runs here, and keeps the task's waker.
+            m.call(|enabled| *enabled = true);
+            drop(served);
+        });
+    });
+    let (done, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(body.join().is_ok());
+    });
+    let returned = returned.recv_timeout(Duration::from_secs(10));
+    active_monitor::__test_set_saturation_override(None);
+    assert_eq!(returned, Ok(true), "the drop waited for ever");
+}

@@ -420,3 +420,77 @@ fn a_call_delivering_task_wakers_is_not_handed_the_monitor_meanwhile() {
     assert_eq!(m.call(|n| *n), 1113);
     drop(busy);
 }
+
+/// A task body's `call` that takes a free served monitor with tasks queued
+/// (saturated, its server busy elsewhere) serves them before its own. One
+/// of them enables, on a second monitor, the `when_async` of an inline
+/// task: its waker is kept on the caller's thread, a body running below.
+/// The verdict flips back, and the serve gives the monitor to the server
+/// with the caller's task still queued; the caller then parked with the
+/// waker kept. The server was busy in a waker until that very task's next
+/// step, and so never came back: the call waited for ever. A call now
+/// delivers what its serve kept before it waits.
+#[test]
+fn a_call_whose_serve_kept_task_wakers_delivers_them_before_it_waits() {
+    use std::sync::{Mutex, mpsc};
+
+    let (_one, m, go) = served_with_a_busy_server(|| {
+        Monitor::builder()
+            .order(active_monitor::Order::Relaxed)
+            .build_served(0u64)
+    });
+    // The server, once its first task is done, runs this task's waker and
+    // waits there, holding nothing, for `gate`.
+    let (gate, gate_wait) = mpsc::channel::<()>();
+    let (in_waker, is_in_waker) = mpsc::channel::<()>();
+    let gate_wait = Arc::new(Mutex::new(Some((gate_wait, in_waker))));
+    let busy = {
+        let m = m.clone();
+        InlineTask::spawn(async move {
+            m.submit(|n| *n += 2).await.expect("ran");
+            let (wait, in_waker) = gate_wait.lock().unwrap().take().expect("once");
+            in_waker.send(()).expect("the test waits");
+            wait.recv().expect("the task lets go");
+        })
+    };
+    go.send(()).expect("the server waits");
+    is_in_waker.recv().expect("the server runs the waker");
+    // Lets the server go, once a holder enables it.
+    let other = Arc::new(
+        Monitor::builder()
+            .order(active_monitor::Order::Relaxed)
+            .build(false),
+    );
+    let task = {
+        let other = Arc::clone(&other);
+        InlineTask::spawn(async move {
+            other.when_async(|enabled: &bool| *enabled, |_| ()).await;
+            gate.send(()).expect("the server waits");
+        })
+    };
+    // Queued for the busy server, on a free monitor: enables the task and
+    // flips the verdict back, so that the serve that runs it stops there.
+    drop(m.submit(move |n| {
+        other.call(|enabled| *enabled = true);
+        active_monitor::__test_set_saturation_override(Some(false));
+        *n += 10;
+    }));
+    active_monitor::__test_set_saturation_override(Some(true));
+    let outer = Monitor::builder()
+        .order(active_monitor::Order::Relaxed)
+        .build(());
+    let called = {
+        let m = m.clone();
+        within_10s(move || outer.call(move |_| m.call(|n| *n += 1000)))
+    };
+    active_monitor::__test_set_saturation_override(None);
+    if called.is_none() {
+        // The server waits for ever: dropping the last handle would join
+        // it for ever too.
+        std::mem::forget((m, busy));
+        panic!("the call waited for ever");
+    }
+    assert!(task.is_done(), "the task did not finish");
+    assert_eq!(m.call(|n| *n), 1013);
+    drop(busy);
+}

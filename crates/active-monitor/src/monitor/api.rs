@@ -264,6 +264,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.push(task);
             self.after_push_keeping();
         }
+        // Either serve above may have kept task wakers (a task it ran
+        // enabled another's `when_async`, and a task body runs below us):
+        // they go before we may park too, or a holder that waits for one
+        // of those tasks never serves ours. Before `wait`, which tells
+        // holders that we wait: none hands us the monitor meanwhile.
+        unwind::before_park();
         match job.wait() {
             // Our task is done: now a deferred panic may go on (the
             // outcome, ours, is dropped first).

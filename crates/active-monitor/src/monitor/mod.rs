@@ -169,10 +169,12 @@ pub(super) const STATE: usize = 3;
 /// that blocks (on this crate, or on a lockfree-sync channel, semaphore or
 /// mutex, an ast-mutex entry or an adaptive-lock lock) first wakes the
 /// task wakers its thread keeps, so that it may wait for those tasks' next
-/// steps; a body that blocks on anything else (a `std` channel, a sleep)
-/// keeps them until it ends. The body's monitor is still held then: a task
-/// polled on the spot there that blocks on it panics, as a call from a
-/// task of it does.
+/// steps, and drops the results nobody took and preconditions it keeps of
+/// other monitors than the body's (below); a body that blocks on anything
+/// else (a `std` channel, a sleep) keeps them until it ends. The body's
+/// monitor is still held then: a task polled on the spot there that
+/// blocks on it panics, as a call from a task of it does, and so does such
+/// a `Drop` that calls it.
 ///
 /// # Panics in tasks
 ///
@@ -185,7 +187,9 @@ pub(super) const STATE: usize = 3;
 /// precondition, are dropped once the thread that ran their task has let
 /// go of the monitor (at the end of its `call` or submission, or of a
 /// server's stint), so that their `Drop` may use this monitor (a lease
-/// that returns itself to its pool). On a server thread they are dropped
+/// that returns itself to its pool). Inside a task body of another
+/// monitor, that is at the end of the body, or before the body's thread
+/// parks in a blocking wait of the family, whichever comes first. On a server thread they are dropped
 /// as tasks of the monitor (a `Drop` there that used it would wait for its
 /// own server: it panics, as a `call` from a task of the monitor does, and
 /// the panic is dropped with the server's others). A thread keeps those of one stint: a

@@ -364,14 +364,16 @@ impl<T> Receiver<T> {
             if linked {
                 continue;
             }
+            // A task's waiter left by `poll_recv` goes first: the slot holds
+            // one waiter, and it is about to be ours. Before the park hook:
+            // its waker's drop is user code, which may keep what the hook
+            // delivers.
+            self.stop_waiting();
             // We park: what this thread keeps for the family's blocking
             // waits goes first (an active monitor's task wakers, see
             // `wake_chain::deliver_before_park`), before our waiter is
             // published (a message they send is found by `park_prepare`).
             sync_core::wake_chain::before_park();
-            // A task's waiter left by `poll_recv` goes first: the slot holds
-            // one waiter, and it is about to be ours.
-            self.stop_waiting();
             let waiter = Waiter::for_thread(0);
             if !self.shared.park_prepare(&waiter) {
                 continue;
