@@ -283,9 +283,13 @@ pub(crate) fn end_server_stint(monitor: usize) {
             }
             if STATE.with(|s| s.deferred.replace(false)) {
                 if let Some(p) = DEFERRED.try_with(|d| d.take()).ok().flatten() {
-                    // Its drop is user code too: a panic there is kept,
-                    // and dropped by the next round.
-                    drop_caught(p);
+                    // Its drop is user code too, and so is the drop of
+                    // the payload of a panic there: `discard` drops a few
+                    // such payloads in a row and leaks the next. Kept for
+                    // the next round instead, a payload whose drop panics
+                    // with another of its kind kept this loop, and the
+                    // server, for ever.
+                    caught(|| discard(p));
                 }
             }
         }
