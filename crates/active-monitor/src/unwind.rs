@@ -321,9 +321,15 @@ fn later_if_running(w: TaskWake) {
 /// may be user code's last word on a value (a result nobody took, a
 /// precondition's captures), which may use this monitor. A panic in it is
 /// deferred as any other.
+///
+/// Kept, it is also dropped by the thread's next blocking wait of the
+/// family, before it parks ([`before_park`]): a task body that waits for
+/// what the drop releases (a lease back in its pool) must not keep it
+/// while it sleeps.
 pub(crate) fn drop_later(task: Arc<dyn DropLater>) {
-    if let Some(t) = keep(&DROPS, task, |s| &s.drops) {
-        drop_caught(t);
+    match keep(&DROPS, task, |s| &s.drops) {
+        Some(t) => drop_caught(t),
+        None => wake_chain::deliver_before_park(before_park),
     }
 }
 
@@ -417,22 +423,28 @@ fn wake_tasks_deferred() {
 /// for room, for a result, for an earlier task), holding no monitor and
 /// not yet queued where a holder could hand it one, or inside a blocking
 /// wait of another crate of the family (through
-/// `wake_chain::before_park`, which [`keep_task`] arms): wakes the task
-/// wakers it keeps even if a task body runs below us (see
-/// [`wake_task_later`]), their panics deferred. Parked, it would keep them
-/// for as long as it waits, maybe for one of those very tasks (a body
-/// that enables a `when` another task awaits, then waits for that task's
-/// next step, waited for ever). The monitor whose body runs below is held
-/// for them: a waker that polls its task on the spot and calls it panics,
-/// as from a task of it.
+/// `wake_chain::before_park`, which [`keep_task`] and [`drop_later`]
+/// arm): wakes the task wakers it keeps and drops the tasks it keeps
+/// (results nobody took), even if a task body runs below us (see
+/// [`wake_task_later`], [`drop_later`]), their panics deferred. Parked,
+/// it would keep them for as long as it waits, maybe for one of those
+/// very tasks (a body that enables a `when` another task awaits, then
+/// waits for that task's next step, waited for ever), or for what one of
+/// those drops releases (a lease returned to its pool). The monitor whose
+/// body runs below is held for them: a waker that polls its task on the
+/// spot and calls it panics, as from a task of it, and so does a drop
+/// that calls it.
 #[inline]
 pub(crate) fn before_park() {
     // A look first (the common case: nothing kept), a write only if needed.
     // Again while the delivery kept more (a waker that polls its task on
-    // the spot, whose body kept wakes of its own): the thread must not
-    // sleep with any.
-    while STATE.with(|s| s.task_wakes.get() && s.task_wakes.replace(false)) {
-        wake_tasks_deferred();
+    // the spot, whose body kept wakes or drops of its own): the thread
+    // must not sleep with any.
+    while STATE.with(|s| s.task_wakes.get() || s.drops.get()) {
+        if STATE.with(|s| s.task_wakes.replace(false)) {
+            wake_tasks_deferred();
+        }
+        drop_deferred();
     }
 }
 
