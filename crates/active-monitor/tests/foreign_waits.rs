@@ -189,3 +189,44 @@ fn a_task_polled_in_another_crates_wakeup_is_a_submitter_of_its_own() {
     );
     assert_eq!(c.call(|n| *n), 1);
 }
+
+/// The same for a result nobody took, run by a `call` in the body (a
+/// `when` it enabled): kept until the body ended, its `Drop`, which
+/// returns a permit, never ran while the body waited on the semaphore for
+/// that very permit. The family's waits drop it first now.
+#[test]
+fn a_body_waiting_on_a_semaphore_for_what_a_result_nobody_took_releases_returns() {
+    /// A permit, given back when dropped.
+    struct Lease(Arc<lockfree_sync::Semaphore>);
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            self.0.add_permits(1);
+        }
+    }
+    let outer = Arc::new(Monitor::new(()));
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    let sem = Arc::new(lockfree_sync::Semaphore::new(0));
+    drop({
+        let sem = Arc::clone(&sem);
+        m.when(|on| *on, move |_| Lease(sem))
+    });
+    let body = {
+        let (outer, m, sem) = (Arc::clone(&outer), Arc::clone(&m), Arc::clone(&sem));
+        std::thread::spawn(move || {
+            outer.call(move |_| {
+                // Idle: runs here, and so does the enabled task.
+                m.call(|on| *on = true);
+                sem.acquire().expect("open").forget();
+            });
+        })
+    };
+    let (done, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(body.join().is_ok());
+    });
+    assert_eq!(
+        returned.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "the body waited for ever"
+    );
+}
