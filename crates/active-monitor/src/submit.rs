@@ -356,7 +356,9 @@ impl<T, S: AbstractState, R> Drop for SubmitAsync<'_, T, S, R> {
                 // executor if it is still running). A task this future runs
                 // itself never started elsewhere: it is withdrawn, whether
                 // queued, waiting, or signalled and out of the monitor.
-                panics.drop(c.cancel());
+                // Inside the catch: the cancel drops the body (user code)
+                // and resumes a panic of this thread's too.
+                panics.catch(|| drop(c.cancel()));
             }
         }
         // One at a time: a panic in one drop must not leave the others to
