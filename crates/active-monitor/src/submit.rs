@@ -324,20 +324,29 @@ impl<T, S: AbstractState, R> SubmitAsync<'_, T, S, R> {
 
 impl<T, S: AbstractState, R> Drop for SubmitAsync<'_, T, S, R> {
     fn drop(&mut self) {
-        // Withdrawing drops the task's waker (user code): its panic goes on
-        // once this drop has finished withdrawing (dropped if unwinding).
+        // Withdrawing drops the task's waker (user code), and the serve or
+        // sweep it may make resumes or keeps a panic of this thread's (a
+        // foreign one, kept by an earlier poll): each goes on only once
+        // this drop has finished (dropped if unwinding), after what we own
+        // is dropped below. Left to the drop glue, our task (never queued:
+        // the body and its captures) and the completion were dropped while
+        // that panic unwound, and a `Drop` there that panicked aborted the
+        // process.
         let mut panics = sync_core::unwind::Panics::new();
+        let m = self.monitor;
+        let mut withdrew = false;
         if let Some(waiter) = self.space.take() {
             if waiter.cancel_catching(&mut panics).is_err() {
                 // Woken for room we will not use: pass it on.
-                self.monitor.pass_space_on();
+                panics.catch(|| m.pass_space_on());
             } else {
                 // Our node stays in the monitor's queue of producers until
                 // its holder sweeps it. A sweep that served kept a panic
                 // (see `look_after_space`): nothing of ours is queued, so
-                // it goes on here, and the drops it deferred are made.
-                self.monitor.space_withdrawn();
-                unwind::resume_deferred();
+                // it goes on here (below), and the drops it deferred are
+                // made.
+                m.space_withdrawn();
+                withdrew = true;
             }
         }
         if self.task.is_none() || self.own.is_some() || self.republished {
@@ -347,8 +356,20 @@ impl<T, S: AbstractState, R> Drop for SubmitAsync<'_, T, S, R> {
                 // executor if it is still running). A task this future runs
                 // itself never started elsewhere: it is withdrawn, whether
                 // queued, waiting, or signalled and out of the monitor.
-                let _ = c.cancel();
+                // Inside the catch: the cancel drops the body (user code)
+                // and resumes a panic of this thread's too.
+                panics.catch(|| drop(c.cancel()));
             }
+        }
+        // One at a time: a panic in one drop must not leave the others to
+        // its unwind.
+        panics.drop(self.task.take());
+        panics.drop(self.completion.take());
+        panics.drop(self.own.take());
+        panics.drop(self.order.take());
+        panics.drop(self.pending.take());
+        if withdrew {
+            panics.catch(unwind::resume_deferred);
         }
         panics.resume();
     }

@@ -53,6 +53,9 @@ struct State {
     task_wakes: Cell<bool>,
     /// Whether `DROPS` may hold a task.
     drops: Cell<bool>,
+    /// The blocking call whose own serve this thread runs (its job's
+    /// address; 0 if none): see [`serving_for`].
+    serving_for: Cell<usize>,
 }
 
 /// Anything: a task the holder is done with, kept by [`drop_later`] as a
@@ -135,6 +138,7 @@ std::thread_local! {
             wakes: Cell::new(false),
             task_wakes: Cell::new(false),
             drops: Cell::new(false),
+            serving_for: Cell::new(0),
         }
     };
     /// The first panic caught and not resumed yet.
@@ -161,6 +165,7 @@ sync_core::loom::thread_local! {
         wakes: Cell::new(false),
         task_wakes: Cell::new(false),
         drops: Cell::new(false),
+        serving_for: Cell::new(0),
     };
     static DEFERRED: Deferred = Deferred(Cell::new(None));
     static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
@@ -282,9 +287,13 @@ pub(crate) fn end_server_stint(monitor: usize) {
             }
             if STATE.with(|s| s.deferred.replace(false)) {
                 if let Some(p) = DEFERRED.try_with(|d| d.take()).ok().flatten() {
-                    // Its drop is user code too: a panic there is kept,
-                    // and dropped by the next round.
-                    drop_caught(p);
+                    // Its drop is user code too, and so is the drop of
+                    // the payload of a panic there: `discard` drops a few
+                    // such payloads in a row and leaks the next. Kept for
+                    // the next round instead, a payload whose drop panics
+                    // with another of its kind kept this loop, and the
+                    // server, for ever.
+                    caught(|| discard(p));
                 }
             }
         }
@@ -683,10 +692,30 @@ pub(crate) fn is_running(monitor: usize) -> bool {
     STATE.with(|s| s.running.get() == monitor)
 }
 
-/// This thread's mark: an address no other live thread shares (its
-/// `STATE`'s).
-pub(crate) fn thread_mark() -> usize {
-    STATE.with(|s| core::ptr::from_ref(s) as usize)
+/// Runs `serve` (the serve a blocking call makes after queuing its task,
+/// whose job is at `job`) recorded as that call's own: a holder that gives
+/// way to that job inside it is the caller itself, at the end of its own
+/// serve, and may hand the monitor to it (see `Job::caller_takes_handoff`).
+/// Not the same thread anywhere else: a task polled on the spot by a
+/// waker the call delivers (before its `wait`) that serves the monitor in
+/// turn runs below the call, which is not waiting to be handed anything.
+#[inline]
+pub(crate) fn serving_for(job: usize, serve: impl FnOnce()) {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            STATE.with(|s| s.serving_for.set(self.0));
+        }
+    }
+    let _restore = Restore(STATE.with(|s| s.serving_for.replace(job)));
+    serve();
+}
+
+/// Whether this thread runs the own serve of the blocking call whose job
+/// is at `job` (see [`serving_for`]), innermost.
+#[inline]
+pub(crate) fn serves_for(job: usize) -> bool {
+    STATE.with(|s| s.serving_for.get() == job)
 }
 
 /// Whether this thread keeps task wakers, which its next

@@ -733,3 +733,48 @@ fn a_task_body_that_waits_for_a_task_its_own_call_woke_returns() {
         rt.block_on(task).expect("the task finished");
     }
 }
+
+/// A result nobody took is dropped once the thread has let go of the
+/// monitor. Run by a `call` inside another monitor's task body, it was
+/// kept until that body ended (its `Drop` may use the body's monitor,
+/// which is held): a body that then waited for what that drop releases
+/// (a lease returned to its pool) waited for ever. A thread about to park
+/// drops what it keeps first, as it wakes the task wakers it keeps.
+#[test]
+fn a_task_body_that_waits_for_what_a_result_nobody_took_releases_returns() {
+    /// A lease: returned to its pool when dropped.
+    struct Lease(Arc<Monitor<u32>>);
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            drop(self.0.submit(|free| *free += 1));
+        }
+    }
+    let outer = Arc::new(Monitor::new(()));
+    let pool = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u32));
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    // Fire and forget: its lease is nobody's.
+    drop({
+        let pool = Arc::clone(&pool);
+        m.when(|on| *on, move |_| Lease(pool))
+    });
+    let body = {
+        let (outer, m, pool) = (Arc::clone(&outer), Arc::clone(&m), Arc::clone(&pool));
+        std::thread::spawn(move || {
+            outer.call(move |_| {
+                // Idle: runs here, and so does the enabled task.
+                m.call(|on| *on = true);
+                pool.when(|free| *free > 0, |free| *free -= 1).wait();
+            });
+        })
+    };
+    let (done, returned) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(body.join().is_ok());
+    });
+    assert_eq!(
+        returned.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "the body waited for ever"
+    );
+    assert_eq!(pool.call(|free| *free), 0);
+}

@@ -160,3 +160,119 @@ fn a_foreign_panic_kept_by_a_poll_does_not_abort_its_threads_exit() {
         },
     );
 }
+
+/// A dropped async submission that waits for queue space withdraws, then
+/// resumes a foreign panic its thread keeps (a sweep it made may have
+/// served). It resumed it before its own task, never queued, was dropped:
+/// that drop came in the unwind, and a body whose captures' `Drop`
+/// panicked aborted the process. The task is dropped first now, its panic
+/// caught, and the first panic goes on.
+#[test]
+fn a_dropped_submission_waiting_for_space_drops_its_task_before_a_kept_panic_goes_on() {
+    sync_core::testing::in_child(
+        "ACTIVE_MONITOR_DROPPED_SPACE_WAIT_CHILD",
+        "a_dropped_submission_waiting_for_space_drops_its_task_before_a_kept_panic_goes_on",
+        || {
+            use sync_core::testing::{DropBomb, poll_once};
+            let full = Arc::new(
+                Monitor::builder()
+                    .capacity(2)
+                    .order(Order::Relaxed)
+                    .build(0u32),
+            );
+            // A thread holds `full` until the test lets go.
+            let (held, is_held) = std::sync::mpsc::channel();
+            let (go, wait) = std::sync::mpsc::channel::<()>();
+            let holder = {
+                let full = Arc::clone(&full);
+                std::thread::spawn(move || {
+                    full.call(move |_| {
+                        held.send(()).expect("the test waits");
+                        wait.recv().expect("the test lets go");
+                    })
+                })
+            };
+            is_held.recv().expect("the thread holds the monitor");
+            drop((full.submit(|n| *n += 1), full.submit(|n| *n += 1)));
+            let drops = Arc::new(AtomicUsize::new(0));
+            let bomb = DropBomb(Arc::clone(&drops));
+            let mut waiting = Box::pin(full.submit_async(move |n| {
+                let _bomb = &bomb;
+                *n += 100;
+            }));
+            let waker = std::task::Waker::noop();
+            assert!(poll_once(waiting.as_mut(), waker).is_pending(), "no room");
+            // A poll that runs a task enabling a `when` whose result,
+            // nobody's, panics in its drop: the panic is kept.
+            let m = Monitor::builder().order(Order::Relaxed).build(0u32);
+            drop(m.when(|n| *n > 0, |_| PanicOnDrop));
+            let mut call = Box::pin(m.call_async(|n| *n = 1));
+            assert!(poll_once(call.as_mut(), waker).is_ready());
+            let dropped = catch_unwind(AssertUnwindSafe(|| drop(waiting)));
+            assert!(dropped.is_err(), "a panic goes on");
+            assert_eq!(drops.load(SeqCst), 1, "the task was dropped once");
+            go.send(()).expect("the holder waits");
+            holder.join().expect("the holder's call");
+            assert_eq!(full.call(|n| *n), 2);
+        },
+    );
+}
+/// The same for a `when_async`, whose drop cancels its task: the cancel
+/// resumed the kept panic itself, before the future had dropped the task
+/// (its precondition, whose captures' `Drop` panicked, aborted the
+/// process).
+#[test]
+fn a_dropped_when_async_waiting_for_space_drops_its_task_before_a_kept_panic_goes_on() {
+    sync_core::testing::in_child(
+        "ACTIVE_MONITOR_DROPPED_SPACE_WAIT_WHEN_CHILD",
+        "a_dropped_when_async_waiting_for_space_drops_its_task_before_a_kept_panic_goes_on",
+        || {
+            use sync_core::testing::{DropBomb, poll_once};
+            let full = Arc::new(
+                Monitor::builder()
+                    .capacity(2)
+                    .order(Order::Relaxed)
+                    .build(0u32),
+            );
+            // A thread holds `full` until the test lets go.
+            let (held, is_held) = std::sync::mpsc::channel();
+            let (go, wait) = std::sync::mpsc::channel::<()>();
+            let holder = {
+                let full = Arc::clone(&full);
+                std::thread::spawn(move || {
+                    full.call(move |_| {
+                        held.send(()).expect("the test waits");
+                        wait.recv().expect("the test lets go");
+                    })
+                })
+            };
+            is_held.recv().expect("the thread holds the monitor");
+            drop((full.submit(|n| *n += 1), full.submit(|n| *n += 1)));
+            let drops = Arc::new(AtomicUsize::new(0));
+            let bomb = DropBomb(Arc::clone(&drops));
+            // Its precondition's captures stay with the task once the
+            // cancel has dropped the body.
+            let mut waiting = Box::pin(full.when_async(
+                move |_| {
+                    let _bomb = &bomb;
+                    true
+                },
+                |n| *n += 100,
+            ));
+            let waker = std::task::Waker::noop();
+            assert!(poll_once(waiting.as_mut(), waker).is_pending(), "no room");
+            // A poll that runs a task enabling a `when` whose result,
+            // nobody's, panics in its drop: the panic is kept.
+            let m = Monitor::builder().order(Order::Relaxed).build(0u32);
+            drop(m.when(|n| *n > 0, |_| PanicOnDrop));
+            let mut call = Box::pin(m.call_async(|n| *n = 1));
+            assert!(poll_once(call.as_mut(), waker).is_ready());
+            let dropped = catch_unwind(AssertUnwindSafe(|| drop(waiting)));
+            assert!(dropped.is_err(), "a panic goes on");
+            assert_eq!(drops.load(SeqCst), 1, "the task was dropped once");
+            go.send(()).expect("the holder waits");
+            holder.join().expect("the holder's call");
+            assert_eq!(full.call(|n| *n), 2);
+        },
+    );
+}

@@ -284,3 +284,52 @@ fn a_stopped_server_keeps_no_panic_for_its_exit() {
         },
     );
 }
+
+/// Whether a [`RegrowingPayload`]'s drop panics with another one.
+static REGROW: AtomicBool = AtomicBool::new(true);
+
+/// A panic payload whose drop panics with another such payload (until
+/// [`REGROW`] is cleared): dropped as a panic nobody takes, it never ends.
+struct RegrowingPayload;
+
+/// How many [`RegrowingPayload`]s were dropped.
+static DROPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Drop for RegrowingPayload {
+    fn drop(&mut self) {
+        DROPS.fetch_add(1, SeqCst);
+        if REGROW.load(SeqCst) && !thread::panicking() {
+            std::panic::panic_any(RegrowingPayload);
+        }
+    }
+}
+
+// Round 45's end of a server's stint drops what it keeps, as tasks of the
+// monitor, in a loop until nothing is kept, and a panic's payload dropped
+// there whose drop panicked was kept for the next round: a payload whose
+// drop panics with another of its kind kept the server in that loop for
+// ever, and the monitor's submitted tasks never ran again. `discard`
+// (sync-core) leaks such a payload after a few rounds.
+#[test]
+fn a_server_survives_a_payload_whose_drop_panics_with_another() {
+    __test_set_saturation_override(Some(false));
+    // One server per test, whatever the CPU count (the tests run at once).
+    set_server_limit(64);
+    let m = Monitor::builder().order(Order::Relaxed).build_served(0u32);
+    assert!(m.has_server());
+    let slow = m.submit(|_| thread::sleep(Duration::from_millis(50)));
+    drop(m.submit(|_| -> u32 { std::panic::panic_any(RegrowingPayload) }));
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slow.wait()));
+    // The payload's first drop, in the stint, and the next, after it.
+    let start = std::time::Instant::now();
+    while DROPS.load(SeqCst) < 2 && start.elapsed() < Duration::from_secs(10) {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let served = {
+        let m = m.clone();
+        within(10, move || m.submit(|n| *n + 1).wait())
+    };
+    // Let an old server out of its loop, whatever the verdict.
+    REGROW.store(false, SeqCst);
+    assert_eq!(served, Some(1), "the monitor no longer serves its tasks");
+}

@@ -494,3 +494,124 @@ fn a_call_whose_serve_kept_task_wakers_delivers_them_before_it_waits() {
     assert_eq!(m.call(|n| *n), 1013);
     drop(busy);
 }
+
+/// A call that took a free monitor with tasks queued (a served monitor
+/// whose verdict flipped while its server is busy in a waker) serves a
+/// batch; with its own task next, the hand-over to itself first wakes the
+/// async producers waiting for space. Their wakers were kept after the
+/// look at what the caller keeps, and delivered while the monitor was held
+/// for it: a producer's task polled on the spot whose `call` came on this
+/// thread parked for ever behind it.
+#[test]
+fn a_call_handed_the_monitor_by_itself_delivers_no_producer_waker_meanwhile() {
+    use std::sync::{Mutex, mpsc};
+
+    let (_one, m, go) = served_with_a_busy_server(|| {
+        Monitor::builder()
+            .batch(1)
+            .capacity(2)
+            .order(active_monitor::Order::Relaxed)
+            .build_served(0u64)
+    });
+    let (gate, gate_wait) = mpsc::channel::<()>();
+    let (in_waker, is_in_waker) = mpsc::channel::<()>();
+    let gate_wait = Arc::new(Mutex::new(Some((gate_wait, in_waker))));
+    let busy = {
+        let m = m.clone();
+        InlineTask::spawn(async move {
+            m.submit(|n| *n += 2).await.expect("ran");
+            let (wait, in_waker) = gate_wait.lock().unwrap().take().expect("once");
+            in_waker.send(()).expect("the test waits");
+            wait.recv().expect("the test lets go");
+        })
+    };
+    go.send(()).expect("the server waits");
+    is_in_waker.recv().expect("the server runs the waker");
+    // A full queue on a free monitor, and a producer waiting for space.
+    drop((m.submit(|n| *n += 1000), m.submit(|n| *n += 1000)));
+    let task = {
+        let m = m.clone();
+        InlineTask::spawn(async move {
+            let _queued = m.submit_async(|n| *n += 10).completion().await;
+            m.call(|n| *n += 100);
+        })
+    };
+    assert!(!task.is_done(), "the task waits for space");
+    active_monitor::__test_set_saturation_override(Some(true));
+    let called = {
+        let m = m.clone();
+        within_10s(move || m.call(|n| *n += 10_000))
+    };
+    gate.send(()).expect("the waker waits");
+    active_monitor::__test_set_saturation_override(None);
+    if called.is_none() {
+        std::mem::forget(m);
+        panic!("the call hung");
+    }
+    assert!(task.is_done(), "the task did not finish");
+    assert_eq!(m.call(|n| *n), 12_113);
+    drop(busy);
+}
+
+/// A call that served a batch and let go of the monitor with its own task
+/// still queued (the verdict flipped back to a server that is busy) then
+/// delivered a completion's waker, which polled its task on the spot. That
+/// task's `call` took the free monitor and, at the end of its first batch,
+/// handed it to the outer call's task, next in the queue: the same thread,
+/// but not at the end of that call's serve. The outer call was never to
+/// wait for it, and the inner one waited for ever behind it.
+#[test]
+fn a_call_made_in_a_waker_does_not_hand_the_monitor_to_the_call_below_it() {
+    let (_one, m, go) = served_with_a_busy_server(|| {
+        Monitor::builder()
+            .batch(1)
+            .order(active_monitor::Order::Relaxed)
+            .build_served(0u64)
+    });
+    let (gate, gate_wait) = std::sync::mpsc::channel::<()>();
+    let (in_waker, is_in_waker) = std::sync::mpsc::channel::<()>();
+    let gate_wait = Arc::new(std::sync::Mutex::new(Some((gate_wait, in_waker))));
+    let busy = {
+        let m = m.clone();
+        InlineTask::spawn(async move {
+            m.submit(|n| *n += 2).await.expect("ran");
+            let (wait, in_waker) = gate_wait.lock().unwrap().take().expect("once");
+            in_waker.send(()).expect("the test waits");
+            wait.recv().expect("the test lets go");
+        })
+    };
+    go.send(()).expect("the server waits");
+    is_in_waker.recv().expect("the server runs the waker");
+    // Queued for the busy server, on a free monitor: the task's submission,
+    // whose body flips the verdict back (the server serves), and a task
+    // behind it.
+    let task = {
+        let m = m.clone();
+        InlineTask::spawn(async move {
+            m.submit(|n| {
+                active_monitor::__test_set_saturation_override(Some(false));
+                *n += 10;
+            })
+            .await
+            .expect("ran");
+            // The verdict flips again.
+            active_monitor::__test_set_saturation_override(Some(true));
+            m.call(|n| *n += 100);
+        })
+    };
+    drop(m.submit(|n| *n += 1000));
+    active_monitor::__test_set_saturation_override(Some(true));
+    let called = {
+        let m = m.clone();
+        within_10s(move || m.call(|n| *n += 10_000))
+    };
+    gate.send(()).expect("the waker waits");
+    active_monitor::__test_set_saturation_override(None);
+    if called.is_none() {
+        std::mem::forget(m);
+        panic!("the call hung");
+    }
+    assert!(task.is_done(), "the task did not finish");
+    assert_eq!(m.call(|n| *n), 11_113);
+    drop(busy);
+}

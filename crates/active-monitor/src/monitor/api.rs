@@ -255,14 +255,16 @@ impl<T, S: AbstractState> Monitor<T, S> {
             self.push_held(task);
             // Keeping a deferred panic (another task's): resumed here, it
             // would unwind this frame while `job` may still be queued.
-            self.serve_keeping();
+            self.serve_keeping_for(job.mark());
         } else {
             // We may park for the result: the task wakers this thread keeps
             // go first (see `unwind::before_park`), before the task is
             // queued, while no holder can hand the monitor to us.
             unwind::before_park();
             self.push(task);
-            self.after_push_keeping();
+            if self.take_after_push() {
+                self.serve_keeping_for(job.mark());
+            }
         }
         // Either serve above may have kept task wakers (a task it ran
         // enabled another's `when_async`, and a task body runs below us):

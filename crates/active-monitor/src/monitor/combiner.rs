@@ -105,7 +105,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     /// `after_push`'s look: `true` if it took the monitor (to serve it).
     #[inline]
-    fn take_after_push(&self) -> bool {
+    pub(super) fn take_after_push(&self) -> bool {
         // SeqCst fence: pairs with the fence in `release` (either the
         // releasing holder sees our published task, or we see the monitor
         // idle: a task is never stranded in an idle monitor's queue), and
@@ -182,6 +182,17 @@ impl<T, S: AbstractState> Monitor<T, S> {
         unwind::wake_deferred();
     }
 
+    /// [`serve_keeping`](Self::serve_keeping) for a blocking call whose
+    /// task (its job at `job`) is queued: the serve is that call's own, so
+    /// it may end by handing the monitor to the call's task, that is to
+    /// itself (see `Job::caller_takes_handoff`), but not the wakeups
+    /// delivered after it, which are user code that may serve the monitor
+    /// too (a task polled on the spot).
+    pub(super) fn serve_keeping_for(&self, job: usize) {
+        unwind::serving_for(job, || self.serve_loop());
+        unwind::wake_deferred();
+    }
+
     /// A combiner's stint: at most `batch` tasks of its own choosing, then
     /// it gives way (`give_way`). Taking the monitor back after a release
     /// (work remained and nobody took it) does not restart the count, so
@@ -253,9 +264,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
         let Some((blocking, spins, takes)) = front else {
             return self.release();
         };
-        if takes && spins {
-            // A running caller: it takes over within a few instructions.
-            self.hand_off_front();
+        // A running caller: it takes over within a few instructions.
+        if takes && spins && self.hand_off_front() {
             return true;
         }
         if served < self.queue.capacity() {
@@ -283,8 +293,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         if self.offer_backing_off() {
             return true;
         }
-        if takes {
-            self.hand_off_front();
+        if takes && self.hand_off_front() {
             return true;
         }
         // A blocking call's caller still busy with its own work (see
@@ -293,13 +302,24 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// Hands the monitor, held, to the caller of the front task, a blocked
-    /// `call` (after `peek`): it runs the task itself, then serves.
-    pub(super) fn hand_off_front(&self) {
+    /// `call` that takes hand-overs (after `peek`): it runs the task
+    /// itself, then serves. `false` if the caller no longer takes it: the
+    /// producers woken for space here may be this thread's to deliver
+    /// (async producers' wakers, kept), and a caller that is this thread,
+    /// at the end of its own serve, would deliver them while the monitor is
+    /// held for it (see `Job::caller_takes_handoff`). We then still hold
+    /// the monitor, and the task is queued.
+    pub(super) fn hand_off_front(&self) -> bool {
         self.wake_space();
+        // SAFETY: we are the consumer; the borrow ends before `pop`.
+        if !unsafe { self.queue.peek() }.is_some_and(|t| t.job().caller_takes_handoff()) {
+            return false;
+        }
         let task = self.pop().expect("peeked");
         // SAFETY: a blocking call's task, not run; we hold the monitor
         // and touch it no more after this.
         unsafe { task.handoff() };
+        true
     }
 
     /// Offers the monitor to the next publisher, unless offers are backing

@@ -192,9 +192,16 @@ pub(super) const STATE: usize = 3;
 /// parks in a blocking wait of the family, whichever comes first. On a server thread they are dropped
 /// as tasks of the monitor (a `Drop` there that used it would wait for its
 /// own server: it panics, as a `call` from a task of the monitor does, and
-/// the panic is dropped with the server's others). A thread keeps those of one stint: a
-/// combiner's is bounded by about twice the queue's capacity, and a server
-/// lets go of the monitor to drop them once it keeps a few dozen.
+/// the panic is dropped with the server's others). Run inside a task body
+/// of another monitor (a `call` made there), they are dropped once that
+/// body ends too, or before the thread parks in a blocking wait of the
+/// family (this crate's, or those that wake the kept task wakers, see
+/// "Progress"), so that a body may wait for what such a drop releases;
+/// the body's monitor is still held then, and a drop that calls it
+/// panics, as a call from a task of it does. A thread keeps those of one
+/// stint: a combiner's is bounded by about twice the queue's capacity, and
+/// a server lets go of the monitor to drop them once it keeps a few
+/// dozen.
 ///
 /// A panic in a drop the monitor makes (a body never run, a result whose
 /// [`Completion`](crate::Completion) was dropped, a precondition, the

@@ -26,9 +26,6 @@ pub(crate) struct CallJob<F, R> {
     /// may be running user code, and is not handed the monitor (see
     /// `Job::caller_takes_handoff`).
     waiting: AtomicBool,
-    /// The calling thread (`unwind::thread_mark`): a holder that is the
-    /// caller itself, at the end of its own serve, knows what it keeps.
-    owner: usize,
 }
 
 // SAFETY: `body` and `result` are touched by the monitor's holder (run) and
@@ -44,7 +41,6 @@ impl<F, R> CallJob<F, R> {
             waiter: Waiter::for_thread(0),
             spinning: AtomicBool::new(true),
             waiting: AtomicBool::new(false),
-            owner: crate::unwind::thread_mark(),
         }
     }
 
@@ -86,6 +82,12 @@ impl<F, R> CallJob<F, R> {
         // read a stale `true` only costs this caller's wake-up.
         self.spinning.store(false, Relaxed);
         self.waiter.wait(true)
+    }
+
+    /// The job's address, which tells its caller's own serve
+    /// (`unwind::serving_for`) from any other.
+    pub(crate) fn mark(&self) -> usize {
+        core::ptr::from_ref(self).cast::<()>() as usize
     }
 
     /// The body, after `HANDOFF` (the job was popped, not run).
@@ -157,13 +159,14 @@ where
         // Acquire: pairs with the Release store in `wait`. Set only once,
         // so a holder that reads it set hands over to a caller that no
         // longer runs user code; read unset, the holder runs the task.
-        // Unless the holder is the caller itself, at the end of the serve
-        // it made after queuing: the user code it would run before its
+        // Unless the holder is the caller itself, in the serve it made
+        // after queuing (`unwind::serving_for`, not a serve made below it
+        // by user code it ran): the user code it would run before its
         // `wait` is the task wakers it keeps, and with none kept the
         // hand-over to itself (which ends its stint, as a contended call's
         // should) runs none.
         self.waiting.load(Acquire)
-            || (self.owner == crate::unwind::thread_mark() && !crate::unwind::keeps_task_wakes())
+            || (crate::unwind::serves_for(self.mark()) && !crate::unwind::keeps_task_wakes())
     }
 
     fn caller(&self) -> Option<LoomArc<Waiter>> {
