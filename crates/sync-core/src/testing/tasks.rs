@@ -221,6 +221,10 @@ type InlineBody = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>
 pub struct InlineTask {
     body: std::sync::Mutex<Option<InlineBody>>,
     woken: std::sync::atomic::AtomicBool,
+    /// Set once the body has returned: read without the body's lock, which
+    /// a look would otherwise hold against a wake (whose `try_lock` would
+    /// fail, and its poll be lost: nobody polling sees `woken`).
+    done: std::sync::atomic::AtomicBool,
 }
 
 #[cfg(not(loom))]
@@ -232,6 +236,7 @@ impl InlineTask {
         let task = std::sync::Arc::new(Self {
             body: std::sync::Mutex::new(Some(Box::pin(body))),
             woken: std::sync::atomic::AtomicBool::new(false),
+            done: std::sync::atomic::AtomicBool::new(false),
         });
         task.run();
         task
@@ -239,7 +244,8 @@ impl InlineTask {
 
     /// Whether the body has returned.
     pub fn is_done(&self) -> bool {
-        self.body.lock().expect("not poisoned").is_none()
+        // SeqCst: as `run`'s, which stores it before unlocking the body.
+        self.done.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn run(self: &std::sync::Arc<Self>) {
@@ -266,6 +272,7 @@ impl InlineTask {
                         .is_ready()
                 {
                     *slot = None;
+                    self.done.store(true, SeqCst);
                 }
             }
             drop(slot);
