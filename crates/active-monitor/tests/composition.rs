@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use active_monitor::{Monitor, Order, or};
+use sync_core::testing::ended_within;
 
 fn total() -> &'static Monitor<u64> {
     static TOTAL: OnceLock<Monitor<u64>> = OnceLock::new();
@@ -721,13 +722,9 @@ fn a_task_body_that_waits_for_a_task_its_own_call_woke_returns() {
                 });
             })
         };
-        let (done, returned) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = done.send(body.join().is_ok());
-        });
         assert_eq!(
-            returned.recv_timeout(Duration::from_secs(10)),
-            Ok(true),
+            ended_within(Duration::from_secs(10), body),
+            Some(true),
             "form {form}: the body waited for ever"
         );
         rt.block_on(task).expect("the task finished");
@@ -767,13 +764,9 @@ fn a_task_body_that_waits_for_what_a_result_nobody_took_releases_returns() {
             });
         })
     };
-    let (done, returned) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(body.join().is_ok());
-    });
     assert_eq!(
-        returned.recv_timeout(Duration::from_secs(10)),
-        Ok(true),
+        ended_within(Duration::from_secs(10), body),
+        Some(true),
         "the body waited for ever"
     );
     assert_eq!(pool.call(|free| *free), 0);

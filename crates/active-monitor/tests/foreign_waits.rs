@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use active_monitor::{Monitor, Order};
+use sync_core::testing::ended_within;
 
 ast_mutex::states! { enum Door { Open } }
 
@@ -100,13 +101,9 @@ fn a_body_waiting_on(wait: Wait) {
             });
         })
     };
-    let (done, returned) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(body.join().is_ok());
-    });
     assert_eq!(
-        returned.recv_timeout(Duration::from_secs(10)),
-        Ok(true),
+        ended_within(Duration::from_secs(10), body),
+        Some(true),
         "{wait:?}: the body waited for ever"
     );
     rt.block_on(task).expect("the task finished");
@@ -245,13 +242,9 @@ fn a_body_waiting_for_what_a_dropped_completions_task_holds(held: Held) {
             }
         });
     });
-    let (done, returned) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(body.join().is_ok());
-    });
     assert_eq!(
-        returned.recv_timeout(Duration::from_secs(10)),
-        Ok(true),
+        ended_within(Duration::from_secs(10), body),
+        Some(true),
         "{held:?}: the body waited for ever"
     );
 }
@@ -319,13 +312,9 @@ fn a_blocking_receive_drops_the_waker_it_replaces_before_its_park_hook() {
             assert_eq!(rx.recv(), Ok(7));
         });
     });
-    let (done, returned) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(body.join().is_ok());
-    });
     assert_eq!(
-        returned.recv_timeout(Duration::from_secs(10)),
-        Ok(true),
+        ended_within(Duration::from_secs(10), body),
+        Some(true),
         "the body waited for ever"
     );
 }
@@ -368,11 +357,7 @@ fn dropping_the_last_served_handle_in_a_body_delivers_its_kept_wakers_first() {
             drop(served);
         });
     });
-    let (done, returned) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = done.send(body.join().is_ok());
-    });
-    let returned = returned.recv_timeout(Duration::from_secs(10));
+    let returned = ended_within(Duration::from_secs(10), body);
     active_monitor::__test_set_saturation_override(None);
-    assert_eq!(returned, Ok(true), "the drop waited for ever");
+    assert_eq!(returned, Some(true), "the drop waited for ever");
 }

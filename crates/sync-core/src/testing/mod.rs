@@ -348,6 +348,19 @@ pub fn within<R>(what: &str, bound: Duration, f: impl FnOnce() -> R) -> (R, Dura
     (r, took)
 }
 
+/// Whether `thread` ended within `bound`: `Some(true)` if it returned,
+/// `Some(false)` if it panicked, `None` if it still runs (left running: a
+/// test of a hang asserts `Some(true)`, and a thread that waits for ever
+/// is not joined).
+#[cfg(not(loom))]
+pub fn ended_within(bound: Duration, thread: std::thread::JoinHandle<()>) -> Option<bool> {
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(thread.join().is_ok());
+    });
+    ended.recv_timeout(bound).ok()
+}
+
 /// Checks a timed wait against the machine: runs `f` (a wait that should
 /// return `nominal` after it starts) `tries` times, each beside a plain
 /// `thread::sleep(nominal)` started at the same moment on a thread of its
