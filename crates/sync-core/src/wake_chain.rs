@@ -484,15 +484,11 @@ mod tests {
             // registration still runs.
             if RAN.fetch_add(1, SeqCst) == 0 {
                 deliver_before_park(deliver);
-                struct Bomb;
-                impl Drop for Bomb {
-                    fn drop(&mut self) {
-                        panic!("the payload's drop panicked");
-                    }
-                }
-                std::panic::panic_any(Bomb);
+                std::panic::panic_any(crate::testing::DropBomb(std::sync::Arc::clone(&BOMBS)));
             }
         }
+        static BOMBS: std::sync::LazyLock<std::sync::Arc<AtomicUsize>> =
+            std::sync::LazyLock::new(Default::default);
         deliver_before_park(deliver);
         before_park();
         assert_eq!(
@@ -500,6 +496,7 @@ mod tests {
             2,
             "the delivery registered again before its panic"
         );
+        assert_eq!(BOMBS.load(SeqCst), 1, "the payload was dropped");
         before_park();
         assert_eq!(RAN.load(SeqCst), 2);
     }

@@ -85,10 +85,9 @@ impl<P: Policy> RawAdaptiveLock<P> {
         }
         // We may park: what this thread keeps for the family's blocking
         // waits goes first (an active monitor's task wakers, see
-        // `wake_chain::deliver_before_park`), before we are counted: here,
-        // the wait owes nothing yet (a registration in `waiting`), so a task the hook polls in
-        // place may wait for this very lock. Later, past the watch, it
-        // would owe the others what only this thread can do.
+        // `wake_chain::deliver_before_park`), before we are counted: here
+        // the wait has changed nothing yet (not even the `waiting` sensor),
+        // so a task the hook polls in place may wait for this very lock.
         sync_core::wake_chain::before_park();
         // Relaxed: a sensor; the lock word orders the data.
         // How many waiters were registered ahead of this one: the watcher

@@ -50,10 +50,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     pub(crate) fn lock_slow(&self, mask: u64, deadline: Option<Instant>) -> Option<u32> {
         // We may park: what this thread keeps for the family's blocking
         // waits goes first (an active monitor's task wakers, see
-        // `wake_chain::deliver_before_park`), before we are queued: here,
-        // the wait owes nothing yet (a watcher slot taken, or a node an exit may hand the lock to), so a task the hook polls in
-        // place may wait for this very lock. Later, past the watch, it
-        // would owe the others what only this thread can do.
+        // `wake_chain::deliver_before_park`), before we are queued: here
+        // the wait owes nothing yet (it holds no watcher slot, and no node
+        // an exit may hand the lock to), so a task the hook polls in place
+        // may wait for this very mutex. Past the watch it could owe the
+        // others a serve only this thread can make.
         sync_core::wake_chain::before_park();
         let mut place = Place::default();
         // Woken to compete and not queued since: our node is woken, and a
