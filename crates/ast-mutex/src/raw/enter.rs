@@ -103,6 +103,15 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                         // A thread's unpark: no user code runs.
                         w.wake();
                     }
+                    // The enqueue's release of the table lock may have made
+                    // a serve that a give-up left owed (`TableGuard`), and so
+                    // run task wakers here, after the hook above: a task
+                    // polled in place there may have kept wakeups on this
+                    // thread (an active monitor's body). Delivered before we
+                    // park, or we could wait for one of those very tasks; a
+                    // thread-local read when nothing is kept (no serve was
+                    // owed, or its wakers kept nothing).
+                    sync_core::wake_chain::before_park();
                 }
                 Enqueued::Enterable => continue,
                 Enqueued::Handed(s) => return Some(s),
