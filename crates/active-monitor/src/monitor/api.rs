@@ -270,8 +270,15 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // enabled another's `when_async`, and a task body runs below us):
         // they go before we may park too, or a holder that waits for one
         // of those tasks never serves ours. Before `wait`, which tells
-        // holders that we wait: none hands us the monitor meanwhile.
-        unwind::before_park();
+        // holders that we wait: none hands us the monitor meanwhile. Not
+        // if our own serve ended by handing the monitor to ourselves (or
+        // our task ran): we do not park, and the hook's drops of the
+        // results nobody took are user code that may call the monitor,
+        // held for us, and wait for ever for this very thread. They go
+        // once the call has let go of it, at the operation's end.
+        if !job.answered() {
+            unwind::before_park();
+        }
         match job.wait() {
             // Our task is done: now a deferred panic may go on (the
             // outcome, ours, is dropped first).

@@ -84,6 +84,14 @@ impl<F, R> CallJob<F, R> {
         self.waiter.wait(true)
     }
 
+    /// Whether the job has its token already, before its caller waits:
+    /// its task ran (`DONE`), or the caller's own serve handed the monitor
+    /// to it (`HANDOFF`, see `caller_takes_handoff`). Another holder hands
+    /// it over only once `wait` has begun.
+    pub(crate) fn answered(&self) -> bool {
+        self.waiter.token().is_some()
+    }
+
     /// The job's address, which tells its caller's own serve
     /// (`unwind::serving_for`) from any other.
     pub(crate) fn mark(&self) -> usize {
