@@ -710,8 +710,9 @@ pub(crate) fn running<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
 }
 
 /// Whether a task of `monitor` runs on this thread, innermost or below
-/// (held by this thread: a call of it here would wait for ever).
-fn runs_here(monitor: usize) -> bool {
+/// (held by this thread: a call of it here would wait for ever). Walks
+/// the thread's task frames: for slow paths.
+pub(crate) fn runs_here(monitor: usize) -> bool {
     let (innermost, mut frame) = STATE.with(|s| (s.running.get(), s.frame.get()));
     if innermost == monitor {
         return true;

@@ -51,8 +51,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// # Panics
     ///
     /// Resumes `f`'s panic (the monitor keeps serving). Panics if called
-    /// from inside a task of this same monitor (it would wait for ever; the
-    /// panic then resumes in that task's waiter).
+    /// from inside a task of this same monitor, or from a task of another
+    /// monitor called from one, on the same thread (it would wait for ever;
+    /// the panic then resumes in that task's waiter).
     ///
     /// # Examples
     ///
@@ -77,8 +78,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
             return self.call_queued(f, true);
         }
+        // Below the innermost task too: a task of another monitor called
+        // from one of ours runs on this thread, which holds ours.
         assert!(
-            !unwind::is_running(self.id()),
+            !unwind::runs_here(self.id()),
             "Monitor::call from a task of the same monitor: it would wait for ever"
         );
         match self.spin_for_call() {
@@ -327,7 +330,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// # Panics
     ///
     /// Never for `f`'s panic: it resumes in the completion's waiter. Panics
-    /// if called from inside a task of this same monitor while its queue is
+    /// if called from inside a task of this same monitor (or of another
+    /// monitor called from one, on the same thread) while its queue is
     /// full: only the task's own thread could make room, and it is busy
     /// running the task (the panic then resumes in that task's waiter).
     ///
