@@ -681,17 +681,22 @@ fn run_discarding(f: impl FnOnce()) {
 }
 
 /// A [`running`] frame, on its stack: what it restores, the monitor whose
-/// task ran before it (below it) and that one's frame.
+/// task ran before it (below it, 0 if none) and the frame linked before
+/// it. Only a frame with a monitor below is linked (the common outermost
+/// one costs no link): while no task runs, no frame is linked.
 struct Frame {
     below: usize,
     frame: *const Frame,
 }
 
 impl Drop for Frame {
+    #[inline]
     fn drop(&mut self) {
         STATE.with(|s| {
             s.running.set(self.below);
-            s.frame.set(self.frame);
+            if self.below != 0 {
+                s.frame.set(self.frame);
+            }
         });
     }
 }
@@ -703,9 +708,11 @@ pub(crate) fn running<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
         below: s.running.replace(monitor),
         frame: s.frame.get(),
     });
-    // Linked while `restore` lives: its drop (here, or as `f` unwinds)
-    // unlinks it before the frame goes.
-    STATE.with(|s| s.frame.set(&raw const restore));
+    if restore.below != 0 {
+        // Linked while `restore` lives: its drop (here, or as `f` unwinds)
+        // unlinks it before the frame goes.
+        STATE.with(|s| s.frame.set(&raw const restore));
+    }
     f()
 }
 
