@@ -736,12 +736,6 @@ pub(crate) fn runs_here(monitor: usize) -> bool {
     false
 }
 
-/// Whether this thread is running a task of `monitor` (innermost: a task of
-/// another monitor called from it hides it).
-pub(crate) fn is_running(monitor: usize) -> bool {
-    STATE.with(|s| s.running.get() == monitor)
-}
-
 /// Runs `serve` (the serve a blocking call makes after queuing its task,
 /// whose job is at `job`) recorded as that call's own: a holder that gives
 /// way to that job inside it is the caller itself, at the end of its own
