@@ -274,12 +274,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // they go before we may park too, or a holder that waits for one
         // of those tasks never serves ours. Before `wait`, which tells
         // holders that we wait: none hands us the monitor meanwhile. Not
-        // if our own serve ended by handing the monitor to ourselves (or
-        // our task ran): we do not park, and the hook's drops of the
-        // results nobody took are user code that may call the monitor,
-        // held for us, and wait for ever for this very thread. They go
-        // once the call has let go of it, at the operation's end.
-        if !job.answered() {
+        // if our own serve ended by handing the monitor to ourselves: we
+        // do not park, and the hook's drops of the results nobody took are
+        // user code that may call the monitor, held for us, and wait for
+        // ever for this very thread. They go once the call has let go of
+        // it, at the operation's end.
+        if !job.handed_to_itself() {
             unwind::before_park();
         }
         match job.wait() {

@@ -84,12 +84,11 @@ impl<F, R> CallJob<F, R> {
         self.waiter.wait(true)
     }
 
-    /// Whether the job has its token already, before its caller waits:
-    /// its task ran (`DONE`), or the caller's own serve handed the monitor
-    /// to it (`HANDOFF`, see `caller_takes_handoff`). Another holder hands
-    /// it over only once `wait` has begun.
-    pub(crate) fn answered(&self) -> bool {
-        self.waiter.token().is_some()
+    /// Whether the caller's own serve handed the monitor to this job
+    /// (`HANDOFF` before the caller waits, see `caller_takes_handoff`):
+    /// another holder hands it over only once `wait` has begun.
+    pub(crate) fn handed_to_itself(&self) -> bool {
+        self.waiter.token() == Some(HANDOFF)
     }
 
     /// The job's address, which tells its caller's own serve
