@@ -478,14 +478,14 @@ impl<R: Send> Pending for AndShared<R> {
         self.slot.finish()
     }
 
-    /// Every operand must run: one on the monitor whose task this thread is
-    /// running (queued there by that task's body) cannot run before the
-    /// body returns.
+    /// Every operand must run: one on a monitor whose task this thread is
+    /// running, innermost or below (queued there by that task's body, or
+    /// a body it called), cannot run before that task returns.
     fn only_through_running(&self) -> bool {
         self.monitors
             .as_slice()
             .iter()
-            .any(|&m| crate::unwind::is_running(m))
+            .any(|&m| crate::unwind::runs_here(m))
     }
 }
 

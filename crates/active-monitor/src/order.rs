@@ -148,9 +148,9 @@ pub(crate) trait Pending: Send + Sync {
     fn finish(&self) -> &Finish;
 
     /// For a task recorded under no one monitor (an OR or AND, recorded
-    /// under 0): whether it can finish only through the monitor whose task
-    /// this thread is running, so that a wait for it here would be for
-    /// ever.
+    /// under 0): whether it can finish only through a monitor whose task
+    /// this thread is running (innermost or below: held by this thread),
+    /// so that a wait for it here would be for ever.
     fn only_through_running(&self) -> bool {
         false
     }
@@ -534,7 +534,7 @@ fn next_wait(
     let for_ever = if held == 0 {
         task.only_through_running()
     } else {
-        crate::unwind::is_running(held)
+        crate::unwind::runs_here(held)
     };
     assert!(
         !for_ever,

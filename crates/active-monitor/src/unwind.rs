@@ -26,8 +26,8 @@
 //! monitor (a pooled lease returned on drop). Dropped while holding it,
 //! such a `Drop` would find its own monitor busy with a task: it is dropped
 //! once the thread runs no task body and has let go of every monitor, or,
-//! unless it is a task of the monitor whose body runs innermost, before
-//! the thread parks ([`before_park`]).
+//! unless it is a task of a monitor whose body runs on the thread
+//! (innermost or below), before the thread parks ([`before_park`]).
 
 use core::cell::{Cell, RefCell};
 use core::task::Waker;
@@ -45,6 +45,9 @@ struct State {
     /// The monitor (its `Monitor::id`) whose task runs on this thread, innermost;
     /// 0 if none.
     running: Cell<usize>,
+    /// The innermost [`running`] frame (null if none): through it, the
+    /// monitors whose tasks run below the innermost (see [`runs_below`]).
+    frame: Cell<*const Frame>,
     /// Whether `DEFERRED` holds a panic.
     deferred: Cell<bool>,
     /// Whether `WAKES` may hold a wakeup.
@@ -134,6 +137,7 @@ std::thread_local! {
     static STATE: State = const {
         State {
             running: Cell::new(0),
+            frame: Cell::new(core::ptr::null()),
             deferred: Cell::new(false),
             wakes: Cell::new(false),
             task_wakes: Cell::new(false),
@@ -161,6 +165,7 @@ std::thread_local! {
 sync_core::loom::thread_local! {
     static STATE: State = State {
         running: Cell::new(0),
+        frame: Cell::new(core::ptr::null()),
         deferred: Cell::new(false),
         wakes: Cell::new(false),
         task_wakes: Cell::new(false),
@@ -327,8 +332,8 @@ fn later_if_running(w: TaskWake) {
 /// deferred as any other.
 ///
 /// The family's next blocking wait on this thread drops, before it parks,
-/// the kept tasks of every monitor but the one whose task body runs
-/// innermost (see [`before_park`]).
+/// the kept tasks of every monitor but those whose task bodies run on
+/// this thread, innermost or below (see [`before_park`]).
 pub(crate) fn drop_later(task: Arc<dyn DropLater>) {
     let monitor = STATE.with(|s| s.running.get());
     match keep(&DROPS, (monitor, task), |s| &s.drops) {
@@ -435,8 +440,8 @@ fn wake_tasks_deferred() {
 /// next step, waited for ever). The monitor whose body runs below is held
 /// for them: a waker that polls its task on the spot and calls it panics,
 /// as from a task of it. So with the tasks kept to drop, but for those of
-/// that monitor (see [`drop_deferred_before_park`]); again while that kept
-/// more.
+/// the monitors whose bodies run on this thread (see
+/// [`drop_deferred_before_park`]); again while that kept more.
 #[inline]
 pub(crate) fn before_park() {
     // One look first (the common case: nothing kept), a write only if
@@ -465,10 +470,13 @@ fn before_park_slow() {
 }
 
 /// [`before_park`]'s part for the tasks kept by [`drop_later`]: drops, one
-/// at a time, those of every monitor but the one whose task body runs
-/// innermost on this thread, and keeps that one's (a `Drop` that uses the
-/// monitor it belongs to would find it held, by this very thread: it waits
-/// for the end of the body, as before). Parked, the thread would keep
+/// at a time, those of every monitor but the ones whose task bodies run on
+/// this thread, innermost or below, and keeps theirs (a `Drop` that uses
+/// the monitor it belongs to would find it held, by this very thread: it
+/// waits for the end of the body, as before). Below the innermost too: a
+/// serve that kept a result nobody took and then ran a task whose body
+/// called another monitor still holds its own, and a `Drop` that called
+/// it there waited for ever for this thread. Parked, the thread would keep
 /// them for as long as it waits, maybe for what one of them releases (a
 /// body that enabled a `when` of another monitor whose completion was
 /// dropped, and then waits for a permit its result holds, waited for
@@ -478,14 +486,13 @@ fn drop_deferred_before_park() -> bool {
     if !STATE.with(|s| s.drops.get()) {
         return false;
     }
-    let running = STATE.with(|s| s.running.get());
     // Taken out first: no borrow while a drop runs (it may keep more).
     let Ok(all) = DROPS.try_with(|d| core::mem::take(&mut *d.borrow_mut())) else {
         return false;
     };
     let (kept, go): (Vec<_>, Vec<_>) = all
         .into_iter()
-        .partition(|&(monitor, _)| running != 0 && monitor == running);
+        .partition(|&(monitor, _)| monitor != 0 && runs_here(monitor));
     if !kept.is_empty() {
         // Back, behind what was kept meanwhile (nothing: no user code ran).
         let _ = DROPS.try_with(|d| d.borrow_mut().extend(kept));
@@ -673,23 +680,60 @@ fn run_discarding(f: impl FnOnce()) {
     }
 }
 
+/// A [`running`] frame, on its stack: what it restores, the monitor whose
+/// task ran before it (below it, 0 if none) and the frame linked before
+/// it. Only a frame with a monitor below is linked (the common outermost
+/// one costs no link): while no task runs, no frame is linked.
+struct Frame {
+    below: usize,
+    frame: *const Frame,
+}
+
+impl Drop for Frame {
+    #[inline]
+    fn drop(&mut self) {
+        STATE.with(|s| {
+            s.running.set(self.below);
+            if self.below != 0 {
+                s.frame.set(self.frame);
+            }
+        });
+    }
+}
+
 /// Runs `f`, a task body on `monitor`, recorded as the innermost running.
 #[inline]
 pub(crate) fn running<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
-    struct Restore(usize);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            STATE.with(|s| s.running.set(self.0));
-        }
+    let restore = STATE.with(|s| Frame {
+        below: s.running.replace(monitor),
+        frame: s.frame.get(),
+    });
+    if restore.below != 0 {
+        // Linked while `restore` lives: its drop (here, or as `f` unwinds)
+        // unlinks it before the frame goes.
+        STATE.with(|s| s.frame.set(&raw const restore));
     }
-    let _restore = Restore(STATE.with(|s| s.running.replace(monitor)));
     f()
 }
 
-/// Whether this thread is running a task of `monitor` (innermost: a task of
-/// another monitor called from it hides it).
-pub(crate) fn is_running(monitor: usize) -> bool {
-    STATE.with(|s| s.running.get() == monitor)
+/// Whether a task of `monitor` runs on this thread, innermost or below
+/// (held by this thread: a call of it here would wait for ever). Walks
+/// the thread's task frames: for slow paths.
+pub(crate) fn runs_here(monitor: usize) -> bool {
+    let (innermost, mut frame) = STATE.with(|s| (s.running.get(), s.frame.get()));
+    if innermost == monitor {
+        return true;
+    }
+    while !frame.is_null() {
+        // SAFETY: a linked frame is alive: it unlinks itself (its drop)
+        // before its stack frame goes, and frames nest.
+        let f = unsafe { &*frame };
+        if f.below == monitor {
+            return true;
+        }
+        frame = f.frame;
+    }
+    false
 }
 
 /// Runs `serve` (the serve a blocking call makes after queuing its task,
@@ -765,6 +809,34 @@ mod tests {
         });
         running(2, before_park);
         assert_eq!(dropped(), 2);
+        assert_eq!(kept_drops(), 0);
+    }
+
+    /// A monitor whose body runs below the innermost is held by this
+    /// thread too: its kept tasks stay, and go once it is let go of.
+    #[test]
+    fn a_park_keeps_the_kept_tasks_of_every_monitor_running_below() {
+        struct Count(&'static std::sync::atomic::AtomicUsize);
+        impl Drop for Count {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dropped = || DROPPED.load(std::sync::atomic::Ordering::SeqCst);
+        running(1, || {
+            drop_later(Arc::new(Count(&DROPPED)));
+            running(2, || {
+                running(3, || {
+                    before_park();
+                    assert_eq!(dropped(), 0, "monitor 1 runs below: held");
+                });
+            });
+            before_park();
+            assert_eq!(dropped(), 0);
+        });
+        before_park();
+        assert_eq!(dropped(), 1);
         assert_eq!(kept_drops(), 0);
     }
 }

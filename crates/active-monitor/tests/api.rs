@@ -521,3 +521,62 @@ fn a_waited_tasks_precondition_captures_are_dropped_once_the_wait_returns() {
         );
     }
 }
+
+/// A call of a monitor from a task body of another monitor that runs
+/// inside a task of the first, on the same thread: the first is held by
+/// this thread, below. It panics, as a call from a task of the monitor
+/// itself does; it waited for ever.
+#[test]
+fn a_call_from_a_nested_task_of_the_same_monitor_panics() {
+    let outer = Arc::new(Monitor::new(0u32));
+    let inner = Monitor::new(());
+    let (o, done) = (Arc::clone(&outer), std::sync::mpsc::channel::<bool>());
+    let called = std::thread::spawn(move || {
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            o.call(|_| inner.call(|()| o.call(|n| *n += 1)))
+        }))
+        .is_err();
+        done.0.send(panicked).expect("the test waits");
+    });
+    match done.1.recv_timeout(std::time::Duration::from_secs(10)) {
+        Ok(panicked) => assert!(panicked, "the nested call returned"),
+        Err(_) => {
+            std::mem::forget(outer);
+            panic!("the nested call hung");
+        }
+    }
+    called.join().expect("caught");
+    assert_eq!(outer.call(|n| *n), 0);
+}
+
+/// The same for a submission to the monitor's full queue from such a
+/// nested body: only this thread could make room, and it holds the
+/// monitor below. It panics; it waited for space for ever.
+#[test]
+fn a_submission_to_a_full_queue_from_a_nested_task_of_the_same_monitor_panics() {
+    let outer = Arc::new(Monitor::builder().capacity(1).build(0u32));
+    let inner = Monitor::new(());
+    let (o, done) = (Arc::clone(&outer), std::sync::mpsc::channel::<bool>());
+    let called = std::thread::spawn(move || {
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            o.call(|_| {
+                inner.call(|()| {
+                    // Queued: this thread holds `outer`; then it is full.
+                    drop(o.submit(|n| *n += 1));
+                    drop(o.submit(|n| *n += 1));
+                })
+            })
+        }))
+        .is_err();
+        done.0.send(panicked).expect("the test waits");
+    });
+    match done.1.recv_timeout(std::time::Duration::from_secs(10)) {
+        Ok(panicked) => assert!(panicked, "the nested submission returned"),
+        Err(_) => {
+            std::mem::forget(outer);
+            panic!("the nested submission hung");
+        }
+    }
+    called.join().expect("caught");
+    assert_eq!(outer.call(|n| *n), 1, "the first submission ran once");
+}

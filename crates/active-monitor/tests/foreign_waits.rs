@@ -361,3 +361,66 @@ fn dropping_the_last_served_handle_in_a_body_delivers_its_kept_wakers_first() {
     active_monitor::__test_set_saturation_override(None);
     assert_eq!(returned, Some(true), "the drop waited for ever");
 }
+
+/// A serve keeps a result nobody took (its `Drop` calls the monitor, a
+/// lease returned to its pool), then runs a task whose body calls a second
+/// monitor, whose body calls a third, held elsewhere, and parks for it.
+/// The park dropped every kept result but the innermost body's monitor's:
+/// the lease's call then waited for ever for the serve below it on the
+/// same thread. It is kept until the serve has let go, and returned then.
+#[test]
+fn a_park_in_a_nested_body_keeps_the_results_of_the_monitor_served_below() {
+    struct Lease(Arc<Monitor<u64>>);
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            self.0.call(|n| *n += 100);
+        }
+    }
+    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let (outer, middle, inner) = (built(), built(), built());
+    let (held, is_held) = std::sync::mpsc::channel::<()>();
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    // Holds the outer monitor while its tasks are queued; then serves them.
+    let server = {
+        let outer = outer.clone();
+        std::thread::spawn(move || {
+            outer.call(move |_| {
+                held.send(()).expect("the test waits");
+                gone.recv().expect("the test lets go");
+            })
+        })
+    };
+    is_held.recv().expect("the outer monitor is held");
+    let lease = outer.clone();
+    drop(outer.submit(move |n| {
+        *n += 1;
+        Lease(lease)
+    }));
+    // The inner monitor is held a while, so that the call below parks.
+    let (inner_held, is_inner_held) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let inner = inner.clone();
+        std::thread::spawn(move || {
+            inner.call(move |_| {
+                inner_held.send(()).expect("the test waits");
+                std::thread::sleep(Duration::from_millis(200));
+            })
+        })
+    };
+    is_inner_held.recv().expect("the inner monitor is held");
+    let (m, i) = (middle.clone(), inner.clone());
+    drop(outer.submit(move |n| {
+        *n += 10;
+        m.call(|_| i.call(|k| *k += 1));
+    }));
+    go.send(()).expect("the server waits");
+    let served = ended_within(Duration::from_secs(10), server);
+    holder.join().expect("the holder");
+    if served.is_none() {
+        std::mem::forget(outer);
+        panic!("the serve hung on its own result's drop");
+    }
+    assert_eq!(served, Some(true));
+    assert_eq!(outer.call(|n| *n), 111, "the lease came back once");
+    assert_eq!(inner.call(|k| *k), 1);
+}

@@ -615,3 +615,62 @@ fn a_call_made_in_a_waker_does_not_hand_the_monitor_to_the_call_below_it() {
     assert_eq!(m.call(|n| *n), 11_113);
     drop(busy);
 }
+
+/// A call handed the monitor by itself, at the end of its own serve, then
+/// ran its park hook, which drops the results nobody took that the serve
+/// kept: a result whose `Drop` calls the monitor (a lease returned to its
+/// pool) waited there for ever for the monitor this very thread held.
+#[test]
+fn a_call_handed_the_monitor_by_itself_drops_no_kept_result_meanwhile() {
+    use std::sync::{Mutex, mpsc};
+
+    /// Calls its monitor when dropped.
+    struct Lease(active_monitor::Served<u64>);
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            self.0.call(|n| *n += 100);
+        }
+    }
+
+    let (_one, m, go) = served_with_a_busy_server(|| {
+        Monitor::builder()
+            .batch(1)
+            .order(active_monitor::Order::Relaxed)
+            .build_served(0u64)
+    });
+    let (gate, gate_wait) = mpsc::channel::<()>();
+    let (in_waker, is_in_waker) = mpsc::channel::<()>();
+    let gate_wait = Arc::new(Mutex::new(Some((gate_wait, in_waker))));
+    let busy = {
+        let m = m.clone();
+        InlineTask::spawn(async move {
+            m.submit(|n| *n += 2).await.expect("ran");
+            let (wait, in_waker) = gate_wait.lock().unwrap().take().expect("once");
+            in_waker.send(()).expect("the test waits");
+            wait.recv().expect("the test lets go");
+        })
+    };
+    go.send(()).expect("the server waits");
+    is_in_waker.recv().expect("the server runs the waker");
+    // On the free monitor (its server is busy in the waker), a task whose
+    // completion is dropped: the call below serves it, then its own task,
+    // which it hands to itself.
+    let lease = m.clone();
+    drop(m.submit(move |n| {
+        *n += 10;
+        Lease(lease)
+    }));
+    active_monitor::__test_set_saturation_override(Some(true));
+    let called = {
+        let m = m.clone();
+        within_10s(move || m.call(|n| *n += 1000))
+    };
+    gate.send(()).expect("the waker waits");
+    active_monitor::__test_set_saturation_override(None);
+    if called.is_none() {
+        std::mem::forget(m);
+        panic!("the call hung");
+    }
+    assert_eq!(m.call(|n| *n), 1113, "the lease came back once");
+    drop(busy);
+}

@@ -363,6 +363,57 @@ fn a_wait_for_itself_through_an_and_panics_naming_the_rule() {
     });
 }
 
+/// The same from a body of another monitor called inside a task of `a`: a
+/// body of `b`, run inside one of `a`, queues a task on `a` (held by this
+/// thread, below) and calls a third monitor. The check looked only at the
+/// innermost running monitor (`b`), and the wait hung.
+#[test]
+fn a_wait_for_itself_from_a_nested_body_panics_naming_the_rule() {
+    within("self wait from a nested body", || {
+        let a = Arc::new(Monitor::new(0));
+        let b = Monitor::new(0);
+        let c = Monitor::new(0);
+        let a2 = Arc::clone(&a);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            a.call(move |_| {
+                b.call(|_| {
+                    // Queued: this thread holds `a`.
+                    let _queued = a2.submit(|n| *n += 1);
+                    c.call(|n| *n += 1);
+                })
+            })
+        }));
+        panics_naming_rule_3(r);
+        assert_eq!(a.call(|n| *n), 1);
+    });
+}
+
+/// And through an AND with an operand on `a`, from the same nested body.
+#[test]
+fn a_wait_for_itself_through_an_and_from_a_nested_body_panics_naming_the_rule() {
+    within("self wait through an AND from a nested body", || {
+        let a = Arc::new(Monitor::new(0));
+        let b = Arc::new(Monitor::new(0));
+        let c = Monitor::new(0);
+        let d = Monitor::new(0);
+        let (a2, b2) = (Arc::clone(&a), Arc::clone(&b));
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            a.call(move |_| {
+                d.call(|_| {
+                    let _both = active_monitor::and((
+                        a2.op(|_| true, |n| *n += 1),
+                        b2.op(|_| true, |n| *n += 1),
+                    ))
+                    .unwrap();
+                    c.call(|n| *n += 1);
+                })
+            })
+        }));
+        panics_naming_rule_3(r);
+        assert_eq!((a.call(|n| *n), b.call(|n| *n)), (1, 1));
+    });
+}
+
 type Queue = Monitor<std::collections::VecDeque<u32>>;
 type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 

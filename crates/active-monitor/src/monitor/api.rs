@@ -51,8 +51,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// # Panics
     ///
     /// Resumes `f`'s panic (the monitor keeps serving). Panics if called
-    /// from inside a task of this same monitor (it would wait for ever; the
-    /// panic then resumes in that task's waiter).
+    /// from inside a task of this same monitor, or from a task of another
+    /// monitor called from one, on the same thread (it would wait for ever;
+    /// the panic then resumes in that task's waiter).
     ///
     /// # Examples
     ///
@@ -77,8 +78,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
             return self.call_queued(f, true);
         }
+        // Below the innermost task too: a task of another monitor called
+        // from one of ours runs on this thread, which holds ours.
         assert!(
-            !unwind::is_running(self.id()),
+            !unwind::runs_here(self.id()),
             "Monitor::call from a task of the same monitor: it would wait for ever"
         );
         match self.spin_for_call() {
@@ -270,8 +273,15 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // enabled another's `when_async`, and a task body runs below us):
         // they go before we may park too, or a holder that waits for one
         // of those tasks never serves ours. Before `wait`, which tells
-        // holders that we wait: none hands us the monitor meanwhile.
-        unwind::before_park();
+        // holders that we wait: none hands us the monitor meanwhile. Not
+        // if our own serve ended by handing the monitor to ourselves: we
+        // do not park, and the hook's drops of the results nobody took are
+        // user code that may call the monitor, held for us, and wait for
+        // ever for this very thread. They go once the call has let go of
+        // it, at the operation's end.
+        if !job.handed_to_itself() {
+            unwind::before_park();
+        }
         match job.wait() {
             // Our task is done: now a deferred panic may go on (the
             // outcome, ours, is dropped first).
@@ -320,7 +330,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// # Panics
     ///
     /// Never for `f`'s panic: it resumes in the completion's waiter. Panics
-    /// if called from inside a task of this same monitor while its queue is
+    /// if called from inside a task of this same monitor (or of another
+    /// monitor called from one, on the same thread) while its queue is
     /// full: only the task's own thread could make room, and it is busy
     /// running the task (the panic then resumes in that task's waiter).
     ///

@@ -88,7 +88,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // Nobody else can make room while we hold the monitor, and we
         // cannot run tasks while one of ours has the data.
         assert!(
-            !unwind::is_running(self.id()),
+            !unwind::runs_here(self.id()),
             "a task submitted to its own monitor whose queue is full: it would wait for ever \
              (raise the monitor's capacity, or submit from outside the task)"
         );

@@ -84,6 +84,13 @@ impl<F, R> CallJob<F, R> {
         self.waiter.wait(true)
     }
 
+    /// Whether the caller's own serve handed the monitor to this job
+    /// (`HANDOFF` before the caller waits, see `caller_takes_handoff`):
+    /// another holder hands it over only once `wait` has begun.
+    pub(crate) fn handed_to_itself(&self) -> bool {
+        self.waiter.token() == Some(HANDOFF)
+    }
+
     /// The job's address, which tells its caller's own serve
     /// (`unwind::serving_for`) from any other.
     pub(crate) fn mark(&self) -> usize {
