@@ -690,12 +690,21 @@ struct Frame {
 }
 
 impl Drop for Frame {
+    /// Unlinks the frame, and arms the park hook again if tasks are kept
+    /// to drop: a park inside this body (or a serve of its monitor) may
+    /// have kept some back as this monitor's, using up the thread's
+    /// registration, and they are due at the next park now that its body
+    /// no longer runs here. Not armed, a body below that then waited for
+    /// what one of them releases waited for ever.
     #[inline]
     fn drop(&mut self) {
         STATE.with(|s| {
             s.running.set(self.below);
             if self.below != 0 {
                 s.frame.set(self.frame);
+            }
+            if s.drops.get() {
+                wake_chain::deliver_before_park(before_park);
             }
         });
     }

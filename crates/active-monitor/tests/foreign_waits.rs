@@ -424,3 +424,46 @@ fn a_park_in_a_nested_body_keeps_the_results_of_the_monitor_served_below() {
     assert_eq!(outer.call(|n| *n), 111, "the lease came back once");
     assert_eq!(inner.call(|k| *k), 1);
 }
+
+/// A lease: a permit given back to its semaphore when dropped.
+struct Permit(Arc<lockfree_sync::Semaphore>);
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.0.add_permits(1);
+    }
+}
+
+/// A serve of `y`, called from a body of `x`, runs two `when`s its call
+/// enabled, both fire and forget: the first's result (a permit given back
+/// on drop) is kept as `y`'s; the second's body parks (a timed acquire
+/// that times out), and that park's hook keeps the result back, `y`'s body
+/// running, using up the thread's registration. Once `y` is let go of, the
+/// result is due at the next park, and `x`'s body then waits for the very
+/// permit it gives back: with the hook not armed again on the way out of
+/// `y`'s body, it waited for ever.
+#[test]
+fn a_park_after_a_nested_serve_drops_what_that_serve_s_park_kept_back() {
+    let x = Monitor::new(());
+    let y = Monitor::new(false);
+    let pool = Arc::new(lockfree_sync::Semaphore::new(0));
+    let body = std::thread::spawn(move || {
+        x.call(|_| {
+            drop({
+                let pool = Arc::clone(&pool);
+                y.when(|on: &bool| *on, move |_| Permit(pool))
+            });
+            drop(y.when(
+                |on: &bool| *on,
+                |_| {
+                    let empty = lockfree_sync::Semaphore::new(0);
+                    assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+                },
+            ));
+            y.call(|on| *on = true);
+            pool.acquire().expect("open").forget();
+        });
+    });
+    let returned = ended_within(Duration::from_secs(10), body);
+    assert_eq!(returned, Some(true), "the outer body waited for ever");
+}
