@@ -154,9 +154,10 @@ pub(super) const STATE: usize = 3;
 /// monitor, so a task must not block on the monitor it runs on: a `call`
 /// on its own monitor from inside one of its tasks panics, and so does a
 /// `submit`, `when` or `when_in` that finds the queue full (both would
-/// wait for ever); a result's `wait` on its own monitor deadlocks. (Only
-/// the innermost monitor is known: a task of `a` that calls into `b`,
-/// whose task then blocks on `a`, deadlocks.) A task's waker (a
+/// wait for ever); a result's `wait` on its own monitor deadlocks. The
+/// same holds below the innermost task: a task of `a` that calls into `b`,
+/// whose task then calls `a` (or finds `a`'s queue full), panics, and a
+/// `wait` there for a result of `a` deadlocks. A task's waker (a
 /// completion's, an awaiting future's, a producer's woken for queue space)
 /// runs once the thread that woke it has let go of the monitor, so that an
 /// executor that polls the task inside `wake` finds the monitor free; on a
@@ -170,7 +171,8 @@ pub(super) const STATE: usize = 3;
 /// mutex, an ast-mutex entry or an adaptive-lock lock) first wakes the
 /// task wakers its thread keeps, so that it may wait for those tasks' next
 /// steps, and drops the results nobody took and preconditions it keeps of
-/// other monitors than the body's (below); a body that blocks on anything
+/// monitors other than those whose task bodies run on the thread, the
+/// body's and any below it (see "Panics in tasks"); a body that blocks on anything
 /// else (a `std` channel, a sleep) keeps them until it ends. The body's
 /// monitor is still held then: a task polled on the spot there that
 /// blocks on it panics, as a call from a task of it does, and so does such
@@ -189,7 +191,10 @@ pub(super) const STATE: usize = 3;
 /// server's stint), so that their `Drop` may use this monitor (a lease
 /// that returns itself to its pool). Inside a task body of another
 /// monitor, that is at the end of the body, or before the body's thread
-/// parks in a blocking wait of the family, whichever comes first. On a server thread they are dropped
+/// parks in a blocking wait of the family, whichever comes first; but
+/// never while a task body of their own monitor runs on the thread (the
+/// thread holds it): a body that parks there waiting for what such a drop
+/// releases waits for ever. On a server thread they are dropped
 /// as tasks of the monitor (a `Drop` there that used it would wait for its
 /// own server: it panics, as a `call` from a task of the monitor does, and
 /// the panic is dropped with the server's others). Run inside a task body
