@@ -251,7 +251,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // we return only after `wait` gave DONE, or after running it
         // ourselves following HANDOFF.
         let task = unsafe { job.task::<T, S>() };
-        if locked {
+        // Whether we served: only our own serve can answer the job before
+        // we wait.
+        let served = if locked {
             // We hold the monitor, with tasks queued before us: queue ours
             // behind them (FIFO keeps other workers' and our own earlier
             // tasks first) and serve.
@@ -259,16 +261,19 @@ impl<T, S: AbstractState> Monitor<T, S> {
             // Keeping a deferred panic (another task's): resumed here, it
             // would unwind this frame while `job` may still be queued.
             self.serve_keeping_for(job.mark());
+            true
         } else {
             // We may park for the result: the task wakers this thread keeps
             // go first (see `unwind::before_park`), before the task is
             // queued, while no holder can hand the monitor to us.
             unwind::before_park();
             self.push(task);
-            if self.take_after_push() {
+            let serve = self.take_after_push();
+            if serve {
                 self.serve_keeping_for(job.mark());
             }
-        }
+            serve
+        };
         // Either serve above may have kept task wakers (a task it ran
         // enabled another's `when_async`, and a task body runs below us):
         // they go before we may park too, or a holder that waits for one
@@ -278,8 +283,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // do not park, and the hook's drops of the results nobody took are
         // user code that may call the monitor, held for us, and wait for
         // ever for this very thread. They go once the call has let go of
-        // it, at the operation's end.
-        if !job.handed_to_itself() {
+        // it, at the operation's end. The job's token is read only after
+        // our own serve: read on every contended call (a line the holder
+        // that runs our task is about to write), it slowed the report's
+        // `am/call` rows.
+        if !(served && job.handed_to_itself()) {
             unwind::before_park();
         }
         match job.wait() {
