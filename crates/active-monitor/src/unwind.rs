@@ -56,6 +56,10 @@ struct State {
     task_wakes: Cell<bool>,
     /// Whether `DROPS` may hold a task.
     drops: Cell<bool>,
+    /// Whether a park hook kept tasks to drop back (their monitor's body
+    /// ran) since a task body last ended: the end of a body arms the hook
+    /// again then (see [`Frame`]).
+    held_back: Cell<bool>,
     /// The blocking call whose own serve this thread runs (its job's
     /// address; 0 if none): see [`serving_for`].
     serving_for: Cell<usize>,
@@ -142,6 +146,7 @@ std::thread_local! {
             wakes: Cell::new(false),
             task_wakes: Cell::new(false),
             drops: Cell::new(false),
+            held_back: Cell::new(false),
             serving_for: Cell::new(0),
         }
     };
@@ -170,6 +175,7 @@ sync_core::loom::thread_local! {
         wakes: Cell::new(false),
         task_wakes: Cell::new(false),
         drops: Cell::new(false),
+        held_back: Cell::new(false),
         serving_for: Cell::new(0),
     };
     static DEFERRED: Deferred = Deferred(Cell::new(None));
@@ -496,7 +502,10 @@ fn drop_deferred_before_park() -> bool {
     if !kept.is_empty() {
         // Back, behind what was kept meanwhile (nothing: no user code ran).
         let _ = DROPS.try_with(|d| d.borrow_mut().extend(kept));
-        STATE.with(|s| s.drops.set(true));
+        STATE.with(|s| {
+            s.drops.set(true);
+            s.held_back.set(true);
+        });
     } else {
         STATE.with(|s| s.drops.set(false));
     }
@@ -690,12 +699,15 @@ struct Frame {
 }
 
 impl Drop for Frame {
-    /// Unlinks the frame, and arms the park hook again if tasks are kept
-    /// to drop: a park inside this body (or a serve of its monitor) may
-    /// have kept some back as this monitor's, using up the thread's
-    /// registration, and they are due at the next park now that its body
-    /// no longer runs here. Not armed, a body below that then waited for
-    /// what one of them releases waited for ever.
+    /// Unlinks the frame, and arms the park hook again if a park kept
+    /// tasks to drop back since a body last ended: a park inside this body
+    /// (or a serve of its monitor) may have kept some back as this
+    /// monitor's, using up the thread's registration, and they are due at
+    /// the next park now that its body no longer runs here. Not armed, a
+    /// body below that then waited for what one of them releases waited
+    /// for ever. Only then: armed at every body's end while tasks are kept
+    /// (a combiner's stint of fire-and-forget tasks), every park of the
+    /// thread would sort them again.
     #[inline]
     fn drop(&mut self) {
         STATE.with(|s| {
@@ -703,7 +715,7 @@ impl Drop for Frame {
             if self.below != 0 {
                 s.frame.set(self.frame);
             }
-            if s.drops.get() {
+            if s.held_back.replace(false) && s.drops.get() {
                 wake_chain::deliver_before_park(before_park);
             }
         });
