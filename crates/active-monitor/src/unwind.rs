@@ -46,7 +46,7 @@ struct State {
     /// 0 if none.
     running: Cell<usize>,
     /// The innermost [`running`] frame (null if none): through it, the
-    /// monitors whose tasks run below the innermost (see [`runs_below`]).
+    /// monitors whose tasks run below the innermost (see [`runs_here`]).
     frame: Cell<*const Frame>,
     /// Whether `DEFERRED` holds a panic.
     deferred: Cell<bool>,
@@ -715,8 +715,12 @@ impl Drop for Frame {
             if self.below != 0 {
                 s.frame.set(self.frame);
             }
-            if s.held_back.replace(false) && s.drops.get() {
-                wake_chain::deliver_before_park(before_park);
+            // A read, no write, at the end of a body that kept nothing back.
+            if s.held_back.get() {
+                s.held_back.set(false);
+                if s.drops.get() {
+                    wake_chain::deliver_before_park(before_park);
+                }
             }
         });
     }
