@@ -107,11 +107,23 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                     // a serve that a give-up left owed (`TableGuard`), and so
                     // run task wakers here, after the hook above: a task
                     // polled in place there may have kept wakeups on this
-                    // thread (an active monitor's body). Delivered before we
-                    // park, or we could wait for one of those very tasks; a
-                    // thread-local read when nothing is kept (no serve was
-                    // owed, or its wakers kept nothing).
-                    sync_core::wake_chain::before_park();
+                    // thread (an active monitor's body). They must be
+                    // delivered before we park, or we could wait for one of
+                    // those very tasks; but not while we are queued: the
+                    // delivery is user code, and an exit that serves our node
+                    // meanwhile (a task there that enters this mutex and
+                    // waits behind us) wakes a thread that is not there to
+                    // take the lock. So we leave the queue first, and start
+                    // over once it has run. A thread-local read when nothing
+                    // is kept (no serve was owed, or its wakers kept nothing).
+                    if sync_core::wake_chain::delivery_registered() {
+                        if let Some(s) = self.withdraw(mask, &mut place, &waiter) {
+                            return Some(s);
+                        }
+                        woken = false;
+                        sync_core::wake_chain::before_park();
+                        continue;
+                    }
                 }
                 Enqueued::Enterable => continue,
                 Enqueued::Handed(s) => return Some(s),
@@ -146,6 +158,39 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             }
             woken = true;
         }
+    }
+
+    /// A queued thread leaves the queue without having parked (see
+    /// `lock_slow`): withdraws its `waiter` and removes its node, as a timed
+    /// wait that gave up there does, or, if an exit woke it to compete
+    /// meanwhile, gives up as a woken waiter does (serving the free lock's
+    /// state). Returns the state of a lock handed to it meanwhile, which it
+    /// then owns. The waiter owes nothing afterwards, and `place` is new:
+    /// a node left for the table lock's next holder to remove keeps the
+    /// old slot.
+    #[cold]
+    fn withdraw(&self, mask: u64, place: &mut Place, waiter: &Waiter) -> Option<u32> {
+        // A thread's waiter: its cancel drops no waker, and cannot panic.
+        match waiter.cancel() {
+            Ok(()) => self.dequeue(place),
+            Err(token) if token & TOKEN_HANDOFF != 0 => {
+                // The exit removed our node.
+                place.node = None;
+                return Some(token as u32 & STATE_BITS);
+            }
+            Err(_) => {
+                // Woken to compete: our node stays, woken, until we give up.
+                if let Some(slot) = &place.slot {
+                    slot.mark_back();
+                    self.waiters.unskip(mask);
+                }
+                if let Some(s) = self.give_up(place, false) {
+                    return Some(s);
+                }
+            }
+        }
+        *place = Place::default();
+        None
     }
 
     /// Watches the lock word for a state of `mask`, taking the lock if one

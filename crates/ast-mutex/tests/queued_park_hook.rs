@@ -1,0 +1,206 @@
+//! A blocking entry that queues runs the park hook
+//! (`sync_core::wake_chain::before_park`) again before it parks, for what
+//! the serve its enqueue's release of the table lock made (owed by a
+//! waiter that gave up without the table lock) kept on the thread. That
+//! delivery is user code (tasks polled in place), and it used to run while
+//! the thread's own node was still queued: a delivered task that waited
+//! for the same mutex, blocking, parked the thread in a second node behind
+//! the first, and an exit that served the first (the older) woke a thread
+//! that was not there to take the lock; the lock was left free with the
+//! second node parked, and the entry never ended. Found by round 48's
+//! review (round 47 listed it as suspected).
+//!
+//! The table lock is held long by giving it many groups (distinct entry
+//! sets: the enqueue walks them); a woken async waiter is dropped while a
+//! thread's enqueue holds it, and the owed serve there polls a task that
+//! keeps its next step on that thread; that step enters the same mutex.
+#![cfg(not(loom))]
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::thread::{self, ThreadId};
+use std::time::{Duration, Instant};
+
+use ast_mutex::{AbstractState, AstMutex, Config, StateSet, WaitPolicy, WakeMode};
+use sync_core::testing::{InlineTask, ended_within};
+use sync_core::wake_chain;
+
+/// 64 states: enough distinct entry sets to make the table's walk long.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct S(u8);
+
+impl AbstractState for S {
+    const COUNT: u32 = 64;
+    fn index(self) -> u32 {
+        u32::from(self.0)
+    }
+    fn from_index(i: u32) -> Self {
+        assert!(i < 64);
+        S(i as u8)
+    }
+}
+
+fn one(s: u8) -> StateSet<S> {
+    StateSet::from_bits(1 << s)
+}
+
+std::thread_local! {
+    /// The task wakeups this thread keeps until it parks.
+    static KEPT: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The park hook's delivery: wakes what the thread keeps.
+fn deliver() {
+    let kept: Vec<Waker> = KEPT.with(|k| std::mem::take(&mut *k.borrow_mut()));
+    kept.into_iter().for_each(Waker::wake);
+}
+
+/// Pending once, its wakeup kept on the polling thread until that thread's
+/// next park hook (as an active monitor keeps a body's task wakeups).
+struct KeptYield(bool);
+
+impl Future for KeptYield {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        KEPT.with(|k| k.borrow_mut().push(cx.waker().clone()));
+        wake_chain::deliver_before_park(deliver);
+        Poll::Pending
+    }
+}
+
+/// Queues an async waiter for a new entry set (never admitted: no state
+/// below 8), left queued for the test's life.
+fn add_group(m: &'static AstMutex<S, u64>, n: u64) {
+    let mut f = Box::pin(m.enter_async(StateSet::from_bits(n << 8)));
+    assert!(
+        f.as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+    );
+    std::mem::forget(f);
+}
+
+/// A mutex whose enqueue holds the table lock well past the 0.1 ms a
+/// leaving waiter waits for it.
+fn slow_table(config: Config) -> &'static AstMutex<S, u64> {
+    let m: &'static AstMutex<S, u64> = Box::leak(Box::new(AstMutex::with_config(S(0), 0, config)));
+    let mut groups = 0;
+    loop {
+        let target = (groups * 2).max(4000);
+        while groups < target {
+            groups += 1;
+            add_group(m, groups);
+        }
+        let began = Instant::now();
+        add_group(m, groups + 1);
+        groups += 1;
+        if began.elapsed() >= Duration::from_micros(400) || groups >= 64_000 {
+            break;
+        }
+    }
+    m
+}
+
+/// Thread X enters S2 (queued: the lock is free in S1, for a woken async
+/// waiter W); W is dropped while X's enqueue holds the table lock, and its
+/// owed serve of S1 polls task T on X. T enters S1 and keeps its next step
+/// on X; that step, run by X's park hook, frees the lock in S5 and then
+/// enters S2 itself, blocking, before X's entry ends. The main thread then
+/// enters S5 and exits to S2, the only exit that could serve either.
+fn a_delivery_that_enters_the_same_mutex_ends(config: Config) {
+    let m = slow_table(config);
+    let main = thread::current().id();
+    let mut hits = 0;
+    for attempt in 0..200u64 {
+        if hits >= 2 {
+            break;
+        }
+        let held = m.enter(one(0));
+        let mut w = Box::pin(m.enter_async(one(1)));
+        assert!(
+            w.as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending()
+        );
+        let entered_on = Arc::new(Mutex::new(None::<ThreadId>));
+        let inner = Arc::new(AtomicBool::new(false));
+        let (on, inner_on) = (Arc::clone(&entered_on), Arc::clone(&inner));
+        let task = InlineTask::spawn(async move {
+            let g = m.enter_async(one(1)).await;
+            *on.lock().unwrap() = Some(thread::current().id());
+            KeptYield(false).await;
+            g.exit(S(5));
+            if thread::current().id() != main {
+                // On X, inside X's entry: blocking, as a task polled in
+                // place may (the hook runs before the thread parks).
+                inner_on.store(true, SeqCst);
+                m.enter(one(2)).exit(S(2));
+            }
+        });
+        held.exit(S(1));
+        let x = thread::spawn(move || m.enter(one(2)).exit(S(0)));
+        let x_id = x.thread().id();
+        let pause = Duration::from_micros(attempt * 37 % 700);
+        let t = Instant::now();
+        while t.elapsed() < pause {
+            std::hint::spin_loop();
+        }
+        drop(w);
+        let t = Instant::now();
+        let entered = loop {
+            if let Some(id) = *entered_on.lock().unwrap() {
+                break id;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the task never entered"
+            );
+            thread::sleep(Duration::from_micros(100));
+        };
+        if entered == x_id {
+            hits += 1;
+            // Wait until T's entry has had time to park behind X's.
+            let t = Instant::now();
+            while !inner.load(SeqCst) && t.elapsed() < Duration::from_secs(10) {
+                thread::sleep(Duration::from_micros(100));
+            }
+            thread::sleep(Duration::from_millis(20));
+        } else {
+            // Polled here: delivered here, as this thread's next park would.
+            wake_chain::before_park();
+        }
+        let g = m.enter(one(5));
+        g.exit(S(2));
+        assert_eq!(
+            ended_within(Duration::from_secs(10), x),
+            Some(true),
+            "an entry whose park hook entered the same mutex never ended (attempt {attempt}, task on X: {})",
+            entered == x_id
+        );
+        assert!(task.is_done());
+        assert_eq!(m.state(), Some(S(0)));
+    }
+    eprintln!("{hits} owed serves in a thread's enqueue");
+}
+
+#[test]
+fn compete() {
+    a_delivery_that_enters_the_same_mutex_ends(Config::new().wait(WaitPolicy::block()));
+}
+
+#[test]
+fn handoff() {
+    a_delivery_that_enters_the_same_mutex_ends(
+        Config::new()
+            .wait(WaitPolicy::block())
+            .wake_mode(WakeMode::Handoff),
+    );
+}
