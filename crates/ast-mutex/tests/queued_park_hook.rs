@@ -1,19 +1,21 @@
-//! A blocking entry that queues runs the park hook
-//! (`sync_core::wake_chain::before_park`) again before it parks, for what
-//! the serve its enqueue's release of the table lock made (owed by a
-//! waiter that gave up without the table lock) kept on the thread. That
-//! delivery is user code (tasks polled in place), and it used to run while
-//! the thread's own node was still queued: a delivered task that waited
-//! for the same mutex, blocking, parked the thread in a second node behind
-//! the first, and an exit that served the first (the older) woke a thread
-//! that was not there to take the lock; the lock was left free with the
-//! second node parked, and the entry never ended. Found by round 48's
-//! review (round 47 listed it as suspected).
+//! The release of the waiter table's lock by an entry's enqueue makes the
+//! serve that a waiter which gave up without the table lock left owed, and
+//! that serve runs task wakers on the entry's thread. They are user code,
+//! and they used to run with the entry's own node queued (and the park
+//! hook, `sync_core::wake_chain::before_park`, run after the enqueue for
+//! what they kept, too): a task polled in place there that entered the
+//! same mutex, blocking, queued a second node of the same thread behind the
+//! first and parked in it; an exit that served the first (the older) woke
+//! a thread (or a task) that was not there to take the lock, the lock was
+//! left free with the second node parked, and neither entry ever ended.
+//! Found by round 48's review (round 47 listed the hook's case as
+//! suspected).
 //!
 //! The table lock is held long by giving it many groups (distinct entry
-//! sets: the enqueue walks them); a woken async waiter is dropped while a
-//! thread's enqueue holds it, and the owed serve there polls a task that
-//! keeps its next step on that thread; that step enters the same mutex.
+//! sets: the enqueue walks them); a woken async waiter is dropped while an
+//! entry's enqueue holds it, and the owed serve there polls a task that
+//! enters the same mutex on that thread, directly or in the step it keeps
+//! for the thread's park hook.
 #![cfg(not(loom))]
 
 use std::cell::RefCell;
@@ -76,6 +78,15 @@ impl Future for KeptYield {
     }
 }
 
+/// A waker that unparks a thread.
+struct Unpark(thread::Thread);
+
+impl std::task::Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
 /// Queues an async waiter for a new entry set (never admitted: no state
 /// below 8), left queued for the test's life.
 fn add_group(m: &'static AstMutex<S, u64>, n: u64) {
@@ -115,7 +126,7 @@ fn slow_table(config: Config) -> &'static AstMutex<S, u64> {
 /// on X; that step, run by X's park hook, frees the lock in S5 and then
 /// enters S2 itself, blocking, before X's entry ends. The main thread then
 /// enters S5 and exits to S2, the only exit that could serve either.
-fn a_delivery_that_enters_the_same_mutex_ends(config: Config) {
+fn a_delivery_that_enters_the_same_mutex_ends(config: Config, kept: bool, x_task: bool) {
     let m = slow_table(config);
     let main = thread::current().id();
     let mut hits = 0;
@@ -136,7 +147,9 @@ fn a_delivery_that_enters_the_same_mutex_ends(config: Config) {
         let task = InlineTask::spawn(async move {
             let g = m.enter_async(one(1)).await;
             *on.lock().unwrap() = Some(thread::current().id());
-            KeptYield(false).await;
+            if kept {
+                KeptYield(false).await;
+            }
             g.exit(S(5));
             if thread::current().id() != main {
                 // On X, inside X's entry: blocking, as a task polled in
@@ -146,7 +159,21 @@ fn a_delivery_that_enters_the_same_mutex_ends(config: Config) {
             }
         });
         held.exit(S(1));
-        let x = thread::spawn(move || m.enter(one(2)).exit(S(0)));
+        let x = thread::spawn(move || {
+            if x_task {
+                // X's entry is a task's, polled on this thread.
+                let waker = Waker::from(Arc::new(Unpark(thread::current())));
+                let mut f = std::pin::pin!(m.enter_async(one(2)));
+                loop {
+                    if let Poll::Ready(g) = f.as_mut().poll(&mut Context::from_waker(&waker)) {
+                        break g.exit(S(0));
+                    }
+                    thread::park();
+                }
+            } else {
+                m.enter(one(2)).exit(S(0));
+            }
+        });
         let x_id = x.thread().id();
         let pause = Duration::from_micros(attempt * 37 % 700);
         let t = Instant::now();
@@ -193,7 +220,11 @@ fn a_delivery_that_enters_the_same_mutex_ends(config: Config) {
 
 #[test]
 fn compete() {
-    a_delivery_that_enters_the_same_mutex_ends(Config::new().wait(WaitPolicy::block()));
+    a_delivery_that_enters_the_same_mutex_ends(
+        Config::new().wait(WaitPolicy::block()),
+        true,
+        false,
+    );
 }
 
 #[test]
@@ -202,5 +233,47 @@ fn handoff() {
         Config::new()
             .wait(WaitPolicy::block())
             .wake_mode(WakeMode::Handoff),
+        true,
+        false,
+    );
+}
+
+#[test]
+fn compete_in_the_owed_serve() {
+    a_delivery_that_enters_the_same_mutex_ends(
+        Config::new().wait(WaitPolicy::block()),
+        false,
+        false,
+    );
+}
+
+#[test]
+fn handoff_in_the_owed_serve() {
+    a_delivery_that_enters_the_same_mutex_ends(
+        Config::new()
+            .wait(WaitPolicy::block())
+            .wake_mode(WakeMode::Handoff),
+        false,
+        false,
+    );
+}
+
+#[test]
+fn a_task_s_entry_compete_in_the_owed_serve() {
+    a_delivery_that_enters_the_same_mutex_ends(
+        Config::new().wait(WaitPolicy::block()),
+        false,
+        true,
+    );
+}
+
+#[test]
+fn a_task_s_entry_handoff_in_the_owed_serve() {
+    a_delivery_that_enters_the_same_mutex_ends(
+        Config::new()
+            .wait(WaitPolicy::block())
+            .wake_mode(WakeMode::Handoff),
+        false,
+        true,
     );
 }

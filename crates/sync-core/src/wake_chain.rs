@@ -175,37 +175,6 @@ pub fn before_park() {
     }
 }
 
-/// Whether [`deliver_before_park`] has registered something on this
-/// thread that [`before_park`] has not run yet: for a wait that must not
-/// run user code at the point it is in (queued where only this thread
-/// could take what it is handed), and so leaves that point before it runs
-/// [`before_park`]. A thread-local read.
-///
-/// # Examples
-///
-/// ```
-/// use sync_core::wake_chain::{before_park, deliver_before_park, delivery_registered};
-///
-/// fn deliver() {}
-/// assert!(!delivery_registered());
-/// deliver_before_park(deliver);
-/// assert!(delivery_registered());
-/// before_park();
-/// assert!(!delivery_registered());
-/// ```
-#[cfg(not(loom))]
-#[inline]
-pub fn delivery_registered() -> bool {
-    BEFORE_PARK.with(|b| b.get().is_some())
-}
-
-/// Under loom: nothing is registered.
-#[cfg(loom)]
-#[inline]
-pub fn delivery_registered() -> bool {
-    false
-}
-
 /// Runs a registered delivery, dropping a panic that escapes it (see
 /// [`before_park`]); out of line, off the waits' paths.
 #[cfg(not(loom))]

@@ -97,36 +97,62 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             }
             woken = false;
             let waiter = Waiter::for_thread(0);
-            match self.enqueue(mask, &mut place, &waiter, deadline) {
+            let enqueued = self.enqueue(mask, &mut place, &waiter, deadline, false);
+            // The release of the table lock may find a serve owed by a
+            // waiter that gave up while we held it (`TableGuard`). That
+            // serve runs task wakers, user code, and we made the hook's
+            // promise above that none runs between it and our park; and a
+            // task polled in place there that entered this mutex, blocking,
+            // would wait behind our own node, which an exit may serve
+            // (wake, or hand the lock to) while this thread is not there to
+            // take it. So we make the serve ourselves, once our node has
+            // left the table (see `serve_owed_unqueued`).
+            let owed = !matches!(enqueued, Enqueued::TimedOut) && self.waiters.owed_after_release();
+            match enqueued {
                 Enqueued::Queued(ahead) => {
                     if let Some(w) = ahead {
                         // A thread's unpark: no user code runs.
                         w.wake();
                     }
-                    // The enqueue's release of the table lock may have made
-                    // a serve that a give-up left owed (`TableGuard`), and so
-                    // run task wakers here, after the hook above: a task
-                    // polled in place there may have kept wakeups on this
-                    // thread (an active monitor's body). They must be
-                    // delivered before we park, or we could wait for one of
-                    // those very tasks; but not while we are queued: the
-                    // delivery is user code, and an exit that serves our node
-                    // meanwhile (a task there that enters this mutex and
-                    // waits behind us) wakes a thread that is not there to
-                    // take the lock. So we leave the queue first, and start
-                    // over once it has run. A thread-local read when nothing
-                    // is kept (no serve was owed, or its wakers kept nothing).
-                    if sync_core::wake_chain::delivery_registered() {
-                        if let Some(s) = self.withdraw(mask, &mut place, &waiter) {
-                            return Some(s);
+                    if owed {
+                        let mut panics = Panics::new();
+                        let handed = self.serve_owed_unqueued(
+                            mask,
+                            &mut place,
+                            Some(&waiter),
+                            &mut panics,
+                            true,
+                        );
+                        // A thread's waiter has no waker to drop.
+                        drop(panics);
+                        match handed {
+                            Some(s) => return Some(s),
+                            None => continue,
                         }
-                        woken = false;
-                        sync_core::wake_chain::before_park();
-                        continue;
                     }
                 }
-                Enqueued::Enterable => continue,
-                Enqueued::Handed(s) => return Some(s),
+                Enqueued::Enterable => {
+                    if owed
+                        && let Some(s) = self.serve_owed_unqueued(
+                            mask,
+                            &mut place,
+                            None,
+                            &mut Panics::new(),
+                            true,
+                        )
+                    {
+                        return Some(s);
+                    }
+                    continue;
+                }
+                Enqueued::Handed(s) => {
+                    if owed {
+                        // We hold the lock: the serve only takes the debt
+                        // (our exit serves), and runs no user code.
+                        self.serve_owed_discarding();
+                    }
+                    return Some(s);
+                }
                 // Not queued again: a woken node is still ours, and a
                 // watcher owes a pass-on.
                 Enqueued::TimedOut => return self.give_up(&mut place, slot.is_some()),
@@ -160,37 +186,83 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         }
     }
 
-    /// A queued thread leaves the queue without having parked (see
-    /// `lock_slow`): withdraws its `waiter` and removes its node, as a timed
-    /// wait that gave up there does, or, if an exit woke it to compete
-    /// meanwhile, gives up as a woken waiter does (serving the free lock's
-    /// state). Returns the state of a lock handed to it meanwhile, which it
-    /// then owns. The waiter owes nothing afterwards, and `place` is new:
-    /// a node left for the table lock's next holder to remove keeps the
-    /// old slot.
+    /// After an enqueue whose release of the table lock found a serve owed
+    /// (see `lock_slow` and `poll_enter`): leaves the table, then makes the
+    /// serve, and runs the park hook for what its wakers kept. A queued
+    /// waiter (`waiter`) is withdrawn as a timed wait that gave up there is
+    /// (a notify that won keeps its meaning: a handoff is the lock); a
+    /// woken one (an entry found enterable keeps its woken node) gives up
+    /// as a woken waiter does, serving the free lock's state. Either way it
+    /// loses its place in line, and `place` is new. Returns the state of a
+    /// lock handed to it meanwhile, which it then owns: the serve then only
+    /// takes the debt, and nothing else runs. A task waiter's waker, dropped
+    /// by its withdrawal, panics into `panics`; the serve's wakers panic
+    /// into nothing (the serve is owed to others: rule 4 of the panic
+    /// policy, as in `TableGuard`). With `park` (a thread about to park),
+    /// it then runs the park hook for what those wakers kept on the thread.
     #[cold]
-    fn withdraw(&self, mask: u64, place: &mut Place, waiter: &Waiter) -> Option<u32> {
-        // A thread's waiter: its cancel drops no waker, and cannot panic.
-        match waiter.cancel() {
-            Ok(()) => self.dequeue(place),
-            Err(token) if token & TOKEN_HANDOFF != 0 => {
-                // The exit removed our node.
-                place.node = None;
-                return Some(token as u32 & STATE_BITS);
-            }
-            Err(_) => {
-                // Woken to compete: our node stays, woken, until we give up.
-                if let Some(slot) = &place.slot {
-                    slot.mark_back();
-                    self.waiters.unskip(mask);
+    fn serve_owed_unqueued(
+        &self,
+        mask: u64,
+        place: &mut Place,
+        waiter: Option<&Waiter>,
+        panics: &mut Panics,
+        park: bool,
+    ) -> Option<u32> {
+        let handed = self.leave_unserved(mask, place, waiter, panics);
+        self.serve_owed_discarding();
+        if handed.is_some() {
+            return handed;
+        }
+        *place = Place::default();
+        if park {
+            // A task polled in place there may be an active monitor's body,
+            // which keeps its task wakers on this thread.
+            sync_core::wake_chain::before_park();
+        }
+        None
+    }
+
+    /// `serve_owed_unqueued`'s leave: withdraws `waiter` and removes its
+    /// node, or gives up a woken node. The waiter owes nothing afterwards.
+    fn leave_unserved(
+        &self,
+        mask: u64,
+        place: &mut Place,
+        waiter: Option<&Waiter>,
+        panics: &mut Panics,
+    ) -> Option<u32> {
+        if let Some(waiter) = waiter {
+            match waiter.cancel_catching(panics) {
+                Ok(()) => {
+                    self.dequeue(place);
+                    return None;
                 }
-                if let Some(s) = self.give_up(place, false) {
-                    return Some(s);
+                Err(token) if token & TOKEN_HANDOFF != 0 => {
+                    // The exit removed our node.
+                    place.node = None;
+                    place.slot = None;
+                    return Some(token as u32 & STATE_BITS);
+                }
+                Err(_) => {
+                    // Woken to compete: our node stays, woken.
+                    if let Some(slot) = &place.slot {
+                        slot.mark_back();
+                        self.waiters.unskip(mask);
+                    }
                 }
             }
         }
-        *place = Place::default();
-        None
+        self.give_up(place, false)
+    }
+
+    /// Makes an owed serve, if one is owed and the table lock is free,
+    /// dropping its wakers' panics: the serve is owed to other waiters
+    /// (rule 4 of the panic policy, as in `TableGuard`).
+    fn serve_owed_discarding(&self) {
+        let mut panics = Panics::new();
+        self.serve_owed(&mut panics);
+        drop(panics);
     }
 
     /// Watches the lock word for a state of `mask`, taking the lock if one
@@ -250,12 +322,18 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// A waiter that has a `deadline` does not wait for the table lock past
     /// it (`TimedOut`, and a woken waiter's node is left as it was): the
     /// lock's holder may be preempted for a scheduling round.
+    ///
+    /// Unless `serves_owed`, the release of the table lock does not make a
+    /// serve owed by a waiter that gave up meanwhile (see `TableGuard`):
+    /// the caller looks (`Waiters::owed_after_release`) and makes it once
+    /// its node has left the table (`serve_owed_unqueued`).
     pub(crate) fn enqueue(
         &self,
         mask: u64,
         place: &mut Place,
         waiter: &Arc<Waiter>,
         deadline: Option<Instant>,
+        serves_owed: bool,
     ) -> Enqueued {
         let mut t = match deadline {
             Some(d) => match self.table_until(d) {
@@ -264,6 +342,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             },
             None => self.table(),
         };
+        t.serves_owed = serves_owed;
         let fresh = match place.node {
             Some(h) => {
                 // Handoffs to a woken node happen under the table lock.
@@ -498,18 +577,59 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 return Poll::Ready(s);
             }
             let waiter = Waiter::for_task(cx.waker(), 0);
-            match self.enqueue(wait.mask, &mut wait.place, &waiter, None) {
+            let enqueued = self.enqueue(wait.mask, &mut wait.place, &waiter, None, false);
+            // As in `lock_slow`: a serve owed to the table lock's holder
+            // runs task wakers, which may poll in place a task that enters
+            // this mutex, blocking, on this thread, behind our node, while
+            // this task cannot be polled (it is being polled here). We make
+            // it once our node has left the table.
+            let owed = self.waiters.owed_after_release();
+            match enqueued {
                 Enqueued::Queued(ahead) => {
                     if let Some(w) = ahead {
                         // A thread's unpark: no user code runs.
                         w.wake();
                     }
+                    if owed {
+                        let mut panics = Panics::new();
+                        let handed = self.serve_owed_unqueued(
+                            wait.mask,
+                            &mut wait.place,
+                            Some(&waiter),
+                            &mut panics,
+                            false,
+                        );
+                        // Our own waker's drop, once the mutex is consistent.
+                        panics.resume();
+                        match handed {
+                            Some(s) => return Poll::Ready(s),
+                            None => continue,
+                        }
+                    }
                     // A notify from now on wakes the waker registered above.
                     wait.waiter = Some(waiter);
                     return Poll::Pending;
                 }
-                Enqueued::Enterable => {}
-                Enqueued::Handed(s) => return Poll::Ready(s),
+                Enqueued::Enterable => {
+                    if owed
+                        && let Some(s) = self.serve_owed_unqueued(
+                            wait.mask,
+                            &mut wait.place,
+                            None,
+                            &mut Panics::new(),
+                            false,
+                        )
+                    {
+                        return Poll::Ready(s);
+                    }
+                }
+                Enqueued::Handed(s) => {
+                    if owed {
+                        // We hold the lock: no user code runs.
+                        self.serve_owed_discarding();
+                    }
+                    return Poll::Ready(s);
+                }
                 Enqueued::TimedOut => unreachable!("a task's enqueue has no deadline"),
             }
         }

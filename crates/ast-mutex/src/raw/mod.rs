@@ -99,10 +99,17 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
 /// table lock, it makes the serve that a waiter which gave up without the
 /// table lock left owed (`Waiters::leave_owing`): every release of the
 /// table lock looks, so a serve owed while the lock was held is made by
-/// its holder, or by the waiter itself if it found the lock free.
+/// its holder, or by the waiter itself if it found the lock free. An
+/// entry's enqueue leaves the look to its caller, which makes the serve
+/// once its node has left the table (the serve runs task wakers, user
+/// code: see `AstMutex::enqueue`).
 pub(crate) struct TableGuard<'a, S: AbstractState, T: ?Sized> {
     mutex: &'a AstMutex<S, T>,
     table: ManuallyDrop<SpinGuard<'a, Table>>,
+    /// Whether its release makes an owed serve; `false` for a waiter's
+    /// enqueue, which makes it itself once it has left the table (see
+    /// `AstMutex::serve_owed_unqueued`).
+    serves_owed: bool,
 }
 
 impl<S: AbstractState, T: ?Sized> Deref for TableGuard<'_, S, T> {
@@ -125,7 +132,7 @@ impl<S: AbstractState, T: ?Sized> Drop for TableGuard<'_, S, T> {
     fn drop(&mut self) {
         // SAFETY: dropped once, here, and not used after.
         unsafe { ManuallyDrop::drop(&mut self.table) };
-        if self.mutex.waiters.owed_after_release() {
+        if self.serves_owed && self.mutex.waiters.owed_after_release() {
             // The waker panics of a serve made for another waiter are not
             // this thread's operation's to resume (rule 4 of the panic
             // policy): dropping `Panics` discards them.
@@ -143,6 +150,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         TableGuard {
             mutex: self,
             table: ManuallyDrop::new(self.waiters.lock()),
+            serves_owed: true,
         }
     }
 
@@ -151,6 +159,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         Some(TableGuard {
             mutex: self,
             table: ManuallyDrop::new(self.waiters.lock_until(deadline)?),
+            serves_owed: true,
         })
     }
 
