@@ -209,7 +209,7 @@ fn a_delivery_that_enters_the_same_mutex_ends(config: Config, kept: bool, x_task
         assert_eq!(
             ended_within(Duration::from_secs(10), x),
             Some(true),
-            "an entry whose park hook entered the same mutex never ended (attempt {attempt}, task on X: {})",
+            "an entry whose owed serve (or park hook) entered the same mutex never ended (attempt {attempt}, task on X: {})",
             entered == x_id
         );
         assert!(task.is_done());
