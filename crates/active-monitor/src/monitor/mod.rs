@@ -526,9 +526,17 @@ impl<T, S: AbstractState> Drop for Monitor<T, S> {
     /// to [`Discarded`](crate::Discarded)). Nothing is left waiting.
     fn drop(&mut self) {
         self.run_queued();
-        self.exec.with_mut(|e| {
-            // SAFETY: `&mut self`: nobody else holds the monitor.
-            unsafe { (*e).waiting.discard_all() }
+        // As this monitor's tasks: a task body of another monitor that
+        // drops this one keeps the discarded tasks (user values, see
+        // `unwind::drop_later`) until it ends, but its next park drops
+        // them (this monitor's body does not run here); kept as that
+        // body's monitor's, a body that then waited for what one of them
+        // holds (a permit in a precondition's captures) waited for ever.
+        unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: `&mut self`: nobody else holds the monitor.
+                unsafe { (*e).waiting.discard_all() }
+            });
         });
         unwind::resume_deferred();
     }
