@@ -215,7 +215,10 @@ pub(super) const STATE: usize = 3;
 /// panic resumes in the thread that was holding it, when its `call` or
 /// submission returns (or is dropped if that thread already unwinds). An
 /// async submission's poll whose task has been queued or has run keeps it
-/// for the thread's next poll or operation that changes nothing. On a
+/// for the thread's next poll or operation that changes nothing, and so
+/// does a `call` run on an idle monitor whose result is larger than 4 KiB
+/// (written straight into the caller's place, it could not be dropped
+/// first; a `call`'s result is never leaked by such a panic). On a
 /// server thread nobody waits for the server, so such a panic is dropped
 /// there (a task's own panic still resumes in its waiter), and so is one a
 /// thread still keeps when it exits (with the panics of its payload's
