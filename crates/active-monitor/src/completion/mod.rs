@@ -456,18 +456,21 @@ impl<R> Completion<R> {
 
 /// The task a waiter holds while it reads the result out of its slot,
 /// maybe its last reference: a task that is not kept (see `kept`) has a
-/// precondition whose drop is user code. That drop is caught and its panic
-/// deferred (see `unwind`): unwinding out of `wait` once the result is in
-/// the caller's place, it leaked the result (Rust does not drop a return
-/// value when a later local's drop unwinds), and during the resume of the
-/// task's own panic it aborted the process.
+/// precondition whose drop is user code. That drop is caught and its
+/// panic deferred (`unwind::drop_catching`): unwinding out of `wait` once
+/// the result is in the caller's place, it leaked the result (Rust does
+/// not drop a return value when a later local's drop unwinds), and during
+/// the resume of the task's own panic it aborted the process.
 struct HeldTask<R>(Option<Arc<dyn HasSlot<R>>>);
 
 impl<R> Drop for HeldTask<R> {
     #[inline]
     fn drop(&mut self) {
         if let Some(task) = self.0.take() {
-            unwind::drop_caught(task);
+            // As the waiter's own drop, as before (not a submitter of its
+            // own: the thread drops its own value), its panic caught: free
+            // when nothing panics.
+            unwind::drop_catching(task);
         }
     }
 }
