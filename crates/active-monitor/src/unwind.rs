@@ -571,8 +571,9 @@ pub(crate) fn drop_caught<X>(x: X) {
 /// Drops `x` at once, a panic of its drop deferred as [`caught`]'s, but
 /// without making the drop a submitter of its own: for what runs no user
 /// code but, rarely, a panic's payload nobody took (a task whose
-/// completion was dropped; see `Task::drop_later`). Costs nothing when the
-/// drop does not unwind.
+/// completion was dropped; see `Task::drop_later`), and for a value the
+/// thread drops as its own (a waiter's last reference to its task, see
+/// `completion::HeldTask`). Costs nothing when the drop does not unwind.
 #[inline]
 pub(crate) fn drop_catching<X>(x: X) {
     if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(x))) {

@@ -238,3 +238,154 @@ fn a_foreign_panic_met_by_program_order_never_loses_the_task_it_holds_back() {
         "every call handed in runs exactly once, foreign panic or not"
     );
 }
+
+/// A call on an idle monitor runs its body in place and returns the
+/// body's result straight into its caller's place. A panic deferred
+/// meanwhile (a result nobody took whose `Drop` panics, of another monitor
+/// the body called) resumed as the call's last step, with the result
+/// already there: Rust does not drop a function's return value when a
+/// local's `Drop` unwinds after it is written, so the result was leaked,
+/// its `Drop` never run. Here it is a lockfree-sync permit: never given
+/// back, and the next acquire waited for ever.
+#[test]
+fn a_panic_resumed_at_the_end_of_an_inline_call_drops_the_call_s_result() {
+    use active_monitor::Order;
+    use sync_core::testing::DropBomb;
+    let sem = Arc::new(lockfree_sync::Semaphore::new(1));
+    let m = Monitor::builder().order(Order::Relaxed).build(());
+    let o = Monitor::builder().order(Order::Relaxed).build(false);
+    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let bomb = DropBomb(Arc::clone(&dropped));
+    drop(o.when(|e| *e, move |_| bomb));
+    let s = Arc::clone(&sem);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        // Idle: the body runs here, and so does `o`'s `when`, whose
+        // result is kept until the call has let go of `m`.
+        m.call(|_| {
+            o.call(|e| *e = true);
+            s.try_acquire_arc().expect("a permit is free")
+        })
+    }));
+    let p = r.expect_err("the bomb's panic goes on at the end of the call");
+    assert_eq!(
+        p.downcast_ref::<String>().map(String::as_str),
+        Some(DropBomb::PANIC)
+    );
+    assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(
+        sem.available_permits(),
+        1,
+        "the call's result (a permit) was leaked, not dropped"
+    );
+}
+
+/// The same with a result too large to copy (written straight into the
+/// caller's place): the call returns it, and the deferred panic goes on at
+/// the thread's next operation instead.
+#[test]
+fn a_panic_deferred_in_an_inline_call_with_a_large_result_goes_on_at_the_next_operation() {
+    use active_monitor::Order;
+    use sync_core::testing::DropBomb;
+    struct Large {
+        _permit: lockfree_sync::ArcSemaphorePermit,
+        _pad: [u8; 16 * 1024],
+    }
+    let sem = Arc::new(lockfree_sync::Semaphore::new(1));
+    let m = Monitor::builder().order(Order::Relaxed).build(());
+    let o = Monitor::builder().order(Order::Relaxed).build(false);
+    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let bomb = DropBomb(Arc::clone(&dropped));
+    drop(o.when(|e| *e, move |_| bomb));
+    let s = Arc::clone(&sem);
+    let large = m.call(|_| {
+        o.call(|e| *e = true);
+        Large {
+            _permit: s.try_acquire_arc().expect("a permit is free"),
+            _pad: [0; 16 * 1024],
+        }
+    });
+    assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(sem.available_permits(), 0, "the caller holds it");
+    drop(large);
+    assert_eq!(sem.available_permits(), 1);
+    let p = catch_unwind(AssertUnwindSafe(|| m.call(|_| ())))
+        .expect_err("the bomb's panic goes on at the next operation");
+    assert_eq!(
+        p.downcast_ref::<String>().map(String::as_str),
+        Some(DropBomb::PANIC)
+    );
+}
+
+/// A `when` whose precondition's captures panic when dropped, enabled by
+/// another submission: once it has run, its waiter holds the task's last
+/// reference. `wait` read the result straight into its caller's place and
+/// then dropped the task, precondition and all: the precondition's panic
+/// unwound out of `wait` after the result was written, which Rust does not
+/// drop then, so the result (a lockfree-sync permit) was leaked; and when
+/// the task's own panic was being resumed, that drop panicked during the
+/// unwind and aborted the process. The task's drop there is caught now,
+/// and its panic goes on at the thread's next operation.
+fn a_completion_s_wait_drops_a_precondition_that_panics(body_panics: bool, awaited: bool) {
+    use active_monitor::Order;
+    use sync_core::testing::DropBomb;
+    let sem = Arc::new(lockfree_sync::Semaphore::new(1));
+    let m = Monitor::builder().order(Order::Relaxed).build(false);
+    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let bomb = DropBomb(Arc::clone(&dropped));
+    let s = Arc::clone(&sem);
+    let c = m.when(
+        move |e: &bool| {
+            let _held = &bomb;
+            *e
+        },
+        move |_| {
+            assert!(!body_panics, "the task's own panic");
+            s.try_acquire_arc().expect("a permit is free")
+        },
+    );
+    // Runs the `when`; the executor lets go of the task at the call's end.
+    m.call(|e| *e = true);
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        if awaited {
+            futures::executor::block_on(c).expect("it ran")
+        } else {
+            c.wait()
+        }
+    }));
+    assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 1);
+    if body_panics {
+        let p = r.expect_err("the task's own panic resumes in its waiter");
+        assert_eq!(p.downcast_ref::<&str>(), Some(&"the task's own panic"));
+    } else {
+        let permit = r.expect("the result comes out");
+        assert_eq!(sem.available_permits(), 0);
+        drop(permit);
+    }
+    assert_eq!(sem.available_permits(), 1, "the result was leaked");
+    // The precondition's panic goes on at the thread's next operation.
+    let p = catch_unwind(AssertUnwindSafe(|| m.call(|_| ())))
+        .expect_err("the precondition's panic goes on at the next operation");
+    assert_eq!(
+        p.downcast_ref::<String>().map(String::as_str),
+        Some(DropBomb::PANIC)
+    );
+}
+
+#[test]
+fn a_completion_s_wait_drops_a_panicking_precondition_after_taking_the_result() {
+    a_completion_s_wait_drops_a_precondition_that_panics(false, false);
+}
+
+#[test]
+fn an_awaited_completion_drops_a_panicking_precondition_after_taking_the_result() {
+    a_completion_s_wait_drops_a_precondition_that_panics(false, true);
+}
+
+#[test]
+fn a_completion_s_wait_drops_a_panicking_precondition_while_the_task_s_panic_resumes() {
+    sync_core::testing::in_child(
+        "ACTIVE_MONITOR_PRECONDITION_CHILD",
+        "a_completion_s_wait_drops_a_panicking_precondition_while_the_task_s_panic_resumes",
+        || a_completion_s_wait_drops_a_precondition_that_panics(true, false),
+    );
+}

@@ -467,3 +467,37 @@ fn a_park_after_a_nested_serve_drops_what_that_serve_s_park_kept_back() {
     let returned = ended_within(Duration::from_secs(10), body);
     assert_eq!(returned, Some(true), "the outer body waited for ever");
 }
+
+/// A task body of one monitor drops the last handle of another, `m`,
+/// whose `when` waits on its precondition and holds a semaphore permit
+/// (its precondition's captures; its completion dropped). The drop
+/// discards the `when`, and the task, with the permit, is kept to drop
+/// until the body ends (a `Drop` may use the body's monitor), as a task of
+/// the body's monitor: the body's next park kept it back as such, and the
+/// body, waiting for that permit, waited for ever. It is kept as `m`'s,
+/// whose body does not run here: the park drops it.
+#[test]
+fn a_body_waiting_for_a_permit_a_monitor_it_dropped_discarded_returns() {
+    let sem = Arc::new(lockfree_sync::Semaphore::new(1));
+    let outer = Monitor::new(());
+    let m = Monitor::builder().order(Order::Relaxed).build(false);
+    let permit = sem.acquire_arc().expect("open");
+    drop(m.when(
+        move |e: &bool| {
+            let _held = &permit;
+            *e
+        },
+        |_| (),
+    ));
+    let body = std::thread::spawn(move || {
+        outer.call(move |_| {
+            drop(m);
+            sem.acquire().expect("open").forget();
+        });
+    });
+    assert_eq!(
+        ended_within(Duration::from_secs(10), body),
+        Some(true),
+        "the body waited for ever for a permit its dropped monitor's task held"
+    );
+}

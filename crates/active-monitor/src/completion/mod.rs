@@ -290,7 +290,7 @@ impl<R> Completion<R> {
     fn block_then_keep(
         task: Arc<dyn HasSlot<R>>,
         keep: bool,
-    ) -> (*const ResultSlot<R>, Option<Arc<dyn HasSlot<R>>>) {
+    ) -> (*const ResultSlot<R>, HeldTask<R>) {
         // One call through the task's vtable: after the park its code may
         // have gone cold.
         let slot: *const ResultSlot<R> = task.slot();
@@ -302,7 +302,7 @@ impl<R> Completion<R> {
         } else {
             Some(task)
         };
-        (slot, task)
+        (slot, HeldTask(task))
     }
 
     /// [`wait`](Self::wait) for a task that ran inline (apart, so that
@@ -454,6 +454,27 @@ impl<R> Completion<R> {
     }
 }
 
+/// The task a waiter holds while it reads the result out of its slot,
+/// maybe its last reference: a task that is not kept (see `kept`) has a
+/// precondition whose drop is user code. That drop is caught and its
+/// panic deferred (`unwind::drop_catching`): unwinding out of `wait` once
+/// the result is in the caller's place, it leaked the result (Rust does
+/// not drop a return value when a later local's drop unwinds), and during
+/// the resume of the task's own panic it aborted the process.
+struct HeldTask<R>(Option<Arc<dyn HasSlot<R>>>);
+
+impl<R> Drop for HeldTask<R> {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            // As the waiter's own drop, as before (not a submitter of its
+            // own: the thread drops its own value), its panic caught: free
+            // when nothing panics.
+            unwind::drop_catching(task);
+        }
+    }
+}
+
 fn unwrap_outcome<R>(outcome: Outcome<R>) -> Result<R, Discarded> {
     match outcome {
         Outcome::Value(r) => Ok(r),
@@ -522,15 +543,22 @@ impl<R> Future for Completion<R> {
                 *o.take().expect("Completion polled after it returned Ready"),
             )),
             Inner::Shared { task, .. } => {
-                let slot = task.slot();
-                if !slot.poll_done(cx.waker()) {
+                if !task.slot().poll_done(cx.waker()) {
                     return Poll::Pending;
                 }
-                // SAFETY: done, and we are the single owner; `this.inner`
-                // is replaced below so the slot is never taken again.
-                let r = unsafe { slot.take_result() };
-                this.inner = Inner::Ready(None);
-                Poll::Ready(r)
+                let Inner::Shared { task, .. } =
+                    core::mem::replace(&mut this.inner, Inner::Ready(None))
+                else {
+                    unreachable!()
+                };
+                let slot: *const ResultSlot<R> = task.slot();
+                // Maybe the last reference, dropped as a waiter's (see
+                // `HeldTask`), also if the task's own panic resumes.
+                let _task = HeldTask(Some(task));
+                // SAFETY: done, and we were the single owner (`this.inner`
+                // was replaced, so the slot is never taken again); `_task`
+                // holds it until we return.
+                Poll::Ready(unsafe { (*slot).take_result() })
             }
         }
     }

@@ -21,6 +21,11 @@ use crate::task::{
 };
 use crate::unwind;
 
+/// The largest result (in bytes) that [`Monitor::call_inline`] holds in
+/// its own frame before returning it, so that a deferred panic can drop it
+/// first; a larger one is written straight into the caller's place.
+const CALL_RESULT_COPY_MAX: usize = 4096;
+
 use super::*;
 
 impl<T, S: AbstractState> Monitor<T, S> {
@@ -124,49 +129,61 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// Runs `f` under the held monitor and returns its result as the body
-    /// returns it: no `Outcome`, no `catch_unwind`, so that a large result
-    /// is written once, in the caller's place, and costs no more stack than
-    /// the body itself. Then the waiting tasks are re-checked and the
-    /// monitor is served, as after any task; if `f` panics, the same
-    /// happens while the panic unwinds to the caller (whose task it is),
-    /// so the monitor is never left held.
+    /// returns it: no `Outcome`, no `catch_unwind`. Then the waiting tasks
+    /// are re-checked and the monitor is served, as after any task; if `f`
+    /// panics, the same happens while the panic unwinds to the caller
+    /// (whose task it is), so the monitor is never left held.
+    ///
+    /// A panic deferred meanwhile (a result nobody took whose `Drop`
+    /// panicked) goes on only once the result is in a place this function
+    /// can drop it from ([`unwind::finish`]): resumed from the `Drop` of a
+    /// local after the body's result was written into the caller's place,
+    /// it leaked that result (Rust does not drop a function's return value
+    /// when a later local's drop unwinds), and a permit or lease in it was
+    /// never given back. A result larger than [`CALL_RESULT_COPY_MAX`] is
+    /// not copied at all: it is written once, in the caller's place, and
+    /// costs no more stack than the body itself; a panic deferred then is
+    /// kept for this thread's next operation's end (only what the serve
+    /// deferred is delivered), as an async poll keeps one.
     pub(super) fn call_inline<F, R>(&self, f: F) -> R
     where
         F: FnOnce(&mut T) -> R,
     {
-        /// Relays and serves once the body is done, or unwinding.
-        struct After<'a, T, S: AbstractState>(&'a Monitor<T, S>);
-        impl<T, S: AbstractState> Drop for After<'_, T, S> {
-            fn drop(&mut self) {
-                let m = self.0;
-                // Most monitors have no waiting task most of the time: then
-                // nothing to relay, and no user code runs here.
-                // SAFETY: we hold the monitor; a shared look.
-                if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
-                    let guard = Unlock(m);
-                    unwind::running(m.id(), || {
-                        m.exec.with_mut(|e| {
-                            // SAFETY: we hold the monitor.
-                            unsafe { (*e).relay() }
-                        })
-                    });
-                    core::mem::forget(guard);
-                }
-                // Resumes a deferred panic, or drops it if the body's own
-                // panic unwinds.
-                m.serve();
-            }
-        }
-        // Dropped after the tail expression: relays and serves once the
-        // result is in our caller's place.
-        let _after = After(self);
-        unwind::running(self.id(), || {
+        let in_place = const { size_of::<R>() > CALL_RESULT_COPY_MAX };
+        let after = InlineCallEnd {
+            m: self,
+            returned: false,
+            in_place,
+        };
+        let body = || {
             self.exec.with_mut(|e| {
-                // SAFETY: we hold the monitor; `_after`'s relay comes after
-                // this borrow ends.
+                // SAFETY: we hold the monitor; the relay in `after`'s drop
+                // comes after this borrow ends.
                 order::as_task(|| f(unsafe { &mut (*e).data }))
             })
-        })
+        };
+        // Apart, so that the in-place frame has no room for a copy.
+        if in_place {
+            Self::call_inline_in_place(after, body)
+        } else {
+            Self::call_inline_copied(after, body)
+        }
+    }
+
+    /// `call_inline` for a large result: `after` is dropped after the
+    /// tail expression, once the result is in our caller's place.
+    fn call_inline_in_place<R>(after: InlineCallEnd<'_, T, S>, body: impl FnOnce() -> R) -> R {
+        let _after = after;
+        unwind::running(_after.m.id(), body)
+    }
+
+    /// `call_inline` for a small result: held here until the monitor is
+    /// served, then handed to `unwind::finish`.
+    fn call_inline_copied<R>(mut after: InlineCallEnd<'_, T, S>, body: impl FnOnce() -> R) -> R {
+        let r = unwind::running(after.m.id(), body);
+        after.returned = true;
+        drop(after);
+        unwind::finish(r)
     }
 
     /// `submit` on an idle monitor, for a result that fits a completion
@@ -656,5 +673,46 @@ fn unwrap_call<R>(outcome: Outcome<R>) -> R {
         Outcome::Value(r) => r,
         Outcome::Panicked(p) => resume_unwind(p),
         Outcome::Discarded => unreachable!("a call is never discarded"),
+    }
+}
+
+/// Relays and serves once the body is done (`returned`), or
+/// unwinding.
+struct InlineCallEnd<'a, T, S: AbstractState> {
+    m: &'a Monitor<T, S>,
+    returned: bool,
+    /// The result is written straight into our caller's place.
+    in_place: bool,
+}
+impl<T, S: AbstractState> Drop for InlineCallEnd<'_, T, S> {
+    fn drop(&mut self) {
+        let m = self.m;
+        // Most monitors have no waiting task most of the time: then
+        // nothing to relay, and no user code runs here.
+        // SAFETY: we hold the monitor; a shared look.
+        if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
+            let guard = Unlock(m);
+            unwind::running(m.id(), || {
+                m.exec.with_mut(|e| {
+                    // SAFETY: we hold the monitor.
+                    unsafe { (*e).relay() }
+                })
+            });
+            core::mem::forget(guard);
+        }
+        if self.returned {
+            // Our caller's `finish` resumes a deferred panic, the
+            // result dropped first.
+            m.serve_loop();
+        } else if self.in_place && !std::thread::panicking() {
+            // The result is already in our caller's place, out of
+            // reach: a deferred panic waits for the next operation.
+            m.serve_loop();
+            unwind::deliver_keeping();
+        } else {
+            // The body's own panic unwinds: a deferred one is
+            // dropped (see `unwind::resume_deferred`).
+            m.serve();
+        }
     }
 }

@@ -215,7 +215,10 @@ pub(super) const STATE: usize = 3;
 /// panic resumes in the thread that was holding it, when its `call` or
 /// submission returns (or is dropped if that thread already unwinds). An
 /// async submission's poll whose task has been queued or has run keeps it
-/// for the thread's next poll or operation that changes nothing. On a
+/// for the thread's next poll or operation that changes nothing, and so
+/// does a `call` run on an idle monitor whose result is larger than 4 KiB
+/// (written straight into the caller's place, it could not be dropped
+/// first; a `call`'s result is never leaked by such a panic). On a
 /// server thread nobody waits for the server, so such a panic is dropped
 /// there (a task's own panic still resumes in its waiter), and so is one a
 /// thread still keeps when it exits (with the panics of its payload's
@@ -526,9 +529,17 @@ impl<T, S: AbstractState> Drop for Monitor<T, S> {
     /// to [`Discarded`](crate::Discarded)). Nothing is left waiting.
     fn drop(&mut self) {
         self.run_queued();
-        self.exec.with_mut(|e| {
-            // SAFETY: `&mut self`: nobody else holds the monitor.
-            unsafe { (*e).waiting.discard_all() }
+        // As this monitor's tasks: a task body of another monitor that
+        // drops this one keeps the discarded tasks (user values, see
+        // `unwind::drop_later`) until it ends, but its next park drops
+        // them (this monitor's body does not run here); kept as that
+        // body's monitor's, a body that then waited for what one of them
+        // holds (a permit in a precondition's captures) waited for ever.
+        unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: `&mut self`: nobody else holds the monitor.
+                unsafe { (*e).waiting.discard_all() }
+            });
         });
         unwind::resume_deferred();
     }
