@@ -1020,3 +1020,48 @@ fn attempts_complete_only_with_a_waiting_partner() {
     drop(rx);
     assert_eq!(tx.try_send(5), Err(csp::TrySendError::Disconnected(5)));
 }
+
+/// A sender that finds an Alt waiting rebuilds the `Arc` of the Alt's
+/// shared part from the channel word (and drops it). The word held a
+/// pointer made from a reference to the shared part, whose provenance
+/// does not cover the `Arc`'s counts: under Miri (Stacked Borrows, its
+/// default) the sender's rebuilt `Arc` touched the counts out of bounds,
+/// undefined behaviour. Natively this passes either way; `cargo +nightly
+/// miri test -p lockfree-sync --test csp a_sender_that_claims` reported
+/// the UB on the old code.
+#[test]
+fn a_sender_that_claims_a_waiting_alt_takes_the_word_s_reference_to_it() {
+    let cx = &mut Context::from_waker(Waker::noop());
+    let (mut tx1, mut rx1) = csp::channel::<Box<u32>>();
+    let (mut tx2, mut rx2) = csp::channel::<Box<u32>>();
+    let mut alt = Alt::new(vec![&mut rx1, &mut rx2]);
+    {
+        let mut select = pin!(alt.select_async());
+        assert!(select.as_mut().poll(cx).is_pending());
+        // Claims the Alt through the word of channel 2.
+        tx2.try_send(Box::new(2)).unwrap();
+        match select.as_mut().poll(cx) {
+            Poll::Ready((1, Ok(v))) => assert_eq!(*v, 2),
+            other => panic!("the claim was lost: {other:?}"),
+        }
+    }
+    {
+        // Through the word of channel 1, the first enabled, this time.
+        let mut select = pin!(alt.select_async());
+        assert!(select.as_mut().poll(cx).is_pending());
+        tx1.try_send(Box::new(1)).unwrap();
+        match select.as_mut().poll(cx) {
+            Poll::Ready((0, Ok(v))) => assert_eq!(*v, 1),
+            other => panic!("the claim was lost: {other:?}"),
+        }
+    }
+    // A sender that finds the Alt already claimed by the other channel.
+    let mut select = pin!(alt.select_async());
+    assert!(select.as_mut().poll(cx).is_pending());
+    tx1.try_send(Box::new(3)).unwrap();
+    assert!(matches!(
+        tx2.try_send(Box::new(4)),
+        Err(csp::TrySendError::Full(_))
+    ));
+    assert!(matches!(select.as_mut().poll(cx), Poll::Ready((0, Ok(_)))));
+}

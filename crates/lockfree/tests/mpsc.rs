@@ -526,3 +526,30 @@ fn a_sender_moved_cloned_and_used_from_a_thread_local_destructor() {
     all.sort_unstable();
     assert_eq!(all, (0..=last).collect::<Vec<_>>());
 }
+
+/// A channel whose receiver never moved past the first dummy (nothing
+/// sent, or nothing received) frees it from the channel's last handle.
+/// The receiver's pointer to that dummy was made from a shared reference
+/// when the channel was made, and the channel's drop followed it while its
+/// own `&mut self` was live: under Miri (Stacked Borrows, its default)
+/// undefined behaviour, "not granting access to tag ... because that would
+/// remove [Unique ...] which is strongly protected". Natively this passes
+/// either way; `cargo +nightly miri test -p lockfree-sync --test mpsc
+/// a_channel_dropped` reported the UB on the old code.
+#[test]
+fn a_channel_dropped_with_its_first_dummy_still_the_head_frees_it() {
+    // Nothing ever sent; the sender goes last.
+    let (tx, rx) = mpsc::channel::<String>();
+    drop(rx);
+    drop(tx);
+    // Nothing ever sent; the receiver goes last.
+    let (tx, rx) = mpsc::channel::<String>();
+    drop(tx);
+    assert_eq!(rx.try_recv(), Err(mpsc::TryRecvError::Disconnected));
+    drop(rx);
+    // A message refused after the receiver left.
+    let (tx, rx) = mpsc::channel::<String>();
+    drop(rx);
+    assert!(tx.send("late".to_owned()).is_err());
+    drop(tx);
+}

@@ -38,7 +38,11 @@ unsafe impl<T: Send> Sync for AltShared<T> {}
 pub(super) const CLAIM_SELF: usize = 1;
 
 impl<T> AltShared<T> {
-    /// The channel word that names this Alt (its address, tagged).
+    /// The channel word that names this Alt (its address, tagged), to
+    /// compare a word with. The words themselves hold entries that
+    /// [`Alt::enable`] makes from `Arc::into_raw`, whose provenance a
+    /// sender that rebuilds the `Arc` needs: this one's covers the shared
+    /// part alone, not the counts.
     pub(super) fn entry(&self) -> *mut u8 {
         ptr::from_ref(self)
             .cast::<u8>()
@@ -399,7 +403,6 @@ impl<'a, T> Alt<'a, T> {
             claim: AtomicUsize::new(0),
             slot: Slot::new(None),
         });
-        let entry = shared.entry();
         let mut enabled = Enabled {
             shared,
             channels: Vec::with_capacity(self.receivers.len()),
@@ -409,6 +412,11 @@ impl<'a, T> Alt<'a, T> {
         for i in self.order() {
             let chan = &*self.receivers[i].chan;
             let raw = Arc::into_raw(Arc::clone(&enabled.shared));
+            // The word's entry is made from `raw`, not from a reference to
+            // the shared part: the sender that swaps it out rebuilds the
+            // `Arc` from it (`Chan::found`), which needs the provenance
+            // `into_raw` gives (the whole allocation, counts included).
+            let entry = raw.cast::<u8>().cast_mut().map_addr(|a| a | ALT_TAG);
             // Release: publishes the Alt to the sender that swaps it out.
             match chan.word.compare_exchange(EMPTY, entry, AcqRel, Acquire) {
                 Ok(_) => enabled.channels.push(i),

@@ -352,6 +352,18 @@ impl<T> Shared<T> {
 
 impl<T> Drop for Shared<T> {
     fn drop(&mut self) {
+        // The receiver's pointer to the first dummy (if it is still the
+        // dummy) was made from a shared reference to `stub` when the
+        // channel was made; the pops below follow it while `&mut self`,
+        // made since, is live: give them one made from `&mut self`.
+        let stub = ptr::from_mut(&mut self.stub);
+        self.consumer.with_mut(|c| {
+            // SAFETY: `&mut self`: nobody else touches the consumer.
+            let c = unsafe { &mut *c };
+            if ptr::eq(c.head, stub) {
+                c.head = stub;
+            }
+        });
         let mut panics = Panics::new();
         // SAFETY: `&mut self`: every sender and the receiver are gone, so
         // every send has completed and we are the only consumer.

@@ -229,6 +229,16 @@ impl Semaphore {
             // Not resumed (this thread is already unwinding): wait again.
             return self.acquire_slow(n, deadline);
         }
+        if found > 0 {
+            // The enqueue delivered the free permits we found, and so may
+            // have run other waiters' task wakers here, after the hook
+            // above: a task polled in place there may have kept wakeups on
+            // this thread (an active monitor's body). Delivered before we
+            // park, or we could wait for one of those very tasks. (With
+            // nothing found, our enqueue ran no delivery but a close's
+            // drain, which sends us away too: we do not park.)
+            sync_core::wake_chain::before_park();
+        }
         // Spin before parking: a delivery is a handoff, and a releaser
         // usually comes within microseconds.
         let token = match deadline {
