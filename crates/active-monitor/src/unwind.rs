@@ -356,29 +356,39 @@ pub(crate) fn kept_drops() -> usize {
     DROPS.try_with(|d| d.borrow().len()).unwrap_or(0)
 }
 
-/// Drops the tasks kept by [`drop_later`], one at a time, no borrow held
+/// Drops the tasks kept by [`drop_later`], newest first, no borrow held
 /// while a drop runs (it may use a monitor, whose serve keeps more); their
-/// panics are deferred.
+/// panics are deferred. All of them are taken out of the list before the
+/// first is dropped: a `Drop` that calls a monitor whose body then parks
+/// had the park hook drop the others inside that body, a body their own
+/// code never runs in (one that called a monitor held by a thread waiting
+/// for that body's monitor waited for ever). What the drops keep in turn
+/// goes in the next round. The list has no destructor (see `Kept`): its
+/// room goes with each round, or a thread's exit would leak it.
+#[inline]
 pub(crate) fn drop_deferred() {
-    if !STATE.with(|s| s.drops.replace(false)) {
-        return;
+    // A look first (the common case: nothing kept), the drops out of line.
+    if STATE.with(|s| s.drops.replace(false)) {
+        drop_deferred_slow();
     }
-    while let Some((_, task)) = DROPS.try_with(|d| d.borrow_mut().pop()).ok().flatten() {
-        drop_caught(task);
+}
+
+/// [`drop_deferred`]'s drops: rounds of the whole list, until a round's
+/// drops keep nothing more.
+#[cold]
+#[inline(never)]
+fn drop_deferred_slow() {
+    loop {
+        let all = DROPS
+            .try_with(|d| core::mem::take(&mut *d.borrow_mut()))
+            .unwrap_or_default();
+        for (_, task) in all.into_iter().rev() {
+            drop_caught(task);
+        }
+        if !STATE.with(|s| s.drops.replace(false)) {
+            return;
+        }
     }
-    // The list has no destructor (see `Kept`): its room goes now, or a
-    // thread's exit would leak it.
-    let room = DROPS
-        .try_with(|d| {
-            let mut d = d.borrow_mut();
-            if d.is_empty() {
-                core::mem::take(&mut *d)
-            } else {
-                Vec::new()
-            }
-        })
-        .unwrap_or_default();
-    drop(room);
 }
 
 /// Delivers the wakeups kept by [`wake_later`] (unparks: no user code runs,

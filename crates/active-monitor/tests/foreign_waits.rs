@@ -511,7 +511,6 @@ fn a_body_waiting_for_a_permit_a_monitor_it_dropped_discarded_returns() {
 /// holding `x`. The lease of `y` is now dropped after the first `Drop`
 /// has returned.
 #[test]
-#[ignore = "hangs (watchdog): the fix slowed am/call 1.4-1.7x in a same-build A/B and was not kept"]
 fn a_park_in_a_result_s_drop_does_not_drop_the_next_result_there() {
     type Go = (std::sync::mpsc::Sender<()>, std::sync::mpsc::Receiver<()>);
     struct LeaseX(Arc<Monitor<u64>>, std::sync::Mutex<Option<Go>>);
