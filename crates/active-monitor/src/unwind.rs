@@ -57,9 +57,17 @@ struct State {
     /// Whether `DROPS` may hold a task.
     drops: Cell<bool>,
     /// Whether a park hook kept tasks to drop back (their monitor's body
-    /// ran) since a task body last ended: the end of a body arms the hook
-    /// again then (see [`Frame`]).
+    /// ran, or they were kept before the queued task body that parked
+    /// began) since a task body last ended: the end of a body arms the
+    /// hook again then (see [`Frame`]).
     held_back: Cell<bool>,
+    /// How many tasks [`drop_later`] has kept on this thread, ever: each
+    /// kept task is numbered with the count after it (see [`KeptDrop`]).
+    kept_seq: Cell<u64>,
+    /// The number of the first task kept inside the innermost task body
+    /// run from a monitor's queue (0 if none runs): a park drops no task
+    /// numbered below it (see [`running_queued`]).
+    since: Cell<u64>,
     /// The blocking call whose own serve this thread runs (its job's
     /// address; 0 if none): see [`serving_for`].
     serving_for: Cell<usize>,
@@ -147,6 +155,8 @@ std::thread_local! {
             task_wakes: Cell::new(false),
             drops: Cell::new(false),
             held_back: Cell::new(false),
+            kept_seq: Cell::new(0),
+            since: Cell::new(0),
             serving_for: Cell::new(0),
         }
     };
@@ -159,11 +169,10 @@ std::thread_local! {
     /// Task wakers, woken once the monitor is let go of (see
     /// [`wake_task_later`]).
     static TASK_WAKES: Kept<TaskWake> = const { kept() };
-    /// Tasks a holder was done with, each with the monitor whose task body
-    /// ran when it was kept (0 if none), dropped once the thread has let go
-    /// of every monitor (see [`drop_later`]), or of that one before it
-    /// parks (see [`before_park`]).
-    static DROPS: Kept<(usize, Arc<dyn DropLater>)> = const { kept() };
+    /// Tasks a holder was done with, dropped once the thread has let go
+    /// of every monitor (see [`drop_later`]), or before it parks (see
+    /// [`before_park`]).
+    static DROPS: Kept<KeptDrop> = const { kept() };
 }
 
 #[cfg(loom)]
@@ -176,12 +185,26 @@ sync_core::loom::thread_local! {
         task_wakes: Cell::new(false),
         drops: Cell::new(false),
         held_back: Cell::new(false),
+        kept_seq: Cell::new(0),
+        since: Cell::new(0),
         serving_for: Cell::new(0),
     };
     static DEFERRED: Deferred = Deferred(Cell::new(None));
     static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
     static TASK_WAKES: Kept<TaskWake> = kept();
-    static DROPS: Kept<(usize, Arc<dyn DropLater>)> = kept();
+    static DROPS: Kept<KeptDrop> = kept();
+}
+
+/// A task kept by [`drop_later`].
+struct KeptDrop {
+    /// The monitor whose task body ran when it was kept (0 if none): a
+    /// park inside that body keeps it (see [`before_park`]).
+    monitor: usize,
+    /// Its number on this thread (see `State::kept_seq`): a park inside a
+    /// task body run from a queue keeps it if it was kept before that body
+    /// began (see [`running_queued`]).
+    seq: u64,
+    task: Arc<dyn DropLater>,
 }
 
 /// Keeps `wakeup` (a blocked caller's, whose token is already set) to be
@@ -341,9 +364,14 @@ fn later_if_running(w: TaskWake) {
 /// the kept tasks of every monitor but those whose task bodies run on
 /// this thread, innermost or below (see [`before_park`]).
 pub(crate) fn drop_later(task: Arc<dyn DropLater>) {
-    let monitor = STATE.with(|s| s.running.get());
-    match keep(&DROPS, (monitor, task), |s| &s.drops) {
-        Some((_, t)) => drop_caught(t),
+    let (monitor, seq) = STATE.with(|s| {
+        let seq = s.kept_seq.get() + 1;
+        s.kept_seq.set(seq);
+        (s.running.get(), seq)
+    });
+    let kept = KeptDrop { monitor, seq, task };
+    match keep(&DROPS, kept, |s| &s.drops) {
+        Some(k) => drop_caught(k.task),
         None => wake_chain::deliver_before_park(before_park),
     }
 }
@@ -382,8 +410,8 @@ fn drop_deferred_slow() {
         let all = DROPS
             .try_with(|d| core::mem::take(&mut *d.borrow_mut()))
             .unwrap_or_default();
-        for (_, task) in all.into_iter().rev() {
-            drop_caught(task);
+        for k in all.into_iter().rev() {
+            drop_caught(k.task);
         }
         if !STATE.with(|s| s.drops.replace(false)) {
             return;
@@ -485,19 +513,25 @@ fn before_park_slow() {
     }
 }
 
-/// [`before_park`]'s part for the tasks kept by [`drop_later`]: drops, one
-/// at a time, those of every monitor but the ones whose task bodies run on
-/// this thread, innermost or below, and keeps theirs (a `Drop` that uses
-/// the monitor it belongs to would find it held, by this very thread: it
-/// waits for the end of the body, as before). Below the innermost too: a
-/// serve that kept a result nobody took and then ran a task whose body
-/// called another monitor still holds its own, and a `Drop` that called
-/// it there waited for ever for this thread. Parked, the thread would keep
-/// them for as long as it waits, maybe for what one of them releases (a
-/// body that enabled a `when` of another monitor whose completion was
-/// dropped, and then waits for a permit its result holds, waited for
-/// ever). A `Drop` that uses the monitor whose body runs below panics, as
-/// a task waker does there. Whether it dropped any.
+/// [`before_park`]'s part for the tasks kept by [`drop_later`]: drops them
+/// one at a time, but for two kinds, which it keeps:
+///
+/// * those of the monitors whose task bodies run on this thread, innermost
+///   or below: a `Drop` that uses the monitor it belongs to would find it
+///   held, by this very thread (it waits for the end of the body, as
+///   before). Below the innermost too: a serve that kept a result nobody
+///   took and then ran a task whose body called another monitor still
+///   holds its own, and a `Drop` that called it there waited for ever for
+///   this thread.
+/// * those kept before the innermost task body run from a monitor's queue
+///   began (see [`running_queued`]).
+///
+/// Parked, the thread would keep the others for as long as it waits,
+/// maybe for what one of them releases (a body that enabled a `when` of
+/// another monitor whose completion was dropped, and then waits for a
+/// permit its result holds, waited for ever). A `Drop` that uses the
+/// monitor whose body runs below panics, as a task waker does there.
+/// Whether it dropped any.
 fn drop_deferred_before_park() -> bool {
     if !STATE.with(|s| s.drops.get()) {
         return false;
@@ -506,9 +540,10 @@ fn drop_deferred_before_park() -> bool {
     let Ok(all) = DROPS.try_with(|d| core::mem::take(&mut *d.borrow_mut())) else {
         return false;
     };
+    let since = STATE.with(|s| s.since.get());
     let (kept, go): (Vec<_>, Vec<_>) = all
         .into_iter()
-        .partition(|&(monitor, _)| monitor != 0 && runs_here(monitor));
+        .partition(|k| k.seq < since || (k.monitor != 0 && runs_here(k.monitor)));
     if !kept.is_empty() {
         // Back, behind what was kept meanwhile (nothing: no user code ran).
         let _ = DROPS.try_with(|d| d.borrow_mut().extend(kept));
@@ -520,8 +555,8 @@ fn drop_deferred_before_park() -> bool {
         STATE.with(|s| s.drops.set(false));
     }
     let dropped = !go.is_empty();
-    for (_, task) in go {
-        drop_caught(task);
+    for k in go {
+        drop_caught(k.task);
     }
     dropped
 }
@@ -752,6 +787,31 @@ pub(crate) fn running<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// [`running`] for the task bodies a serve runs from `monitor`'s queue
+/// (and those its relay then runs): a park inside them keeps the tasks
+/// this thread kept before they began, to drop once they have ended.
+///
+/// Such a body may be another thread's call, made while that thread holds
+/// another monitor, and this thread's kept results are its own code's:
+/// dropped in that body, a result whose `Drop` calls the monitor that
+/// other thread holds (a lease returned on drop) would wait for that
+/// thread, which waits for this body. The price: such a body that waits
+/// for what one of those results releases (a permit its `Drop` gives
+/// back) waits for ever, as it waits for a value the serve that runs it
+/// holds; the family's parks cannot tell the two apart.
+#[inline]
+pub(crate) fn running_queued<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
+    struct Since(u64);
+    impl Drop for Since {
+        #[inline]
+        fn drop(&mut self) {
+            STATE.with(|s| s.since.set(self.0));
+        }
+    }
+    let _since = STATE.with(|s| Since(s.since.replace(s.kept_seq.get() + 1)));
+    running(monitor, f)
+}
+
 /// Whether a task of `monitor` runs on this thread, innermost or below
 /// (held by this thread: a call of it here would wait for ever). Walks
 /// the thread's task frames: for slow paths.
@@ -845,6 +905,35 @@ mod tests {
         });
         running(2, before_park);
         assert_eq!(dropped(), 2);
+        assert_eq!(kept_drops(), 0);
+    }
+
+    /// A park inside a task body run from a queue keeps what the thread
+    /// kept before that body began and drops what it kept inside it; a
+    /// park after that body drops the rest.
+    #[test]
+    fn a_park_in_a_queued_body_keeps_what_was_kept_before_it() {
+        struct Count(&'static std::sync::atomic::AtomicUsize);
+        impl Drop for Count {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dropped = || DROPPED.load(std::sync::atomic::Ordering::SeqCst);
+        running(1, || {
+            // Kept in a body of monitor 4 that monitor 1's body called.
+            running(4, || drop_later(Arc::new(Count(&DROPPED))));
+            running_queued(2, || {
+                // Kept in a body of monitor 3 that this body called.
+                running(3, || drop_later(Arc::new(Count(&DROPPED))));
+                before_park();
+                assert_eq!(dropped(), 1, "the one kept inside the body only");
+                assert_eq!(kept_drops(), 1);
+            });
+            before_park();
+            assert_eq!(dropped(), 2, "monitor 4's body no longer runs");
+        });
         assert_eq!(kept_drops(), 0);
     }
 

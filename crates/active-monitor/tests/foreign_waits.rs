@@ -582,11 +582,10 @@ fn a_park_in_a_result_s_drop_does_not_drop_the_next_result_there() {
 /// that task's body parks (a timed acquire). The park dropped thread 1's
 /// lease there, inside thread 2's body: its call of `y` waited for thread
 /// 2, which waited for its task of `x`, run by thread 1. Neither thread's
-/// code calls `y` while holding `x`. Not fixed yet: the fix drops such a
-/// lease once that body has ended (a park inside a queued task's body
-/// keeps what the thread kept before it), and this test then passes.
+/// code calls `y` while holding `x`. Now a park inside a task body that a
+/// serve runs from the queue keeps what the thread kept before that body
+/// began, and drops it once the body has ended.
 #[test]
-#[ignore = "hangs on the current code (see its docs): round 48 found it; its fix, which adds work to every queued task body, awaits an A/B"]
 fn a_park_in_a_task_body_run_for_another_thread_keeps_this_thread_s_results() {
     struct Lease(Arc<Monitor<u64>>);
     impl Drop for Lease {

@@ -156,7 +156,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// `execute`, without letting go of the monitor if it unwinds (for the
     /// owner, who holds no lock).
     pub(super) fn execute_unguarded(&self, task: Task<T, S>) {
-        unwind::running(self.id(), || {
+        unwind::running_queued(self.id(), || {
             self.exec.with_mut(|e| {
                 // SAFETY: the caller holds the monitor.
                 unsafe { (*e).execute(task) }
