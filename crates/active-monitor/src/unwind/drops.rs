@@ -1,0 +1,250 @@
+//! The tasks a holder is done with ([`drop_later`]): kept per thread, and
+//! dropped once the thread has let go of every monitor, or before it parks
+//! (see [`before_park`]).
+
+use std::sync::Arc;
+
+use sync_core::wake_chain;
+
+#[cfg(doc)]
+use super::running_queued;
+use super::{DROPS, STATE, before_park, drop_caught, keep, runs_here};
+#[cfg(doc)]
+use super::{finish, resume_deferred};
+
+/// Anything: a task the holder is done with, kept by [`drop_later`] as a
+/// trait object of its own (a task is a `dyn Job<T, S>`, which a
+/// thread-local list of every monitor's tasks cannot name).
+pub(crate) trait DropLater {}
+
+impl<X: ?Sized> DropLater for X {}
+
+/// A task kept by [`drop_later`].
+pub(super) struct KeptDrop {
+    /// The monitor whose task body ran when it was kept (0 if none): a
+    /// park inside that body keeps it (see [`before_park`]).
+    monitor: usize,
+    /// Its number on this thread (see `State::kept_seq`): a park inside a
+    /// task body run from a queue keeps it if it was kept before that body
+    /// began (see [`running_queued`]).
+    seq: u64,
+    task: Arc<dyn DropLater>,
+}
+
+/// Keeps `task` (a task the holder is done with, maybe the last reference
+/// to it) to be dropped once this thread runs no task body and has let go
+/// of every monitor: at the end of the operation that served it, as a
+/// deferred panic is resumed ([`finish`], [`resume_deferred`]). Its drop
+/// may be user code's last word on a value (a result nobody took, a
+/// precondition's captures), which may use this monitor. A panic in it is
+/// deferred as any other.
+///
+/// The family's next blocking wait on this thread drops, before it parks,
+/// the kept tasks of every monitor but those whose task bodies run on
+/// this thread, innermost or below (see [`before_park`]).
+pub(crate) fn drop_later(task: Arc<dyn DropLater>) {
+    let (monitor, seq) = STATE.with(|s| {
+        let seq = s.kept_seq.get() + 1;
+        s.kept_seq.set(seq);
+        (s.running.get(), seq)
+    });
+    let kept = KeptDrop { monitor, seq, task };
+    match keep(&DROPS, kept, |s| &s.drops) {
+        Some(k) => drop_caught(k.task),
+        None => wake_chain::deliver_before_park(before_park),
+    }
+}
+
+/// How many tasks [`drop_later`] keeps on this thread.
+pub(crate) fn kept_drops() -> usize {
+    if !STATE.with(|s| s.drops.get()) {
+        return 0;
+    }
+    DROPS.try_with(|d| d.borrow().len()).unwrap_or(0)
+}
+
+/// Drops the tasks kept by [`drop_later`], newest first, no borrow held
+/// while a drop runs (it may use a monitor, whose serve keeps more); their
+/// panics are deferred. All of them are taken out of the list before the
+/// first is dropped: a `Drop` that calls a monitor whose body then parks
+/// had the park hook drop the others inside that body, a body their own
+/// code never runs in (one that called a monitor held by a thread waiting
+/// for that body's monitor waited for ever). What the drops keep in turn
+/// goes in the next round. The list has no destructor (see `Kept`): its
+/// room goes with each round, or a thread's exit would leak it.
+#[inline]
+pub(crate) fn drop_deferred() {
+    // A look first (the common case: nothing kept), the drops out of line.
+    if STATE.with(|s| s.drops.replace(false)) {
+        drop_deferred_slow();
+    }
+}
+
+/// [`drop_deferred`]'s drops: rounds of the whole list, until a round's
+/// drops keep nothing more.
+#[cold]
+#[inline(never)]
+fn drop_deferred_slow() {
+    loop {
+        let all = DROPS
+            .try_with(|d| core::mem::take(&mut *d.borrow_mut()))
+            .unwrap_or_default();
+        for k in all.into_iter().rev() {
+            drop_caught(k.task);
+        }
+        if !STATE.with(|s| s.drops.replace(false)) {
+            return;
+        }
+    }
+}
+
+/// [`before_park`]'s part for the tasks kept by [`drop_later`]: drops them
+/// one at a time, but for two kinds, which it keeps:
+///
+/// * those of the monitors whose task bodies run on this thread, innermost
+///   or below: a `Drop` that uses the monitor it belongs to would find it
+///   held, by this very thread (it waits for the end of the body, as
+///   before). Below the innermost too: a serve that kept a result nobody
+///   took and then ran a task whose body called another monitor still
+///   holds its own, and a `Drop` that called it there waited for ever for
+///   this thread.
+/// * those kept before the innermost task body run from a monitor's queue
+///   began (see [`running_queued`]).
+///
+/// Parked, the thread would keep the others for as long as it waits,
+/// maybe for what one of them releases (a body that enabled a `when` of
+/// another monitor whose completion was dropped, and then waits for a
+/// permit its result holds, waited for ever). A `Drop` that uses the
+/// monitor whose body runs below panics, as a task waker does there.
+/// Whether it dropped any.
+pub(super) fn drop_deferred_before_park() -> bool {
+    if !STATE.with(|s| s.drops.get()) {
+        return false;
+    }
+    // Taken out first: no borrow while a drop runs (it may keep more).
+    let Ok(all) = DROPS.try_with(|d| core::mem::take(&mut *d.borrow_mut())) else {
+        return false;
+    };
+    let since = STATE.with(|s| s.since.get());
+    let (kept, go): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|k| k.seq < since || (k.monitor != 0 && runs_here(k.monitor)));
+    if !kept.is_empty() {
+        // Back, behind what was kept meanwhile (nothing: no user code ran).
+        let _ = DROPS.try_with(|d| d.borrow_mut().extend(kept));
+        STATE.with(|s| {
+            s.drops.set(true);
+            s.held_back.set(true);
+        });
+    } else {
+        STATE.with(|s| s.drops.set(false));
+    }
+    let dropped = !go.is_empty();
+    for k in go {
+        drop_caught(k.task);
+    }
+    dropped
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::unwind::{DROPS, before_park, running, running_queued};
+
+    /// The kept-drops list has no destructor: once drained it must hold no
+    /// room, or every thread that ever kept a task would leak it at exit.
+    #[test]
+    fn a_drained_drop_list_keeps_no_room() {
+        for _ in 0..100 {
+            drop_later(Arc::new(String::from("a result nobody took")));
+        }
+        assert!(DROPS.with(|d| d.borrow().capacity()) >= 100);
+        drop_deferred();
+        assert_eq!(
+            DROPS.with(|d| (d.borrow().len(), d.borrow().capacity())),
+            (0, 0)
+        );
+    }
+
+    /// Before a park, a task body's thread drops what it keeps of other
+    /// monitors, and keeps its own monitor's (a `Drop` may use it).
+    #[test]
+    fn a_park_drops_the_kept_tasks_of_every_monitor_but_the_running_one() {
+        struct Count(&'static std::sync::atomic::AtomicUsize);
+        impl Drop for Count {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dropped = || DROPPED.load(std::sync::atomic::Ordering::SeqCst);
+        running(1, || drop_later(Arc::new(Count(&DROPPED))));
+        running(2, || drop_later(Arc::new(Count(&DROPPED))));
+        running(1, || {
+            before_park();
+            assert_eq!(dropped(), 1, "monitor 2's, not the running one's");
+            sync_core::wake_chain::before_park();
+            assert_eq!(dropped(), 1);
+        });
+        running(2, before_park);
+        assert_eq!(dropped(), 2);
+        assert_eq!(kept_drops(), 0);
+    }
+
+    /// A park inside a task body run from a queue keeps what the thread
+    /// kept before that body began and drops what it kept inside it; a
+    /// park after that body drops the rest.
+    #[test]
+    fn a_park_in_a_queued_body_keeps_what_was_kept_before_it() {
+        struct Count(&'static std::sync::atomic::AtomicUsize);
+        impl Drop for Count {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dropped = || DROPPED.load(std::sync::atomic::Ordering::SeqCst);
+        running(1, || {
+            // Kept in a body of monitor 4 that monitor 1's body called.
+            running(4, || drop_later(Arc::new(Count(&DROPPED))));
+            running_queued(2, || {
+                // Kept in a body of monitor 3 that this body called.
+                running(3, || drop_later(Arc::new(Count(&DROPPED))));
+                before_park();
+                assert_eq!(dropped(), 1, "the one kept inside the body only");
+                assert_eq!(kept_drops(), 1);
+            });
+            before_park();
+            assert_eq!(dropped(), 2, "monitor 4's body no longer runs");
+        });
+        assert_eq!(kept_drops(), 0);
+    }
+
+    /// A monitor whose body runs below the innermost is held by this
+    /// thread too: its kept tasks stay, and go once it is let go of.
+    #[test]
+    fn a_park_keeps_the_kept_tasks_of_every_monitor_running_below() {
+        struct Count(&'static std::sync::atomic::AtomicUsize);
+        impl Drop for Count {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let dropped = || DROPPED.load(std::sync::atomic::Ordering::SeqCst);
+        running(1, || {
+            drop_later(Arc::new(Count(&DROPPED)));
+            running(2, || {
+                running(3, || {
+                    before_park();
+                    assert_eq!(dropped(), 0, "monitor 1 runs below: held");
+                });
+            });
+            before_park();
+            assert_eq!(dropped(), 0);
+        });
+        before_park();
+        assert_eq!(dropped(), 1);
+        assert_eq!(kept_drops(), 0);
+    }
+}
