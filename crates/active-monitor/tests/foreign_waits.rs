@@ -636,3 +636,79 @@ fn a_park_in_a_task_body_run_for_another_thread_keeps_this_thread_s_results() {
     assert_eq!((first, second), (Some(true), Some(true)));
     assert_eq!(y.call(|n| *n), 1, "the lease came back once");
 }
+
+/// The task body [`a_body_waiting_in_its_own_task_for_a_permit_it_kept`]
+/// waits in: one of this thread's own, run on the spot on an idle
+/// monitor.
+#[derive(Clone, Copy, Debug)]
+enum Own {
+    /// `when_in`, its entry state current.
+    WhenIn,
+    /// `call_async`, polled once.
+    CallAsync,
+    /// `submit_async`, polled once.
+    SubmitAsync,
+}
+
+/// A body of `x` keeps a result nobody took (a permit of `pool`: a `when`
+/// of `y` its own call of `y` enabled), then makes a task of its own on an
+/// idle `z`, which runs on the spot, and whose body waits for that permit.
+/// The park there is the thread's own, inside its own body: the result is
+/// dropped first, as a park in an inline `call` or `submit` drops it. The
+/// thread's own task ran as one popped from `z`'s queue for another
+/// thread (`running_queued`), whose parks keep what was kept before: the
+/// body waited for ever.
+fn a_body_waiting_in_its_own_task_for_a_permit_it_kept(own: Own) {
+    let x = Monitor::new(());
+    let y = Monitor::new(false);
+    let z = Monitor::builder()
+        .order(Order::Relaxed)
+        .build_with_states(Door::Open, ());
+    let pool = Arc::new(lockfree_sync::Semaphore::new(0));
+    let body = std::thread::spawn(move || {
+        x.call(|_| {
+            drop({
+                let pool = Arc::clone(&pool);
+                y.when(|on: &bool| *on, move |_| Permit(pool))
+            });
+            y.call(|on| *on = true);
+            let wait = {
+                let pool = Arc::clone(&pool);
+                move |_: &mut ()| pool.acquire().expect("open").forget()
+            };
+            match own {
+                Own::WhenIn => z.when_in(Door::Open, move |d| (wait(d), Door::Open)).wait(),
+                Own::CallAsync => {
+                    let mut f = std::pin::pin!(z.call_async(wait));
+                    let cx = &mut std::task::Context::from_waker(std::task::Waker::noop());
+                    assert!(std::future::Future::poll(f.as_mut(), cx).is_ready());
+                }
+                Own::SubmitAsync => {
+                    let mut f = std::pin::pin!(z.submit_async(wait));
+                    let cx = &mut std::task::Context::from_waker(std::task::Waker::noop());
+                    assert!(std::future::Future::poll(f.as_mut(), cx).is_ready());
+                }
+            }
+        });
+    });
+    assert_eq!(
+        ended_within(Duration::from_secs(10), body),
+        Some(true),
+        "{own:?}: the thread's own body waited for ever for a permit it kept"
+    );
+}
+
+#[test]
+fn a_when_in_run_on_the_spot_waiting_for_a_permit_its_thread_kept_returns() {
+    a_body_waiting_in_its_own_task_for_a_permit_it_kept(Own::WhenIn);
+}
+
+#[test]
+fn a_call_async_run_on_the_spot_waiting_for_a_permit_its_thread_kept_returns() {
+    a_body_waiting_in_its_own_task_for_a_permit_it_kept(Own::CallAsync);
+}
+
+#[test]
+fn a_submit_async_run_on_the_spot_waiting_for_a_permit_its_thread_kept_returns() {
+    a_body_waiting_in_its_own_task_for_a_permit_it_kept(Own::SubmitAsync);
+}

@@ -626,7 +626,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
         if self.queue.is_empty() {
             runner.set(AWAITER_HOLDS);
-            self.execute(task);
+            self.execute_own(task);
             // Filed as waiting (if it did not run): later holders signal it.
             runner.set(BY_AWAITER);
         } else {
@@ -643,7 +643,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     pub(crate) fn submit_job(&self, task: Task<T, S>, locked: bool) {
         if locked {
             if self.queue.is_empty() {
-                self.execute(task);
+                self.execute_own(task);
             } else {
                 self.push_held(task);
             }

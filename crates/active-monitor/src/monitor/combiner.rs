@@ -164,6 +164,22 @@ impl<T, S: AbstractState> Monitor<T, S> {
         });
     }
 
+    /// `execute` for this thread's own task, run on the spot on the
+    /// monitor it took idle (a `when_in`, an async submission polled): a
+    /// task body of this thread's own code, whose parks drop what the
+    /// thread kept before it, as those of an inline `call` do (see
+    /// `unwind::running_queued`). The caller holds the monitor.
+    pub(super) fn execute_own(&self, task: Task<T, S>) {
+        let guard = Unlock(self);
+        unwind::running(self.id(), || {
+            self.exec.with_mut(|e| {
+                // SAFETY: the caller holds the monitor.
+                unsafe { (*e).execute(task) }
+            })
+        });
+        core::mem::forget(guard);
+    }
+
     /// Serves the queue while holding the monitor; returns once the monitor
     /// is released or handed off. Then resumes a panic caught in a drop or
     /// a waker meanwhile (see `unwind`), unless a task body of another

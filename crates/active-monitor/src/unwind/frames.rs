@@ -60,6 +60,9 @@ pub(crate) fn running<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
 /// [`running`] for the task bodies a serve runs from `monitor`'s queue
 /// (and those its relay then runs): a park inside them keeps the tasks
 /// this thread kept before they began, to drop once they have ended.
+/// This thread's own tasks run on the spot on a monitor it took idle do
+/// not come here (`Monitor::execute_own`): their bodies are its own
+/// code, as an inline `call`'s is.
 ///
 /// Such a body may be another thread's call, made while that thread holds
 /// another monitor, and this thread's kept results are its own code's:
