@@ -712,3 +712,64 @@ fn a_call_async_run_on_the_spot_waiting_for_a_permit_its_thread_kept_returns() {
 fn a_submit_async_run_on_the_spot_waiting_for_a_permit_its_thread_kept_returns() {
     a_body_waiting_in_its_own_task_for_a_permit_it_kept(Own::SubmitAsync);
 }
+
+/// [`a_park_in_a_task_body_run_for_another_thread_keeps_this_thread_s_results`]
+/// through a relay: the second thread's task of `x` is a `when`, filed,
+/// and the first thread's inline call of `x` enables it, so the relay at
+/// that call's end runs its body. Relays ran their bodies as the inline
+/// call's own code: the park there dropped the first thread's lease, whose
+/// call of `y` waited for the second thread, which waited for its `when`.
+#[test]
+fn a_park_in_a_relayed_body_run_for_another_thread_keeps_this_thread_s_results() {
+    struct Lease(Arc<Monitor<u64>>);
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            self.0.call(|n| *n += 1);
+        }
+    }
+    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let (w, x, y, z) = (built(), built(), built(), built());
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let (filed, is_filed) = std::sync::mpsc::channel::<()>();
+    let second = {
+        let (x, y) = (x.clone(), y.clone());
+        std::thread::spawn(move || {
+            gone.recv().expect("the first thread goes on");
+            y.call(|_| {
+                // Idle `x`, its precondition false: filed.
+                let enabled = x.when(
+                    |n: &u64| *n > 0,
+                    |_| {
+                        let empty = lockfree_sync::Semaphore::new(0);
+                        assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+                    },
+                );
+                filed.send(()).expect("the first thread waits");
+                enabled.wait();
+            });
+        })
+    };
+    let first = {
+        let (x, y) = (x.clone(), y.clone());
+        std::thread::spawn(move || {
+            w.call(move |_| {
+                // Kept until this thread holds no monitor.
+                let (lease, z2) = (y.clone(), z.clone());
+                z.call(move |_| drop(z2.submit(move |_| Lease(lease))));
+                go.send(()).expect("the second thread waits");
+                is_filed.recv().expect("the second thread holds y");
+                // Inline (idle): its relay runs the second thread's `when`.
+                x.call(|n| *n += 1);
+            });
+        })
+    };
+    let first = ended_within(Duration::from_secs(10), first);
+    let second = ended_within(Duration::from_secs(10), second);
+    if first.is_none() || second.is_none() {
+        // Both threads hang, holding `x`... and `y`: leave them.
+        std::mem::forget((x, y));
+        panic!("the lease's call waited for ever inside another thread's relayed body");
+    }
+    assert_eq!((first, second), (Some(true), Some(true)));
+    assert_eq!(y.call(|n| *n), 1, "the lease came back once");
+}

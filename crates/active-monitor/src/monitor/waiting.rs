@@ -66,10 +66,13 @@ impl<T, S: AbstractState> Exec<T, S> {
         }
     }
 
+    /// Each task's body may be another thread's (it filed the task): its
+    /// parks keep what this thread kept before it (see
+    /// `unwind::foreign_body`).
     #[inline(never)]
     pub(super) fn relay_waiting(&mut self) {
         while let Some(task) = self.waiting.take_ready(&self.data, self.state) {
-            self.run(task);
+            unwind::foreign_body(|| self.run(task));
         }
     }
 }

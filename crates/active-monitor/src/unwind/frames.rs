@@ -74,6 +74,20 @@ pub(crate) fn running<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
 /// holds; the family's parks cannot tell the two apart.
 #[inline]
 pub(crate) fn running_queued<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
+    foreign_body(|| running(monitor, f))
+}
+
+/// Runs `f`, a task body that may be another thread's (see
+/// [`running_queued`]) inside this thread's [`running`] frame of its
+/// monitor: a waiting task that a relay runs once its precondition holds
+/// (`Exec::relay_waiting`), after an inline call's body as after a queued
+/// one. Its parks keep what this thread kept before it began. Relayed as
+/// the inline call's own code, a `when` that another thread filed on `x`
+/// from its body of `y` parked in the relay at the end of this thread's
+/// inline call of `x` and dropped this thread's lease of `y` there: its
+/// call of `y` waited for that thread, which waited for its `when`.
+#[inline]
+pub(crate) fn foreign_body<R>(f: impl FnOnce() -> R) -> R {
     struct Since(u64);
     impl Drop for Since {
         #[inline]
@@ -82,7 +96,7 @@ pub(crate) fn running_queued<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
         }
     }
     let _since = STATE.with(|s| Since(s.since.replace(s.kept_seq.get() + 1)));
-    running(monitor, f)
+    f()
 }
 
 /// Whether a task of `monitor` runs on this thread, innermost or below

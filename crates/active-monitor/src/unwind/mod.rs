@@ -44,7 +44,9 @@ mod frames;
 pub(crate) use self::drops::{DropLater, drop_deferred, drop_later, kept_drops};
 use self::drops::{KeptDrop, drop_deferred_before_park};
 use self::frames::Frame;
-pub(crate) use self::frames::{running, running_queued, runs_here, serves_for, serving_for};
+pub(crate) use self::frames::{
+    foreign_body, running, running_queued, runs_here, serves_for, serving_for,
+};
 
 /// The per-task part: no destructor, so each access is a plain
 /// thread-local read (it runs around every task).
