@@ -781,12 +781,10 @@ fn a_park_in_a_relayed_body_run_for_another_thread_keeps_this_thread_s_results()
 /// and the task's next step calls `y`. Its serve of `x` then runs the
 /// second thread's queued call of `x`, made from its body of `y`, whose
 /// body parks: the park hook wakes the task there, and its call of `y`
-/// waits for the second thread, which waits for its call of `x`. Not
-/// fixed: numbering the kept task wakeups as the kept results are, and
-/// keeping back in a queued body those kept before it, passes this test
-/// and hangs the next one, whose queued body waits for such a task.
+/// waits for the second thread, which waits for its call of `x`. Kept
+/// back instead, the next test's queued body, which waits for such a
+/// task, would wait for ever: the waker goes to a thread of its own.
 #[test]
-#[ignore = "hangs, not fixed: keeping the wakers back there hangs a_queued_body_waiting_for_a_task_its_serving_thread_woke_returns"]
 fn a_park_in_a_task_body_run_for_another_thread_keeps_this_thread_s_task_wakers() {
     let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
     let (x, y) = (built(), built());
@@ -842,8 +840,8 @@ fn a_park_in_a_task_body_run_for_another_thread_keeps_this_thread_s_task_wakers(
 /// What keeping the first thread's task wakers back in another thread's
 /// queued body would cost: that body waits (an mpsc receive) for the next
 /// step of a task the first thread's own body woke before the serve ran
-/// the queued body. The park hook delivers the waker there; kept back, the
-/// body would wait for ever.
+/// the queued body. Kept back until the body ends, the waker would never
+/// run: the body would wait for ever.
 #[test]
 fn a_queued_body_waiting_for_a_task_its_serving_thread_woke_returns() {
     let x = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
@@ -887,4 +885,71 @@ fn a_queued_body_waiting_for_a_task_its_serving_thread_woke_returns() {
         panic!("the queued body waited for ever for the task's message");
     }
     assert_eq!((first, second), (Some(true), Some(true)));
+}
+
+/// The result form of the previous test: thread 1, in its own body of `x`,
+/// has a fire-and-forget task of `z` take a lease from a pool (a semaphore
+/// permit, its result: nobody takes it, and it is kept until thread 1
+/// holds no monitor). Thread 2's call of `x` is queued meanwhile, and
+/// thread 1's serve runs it after its own body: that body takes a lease
+/// from the same pool, and parks for it. The lease thread 1 kept is the
+/// only one: kept back until the body ends, it would never come.
+#[test]
+fn a_queued_body_waiting_for_a_lease_its_serve_kept_returns() {
+    a_queued_body_waits_for_a_lease_its_serve_kept(|x, body| x.call(body));
+}
+
+/// [`a_queued_body_waiting_for_a_lease_its_serve_kept_returns`] with the
+/// second thread's task submitted and waited for, not called: no hand-off
+/// to the waiting thread can run it there, the serve runs it.
+#[test]
+fn a_queued_submit_waiting_for_a_lease_its_serve_kept_returns() {
+    a_queued_body_waits_for_a_lease_its_serve_kept(|x, body| x.submit(body).wait());
+}
+
+/// A body the second thread enters `x` with.
+type Body = Box<dyn FnOnce(&mut u64) + Send>;
+
+fn a_queued_body_waits_for_a_lease_its_serve_kept(enter: fn(&Monitor<u64>, Body)) {
+    let pool = Arc::new(lockfree_sync::Semaphore::new(1));
+    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let (x, z) = (built(), built());
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let second = {
+        let (x, pool) = (x.clone(), pool.clone());
+        std::thread::spawn(move || {
+            gone.recv().expect("the first thread goes on");
+            // Queued: the first thread holds `x`, and runs it.
+            enter(
+                &x,
+                Box::new(move |n| {
+                    drop(pool.acquire().expect("open"));
+                    *n += 1;
+                }),
+            );
+        })
+    };
+    let first = {
+        let (x, pool) = (x.clone(), pool.clone());
+        std::thread::spawn(move || {
+            x.call(move |_| {
+                let z2 = z.clone();
+                z.call(move |_| {
+                    drop(z2.submit(move |_| pool.acquire_arc().expect("open")));
+                });
+                go.send(()).expect("the second thread waits");
+                // Long enough for the second thread's call to queue.
+                std::thread::sleep(Duration::from_millis(200));
+            });
+        })
+    };
+    let first = ended_within(Duration::from_secs(10), first);
+    let second = ended_within(Duration::from_secs(10), second);
+    if first.is_none() || second.is_none() {
+        std::mem::forget(x);
+        panic!("the queued body waited for ever for the lease its serve kept");
+    }
+    assert_eq!((first, second), (Some(true), Some(true)));
+    assert_eq!(x.call(|n| *n), 1, "the second body ran once");
+    assert_eq!(pool.available_permits(), 1, "the lease came back");
 }

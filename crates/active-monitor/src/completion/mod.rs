@@ -116,7 +116,21 @@ enum Inner<R> {
 ///
 /// Dropping a `Completion`, awaited or not, does not cancel its task: the
 /// task still runs in its turn, and its result is dropped (fire and forget:
-/// `m.submit(f);` is the paper's asynchronous call). Awaiting `&mut c` in a
+/// `m.submit(f);` is the paper's asynchronous call).
+///
+/// A result nobody takes may hold what other code waits for (a lease, a
+/// permit), and its `Drop` may call a monitor, so it is never dropped
+/// while the thread that ran the task holds the monitor. It is dropped by
+/// that thread once it has let go of every monitor: at the end of the
+/// operation that served it (the `call`, `submit` or serve in which the
+/// task ran), or before that thread parks in a blocking wait of the family
+/// if that comes first. A serve that runs many tasks in one stint keeps
+/// their results until the stint ends, so a batch of fire-and-forget tasks
+/// that each hold a permit from a pool smaller than the batch waits for
+/// the pool. If that park is inside another thread's task body (one a
+/// serve runs from the queue), the results kept before that body began go
+/// to a thread of their own, named `active-monitor-deliver`, and are
+/// dropped there; a panic of such a `Drop` is dropped with that thread. Awaiting `&mut c` in a
 /// `select!` loses nothing either: the completion stays, with its result.
 /// To give up on a task, [`cancel`](Self::cancel) it: it is withdrawn if it
 /// has not started, and handed back with its result to come if it has, so a

@@ -12,12 +12,15 @@ use super::{DROPS, STATE, before_park, drop_caught, keep, runs_here};
 #[cfg(doc)]
 use super::{finish, resume_deferred};
 
-/// Anything: a task the holder is done with, kept by [`drop_later`] as a
-/// trait object of its own (a task is a `dyn Job<T, S>`, which a
-/// thread-local list of every monitor's tasks cannot name).
-pub(crate) trait DropLater {}
+/// Anything that may go to another thread: a task the holder is done
+/// with, kept by [`drop_later`] as a trait object of its own (a task is a
+/// `dyn Job<T, S>`, which a thread-local list of every monitor's tasks
+/// cannot name). `Send`: a park inside another thread's task body hands
+/// what was kept before it to a thread of its own (see
+/// [`elsewhere::deliver`](super::elsewhere::deliver)).
+pub(crate) trait DropLater: Send + Sync {}
 
-impl<X: ?Sized> DropLater for X {}
+impl<X: ?Sized + Send + Sync> DropLater for X {}
 
 /// A task kept by [`drop_later`].
 pub(super) struct KeptDrop {
@@ -25,10 +28,10 @@ pub(super) struct KeptDrop {
     /// park inside that body keeps it (see [`before_park`]).
     monitor: usize,
     /// Its number on this thread (see `State::kept_seq`): a park inside a
-    /// task body run from a queue keeps it if it was kept before that body
-    /// began (see [`running_queued`]).
+    /// task body run from a queue hands it to a thread of its own if it was
+    /// kept before that body began (see [`running_queued`]).
     seq: u64,
-    task: Arc<dyn DropLater>,
+    pub(super) task: Arc<dyn DropLater>,
 }
 
 /// Keeps `task` (a task the holder is done with, maybe the last reference
@@ -99,26 +102,35 @@ fn drop_deferred_slow() {
 }
 
 /// [`before_park`]'s part for the tasks kept by [`drop_later`]: drops them
-/// one at a time, but for two kinds, which it keeps:
+/// one at a time, but for two kinds:
 ///
 /// * those of the monitors whose task bodies run on this thread, innermost
-///   or below: a `Drop` that uses the monitor it belongs to would find it
-///   held, by this very thread (it waits for the end of the body, as
-///   before). Below the innermost too: a serve that kept a result nobody
-///   took and then ran a task whose body called another monitor still
-///   holds its own, and a `Drop` that called it there waited for ever for
-///   this thread.
+///   or below, which it keeps: a `Drop` that uses the monitor it belongs
+///   to would find it held, by this very thread (it waits for the end of
+///   the body, as before). Below the innermost too: a serve that kept a
+///   result nobody took and then ran a task whose body called another
+///   monitor still holds its own, and a `Drop` that called it there
+///   waited for ever for this thread.
 /// * those kept before the innermost task body run from a monitor's queue
-///   began (see [`running_queued`]).
+///   began (see [`running_queued`]), which go to `elsewhere`, for a thread
+///   of their own ([`elsewhere::deliver`](super::elsewhere::deliver)).
+///   That body may be another thread's call, made while that thread holds
+///   another monitor, and these results are this thread's own code's:
+///   dropped in that body, a result whose `Drop` calls the monitor that
+///   other thread holds (a lease returned on drop) would wait for that
+///   thread, which waits for this body; kept until the body ends, a body
+///   that waits for what one of them releases (a permit its `Drop` gives
+///   back) would wait for ever. On a thread of their own, neither waits
+///   for the other.
 ///
 /// Parked, the thread would keep the others for as long as it waits,
 /// maybe for what one of them releases (a body that enabled a `when` of
 /// another monitor whose completion was dropped, and then waits for a
 /// permit its result holds, waited for ever). A `Drop` that uses the
 /// monitor whose body runs below panics, as a task waker does there.
-/// Whether it dropped any.
-pub(super) fn drop_deferred_before_park() -> bool {
-    if !STATE.with(|s| s.drops.get()) {
+/// Whether it dropped any here.
+pub(super) fn drop_deferred_before_park(elsewhere: &mut Vec<KeptDrop>) -> bool {
+    if !STATE.with(|s| s.drops.replace(false)) {
         return false;
     }
     // Taken out first: no borrow while a drop runs (it may keep more).
@@ -126,24 +138,39 @@ pub(super) fn drop_deferred_before_park() -> bool {
         return false;
     };
     let since = STATE.with(|s| s.since.get());
-    let (kept, go): (Vec<_>, Vec<_>) = all
-        .into_iter()
-        .partition(|k| k.seq < since || (k.monitor != 0 && runs_here(k.monitor)));
-    if !kept.is_empty() {
-        // Back, behind what was kept meanwhile (nothing: no user code ran).
-        let _ = DROPS.try_with(|d| d.borrow_mut().extend(kept));
-        STATE.with(|s| {
-            s.drops.set(true);
-            s.held_back.set(true);
-        });
-    } else {
-        STATE.with(|s| s.drops.set(false));
+    let mut go = Vec::new();
+    let mut held = Vec::new();
+    for k in all {
+        if k.monitor != 0 && runs_here(k.monitor) {
+            held.push(k);
+        } else if k.seq < since {
+            elsewhere.push(k);
+        } else {
+            go.push(k);
+        }
     }
+    hold_back_drops(held);
     let dropped = !go.is_empty();
     for k in go {
         drop_caught(k.task);
     }
     dropped
+}
+
+/// Puts kept tasks back on this thread's list (nothing was kept since
+/// they were taken out: no user code ran), held back until the innermost
+/// task body ends (see `Frame`): those of a monitor whose body runs here,
+/// and those [`elsewhere::deliver`](super::elsewhere::deliver) could not
+/// hand to a thread.
+pub(super) fn hold_back_drops(kept: Vec<KeptDrop>) {
+    if kept.is_empty() {
+        return;
+    }
+    let _ = DROPS.try_with(|d| d.borrow_mut().extend(kept));
+    STATE.with(|s| {
+        s.drops.set(true);
+        s.held_back.set(true);
+    });
 }
 
 #[cfg(all(test, not(loom)))]
@@ -191,31 +218,42 @@ mod tests {
         assert_eq!(kept_drops(), 0);
     }
 
-    /// A park inside a task body run from a queue keeps what the thread
-    /// kept before that body began and drops what it kept inside it; a
-    /// park after that body drops the rest.
+    /// A park inside a task body run from a queue hands what the thread
+    /// kept before that body began to a thread of its own, which drops
+    /// it, and drops here what it kept inside the body.
     #[test]
-    fn a_park_in_a_queued_body_keeps_what_was_kept_before_it() {
-        struct Count(&'static std::sync::atomic::AtomicUsize);
+    fn a_park_in_a_queued_body_hands_what_was_kept_before_it_to_a_thread() {
+        struct Count(&'static std::sync::atomic::AtomicUsize, &'static str);
         impl Drop for Count {
             fn drop(&mut self) {
+                let name = std::thread::current().name().map(str::to_owned);
+                assert_eq!(name.as_deref(), Some(self.1), "dropped on its thread");
                 self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
         }
         static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let dropped = || DROPPED.load(std::sync::atomic::Ordering::SeqCst);
+        let here = std::thread::current().name().unwrap_or_default().to_owned();
+        let here: &'static str = Box::leak(here.into_boxed_str());
         running(1, || {
             // Kept in a body of monitor 4 that monitor 1's body called.
-            running(4, || drop_later(Arc::new(Count(&DROPPED))));
+            running(4, || {
+                drop_later(Arc::new(Count(&DROPPED, "active-monitor-deliver")))
+            });
             running_queued(2, || {
                 // Kept in a body of monitor 3 that this body called.
-                running(3, || drop_later(Arc::new(Count(&DROPPED))));
+                running(3, || drop_later(Arc::new(Count(&DROPPED, here))));
                 before_park();
-                assert_eq!(dropped(), 1, "the one kept inside the body only");
-                assert_eq!(kept_drops(), 1);
+                assert_eq!(kept_drops(), 0, "none kept back");
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while dropped() < 2 {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the thread dropped it"
+                    );
+                    std::thread::yield_now();
+                }
             });
-            before_park();
-            assert_eq!(dropped(), 2, "monitor 4's body no longer runs");
         });
         assert_eq!(kept_drops(), 0);
     }

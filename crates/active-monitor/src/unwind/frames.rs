@@ -34,7 +34,7 @@ impl Drop for Frame {
             // A read, no write, at the end of a body that kept nothing back.
             if s.held_back.get() {
                 s.held_back.set(false);
-                if s.drops.get() {
+                if s.drops.get() || s.task_wakes.get() {
                     wake_chain::deliver_before_park(before_park);
                 }
             }
@@ -58,20 +58,20 @@ pub(crate) fn running<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
 }
 
 /// [`running`] for the task bodies a serve runs from `monitor`'s queue
-/// (and those its relay then runs): a park inside them keeps the tasks
-/// this thread kept before they began, to drop once they have ended.
-/// This thread's own tasks run on the spot on a monitor it took idle do
-/// not come here (`Monitor::execute_own`): their bodies are its own
-/// code, as an inline `call`'s is.
+/// (and those its relay then runs): a park inside them hands what this
+/// thread kept before they began (results nobody took, task wakeups) to a
+/// thread of their own, which drops and wakes them there (see
+/// `elsewhere::deliver`). This thread's own tasks run on the spot on a
+/// monitor it took idle do not come here (`Monitor::execute_own`): their
+/// bodies are its own code, as an inline `call`'s is.
 ///
 /// Such a body may be another thread's call, made while that thread holds
 /// another monitor, and this thread's kept results are its own code's:
 /// dropped in that body, a result whose `Drop` calls the monitor that
 /// other thread holds (a lease returned on drop) would wait for that
-/// thread, which waits for this body. The price: such a body that waits
-/// for what one of those results releases (a permit its `Drop` gives
-/// back) waits for ever, as it waits for a value the serve that runs it
-/// holds; the family's parks cannot tell the two apart.
+/// thread, which waits for this body; kept until the body ends, a body
+/// that waits for what one of them releases (a permit its `Drop` gives
+/// back) would wait for ever.
 #[inline]
 pub(crate) fn running_queued<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
     foreign_body(|| running(monitor, f))
@@ -81,7 +81,8 @@ pub(crate) fn running_queued<R>(monitor: usize, f: impl FnOnce() -> R) -> R {
 /// [`running_queued`]) inside this thread's [`running`] frame of its
 /// monitor: a waiting task that a relay runs once its precondition holds
 /// (`Exec::relay_waiting`), after an inline call's body as after a queued
-/// one. Its parks keep what this thread kept before it began. Relayed as
+/// one. Its parks hand what this thread kept before it began to a thread
+/// of their own. Relayed as
 /// the inline call's own code, a `when` that another thread filed on `x`
 /// from its body of `y` parked in the relay at the end of this thread's
 /// inline call of `x` and dropped this thread's lease of `y` there: its

@@ -39,10 +39,11 @@ use sync_core::wake_chain;
 use sync_core::wake_list::WakeList;
 
 mod drops;
+mod elsewhere;
 mod frames;
 
 pub(crate) use self::drops::{DropLater, drop_deferred, drop_later, kept_drops};
-use self::drops::{KeptDrop, drop_deferred_before_park};
+use self::drops::{KeptDrop, drop_deferred_before_park, hold_back_drops};
 use self::frames::Frame;
 pub(crate) use self::frames::{
     foreign_body, running, running_queued, runs_here, serves_for, serving_for,
@@ -65,17 +66,20 @@ struct State {
     task_wakes: Cell<bool>,
     /// Whether `DROPS` may hold a task.
     drops: Cell<bool>,
-    /// Whether a park hook kept tasks to drop back (their monitor's body
-    /// ran, or they were kept before the queued task body that parked
-    /// began) since a task body last ended: the end of a body arms the
-    /// hook again then (see [`Frame`]).
+    /// Whether a park hook held tasks to drop or task wakeups back (their
+    /// monitor's body ran on this thread, or no thread could be started to
+    /// deliver those kept before the queued or relayed body that parked,
+    /// see [`elsewhere::deliver`]) since a task body last ended: the end of
+    /// a body arms the hook again then (see [`Frame`]).
     held_back: Cell<bool>,
-    /// How many tasks [`drop_later`] has kept on this thread, ever: each
-    /// kept task is numbered with the count after it (see [`KeptDrop`]).
+    /// How many tasks [`drop_later`] and task wakeups [`keep_task`] have
+    /// kept on this thread, ever: each is numbered with the count after it
+    /// (see [`KeptDrop`], `TASK_WAKES`).
     kept_seq: Cell<u64>,
-    /// The number of the first task kept inside the innermost task body
-    /// run from a monitor's queue (0 if none runs): a park drops no task
-    /// numbered below it (see [`running_queued`]).
+    /// The number of the first task or task wakeup kept inside the
+    /// innermost task body run from a monitor's queue or relayed (0 if
+    /// none runs): a park there hands those numbered below it to a thread
+    /// of their own (see [`running_queued`], [`elsewhere::deliver`]).
     since: Cell<u64>,
     /// The blocking call whose own serve this thread runs (its job's
     /// address; 0 if none): see [`serving_for`].
@@ -170,7 +174,7 @@ std::thread_local! {
     static WAKES: RefCell<WakeList> = const { RefCell::new(WakeList::new()) };
     /// Task wakers, woken once the monitor is let go of (see
     /// [`wake_task_later`]).
-    static TASK_WAKES: Kept<TaskWake> = const { kept() };
+    static TASK_WAKES: Kept<(u64, TaskWake)> = const { kept() };
     /// Tasks a holder was done with, dropped once the thread has let go
     /// of every monitor (see [`drop_later`]), or before it parks (see
     /// [`before_park`]).
@@ -193,7 +197,7 @@ sync_core::loom::thread_local! {
     };
     static DEFERRED: Deferred = Deferred(Cell::new(None));
     static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
-    static TASK_WAKES: Kept<TaskWake> = kept();
+    static TASK_WAKES: Kept<(u64, TaskWake)> = kept();
     static DROPS: Kept<KeptDrop> = kept();
 }
 
@@ -243,11 +247,16 @@ pub(crate) fn wake_task_later(waker: Waker) {
 /// ast-mutex entry) for the next step of a task it woke waited for ever
 /// for a waker it kept itself, as it did in this crate's own waits.
 fn keep_task(w: TaskWake) -> Option<TaskWake> {
-    let w = keep(&TASK_WAKES, w, |s| &s.task_wakes);
+    let seq = STATE.with(|s| {
+        let seq = s.kept_seq.get() + 1;
+        s.kept_seq.set(seq);
+        seq
+    });
+    let w = keep(&TASK_WAKES, (seq, w), |s| &s.task_wakes);
     if w.is_none() {
         wake_chain::deliver_before_park(before_park);
     }
-    w
+    w.map(|(_, w)| w)
 }
 
 /// A task's wakeup kept by [`wake_task_later`] and its kin.
@@ -390,9 +399,56 @@ fn wake_tasks_deferred() {
     // Through the thread's wake chain: a waker that polls on the spot and
     // calls a monitor delivers that call's deferred wakes inside this one,
     // and so on down every waiting task; the chain keeps that flat.
-    for wake in tasks {
+    for (_, wake) in tasks {
         caught(|| wake.wake());
     }
+}
+
+/// [`before_park`]'s part for the task wakeups kept by [`keep_task`]:
+/// wakes them, but for those kept before the innermost task body run from
+/// a monitor's queue or relayed began (see [`running_queued`]), which go
+/// to `elsewhere`, for a thread of their own ([`elsewhere::deliver`]), as
+/// the results nobody took kept then do (`drop_deferred_before_park`).
+/// Such a body may be another thread's call, made while that thread holds
+/// another monitor, and a waker that polls its task on the spot runs the
+/// task there, whose next step may call that monitor: the first thread's
+/// body of `x` enabled a task's `when_async`, whose next step calls `y`;
+/// its serve of `x` then ran the second thread's queued call of `x`, made
+/// from its body of `y`, which parked, and the task's call of `y` there
+/// waited for the second thread, which waited for its call of `x`. Kept
+/// back instead, a queued body that waits for that task's next step (a
+/// message it sends) waited for ever. Whether it woke any here.
+fn wake_tasks_before_park(elsewhere: &mut Vec<(u64, TaskWake)>) -> bool {
+    if !STATE.with(|s| s.task_wakes.replace(false)) {
+        return false;
+    }
+    // Taken out first: no borrow while the wakers run (they may keep more).
+    let Ok(all) = TASK_WAKES.try_with(|l| core::mem::take(&mut *l.borrow_mut())) else {
+        return false;
+    };
+    let since = STATE.with(|s| s.since.get());
+    let (before, go): (Vec<_>, Vec<_>) = all.into_iter().partition(|(seq, _)| *seq < since);
+    elsewhere.extend(before);
+    let woke = !go.is_empty();
+    // Through the thread's wake chain, as `wake_tasks_deferred`'s.
+    for (_, wake) in go {
+        caught(|| wake.wake());
+    }
+    woke
+}
+
+/// Puts task wakeups that [`elsewhere::deliver`] could not hand to a
+/// thread back on this thread's list, held back until the innermost task
+/// body ends (see [`Frame`]).
+fn hold_back_task_wakes(wakes: Vec<(u64, TaskWake)>) {
+    if wakes.is_empty() {
+        return;
+    }
+    let _ = TASK_WAKES.try_with(|l| l.borrow_mut().extend(wakes));
+    STATE.with(|s| {
+        s.task_wakes.set(true);
+        s.held_back.set(true);
+    });
 }
 
 /// Before this thread may park inside an operation (for its call's task,
@@ -425,10 +481,11 @@ pub(crate) fn before_park() {
 #[inline(never)]
 fn before_park_slow() {
     loop {
-        let dropped = drop_deferred_before_park();
-        let woke = STATE.with(|s| s.task_wakes.get() && s.task_wakes.replace(false));
-        if woke {
-            wake_tasks_deferred();
+        let (mut drops, mut wakes) = (Vec::new(), Vec::new());
+        let dropped = drop_deferred_before_park(&mut drops);
+        let woke = wake_tasks_before_park(&mut wakes);
+        if !drops.is_empty() || !wakes.is_empty() {
+            elsewhere::deliver(drops, wakes);
         }
         if !dropped && !woke {
             return;
