@@ -398,3 +398,67 @@ fn a_thread_local_destructor_can_wait_for_a_notify() {
         .unwrap();
     }
 }
+
+/// Three threads that push a waiter and withdraw it, over and over, while
+/// the consumer sweeps a backlog of them once (each form of sweep). A sweep
+/// took out every waiter it found, those pushed meanwhile too, and the
+/// producers pushed as fast as it freed: it returned only once they paused
+/// (here, when they stop after 2 s; a `sweep` also kept the live ones in a
+/// vector all along). A sweep now ends after the waiter that was last when
+/// it began.
+#[test]
+fn a_sweep_ends_while_producers_keep_pushing_withdrawn_waiters() {
+    use std::time::{Duration, Instant};
+    const PRODUCERS_FOR: Duration = Duration::from_secs(2);
+    for front in [false, true] {
+        let q = Arc::new(WaiterQueue::new());
+        let stop = Arc::new(AtomicBool::new(false));
+        let producers: Vec<_> = (0..3)
+            .map(|_| {
+                let (q, stop) = (Arc::clone(&q), Arc::clone(&stop));
+                thread::spawn(move || {
+                    while !stop.load(Relaxed) {
+                        let w = Waiter::for_thread(0);
+                        q.push(Arc::clone(&w));
+                        w.cancel().unwrap();
+                    }
+                })
+            })
+            .collect();
+        // A backlog to sweep, as when a primitive sweeps: the consumer
+        // then works behind the producers and never reaches the end.
+        thread::sleep(Duration::from_millis(20));
+        // Stops the producers after `PRODUCERS_FOR`, or once the sweep
+        // has returned (it unparks this thread).
+        let stopper = {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                let until = Instant::now() + PRODUCERS_FOR;
+                while !stop.load(Relaxed) && Instant::now() < until {
+                    thread::park_timeout(until - Instant::now());
+                }
+                stop.store(true, Relaxed);
+            })
+        };
+        let began = Instant::now();
+        // SAFETY: this thread is the only consumer.
+        unsafe {
+            if front {
+                q.sweep_front();
+            } else {
+                q.sweep();
+            }
+        }
+        let took = began.elapsed();
+        stop.store(true, Relaxed);
+        stopper.thread().unpark();
+        for t in producers {
+            t.join().unwrap();
+        }
+        stopper.join().unwrap();
+        assert!(
+            took < PRODUCERS_FOR / 2,
+            "sweep (front: {front}) took {took:?}: it ran until the producers stopped"
+        );
+    }
+}

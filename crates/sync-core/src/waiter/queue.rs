@@ -180,7 +180,10 @@ impl WaiterQueue {
     /// Frees the withdrawn ([cancelled](Waiter::cancel)) waiters at the
     /// front of the queue, up to the first live one, and returns how many it
     /// freed. It also stops where a producer is half-way through a push (as
-    /// [`pop`](Self::pop) returns `None` there); the next sweep goes on.
+    /// [`pop`](Self::pop) returns `None` there), and after the waiter that
+    /// was last when it began: waiters pushed meanwhile are left to the
+    /// next sweep, so that producers that keep pushing (and withdrawing)
+    /// cannot keep the consumer sweeping for as long as they go on.
     ///
     /// For a consumer that must not dequeue a live waiter (it has no lock to
     /// hand it) but should not leave withdrawn waiters piling up in front.
@@ -189,6 +192,7 @@ impl WaiterQueue {
     ///
     /// As for [`pop`](Self::pop): only the consumer may call it.
     pub unsafe fn sweep_front(&self) -> usize {
+        let last = self.last();
         let mut freed = 0;
         loop {
             // SAFETY: our caller is the consumer; the borrow ends with this
@@ -202,38 +206,69 @@ impl WaiterQueue {
                 Some(waiter) => {
                     debug_assert!(waiter.is_cancelled());
                     freed += 1;
+                    if ptr::eq(Arc::as_ptr(&waiter), last) {
+                        return freed;
+                    }
                 }
                 None => return freed,
             }
         }
     }
 
+    /// The last waiter in the queue now (null if it is empty), for a sweep
+    /// to stop after: only compared with the waiters it pops, never read.
+    /// It stays in the queue until the consumer (the caller) pops it, so no
+    /// other waiter can have its address before that pop; and the pops
+    /// reach it before any waiter pushed after this load.
+    fn last(&self) -> *const Waiter {
+        // Relaxed: the pointer is only compared. Every pop that took a node
+        // out happened before this load (the consumer role's Release/Acquire
+        // edge, or program order), so it never returns a node already
+        // popped: `head` only ever names a node not yet handed out.
+        self.head.load(Relaxed)
+    }
+
     /// Frees every withdrawn ([cancelled](Waiter::cancel)) waiter in the
     /// queue: takes the waiters out, drops the withdrawn ones, and pushes the
     /// live ones back in their order, behind any pushed meanwhile. Where a
     /// producer is half-way through a push it stops, and what stands behind
-    /// that producer is left for the next sweep.
+    /// that producer is left for the next sweep; so are the waiters pushed
+    /// after it began (it stops after the one that was last then), so that
+    /// producers that keep pushing (and withdrawing) cannot keep the
+    /// consumer sweeping for as long as they go on.
     ///
     /// Memory then follows the live waiters, whatever the number of waits
     /// withdrawn. The sweep costs the queue's length; a primitive calls it
     /// once the withdrawals it has counted are as many as the waiters it
     /// kept last time, so that each withdrawal pays a constant share.
     ///
-    /// A live waiter is never lost or duplicated; it may end up behind
-    /// waiters that arrived during the sweep.
+    /// A live waiter is never lost or duplicated, but it may end up behind
+    /// waiters that were queued after it: those that arrived during the
+    /// sweep and, where the sweep stopped at a push half-way through, that
+    /// waiter and every one behind it, whose pushes began before the sweep
+    /// (they stay in the queue, and the live waiters taken out are pushed
+    /// back behind them).
     ///
     /// # Safety
     ///
     /// As for [`pop`](Self::pop): only the consumer may call it.
     pub unsafe fn sweep(&self) -> Swept {
         let mut swept = Swept::default();
+        let last = self.last();
         let mut live = Vec::new();
-        while !self.is_empty() {
+        while !last.is_null() {
             // SAFETY: our caller is the consumer.
-            match unsafe { self.pop() } {
-                Some(waiter) if waiter.is_cancelled() => swept.freed += 1,
-                Some(waiter) => live.push(waiter),
-                None => break,
+            let Some(waiter) = (unsafe { self.pop() }) else {
+                break;
+            };
+            let was_last = ptr::eq(Arc::as_ptr(&waiter), last);
+            if waiter.is_cancelled() {
+                swept.freed += 1;
+            } else {
+                live.push(waiter);
+            }
+            if was_last {
+                break;
             }
         }
         swept.kept = live.len();
