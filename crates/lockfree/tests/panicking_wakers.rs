@@ -1143,3 +1143,48 @@ fn mpsc_poll_recv_yield_while_unwinding() {
 fn mpsc_poll_recv_yield_resumes_the_wakers_panic() {
     mpsc_poll_recv_yield(false);
 }
+
+/// A timed acquire that gives up withdraws its request; the permits kept
+/// for it (a head request for two, one of them found free) then go to the
+/// task queued behind it, whose waker panics. That panic goes on out of
+/// the timed acquire (its documented `# Panics`), with no permit held: the
+/// task holds the permit, and once it is done every permit is back.
+#[test]
+fn a_timed_acquire_that_gives_up_resumes_the_panic_of_the_waker_it_serves() {
+    HostileWaker::quiet_panics();
+    let sem = Semaphore::new(1);
+    std::thread::scope(|s| {
+        let head = s.spawn(|| {
+            catch_unwind(AssertUnwindSafe(|| {
+                sem.try_acquire_many_for(2, std::time::Duration::from_millis(300))
+                    .map(|p| p.permits())
+            }))
+        });
+        // The head is counted and keeps the free permit.
+        while sem.available_permits() != 0 {
+            std::thread::yield_now();
+        }
+        let hostile = HostileWaker::new();
+        let waker = hostile.waker();
+        let mut fut = Box::pin(sem.acquire_async());
+        assert!(
+            fut.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending(),
+            "queued behind the head"
+        );
+        // The wake by value releases the waker: it panics there.
+        hostile.panic_on_drops(1);
+        let r = head.join().unwrap();
+        let payload = r.expect_err("the served task's panic goes on out of the timed acquire");
+        assert_eq!(
+            payload.downcast_ref::<&str>(),
+            Some(&"HostileWaker: drop panics")
+        );
+        match fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(Ok(p)) => assert_eq!(p.permits(), 1),
+            other => panic!("the task was not served: {other:?}"),
+        }
+    });
+    assert_eq!(sem.available_permits(), 1);
+}

@@ -104,7 +104,8 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS). A waker's panic
+    /// as for [`try_acquire_for`](Self::try_acquire_for).
     ///
     /// # Deadlocks
     ///
@@ -161,7 +162,8 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS). A waker's panic
+    /// as for [`try_acquire_for`](Self::try_acquire_for).
     ///
     /// # Deadlocks
     ///

@@ -173,6 +173,13 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 /// An acquire (any form) that takes permits just as the semaphore is
 /// closed gives them back, which is a release: the panic of a waker it
 /// runs then goes on out of that acquire too, with the permits back.
+/// A timed acquire ([`try_acquire_for`](Self::try_acquire_for) and the
+/// other timed forms) that gives up withdraws its request, and the
+/// withdrawal may deliver: the permits kept for it (a head request served
+/// in part) go to the waiters behind it, and a panic of their wakers goes
+/// on out of that timed acquire once the semaphore is consistent, with
+/// nothing held (the error is lost to the panic), unless the thread is
+/// already unwinding (then it is dropped).
 ///
 /// # Progress
 ///

@@ -27,6 +27,14 @@ impl Semaphore {
     /// and it returns once the releases stop arriving faster than it hands
     /// them out.
     ///
+    /// # Panics
+    ///
+    /// A wait that times out withdraws its request, which may hand the
+    /// permits kept for it to the waiters behind it and wake their tasks:
+    /// if such a waker panics, the panic goes on out of this call once the
+    /// withdrawal is complete, with no permit held, unless the thread is
+    /// already unwinding (then it is dropped). See the type's *Panics*.
+    ///
     /// # Deadlocks
     ///
     /// Blocks the calling thread until the deadline. Called from a task on a
@@ -59,7 +67,8 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS). A waker's panic
+    /// as for [`try_acquire_for`](Self::try_acquire_for).
     ///
     /// # Deadlocks
     ///
@@ -93,6 +102,10 @@ impl Semaphore {
     ///
     /// As [`try_acquire_for`](Self::try_acquire_for).
     ///
+    /// # Panics
+    ///
+    /// As [`try_acquire_for`](Self::try_acquire_for).
+    ///
     /// # Deadlocks
     ///
     /// As [`try_acquire_for`](Self::try_acquire_for).
@@ -121,7 +134,8 @@ impl Semaphore {
     ///
     /// # Panics
     ///
-    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS).
+    /// If `n` exceeds [`MAX_PERMITS`](Self::MAX_PERMITS). A waker's panic
+    /// as for [`try_acquire_for`](Self::try_acquire_for).
     ///
     /// # Deadlocks
     ///
