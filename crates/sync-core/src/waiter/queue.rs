@@ -192,7 +192,7 @@ impl WaiterQueue {
     ///
     /// As for [`pop`](Self::pop): only the consumer may call it.
     pub unsafe fn sweep_front(&self) -> usize {
-        let last = self.last();
+        let mut last = None;
         let mut freed = 0;
         loop {
             // SAFETY: our caller is the consumer; the borrow ends with this
@@ -201,6 +201,10 @@ impl WaiterQueue {
             if !withdrawn {
                 return freed;
             }
+            // Read at the first withdrawn waiter, before its pop: the common
+            // call (a live waiter or none in front, on a primitive's waking
+            // path) touches only the front, not the producers' end.
+            let last = *last.get_or_insert_with(|| self.last());
             // SAFETY: as above.
             match unsafe { self.pop() } {
                 Some(waiter) => {
