@@ -26,6 +26,122 @@ struct S {
     enabled: bool,
 }
 
+/// A counter monitor, entered in relaxed program order.
+fn counter() -> Arc<Monitor<u64>> {
+    Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64))
+}
+
+/// A lease of a counter monitor, given back (counted there) on drop.
+struct Lease(Arc<Monitor<u64>>);
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.0.call(|n| *n += 1);
+    }
+}
+
+/// A brief park inside a task body: a 1 ms timed acquire that fails.
+fn park_briefly() {
+    let empty = lockfree_sync::Semaphore::new(0);
+    assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+}
+
+/// Waits up to 10 s for each of the two threads to end, and checks that
+/// both returned. If either hangs, `held` (what hung threads hold) is
+/// leaked rather than dropped, and the test fails with `hang`.
+fn both_end<H>(
+    first: std::thread::JoinHandle<()>,
+    second: std::thread::JoinHandle<()>,
+    held: H,
+    hang: &str,
+) {
+    let first = ended_within(Duration::from_secs(10), first);
+    let second = ended_within(Duration::from_secs(10), second);
+    if first.is_none() || second.is_none() {
+        std::mem::forget(held);
+        panic!("{hang}");
+    }
+    assert_eq!((first, second), (Some(true), Some(true)));
+}
+
+/// A task that awaits `v`'s switch (a `when_async`: the thread that turns
+/// it on keeps the task's waker, which polls it on the spot), then `step`.
+fn task_after_switch(
+    v: &Arc<Monitor<bool>>,
+    step: impl FnOnce() + Send + 'static,
+) -> Arc<sync_core::testing::InlineTask> {
+    let v = v.clone();
+    sync_core::testing::InlineTask::spawn(async move {
+        v.when_async(|on: &bool| *on, |_| ()).await;
+        step();
+    })
+}
+
+/// The first thread of the task-waker tests: in its body of `x` it turns
+/// `v` on (the task's waker is kept until this thread's next park), says
+/// so (`go`), waits for the second thread (`ready`), and then long enough
+/// for the second thread's call of `x` to queue; its serve of `x` runs
+/// that call after its own body.
+fn switch_in_x(
+    x: &Arc<Monitor<u64>>,
+    v: Arc<Monitor<bool>>,
+    go: std::sync::mpsc::Sender<()>,
+    ready: std::sync::mpsc::Receiver<()>,
+) -> std::thread::JoinHandle<()> {
+    let x = x.clone();
+    std::thread::spawn(move || {
+        x.call(move |_| {
+            v.call(|on| *on = true);
+            go.send(()).expect("the second thread waits");
+            ready.recv().expect("the second thread goes on");
+            std::thread::sleep(Duration::from_millis(200));
+        });
+    })
+}
+
+/// Has this thread keep a lease of `y` as a result nobody took: a
+/// fire-and-forget task of `z`, queued behind this thread's body of `z`
+/// and run by its serve, returns it, and the thread keeps it until it
+/// holds no monitor (or hands it on at a park).
+fn keep_a_lease(y: &Arc<Monitor<u64>>, z: &Arc<Monitor<u64>>) {
+    let (lease, z2) = (y.clone(), z.clone());
+    z.call(move |_| drop(z2.submit(move |_| Lease(lease))));
+}
+
+/// Waits up to 10 s for `counter` to count one (a lease that a thread of
+/// its own returns, see `unwind::elsewhere`), and checks it counts no more.
+fn came_back_once(counter: &Monitor<u64>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while counter.call(|n| *n) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lease never came back"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(counter.call(|n| *n), 1, "the lease came back once");
+}
+
+/// The second thread of the cross-thread park tests: once `gone`, in its
+/// body of `y`, it says so (`in_y`) and calls `x`, held by the first
+/// thread, which runs that call's body from the queue: it parks briefly.
+fn call_x_from_y(
+    x: &Arc<Monitor<u64>>,
+    y: &Arc<Monitor<u64>>,
+    gone: std::sync::mpsc::Receiver<()>,
+    in_y: std::sync::mpsc::Sender<()>,
+) -> std::thread::JoinHandle<()> {
+    let (x, y) = (x.clone(), y.clone());
+    std::thread::spawn(move || {
+        gone.recv().expect("the first thread goes on");
+        y.call(|_| {
+            in_y.send(()).expect("the first thread waits");
+            // Queued: the first thread holds `x`, and runs it.
+            x.call(|_| park_briefly());
+        });
+    })
+}
+
 /// A task body of one monitor enables, on another, the `when_async` an
 /// async task awaits (the body's thread runs it as that monitor's holder),
 /// then blocks, on one of the family's other primitives, until the task's
@@ -583,42 +699,19 @@ fn a_park_in_a_result_s_drop_does_not_drop_the_next_result_there() {
 /// lease there, inside thread 2's body: its call of `y` waited for thread
 /// 2, which waited for its task of `x`, run by thread 1. Neither thread's
 /// code calls `y` while holding `x`. Now a park inside a task body that a
-/// serve runs from the queue keeps what the thread kept before that body
-/// began, and drops it once the body has ended.
+/// serve runs from the queue hands what the thread kept before that body
+/// began to a thread of its own, which drops it there.
 #[test]
 fn a_park_in_a_task_body_run_for_another_thread_keeps_this_thread_s_results() {
-    struct Lease(Arc<Monitor<u64>>);
-    impl Drop for Lease {
-        fn drop(&mut self) {
-            self.0.call(|n| *n += 1);
-        }
-    }
-    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
-    let (x, y, z) = (built(), built(), built());
+    let (x, y, z) = (counter(), counter(), counter());
     let (go, gone) = std::sync::mpsc::channel::<()>();
     let (in_y, is_in_y) = std::sync::mpsc::channel::<()>();
-    let second = {
-        let (x, y) = (x.clone(), y.clone());
-        std::thread::spawn(move || {
-            gone.recv().expect("the first thread goes on");
-            y.call(|_| {
-                in_y.send(()).expect("the first thread waits");
-                // Queued: the first thread holds `x`, and runs it.
-                x.call(|_| {
-                    let empty = lockfree_sync::Semaphore::new(0);
-                    assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
-                });
-            });
-        })
-    };
+    let second = call_x_from_y(&x, &y, gone, in_y);
     let first = {
         let (x, y) = (x.clone(), y.clone());
         std::thread::spawn(move || {
             x.call(move |_| {
-                // Queued behind this body of `z`, run by its serve: the
-                // result is kept until this thread holds no monitor.
-                let (lease, z2) = (y.clone(), z.clone());
-                z.call(move |_| drop(z2.submit(move |_| Lease(lease))));
+                keep_a_lease(&y, &z);
                 go.send(()).expect("the second thread waits");
                 is_in_y.recv().expect("the second thread holds y");
                 // Long enough for the second thread's call to queue.
@@ -626,15 +719,10 @@ fn a_park_in_a_task_body_run_for_another_thread_keeps_this_thread_s_results() {
             });
         })
     };
-    let first = ended_within(Duration::from_secs(10), first);
-    let second = ended_within(Duration::from_secs(10), second);
-    if first.is_none() || second.is_none() {
-        // Both threads hang, holding `x` and `y`: leave them.
-        std::mem::forget((x, y));
-        panic!("the lease's call waited for ever inside another thread's body");
-    }
-    assert_eq!((first, second), (Some(true), Some(true)));
-    assert_eq!(y.call(|n| *n), 1, "the lease came back once");
+    // Hung, both threads hold `x` and `y`: leave them.
+    let hang = "the lease's call waited for ever inside another thread's body";
+    both_end(first, second, (x, y.clone()), hang);
+    came_back_once(&y);
 }
 
 /// The task body [`a_body_waiting_in_its_own_task_for_a_permit_it_kept`]
@@ -721,14 +809,7 @@ fn a_submit_async_run_on_the_spot_waiting_for_a_permit_its_thread_kept_returns()
 /// call of `y` waited for the second thread, which waited for its `when`.
 #[test]
 fn a_park_in_a_relayed_body_run_for_another_thread_keeps_this_thread_s_results() {
-    struct Lease(Arc<Monitor<u64>>);
-    impl Drop for Lease {
-        fn drop(&mut self) {
-            self.0.call(|n| *n += 1);
-        }
-    }
-    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
-    let (w, x, y, z) = (built(), built(), built(), built());
+    let (w, x, y, z) = (counter(), counter(), counter(), counter());
     let (go, gone) = std::sync::mpsc::channel::<()>();
     let (filed, is_filed) = std::sync::mpsc::channel::<()>();
     let second = {
@@ -737,13 +818,7 @@ fn a_park_in_a_relayed_body_run_for_another_thread_keeps_this_thread_s_results()
             gone.recv().expect("the first thread goes on");
             y.call(|_| {
                 // Idle `x`, its precondition false: filed.
-                let enabled = x.when(
-                    |n: &u64| *n > 0,
-                    |_| {
-                        let empty = lockfree_sync::Semaphore::new(0);
-                        assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
-                    },
-                );
+                let enabled = x.when(|n: &u64| *n > 0, |_| park_briefly());
                 filed.send(()).expect("the first thread waits");
                 enabled.wait();
             });
@@ -753,9 +828,7 @@ fn a_park_in_a_relayed_body_run_for_another_thread_keeps_this_thread_s_results()
         let (x, y) = (x.clone(), y.clone());
         std::thread::spawn(move || {
             w.call(move |_| {
-                // Kept until this thread holds no monitor.
-                let (lease, z2) = (y.clone(), z.clone());
-                z.call(move |_| drop(z2.submit(move |_| Lease(lease))));
+                keep_a_lease(&y, &z);
                 go.send(()).expect("the second thread waits");
                 is_filed.recv().expect("the second thread holds y");
                 // Inline (idle): its relay runs the second thread's `when`.
@@ -763,15 +836,10 @@ fn a_park_in_a_relayed_body_run_for_another_thread_keeps_this_thread_s_results()
             });
         })
     };
-    let first = ended_within(Duration::from_secs(10), first);
-    let second = ended_within(Duration::from_secs(10), second);
-    if first.is_none() || second.is_none() {
-        // Both threads hang, holding `x`... and `y`: leave them.
-        std::mem::forget((x, y));
-        panic!("the lease's call waited for ever inside another thread's relayed body");
-    }
-    assert_eq!((first, second), (Some(true), Some(true)));
-    assert_eq!(y.call(|n| *n), 1, "the lease came back once");
+    // Hung, both threads hold `x`... and `y`: leave them.
+    let hang = "the lease's call waited for ever inside another thread's relayed body";
+    both_end(first, second, (x, y.clone()), hang);
+    came_back_once(&y);
 }
 
 /// The task-waker form of
@@ -786,54 +854,22 @@ fn a_park_in_a_relayed_body_run_for_another_thread_keeps_this_thread_s_results()
 /// task, would wait for ever: the waker goes to a thread of its own.
 #[test]
 fn a_park_in_a_task_body_run_for_another_thread_keeps_this_thread_s_task_wakers() {
-    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
-    let (x, y) = (built(), built());
+    let (x, y) = (counter(), counter());
     let v = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
     let (stepped, has_stepped) = std::sync::mpsc::channel::<()>();
     let _task = {
-        let (v, y) = (v.clone(), y.clone());
-        sync_core::testing::InlineTask::spawn(async move {
-            v.when_async(|on: &bool| *on, |_| ()).await;
+        let y = y.clone();
+        task_after_switch(&v, move || {
             y.call(|n| *n += 1);
             let _ = stepped.send(());
         })
     };
     let (go, gone) = std::sync::mpsc::channel::<()>();
     let (in_y, is_in_y) = std::sync::mpsc::channel::<()>();
-    let second = {
-        let (x, y) = (x.clone(), y.clone());
-        std::thread::spawn(move || {
-            gone.recv().expect("the first thread goes on");
-            y.call(|_| {
-                in_y.send(()).expect("the first thread waits");
-                // Queued: the first thread holds `x`, and runs it.
-                x.call(|_| {
-                    let empty = lockfree_sync::Semaphore::new(0);
-                    assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
-                });
-            });
-        })
-    };
-    let first = {
-        let x = x.clone();
-        std::thread::spawn(move || {
-            x.call(move |_| {
-                // The task's waker is kept until this thread's next park.
-                v.call(|on| *on = true);
-                go.send(()).expect("the second thread waits");
-                is_in_y.recv().expect("the second thread holds y");
-                // Long enough for the second thread's call to queue.
-                std::thread::sleep(Duration::from_millis(200));
-            });
-        })
-    };
-    let first = ended_within(Duration::from_secs(10), first);
-    let second = ended_within(Duration::from_secs(10), second);
-    if first.is_none() || second.is_none() {
-        std::mem::forget((x, y));
-        panic!("the task's call of y waited for ever inside another thread's body");
-    }
-    assert_eq!((first, second), (Some(true), Some(true)));
+    let second = call_x_from_y(&x, &y, gone, in_y);
+    let first = switch_in_x(&x, v, go, is_in_y);
+    let hang = "the task's call of y waited for ever inside another thread's body";
+    both_end(first, second, (x, y), hang);
     assert!(has_stepped.recv_timeout(Duration::from_secs(10)).is_ok());
 }
 
@@ -844,16 +880,12 @@ fn a_park_in_a_task_body_run_for_another_thread_keeps_this_thread_s_task_wakers(
 /// run: the body would wait for ever.
 #[test]
 fn a_queued_body_waiting_for_a_task_its_serving_thread_woke_returns() {
-    let x = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let x = counter();
     let v = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
     let (tx, rx) = lockfree_sync::mpsc::channel::<u32>();
-    let _task = {
-        let v = v.clone();
-        sync_core::testing::InlineTask::spawn(async move {
-            v.when_async(|on: &bool| *on, |_| ()).await;
-            let _ = tx.send(7);
-        })
-    };
+    let _task = task_after_switch(&v, move || {
+        let _ = tx.send(7);
+    });
     let (go, gone) = std::sync::mpsc::channel::<()>();
     let (queuing, is_queuing) = std::sync::mpsc::channel::<()>();
     let second = {
@@ -865,26 +897,9 @@ fn a_queued_body_waiting_for_a_task_its_serving_thread_woke_returns() {
             x.call(move |_| assert_eq!(rx.recv(), Ok(7)));
         })
     };
-    let first = {
-        let x = x.clone();
-        std::thread::spawn(move || {
-            x.call(move |_| {
-                // The task's waker is kept until this thread's next park.
-                v.call(|on| *on = true);
-                go.send(()).expect("the second thread waits");
-                is_queuing.recv().expect("the second thread calls");
-                // Long enough for the second thread's call to queue.
-                std::thread::sleep(Duration::from_millis(200));
-            });
-        })
-    };
-    let first = ended_within(Duration::from_secs(10), first);
-    let second = ended_within(Duration::from_secs(10), second);
-    if first.is_none() || second.is_none() {
-        std::mem::forget(x);
-        panic!("the queued body waited for ever for the task's message");
-    }
-    assert_eq!((first, second), (Some(true), Some(true)));
+    let first = switch_in_x(&x, v, go, is_queuing);
+    let hang = "the queued body waited for ever for the task's message";
+    both_end(first, second, x, hang);
 }
 
 /// The result form of the previous test: thread 1, in its own body of `x`,
@@ -912,8 +927,7 @@ type Body = Box<dyn FnOnce(&mut u64) + Send>;
 
 fn a_queued_body_waits_for_a_lease_its_serve_kept(enter: fn(&Monitor<u64>, Body)) {
     let pool = Arc::new(lockfree_sync::Semaphore::new(1));
-    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
-    let (x, z) = (built(), built());
+    let (x, z) = (counter(), counter());
     let (go, gone) = std::sync::mpsc::channel::<()>();
     let second = {
         let (x, pool) = (x.clone(), pool.clone());
@@ -943,13 +957,8 @@ fn a_queued_body_waits_for_a_lease_its_serve_kept(enter: fn(&Monitor<u64>, Body)
             });
         })
     };
-    let first = ended_within(Duration::from_secs(10), first);
-    let second = ended_within(Duration::from_secs(10), second);
-    if first.is_none() || second.is_none() {
-        std::mem::forget(x);
-        panic!("the queued body waited for ever for the lease its serve kept");
-    }
-    assert_eq!((first, second), (Some(true), Some(true)));
+    let hang = "the queued body waited for ever for the lease its serve kept";
+    both_end(first, second, x.clone(), hang);
     assert_eq!(x.call(|n| *n), 1, "the second body ran once");
     assert_eq!(pool.available_permits(), 1, "the lease came back");
 }

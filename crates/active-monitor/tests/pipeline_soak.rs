@@ -87,28 +87,8 @@ struct Sink {
     count: u64,
 }
 
-fn quiet() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let report = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            let ours = info
-                .payload()
-                .downcast_ref::<&str>()
-                .is_some_and(|m| m.starts_with("injected"))
-                || info
-                    .payload()
-                    .downcast_ref::<String>()
-                    .is_some_and(|m| m.starts_with("injected"));
-            if !ours {
-                report(info);
-            }
-        }));
-    });
-}
-
 fn run(busy: usize, panics: bool, run_for: Duration) {
-    quiet();
+    sync_core::testing::quiet_panics_starting_with("injected");
     books().panics.store(panics, SeqCst);
     // The books are the process's: this run's part (one run at a time).
     let made_before = books().made.load(SeqCst);

@@ -8,7 +8,7 @@ use sync_core::wake_chain;
 
 #[cfg(doc)]
 use super::running_queued;
-use super::{DROPS, STATE, before_park, drop_caught, keep, runs_here};
+use super::{DROPS, STATE, before_park, drop_caught, hold_back, keep, runs_here};
 #[cfg(doc)]
 use super::{finish, resume_deferred};
 
@@ -149,7 +149,7 @@ pub(super) fn drop_deferred_before_park(elsewhere: &mut Vec<KeptDrop>) -> bool {
             go.push(k);
         }
     }
-    hold_back_drops(held);
+    hold_back(&DROPS, held, |s| &s.drops);
     let dropped = !go.is_empty();
     for k in go {
         drop_caught(k.task);
@@ -157,26 +157,24 @@ pub(super) fn drop_deferred_before_park(elsewhere: &mut Vec<KeptDrop>) -> bool {
     dropped
 }
 
-/// Puts kept tasks back on this thread's list (nothing was kept since
-/// they were taken out: no user code ran), held back until the innermost
-/// task body ends (see `Frame`): those of a monitor whose body runs here,
-/// and those [`elsewhere::deliver`](super::elsewhere::deliver) could not
-/// hand to a thread.
-pub(super) fn hold_back_drops(kept: Vec<KeptDrop>) {
-    if kept.is_empty() {
-        return;
-    }
-    let _ = DROPS.try_with(|d| d.borrow_mut().extend(kept));
-    STATE.with(|s| {
-        s.drops.set(true);
-        s.held_back.set(true);
-    });
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use crate::unwind::{DROPS, before_park, running, running_queued};
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+
+    /// A kept value that counts its drop, on the thread named, if any.
+    struct Count(&'static AtomicUsize, Option<&'static str>);
+
+    impl Drop for Count {
+        fn drop(&mut self) {
+            if let Some(on) = self.1 {
+                let name = std::thread::current().name().map(str::to_owned);
+                assert_eq!(name.as_deref(), Some(on), "dropped on its thread");
+            }
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
 
     /// The kept-drops list has no destructor: once drained it must hold no
     /// room, or every thread that ever kept a task would leak it at exit.
@@ -197,16 +195,10 @@ mod tests {
     /// monitors, and keeps its own monitor's (a `Drop` may use it).
     #[test]
     fn a_park_drops_the_kept_tasks_of_every_monitor_but_the_running_one() {
-        struct Count(&'static std::sync::atomic::AtomicUsize);
-        impl Drop for Count {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let dropped = || DROPPED.load(std::sync::atomic::Ordering::SeqCst);
-        running(1, || drop_later(Arc::new(Count(&DROPPED))));
-        running(2, || drop_later(Arc::new(Count(&DROPPED))));
+        static DROPPED: AtomicUsize = AtomicUsize::new(0);
+        let dropped = || DROPPED.load(SeqCst);
+        running(1, || drop_later(Arc::new(Count(&DROPPED, None))));
+        running(2, || drop_later(Arc::new(Count(&DROPPED, None))));
         running(1, || {
             before_park();
             assert_eq!(dropped(), 1, "monitor 2's, not the running one's");
@@ -223,26 +215,18 @@ mod tests {
     /// it, and drops here what it kept inside the body.
     #[test]
     fn a_park_in_a_queued_body_hands_what_was_kept_before_it_to_a_thread() {
-        struct Count(&'static std::sync::atomic::AtomicUsize, &'static str);
-        impl Drop for Count {
-            fn drop(&mut self) {
-                let name = std::thread::current().name().map(str::to_owned);
-                assert_eq!(name.as_deref(), Some(self.1), "dropped on its thread");
-                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let dropped = || DROPPED.load(std::sync::atomic::Ordering::SeqCst);
+        static DROPPED: AtomicUsize = AtomicUsize::new(0);
+        let dropped = || DROPPED.load(SeqCst);
         let here = std::thread::current().name().unwrap_or_default().to_owned();
         let here: &'static str = Box::leak(here.into_boxed_str());
         running(1, || {
             // Kept in a body of monitor 4 that monitor 1's body called.
             running(4, || {
-                drop_later(Arc::new(Count(&DROPPED, "active-monitor-deliver")))
+                drop_later(Arc::new(Count(&DROPPED, Some("active-monitor-deliver"))))
             });
             running_queued(2, || {
                 // Kept in a body of monitor 3 that this body called.
-                running(3, || drop_later(Arc::new(Count(&DROPPED, here))));
+                running(3, || drop_later(Arc::new(Count(&DROPPED, Some(here)))));
                 before_park();
                 assert_eq!(kept_drops(), 0, "none kept back");
                 let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -262,16 +246,10 @@ mod tests {
     /// thread too: its kept tasks stay, and go once it is let go of.
     #[test]
     fn a_park_keeps_the_kept_tasks_of_every_monitor_running_below() {
-        struct Count(&'static std::sync::atomic::AtomicUsize);
-        impl Drop for Count {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-        static DROPPED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let dropped = || DROPPED.load(std::sync::atomic::Ordering::SeqCst);
+        static DROPPED: AtomicUsize = AtomicUsize::new(0);
+        let dropped = || DROPPED.load(SeqCst);
         running(1, || {
-            drop_later(Arc::new(Count(&DROPPED)));
+            drop_later(Arc::new(Count(&DROPPED, None)));
             running(2, || {
                 running(3, || {
                     before_park();

@@ -33,8 +33,8 @@ pub(super) fn deliver(drops: Vec<KeptDrop>, wakes: Vec<(u64, TaskWake)>) {
         Ok(()) => return,
         Err(back) => back,
     };
-    super::hold_back_drops(drops);
-    super::hold_back_task_wakes(wakes);
+    super::hold_back(&super::DROPS, drops, |s| &s.drops);
+    super::hold_back(&super::TASK_WAKES, wakes, |s| &s.task_wakes);
 }
 
 /// What [`deliver`] hands a new thread.

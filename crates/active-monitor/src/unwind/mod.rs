@@ -43,7 +43,7 @@ mod elsewhere;
 mod frames;
 
 pub(crate) use self::drops::{DropLater, drop_deferred, drop_later, kept_drops};
-use self::drops::{KeptDrop, drop_deferred_before_park, hold_back_drops};
+use self::drops::{KeptDrop, drop_deferred_before_park};
 use self::frames::Frame;
 pub(crate) use self::frames::{
     foreign_body, running, running_queued, runs_here, serves_for, serving_for,
@@ -84,6 +84,24 @@ struct State {
     /// The blocking call whose own serve this thread runs (its job's
     /// address; 0 if none): see [`serving_for`].
     serving_for: Cell<usize>,
+}
+
+impl State {
+    /// A thread's state before it runs any task or keeps anything.
+    const fn new() -> Self {
+        Self {
+            running: Cell::new(0),
+            frame: Cell::new(core::ptr::null()),
+            deferred: Cell::new(false),
+            wakes: Cell::new(false),
+            task_wakes: Cell::new(false),
+            drops: Cell::new(false),
+            held_back: Cell::new(false),
+            kept_seq: Cell::new(0),
+            since: Cell::new(0),
+            serving_for: Cell::new(0),
+        }
+    }
 }
 
 /// A thread-local list without a destructor: it stays usable in every
@@ -150,22 +168,28 @@ fn keep<X: 'static>(
     x
 }
 
+/// Puts `items` back on this thread's `list`, sets the state's `flag` and
+/// holds them back until the innermost task body ends (see [`Frame`]):
+/// kept tasks of a monitor whose body runs here, and what
+/// [`elsewhere::deliver`] could not hand to a thread.
+fn hold_back<X: 'static>(
+    list: &'static Key<Kept<X>>,
+    items: Vec<X>,
+    flag: fn(&State) -> &Cell<bool>,
+) {
+    if items.is_empty() {
+        return;
+    }
+    let _ = list.try_with(|l| l.borrow_mut().extend(items));
+    STATE.with(|s| {
+        flag(s).set(true);
+        s.held_back.set(true);
+    });
+}
+
 #[cfg(not(loom))]
 std::thread_local! {
-    static STATE: State = const {
-        State {
-            running: Cell::new(0),
-            frame: Cell::new(core::ptr::null()),
-            deferred: Cell::new(false),
-            wakes: Cell::new(false),
-            task_wakes: Cell::new(false),
-            drops: Cell::new(false),
-            held_back: Cell::new(false),
-            kept_seq: Cell::new(0),
-            since: Cell::new(0),
-            serving_for: Cell::new(0),
-        }
-    };
+    static STATE: State = const { State::new() };
     /// The first panic caught and not resumed yet.
     static DEFERRED: Deferred = const { Deferred(Cell::new(None)) };
     /// Wakeups of blocked callers, delivered once the monitor is let go of:
@@ -183,18 +207,7 @@ std::thread_local! {
 
 #[cfg(loom)]
 sync_core::loom::thread_local! {
-    static STATE: State = State {
-        running: Cell::new(0),
-        frame: Cell::new(core::ptr::null()),
-        deferred: Cell::new(false),
-        wakes: Cell::new(false),
-        task_wakes: Cell::new(false),
-        drops: Cell::new(false),
-        held_back: Cell::new(false),
-        kept_seq: Cell::new(0),
-        since: Cell::new(0),
-        serving_for: Cell::new(0),
-    };
+    static STATE: State = State::new();
     static DEFERRED: Deferred = Deferred(Cell::new(None));
     static WAKES: RefCell<WakeList> = RefCell::new(WakeList::new());
     static TASK_WAKES: Kept<(u64, TaskWake)> = kept();
@@ -435,20 +448,6 @@ fn wake_tasks_before_park(elsewhere: &mut Vec<(u64, TaskWake)>) -> bool {
         caught(|| wake.wake());
     }
     woke
-}
-
-/// Puts task wakeups that [`elsewhere::deliver`] could not hand to a
-/// thread back on this thread's list, held back until the innermost task
-/// body ends (see [`Frame`]).
-fn hold_back_task_wakes(wakes: Vec<(u64, TaskWake)>) {
-    if wakes.is_empty() {
-        return;
-    }
-    let _ = TASK_WAKES.try_with(|l| l.borrow_mut().extend(wakes));
-    STATE.with(|s| {
-        s.task_wakes.set(true);
-        s.held_back.set(true);
-    });
 }
 
 /// Before this thread may park inside an operation (for its call's task,

@@ -279,6 +279,32 @@ pub fn in_child(env: &str, test: &str, f: impl FnOnce()) {
     );
 }
 
+/// Keeps the panics whose message starts with `prefix` out of the output
+/// from now on (any other panic is reported as before): for a test that
+/// injects many panics, since the harness prints and keeps each message.
+/// Installs a process-wide panic hook, once per prefix.
+pub fn quiet_panics_starting_with(prefix: &'static str) {
+    static QUIET: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut quiet = QUIET
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if quiet.contains(&prefix) {
+        return;
+    }
+    quiet.push(prefix);
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+        if !message.is_some_and(|m| m.starts_with(prefix)) {
+            report(info);
+        }
+    }));
+}
+
 /// Drops `value` while the thread unwinds from another panic, which must
 /// come out unchanged (and the process must not abort: run such a test
 /// [`in_child`]).

@@ -90,19 +90,7 @@ impl HostileWaker {
     /// many of them and measures memory, since the test harness keeps each
     /// panic's message. Installs a process-wide panic hook, once.
     pub fn quiet_panics() {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| {
-            let report = std::panic::take_hook();
-            std::panic::set_hook(Box::new(move |info| {
-                let ours = info
-                    .payload()
-                    .downcast_ref::<&str>()
-                    .is_some_and(|m| m.starts_with("HostileWaker: "));
-                if !ours {
-                    report(info);
-                }
-            }));
-        });
+        super::quiet_panics_starting_with("HostileWaker: ");
     }
 
     /// How many times one of its wakers was woken.
