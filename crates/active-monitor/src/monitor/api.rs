@@ -53,6 +53,15 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// submits what this waits for), it blocks that executor for ever: in
     /// async code use [`call_async`](Self::call_async), which awaits instead.
     ///
+    /// A combiner runs the tasks queued behind its own before its `call`
+    /// returns, so a body must not wait for what another call's result
+    /// holds until that caller's code gets it: if one call returns the only
+    /// permit of a pool and a task queued behind it waits for a permit of
+    /// that pool, the combiner waits in that task with the permit still in
+    /// its hands, for ever. (A lock would let the first caller return
+    /// first.) Take such a permit outside the monitor, after `call`
+    /// returns, or give it back inside the body.
+    ///
     /// # Panics
     ///
     /// Resumes `f`'s panic (the monitor keeps serving). Panics if called
