@@ -389,3 +389,88 @@ fn a_completion_s_wait_drops_a_panicking_precondition_while_the_task_s_panic_res
         || a_completion_s_wait_drops_a_precondition_that_panics(true, false),
     );
 }
+
+/// A lease whose `Drop` returns it with a call of `x`, then counts it.
+struct Lease(Arc<Monitor<u64>>, Arc<AtomicU64>);
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.0.call(|n| *n += 1);
+        self.1.fetch_add(1, Relaxed);
+    }
+}
+
+/// At the end of a call, two results nobody took are dropped, newest
+/// first: one whose `Drop` panics, then a lease whose `Drop` calls `x` and
+/// then counts. The first panic was kept for the call's end, and the
+/// lease's own call of `x` resumed it at its end, inside the lease's
+/// `Drop`: the rest of that `Drop` never ran (a permit never given back).
+/// The panic of one result's drop now goes on where it belongs, at the end
+/// of the operation that served it, not in the next result's `Drop`.
+#[test]
+fn a_result_s_drop_panic_does_not_cut_the_next_result_s_drop_short() {
+    use active_monitor::Order;
+    use sync_core::testing::DropBomb;
+    let x = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let z = Arc::new(Monitor::builder().order(Order::Relaxed).build(()));
+    let counted = Arc::new(AtomicU64::new(0));
+    let bombs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (lease, bomb) = (Lease(x.clone(), counted.clone()), DropBomb(bombs.clone()));
+    let z2 = z.clone();
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        // Queued behind this body, run by its serve: both results are
+        // kept until the call's end.
+        z.call(move |_| {
+            drop(z2.submit(move |_| lease));
+            drop(z2.submit(move |_| bomb));
+        })
+    }));
+    let p = r.expect_err("the bomb's panic goes on at the end of the call");
+    assert_eq!(
+        p.downcast_ref::<String>().map(String::as_str),
+        Some(DropBomb::PANIC)
+    );
+    assert_eq!(bombs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(x.call(|n| *n), 1, "the lease was returned once");
+    assert_eq!(counted.load(Relaxed), 1, "the lease's Drop ran to its end");
+}
+
+/// A waker whose `wake` panics, and a task polled on the spot by its
+/// waker, both woken at the end of a call that enabled their `when_async`:
+/// the task's next step is a call of `x`, whose end resumed the first
+/// waker's panic inside the task's poll. The task's future unwound, and
+/// the task was lost (an `async fn` that panicked is never polled again).
+/// The waker's panic now goes on at the end of the call that woke it.
+#[test]
+fn a_waker_s_panic_does_not_unwind_another_task_polled_on_the_spot() {
+    use active_monitor::Order;
+    struct PanickingWaker;
+    impl std::task::Wake for PanickingWaker {
+        fn wake(self: Arc<Self>) {
+            panic!("a waker panics");
+        }
+    }
+    let x = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let v = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    // Filed first: woken first.
+    let mut first = Box::pin(v.when_async(|on: &bool| *on, |_| ()));
+    let waker = std::task::Waker::from(Arc::new(PanickingWaker));
+    let cx = &mut std::task::Context::from_waker(&waker);
+    assert!(std::future::Future::poll(first.as_mut(), cx).is_pending());
+    let stepped = Arc::new(AtomicBool::new(false));
+    let task = {
+        let (v, x, stepped) = (v.clone(), x.clone(), stepped.clone());
+        sync_core::testing::InlineTask::spawn(async move {
+            v.when_async(|on: &bool| *on, |_| ()).await;
+            x.call(|n| *n += 1);
+            stepped.store(true, Relaxed);
+        })
+    };
+    let r = catch_unwind(AssertUnwindSafe(|| v.call(|on| *on = true)));
+    let p = r.expect_err("the waker's panic goes on at the end of the call");
+    assert_eq!(p.downcast_ref::<&str>(), Some(&"a waker panics"));
+    assert!(task.is_done(), "the task polled on the spot was lost");
+    assert!(stepped.load(Relaxed));
+    assert_eq!(x.call(|n| *n), 1);
+    drop(first);
+}

@@ -8,7 +8,7 @@ use sync_core::wake_chain;
 
 #[cfg(doc)]
 use super::running_queued;
-use super::{DROPS, STATE, before_park, drop_caught, hold_back, keep, runs_here};
+use super::{DROPS, STATE, before_park, caught_aside, drop_caught, hold_back, keep, runs_here};
 #[cfg(doc)]
 use super::{finish, resume_deferred};
 
@@ -93,7 +93,7 @@ fn drop_deferred_slow() {
             .try_with(|d| core::mem::take(&mut *d.borrow_mut()))
             .unwrap_or_default();
         for k in all.into_iter().rev() {
-            drop_caught(k.task);
+            caught_aside(move || drop(k.task));
         }
         if !STATE.with(|s| s.drops.replace(false)) {
             return;
@@ -152,7 +152,7 @@ pub(super) fn drop_deferred_before_park(elsewhere: &mut Vec<KeptDrop>) -> bool {
     hold_back(&DROPS, held, |s| &s.drops);
     let dropped = !go.is_empty();
     for k in go {
-        drop_caught(k.task);
+        caught_aside(move || drop(k.task));
     }
     dropped
 }

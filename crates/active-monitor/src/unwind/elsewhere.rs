@@ -73,12 +73,13 @@ fn spawn(drops: Vec<KeptDrop>, wakes: Vec<(u64, TaskWake)>) -> Result<(), Batch>
 /// kept on its lists first, then delivered one at a time, newest result
 /// first, so that a `Drop` or a waker that parks (one that calls a monitor
 /// another thread holds) has the park hook deliver the rest before this
-/// thread sleeps, as on any thread. Panics are caught; nobody waits for
-/// this thread, so a panic nobody takes is dropped, as a server's stint
-/// drops one (`end_server_stint`).
+/// thread sleeps, as on any thread. Panics are caught (and set aside while
+/// the next one runs, see [`caught_aside`](super::caught_aside)); nobody
+/// waits for this thread, so a panic nobody takes is dropped, as a
+/// server's stint drops one (`end_server_stint`).
 #[cfg(not(loom))]
 fn deliver_all(drops: Vec<KeptDrop>, wakes: Vec<(u64, TaskWake)>) {
-    use super::{DEFERRED, DROPS, STATE, TASK_WAKES, caught, discard, drop_caught, drop_later};
+    use super::{DEFERRED, DROPS, STATE, TASK_WAKES, caught, caught_aside, discard, drop_later};
     for k in drops {
         drop_later(k.task);
     }
@@ -90,11 +91,11 @@ fn deliver_all(drops: Vec<KeptDrop>, wakes: Vec<(u64, TaskWake)>) {
     loop {
         // Each borrow ends before the user code runs (it may keep more).
         if let Some(k) = DROPS.with(|d| d.borrow_mut().pop()) {
-            drop_caught(k.task);
+            caught_aside(move || drop(k.task));
             continue;
         }
         if let Some((_, w)) = TASK_WAKES.with(|l| l.borrow_mut().pop()) {
-            caught(|| w.wake());
+            caught_aside(|| w.wake());
             continue;
         }
         if STATE.with(|s| s.deferred.replace(false)) {

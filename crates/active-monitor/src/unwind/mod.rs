@@ -413,7 +413,7 @@ fn wake_tasks_deferred() {
     // calls a monitor delivers that call's deferred wakes inside this one,
     // and so on down every waiting task; the chain keeps that flat.
     for (_, wake) in tasks {
-        caught(|| wake.wake());
+        caught_aside(|| wake.wake());
     }
 }
 
@@ -445,7 +445,7 @@ fn wake_tasks_before_park(elsewhere: &mut Vec<(u64, TaskWake)>) -> bool {
     let woke = !go.is_empty();
     // Through the thread's wake chain, as `wake_tasks_deferred`'s.
     for (_, wake) in go {
-        caught(|| wake.wake());
+        caught_aside(|| wake.wake());
     }
     woke
 }
@@ -535,6 +535,53 @@ pub(crate) fn caught(f: impl FnOnce()) {
     // User code the executor runs for a task: a submitter of its own.
     if let Err(p) = catch_unwind(AssertUnwindSafe(|| crate::order::as_task(f))) {
         defer(p);
+    }
+}
+
+/// [`caught`] for user code that a delivery runs one after another (the
+/// results nobody took and the task wakers an operation kept, at its end
+/// or before a park, or on a deliver thread): the panic this thread keeps
+/// from an earlier one, if any, is set aside while `f` runs, and stays the
+/// first (a panic of `f` is then dropped, as [`defer`] drops a second).
+/// Kept there, `f`'s own operations resumed it at their end, inside `f`: a
+/// result's `Drop` that returned a lease with a call was cut short after
+/// it, a task polled on the spot by its waker unwound out of its poll and
+/// was lost. It goes on at the end of the operation it belongs to. One
+/// look at a thread-local when nothing is kept.
+#[inline]
+pub(crate) fn caught_aside(f: impl FnOnce()) {
+    if STATE.with(|s| s.deferred.get()) {
+        caught_aside_slow(f);
+    } else {
+        caught(f);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn caught_aside_slow(f: impl FnOnce()) {
+    let aside = if STATE.with(|s| s.deferred.replace(false)) {
+        DEFERRED.try_with(|d| d.take()).ok().flatten()
+    } else {
+        None
+    };
+    caught(f);
+    let Some(first) = aside else {
+        return;
+    };
+    let mut first = Some(first);
+    let newer = DEFERRED
+        .try_with(|d| {
+            let newer = d.take();
+            d.set(first.take());
+            newer
+        })
+        .ok()
+        .flatten();
+    STATE.with(|s| s.deferred.set(true));
+    // `first` is still here only if the cell is gone (as in `defer`).
+    if let Some(extra) = first.or(newer) {
+        discard(extra);
     }
 }
 
