@@ -122,6 +122,20 @@ fn came_back_once(counter: &Monitor<u64>) {
     assert_eq!(counter.call(|n| *n), 1, "the lease came back once");
 }
 
+/// What `read` returns once it returns `want`, or after `bound`: for what
+/// a thread of its own (`active-monitor-deliver`) drops, which may come
+/// after the test's threads have ended.
+fn settled<V: PartialEq>(bound: Duration, read: impl Fn() -> V, want: V) -> V {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        let v = read();
+        if v == want || std::time::Instant::now() >= deadline {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// The second thread of the cross-thread park tests: once `gone`, in its
 /// body of `y`, it says so (`in_y`) and calls `x`, held by the first
 /// thread, which runs that call's body from the queue: it parks briefly.
@@ -961,4 +975,136 @@ fn a_queued_body_waits_for_a_lease_its_serve_kept(enter: fn(&Monitor<u64>, Body)
     both_end(first, second, x.clone(), hang);
     assert_eq!(x.call(|n| *n), 1, "the second body ran once");
     assert_eq!(pool.available_permits(), 1, "the lease came back");
+}
+
+/// A thread's results handed to an `active-monitor-deliver` thread (see
+/// [`a_park_in_a_task_body_run_for_another_thread_keeps_this_thread_s_results`])
+/// were kept there on its own list and dropped one at a time: a `Drop`
+/// that called `x` (idle: its body runs on that thread) and parked in that
+/// body had the park hook drop the next result there, inside the body of
+/// `x`, and that result's `Drop`, which calls `x` too, panicked as a call
+/// from a task of its own monitor; the panic was dropped with the thread,
+/// and the lease never came back. Each `Drop` there now runs as a body of
+/// its own: a park inside it hands the rest to a further thread.
+#[test]
+fn a_park_in_a_drop_on_a_deliver_thread_does_not_drop_the_next_result_there() {
+    struct Lease(Arc<Monitor<u64>>);
+    impl Drop for Lease {
+        fn drop(&mut self) {
+            self.0.call(|n| {
+                // A park of the family inside the body of `x`.
+                let empty = lockfree_sync::Semaphore::new(0);
+                assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+                *n += 1;
+            });
+        }
+    }
+    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let (q, x, z) = (built(), built(), built());
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let second = {
+        let q = q.clone();
+        std::thread::spawn(move || {
+            gone.recv().expect("the first thread goes on");
+            // Queued: the first thread holds `q`, and runs it; its park
+            // hands the first thread's two leases to a thread of their own.
+            q.call(|_| {
+                let empty = lockfree_sync::Semaphore::new(0);
+                assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+            });
+        })
+    };
+    let first = {
+        let (q, x) = (q.clone(), x.clone());
+        std::thread::spawn(move || {
+            q.call(move |_| {
+                let z2 = z.clone();
+                // Queued behind this body of `z`, run by its serve: both
+                // results are kept until this thread holds no monitor.
+                z.call(move |_| {
+                    let (a, b) = (x.clone(), x.clone());
+                    drop(z2.submit(move |_| Lease(a)));
+                    drop(z2.submit(move |_| Lease(b)));
+                });
+                go.send(()).expect("the second thread waits");
+                // Long enough for the second thread's call to queue.
+                std::thread::sleep(Duration::from_millis(200));
+            });
+        })
+    };
+    assert_eq!(ended_within(Duration::from_secs(10), first), Some(true));
+    assert_eq!(ended_within(Duration::from_secs(10), second), Some(true));
+    assert_eq!(
+        settled(Duration::from_secs(10), || x.call(|n| *n), 2),
+        2,
+        "both leases came back, once each"
+    );
+}
+
+/// On a deliver thread, a `Drop` that makes a call: that call's end
+/// dropped every result still to come there, inside the `Drop`, taken out
+/// of the list: a result whose `Drop` waits for what the first `Drop`
+/// gives back after its call (a permit) waited for ever, and so did the
+/// first. The results handed to that thread are dropped one at a time, by
+/// its loop, and a call's end inside one of them drops only what it kept
+/// itself.
+#[test]
+fn a_call_in_a_drop_on_a_deliver_thread_leaves_the_next_result_to_the_thread() {
+    struct Returns(Arc<Monitor<u64>>, Arc<lockfree_sync::Semaphore>);
+    impl Drop for Returns {
+        fn drop(&mut self) {
+            self.0.call(|n| *n += 1);
+            self.1.add_permits(1);
+        }
+    }
+    struct Waits(Arc<lockfree_sync::Semaphore>, std::sync::mpsc::Sender<()>);
+    impl Drop for Waits {
+        fn drop(&mut self) {
+            self.0.acquire().expect("open").forget();
+            let _ = self.1.send(());
+        }
+    }
+    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let (q, x, z) = (built(), built(), built());
+    let pool = Arc::new(lockfree_sync::Semaphore::new(0));
+    let (got, has_got) = std::sync::mpsc::channel::<()>();
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let second = {
+        let q = q.clone();
+        std::thread::spawn(move || {
+            gone.recv().expect("the first thread goes on");
+            // Queued: the first thread holds `q`, and runs it; its park
+            // hands the first thread's two results to a thread of their own.
+            q.call(|_| {
+                let empty = lockfree_sync::Semaphore::new(0);
+                assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+            });
+        })
+    };
+    let first = {
+        let (q, x) = (q.clone(), x.clone());
+        std::thread::spawn(move || {
+            q.call(move |_| {
+                let z2 = z.clone();
+                // Queued behind this body of `z`, run by its serve: both
+                // results are kept until this thread holds no monitor.
+                z.call(move |_| {
+                    let (a, b) = (pool.clone(), pool.clone());
+                    drop(z2.submit(move |_| Waits(a, got)));
+                    // The newest: dropped first.
+                    drop(z2.submit(move |_| Returns(x, b)));
+                });
+                go.send(()).expect("the second thread waits");
+                // Long enough for the second thread's call to queue.
+                std::thread::sleep(Duration::from_millis(200));
+            });
+        })
+    };
+    assert_eq!(ended_within(Duration::from_secs(10), first), Some(true));
+    assert_eq!(ended_within(Duration::from_secs(10), second), Some(true));
+    assert!(
+        has_got.recv_timeout(Duration::from_secs(10)).is_ok(),
+        "the second result's Drop waited for ever inside the first's"
+    );
+    assert_eq!(x.call(|n| *n), 1);
 }

@@ -84,20 +84,41 @@ pub(crate) fn drop_deferred() {
 }
 
 /// [`drop_deferred`]'s drops: rounds of the whole list, until a round's
-/// drops keep nothing more.
+/// drops keep nothing more. But for those kept before the innermost body
+/// run for another thread began (see [`running_queued`]), which stay:
+/// only on a deliver thread does an operation end inside such a body (the
+/// results handed to it are dropped one at a time, each as such a body,
+/// see `elsewhere::deliver_all`); anywhere else that body's monitor is
+/// held, and an operation that ends there delivers nothing.
 #[cold]
 #[inline(never)]
 fn drop_deferred_slow() {
+    let since = STATE.with(|s| s.since.get());
+    let mut earlier = Vec::new();
     loop {
-        let all = DROPS
+        let mut all = DROPS
             .try_with(|d| core::mem::take(&mut *d.borrow_mut()))
             .unwrap_or_default();
+        if since != 0 {
+            let (ours, before) = all.into_iter().partition(|k| k.seq >= since);
+            earlier.extend(before);
+            all = ours;
+        }
         for k in all.into_iter().rev() {
             caught_aside(move || drop(k.task));
         }
         if !STATE.with(|s| s.drops.replace(false)) {
-            return;
+            break;
         }
+    }
+    if !earlier.is_empty() {
+        // Older than any kept meanwhile: first, as they were.
+        let _ = DROPS.try_with(|d| {
+            let mut d = d.borrow_mut();
+            let newer = core::mem::replace(&mut *d, earlier);
+            d.extend(newer);
+        });
+        STATE.with(|s| s.drops.set(true));
     }
 }
 

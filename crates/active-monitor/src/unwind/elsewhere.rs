@@ -16,9 +16,9 @@
 //! This is a slow path: it takes a park inside a body run for another
 //! thread while this thread keeps something from before that body.
 
-#[cfg(doc)]
-use super::running_queued;
 use super::{KeptDrop, TaskWake};
+#[cfg(doc)]
+use super::{drop_deferred, foreign_body, running_queued};
 
 /// Hands `drops` and `wakes` (kept by this thread before the innermost
 /// task body run from a monitor's queue or relayed began) to a new
@@ -71,15 +71,26 @@ fn spawn(drops: Vec<KeptDrop>, wakes: Vec<(u64, TaskWake)>) -> Result<(), Batch>
 
 /// Drops and wakes what [`deliver`] handed this (new) thread, as its own:
 /// kept on its lists first, then delivered one at a time, newest result
-/// first, so that a `Drop` or a waker that parks (one that calls a monitor
-/// another thread holds) has the park hook deliver the rest before this
-/// thread sleeps, as on any thread. Panics are caught (and set aside while
-/// the next one runs, see [`caught_aside`](super::caught_aside)); nobody
-/// waits for this thread, so a panic nobody takes is dropped, as a
-/// server's stint drops one (`end_server_stint`).
+/// first, each as a body of its own ([`foreign_body`]). A `Drop` or a
+/// waker that parks (one that calls a monitor another thread holds, or
+/// one that waits for what another of them gives back) has the park hook
+/// hand the rest to a further thread of their own before this thread
+/// sleeps; an operation it makes delivers at its end only what it kept
+/// itself, the rest stay for this loop (see [`drop_deferred`]). Delivered
+/// there instead, inside what the `Drop` called, the next result's `Drop`
+/// ran inside a body of a monitor that may be the very one it calls (a
+/// second lease of `x`, dropped in the first lease's body of `x`: its
+/// call panicked, the panic was dropped and the lease never came back),
+/// or, taken out with the rest at that call's end, waited for ever for
+/// what the first `Drop` gives back after the call. Panics are caught
+/// (and set aside while the next one runs, see
+/// [`caught_aside`](super::caught_aside)); nobody waits for this thread,
+/// so a panic nobody takes is dropped, as a server's stint drops one
+/// (`end_server_stint`).
 #[cfg(not(loom))]
 fn deliver_all(drops: Vec<KeptDrop>, wakes: Vec<(u64, TaskWake)>) {
     use super::{DEFERRED, DROPS, STATE, TASK_WAKES, caught, caught_aside, discard, drop_later};
+    use super::{before_park, foreign_body};
     for k in drops {
         drop_later(k.task);
     }
@@ -90,12 +101,16 @@ fn deliver_all(drops: Vec<KeptDrop>, wakes: Vec<(u64, TaskWake)>) {
     }
     loop {
         // Each borrow ends before the user code runs (it may keep more).
+        // The park hook is armed for each: a park in an earlier one used
+        // its registration up.
         if let Some(k) = DROPS.with(|d| d.borrow_mut().pop()) {
-            caught_aside(move || drop(k.task));
+            sync_core::wake_chain::deliver_before_park(before_park);
+            foreign_body(|| caught_aside(move || drop(k.task)));
             continue;
         }
         if let Some((_, w)) = TASK_WAKES.with(|l| l.borrow_mut().pop()) {
-            caught_aside(|| w.wake());
+            sync_core::wake_chain::deliver_before_park(before_park);
+            foreign_body(|| caught_aside(|| w.wake()));
             continue;
         }
         if STATE.with(|s| s.deferred.replace(false)) {

@@ -406,9 +406,25 @@ fn unpark_deferred() {
 fn wake_tasks_deferred() {
     // Taken out first: no borrow while the wakers run (a waker that polls
     // on the spot may keep more, for the next delivery).
-    let tasks = TASK_WAKES
+    let mut tasks = TASK_WAKES
         .try_with(|l| core::mem::take(&mut *l.borrow_mut()))
         .unwrap_or_default();
+    // On a deliver thread, those handed to it stay for its loop, as its
+    // results do (see `drops::drop_deferred_slow`).
+    let since = STATE.with(|s| s.since.get());
+    if since != 0 {
+        let (ours, before): (Vec<_>, Vec<_>) =
+            tasks.into_iter().partition(|(seq, _)| *seq >= since);
+        tasks = ours;
+        if !before.is_empty() {
+            let _ = TASK_WAKES.try_with(|l| {
+                let mut l = l.borrow_mut();
+                let newer = core::mem::replace(&mut *l, before);
+                l.extend(newer);
+            });
+            STATE.with(|s| s.task_wakes.set(true));
+        }
+    }
     // Through the thread's wake chain: a waker that polls on the spot and
     // calls a monitor delivers that call's deferred wakes inside this one,
     // and so on down every waiting task; the chain keeps that flat.
