@@ -414,3 +414,127 @@ fn a_threads_reused_node_is_waited_on_afresh() {
         consumer.join().unwrap();
     });
 }
+
+/// What is left in `q` once every push has completed, front first: each
+/// waiter's word, and whether it was withdrawn.
+fn drain(q: &WaiterQueue) -> Vec<(usize, bool)> {
+    let mut left = Vec::new();
+    // SAFETY: the caller is the only consumer, and every push has completed.
+    while let Some(w) = unsafe { q.pop() } {
+        left.push((w.data(), w.is_cancelled()));
+    }
+    left
+}
+
+/// A producer pushes a waiter and withdraws it, twice, then pushes a live
+/// one, while the consumer sweeps a backlog of a withdrawn and a live
+/// waiter once. The producer's waits share its thread's node: once the
+/// sweep has freed the first, the second is the same node again (the same
+/// address, pushed anew behind the sweep's last waiter: the ABA case of
+/// the pointer the sweep stops at). The sweep ends (loom fails a model
+/// that spins for ever); every live waiter stays queued exactly once;
+/// every withdrawn one is freed by the sweep or left queued, never both;
+/// and every node is freed by the end (loom checks the `Arc`s).
+#[test]
+fn sweep_races_a_producer_that_pushes_and_withdraws() {
+    model::check_with_bound(3, || {
+        let q = Arc::new(WaiterQueue::new());
+        let gone = Waiter::for_task(Waker::noop(), 1);
+        q.push(Arc::clone(&gone));
+        gone.cancel().unwrap();
+        drop(gone);
+        q.push(Waiter::for_task(Waker::noop(), 2));
+        let producer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                for word in [10, 11] {
+                    let w = Waiter::for_thread(word);
+                    q.push(Arc::clone(&w));
+                    w.cancel().unwrap();
+                }
+                q.push(Waiter::for_task(Waker::noop(), 12));
+            })
+        };
+        // SAFETY: this thread is the only consumer.
+        let swept = unsafe { q.sweep() };
+        producer.join().unwrap();
+        let left = drain(&q);
+        let count = |word: usize| left.iter().filter(|&&(w, _)| w == word).count();
+        assert_eq!(count(2), 1, "the live waiter: {left:?} {swept:?}");
+        assert_eq!(
+            count(12),
+            1,
+            "the producer's live waiter: {left:?} {swept:?}"
+        );
+        for word in [1, 10, 11] {
+            assert!(count(word) <= 1, "{word} twice: {left:?} {swept:?}");
+        }
+        let withdrawn_left = left.iter().filter(|&&(_, c)| c).count();
+        assert_eq!(
+            swept.freed + withdrawn_left,
+            3,
+            "a withdrawn waiter lost or freed twice: {left:?} {swept:?}"
+        );
+        assert!(swept.kept <= 4, "{swept:?}");
+    });
+}
+
+/// The same for `sweep_front`, which never reorders: what is left is the
+/// tail of what was pushed, in order, and the sweep freed exactly the
+/// waiters in front of it, all withdrawn.
+#[test]
+fn sweep_front_races_a_producer_that_pushes_and_withdraws() {
+    model::check_with_bound(3, || {
+        let q = Arc::new(WaiterQueue::new());
+        let gone = Waiter::for_task(Waker::noop(), 1);
+        q.push(Arc::clone(&gone));
+        gone.cancel().unwrap();
+        drop(gone);
+        let producer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                for word in [10, 11] {
+                    let w = Waiter::for_thread(word);
+                    q.push(Arc::clone(&w));
+                    w.cancel().unwrap();
+                }
+                q.push(Waiter::for_task(Waker::noop(), 12));
+            })
+        };
+        // SAFETY: this thread is the only consumer.
+        let freed = unsafe { q.sweep_front() };
+        producer.join().unwrap();
+        let left: Vec<usize> = drain(&q).into_iter().map(|(w, _)| w).collect();
+        let all = [1, 10, 11, 12];
+        assert!(freed <= 3, "freed the live waiter: {freed} {left:?}");
+        assert_eq!(left, all[freed..], "freed {freed}");
+    });
+}
+
+/// `sweep_front` on an empty queue while a producer pushes a waiter and
+/// withdraws it, twice (its node reused), then a live one: as above, it
+/// frees a prefix of withdrawn waiters and keeps the rest in order.
+#[test]
+fn sweep_front_from_empty_races_a_producer_that_pushes_and_withdraws() {
+    model::check_with_bound(3, || {
+        let q = Arc::new(WaiterQueue::new());
+        let producer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || {
+                for word in [10, 11] {
+                    let w = Waiter::for_thread(word);
+                    q.push(Arc::clone(&w));
+                    w.cancel().unwrap();
+                }
+                q.push(Waiter::for_task(Waker::noop(), 12));
+            })
+        };
+        // SAFETY: this thread is the only consumer.
+        let freed = unsafe { q.sweep_front() };
+        producer.join().unwrap();
+        let left: Vec<usize> = drain(&q).into_iter().map(|(w, _)| w).collect();
+        let all = [10, 11, 12];
+        assert!(freed <= 2, "freed the live waiter: {freed} {left:?}");
+        assert_eq!(left, all[freed..], "freed {freed}");
+    });
+}
