@@ -466,3 +466,43 @@ fn withdrawn_waiter_behind_a_live_one_is_swept() {
         }
     }
 }
+
+/// A live waiter that queues while a withdrawal sweeps (round 49's bounded
+/// sweep stops after the node that was last when it began, so this waiter
+/// may land behind it, or behind a push half-way) is still woken: the
+/// withdrawer passes the role on, and an unlock dequeues it. Main holds the
+/// lock; a timed thread queues and times out (as every timed wait does
+/// under loom), sweeping the queue; a blocking locker queues meanwhile.
+/// With `race`, main unlocks while they run; without, once the timed thread
+/// is done. The locker gets the lock (loom reports a deadlock if it sleeps
+/// for ever) and the word ends idle.
+#[test]
+fn a_waiter_queued_during_a_withdrawals_sweep_is_still_woken() {
+    for fairness in MODES {
+        for race in [false, true] {
+            model::check_with_bound(2, move || {
+                let m = mutex(fairness);
+                let held = m.lock();
+                let timed = {
+                    let m = Arc::clone(&m);
+                    thread::spawn(move || {
+                        if let Some(mut g) = m.try_lock_until(far_deadline()) {
+                            *g += 100;
+                        }
+                    })
+                };
+                let locker = incrementer(&m);
+                if race {
+                    drop(held);
+                    timed.join().unwrap();
+                } else {
+                    timed.join().unwrap();
+                    drop(held);
+                }
+                locker.join().unwrap();
+                assert_eq!(*m.lock() % 100, 1, "the locker did not get the lock");
+                assert_idle(&m);
+            });
+        }
+    }
+}
