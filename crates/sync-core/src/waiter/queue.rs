@@ -181,9 +181,10 @@ impl WaiterQueue {
     /// front of the queue, up to the first live one, and returns how many it
     /// freed. It also stops where a producer is half-way through a push (as
     /// [`pop`](Self::pop) returns `None` there), and after the waiter that
-    /// was last when it began: waiters pushed meanwhile are left to the
-    /// next sweep, so that producers that keep pushing (and withdrawing)
-    /// cannot keep the consumer sweeping for as long as they go on.
+    /// was last when it found the first withdrawn one: waiters pushed
+    /// meanwhile are left to the next sweep, so that producers that
+    /// keep pushing (and withdrawing) cannot keep the consumer sweeping for
+    /// as long as they go on.
     ///
     /// For a consumer that must not dequeue a live waiter (it has no lock to
     /// hand it) but should not leave withdrawn waiters piling up in front.
