@@ -1108,3 +1108,493 @@ fn a_call_in_a_drop_on_a_deliver_thread_leaves_the_next_result_to_the_thread() {
     );
     assert_eq!(x.call(|n| *n), 1);
 }
+
+/// What a lease kept by the first thread of
+/// [`a_lease_s_drop_on_its_own_thread_waits_for_what_the_queued_body_feeds`]
+/// waits for, in its `Drop`, from the body that parked.
+#[derive(Clone, Copy, Debug)]
+enum Feed {
+    /// An mpsc message the body sends.
+    Mpsc,
+    /// A CSP rendezvous: the body's send parks until the `Drop` receives.
+    Csp,
+    /// A semaphore permit the body adds.
+    Semaphore,
+}
+
+/// A lease returned in steps, each waiting for the body that parked: it
+/// first lets the body on (`go`), then waits for what the body feeds it,
+/// then books itself back on `y` and returns a permit of `pool`, which the
+/// body waits for last.
+struct PingPong {
+    go: Arc<lockfree_sync::Semaphore>,
+    feed: FeedRx,
+    y: Arc<Monitor<u64>>,
+    pool: Arc<lockfree_sync::Semaphore>,
+    dropped_on: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+enum FeedRx {
+    Mpsc(std::sync::Mutex<lockfree_sync::mpsc::Receiver<u32>>),
+    Csp(std::sync::Mutex<lockfree_sync::csp::Receiver<u32>>),
+    Semaphore(Arc<lockfree_sync::Semaphore>),
+}
+
+impl Drop for PingPong {
+    fn drop(&mut self) {
+        let name = std::thread::current().name().unwrap_or("?").to_owned();
+        self.dropped_on.lock().expect("not poisoned").push(name);
+        self.go.add_permits(1);
+        match &self.feed {
+            FeedRx::Mpsc(rx) => assert_eq!(rx.lock().expect("once").recv(), Ok(7)),
+            FeedRx::Csp(rx) => assert_eq!(rx.lock().expect("once").recv(), Ok(7)),
+            FeedRx::Semaphore(s) => s.acquire().expect("open").forget(),
+        }
+        self.y.call(|n| *n += 1);
+        self.pool.add_permits(1);
+    }
+}
+
+/// One instance of the composition: the first thread keeps a `PingPong`
+/// lease (a result nobody took, in its body of `x`), and its serve of `x`
+/// runs the second thread's queued call, whose body waits for the lease
+/// to let it on, feeds it, and waits for its permit. The park hands the
+/// lease to a thread of its own, whose `Drop` and the body take turns.
+/// Returns the two threads (joined by the caller's watchdog) and checks.
+fn ping_pong(feed: Feed) -> (Vec<std::thread::JoinHandle<()>>, impl FnOnce() + Send) {
+    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let (x, y, z) = (built(), built(), built());
+    let go = Arc::new(lockfree_sync::Semaphore::new(0));
+    let pool = Arc::new(lockfree_sync::Semaphore::new(0));
+    let dropped_on = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (mpsc_tx, mpsc_rx) = lockfree_sync::mpsc::channel::<u32>();
+    let (mut csp_tx, csp_rx) = lockfree_sync::csp::channel::<u32>();
+    let fed = Arc::new(lockfree_sync::Semaphore::new(0));
+    let rx = match feed {
+        Feed::Mpsc => FeedRx::Mpsc(std::sync::Mutex::new(mpsc_rx)),
+        Feed::Csp => FeedRx::Csp(std::sync::Mutex::new(csp_rx)),
+        Feed::Semaphore => FeedRx::Semaphore(fed.clone()),
+    };
+    let (start, started) = std::sync::mpsc::channel::<()>();
+    let second = {
+        let (x, go, pool) = (x.clone(), go.clone(), pool.clone());
+        std::thread::spawn(move || {
+            started.recv().expect("the first thread goes on");
+            // Queued: the first thread holds `x`, and its serve runs it
+            // (submitted: no hand-off to this thread).
+            x.submit(move |n| {
+                go.acquire().expect("open").forget();
+                match feed {
+                    Feed::Mpsc => mpsc_tx.send(7).expect("the lease receives"),
+                    Feed::Csp => csp_tx.send(7).expect("the lease receives"),
+                    Feed::Semaphore => fed.add_permits(1),
+                }
+                pool.acquire().expect("open").forget();
+                *n += 1;
+            })
+            .wait();
+        })
+    };
+    let first = {
+        let (x, y, pool, dropped_on) = (x.clone(), y.clone(), pool.clone(), dropped_on.clone());
+        std::thread::spawn(move || {
+            x.call(move |_| {
+                let z2 = z.clone();
+                let lease = std::sync::Mutex::new(Some(PingPong {
+                    go,
+                    feed: rx,
+                    y,
+                    pool,
+                    dropped_on,
+                }));
+                // Queued behind this body of `z`, run by its serve: the
+                // lease is kept until this thread holds no monitor.
+                z.call(move |_| {
+                    drop(z2.submit(move |_| lease.lock().expect("once").take()));
+                });
+                start.send(()).expect("the second thread waits");
+                // Long enough for the second thread's call to queue.
+                std::thread::sleep(Duration::from_millis(200));
+            });
+        })
+    };
+    let check = move || {
+        assert_eq!(x.call(|n| *n), 1, "{feed:?}: the second body ran once");
+        assert_eq!(
+            y.call(|n| *n),
+            1,
+            "{feed:?}: the lease was booked back once"
+        );
+        assert_eq!(pool.available_permits(), 0, "{feed:?}: the body took it");
+        let on = dropped_on.lock().expect("not poisoned").clone();
+        assert_eq!(
+            on,
+            ["active-monitor-deliver"],
+            "{feed:?}: dropped once, there"
+        );
+    };
+    (vec![first, second], check)
+}
+
+fn a_lease_s_drop_on_its_own_thread_waits_for_what_the_queued_body_feeds(feed: Feed) {
+    let (threads, check) = ping_pong(feed);
+    for t in threads {
+        assert_eq!(
+            ended_within(Duration::from_secs(10), t),
+            Some(true),
+            "{feed:?}: the lease and the body waited for each other for ever"
+        );
+    }
+    check();
+}
+
+#[test]
+fn a_lease_s_drop_on_its_own_thread_waits_for_an_mpsc_message_the_queued_body_sends() {
+    a_lease_s_drop_on_its_own_thread_waits_for_what_the_queued_body_feeds(Feed::Mpsc);
+}
+
+#[test]
+fn a_lease_s_drop_on_its_own_thread_takes_a_csp_rendezvous_the_queued_body_offers() {
+    a_lease_s_drop_on_its_own_thread_waits_for_what_the_queued_body_feeds(Feed::Csp);
+}
+
+#[test]
+fn a_lease_s_drop_on_its_own_thread_waits_for_a_permit_the_queued_body_adds() {
+    a_lease_s_drop_on_its_own_thread_waits_for_what_the_queued_body_feeds(Feed::Semaphore);
+}
+
+/// Several threads hand leases to threads of their own at once, each pair
+/// with its own monitors, beside 50 busy threads: every lease and body
+/// takes its turns, and every lease comes back once.
+#[test]
+fn several_threads_hand_their_leases_on_at_once_beside_busy_threads() {
+    let _busy = sync_core::testing::BusyThreads::start(50);
+    let runs: Vec<_> = [Feed::Mpsc, Feed::Csp, Feed::Semaphore, Feed::Csp]
+        .into_iter()
+        .map(ping_pong)
+        .collect();
+    let mut checks = Vec::new();
+    let mut hung = false;
+    for (threads, check) in runs {
+        for t in threads {
+            hung |= ended_within(Duration::from_secs(15), t) != Some(true);
+        }
+        checks.push(check);
+    }
+    assert!(!hung, "a lease and its body waited for each other for ever");
+    for check in checks {
+        check();
+    }
+}
+
+/// A chain: the first thread hands two leases to a thread of its own,
+/// which drops the newer first. That `Drop` takes `q` idle and holds it
+/// while a third thread's call of `q` queues; its serve of `q` then runs
+/// that call, whose body parks waiting for the permit the older lease
+/// returns: the deliver thread runs a body for another thread in turn,
+/// and hands the older lease on to a second thread of its own. Kept back
+/// there, the permit would never come.
+#[test]
+fn a_deliver_thread_that_parks_in_another_thread_s_body_hands_its_rest_on() {
+    struct Hold {
+        q: Arc<Monitor<u64>>,
+        in_q: std::sync::Mutex<Option<std::sync::mpsc::Sender<()>>>,
+        on: Arc<std::sync::Mutex<Vec<(String, std::thread::ThreadId)>>>,
+    }
+    impl Drop for Hold {
+        fn drop(&mut self) {
+            let me = std::thread::current();
+            let name = me.name().unwrap_or("?").to_owned();
+            self.on.lock().expect("not poisoned").push((name, me.id()));
+            let in_q = self.in_q.lock().expect("once").take().expect("once");
+            self.q.call(move |n| {
+                *n += 1;
+                in_q.send(()).expect("the third thread waits");
+                // Long enough for the third thread's call to queue.
+                std::thread::sleep(Duration::from_millis(200));
+            });
+        }
+    }
+    struct Give {
+        pool: Arc<lockfree_sync::Semaphore>,
+        on: Arc<std::sync::Mutex<Vec<(String, std::thread::ThreadId)>>>,
+    }
+    impl Drop for Give {
+        fn drop(&mut self) {
+            let me = std::thread::current();
+            let name = me.name().unwrap_or("?").to_owned();
+            self.on.lock().expect("not poisoned").push((name, me.id()));
+            self.pool.add_permits(1);
+        }
+    }
+    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let (x, q, z) = (built(), built(), built());
+    let pool = Arc::new(lockfree_sync::Semaphore::new(0));
+    let on = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (in_q, is_in_q) = std::sync::mpsc::channel::<()>();
+    let (start, started) = std::sync::mpsc::channel::<()>();
+    let third = {
+        let (q, pool) = (q.clone(), pool.clone());
+        std::thread::spawn(move || {
+            is_in_q.recv().expect("the deliver thread holds q");
+            // Queued: the deliver thread holds `q`, and its serve runs it.
+            q.submit(move |n| {
+                pool.acquire().expect("open").forget();
+                *n += 10;
+            })
+            .wait();
+        })
+    };
+    let second = {
+        let x = x.clone();
+        std::thread::spawn(move || {
+            started.recv().expect("the first thread goes on");
+            // Queued: the first thread holds `x`, and runs it; it parks.
+            x.submit(|n| {
+                let empty = lockfree_sync::Semaphore::new(0);
+                assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+                *n += 1;
+            })
+            .wait();
+        })
+    };
+    let first = {
+        let (x, q, pool, on) = (x.clone(), q.clone(), pool.clone(), on.clone());
+        std::thread::spawn(move || {
+            x.call(move |_| {
+                let z2 = z.clone();
+                let give = Give {
+                    pool,
+                    on: on.clone(),
+                };
+                let hold = Hold {
+                    q,
+                    in_q: std::sync::Mutex::new(Some(in_q)),
+                    on,
+                };
+                // Kept in this order: the newer (`hold`) is dropped first.
+                z.call(move |_| {
+                    drop(z2.submit(move |_| give));
+                    drop(z2.submit(move |_| hold));
+                });
+                start.send(()).expect("the second thread waits");
+                std::thread::sleep(Duration::from_millis(200));
+            });
+        })
+    };
+    let ended: Vec<_> = [first, second, third]
+        .into_iter()
+        .map(|t| ended_within(Duration::from_secs(10), t))
+        .collect();
+    if ended.iter().any(Option::is_none) {
+        std::mem::forget((x, q));
+        panic!("the chain waited for ever: {ended:?}");
+    }
+    assert_eq!(ended, [Some(true); 3]);
+    assert_eq!(x.call(|n| *n), 1);
+    assert_eq!(
+        q.call(|n| *n),
+        11,
+        "the hold's call and the third body, once each"
+    );
+    assert_eq!(
+        pool.available_permits(),
+        0,
+        "the third body took the permit"
+    );
+    let on = on.lock().expect("not poisoned").clone();
+    assert_eq!(on.len(), 2, "each lease dropped once: {on:?}");
+    assert!(
+        on.iter().all(|(name, _)| name == "active-monitor-deliver"),
+        "{on:?}"
+    );
+    assert_ne!(
+        on[0].1, on[1].1,
+        "the older lease went on to a second thread"
+    );
+}
+
+/// A 1 ms timed wait in a body run for another thread, whose park hands
+/// what the serving thread kept to a thread of its own (a thread start
+/// before the wait begins), beside 50 busy threads: it returns within
+/// 50 ms (the median of 20 tries), and every result kept is dropped once.
+#[test]
+fn a_timed_wait_that_hands_kept_results_on_returns_on_time_beside_busy_threads() {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    struct Counted(Arc<AtomicUsize>, Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+            if std::thread::current().name() == Some("active-monitor-deliver") {
+                self.1.fetch_add(1, SeqCst);
+            }
+        }
+    }
+    let _busy = sync_core::testing::BusyThreads::start(50);
+    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let (x, z) = (built(), built());
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let elsewhere = Arc::new(AtomicUsize::new(0));
+    let times = Arc::new(std::sync::Mutex::new(Vec::new()));
+    const ROUNDS: usize = 20;
+    for _ in 0..ROUNDS {
+        let (go, gone) = std::sync::mpsc::channel::<()>();
+        let second = {
+            let (x, times2) = (x.clone(), times.clone());
+            std::thread::spawn(move || {
+                gone.recv().expect("the first thread goes on");
+                x.submit(move |n| {
+                    let empty = lockfree_sync::Semaphore::new(0);
+                    let t = std::time::Instant::now();
+                    assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+                    let took = t.elapsed();
+                    times2.lock().expect("not poisoned").push(took);
+                    *n += 1;
+                })
+                .wait();
+            })
+        };
+        let first = {
+            let (x, z, dropped, elsewhere) =
+                (x.clone(), z.clone(), dropped.clone(), elsewhere.clone());
+            std::thread::spawn(move || {
+                x.call(move |_| {
+                    let z2 = z.clone();
+                    z.call(move |_| {
+                        for _ in 0..3 {
+                            let c = Counted(dropped.clone(), elsewhere.clone());
+                            drop(z2.submit(move |_| c));
+                        }
+                    });
+                    go.send(()).expect("the second thread waits");
+                    std::thread::sleep(Duration::from_millis(30));
+                });
+            })
+        };
+        assert_eq!(ended_within(Duration::from_secs(15), first), Some(true));
+        assert_eq!(ended_within(Duration::from_secs(15), second), Some(true));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while dropped.load(SeqCst) < 3 * ROUNDS {
+        assert!(std::time::Instant::now() < deadline, "kept results lost");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(dropped.load(SeqCst), 3 * ROUNDS, "each dropped once");
+    assert_eq!(x.call(|n| *n), ROUNDS as u64);
+    let mut all = times.lock().expect("not poisoned").clone();
+    all.sort();
+    let median = all[all.len() / 2];
+    eprintln!(
+        "1 ms timed waits {all:?}; {} of {} results dropped on a deliver thread",
+        elsewhere.load(SeqCst),
+        3 * ROUNDS
+    );
+    // The median: a few tries a scheduling round late say nothing about
+    // the thread start (the machine's other load makes as many).
+    assert!(
+        median < Duration::from_millis(50),
+        "the median 1 ms wait took {median:?}: {all:?}"
+    );
+}
+
+/// The lock a queued body of [`a_queued_body_waiting_on_a_lock_a_woken_task_holds`]
+/// waits on.
+#[derive(Clone, Copy, Debug)]
+enum Lock {
+    Lockfree,
+    Ast,
+    Adaptive,
+}
+
+/// A task (polled on the spot by its waker) holds a lock of another crate
+/// across its wait for a `when_async` that the first thread's body of `x`
+/// enables (its waker kept on that thread); the first thread's serve of
+/// `x` then runs the second thread's queued body, which waits for that
+/// lock. The park hands the waker to a thread of its own, where the task
+/// runs on and lets go of the lock; the body gets it.
+fn a_queued_body_waiting_on_a_lock_a_woken_task_holds(lock: Lock) {
+    let x = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let v = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    let mutex = Arc::new(lockfree_sync::Mutex::new(0u32));
+    let ast = Arc::new(ast_mutex::AstMutex::new(Door::Open, 0u32));
+    let adaptive = Arc::new(adaptive_lock::AdaptiveMutex::new(0u32));
+    let (stepped_on, stepped) = std::sync::mpsc::channel::<std::thread::ThreadId>();
+    let task = {
+        let (v, mutex, ast, adaptive) = (v.clone(), mutex.clone(), ast.clone(), adaptive.clone());
+        sync_core::testing::InlineTask::spawn(async move {
+            let guard: Box<dyn std::any::Any + Send> = match lock {
+                Lock::Lockfree => Box::new(mutex.lock_arc()),
+                Lock::Ast => Box::new(ast.enter_arc(Door::Open)),
+                Lock::Adaptive => Box::new(adaptive.lock_arc()),
+            };
+            v.when_async(|on: &bool| *on, |_| ()).await;
+            drop(guard);
+            let _ = stepped_on.send(std::thread::current().id());
+        })
+    };
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let second = {
+        let (x, mutex, ast, adaptive) = (x.clone(), mutex.clone(), ast.clone(), adaptive.clone());
+        std::thread::spawn(move || {
+            gone.recv().expect("the first thread goes on");
+            // Queued: the first thread holds `x`, and its serve runs it.
+            x.submit(move |n| {
+                match lock {
+                    Lock::Lockfree => *mutex.lock() += 1,
+                    Lock::Ast => *ast.enter(Door::Open) += 1,
+                    Lock::Adaptive => *adaptive.lock() += 1,
+                }
+                *n += 1;
+            })
+            .wait();
+        })
+    };
+    let first = {
+        let x = x.clone();
+        std::thread::spawn(move || {
+            x.call(move |_| {
+                // The task's waker is kept until this thread's next park.
+                v.call(|on| *on = true);
+                go.send(()).expect("the second thread waits");
+                // Long enough for the second thread's task to queue.
+                std::thread::sleep(Duration::from_millis(200));
+            });
+        })
+    };
+    let first_id = first.thread().id();
+    let first = ended_within(Duration::from_secs(10), first);
+    let second = ended_within(Duration::from_secs(10), second);
+    if first.is_none() || second.is_none() {
+        std::mem::forget(x);
+        panic!("{lock:?}: the queued body waited for ever for the lock the woken task holds");
+    }
+    assert_eq!((first, second), (Some(true), Some(true)));
+    assert!(task.is_done(), "{lock:?}: the task ran to its end");
+    let on = stepped
+        .recv_timeout(Duration::from_secs(1))
+        .expect("stepped");
+    assert_ne!(on, first_id, "{lock:?}: woken on a thread of its own");
+    assert_eq!(x.call(|n| *n), 1);
+    let taken = match lock {
+        Lock::Lockfree => *mutex.lock(),
+        Lock::Ast => *ast.enter(Door::Open),
+        Lock::Adaptive => *adaptive.lock(),
+    };
+    assert_eq!(taken, 1, "{lock:?}: the body took the lock once");
+}
+
+#[test]
+fn a_queued_body_waiting_on_a_lockfree_mutex_a_woken_task_holds_returns() {
+    a_queued_body_waiting_on_a_lock_a_woken_task_holds(Lock::Lockfree);
+}
+
+#[test]
+fn a_queued_body_waiting_on_an_ast_mutex_a_woken_task_holds_returns() {
+    a_queued_body_waiting_on_a_lock_a_woken_task_holds(Lock::Ast);
+}
+
+#[test]
+fn a_queued_body_waiting_on_an_adaptive_mutex_a_woken_task_holds_returns() {
+    a_queued_body_waiting_on_a_lock_a_woken_task_holds(Lock::Adaptive);
+}

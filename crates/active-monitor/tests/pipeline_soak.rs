@@ -25,6 +25,9 @@ struct Books {
     made: AtomicU64,
     dropped: Mutex<HashSet<u64>>,
     double: AtomicU64,
+    /// Items dropped on an `active-monitor-deliver` thread (a park in a
+    /// body run for another thread handed them on).
+    elsewhere: AtomicU64,
     /// Whether the user callbacks panic now and then (set per run).
     panics: AtomicBool,
 }
@@ -35,6 +38,7 @@ fn books() -> &'static Books {
         made: AtomicU64::new(0),
         dropped: Mutex::new(HashSet::new()),
         double: AtomicU64::new(0),
+        elsewhere: AtomicU64::new(0),
         panics: AtomicBool::new(false),
     })
 }
@@ -77,6 +81,9 @@ impl Drop for Item {
         if !books().dropped.lock().unwrap().insert(self.id) {
             books().double.fetch_add(1, SeqCst);
         }
+        if std::thread::current().name() == Some("active-monitor-deliver") {
+            books().elsewhere.fetch_add(1, SeqCst);
+        }
         // The fields (the permit, the lease) drop after, even so.
         maybe_panic("item drop", self.id, 97);
     }
@@ -93,6 +100,7 @@ fn run(busy: usize, panics: bool, run_for: Duration) {
     // The books are the process's: this run's part (one run at a time).
     let made_before = books().made.load(SeqCst);
     let dropped_before = books().dropped.lock().unwrap().len() as u64;
+    let elsewhere_before = books().elsewhere.load(SeqCst);
     let _busy = (busy > 0).then(|| BusyThreads::start(busy));
     let pool = Arc::new(Semaphore::new(POOL));
     let leases = Arc::new(Monitor::new(0u64));
@@ -244,17 +252,26 @@ fn run(busy: usize, panics: bool, run_for: Duration) {
     drop(tx);
     relay.join().expect("the relay");
     consumer.join().expect("the consumer");
-    // The kept results went at the operations' ends.
+    // The kept results went at the operations' ends, or to a deliver
+    // thread of their own (detached: give them time).
     let made = books().made.load(SeqCst) - made_before;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while (books().dropped.lock().unwrap().len() as u64 - dropped_before < made
+        || pool.available_permits() != POOL)
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let dropped = books().dropped.lock().unwrap().len() as u64 - dropped_before;
     assert_eq!(books().double.load(SeqCst), 0, "an item dropped twice");
     assert_eq!(made, dropped, "items lost");
     assert_eq!(leases.call(|n| *n), made, "leases lost or returned twice");
     assert_eq!(pool.available_permits(), POOL, "permits lost");
     eprintln!(
-        "made {made}, sent {}, consumed {}",
+        "made {made}, sent {}, consumed {}, {} dropped on a deliver thread",
         sent.load(SeqCst),
-        sink.call(|s| s.count)
+        sink.call(|s| s.count),
+        books().elsewhere.load(SeqCst) - elsewhere_before
     );
 }
 
