@@ -1414,6 +1414,66 @@ fn a_deliver_thread_that_parks_in_another_thread_s_body_hands_its_rest_on() {
     );
 }
 
+/// The first thread holds `x`; a caller's `call` of `x` queues and sleeps;
+/// then the second thread submits to `x` a body that waits for that
+/// caller's next step, once its call has returned (a permit it adds). The
+/// first thread's serve runs the caller's task (its token set, its unpark
+/// kept until the serve lets go of `x`: made under the monitor it would
+/// lengthen every other caller's wait), then the second thread's body,
+/// which parks. Only task wakers and results are delivered before a park:
+/// the sleeping caller was never unparked, and the body waited for it for
+/// ever, with `x`.
+#[test]
+#[ignore = "hangs on r50-lead: a park in a queued body keeps the unparks of callers its serve ran"]
+fn a_queued_body_waiting_for_a_caller_its_serve_ran_returns() {
+    let x = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let sem = Arc::new(lockfree_sync::Semaphore::new(0));
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let (go2, gone2) = std::sync::mpsc::channel::<()>();
+    let caller = {
+        let (x, sem) = (x.clone(), sem.clone());
+        std::thread::spawn(move || {
+            gone.recv().expect("the first thread goes on");
+            // Queued: the first thread holds `x`; this thread sleeps.
+            x.call(|n| *n += 1);
+            sem.add_permits(1);
+        })
+    };
+    let second = {
+        let (x, sem) = (x.clone(), sem.clone());
+        std::thread::spawn(move || {
+            gone2.recv().expect("the first thread goes on");
+            x.submit(move |n| {
+                sem.acquire().expect("open").forget();
+                *n += 10;
+            })
+            .wait();
+        })
+    };
+    let first = {
+        let x = x.clone();
+        std::thread::spawn(move || {
+            x.call(move |_| {
+                go.send(()).expect("the caller waits");
+                // Long enough for the caller to queue and fall asleep.
+                std::thread::sleep(Duration::from_millis(150));
+                go2.send(()).expect("the second thread waits");
+                std::thread::sleep(Duration::from_millis(150));
+            });
+        })
+    };
+    let ended: Vec<_> = [first, caller, second]
+        .into_iter()
+        .map(|t| ended_within(Duration::from_secs(10), t))
+        .collect();
+    if ended.iter().any(Option::is_none) {
+        std::mem::forget(x);
+        panic!("the body waited for ever for a caller whose unpark its serve kept: {ended:?}");
+    }
+    assert_eq!(ended, [Some(true); 3]);
+    assert_eq!(x.call(|n| *n), 11);
+}
+
 /// A 1 ms timed wait in a body run for another thread, whose park hands
 /// what the serving thread kept to a thread of its own (a thread start
 /// before the wait begins), beside 50 busy threads: it returns within
