@@ -1424,7 +1424,6 @@ fn a_deliver_thread_that_parks_in_another_thread_s_body_hands_its_rest_on() {
 /// the sleeping caller was never unparked, and the body waited for it for
 /// ever, with `x`.
 #[test]
-#[ignore = "hangs on r50-lead: a park in a queued body keeps the unparks of callers its serve ran"]
 fn a_queued_body_waiting_for_a_caller_its_serve_ran_returns() {
     let x = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
     let sem = Arc::new(lockfree_sync::Semaphore::new(0));

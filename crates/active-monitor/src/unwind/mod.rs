@@ -232,7 +232,13 @@ pub(crate) fn wake_later(wakeup: Option<Wakeup>) {
         }
     });
     match wakeup {
-        None => STATE.with(|s| s.wakes.set(true)),
+        None => {
+            STATE.with(|s| s.wakes.set(true));
+            // A later task of the same serve (another thread's body) may
+            // park waiting for this caller's next step: its park delivers
+            // the unparks first (see `before_park`).
+            wake_chain::deliver_before_park(before_park);
+        }
         // Dropping it wakes.
         Some(w) => w.wake(),
     }
@@ -479,14 +485,19 @@ fn wake_tasks_before_park(elsewhere: &mut Vec<(u64, TaskWake)>) -> bool {
 /// for them: a waker that polls its task on the spot and calls it panics,
 /// as from a task of it. So with the tasks kept to drop, but for those of
 /// the monitors whose bodies run on this thread (see
-/// [`drop_deferred_before_park`]); again while that kept more.
+/// [`drop_deferred_before_park`]); again while that kept more. First, the
+/// unparks of blocked callers whose tasks this thread ran ([`wake_later`],
+/// which arms the hook too): they run no user code, and kept while the
+/// thread parks inside a task body its serve runs after theirs, a caller
+/// whose next step that body waits for slept for ever, and the body and
+/// its monitor with it.
 #[inline]
 pub(crate) fn before_park() {
     // One look first (the common case: nothing kept), a write only if
     // needed. Again while the delivery kept more (a waker that polls its
     // task on the spot, whose body kept wakes or drops of its own): the
     // thread must not sleep with any.
-    if !STATE.with(|s| s.task_wakes.get() || s.drops.get()) {
+    if !STATE.with(|s| s.task_wakes.get() || s.drops.get() || s.wakes.get()) {
         return;
     }
     before_park_slow();
@@ -496,6 +507,10 @@ pub(crate) fn before_park() {
 #[inline(never)]
 fn before_park_slow() {
     loop {
+        // The unparks first (no user code; see `before_park`).
+        if STATE.with(|s| s.wakes.replace(false)) {
+            unpark_deferred();
+        }
         let (mut drops, mut wakes) = (Vec::new(), Vec::new());
         let dropped = drop_deferred_before_park(&mut drops);
         let woke = wake_tasks_before_park(&mut wakes);
