@@ -1657,3 +1657,63 @@ fn a_queued_body_waiting_on_an_ast_mutex_a_woken_task_holds_returns() {
 fn a_queued_body_waiting_on_an_adaptive_mutex_a_woken_task_holds_returns() {
     a_queued_body_waiting_on_a_lock_a_woken_task_holds(Lock::Adaptive);
 }
+
+/// [`a_queued_body_waiting_for_a_caller_its_serve_ran_returns`] through a
+/// relay: the body that waits for the caller's next step is a `when`
+/// filed by another thread, which the caller's task enables; the serve at
+/// the end of the first thread's inline call runs the caller's task, then
+/// relays the `when`, whose body parks.
+#[test]
+fn a_relayed_body_waiting_for_a_caller_its_serve_ran_returns() {
+    let x = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let sem = Arc::new(lockfree_sync::Semaphore::new(0));
+    let (filed, is_filed) = std::sync::mpsc::channel::<()>();
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let waiter = {
+        let (x, sem) = (x.clone(), sem.clone());
+        std::thread::spawn(move || {
+            // Idle `x`, its precondition false: filed.
+            let enabled = x.when(
+                |n: &u64| *n >= 1,
+                move |n| {
+                    sem.acquire().expect("open").forget();
+                    *n += 10;
+                },
+            );
+            filed.send(()).expect("the first thread waits");
+            enabled.wait();
+        })
+    };
+    is_filed.recv().expect("filed");
+    let caller = {
+        let (x, sem) = (x.clone(), sem.clone());
+        std::thread::spawn(move || {
+            gone.recv().expect("the first thread goes on");
+            // Queued: the first thread holds `x`; this thread sleeps.
+            x.call(|n| *n += 1);
+            sem.add_permits(1);
+        })
+    };
+    let first = {
+        let x = x.clone();
+        std::thread::spawn(move || {
+            x.call(move |_| {
+                go.send(()).expect("the caller waits");
+                // Long enough for the caller to queue and fall asleep.
+                std::thread::sleep(Duration::from_millis(200));
+            });
+        })
+    };
+    let ended: Vec<_> = [first, caller, waiter]
+        .into_iter()
+        .map(|t| ended_within(Duration::from_secs(10), t))
+        .collect();
+    if ended.iter().any(Option::is_none) {
+        std::mem::forget(x);
+        panic!(
+            "the relayed body waited for ever for a caller whose unpark its serve kept: {ended:?}"
+        );
+    }
+    assert_eq!(ended, [Some(true); 3]);
+    assert_eq!(x.call(|n| *n), 11);
+}
