@@ -183,6 +183,82 @@ fn a_waker_s_panic_does_not_unwind_out_of_the_next_woken_task_s_call() {
     assert_eq!(pool.available_permits(), 1, "the task's permit came back");
 }
 
+/// The deliver thread's task-waker form: thread 1's serve of `z` (in its
+/// body of `x`) finishes two submitted tasks, the first awaited by a task
+/// polled on the spot (whose next step calls `y`, then returns the permit
+/// a queued body waits for), the second by a future whose waker panics.
+/// Its serve of `x` then runs thread 2's queued body, which parks for the
+/// permit: both wakers go to a deliver thread, which wakes the newer (the
+/// panicking one) first. The task's call of `y` resumed that panic inside
+/// its poll: the task was lost, and the body waited for ever.
+#[test]
+fn a_waker_s_panic_on_the_deliver_thread_does_not_unwind_out_of_the_next_task() {
+    let (x, y, z) = (built(0u64), built(0u64), built(0u64));
+    let pool = Arc::new(lockfree_sync::Semaphore::new(0));
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let second = {
+        let (x, pool) = (x.clone(), pool.clone());
+        std::thread::spawn(move || {
+            gone.recv().expect("the first thread goes on");
+            // Queued: the first thread holds `x`, and its serve runs it.
+            x.submit(move |n| {
+                pool.acquire().expect("open").forget();
+                *n += 1;
+            })
+            .wait();
+        })
+    };
+    let task = Arc::new(std::sync::Mutex::new(None));
+    let first = {
+        let (x, y, pool, task) = (x.clone(), y.clone(), pool.clone(), task.clone());
+        std::thread::spawn(move || {
+            let mut panicky = None;
+            x.call(|_| {
+                let z2 = z.clone();
+                z.call(|_| {
+                    // Queued behind this body of `z`, run by its serve.
+                    let c1 = z2.submit(|_| 1u32);
+                    let (y, pool) = (y.clone(), pool.clone());
+                    *task.lock().expect("not poisoned") =
+                        Some(sync_core::testing::InlineTask::spawn(async move {
+                            assert_eq!(c1.await, Ok(1));
+                            y.call(|n| *n += 1);
+                            pool.add_permits(1);
+                        }));
+                    let mut c2 = Box::pin(z2.submit(|_| 2u32));
+                    let waker = std::task::Waker::from(Arc::new(PanicWake));
+                    let cx = &mut std::task::Context::from_waker(&waker);
+                    assert!(std::future::Future::poll(c2.as_mut(), cx).is_pending());
+                    panicky = Some(c2);
+                });
+                go.send(()).expect("the second thread waits");
+                // Long enough for the second thread's task to queue.
+                std::thread::sleep(Duration::from_millis(200));
+            });
+            drop(panicky);
+        })
+    };
+    let first = ended_within(Duration::from_secs(10), first);
+    let second = ended_within(Duration::from_secs(10), second);
+    if first.is_none() || second.is_none() {
+        std::mem::forget(x);
+        panic!("the task's permit never came: its poll was unwound by the waker's panic");
+    }
+    assert_eq!((first, second), (Some(true), Some(true)));
+    let task = task.lock().expect("not poisoned").take().expect("spawned");
+    // Its last step (after the permit) may still run on the deliver thread.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !task.is_done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the woken task ran to its end"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(y.call(|n| *n), 1);
+    assert_eq!(x.call(|n| *n), 1);
+}
+
 /// A soak of the hand-on: worker threads keep leases (results nobody
 /// took, some whose `Drop` panics) inside their bodies of a shared `x`,
 /// and submit to `x` bodies that park on the lease pool (timed): the
