@@ -1717,3 +1717,65 @@ fn a_relayed_body_waiting_for_a_caller_its_serve_ran_returns() {
     assert_eq!(ended, [Some(true); 3]);
     assert_eq!(x.call(|n| *n), 11);
 }
+
+/// [`a_queued_body_waiting_for_a_task_its_serving_thread_woke_returns`]
+/// with the task on a tokio current-thread runtime (its waker only
+/// schedules it; the runtime's thread polls it): the first thread keeps
+/// the waker, its serve runs the second thread's queued body, which parks
+/// for the task's permit; the park hands the waker on, and the runtime
+/// runs the task.
+#[test]
+fn a_queued_body_waiting_for_a_current_thread_runtime_task_its_serve_woke_returns() {
+    let x = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    let v = Arc::new(Monitor::builder().order(Order::Relaxed).build(false));
+    let pool = Arc::new(lockfree_sync::Semaphore::new(0));
+    let (filed, is_filed) = std::sync::mpsc::channel::<()>();
+    let runtime = {
+        let (v, pool) = (v.clone(), pool.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("a runtime");
+            rt.block_on(async move {
+                let enabled = Box::pin(v.when_async(|on: &bool| *on, |_| ()));
+                sync_core::testing::pending_then(enabled, filed).await;
+                pool.add_permits(1);
+            });
+        })
+    };
+    is_filed.recv().expect("the task filed its wait");
+    let (go, gone) = std::sync::mpsc::channel::<()>();
+    let second = {
+        let (x, pool) = (x.clone(), pool.clone());
+        std::thread::spawn(move || {
+            gone.recv().expect("the first thread goes on");
+            // Queued: the first thread holds `x`, and its serve runs it.
+            x.submit(move |n| {
+                pool.acquire().expect("open").forget();
+                *n += 1;
+            })
+            .wait();
+        })
+    };
+    let first = {
+        let x = x.clone();
+        std::thread::spawn(move || {
+            x.call(move |_| {
+                // The task's waker is kept until this thread's next park.
+                v.call(|on| *on = true);
+                go.send(()).expect("the second thread waits");
+                std::thread::sleep(Duration::from_millis(200));
+            });
+        })
+    };
+    let ended: Vec<_> = [first, second, runtime]
+        .into_iter()
+        .map(|t| ended_within(Duration::from_secs(10), t))
+        .collect();
+    if ended.iter().any(Option::is_none) {
+        std::mem::forget(x);
+        panic!("the queued body waited for ever for the runtime's task: {ended:?}");
+    }
+    assert_eq!(ended, [Some(true); 3]);
+    assert_eq!(x.call(|n| *n), 1);
+}
