@@ -65,7 +65,6 @@ fn keep_a_lease_then_a_bomb(
 /// The operation itself must still end with the panic (the contract), but
 /// the lease's `Drop` must complete.
 #[test]
-#[ignore = "fails on r50-lead: a kept panic resumes inside the next result's Drop"]
 fn a_result_s_drop_panic_does_not_unwind_out_of_the_next_result_s_call() {
     let (y, z) = (built(0u64), built(0u64));
     let pool = Arc::new(lockfree_sync::Semaphore::new(0));
@@ -93,7 +92,6 @@ fn a_result_s_drop_panic_does_not_unwind_out_of_the_next_result_s_call() {
 /// lease's `Drop`: the permit never came, and thread 2's body, and thread
 /// 1's serve with it, waited for ever.
 #[test]
-#[ignore = "hangs on r50-lead: the deliver thread resumes a kept panic inside the next Drop"]
 fn a_panic_on_the_deliver_thread_does_not_unwind_out_of_the_next_drop_s_call() {
     let (x, y, z) = (built(0u64), built(0u64), built(0u64));
     let pool = Arc::new(lockfree_sync::Semaphore::new(0));
@@ -152,7 +150,6 @@ impl std::task::Wake for PanicWake {
 /// of the task's call of `y`, inside its poll. The task was lost half way
 /// (its permit never came back).
 #[test]
-#[ignore = "fails on r50-lead: a kept waker panic resumes inside the next woken task's call"]
 fn a_waker_s_panic_does_not_unwind_out_of_the_next_woken_task_s_call() {
     let (y, z) = (built(0u64), built(0u64));
     let pool = Arc::new(lockfree_sync::Semaphore::new(0));
