@@ -130,7 +130,14 @@ enum Inner<R> {
 /// the pool. If that park is inside another thread's task body (one a
 /// serve runs from the queue), the results kept before that body began go
 /// to a thread of their own, named `active-monitor-deliver`, and are
-/// dropped there; a panic of such a `Drop` is dropped with that thread. Awaiting `&mut c` in a
+/// dropped there; a panic of such a `Drop` is dropped with that thread.
+/// That thread has none of the first thread's context: not its
+/// thread-locals, not the async runtime it entered (a `Drop` that calls
+/// `tokio::spawn` panics there), and a default-sized stack. Nothing
+/// returns when it is done, so a pool that such a result gives back to
+/// may stay short for a while after every caller has returned. A result
+/// whose `Drop` needs its thread's context should be taken (and dropped)
+/// by its caller rather than left to the monitor. Awaiting `&mut c` in a
 /// `select!` loses nothing either: the completion stays, with its result.
 /// To give up on a task, [`cancel`](Self::cancel) it: it is withdrawn if it
 /// has not started, and handed back with its result to come if it has, so a
