@@ -136,6 +136,19 @@ fn settled<V: PartialEq>(bound: Duration, read: impl Fn() -> V, want: V) -> V {
     }
 }
 
+/// A second thread that, once `gone`, calls `q`, held by the first
+/// thread, which runs that call's body from the queue: it parks briefly.
+fn queue_a_brief_park(
+    q: &Arc<Monitor<u64>>,
+    gone: std::sync::mpsc::Receiver<()>,
+) -> std::thread::JoinHandle<()> {
+    let q = q.clone();
+    std::thread::spawn(move || {
+        gone.recv().expect("the first thread goes on");
+        q.call(|_| park_briefly());
+    })
+}
+
 /// The second thread of the cross-thread park tests: once `gone`, in its
 /// body of `y`, it says so (`in_y`) and calls `x`, held by the first
 /// thread, which runs that call's body from the queue: it parks briefly.
@@ -506,8 +519,7 @@ fn a_park_in_a_nested_body_keeps_the_results_of_the_monitor_served_below() {
             self.0.call(|n| *n += 100);
         }
     }
-    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
-    let (outer, middle, inner) = (built(), built(), built());
+    let (outer, middle, inner) = (counter(), counter(), counter());
     let (held, is_held) = std::sync::mpsc::channel::<()>();
     let (go, gone) = std::sync::mpsc::channel::<()>();
     // Holds the outer monitor while its tasks are queued; then serves them.
@@ -586,8 +598,7 @@ fn a_park_after_a_nested_serve_drops_what_that_serve_s_park_kept_back() {
             drop(y.when(
                 |on: &bool| *on,
                 |_| {
-                    let empty = lockfree_sync::Semaphore::new(0);
-                    assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+                    park_briefly();
                 },
             ));
             y.call(|on| *on = true);
@@ -656,8 +667,7 @@ fn a_park_in_a_result_s_drop_does_not_drop_the_next_result_there() {
                 let w = Arc::new(Monitor::new(0u64));
                 let w2 = Arc::clone(&w);
                 w.call(move |_| drop(w2.submit(|_| String::from("kept"))));
-                let empty = lockfree_sync::Semaphore::new(0);
-                assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+                park_briefly();
             });
         }
     }
@@ -667,8 +677,7 @@ fn a_park_in_a_result_s_drop_does_not_drop_the_next_result_there() {
             self.0.call(|n| *n += 1);
         }
     }
-    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
-    let (x, y, z) = (built(), built(), built());
+    let (x, y, z) = (counter(), counter(), counter());
     let (go, gone) = std::sync::mpsc::channel::<()>();
     let (in_y, is_in_y) = std::sync::mpsc::channel::<()>();
     let second = {
@@ -993,27 +1002,15 @@ fn a_park_in_a_drop_on_a_deliver_thread_does_not_drop_the_next_result_there() {
         fn drop(&mut self) {
             self.0.call(|n| {
                 // A park of the family inside the body of `x`.
-                let empty = lockfree_sync::Semaphore::new(0);
-                assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+                park_briefly();
                 *n += 1;
             });
         }
     }
-    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
-    let (q, x, z) = (built(), built(), built());
+    let (q, x, z) = (counter(), counter(), counter());
     let (go, gone) = std::sync::mpsc::channel::<()>();
-    let second = {
-        let q = q.clone();
-        std::thread::spawn(move || {
-            gone.recv().expect("the first thread goes on");
-            // Queued: the first thread holds `q`, and runs it; its park
-            // hands the first thread's two leases to a thread of their own.
-            q.call(|_| {
-                let empty = lockfree_sync::Semaphore::new(0);
-                assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
-            });
-        })
-    };
+    // Its park hands the first thread's two leases to a thread of their own.
+    let second = queue_a_brief_park(&q, gone);
     let first = {
         let (q, x) = (q.clone(), x.clone());
         std::thread::spawn(move || {
@@ -1064,23 +1061,12 @@ fn a_call_in_a_drop_on_a_deliver_thread_leaves_the_next_result_to_the_thread() {
             let _ = self.1.send(());
         }
     }
-    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
-    let (q, x, z) = (built(), built(), built());
+    let (q, x, z) = (counter(), counter(), counter());
     let pool = Arc::new(lockfree_sync::Semaphore::new(0));
     let (got, has_got) = std::sync::mpsc::channel::<()>();
     let (go, gone) = std::sync::mpsc::channel::<()>();
-    let second = {
-        let q = q.clone();
-        std::thread::spawn(move || {
-            gone.recv().expect("the first thread goes on");
-            // Queued: the first thread holds `q`, and runs it; its park
-            // hands the first thread's two results to a thread of their own.
-            q.call(|_| {
-                let empty = lockfree_sync::Semaphore::new(0);
-                assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
-            });
-        })
-    };
+    // Its park hands the first thread's two results to a thread of their own.
+    let second = queue_a_brief_park(&q, gone);
     let first = {
         let (q, x) = (q.clone(), x.clone());
         std::thread::spawn(move || {
@@ -1162,8 +1148,7 @@ impl Drop for PingPong {
 /// lease to a thread of its own, whose `Drop` and the body take turns.
 /// Returns the two threads (joined by the caller's watchdog) and checks.
 fn ping_pong(feed: Feed) -> (Vec<std::thread::JoinHandle<()>>, impl FnOnce() + Send) {
-    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
-    let (x, y, z) = (built(), built(), built());
+    let (x, y, z) = (counter(), counter(), counter());
     let go = Arc::new(lockfree_sync::Semaphore::new(0));
     let pool = Arc::new(lockfree_sync::Semaphore::new(0));
     let dropped_on = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -1327,8 +1312,7 @@ fn a_deliver_thread_that_parks_in_another_thread_s_body_hands_its_rest_on() {
             self.pool.add_permits(1);
         }
     }
-    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
-    let (x, q, z) = (built(), built(), built());
+    let (x, q, z) = (counter(), counter(), counter());
     let pool = Arc::new(lockfree_sync::Semaphore::new(0));
     let on = Arc::new(std::sync::Mutex::new(Vec::new()));
     let (in_q, is_in_q) = std::sync::mpsc::channel::<()>();
@@ -1351,8 +1335,7 @@ fn a_deliver_thread_that_parks_in_another_thread_s_body_hands_its_rest_on() {
             started.recv().expect("the first thread goes on");
             // Queued: the first thread holds `x`, and runs it; it parks.
             x.submit(|n| {
-                let empty = lockfree_sync::Semaphore::new(0);
-                assert!(empty.try_acquire_for(Duration::from_millis(1)).is_err());
+                park_briefly();
                 *n += 1;
             })
             .wait();
@@ -1490,8 +1473,7 @@ fn a_timed_wait_that_hands_kept_results_on_returns_on_time_beside_busy_threads()
         }
     }
     let _busy = sync_core::testing::BusyThreads::start(50);
-    let built = || Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
-    let (x, z) = (built(), built());
+    let (x, z) = (counter(), counter());
     let dropped = Arc::new(AtomicUsize::new(0));
     let elsewhere = Arc::new(AtomicUsize::new(0));
     let times = Arc::new(std::sync::Mutex::new(Vec::new()));

@@ -8,7 +8,9 @@ use sync_core::wake_chain;
 
 #[cfg(doc)]
 use super::running_queued;
-use super::{DROPS, STATE, before_park, caught_aside, drop_caught, hold_back, keep, runs_here};
+use super::{
+    DROPS, STATE, before_park, caught_aside, drop_caught, hold_back, keep, keep_in_front, runs_here,
+};
 #[cfg(doc)]
 use super::{finish, resume_deferred};
 
@@ -111,15 +113,7 @@ fn drop_deferred_slow() {
             break;
         }
     }
-    if !earlier.is_empty() {
-        // Older than any kept meanwhile: first, as they were.
-        let _ = DROPS.try_with(|d| {
-            let mut d = d.borrow_mut();
-            let newer = core::mem::replace(&mut *d, earlier);
-            d.extend(newer);
-        });
-        STATE.with(|s| s.drops.set(true));
-    }
+    keep_in_front(&DROPS, earlier, |s| &s.drops);
 }
 
 /// [`before_park`]'s part for the tasks kept by [`drop_later`]: drops them

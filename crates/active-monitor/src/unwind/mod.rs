@@ -168,6 +168,24 @@ fn keep<X: 'static>(
     x
 }
 
+/// Puts `earlier` back on this thread's `list`, in front of what was kept
+/// meanwhile (older first, as they were), and sets the state's `flag`.
+fn keep_in_front<X: 'static>(
+    list: &'static Key<Kept<X>>,
+    earlier: Vec<X>,
+    flag: fn(&State) -> &Cell<bool>,
+) {
+    if earlier.is_empty() {
+        return;
+    }
+    let _ = list.try_with(|l| {
+        let mut l = l.borrow_mut();
+        let newer = core::mem::replace(&mut *l, earlier);
+        l.extend(newer);
+    });
+    STATE.with(|s| flag(s).set(true));
+}
+
 /// Puts `items` back on this thread's `list`, sets the state's `flag` and
 /// holds them back until the innermost task body ends (see [`Frame`]):
 /// kept tasks of a monitor whose body runs here, and what
@@ -422,14 +440,7 @@ fn wake_tasks_deferred() {
         let (ours, before): (Vec<_>, Vec<_>) =
             tasks.into_iter().partition(|(seq, _)| *seq >= since);
         tasks = ours;
-        if !before.is_empty() {
-            let _ = TASK_WAKES.try_with(|l| {
-                let mut l = l.borrow_mut();
-                let newer = core::mem::replace(&mut *l, before);
-                l.extend(newer);
-            });
-            STATE.with(|s| s.task_wakes.set(true));
-        }
+        keep_in_front(&TASK_WAKES, before, |s| &s.task_wakes);
     }
     // Through the thread's wake chain: a waker that polls on the spot and
     // calls a monitor delivers that call's deferred wakes inside this one,
