@@ -14,15 +14,13 @@
 //! Before the fix the drop returned at once and dropped none of the 1,001.
 #![cfg(all(not(loom), target_os = "linux"))]
 
-#[path = "support/freeze.rs"]
-mod freeze;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use lockfree_sync::mpsc::{self, TryRecvError};
+use sync_core::testing::freeze;
 
 /// Drops of the producer's messages.
 static DROPS: AtomicUsize = AtomicUsize::new(0);
@@ -63,7 +61,7 @@ fn one_catch(deadline: Instant) -> (bool, usize) {
     let other = tx.clone();
     let producer = {
         let (received, stop) = (received.clone(), stop.clone());
-        freeze::Producer::spawn(move || {
+        freeze::Freezable::spawn(move || {
             let mut sent = 0u64;
             while !stop.load(SeqCst) {
                 // A few blocks in flight at most, so that the producer

@@ -11,15 +11,13 @@
 //! released it, a second later).
 #![cfg(all(not(loom), target_os = "linux"))]
 
-#[path = "support/freeze.rs"]
-mod freeze;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::task::{Context, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use lockfree_sync::mpsc::{self, TryRecvError};
+use sync_core::testing::freeze;
 
 /// Bumped by every trial, watched by the watchdog.
 static TRIAL: AtomicU64 = AtomicU64::new(0);
@@ -36,7 +34,7 @@ fn receives_do_not_wait_for_a_frozen_producer() {
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let producer = {
         let (received, stop) = (received.clone(), stop.clone());
-        freeze::Producer::spawn(move || {
+        freeze::Freezable::spawn(move || {
             let mut i = 0u64;
             while !stop.load(SeqCst) {
                 // Keep a few blocks in flight at most, so that the producer

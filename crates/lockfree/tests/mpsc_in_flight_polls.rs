@@ -17,14 +17,12 @@
 //! yields, so sleeps) tells apart.
 #![cfg(all(not(loom), target_os = "linux"))]
 
-#[path = "support/freeze.rs"]
-mod freeze;
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use lockfree_sync::mpsc::{self, TryRecvError};
+use sync_core::testing::freeze;
 
 /// The number of sends the producer has started.
 static STARTED: AtomicU64 = AtomicU64::new(0);
@@ -62,7 +60,7 @@ fn in_flight_polls_and_timed_receives_do_not_give_the_thread_away() {
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let producer = {
         let (received, stop) = (received.clone(), stop.clone());
-        freeze::Producer::spawn(move || {
+        freeze::Freezable::spawn(move || {
             let mut i = 0u64;
             while !stop.load(SeqCst) {
                 // A few blocks in flight at most, so that the producer

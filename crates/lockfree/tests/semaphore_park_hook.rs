@@ -11,12 +11,9 @@
 //! (rounds 46 and 47 suspected it but could not reproduce it).
 //!
 //! The releaser is frozen at random points of its loop by a signal whose
-//! handler spins until the test lets it go (`support/freeze.rs`); some of
+//! handler spins until the test lets it go (`sync_core::testing::freeze`); some of
 //! the freezes land between its two steps.
 #![cfg(all(not(loom), target_os = "linux"))]
-
-#[path = "support/freeze.rs"]
-mod freeze;
 
 use std::cell::Cell;
 use std::future::Future;
@@ -27,6 +24,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use lockfree_sync::Semaphore;
+use sync_core::testing::freeze;
 
 /// A static: the park hook's delivery is a plain `fn`.
 static SEM: Semaphore = Semaphore::new(0);
@@ -77,7 +75,7 @@ fn an_acquire_delivers_what_its_enqueues_wakers_kept_before_it_parks() {
     // takes its permit; what is left free is forgotten.
     let releaser = {
         let stop = Arc::clone(&stop);
-        freeze::Producer::spawn(move || {
+        freeze::Freezable::spawn(move || {
             let waker = Waker::from(Arc::new(KeepsItsStep));
             let mut cx = Context::from_waker(&waker);
             while !stop.load(SeqCst) {

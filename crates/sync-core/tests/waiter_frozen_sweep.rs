@@ -8,33 +8,12 @@
 #![cfg(all(not(loom), target_os = "linux"))]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use sync_core::testing::freeze::{self, Freezable};
 use sync_core::waiter::{Waiter, WaiterQueue};
-
-static FROZEN: AtomicBool = AtomicBool::new(false);
-static IN_HANDLER: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn freeze(_: libc::c_int) {
-    IN_HANDLER.store(true, SeqCst);
-    while FROZEN.load(SeqCst) {
-        std::hint::spin_loop();
-    }
-    IN_HANDLER.store(false, SeqCst);
-}
-
-/// The CPU time `clock` (a thread's CPU clock) has run.
-fn cpu(clock: libc::clockid_t) -> Duration {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `t` is a valid timespec to write.
-    assert_eq!(unsafe { libc::clock_gettime(clock, &mut t) }, 0);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
 
 /// Trials: each freezes the consumer at a random point of its loop; a few
 /// in a hundred land between the two reads (on the old code, 12 runs failed
@@ -49,16 +28,7 @@ const BOUND: Duration = Duration::from_millis(500);
 
 #[test]
 fn a_sweep_front_begun_on_an_empty_queue_ends_while_producers_keep_pushing() {
-    // SAFETY: installs a handler that only touches atomics; SIGUSR1 is not
-    // used otherwise in this binary.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = freeze as extern "C" fn(libc::c_int) as usize;
-        assert_eq!(
-            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
-            0
-        );
-    }
+    freeze::install();
     let q = Arc::new(WaiterQueue::new());
     let stop = Arc::new(AtomicBool::new(false));
     let gate = Arc::new(AtomicBool::new(false));
@@ -87,16 +57,9 @@ fn a_sweep_front_begun_on_an_empty_queue_ends_while_producers_keep_pushing() {
             })
         })
         .collect();
-    let (ids, id) = std::sync::mpsc::channel();
     let consumer = {
         let (q, stop, calls) = (Arc::clone(&q), Arc::clone(&stop), Arc::clone(&calls));
-        thread::spawn(move || {
-            // SAFETY: plain FFI calls about this thread.
-            let me = unsafe { libc::pthread_self() };
-            let mut clock: libc::clockid_t = 0;
-            // SAFETY: as above; `clock` is valid to write.
-            assert_eq!(unsafe { libc::pthread_getcpuclockid(me, &mut clock) }, 0);
-            ids.send((me, clock)).unwrap();
+        Freezable::spawn(move || {
             // A plain store, not an RMW: the loop is mostly the sweep's
             // two reads, so that a freeze often lands between them.
             let mut n = 0;
@@ -108,7 +71,6 @@ fn a_sweep_front_begun_on_an_empty_queue_ends_while_producers_keep_pushing() {
             }
         })
     };
-    let (me, clock) = id.recv().unwrap();
     let mut stuck = None;
     for trial in 0..TRIALS {
         gate.store(false, Relaxed);
@@ -122,24 +84,19 @@ fn a_sweep_front_begun_on_an_empty_queue_ends_while_producers_keep_pushing() {
         while calls.load(Relaxed) < at + 100 && began.elapsed() < Duration::from_secs(10) {
             thread::yield_now();
         }
-        FROZEN.store(true, SeqCst);
-        // SAFETY: `me` is the consumer thread, still running.
-        assert_eq!(unsafe { libc::pthread_kill(me, libc::SIGUSR1) }, 0);
-        while !IN_HANDLER.load(SeqCst) {
-            thread::yield_now();
-        }
+        consumer.freeze();
         let from = pushed.load(Relaxed);
         gate.store(true, Relaxed);
         let began = Instant::now();
         while pushed.load(Relaxed) - from < BACKLOG && began.elapsed() < Duration::from_secs(10) {
             std::hint::spin_loop();
         }
-        let before = calls.load(SeqCst);
-        let cpu_before = cpu(clock);
-        FROZEN.store(false, SeqCst);
+        let before = calls.load(Relaxed);
+        let cpu_before = consumer.cpu_time();
+        freeze::let_go();
         let thawed = Instant::now();
-        while calls.load(SeqCst) == before && thawed.elapsed() < Duration::from_secs(10) {
-            if cpu(clock) - cpu_before > BOUND {
+        while calls.load(Relaxed) == before && thawed.elapsed() < Duration::from_secs(10) {
+            if consumer.cpu_time() - cpu_before > BOUND {
                 stuck = Some(trial);
                 break;
             }
@@ -150,11 +107,11 @@ fn a_sweep_front_begun_on_an_empty_queue_ends_while_producers_keep_pushing() {
         }
     }
     stop.store(true, Relaxed);
-    FROZEN.store(false, SeqCst);
+    freeze::let_go();
     for p in producers {
         p.join().unwrap();
     }
-    consumer.join().unwrap();
+    consumer.join();
     assert!(
         stuck.is_none(),
         "a sweep_front thawed after its read of an empty queue kept sweeping \

@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+#[cfg(all(not(loom), target_os = "linux"))]
+pub mod freeze;
 mod tasks;
 
 pub use tasks::*;

@@ -1,17 +1,21 @@
-//! Freezing a producer thread at a random point of its send loop, for the
-//! tests of a send "in flight" (between its swap on the tail and its link):
-//! a signal whose handler spins until the test releases it.
+//! Freezing a thread at a random point of its loop: a signal (`SIGUSR1`)
+//! whose handler spins until the test lets it go. The family's tests use
+//! it to stop a thread between two steps of a protocol (a send between its
+//! swap on the tail and its link, a sweep between its two reads) while
+//! other threads go on.
 //!
 //! One frozen thread at a time per test binary (the handler's flags are
-//! statics); SIGUSR1 must not be used otherwise in the binary.
+//! statics), and `SIGUSR1` must not be used otherwise in a binary that
+//! uses this module.
 
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::mpsc;
 use std::thread;
+use std::time::Duration;
 
-/// Set before the producer is signalled: the handler spins while it is set.
+/// Set before the thread is signalled: the handler spins while it is set.
 static HOLD: AtomicBool = AtomicBool::new(false);
-/// Set by the handler while it holds the producer.
+/// Set by the handler while it holds the thread.
 static HELD: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn hold(_: libc::c_int) {
@@ -23,7 +27,12 @@ extern "C" fn hold(_: libc::c_int) {
     HELD.store(false, SeqCst);
 }
 
-/// Installs the handler (once per test, before any [`Producer::freeze`]).
+/// Installs the handler (once per test, before any
+/// [`Freezable::freeze`]).
+///
+/// # Panics
+///
+/// If `sigaction` fails.
 pub fn install() {
     // SAFETY: installs a handler that only touches atomics; SIGUSR1 is not
     // used elsewhere in a test binary that uses this module.
@@ -38,12 +47,13 @@ pub fn install() {
 }
 
 /// A thread that can be frozen.
-pub struct Producer<R> {
+#[derive(Debug)]
+pub struct Freezable<R> {
     id: libc::pthread_t,
     thread: thread::JoinHandle<R>,
 }
 
-impl<R: Send + 'static> Producer<R> {
+impl<R: Send + 'static> Freezable<R> {
     /// Spawns `body` on a thread that [`freeze`](Self::freeze) can stop.
     pub fn spawn(body: impl FnOnce() -> R + Send + 'static) -> Self {
         let (id_tx, id_rx) = mpsc::channel();
@@ -53,11 +63,15 @@ impl<R: Send + 'static> Producer<R> {
             body()
         });
         let id = id_rx.recv().unwrap();
-        Producer { id, thread }
+        Freezable { id, thread }
     }
 
     /// Stops the thread wherever it is, until [`release`] (or
     /// [`let_go`]); returns once it is held.
+    ///
+    /// # Panics
+    ///
+    /// If the signal cannot be sent.
     pub fn freeze(&self) {
         HOLD.store(true, SeqCst);
         // SAFETY: the thread is alive: it ends only when its body does, and
@@ -68,7 +82,31 @@ impl<R: Send + 'static> Producer<R> {
         }
     }
 
+    /// The CPU time the thread has run so far.
+    ///
+    /// # Panics
+    ///
+    /// If the thread's CPU clock cannot be read (it has ended).
+    pub fn cpu_time(&self) -> Duration {
+        let mut clock: libc::clockid_t = 0;
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: plain FFI calls about a thread that is still running (as
+        // in `freeze`); `clock` and `t` are valid to write.
+        unsafe {
+            assert_eq!(libc::pthread_getcpuclockid(self.id, &mut clock), 0);
+            assert_eq!(libc::clock_gettime(clock, &mut t), 0);
+        }
+        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    }
+
     /// Joins the thread.
+    ///
+    /// # Panics
+    ///
+    /// If the thread panicked.
     pub fn join(self) -> R {
         self.thread.join().unwrap()
     }
