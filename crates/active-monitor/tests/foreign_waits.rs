@@ -1409,6 +1409,47 @@ fn a_deliver_thread_that_parks_in_another_thread_s_body_hands_its_rest_on() {
 #[test]
 fn a_queued_body_waiting_for_a_caller_its_serve_ran_returns() {
     let x = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    a_body_waiting_for_a_caller_its_holder_ran(x, |x, hold| {
+        let x = x.clone();
+        std::thread::spawn(move || x.call(move |_| hold()))
+    });
+}
+
+/// [`a_queued_body_waiting_for_a_caller_its_serve_ran_returns`] on a
+/// served monitor: its server thread runs a task that holds `x` while the
+/// caller queues and sleeps and the second thread submits its body; the
+/// server then runs the caller's task (its unpark kept until the stint
+/// ends), then the body, which parks.
+#[test]
+fn a_served_body_waiting_for_a_caller_its_server_ran_returns() {
+    // The server runs the tasks, whatever the load (the override is the
+    // process's: one such test at a time).
+    let _one = sync_core::testing::one_at_a_time();
+    active_monitor::set_server_limit(1000);
+    active_monitor::__test_set_saturation_override(Some(false));
+    let x = Monitor::builder().order(Order::Relaxed).build_served(0u64);
+    assert!(x.has_server());
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        a_body_waiting_for_a_caller_its_holder_ran(x, |x, hold| {
+            let x = x.clone();
+            std::thread::spawn(move || x.submit(move |_| hold()).wait())
+        });
+    }));
+    active_monitor::__test_set_saturation_override(None);
+    if let Err(p) = ran {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// The composition of the two tests above: `first` starts a thread whose
+/// task of `x` (a `call`, or a task the server runs) runs `hold`, which
+/// lets the caller and then the second thread queue behind it.
+fn a_body_waiting_for_a_caller_its_holder_ran<M>(
+    x: M,
+    first: impl FnOnce(&M, Box<dyn FnOnce() + Send>) -> std::thread::JoinHandle<()>,
+) where
+    M: std::ops::Deref<Target = Monitor<u64>> + Clone + Send + 'static,
+{
     let sem = Arc::new(lockfree_sync::Semaphore::new(0));
     let (go, gone) = std::sync::mpsc::channel::<()>();
     let (go2, gone2) = std::sync::mpsc::channel::<()>();
@@ -1416,7 +1457,7 @@ fn a_queued_body_waiting_for_a_caller_its_serve_ran_returns() {
         let (x, sem) = (x.clone(), sem.clone());
         std::thread::spawn(move || {
             gone.recv().expect("the first thread goes on");
-            // Queued: the first thread holds `x`; this thread sleeps.
+            // Queued: `x` is held; this thread sleeps.
             x.call(|n| *n += 1);
             sem.add_permits(1);
         })
@@ -1432,18 +1473,16 @@ fn a_queued_body_waiting_for_a_caller_its_serve_ran_returns() {
             .wait();
         })
     };
-    let first = {
-        let x = x.clone();
-        std::thread::spawn(move || {
-            x.call(move |_| {
-                go.send(()).expect("the caller waits");
-                // Long enough for the caller to queue and fall asleep.
-                std::thread::sleep(Duration::from_millis(150));
-                go2.send(()).expect("the second thread waits");
-                std::thread::sleep(Duration::from_millis(150));
-            });
-        })
-    };
+    let first = first(
+        &x,
+        Box::new(move || {
+            go.send(()).expect("the caller waits");
+            // Long enough for the caller to queue and fall asleep.
+            std::thread::sleep(Duration::from_millis(150));
+            go2.send(()).expect("the second thread waits");
+            std::thread::sleep(Duration::from_millis(150));
+        }),
+    );
     let ended: Vec<_> = [first, caller, second]
         .into_iter()
         .map(|t| ended_within(Duration::from_secs(10), t))
