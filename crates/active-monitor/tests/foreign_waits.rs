@@ -715,6 +715,210 @@ fn a_park_in_a_result_s_drop_does_not_drop_the_next_result_there() {
     assert_eq!(x.call(|n| *n), 1);
 }
 
+/// Where the newest result's `Drop` in
+/// [`a_result_s_drop_waiting_for_an_older_result_s_permit`] parks.
+#[derive(Clone, Copy, Debug)]
+enum ParksIn {
+    /// The `Drop` itself (a blocking acquire).
+    Drop,
+    /// After a call of another monitor (whose end delivers what it kept).
+    DropAfterACall,
+    /// Inside the body of another, idle monitor that the `Drop` calls.
+    ABody,
+}
+
+/// At the end of a thread's own `call`, the results nobody took that its
+/// serve kept are dropped, newest first, on that thread: the newest's
+/// `Drop` waits for a permit that the older one's `Drop` gives back. They
+/// were taken out as one batch before the first was dropped, so a park
+/// in it found nothing to hand on, and it waited for ever for a result
+/// dropped after it. Each is now dropped as a body of its own: its park
+/// hands the rest of the batch to a thread of their own
+/// (`active-monitor-deliver`); a result that does not park is dropped on
+/// the calling thread, as before. `served`: the same at the end of a
+/// server's stint, which runs both tasks (the older result was kept back
+/// there as one of the server's monitor, whose tasks the stint's drops
+/// run as).
+fn a_result_s_drop_waiting_for_an_older_result_s_permit(parks: ParksIn, served: bool) {
+    type On = Arc<std::sync::Mutex<Vec<(&'static str, String)>>>;
+    fn record(on: &On, what: &'static str) {
+        let name = std::thread::current().name().unwrap_or("?").to_owned();
+        on.lock().expect("not poisoned").push((what, name));
+    }
+    struct Returns(Arc<lockfree_sync::Semaphore>, On);
+    impl Drop for Returns {
+        fn drop(&mut self) {
+            record(&self.1, "returns");
+            self.0.add_permits(1);
+        }
+    }
+    struct Waits(
+        Arc<lockfree_sync::Semaphore>,
+        On,
+        ParksIn,
+        Arc<Monitor<u64>>,
+    );
+    impl Drop for Waits {
+        fn drop(&mut self) {
+            record(&self.1, "waits");
+            let pool = Arc::clone(&self.0);
+            match self.2 {
+                ParksIn::Drop => pool.acquire().expect("open").forget(),
+                ParksIn::DropAfterACall => {
+                    self.3.call(|n| *n += 1);
+                    pool.acquire().expect("open").forget();
+                }
+                ParksIn::ABody => self.3.call(move |n| {
+                    pool.acquire().expect("open").forget();
+                    *n += 1;
+                }),
+            }
+            record(&self.1, "waited");
+        }
+    }
+    let x = counter();
+    let pool = Arc::new(lockfree_sync::Semaphore::new(0));
+    let on = On::default();
+    // Both tasks queued behind a task that holds the monitor, and run by
+    // the same serve (or stint): their results are kept to its end.
+    let submit_both = {
+        let (pool, on, x) = (pool.clone(), on.clone(), x.clone());
+        move |z: &Monitor<u64>| {
+            let (a, b) = (pool.clone(), pool);
+            let on2 = on.clone();
+            drop(z.submit(move |_| Returns(b, on2)));
+            // The newest: dropped first.
+            drop(z.submit(move |_| Waits(a, on, parks, x)));
+        }
+    };
+    let caller = "the caller".to_owned();
+    let mut keep_alive = None;
+    // The server runs the tasks, whatever the load (the override is the
+    // process's: one such test at a time).
+    let _one = served.then(sync_core::testing::one_at_a_time);
+    if served {
+        active_monitor::set_server_limit(1000);
+        active_monitor::__test_set_saturation_override(Some(false));
+        let z = Monitor::builder().order(Order::Relaxed).build_served(0u64);
+        assert!(z.has_server());
+        let (held, is_held) = std::sync::mpsc::channel::<()>();
+        let hold = z.submit(move |_| {
+            held.send(()).expect("the test waits");
+            std::thread::sleep(Duration::from_millis(100));
+        });
+        is_held.recv().expect("the server runs it");
+        submit_both(&z);
+        hold.wait();
+        active_monitor::__test_set_saturation_override(None);
+        keep_alive = Some(z);
+    } else {
+        let caller = std::thread::Builder::new()
+            .name(caller.clone())
+            .spawn(move || {
+                let z = counter();
+                let z2 = Arc::clone(&z);
+                z.call(move |_| submit_both(&z2));
+            })
+            .expect("a thread");
+        if ended_within(Duration::from_secs(10), caller).is_none() {
+            std::mem::forget((pool, x));
+            panic!(
+                "{parks:?}: the newest result's Drop waited for ever for the older one's permit"
+            );
+        }
+    }
+    let all_in = || on.lock().expect("not poisoned").len();
+    if settled(Duration::from_secs(10), all_in, 3) != 3 {
+        std::mem::forget((pool, x, keep_alive));
+        panic!(
+            "{parks:?}, served {served}: the newest result's Drop waited for ever for the older \
+             one's permit"
+        );
+    }
+    let on = on.lock().expect("not poisoned").clone();
+    let on: Vec<_> = on
+        .into_iter()
+        .filter(|(what, _)| *what != "waited")
+        .collect();
+    assert_eq!(on[0].0, "waits", "{parks:?}: the newest first: {on:?}");
+    if !served {
+        assert_eq!(
+            on[0].1, caller,
+            "{parks:?}: dropped on the thread that ran it"
+        );
+    }
+    assert_eq!(
+        on[1],
+        ("returns", "active-monitor-deliver".to_owned()),
+        "{parks:?}: the rest handed on at the park"
+    );
+    assert_eq!(pool.available_permits(), 0, "the permit was taken");
+    let calls = match parks {
+        ParksIn::Drop => 0,
+        _ => 1,
+    };
+    assert_eq!(x.call(|n| *n), calls);
+}
+
+#[test]
+fn a_result_s_drop_waiting_for_an_older_result_s_permit_returns() {
+    a_result_s_drop_waiting_for_an_older_result_s_permit(ParksIn::Drop, false);
+}
+
+#[test]
+fn a_result_s_drop_waiting_after_a_call_for_an_older_result_s_permit_returns() {
+    a_result_s_drop_waiting_for_an_older_result_s_permit(ParksIn::DropAfterACall, false);
+}
+
+#[test]
+fn a_result_s_drop_waiting_in_a_body_for_an_older_result_s_permit_returns() {
+    a_result_s_drop_waiting_for_an_older_result_s_permit(ParksIn::ABody, false);
+}
+
+#[test]
+fn a_served_result_s_drop_waiting_for_an_older_result_s_permit_returns() {
+    a_result_s_drop_waiting_for_an_older_result_s_permit(ParksIn::Drop, true);
+}
+
+#[test]
+fn a_served_result_s_drop_waiting_in_a_body_for_an_older_result_s_permit_returns() {
+    a_result_s_drop_waiting_for_an_older_result_s_permit(ParksIn::ABody, true);
+}
+
+/// Results nobody took whose `Drop`s do not park are all dropped on the
+/// thread that ran their tasks, at its call's end, newest first.
+#[test]
+fn results_whose_drops_do_not_park_are_dropped_on_the_calling_thread() {
+    struct Named(Arc<std::sync::Mutex<Vec<(u32, String)>>>, u32);
+    impl Drop for Named {
+        fn drop(&mut self) {
+            let name = std::thread::current().name().unwrap_or("?").to_owned();
+            self.0.lock().expect("not poisoned").push((self.1, name));
+        }
+    }
+    let z = counter();
+    let on = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let caller = {
+        let on = on.clone();
+        std::thread::Builder::new()
+            .name("the caller".into())
+            .spawn(move || {
+                let z2 = Arc::clone(&z);
+                z.call(move |_| {
+                    for i in 0..5 {
+                        let on = on.clone();
+                        drop(z2.submit(move |_| Named(on, i)));
+                    }
+                });
+            })
+            .expect("a thread")
+    };
+    assert_eq!(ended_within(Duration::from_secs(10), caller), Some(true));
+    let on = on.lock().expect("not poisoned").clone();
+    let want: Vec<_> = (0..5).rev().map(|i| (i, "the caller".to_owned())).collect();
+    assert_eq!(on, want);
+}
+
 /// Thread 1 keeps, in its own body of `x`, a result nobody took whose
 /// `Drop` returns it to `y` (a lease). After that body its serve of `x`
 /// runs thread 2's task of `x`, called from thread 2's body of `y`, and
@@ -1409,6 +1613,47 @@ fn a_deliver_thread_that_parks_in_another_thread_s_body_hands_its_rest_on() {
 #[test]
 fn a_queued_body_waiting_for_a_caller_its_serve_ran_returns() {
     let x = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    a_body_waiting_for_a_caller_its_holder_ran(x, |x, hold| {
+        let x = x.clone();
+        std::thread::spawn(move || x.call(move |_| hold()))
+    });
+}
+
+/// [`a_queued_body_waiting_for_a_caller_its_serve_ran_returns`] on a
+/// served monitor: its server thread runs a task that holds `x` while the
+/// caller queues and sleeps and the second thread submits its body; the
+/// server then runs the caller's task (its unpark kept until the stint
+/// ends), then the body, which parks.
+#[test]
+fn a_served_body_waiting_for_a_caller_its_server_ran_returns() {
+    // The server runs the tasks, whatever the load (the override is the
+    // process's: one such test at a time).
+    let _one = sync_core::testing::one_at_a_time();
+    active_monitor::set_server_limit(1000);
+    active_monitor::__test_set_saturation_override(Some(false));
+    let x = Monitor::builder().order(Order::Relaxed).build_served(0u64);
+    assert!(x.has_server());
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        a_body_waiting_for_a_caller_its_holder_ran(x, |x, hold| {
+            let x = x.clone();
+            std::thread::spawn(move || x.submit(move |_| hold()).wait())
+        });
+    }));
+    active_monitor::__test_set_saturation_override(None);
+    if let Err(p) = ran {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// The composition of the two tests above: `first` starts a thread whose
+/// task of `x` (a `call`, or a task the server runs) runs `hold`, which
+/// lets the caller and then the second thread queue behind it.
+fn a_body_waiting_for_a_caller_its_holder_ran<M>(
+    x: M,
+    first: impl FnOnce(&M, Box<dyn FnOnce() + Send>) -> std::thread::JoinHandle<()>,
+) where
+    M: std::ops::Deref<Target = Monitor<u64>> + Clone + Send + 'static,
+{
     let sem = Arc::new(lockfree_sync::Semaphore::new(0));
     let (go, gone) = std::sync::mpsc::channel::<()>();
     let (go2, gone2) = std::sync::mpsc::channel::<()>();
@@ -1416,7 +1661,7 @@ fn a_queued_body_waiting_for_a_caller_its_serve_ran_returns() {
         let (x, sem) = (x.clone(), sem.clone());
         std::thread::spawn(move || {
             gone.recv().expect("the first thread goes on");
-            // Queued: the first thread holds `x`; this thread sleeps.
+            // Queued: `x` is held; this thread sleeps.
             x.call(|n| *n += 1);
             sem.add_permits(1);
         })
@@ -1432,18 +1677,16 @@ fn a_queued_body_waiting_for_a_caller_its_serve_ran_returns() {
             .wait();
         })
     };
-    let first = {
-        let x = x.clone();
-        std::thread::spawn(move || {
-            x.call(move |_| {
-                go.send(()).expect("the caller waits");
-                // Long enough for the caller to queue and fall asleep.
-                std::thread::sleep(Duration::from_millis(150));
-                go2.send(()).expect("the second thread waits");
-                std::thread::sleep(Duration::from_millis(150));
-            });
-        })
-    };
+    let first = first(
+        &x,
+        Box::new(move || {
+            go.send(()).expect("the caller waits");
+            // Long enough for the caller to queue and fall asleep.
+            std::thread::sleep(Duration::from_millis(150));
+            go2.send(()).expect("the second thread waits");
+            std::thread::sleep(Duration::from_millis(150));
+        }),
+    );
     let ended: Vec<_> = [first, caller, second]
         .into_iter()
         .map(|t| ended_within(Duration::from_secs(10), t))

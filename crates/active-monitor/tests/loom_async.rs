@@ -140,6 +140,48 @@ fn a_dropped_space_waiter_passes_its_wake_up_on() {
     });
 }
 
+/// Two producers wait for space in a full queue (async submissions polled
+/// once) and withdraw at once (dropped) while the monitor stays held:
+/// each withdrawal counts itself and may sweep `space`. Afterwards every
+/// withdrawn node still in `space` is counted for the next sweep. The
+/// sweep zeroed the count (a Relaxed load and store) before it read
+/// `space`: it could count the other producer's withdrawal out and yet
+/// find its node not linked yet or not withdrawn yet (nothing ordered
+/// them), and it stopped at a push half-way through with counted nodes
+/// behind it; such a node stayed with no count standing for it, until
+/// enough other producers withdrew.
+#[test]
+fn withdrawals_racing_a_sweep_of_space_are_swept_or_counted() {
+    check_with_bound(2, || {
+        let m = Arc::new(relaxed(1, 1));
+        let go = Arc::new(AtomicBool::new(false));
+        let holder = hold(&m, &go);
+        let a = m.submit(|n| *n += 10); // fills the one slot
+        let m2 = Arc::clone(&m);
+        let other = thread::spawn(move || {
+            let mut f = m2.submit_async(|n| *n += 1000);
+            let (waker, _) = flag_waker();
+            assert!(poll(&mut f, &waker).is_pending(), "the queue is full");
+            drop(f); // withdraws
+        });
+        let mut f = m.submit_async(|n| *n += 1000);
+        let (waker, _) = flag_waker();
+        assert!(poll(&mut f, &waker).is_pending(), "the queue is full");
+        drop(f); // withdraws
+        other.join().unwrap();
+        // Still held: nobody has popped `space` for room.
+        let (left, counted) = m.__test_space_audit();
+        assert!(
+            left <= counted,
+            "{left} withdrawn producers left in `space`, {counted} counted"
+        );
+        go.store(true, SeqCst);
+        holder.join().unwrap();
+        a.wait();
+        assert_eq!(m.call(|n| *n), 11);
+    });
+}
+
 /// The end of a stint with an async producer waiting for space (capacity
 /// 1: a stint is over after one task). The holder runs `a`, a third
 /// thread queues `c` meanwhile, and the holder, its stint over, wakes the

@@ -127,10 +127,14 @@ enum Inner<R> {
 /// if that comes first. A serve that runs many tasks in one stint keeps
 /// their results until the stint ends, so a batch of fire-and-forget tasks
 /// that each hold a permit from a pool smaller than the batch waits for
-/// the pool. If that park is inside another thread's task body (one a
-/// serve runs from the queue), the results kept before that body began go
-/// to a thread of their own, named `active-monitor-deliver`, and are
-/// dropped there; a panic of such a `Drop` is dropped with that thread.
+/// the pool. The results an operation kept are dropped one at a time,
+/// newest first. Two cases hand some to a thread of their own, named
+/// `active-monitor-deliver`, which drops them: a park inside another
+/// thread's task body (one a serve runs from the queue) hands on the
+/// results kept before that body began, and a `Drop` among them that parks
+/// in a blocking wait of the family (for a permit another of them gives
+/// back, say) hands on those still to be dropped after it. A panic of such
+/// a `Drop` is dropped with that thread.
 /// That thread has none of the first thread's context: not its
 /// thread-locals, not the async runtime it entered (a `Drop` that calls
 /// `tokio::spawn` panics there), and a default-sized stack. Nothing

@@ -269,8 +269,11 @@ pub struct Monitor<T, S: AbstractState = NoState> {
     /// withdrawing producer to sweep (`space_withdrawn`).
     space_popper: AtomicBool,
     /// Producers that withdrew from `space` (async submissions dropped
-    /// while waiting) since it was last swept: a heuristic count that only
-    /// decides when to sweep (`sweep_space`).
+    /// while waiting, threads that found room after all) whose nodes are
+    /// still there: each withdrawal adds one, each withdrawn node that
+    /// leaves (a sweep frees it, or a holder pops it and finds it
+    /// withdrawn) takes one off, whatever their order (it wraps below
+    /// zero meanwhile). It decides when to sweep (`sweep_space`).
     space_withdrawn: AtomicUsize,
     /// The live producers the last sweep of `space` kept.
     space_kept: AtomicUsize,

@@ -147,6 +147,25 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.sweep_space();
     }
 
+    /// `n` withdrawn producers' nodes left `space` (freed by a sweep, or
+    /// popped by a holder whose notify found them withdrawn): they no
+    /// longer count for a sweep.
+    fn space_freed(&self, n: usize) {
+        if n > 0 {
+            self.space_withdrawn.fetch_sub(n, Relaxed);
+        }
+    }
+
+    /// How many withdrawn producers' nodes `space` holds (see
+    /// `Monitor::space_withdrawn`'s field): the withdrawals counted less
+    /// the withdrawn nodes that left. It wraps below zero for a moment
+    /// where a node leaves before its producer counts its withdrawal.
+    fn space_withdrawn_now(&self) -> usize {
+        let n = self.space_withdrawn.load(Relaxed);
+        // Below zero (wrapped): none.
+        if n > usize::MAX / 2 { 0 } else { n }
+    }
+
     /// Takes the consumer role of `space` if nobody has it.
     pub(super) fn try_pop_space(&self) -> bool {
         // Acquire: pairs with the Release in `end_pop_space`, so our pops
@@ -185,7 +204,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// if the consumer role of `space` is free (else the next withdrawal,
     /// or the holder's next wake-up, sweeps).
     pub(super) fn sweep_space(&self) {
-        let withdrawn = self.space_withdrawn.load(Relaxed);
+        let withdrawn = self.space_withdrawn_now();
         if withdrawn < SPACE_SWEEP_MIN.max(self.space_kept.load(Relaxed)) || !self.try_pop_space() {
             return;
         }
@@ -229,17 +248,22 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// [`sweep_space`](Self::sweep_space) for a caller that has the
     /// consumer role; `true` if it swept and put live producers back.
     pub(super) fn sweep_space_popping(&self) -> bool {
-        let withdrawn = self.space_withdrawn.load(Relaxed);
+        let withdrawn = self.space_withdrawn_now();
         if withdrawn < SPACE_SWEEP_MIN.max(self.space_kept.load(Relaxed)) {
             return false;
         }
-        self.space_withdrawn.store(0, Relaxed);
         // The live producers go back in the order they waited (behind any
-        // that came meanwhile). A producer that withdraws after this is
-        // counted again; one that stays is woken as before (nothing is
-        // lost: the nodes stay the same waiters).
+        // that came meanwhile). One that stays is woken as before (nothing
+        // is lost: the nodes stay the same waiters).
         // SAFETY: we have the consumer role of `space`.
         let swept = unsafe { self.space.sweep() };
+        // Only what it freed leaves the count: what it did not see
+        // withdrawn (a withdrawal it has no order with, or after its look)
+        // and what it left (behind a push half-way through) still counts.
+        // The count was zeroed before the sweep instead, and such a node
+        // stayed in `space`, counted by nobody, until enough other
+        // producers withdrew.
+        self.space_freed(swept.freed);
         self.space_kept.store(swept.kept, Relaxed);
         swept.kept > 0
     }
@@ -290,10 +314,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
         }
         let mut tasks = Vec::new();
         let mut handed = false;
+        let mut withdrawn = 0;
         while !handed && !self.space.is_empty() {
             // SAFETY: we have the consumer role of `space`.
             match unsafe { self.space.pop() } {
-                Some(w) if w.is_thread() => handed = w.notify(SPACE_HELD),
+                Some(w) if w.is_thread() => {
+                    handed = w.notify(SPACE_HELD);
+                    withdrawn += usize::from(!handed);
+                }
                 Some(w) => tasks.push(w),
                 // A producer is half-way through its push.
                 None => hint::spin_loop(),
@@ -303,12 +331,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
             // The monitor is the thread's now: the woken tasks' looks at it
             // are its holder's to answer.
             for w in &tasks {
-                Self::notify_space(w);
+                withdrawn += usize::from(!Self::notify_space(w));
             }
+            self.space_freed(withdrawn);
             self.end_pop_space();
             return Handover::Thread;
         }
         if tasks.is_empty() {
+            self.space_freed(withdrawn);
             self.end_pop_space();
             return Handover::Nobody;
         }
@@ -319,8 +349,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
         self.unlock_plain();
         let mut woken = false;
         for w in &tasks {
-            woken |= Self::notify_space(w);
+            let notified = Self::notify_space(w);
+            woken |= notified;
+            withdrawn += usize::from(!notified);
         }
+        self.space_freed(withdrawn);
         self.end_pop_space();
         if woken {
             return Handover::Tasks;
@@ -383,6 +416,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
                 Some(w) => {
                     if Self::notify_space(&w) {
                         free -= 1;
+                    } else {
+                        self.space_freed(1);
                     }
                 }
                 // A producer is half-way through its push: it links in a
@@ -413,6 +448,22 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
             None => false,
         }
+    }
+
+    /// Test hook: frees the withdrawn producers left in `space` (a sweep)
+    /// and returns how many there were and how many withdrawals were
+    /// counted for a sweep then. For a quiescent monitor: a withdrawn node
+    /// that no count stands for stays until enough other producers
+    /// withdraw.
+    #[doc(hidden)]
+    pub fn __test_space_audit(&self) -> (usize, usize) {
+        self.pop_space();
+        let counted = self.space_withdrawn_now();
+        // SAFETY: we have the consumer role of `space`.
+        let swept = unsafe { self.space.sweep() };
+        self.space_freed(swept.freed);
+        self.end_pop_space();
+        (swept.freed, counted)
     }
 
     /// Whether the queue has drained enough to wake producers waiting for

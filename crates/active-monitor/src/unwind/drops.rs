@@ -9,7 +9,7 @@ use sync_core::wake_chain;
 #[cfg(doc)]
 use super::running_queued;
 use super::{
-    DROPS, STATE, before_park, caught_aside, drop_caught, hold_back, keep, keep_in_front, runs_here,
+    DROPS, STATE, before_park, caught_aside, drop_caught, foreign_body, hold_back, keep, runs_here,
 };
 #[cfg(doc)]
 use super::{finish, resume_deferred};
@@ -26,8 +26,9 @@ impl<X: ?Sized + Send + Sync> DropLater for X {}
 
 /// A task kept by [`drop_later`].
 pub(super) struct KeptDrop {
-    /// The monitor whose task body ran when it was kept (0 if none): a
-    /// park inside that body keeps it (see [`before_park`]).
+    /// The monitor whose task body ran when it was kept (0 if none, or
+    /// once [`drop_deferred`] takes it up): a park inside that body keeps
+    /// it (see [`before_park`]).
     monitor: usize,
     /// Its number on this thread (see `State::kept_seq`): a park inside a
     /// task body run from a queue hands it to a thread of its own if it was
@@ -70,13 +71,9 @@ pub(crate) fn kept_drops() -> usize {
 
 /// Drops the tasks kept by [`drop_later`], newest first, no borrow held
 /// while a drop runs (it may use a monitor, whose serve keeps more); their
-/// panics are deferred. All of them are taken out of the list before the
-/// first is dropped: a `Drop` that calls a monitor whose body then parks
-/// had the park hook drop the others inside that body, a body their own
-/// code never runs in (one that called a monitor held by a thread waiting
-/// for that body's monitor waited for ever). What the drops keep in turn
-/// goes in the next round. The list has no destructor (see `Kept`): its
-/// room goes with each round, or a thread's exit would leak it.
+/// panics are deferred. What the drops keep in turn goes the same way,
+/// until nothing is kept. The list has no destructor (see `Kept`): its
+/// room goes once it is drained, or a thread's exit would leak it.
 #[inline]
 pub(crate) fn drop_deferred() {
     // A look first (the common case: nothing kept), the drops out of line.
@@ -85,35 +82,83 @@ pub(crate) fn drop_deferred() {
     }
 }
 
-/// [`drop_deferred`]'s drops: rounds of the whole list, until a round's
-/// drops keep nothing more. But for those kept before the innermost body
-/// run for another thread began (see [`running_queued`]), which stay:
-/// only on a deliver thread does an operation end inside such a body (the
-/// results handed to it are dropped one at a time, each as such a body,
-/// see `elsewhere::deliver_all`); anywhere else that body's monitor is
-/// held, and an operation that ends there delivers nothing.
+/// [`drop_deferred`]'s drops: one at a time, newest first, each taken off
+/// the list as it goes and dropped as a body of its own
+/// ([`foreign_body`]), with the rest still on the list. A `Drop` that
+/// parks (for what another result of the batch gives back: a permit)
+/// thus has the park hook hand the rest to a thread of their own
+/// ([`elsewhere::deliver`](super::elsewhere::deliver)) instead of
+/// sleeping with them; an operation it makes delivers at its end only
+/// what it kept itself. Taken out as one batch before the first drop, a
+/// park in one found nothing to hand on and waited for ever; dropped from
+/// the list without that, the park hook dropped the others inside the
+/// body the `Drop` had called, a body their own code never runs in (one
+/// that called a monitor held by a thread waiting for that body's monitor
+/// waited for ever). Nothing parks, as in the common case: every one is
+/// dropped here, on the thread that ran its task.
+///
+/// But for those kept before the innermost body run for another thread
+/// began (see [`running_queued`]), which stay: only on a deliver thread,
+/// or inside a `Drop` this function runs, does an operation end inside
+/// such a body; anywhere else that body's monitor is held, and an
+/// operation that ends there delivers nothing.
 #[cold]
 #[inline(never)]
 fn drop_deferred_slow() {
     let since = STATE.with(|s| s.since.get());
-    let mut earlier = Vec::new();
+    // Ours are results of no monitor held here now: an operation ends
+    // once its thread has let go of every monitor, and a server's stint
+    // has let go of its own (its drops run as tasks of it only so that a
+    // call of it there panics). A park inside one of their drops hands the
+    // rest on: kept back there as the server's monitor's, a `Drop` that
+    // waited for one of them waited for ever. The list is in the order
+    // kept (see `State::kept_seq`), so ours are at its end: a drop inside
+    // one of them that makes an operation looks at that operation's own,
+    // not at the rest (but for what a park could hand to no thread, put
+    // back behind newer ones, see `elsewhere::deliver`: what stands in
+    // front of it waits for the next round).
+    let _ = DROPS.try_with(|d| {
+        let mut d = d.borrow_mut();
+        for k in d.iter_mut().rev().take_while(|k| k.seq >= since) {
+            k.monitor = 0;
+        }
+    });
     loop {
-        let mut all = DROPS
-            .try_with(|d| core::mem::take(&mut *d.borrow_mut()))
-            .unwrap_or_default();
-        if since != 0 {
-            let (ours, before) = all.into_iter().partition(|k| k.seq >= since);
-            earlier.extend(before);
-            all = ours;
-        }
-        for k in all.into_iter().rev() {
-            caught_aside(move || drop(k.task));
-        }
-        if !STATE.with(|s| s.drops.replace(false)) {
+        // The newest of ours, and whether others stay on the list.
+        let next = DROPS
+            .try_with(|d| {
+                let mut d = d.borrow_mut();
+                if d.last().is_none_or(|k| k.seq < since) {
+                    return None;
+                }
+                let k = d.pop()?;
+                Some((k, !d.is_empty()))
+            })
+            .ok()
+            .flatten();
+        let Some((k, rest)) = next else {
             break;
+        };
+        if rest {
+            // Seen by a park inside this drop (see `before_park`), which
+            // hands them on: kept before its body began.
+            STATE.with(|s| s.drops.set(true));
+            wake_chain::deliver_before_park(before_park);
         }
+        foreign_body(move || caught_aside(move || drop(k.task)));
     }
-    keep_in_front(&DROPS, earlier, |s| &s.drops);
+    // Drained, or only those kept before the innermost foreign body left:
+    // theirs to deliver.
+    let left = DROPS
+        .try_with(|d| {
+            let mut d = d.borrow_mut();
+            if d.is_empty() {
+                drop(core::mem::take(&mut *d));
+            }
+            !d.is_empty()
+        })
+        .unwrap_or(false);
+    STATE.with(|s| s.drops.set(left));
 }
 
 /// [`before_park`]'s part for the tasks kept by [`drop_later`]: drops them

@@ -1,7 +1,10 @@
 //! What a park inside another thread's task body can neither deliver
 //! there nor keep: the results nobody took and the task wakeups that this
 //! thread kept before that body began (see [`running_queued`]). They go to
-//! a thread of their own ([`deliver`]).
+//! a thread of their own ([`deliver`]). So do the results still to be
+//! dropped at an operation's end when the `Drop` of one parks: each is
+//! dropped as a body of its own ([`foreign_body`], see [`drop_deferred`]),
+//! and the others were kept before it began.
 //!
 //! Such a body may be another thread's `call`, made while that thread
 //! holds a second monitor, and what this thread kept is its own code's. A
