@@ -188,10 +188,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     /// `call_inline` for a small result: held here until the monitor is
     /// served, then handed to `unwind::finish`.
-    fn call_inline_copied<R>(mut after: InlineCallEnd<'_, T, S>, body: impl FnOnce() -> R) -> R {
+    fn call_inline_copied<R>(after: InlineCallEnd<'_, T, S>, body: impl FnOnce() -> R) -> R {
         let r = unwind::running(after.m.id(), body);
-        after.returned = true;
-        drop(after);
+        // `after`'s drop with `returned` set, in this frame: its drop glue
+        // is a call of its own (the unwind above uses it too). Not dropped
+        // again if this unwinds, as after a `drop` that unwinds.
+        core::mem::ManuallyDrop::new(after).end_returned();
         unwind::finish(r)
     }
 
@@ -694,26 +696,50 @@ struct InlineCallEnd<'a, T, S: AbstractState> {
     in_place: bool,
 }
 impl<T, S: AbstractState> Drop for InlineCallEnd<'_, T, S> {
+    /// In the call's frame: the common end (nothing waits, the body
+    /// returned) is `serve_loop`'s look and release; the rest is out of
+    /// line.
+    #[inline]
     fn drop(&mut self) {
         let m = self.m;
         // Most monitors have no waiting task most of the time: then
         // nothing to relay, and no user code runs here.
         // SAFETY: we hold the monitor; a shared look.
         if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
-            let guard = Unlock(m);
-            unwind::running(m.id(), || {
-                m.exec.with_mut(|e| {
-                    // SAFETY: we hold the monitor.
-                    unsafe { (*e).relay() }
-                })
-            });
-            core::mem::forget(guard);
+            relay_held(m);
         }
         if self.returned {
             // Our caller's `finish` resumes a deferred panic, the
             // result dropped first.
             m.serve_loop();
-        } else if self.in_place && !std::thread::panicking() {
+        } else {
+            self.end_unreturned();
+        }
+    }
+}
+
+impl<T, S: AbstractState> InlineCallEnd<'_, T, S> {
+    /// The drop once the body returned (`returned`), for a caller that
+    /// does not drop `self` then.
+    #[inline(always)]
+    fn end_returned(&mut self) {
+        self.returned = true;
+        let m = self.m;
+        // SAFETY: we hold the monitor; a shared look.
+        if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
+            relay_held(m);
+        }
+        // Our caller's `finish` resumes a deferred panic, the result
+        // dropped first.
+        m.serve_loop();
+    }
+
+    /// [`Drop`]'s end for a body that unwinds, or whose result is in
+    /// our caller's place.
+    #[inline(never)]
+    fn end_unreturned(&self) {
+        let m = self.m;
+        if self.in_place && !std::thread::panicking() {
             // The result is already in our caller's place, out of
             // reach: a deferred panic waits for the next operation.
             m.serve_loop();
@@ -724,4 +750,19 @@ impl<T, S: AbstractState> Drop for InlineCallEnd<'_, T, S> {
             m.serve();
         }
     }
+}
+
+/// The relay after an inline call's body, while `m` is held (some task
+/// waits): out of line, since most calls have none.
+#[cold]
+#[inline(never)]
+fn relay_held<T, S: AbstractState>(m: &Monitor<T, S>) {
+    let guard = Unlock(m);
+    unwind::running(m.id(), || {
+        m.exec.with_mut(|e| {
+            // SAFETY: we hold the monitor.
+            unsafe { (*e).relay() }
+        })
+    });
+    core::mem::forget(guard);
 }
