@@ -159,22 +159,24 @@ impl<T, S: AbstractState> Monitor<T, S> {
         F: FnOnce(&mut T) -> R,
     {
         let in_place = const { size_of::<R>() > CALL_RESULT_COPY_MAX };
-        let after = InlineCallEnd {
-            m: self,
-            returned: false,
-            in_place,
-        };
-        let body = || {
-            self.exec.with_mut(|e| {
-                // SAFETY: we hold the monitor; the relay in `after`'s drop
-                // comes after this borrow ends.
-                order::as_task(|| f(unsafe { &mut (*e).data }))
-            })
-        };
+        let after = InlineCallEnd { m: self, in_place };
         // Apart, so that the in-place frame has no room for a copy.
         if in_place {
+            let body = || {
+                self.exec.with_mut(|e| {
+                    // SAFETY: we hold the monitor; the relay in `after`'s
+                    // drop comes after this borrow ends.
+                    order::as_task(|| f(unsafe { &mut (*e).data }))
+                })
+            };
             Self::call_inline_in_place(after, body)
         } else {
+            let body = || {
+                self.exec.with_mut(|e| {
+                    // SAFETY: as above.
+                    order::as_task_moving(|| f(unsafe { &mut (*e).data }))
+                })
+            };
             Self::call_inline_copied(after, body)
         }
     }
@@ -190,7 +192,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// served, then handed to `unwind::finish`.
     fn call_inline_copied<R>(after: InlineCallEnd<'_, T, S>, body: impl FnOnce() -> R) -> R {
         let r = unwind::running(after.m.id(), body);
-        // `after`'s drop with `returned` set, in this frame: its drop glue
+        // `after`'s end once the body returned, in this frame: its drop glue
         // is a call of its own (the unwind above uses it too). Not dropped
         // again if this unwinds, as after a `drop` that unwinds.
         core::mem::ManuallyDrop::new(after).end_returned();
@@ -687,19 +689,20 @@ fn unwrap_call<R>(outcome: Outcome<R>) -> R {
     }
 }
 
-/// Relays and serves once the body is done (`returned`), or
-/// unwinding.
+/// Relays and serves once the body is done ([`end_returned`]), or as it
+/// unwinds, or once a result written in place is there (its drop).
+///
+/// [`end_returned`]: InlineCallEnd::end_returned
 struct InlineCallEnd<'a, T, S: AbstractState> {
     m: &'a Monitor<T, S>,
-    returned: bool,
     /// The result is written straight into our caller's place.
     in_place: bool,
 }
 impl<T, S: AbstractState> Drop for InlineCallEnd<'_, T, S> {
-    /// In the call's frame: the common end (nothing waits, the body
-    /// returned) is `serve_loop`'s look and release; the rest is out of
-    /// line.
-    #[inline]
+    /// The end for a body that unwinds, or whose result is in our
+    /// caller's place (a body that returned a result to copy ends with
+    /// `end_returned` instead).
+    #[inline(never)]
     fn drop(&mut self) {
         let m = self.m;
         // Most monitors have no waiting task most of the time: then
@@ -708,37 +711,6 @@ impl<T, S: AbstractState> Drop for InlineCallEnd<'_, T, S> {
         if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
             relay_held(m);
         }
-        if self.returned {
-            // Our caller's `finish` resumes a deferred panic, the
-            // result dropped first.
-            m.serve_loop();
-        } else {
-            self.end_unreturned();
-        }
-    }
-}
-
-impl<T, S: AbstractState> InlineCallEnd<'_, T, S> {
-    /// The drop once the body returned (`returned`), for a caller that
-    /// does not drop `self` then.
-    #[inline(always)]
-    fn end_returned(&mut self) {
-        self.returned = true;
-        let m = self.m;
-        // SAFETY: we hold the monitor; a shared look.
-        if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
-            relay_held(m);
-        }
-        // Our caller's `finish` resumes a deferred panic, the result
-        // dropped first.
-        m.serve_loop();
-    }
-
-    /// [`Drop`]'s end for a body that unwinds, or whose result is in
-    /// our caller's place.
-    #[inline(never)]
-    fn end_unreturned(&self) {
-        let m = self.m;
         if self.in_place && !std::thread::panicking() {
             // The result is already in our caller's place, out of
             // reach: a deferred panic waits for the next operation.
@@ -749,6 +721,22 @@ impl<T, S: AbstractState> InlineCallEnd<'_, T, S> {
             // dropped (see `unwind::resume_deferred`).
             m.serve();
         }
+    }
+}
+
+impl<T, S: AbstractState> InlineCallEnd<'_, T, S> {
+    /// The end once the body returned a result to copy, for a caller that
+    /// does not drop `self` then.
+    #[inline(always)]
+    fn end_returned(&self) {
+        let m = self.m;
+        // SAFETY: we hold the monitor; a shared look.
+        if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
+            relay_held(m);
+        }
+        // Our caller's `finish` resumes a deferred panic, the result
+        // dropped first.
+        m.serve_loop();
     }
 }
 
