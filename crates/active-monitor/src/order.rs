@@ -431,35 +431,65 @@ fn with_record<X>(f: impl FnOnce(&mut Record) -> X) -> Option<X> {
 /// thread runs. The record lives on this frame and ends with the body.
 #[inline]
 pub(crate) fn as_task<X>(f: impl FnOnce() -> X) -> X {
-    /// Puts the previous submitter back, even if `f` unwinds, then drops
-    /// the body's record, unless it holds nothing (most bodies submit
-    /// nothing: no drop glue runs for them).
-    struct Back {
-        previous: *mut Record,
-        record: *mut ManuallyDrop<Record>,
+    let mut record = ManuallyDrop::new(Record::new());
+    let _back = Back::enter(&mut record);
+    // `f()` is the tail, so that its result goes straight to our caller's
+    // place; `_back` then puts the pointer back before the record goes.
+    f()
+}
+
+/// [`as_task`] for a small result, which may be moved once: the
+/// submitter is put back in this frame when `f` returns, not by a call of
+/// `Back`'s drop glue (which the unwind of `f` still uses).
+#[inline]
+pub(crate) fn as_task_moving<X>(f: impl FnOnce() -> X) -> X {
+    let mut record = ManuallyDrop::new(Record::new());
+    let back = Back::enter(&mut record);
+    let x = f();
+    // Not dropped again if this unwinds, as after a `drop` that unwinds.
+    ManuallyDrop::new(back).restore();
+    x
+}
+
+/// Puts the previous submitter back, even if the body unwinds, then
+/// drops the body's record, unless it holds nothing (most bodies submit
+/// nothing: no drop glue runs for them).
+struct Back {
+    previous: *mut Record,
+    record: *mut ManuallyDrop<Record>,
+}
+
+impl Back {
+    /// Makes `record` (on the caller's frame, which outlives the `Back`)
+    /// the current submitter's.
+    #[inline(always)]
+    fn enter(record: &mut ManuallyDrop<Record>) -> Self {
+        let record: *mut ManuallyDrop<Record> = record;
+        let previous = CURRENT
+            .try_with(|c| c.replace(record.cast()))
+            .unwrap_or(core::ptr::null_mut());
+        Self { previous, record }
     }
-    impl Drop for Back {
-        #[inline]
-        fn drop(&mut self) {
-            let _ = CURRENT.try_with(|c| c.set(self.previous));
-            // SAFETY: `record` is on `as_task`'s frame, which outlives us,
-            // and is dropped only here, once; the pointer to it is gone.
-            unsafe {
-                if !(*self.record).is_bare() {
-                    ManuallyDrop::drop(&mut *self.record);
-                }
+
+    #[inline(always)]
+    fn restore(&mut self) {
+        let _ = CURRENT.try_with(|c| c.set(self.previous));
+        // SAFETY: `record` is on the frame of `as_task` (or its kin), which
+        // outlives us, and is dropped only here, once (`restore` runs once:
+        // from `drop`, or instead of it); the pointer to it is gone.
+        unsafe {
+            if !(*self.record).is_bare() {
+                ManuallyDrop::drop(&mut *self.record);
             }
         }
     }
-    let mut record = ManuallyDrop::new(Record::new());
-    let record: *mut ManuallyDrop<Record> = &mut record;
-    let previous = CURRENT
-        .try_with(|c| c.replace(record.cast()))
-        .unwrap_or(core::ptr::null_mut());
-    // `f()` is the tail, so that its result goes straight to our caller's
-    // place; `_back` then puts the pointer back before the record goes.
-    let _back = Back { previous, record };
-    f()
+}
+
+impl Drop for Back {
+    #[inline]
+    fn drop(&mut self) {
+        self.restore();
+    }
 }
 
 /// Before a synchronous submission of a task with a precondition to

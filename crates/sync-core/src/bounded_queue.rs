@@ -122,9 +122,13 @@ impl<V> BoundedQueue<V> {
         self.slots.len()
     }
 
+    #[inline]
     fn slot(&self, pos: usize) -> &Slot<V> {
-        // The length is a power of two (`new`).
-        &self.slots[pos & (self.slots.len() - 1)]
+        let i = pos & (self.slots.len() - 1);
+        // SAFETY: the length is a power of two, at least 1 (`new`), so
+        // `i`, masked by `len - 1`, is below it (no bounds check on every
+        // push, pop and look).
+        unsafe { self.slots.get_unchecked(i) }
     }
 
     /// Appends `value`, or hands it back if the queue is full.

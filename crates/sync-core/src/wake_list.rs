@@ -95,6 +95,28 @@ impl WakeList {
         }
     }
 
+    /// Takes the kept wake-up if it is the only one (the list is then
+    /// empty); `None` if none or more are kept (nothing is taken). For a
+    /// primitive that usually keeps one: it wakes that one without moving
+    /// the whole list.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sync_core::wake_list::WakeList;
+    ///
+    /// let mut list = WakeList::new();
+    /// assert!(list.take_single().is_none());
+    /// ```
+    #[inline]
+    pub fn take_single(&mut self) -> Option<Wakeup> {
+        // Slots fill in order, and `more` is used only once they are full.
+        if self.inline[1].is_some() {
+            return None;
+        }
+        self.inline[0].take()
+    }
+
     /// How many wake-ups are kept.
     pub fn len(&self) -> usize {
         self.inline.iter().filter(|slot| slot.is_some()).count() + self.more.len()

@@ -159,22 +159,24 @@ impl<T, S: AbstractState> Monitor<T, S> {
         F: FnOnce(&mut T) -> R,
     {
         let in_place = const { size_of::<R>() > CALL_RESULT_COPY_MAX };
-        let after = InlineCallEnd {
-            m: self,
-            returned: false,
-            in_place,
-        };
-        let body = || {
-            self.exec.with_mut(|e| {
-                // SAFETY: we hold the monitor; the relay in `after`'s drop
-                // comes after this borrow ends.
-                order::as_task(|| f(unsafe { &mut (*e).data }))
-            })
-        };
+        let after = InlineCallEnd { m: self, in_place };
         // Apart, so that the in-place frame has no room for a copy.
         if in_place {
+            let body = || {
+                self.exec.with_mut(|e| {
+                    // SAFETY: we hold the monitor; the relay in `after`'s
+                    // drop comes after this borrow ends.
+                    order::as_task(|| f(unsafe { &mut (*e).data }))
+                })
+            };
             Self::call_inline_in_place(after, body)
         } else {
+            let body = || {
+                self.exec.with_mut(|e| {
+                    // SAFETY: as above.
+                    order::as_task_moving(|| f(unsafe { &mut (*e).data }))
+                })
+            };
             Self::call_inline_copied(after, body)
         }
     }
@@ -188,10 +190,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
 
     /// `call_inline` for a small result: held here until the monitor is
     /// served, then handed to `unwind::finish`.
-    fn call_inline_copied<R>(mut after: InlineCallEnd<'_, T, S>, body: impl FnOnce() -> R) -> R {
+    fn call_inline_copied<R>(after: InlineCallEnd<'_, T, S>, body: impl FnOnce() -> R) -> R {
         let r = unwind::running(after.m.id(), body);
-        after.returned = true;
-        drop(after);
+        // `after`'s end once the body returned, in this frame: its drop glue
+        // is a call of its own (the unwind above uses it too). Not dropped
+        // again if this unwinds, as after a `drop` that unwinds.
+        core::mem::ManuallyDrop::new(after).end_returned();
         unwind::finish(r)
     }
 
@@ -685,35 +689,29 @@ fn unwrap_call<R>(outcome: Outcome<R>) -> R {
     }
 }
 
-/// Relays and serves once the body is done (`returned`), or
-/// unwinding.
+/// Relays and serves once the body is done ([`end_returned`]), or as it
+/// unwinds, or once a result written in place is there (its drop).
+///
+/// [`end_returned`]: InlineCallEnd::end_returned
 struct InlineCallEnd<'a, T, S: AbstractState> {
     m: &'a Monitor<T, S>,
-    returned: bool,
     /// The result is written straight into our caller's place.
     in_place: bool,
 }
 impl<T, S: AbstractState> Drop for InlineCallEnd<'_, T, S> {
+    /// The end for a body that unwinds, or whose result is in our
+    /// caller's place (a body that returned a result to copy ends with
+    /// `end_returned` instead).
+    #[inline(never)]
     fn drop(&mut self) {
         let m = self.m;
         // Most monitors have no waiting task most of the time: then
         // nothing to relay, and no user code runs here.
         // SAFETY: we hold the monitor; a shared look.
         if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
-            let guard = Unlock(m);
-            unwind::running(m.id(), || {
-                m.exec.with_mut(|e| {
-                    // SAFETY: we hold the monitor.
-                    unsafe { (*e).relay() }
-                })
-            });
-            core::mem::forget(guard);
+            relay_held(m);
         }
-        if self.returned {
-            // Our caller's `finish` resumes a deferred panic, the
-            // result dropped first.
-            m.serve_loop();
-        } else if self.in_place && !std::thread::panicking() {
+        if self.in_place && !std::thread::panicking() {
             // The result is already in our caller's place, out of
             // reach: a deferred panic waits for the next operation.
             m.serve_loop();
@@ -724,4 +722,35 @@ impl<T, S: AbstractState> Drop for InlineCallEnd<'_, T, S> {
             m.serve();
         }
     }
+}
+
+impl<T, S: AbstractState> InlineCallEnd<'_, T, S> {
+    /// The end once the body returned a result to copy, for a caller that
+    /// does not drop `self` then.
+    #[inline(always)]
+    fn end_returned(&self) {
+        let m = self.m;
+        // SAFETY: we hold the monitor; a shared look.
+        if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
+            relay_held(m);
+        }
+        // Our caller's `finish` resumes a deferred panic, the result
+        // dropped first.
+        m.serve_loop();
+    }
+}
+
+/// The relay after an inline call's body, while `m` is held (some task
+/// waits): out of line, since most calls have none.
+#[cold]
+#[inline(never)]
+fn relay_held<T, S: AbstractState>(m: &Monitor<T, S>) {
+    let guard = Unlock(m);
+    unwind::running(m.id(), || {
+        m.exec.with_mut(|e| {
+            // SAFETY: we hold the monitor.
+            unsafe { (*e).relay() }
+        })
+    });
+    core::mem::forget(guard);
 }

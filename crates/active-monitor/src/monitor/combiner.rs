@@ -213,7 +213,25 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// it gives way (`give_way`). Taking the monitor back after a release
     /// (work remained and nobody took it) does not restart the count, so
     /// the stint is bounded whatever other threads submit meanwhile.
+    ///
+    /// The common end of an uncontended operation (no server, nothing
+    /// queued) is a release, in the caller's frame: what the stint's first
+    /// round does then (its `pop` finds nothing: the consumer's look at the
+    /// front, as `front_ready`'s), without the stint's call and set-up
+    /// (about a tenth of an uncontended `call`'s instructions). If the
+    /// release took the monitor back, the stint starts as it would have
+    /// gone on: a full budget, nothing served.
+    #[inline]
     pub(super) fn serve_loop(&self) {
+        if self.server.is_none() && !self.queue.front_ready() && self.release() {
+            return;
+        }
+        self.serve_stint();
+    }
+
+    /// [`serve_loop`](Self::serve_loop) past its first look.
+    #[inline(never)]
+    fn serve_stint(&self) {
         let mut budget = self.batch;
         // Tasks run in this stint (see `give_way`).
         let mut served = 0;

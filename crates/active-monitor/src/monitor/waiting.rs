@@ -46,7 +46,9 @@ impl<T, S: AbstractState> Exec<T, S> {
             // that spins sees it at once; a sleeping one is unparked once
             // we have let go of the monitor (`unwind::wake_later`), not on
             // every other caller's time.
-            unwind::wake_later(Waiter::notify_deferred(&waiter, DONE));
+            // The wakeup keeps `waiter`, our reference (taken while the
+            // job was still there): no clone of it, no drop.
+            unwind::wake_later(Waiter::notify_deferred_owned(waiter, DONE));
         }
     }
 

@@ -410,6 +410,17 @@ pub(crate) fn wake_deferred() {
 }
 
 fn unpark_deferred() {
+    // One kept (a blocked caller whose task a serve ran: the common case):
+    // taken out alone, without moving the list out and back.
+    let Ok(single) = WAKES.try_with(|l| l.borrow_mut().take_single()) else {
+        return;
+    };
+    if let Some(w) = single {
+        let mut panics = Panics::new();
+        panics.catch(|| w.wake());
+        panics.resume();
+        return;
+    }
     // Taken out first: no borrow while the wake-ups run.
     let Ok(mut list) = WAKES.try_with(|l| core::mem::take(&mut *l.borrow_mut())) else {
         return;
