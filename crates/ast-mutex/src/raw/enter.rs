@@ -110,25 +110,13 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             let owed = !matches!(enqueued, Enqueued::TimedOut) && self.waiters.owed_after_release();
             match enqueued {
                 Enqueued::Queued(ahead) => {
-                    if let Some(w) = ahead {
-                        // A thread's unpark: no user code runs.
-                        w.wake();
-                    }
-                    if owed {
-                        let mut panics = Panics::new();
-                        let handed = self.serve_owed_unqueued(
-                            mask,
-                            &mut place,
-                            Some(&waiter),
-                            &mut panics,
-                            true,
-                        );
-                        // A thread's waiter has no waker to drop.
-                        drop(panics);
-                        match handed {
-                            Some(s) => return Some(s),
-                            None => continue,
-                        }
+                    let (left, panics) = self.queued(ahead, owed, mask, &mut place, &waiter, true);
+                    // A thread's waiter has no waker to drop.
+                    drop(panics);
+                    match left {
+                        Some(Some(s)) => return Some(s),
+                        Some(None) => continue,
+                        None => {}
                     }
                 }
                 Enqueued::Enterable => {
@@ -184,6 +172,33 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             }
             woken = true;
         }
+    }
+
+    /// After an enqueue that queued `waiter` (`Enqueued::Queued(ahead)`), by
+    /// a thread (`park`) or a task: wakes the thread woken ahead of it (an
+    /// unpark: no user code runs) and, if the enqueue's release of the
+    /// table lock found a serve `owed`, leaves the table and makes it
+    /// (`serve_owed_unqueued`). Returns `None` if the waiter stays queued
+    /// (to wait for its notify), or `Some(handed)` once it has left: the
+    /// state of a lock handed to it meanwhile (its own now), or `None` to
+    /// start over; with the panic of the withdrawn waiter's waker, for the
+    /// caller to resume or drop.
+    fn queued(
+        &self,
+        ahead: Option<Wakeup>,
+        owed: bool,
+        mask: u64,
+        place: &mut Place,
+        waiter: &Waiter,
+        park: bool,
+    ) -> (Option<Option<u32>>, Panics) {
+        if let Some(w) = ahead {
+            w.wake();
+        }
+        let mut panics = Panics::new();
+        let left =
+            owed.then(|| self.serve_owed_unqueued(mask, place, Some(waiter), &mut panics, park));
+        (left, panics)
     }
 
     /// After an enqueue whose release of the table lock found a serve owed
@@ -586,25 +601,14 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             let owed = self.waiters.owed_after_release();
             match enqueued {
                 Enqueued::Queued(ahead) => {
-                    if let Some(w) = ahead {
-                        // A thread's unpark: no user code runs.
-                        w.wake();
-                    }
-                    if owed {
-                        let mut panics = Panics::new();
-                        let handed = self.serve_owed_unqueued(
-                            wait.mask,
-                            &mut wait.place,
-                            Some(&waiter),
-                            &mut panics,
-                            false,
-                        );
-                        // Our own waker's drop, once the mutex is consistent.
-                        panics.resume();
-                        match handed {
-                            Some(s) => return Poll::Ready(s),
-                            None => continue,
-                        }
+                    let (left, panics) =
+                        self.queued(ahead, owed, wait.mask, &mut wait.place, &waiter, false);
+                    // Our own waker's drop, once the mutex is consistent.
+                    panics.resume();
+                    match left {
+                        Some(Some(s)) => return Poll::Ready(s),
+                        Some(None) => continue,
+                        None => {}
                     }
                     // A notify from now on wakes the waker registered above.
                     wait.waiter = Some(waiter);
