@@ -705,12 +705,7 @@ impl<T, S: AbstractState> Drop for InlineCallEnd<'_, T, S> {
     #[inline(never)]
     fn drop(&mut self) {
         let m = self.m;
-        // Most monitors have no waiting task most of the time: then
-        // nothing to relay, and no user code runs here.
-        // SAFETY: we hold the monitor; a shared look.
-        if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
-            relay_held(m);
-        }
+        relay_if_waiting(m);
         if self.in_place && !std::thread::panicking() {
             // The result is already in our caller's place, out of
             // reach: a deferred panic waits for the next operation.
@@ -730,18 +725,26 @@ impl<T, S: AbstractState> InlineCallEnd<'_, T, S> {
     #[inline(always)]
     fn end_returned(&self) {
         let m = self.m;
-        // SAFETY: we hold the monitor; a shared look.
-        if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
-            relay_held(m);
-        }
+        relay_if_waiting(m);
         // Our caller's `finish` resumes a deferred panic, the result
         // dropped first.
         m.serve_loop();
     }
 }
 
-/// The relay after an inline call's body, while `m` is held (some task
-/// waits): out of line, since most calls have none.
+/// The relay after an inline call's body, while `m` is held. Most
+/// monitors have no waiting task most of the time: then nothing to relay,
+/// and no user code runs here.
+#[inline(always)]
+fn relay_if_waiting<T, S: AbstractState>(m: &Monitor<T, S>) {
+    // SAFETY: we hold the monitor; a shared look.
+    if m.exec.with(|e| unsafe { (*e).has_waiting() }) {
+        relay_held(m);
+    }
+}
+
+/// [`relay_if_waiting`]'s relay (some task waits): out of line, since most
+/// calls have none.
 #[cold]
 #[inline(never)]
 fn relay_held<T, S: AbstractState>(m: &Monitor<T, S>) {

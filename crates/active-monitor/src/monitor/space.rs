@@ -260,9 +260,6 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // Only what it freed leaves the count: what it did not see
         // withdrawn (a withdrawal it has no order with, or after its look)
         // and what it left (behind a push half-way through) still counts.
-        // The count was zeroed before the sweep instead, and such a node
-        // stayed in `space`, counted by nobody, until enough other
-        // producers withdrew.
         self.space_freed(swept.freed);
         self.space_kept.store(swept.kept, Relaxed);
         swept.kept > 0
