@@ -47,7 +47,7 @@ fn submitted_tasks_are_never_stranded() {
         let cs: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
         assert!(cs.iter().all(|c| c.is_done()), "a task was stranded");
         // The data shows both, exactly once.
-        let m = Arc::try_unwrap(m).ok().expect("joined");
+        let m = Arc::try_unwrap(m).unwrap_or_else(|_| panic!("joined"));
         let mut m = m;
         assert_eq!(*m.get_mut(), 2);
     });
@@ -214,9 +214,9 @@ fn drop_with_pending_tasks_runs_or_discards_them() {
             .collect();
         drop(m);
         let cs: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+        // Each submitted task ran: its completion resolves with its value.
         for c in cs {
-            let n = c.wait();
-            assert!(n == ());
+            c.wait();
         }
         assert!(
             never.is_done(),

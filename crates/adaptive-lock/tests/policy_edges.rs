@@ -1,6 +1,7 @@
 //! A hostile policy and configurations at the edges of the lock's word
 //! (found by review): a panicking policy, a huge sampling rate, spin counts
 //! growing past what the word holds, and the `const` constructor.
+#![cfg(not(loom))]
 
 use std::sync::Arc;
 use std::thread;

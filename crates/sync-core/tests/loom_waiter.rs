@@ -64,8 +64,8 @@ fn queue_refills_after_empty_and_drop_frees_the_rest() {
             let q = Arc::clone(&q);
             thread::spawn(move || q.push(Waiter::for_thread(2)))
         };
-        // SAFETY: this thread is the only consumer.
         let first = loop {
+            // SAFETY: this thread is the only consumer.
             if let Some(w) = unsafe { q.pop() } {
                 break w;
             }

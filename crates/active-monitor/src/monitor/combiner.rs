@@ -392,6 +392,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
         // word while it is LOCKED, so a store suffices.
         let offer = HANDOVER | (self.offers.fetch_add(1, Relaxed) << 2);
         self.lock.store(offer, Release);
+        // No spins under loom (`HANDOVER_SPINS` is 0 there).
+        #[cfg_attr(loom, allow(clippy::reversed_empty_ranges))]
         for _ in 0..HANDOVER_SPINS {
             hint::spin_loop();
             if self.lock.load(Relaxed) != offer {

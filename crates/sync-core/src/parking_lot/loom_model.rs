@@ -41,6 +41,7 @@ impl ParkResult {
 
 /// What an unpark call did, as seen by its callback and its caller.
 #[derive(Copy, Clone, Default, Debug, Eq, PartialEq)]
+#[non_exhaustive]
 pub struct UnparkResult {
     /// How many threads were woken.
     pub unparked_threads: usize,
@@ -50,7 +51,6 @@ pub struct UnparkResult {
     pub have_more_threads: bool,
     /// Whether the caller should hand off fairly (see `set_be_fair`).
     pub be_fair: bool,
-    _sealed: (),
 }
 
 /// The filter's verdict on one parked thread.

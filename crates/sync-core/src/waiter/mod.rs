@@ -445,7 +445,7 @@ impl Waiter {
         {
             let _ = (spin, deadline);
             thread::yield_now();
-            return self.cancel().err();
+            self.cancel().err()
         }
         #[cfg(not(loom))]
         {
