@@ -1,6 +1,6 @@
 //! `cargo xtask`: the workspace's commands.
 //!
-//! * `test`: fmt, clippy, every test (unit, integration, doc, proptest), every
+//! * `test`: fmt, clippy (also under `--cfg loom`), every test (unit, integration, doc, proptest), every
 //!   loom model and the docs; ends with one line `N passed, N failed`.
 //! * `loom [-p CRATE] [--preemptions N]`: the loom models (`tests/loom_*.rs`).
 //! * `soak [-p CRATE] [--minutes N]`: the `#[ignore]` soak tests, release.
@@ -126,6 +126,20 @@ fn test(cargo: &Cargo, preemptions: usize) -> Tally {
             "-D",
             "warnings",
         ]),
+    );
+    // The crates' `cfg(loom)` code (their loom shims and models) is only
+    // compiled by the loom step, which does not lint it: lint it here.
+    let mut loom_clippy = vec!["clippy".to_owned()];
+    for (pkg, _) in cargo.test_targets(None, "loom_") {
+        loom_clippy.extend(["-p".to_owned(), pkg]);
+    }
+    loom_clippy.extend(["--all-targets", "--", "-D", "warnings"].map(String::from));
+    t.check(
+        "clippy (loom)",
+        cargo
+            .cmd(&loom_clippy)
+            .env("RUSTFLAGS", cargo.rustflags("--cfg loom"))
+            .env("CARGO_TARGET_DIR", cargo.root().join("target/loom-clippy")),
     );
     t.tests(
         "test",
