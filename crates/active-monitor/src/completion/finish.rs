@@ -4,8 +4,7 @@ use core::task::{Context, Poll};
 
 use sync_core::sync::Arc as LoomArc;
 use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*, fence};
-use sync_core::sync::hint;
-use sync_core::wait::{Next, WaitPolicy, Watch};
+use sync_core::wait::{Backoff, Next, WaitPolicy, Watch};
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
 use crate::sweep::SweepCount;
@@ -208,6 +207,7 @@ impl Finish {
         {
             if self.is_finished() {
                 let mut withdrawn = 0;
+                let mut backoff = Backoff::new();
                 while !self.waiters.is_empty() {
                     // SAFETY: we hold the consumer role (one consumer at a
                     // time; Acquire/Release on `consumer` orders the turns).
@@ -215,9 +215,12 @@ impl Finish {
                         // A waker is user code: a panic in it is caught (see
                         // `unwind`), so the role is always given back.
                         Some(w) => withdrawn += usize::from(!notify_finished(&w)),
-                        // A producer is half-way through its push: a
-                        // finisher waits for the few instructions it needs.
-                        None => hint::spin_loop(),
+                        // A producer is half-way through its push: a few
+                        // instructions, unless it was preempted there (then
+                        // for as long as it waits for a CPU). The family's
+                        // wait: a short spin, then our core is given away
+                        // (a sleep once yields are slow), never spun on.
+                        None => backoff.snooze(),
                     }
                 }
                 self.count.left(withdrawn);

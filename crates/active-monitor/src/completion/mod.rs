@@ -650,6 +650,16 @@ impl<R> Future for __TestOrderWait<R> {
     }
 }
 
+/// Another waiter on the same task, not registered yet.
+impl<R> Clone for __TestOrderWait<R> {
+    fn clone(&self) -> Self {
+        Self {
+            task: Arc::clone(&self.task),
+            waiter: None,
+        }
+    }
+}
+
 impl<R> fmt::Debug for __TestOrderWait<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("__TestOrderWait")
