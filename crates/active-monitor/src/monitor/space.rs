@@ -7,6 +7,7 @@ use ast_mutex::AbstractState;
 use sync_core::sync::Arc as LoomArc;
 use sync_core::sync::atomic::{Ordering::*, fence};
 use sync_core::sync::hint;
+use sync_core::wait::Backoff;
 use sync_core::waiter::Waiter;
 
 use crate::saturation;
@@ -14,6 +15,15 @@ use crate::task::Task;
 use crate::unwind;
 
 use super::*;
+
+/// A holder that wakes producers waits for one half-way through its push
+/// into `space`: a few instructions, unless it was preempted there (then
+/// for as long as it waits for a CPU). The family's wait: a short spin,
+/// then our core is given away (a sleep once yields are slow), never spun
+/// on.
+fn wait_for_push(backoff: &mut Backoff) {
+    backoff.snooze();
+}
 
 /// What [`Monitor::hand_to_producer`] did with the monitor.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -277,6 +287,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         let mut tasks = Vec::new();
         let mut handed = false;
         let mut withdrawn = 0;
+        let mut backoff = Backoff::new();
         while !handed && !self.space.is_empty() {
             // SAFETY: we have the consumer role of `space`.
             match unsafe { self.space.pop() } {
@@ -285,8 +296,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     withdrawn += usize::from(!handed);
                 }
                 Some(w) => tasks.push(w),
-                // A producer is half-way through its push.
-                None => hint::spin_loop(),
+                // A producer is half-way through its push (see
+                // `wait_for_push`).
+                None => wait_for_push(&mut backoff),
             }
         }
         if handed {
@@ -368,6 +380,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             return;
         }
         let mut free = self.queue.capacity() - self.queue.len();
+        let mut backoff = Backoff::new();
         // Re-check the room every time: producers woken first refill the
         // queue and wait in `space` again while this loop still runs; waking
         // them once more would only park them again (at 8 threads on 2 CPUs
@@ -382,9 +395,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
                         self.space_count.left(1);
                     }
                 }
-                // A producer is half-way through its push: it links in a
-                // few instructions.
-                None => hint::spin_loop(),
+                // A producer is half-way through its push.
+                None => wait_for_push(&mut backoff),
             }
         }
     }
