@@ -77,9 +77,12 @@ mod order;
 mod saturation;
 mod server;
 mod submit;
+mod sweep;
 mod task;
 mod unwind;
 
+#[doc(hidden)]
+pub use completion::__TestOrderWait;
 pub use completion::Completion;
 pub use compose::{Op, Operands, and, or};
 pub use error::{Discarded, SameMonitor};

@@ -182,6 +182,43 @@ fn withdrawals_racing_a_sweep_of_space_are_swept_or_counted() {
     });
 }
 
+/// Two waiters on a queued task's end, as program order makes them (the
+/// task's `Finish`; through a test hook, since one submitter's record
+/// registers them one at a time): one withdraws (dropped) on another
+/// thread while the second registers, and the registration sweeps once a
+/// withdrawal is counted. Afterwards every withdrawn waiter still queued
+/// is counted for the next sweep. The sweep zeroed the count before it
+/// read the queue: a withdrawal it counted out but had no order with
+/// (it read the waiter as live) stayed queued with no count standing for
+/// it, until enough other waiters withdrew.
+#[test]
+fn a_withdrawal_racing_a_sweep_of_a_tasks_waiters_is_swept_or_counted() {
+    check_with_bound(2, || {
+        let m = Arc::new(relaxed(2, 1));
+        let go = Arc::new(AtomicBool::new(false));
+        let holder = hold(&m, &go);
+        let c = m.submit(|n| *n += 10); // queued behind the holder
+        let (waker, _) = flag_waker();
+        let mut first = c.__test_order_wait();
+        assert!(poll(&mut first, &waker).is_pending(), "the task is queued");
+        let other = thread::spawn(move || drop(first)); // withdraws
+        let mut second = c.__test_order_wait();
+        assert!(poll(&mut second, &waker).is_pending(), "the task is queued");
+        other.join().unwrap();
+        // Still queued: nobody has served the waiters.
+        let (left, counted) = c.__test_order_audit();
+        assert!(
+            left <= counted,
+            "{left} withdrawn waiters left on the task, {counted} counted"
+        );
+        drop(second);
+        go.store(true, SeqCst);
+        holder.join().unwrap();
+        c.wait();
+        assert_eq!(m.call(|n| *n), 11);
+    });
+}
+
 /// The end of a stint with an async producer waiting for space (capacity
 /// 1: a stint is over after one task). The holder runs `a`, a third
 /// thread queues `c` meanwhile, and the holder, its stint over, wakes the

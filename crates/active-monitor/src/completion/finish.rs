@@ -3,11 +3,11 @@
 use core::task::{Context, Poll};
 
 use sync_core::sync::Arc as LoomArc;
-use sync_core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::*, fence};
-use sync_core::sync::hint;
-use sync_core::wait::{Next, WaitPolicy, Watch};
+use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*, fence};
+use sync_core::wait::{Backoff, Next, WaitPolicy, Watch};
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
+use crate::sweep::SweepCount;
 use crate::unwind;
 
 /// [`Finish::state`]: the task has not started; it can still be cancelled.
@@ -49,13 +49,11 @@ pub(crate) struct Finish {
     waiters: WaiterQueue,
     /// The waiter queue's consumer role: true while somebody pops.
     consumer: AtomicBool,
-    /// Waiters withdrawn since the last sweep (a heuristic count: it only
-    /// decides when a newcomer sweeps). 32 bits, as `kept`: the slot sits
-    /// in every task's allocation, which small tasks keep within 120 bytes
-    /// (see `AsyncTask`).
-    withdrawn: AtomicU32,
-    /// Waiters the last sweep kept (saturating at `u32::MAX`).
-    kept: AtomicU32,
+    /// The withdrawn waiters still in `waiters`, and the live ones the
+    /// last sweep kept: when a newcomer sweeps. Two 32-bit words: the slot
+    /// sits in every task's allocation, which small tasks keep within 120
+    /// bytes (see `AsyncTask`).
+    count: SweepCount,
 }
 
 /// A thread's watch of a task it waits for, before it parks: `true` once
@@ -107,16 +105,19 @@ fn watch_policy() -> WaitPolicy {
 /// that holder has let go of it (woken under it, a `call` of that monitor
 /// found it held by its own thread and panicked). A panic of the waker is
 /// caught (see `unwind`), so the consumer role is always given back.
-fn notify_finished(w: &LoomArc<Waiter>) {
+/// `false` if `w` had withdrawn.
+fn notify_finished(w: &LoomArc<Waiter>) -> bool {
     if w.is_thread() {
-        w.notify(FINISHED);
-    } else if let Some(wakeup) = Waiter::notify_later(w, FINISHED) {
-        unwind::wakeup_task_after_holder(wakeup);
+        return w.notify(FINISHED);
+    }
+    match Waiter::notify_later(w, FINISHED) {
+        Some(wakeup) => {
+            unwind::wakeup_task_after_holder(wakeup);
+            true
+        }
+        None => false,
     }
 }
-
-/// The fewest withdrawn waiters that make a newcomer sweep.
-const SWEEP_MIN: u32 = 32;
 
 impl Finish {
     pub(super) fn new() -> Self {
@@ -124,8 +125,7 @@ impl Finish {
             state: AtomicUsize::new(PENDING),
             waiters: WaiterQueue::new(),
             consumer: AtomicBool::new(false),
-            withdrawn: AtomicU32::new(0),
-            kept: AtomicU32::new(0),
+            count: SweepCount::new(),
         }
     }
 
@@ -205,32 +205,32 @@ impl Finish {
             .compare_exchange(false, true, Acquire, Relaxed)
             .is_ok()
         {
-            let finished = self.is_finished();
-            // Withdrawals from now on are the next sweep's.
-            self.withdrawn.store(0, Relaxed);
-            let kept = if finished {
+            if self.is_finished() {
+                let mut withdrawn = 0;
+                let mut backoff = Backoff::new();
                 while !self.waiters.is_empty() {
                     // SAFETY: we hold the consumer role (one consumer at a
                     // time; Acquire/Release on `consumer` orders the turns).
                     match unsafe { self.waiters.pop() } {
                         // A waker is user code: a panic in it is caught (see
                         // `unwind`), so the role is always given back.
-                        Some(w) => notify_finished(&w),
-                        // A producer is half-way through its push: a
-                        // finisher waits for the few instructions it needs.
-                        None => hint::spin_loop(),
+                        Some(w) => withdrawn += usize::from(!notify_finished(&w)),
+                        // A producer is half-way through its push: a few
+                        // instructions, unless it was preempted there (then
+                        // for as long as it waits for a CPU). The family's
+                        // wait: a short spin, then our core is given away
+                        // (a sleep once yields are slow), never spun on.
+                        None => backoff.snooze(),
                     }
                 }
-                0
+                self.count.left(withdrawn);
             } else {
                 // A sweeper frees the withdrawn waiters and puts the live
                 // ones back (a node half-way through its push is left to
-                // the next sweep).
+                // the next sweep, and still counts).
                 // SAFETY: as above, we hold the consumer role.
-                unsafe { self.waiters.sweep() }.kept
-            };
-            self.kept
-                .store(u32::try_from(kept).unwrap_or(u32::MAX), Relaxed);
+                unsafe { self.count.sweep(&self.waiters) };
+            }
             // Release: pairs with the next holder's Acquire.
             self.consumer.store(false, Release);
             // SeqCst fence: pairs with the fence in `finished`. A finisher
@@ -250,13 +250,12 @@ impl Finish {
     fn push_waiter(&self, waiter: &LoomArc<Waiter>) -> bool {
         self.waiters.push(LoomArc::clone(waiter));
         // Frees the waiters that withdrew once they are as many as the live
-        // ones the last sweep kept (and at least SWEEP_MIN): the queue holds
-        // at most about twice the live waiters, and a sweep's cost is paid
-        // by as many withdrawals (a sweep at every newcomer made N live
-        // waiters cost O(N^2) to register). Skipping it is always safe: the
+        // ones the last sweep kept (see `SweepCount`): the queue holds at
+        // most about twice the live waiters, and a sweep's cost is paid by
+        // as many withdrawals (a sweep at every newcomer made N live waiters
+        // cost O(N^2) to register). Skipping it is always safe: the
         // finisher pops every node, and the fence below decides the race.
-        let withdrawn = self.withdrawn.load(Relaxed);
-        if withdrawn >= SWEEP_MIN.max(self.kept.load(Relaxed)) {
+        if self.count.due() {
             self.serve_waiters();
         }
         // SeqCst fence: pairs with the fence in `finished` (see there).
@@ -313,6 +312,27 @@ impl Finish {
         }
     }
 
+    /// Test hook (`Completion::__test_order_audit`): sweeps the waiters
+    /// of a quiescent task, and returns how many withdrawn ones it freed
+    /// and how many the count stood for (see `SweepCount::audit`).
+    ///
+    /// # Panics
+    ///
+    /// If somebody holds the consumer role (the task is not quiescent).
+    pub(crate) fn audit(&self) -> (usize, usize) {
+        // Acquire: as in `serve_waiters`.
+        let free = self
+            .consumer
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_ok();
+        assert!(free, "audit of a task's waiters while they are served");
+        // SAFETY: we hold the consumer role.
+        let audit = unsafe { self.count.audit(&self.waiters) };
+        // Release: pairs with the next holder's Acquire.
+        self.consumer.store(false, Release);
+        audit
+    }
+
     /// A waiting future goes away: its node is withdrawn (and freed by the
     /// next sweep or the finisher). A notify that came first carried
     /// nothing to pass on: every waiter is notified.
@@ -322,7 +342,7 @@ impl Finish {
             // goes on once the withdrawal is counted.
             let mut panics = sync_core::unwind::Panics::new();
             if w.cancel_catching(&mut panics).is_ok() {
-                self.withdrawn.fetch_add(1, Relaxed);
+                self.count.withdrew();
             }
             panics.resume();
         }

@@ -592,6 +592,88 @@ impl<R> Future for Completion<R> {
 // The outcome is never pinned: it is moved out whole.
 impl<R> Unpin for Completion<R> {}
 
+/// Test hooks, for the loom models: the waiters on a queued task's end
+/// that program order makes (`Finish`), which an integration test cannot
+/// reach through one submitter's record alone.
+impl<R> Completion<R> {
+    /// Test hook: a future that awaits the task's end as a submission
+    /// held back by program order does (a waiter on the task's `Finish`,
+    /// withdrawn when the future is dropped).
+    ///
+    /// # Panics
+    ///
+    /// If the task ran inline (it has no waiters).
+    #[doc(hidden)]
+    pub fn __test_order_wait(&self) -> __TestOrderWait<R> {
+        match &self.inner {
+            Inner::Shared { task, .. } => __TestOrderWait {
+                task: Arc::clone(task),
+                waiter: None,
+            },
+            Inner::Ready(_) | Inner::Boxed(_) => panic!("a task that ran inline has no waiters"),
+        }
+    }
+
+    /// Test hook: sweeps the waiters on the task's end and returns how
+    /// many withdrawn ones it freed and how many withdrawals were counted
+    /// for a sweep then. For a quiescent, queued task: a withdrawn waiter
+    /// that no count stands for stays until enough others withdraw.
+    ///
+    /// # Panics
+    ///
+    /// If the task ran inline, or its waiters are being served.
+    #[doc(hidden)]
+    pub fn __test_order_audit(&self) -> (usize, usize) {
+        match &self.inner {
+            Inner::Shared { task, .. } => task.slot().finish().audit(),
+            Inner::Ready(_) | Inner::Boxed(_) => panic!("a task that ran inline has no waiters"),
+        }
+    }
+}
+
+/// [`Completion::__test_order_wait`]'s future.
+#[doc(hidden)]
+pub struct __TestOrderWait<R> {
+    task: Arc<dyn HasSlot<R>>,
+    waiter: Option<sync_core::sync::Arc<sync_core::waiter::Waiter>>,
+}
+
+impl<R> Future for __TestOrderWait<R> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        this.task
+            .slot()
+            .finish()
+            .poll_finished(&mut this.waiter, cx)
+    }
+}
+
+/// Another waiter on the same task, not registered yet.
+impl<R> Clone for __TestOrderWait<R> {
+    fn clone(&self) -> Self {
+        Self {
+            task: Arc::clone(&self.task),
+            waiter: None,
+        }
+    }
+}
+
+impl<R> fmt::Debug for __TestOrderWait<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("__TestOrderWait")
+            .field("registered", &self.waiter.is_some())
+            .finish()
+    }
+}
+
+impl<R> Drop for __TestOrderWait<R> {
+    fn drop(&mut self) {
+        self.task.slot().finish().withdraw(&mut self.waiter);
+    }
+}
+
 impl<R> fmt::Debug for Completion<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Completion")

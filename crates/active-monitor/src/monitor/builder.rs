@@ -221,8 +221,7 @@ impl Builder {
             queue: TaskQueue::new(self.capacity),
             space: WaiterQueue::new(),
             space_popper: AtomicBool::new(false),
-            space_withdrawn: AtomicUsize::new(0),
-            space_kept: AtomicUsize::new(0),
+            space_count: SweepCount::new(),
             exec: UnsafeCell::new(Exec {
                 data,
                 state: initial,

@@ -14,6 +14,7 @@ use sync_core::waiter::WaiterQueue;
 
 use crate::order::Order;
 use crate::server::ServerSlot;
+use crate::sweep::SweepCount;
 use crate::task::Task;
 use crate::unwind;
 use sync_core::bounded_queue::BoundedQueue as TaskQueue;
@@ -31,8 +32,6 @@ mod waiting;
 pub use builder::{Builder, DEFAULT_BATCH, DEFAULT_CAPACITY};
 use combiner::{CALL_BACKOFF_MAX, CALL_LOCK_SPINS, Unlock};
 use space::Handover;
-#[cfg(not(loom))]
-use waiting::SWEEP_MIN;
 use waiting::{Exec, Waiting};
 
 /// [`Monitor::lock`]: someone holds the monitor (a combiner serving, a
@@ -270,13 +269,9 @@ pub struct Monitor<T, S: AbstractState = NoState> {
     space_popper: AtomicBool,
     /// Producers that withdrew from `space` (async submissions dropped
     /// while waiting, threads that found room after all) whose nodes are
-    /// still there: each withdrawal adds one, each withdrawn node that
-    /// leaves (a sweep frees it, or a holder pops it and finds it
-    /// withdrawn) takes one off, whatever their order (it wraps below
-    /// zero meanwhile). It decides when to sweep (`sweep_space`).
-    space_withdrawn: AtomicUsize,
-    /// The live producers the last sweep of `space` kept.
-    space_kept: AtomicUsize,
+    /// still there, and the live ones the last sweep kept: when to sweep
+    /// (`sweep_space`).
+    space_count: SweepCount,
     /// The data, the abstract state and the waiting tasks: the holder's.
     exec: UnsafeCell<Exec<T, S>>,
     batch: usize,

@@ -7,6 +7,7 @@ use ast_mutex::AbstractState;
 use sync_core::sync::Arc as LoomArc;
 use sync_core::sync::atomic::{Ordering::*, fence};
 use sync_core::sync::hint;
+use sync_core::wait::Backoff;
 use sync_core::waiter::Waiter;
 
 use crate::saturation;
@@ -15,13 +16,14 @@ use crate::unwind;
 
 use super::*;
 
-/// The fewest withdrawn producers that trigger a sweep of `space`
-/// (`Monitor::sweep_space`). Under loom, one: every withdrawal sweeps, so
-/// that the models see sweeps race the holder's wake-ups.
-#[cfg(not(loom))]
-pub(super) const SPACE_SWEEP_MIN: usize = SWEEP_MIN;
-#[cfg(loom)]
-pub(super) const SPACE_SWEEP_MIN: usize = 1;
+/// A holder that wakes producers waits for one half-way through its push
+/// into `space`: a few instructions, unless it was preempted there (then
+/// for as long as it waits for a CPU). The family's wait: a short spin,
+/// then our core is given away (a sleep once yields are slow), never spun
+/// on.
+fn wait_for_push(backoff: &mut Backoff) {
+    backoff.snooze();
+}
 
 /// What [`Monitor::hand_to_producer`] did with the monitor.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -143,27 +145,8 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// busy in one long task would leave every node of the producers that
     /// gave up meanwhile in `space`.
     pub(crate) fn space_withdrawn(&self) {
-        self.space_withdrawn.fetch_add(1, Relaxed);
+        self.space_count.withdrew();
         self.sweep_space();
-    }
-
-    /// `n` withdrawn producers' nodes left `space` (freed by a sweep, or
-    /// popped by a holder whose notify found them withdrawn): they no
-    /// longer count for a sweep.
-    fn space_freed(&self, n: usize) {
-        if n > 0 {
-            self.space_withdrawn.fetch_sub(n, Relaxed);
-        }
-    }
-
-    /// How many withdrawn producers' nodes `space` holds (see
-    /// `Monitor::space_withdrawn`'s field): the withdrawals counted less
-    /// the withdrawn nodes that left. It wraps below zero for a moment
-    /// where a node leaves before its producer counts its withdrawal.
-    fn space_withdrawn_now(&self) -> usize {
-        let n = self.space_withdrawn.load(Relaxed);
-        // Below zero (wrapped): none.
-        if n > usize::MAX / 2 { 0 } else { n }
     }
 
     /// Takes the consumer role of `space` if nobody has it.
@@ -197,15 +180,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
     }
 
     /// Frees the nodes of producers that withdrew from `space`, once they
-    /// are at least as many as the live ones the last sweep kept (and at
-    /// least [`SPACE_SWEEP_MIN`]): `space` then holds about twice the producers
+    /// are at least as many as the live ones the last sweep kept (see
+    /// [`SweepCount`]): `space` then holds about twice the producers
     /// waiting, whatever the number of waits cancelled, and a sweep's cost
     /// is paid by as many withdrawals. Anyone may call it: it sweeps only
     /// if the consumer role of `space` is free (else the next withdrawal,
     /// or the holder's next wake-up, sweeps).
     pub(super) fn sweep_space(&self) {
-        let withdrawn = self.space_withdrawn_now();
-        if withdrawn < SPACE_SWEEP_MIN.max(self.space_kept.load(Relaxed)) || !self.try_pop_space() {
+        if !self.space_count.due() || !self.try_pop_space() {
             return;
         }
         let kept = self.sweep_space_popping();
@@ -248,21 +230,14 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// [`sweep_space`](Self::sweep_space) for a caller that has the
     /// consumer role; `true` if it swept and put live producers back.
     pub(super) fn sweep_space_popping(&self) -> bool {
-        let withdrawn = self.space_withdrawn_now();
-        if withdrawn < SPACE_SWEEP_MIN.max(self.space_kept.load(Relaxed)) {
+        if !self.space_count.due() {
             return false;
         }
         // The live producers go back in the order they waited (behind any
         // that came meanwhile). One that stays is woken as before (nothing
         // is lost: the nodes stay the same waiters).
         // SAFETY: we have the consumer role of `space`.
-        let swept = unsafe { self.space.sweep() };
-        // Only what it freed leaves the count: what it did not see
-        // withdrawn (a withdrawal it has no order with, or after its look)
-        // and what it left (behind a push half-way through) still counts.
-        self.space_freed(swept.freed);
-        self.space_kept.store(swept.kept, Relaxed);
-        swept.kept > 0
+        unsafe { self.space_count.sweep(&self.space) }.kept > 0
     }
 
     /// A producer woken for space (its waiter was notified) gives up
@@ -312,6 +287,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         let mut tasks = Vec::new();
         let mut handed = false;
         let mut withdrawn = 0;
+        let mut backoff = Backoff::new();
         while !handed && !self.space.is_empty() {
             // SAFETY: we have the consumer role of `space`.
             match unsafe { self.space.pop() } {
@@ -320,8 +296,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     withdrawn += usize::from(!handed);
                 }
                 Some(w) => tasks.push(w),
-                // A producer is half-way through its push.
-                None => hint::spin_loop(),
+                // A producer is half-way through its push (see
+                // `wait_for_push`).
+                None => wait_for_push(&mut backoff),
             }
         }
         if handed {
@@ -330,12 +307,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
             for w in &tasks {
                 withdrawn += usize::from(!Self::notify_space(w));
             }
-            self.space_freed(withdrawn);
+            self.space_count.left(withdrawn);
             self.end_pop_space();
             return Handover::Thread;
         }
         if tasks.is_empty() {
-            self.space_freed(withdrawn);
+            self.space_count.left(withdrawn);
             self.end_pop_space();
             return Handover::Nobody;
         }
@@ -350,7 +327,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             woken |= notified;
             withdrawn += usize::from(!notified);
         }
-        self.space_freed(withdrawn);
+        self.space_count.left(withdrawn);
         self.end_pop_space();
         if woken {
             return Handover::Tasks;
@@ -403,6 +380,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
             return;
         }
         let mut free = self.queue.capacity() - self.queue.len();
+        let mut backoff = Backoff::new();
         // Re-check the room every time: producers woken first refill the
         // queue and wait in `space` again while this loop still runs; waking
         // them once more would only park them again (at 8 threads on 2 CPUs
@@ -414,12 +392,11 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     if Self::notify_space(&w) {
                         free -= 1;
                     } else {
-                        self.space_freed(1);
+                        self.space_count.left(1);
                     }
                 }
-                // A producer is half-way through its push: it links in a
-                // few instructions.
-                None => hint::spin_loop(),
+                // A producer is half-way through its push.
+                None => wait_for_push(&mut backoff),
             }
         }
     }
@@ -455,12 +432,10 @@ impl<T, S: AbstractState> Monitor<T, S> {
     #[doc(hidden)]
     pub fn __test_space_audit(&self) -> (usize, usize) {
         self.pop_space();
-        let counted = self.space_withdrawn_now();
         // SAFETY: we have the consumer role of `space`.
-        let swept = unsafe { self.space.sweep() };
-        self.space_freed(swept.freed);
+        let audit = unsafe { self.space_count.audit(&self.space) };
         self.end_pop_space();
-        (swept.freed, counted)
+        audit
     }
 
     /// Whether the queue has drained enough to wake producers waiting for

@@ -1,0 +1,285 @@
+//! A waiter preempted half-way through its registration (between its swap
+//! on a waiter queue's tail and its link) must not make the thread that
+//! wakes the waiters burn its CPU waiting for it: once yields are slow
+//! (the CPUs oversubscribed), that thread gives its core away (the family's
+//! wait) instead of spinning on it. Two such queues: the waiters on a
+//! task's end (program order), which its finisher notifies, and the
+//! producers waiting for room in a full task queue, which the monitor's
+//! holder wakes when it lets go.
+//!
+//! A real waiter thread is frozen at a random point of its loop (register,
+//! withdraw) by a signal whose handler spins until the test releases it;
+//! some of the freezes land inside a registration. Then another thread
+//! must wake the waiters, so it waits for the frozen one's link. Before the
+//! fix it spun meanwhile: its CPU time grew as fast as the frozen thread's
+//! (which spins in the signal handler).
+#![cfg(all(not(loom), target_os = "linux"))]
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, mpsc};
+use std::task::{Context, Waker};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use active_monitor::{__TestOrderWait, Monitor, Order};
+use sync_core::testing::freeze;
+
+/// One frozen thread at a time per binary (the handler's flags are
+/// statics): the tests take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Bumped by every trial, watched by the watchdog.
+static TRIAL: AtomicU64 = AtomicU64::new(0);
+
+/// How long a wake-up may take before the test takes it for one that
+/// waits for the frozen waiter (one that does not wait takes microseconds).
+const PROMPT: Duration = Duration::from_millis(100);
+
+/// The most trials.
+const TRIALS: u64 = 4000;
+
+/// How long the test watches a waker that waits for the frozen waiter.
+const WATCH: Duration = Duration::from_millis(250);
+
+/// Runs trials: `prepare(k)` sets trial `k` up (the waiter registers
+/// meanwhile), then `waiter` is frozen and `wake()` makes `waker` wake the
+/// waiters; `done` says when it has. Where it does not within [`PROMPT`],
+/// it waits for the frozen waiter: its CPU time must then stay well below
+/// the frozen thread's. `after(k)` checks the trial with the waiter let
+/// go. The trials stop after `waits` such waits.
+fn trials(
+    waits_wanted: usize,
+    waiter: &freeze::Freezable<()>,
+    waker: &freeze::Freezable<()>,
+    done: &mpsc::Receiver<()>,
+    mut prepare: impl FnMut(u64),
+    mut wake: impl FnMut(),
+    mut after: impl FnMut(u64),
+) {
+    // Lets a frozen waiter go if a trial stalls (a hang would otherwise
+    // keep the waker waiting for ever).
+    let watchdog_stop = Arc::new(AtomicBool::new(false));
+    let watchdog = {
+        let stop = watchdog_stop.clone();
+        thread::spawn(move || {
+            let mut seen = (u64::MAX, Instant::now());
+            while !stop.load(SeqCst) {
+                thread::sleep(Duration::from_millis(10));
+                let trial = TRIAL.load(SeqCst);
+                if trial != seen.0 {
+                    seen = (trial, Instant::now());
+                } else if seen.1.elapsed() > Duration::from_secs(3) {
+                    freeze::let_go();
+                }
+            }
+        })
+    };
+    // Trials until enough wake-ups waited for the frozen waiter.
+    let mut waits = 0;
+    let mut trials = 0;
+    for k in 1..=TRIALS {
+        if waits == waits_wanted {
+            break;
+        }
+        trials = k;
+        TRIAL.store(k, SeqCst);
+        prepare(k);
+        thread::sleep(Duration::from_micros(300));
+        waiter.freeze();
+        wake();
+        if done.recv_timeout(PROMPT).is_err() {
+            waits += 1;
+            // The frozen waiter spins in the signal handler: it gets the
+            // CPU time a spinner gets on this machine now, which the waker
+            // got too while it spun.
+            let (cpu, spun) = (waker.cpu_time(), waiter.cpu_time());
+            thread::sleep(WATCH);
+            let (cpu, spun) = (waker.cpu_time() - cpu, waiter.cpu_time() - spun);
+            eprintln!("trial {k}: the waker used {cpu:?} of CPU, a spinner {spun:?}");
+            assert!(
+                cpu < spun * 3 / 5,
+                "the waker spun on a frozen waiter: {cpu:?} of CPU, a spinner {spun:?}"
+            );
+            freeze::release();
+            done.recv_timeout(Duration::from_secs(10))
+                .expect("the waker went on once the waiter did");
+        } else {
+            freeze::release();
+        }
+        after(k);
+    }
+    eprintln!("{waits} of {trials} wake-ups waited for the frozen waiter");
+    assert!(waits > 0, "no freeze landed inside a registration");
+    watchdog_stop.store(true, SeqCst);
+    watchdog.join().unwrap();
+}
+
+/// A task's finisher notifies the waiters on its end (program order),
+/// one of them frozen half-way through its registration.
+#[test]
+fn a_finisher_does_not_spin_on_a_frozen_waiter() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    freeze::install();
+    // Yields are slow (as beside 50 busy threads on 2 CPUs): a wait for a
+    // peer must then give its core away.
+    active_monitor::__test_set_saturation_override(Some(true));
+    let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
+    // The task the waiter registers on, replaced each trial.
+    let task: Arc<Mutex<Option<__TestOrderWait<u64>>>> = Arc::new(Mutex::new(None));
+    let generation = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let waiter = {
+        let (task, generation, stop) = (task.clone(), generation.clone(), stop.clone());
+        freeze::Freezable::spawn(move || {
+            let mut cx = Context::from_waker(Waker::noop());
+            let mut seen = u64::MAX;
+            let mut current: Option<__TestOrderWait<u64>> = None;
+            while !stop.load(SeqCst) {
+                let g = generation.load(SeqCst);
+                if g != seen {
+                    seen = g;
+                    current = task.lock().unwrap().clone();
+                }
+                if let Some(t) = &current {
+                    // Registers (unless the task has finished), withdraws.
+                    let mut w = t.clone();
+                    let _ = Pin::new(&mut w).poll(&mut cx);
+                }
+            }
+        })
+    };
+    // The thread that finishes each trial's task (its `call` runs it).
+    let (go_tx, go_rx) = mpsc::channel::<u64>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let finisher = {
+        let m = m.clone();
+        freeze::Freezable::spawn(move || {
+            for k in go_rx {
+                m.call(|n| *n = k);
+                done_tx.send(()).unwrap();
+            }
+        })
+    };
+    let (task_k, k_sent) = (Cell::new(None), Cell::new(0));
+    // The finisher waits only for a registration half-way through (about
+    // one freeze in a hundred lands there): each wait is one.
+    trials(
+        3,
+        &waiter,
+        &finisher,
+        &done_rx,
+        |k| {
+            // A task queued on its precondition: the finisher's `call`
+            // enables and runs it.
+            let c = m.when(move |n| *n == k, |n| *n);
+            *task.lock().unwrap() = Some(c.__test_order_wait());
+            generation.fetch_add(1, SeqCst);
+            task_k.set(Some(c));
+            k_sent.set(k);
+        },
+        || go_tx.send(k_sent.get()).unwrap(),
+        |k| {
+            assert_eq!(task_k.take().unwrap().wait(), k);
+            *task.lock().unwrap() = None;
+        },
+    );
+    active_monitor::__test_set_saturation_override(None);
+    stop.store(true, SeqCst);
+    drop(go_tx);
+    waiter.join();
+    finisher.join();
+}
+
+/// The holder of a monitor with a full task queue lets go, and wakes the
+/// producers waiting for room, one of them frozen half-way through its
+/// registration.
+#[test]
+fn a_releasing_holder_does_not_spin_on_a_frozen_producer() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    freeze::install();
+    active_monitor::__test_set_saturation_override(Some(true));
+    let m = Arc::new(
+        Monitor::builder()
+            .order(Order::Relaxed)
+            .capacity(1)
+            .batch(1)
+            .build(0u64),
+    );
+    // Raised while the queue is full and held: the producer registers for
+    // room (an async submission polled once), and withdraws (dropped).
+    // `idle`: the producer has seen `full` lowered (no poll under way).
+    let full = Arc::new(AtomicBool::new(false));
+    let idle = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let (m, full, idle, stop) = (m.clone(), full.clone(), idle.clone(), stop.clone());
+        freeze::Freezable::spawn(move || {
+            let mut cx = Context::from_waker(Waker::noop());
+            while !stop.load(SeqCst) {
+                if full.load(SeqCst) {
+                    let mut f = m.submit_async(|_| ());
+                    let _ = Pin::new(&mut f).poll(&mut cx);
+                } else {
+                    idle.store(true, SeqCst);
+                    std::hint::spin_loop();
+                }
+            }
+        })
+    };
+    // The holder: holds the monitor in a `call` until told to let go.
+    let (hold_tx, hold_rx) = mpsc::channel::<()>();
+    let (held_tx, held_rx) = mpsc::channel::<()>();
+    let let_go = Arc::new(AtomicBool::new(false));
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let holder = {
+        let (m, let_go) = (m.clone(), let_go.clone());
+        freeze::Freezable::spawn(move || {
+            for () in hold_rx {
+                m.call(|_| {
+                    held_tx.send(()).unwrap();
+                    while !let_go.swap(false, SeqCst) {
+                        thread::sleep(Duration::from_micros(20));
+                    }
+                });
+                done_tx.send(()).unwrap();
+            }
+        })
+    };
+    let queued = Cell::new(None);
+    // The holder also waits for a producer frozen in a sweep of the
+    // producers' queue (its consumer role), as the family does: only
+    // about one wait in eight is for a registration half-way through.
+    trials(
+        16,
+        &producer,
+        &holder,
+        &done_rx,
+        |k| {
+            hold_tx.send(()).unwrap();
+            held_rx.recv().unwrap();
+            // Fills the one slot: the producer waits for room.
+            queued.set(Some(m.submit(move |n| *n = k)));
+            full.store(true, SeqCst);
+        },
+        || let_go.store(true, SeqCst),
+        |k| {
+            full.store(false, SeqCst);
+            idle.store(false, SeqCst);
+            while !idle.load(SeqCst) {
+                thread::yield_now();
+            }
+            queued.take().unwrap().wait();
+            // Also serves what the producer queued once there was room
+            // (behind which the next trial's task would wait).
+            assert_eq!(m.call(|n| *n), k);
+        },
+    );
+    active_monitor::__test_set_saturation_override(None);
+    stop.store(true, SeqCst);
+    drop(hold_tx);
+    producer.join();
+    holder.join();
+}
