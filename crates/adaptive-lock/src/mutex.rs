@@ -415,9 +415,11 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// `priority`).
     #[inline]
     fn guard_if(&self, locked: bool, priority: usize) -> Option<AdaptiveMutexGuard<'_, T, P>> {
-        // SAFETY: `locked`: the lock is held by this thread, for the guard.
         locked.then(|| {
-            AdaptiveMutexGuard::new(self, unsafe { self.inner.make_guard_unchecked() }, priority)
+            // SAFETY: `locked`: the lock is held by this thread, for the
+            // guard.
+            let inner = unsafe { self.inner.make_guard_unchecked() };
+            AdaptiveMutexGuard::new(self, inner, priority)
         })
     }
 
