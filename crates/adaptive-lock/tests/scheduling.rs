@@ -325,6 +325,21 @@ fn a_woken_waiter_keeps_watching_through_a_reconfiguration() {
     );
 }
 
+/// A lock whose waiters park at once and whose releases hand it to the
+/// parked waiter of highest priority; its data notes who took it, in order.
+fn priority_handoff_lock() -> Arc<AdaptiveMutex<Vec<&'static str>, Static>> {
+    let m = Arc::new(AdaptiveMutex::with_policy(
+        Vec::new(),
+        Static(WaitPolicy::block()),
+    ));
+    m.configure(
+        Config::new()
+            .wait(WaitPolicy::block())
+            .scheduler(Scheduler::PRIORITY.handoff(true)),
+    );
+    m
+}
+
 /// Under a priority scheduler with handoff (deterministic: each release
 /// hands the lock to the parked waiter of highest priority), the order in
 /// which a guard taken with priority 10 and a waiter of priority 5 get the
@@ -334,15 +349,7 @@ fn a_woken_waiter_keeps_watching_through_a_reconfiguration() {
 #[test]
 fn unlocked_retakes_the_lock_at_the_guards_priority() {
     for fair in [false, true] {
-        let m = Arc::new(AdaptiveMutex::with_policy(
-            Vec::new(),
-            Static(WaitPolicy::block()),
-        ));
-        m.configure(
-            Config::new()
-                .wait(WaitPolicy::block())
-                .scheduler(Scheduler::PRIORITY.handoff(true)),
-        );
+        let m = priority_handoff_lock();
         let mut g = m.lock_with_priority(10);
         let mut others = Vec::new();
         let relock = || {
@@ -391,15 +398,7 @@ fn unlocked_retakes_the_lock_at_the_guards_priority() {
 /// waiter of priority 3; it used to retake it at 0, behind that waiter.
 #[test]
 fn bump_retakes_the_lock_at_the_guards_priority() {
-    let m = Arc::new(AdaptiveMutex::with_policy(
-        Vec::new(),
-        Static(WaitPolicy::block()),
-    ));
-    m.configure(
-        Config::new()
-            .wait(WaitPolicy::block())
-            .scheduler(Scheduler::PRIORITY.handoff(true)),
-    );
+    let m = priority_handoff_lock();
     let mut g = m.lock_with_priority(10);
     let five = {
         let m = Arc::clone(&m);
