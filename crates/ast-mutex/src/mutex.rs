@@ -494,6 +494,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// is released in the state it was handed in, waking the next waiter
     /// for it); a future woken to compete passes the wake-up on.
     ///
+    /// # Deadlocks
+    ///
+    /// The task's waker is called by the exit (or the dropped future) that
+    /// serves the task, and that exit may have handed the task the lock
+    /// already (in [`WakeMode::Handoff`], or once a handoff is due: see
+    /// `# Fairness`). A waker that waits for this mutex before it wakes
+    /// the task waits for a lock held for a task it has not woken: for
+    /// ever with [`enter`](Self::enter), until its deadline with a timed
+    /// entry. Wake the task first.
+    ///
     /// # Panics
     ///
     /// If `set` is empty (when called, not when polled).
@@ -710,6 +720,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     ///
     /// As [`enter_async`](Self::enter_async): dropping the future never
     /// loses a handed-over lock or a wake-up.
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`enter_async`](Self::enter_async): a waker must wake its task
+    /// before it waits for this mutex.
     ///
     /// # Panics
     ///
