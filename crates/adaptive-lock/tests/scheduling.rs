@@ -350,7 +350,13 @@ fn priority_handoff_lock() -> Arc<AdaptiveMutex<Vec<&'static str>, Static>> {
 fn unlocked_retakes_the_lock_at_the_guards_priority() {
     for fair in [false, true] {
         let m = priority_handoff_lock();
-        let mut g = m.lock_with_priority(10);
+        // A guard of the timed form keeps its priority too.
+        let mut g = if fair {
+            m.try_lock_with_priority_for(10, Duration::from_secs(1))
+                .expect("free")
+        } else {
+            m.lock_with_priority(10)
+        };
         let mut others = Vec::new();
         let relock = || {
             // The lock is free: a holder takes it, and a waiter of priority
