@@ -22,6 +22,10 @@ use crate::raw::RawAdaptiveLock;
 pub struct AdaptiveMutexGuard<'a, T: ?Sized, P: Policy = Learned> {
     mutex: &'a AdaptiveMutex<T, P>,
     inner: lock_api::MutexGuard<'a, RawAdaptiveLock<P>, T>,
+    /// The priority the lock was taken with (0 but through
+    /// `lock_with_priority` and its timed forms), with which `unlocked`,
+    /// `unlocked_fair` and `bump` retake it.
+    priority: usize,
     /// Neither `Send` nor `Sync` by default: the impls below state them.
     _not_auto: PhantomData<*const ()>,
 }
@@ -38,12 +42,42 @@ impl<'a, T: ?Sized, P: Policy> AdaptiveMutexGuard<'a, T, P> {
     pub(crate) fn new(
         mutex: &'a AdaptiveMutex<T, P>,
         inner: lock_api::MutexGuard<'a, RawAdaptiveLock<P>, T>,
+        priority: usize,
     ) -> Self {
         Self {
             mutex,
             inner,
+            priority,
             _not_auto: PhantomData,
         }
+    }
+
+    /// Releases the lock with `release` (the raw lock's `unlock` or
+    /// `unlock_fair`), runs `f`, and retakes the lock with the guard's
+    /// priority, also if `f` unwinds, as lock_api's `unlocked` does.
+    fn unlocked_with<F, U>(s: &mut Self, release: unsafe fn(&RawAdaptiveLock<P>), f: F) -> U
+    where
+        F: FnOnce() -> U,
+    {
+        /// Retakes the lock when dropped: after `f`, or as it unwinds.
+        struct Relock<'a, P: Policy> {
+            raw: &'a RawAdaptiveLock<P>,
+            priority: usize,
+        }
+        impl<P: Policy> Drop for Relock<'_, P> {
+            fn drop(&mut self) {
+                self.raw.lock_with_priority(self.priority);
+            }
+        }
+        let raw = s.mutex.raw_lock();
+        // SAFETY: the guard holds the lock; `Relock` retakes it before the
+        // guard can be used again (the guard is borrowed until then).
+        unsafe { release(raw) };
+        let _relock = Relock {
+            raw,
+            priority: s.priority,
+        };
+        f()
     }
 
     /// The lock this guard holds.
@@ -97,8 +131,8 @@ impl<'a, T: ?Sized, P: Policy> AdaptiveMutexGuard<'a, T, P> {
     where
         F: FnOnce(&mut T) -> Option<&mut U>,
     {
-        let mutex = s.mutex;
-        lock_api::MutexGuard::try_map(s.inner, f).map_err(|inner| Self::new(mutex, inner))
+        let (mutex, priority) = (s.mutex, s.priority);
+        lock_api::MutexGuard::try_map(s.inner, f).map_err(|inner| Self::new(mutex, inner, priority))
     }
 
     /// [`map`](Self::map) if `f` returns `Ok`; the guard back with `f`'s
@@ -133,8 +167,10 @@ impl<'a, T: ?Sized, P: Policy> AdaptiveMutexGuard<'a, T, P> {
         })
     }
 
-    /// Releases the lock, runs `f`, and takes the lock again (at priority
-    /// 0: a guard does not remember the priority it was taken with).
+    /// Releases the lock, runs `f`, and takes the lock again (also if `f`
+    /// panics), with the priority the guard was taken with (see
+    /// [`AdaptiveMutex::lock_with_priority`]; 0 for a guard of
+    /// [`lock`](AdaptiveMutex::lock)).
     ///
     /// # Examples
     ///
@@ -149,7 +185,7 @@ impl<'a, T: ?Sized, P: Policy> AdaptiveMutexGuard<'a, T, P> {
     where
         F: FnOnce() -> U,
     {
-        lock_api::MutexGuard::unlocked(&mut s.inner, f)
+        Self::unlocked_with(s, RawAdaptiveLock::unlock, f)
     }
 
     /// Releases the lock and hands it to a parked thread if there is one
@@ -168,7 +204,8 @@ impl<'a, T: ?Sized, P: Policy> AdaptiveMutexGuard<'a, T, P> {
     }
 
     /// [`unlocked`](Self::unlocked), releasing with
-    /// [`unlock_fair`](Self::unlock_fair).
+    /// [`unlock_fair`](Self::unlock_fair); the lock is taken again with the
+    /// guard's priority.
     ///
     /// # Examples
     ///
@@ -182,11 +219,12 @@ impl<'a, T: ?Sized, P: Policy> AdaptiveMutexGuard<'a, T, P> {
     where
         F: FnOnce() -> U,
     {
-        lock_api::MutexGuard::unlocked_fair(&mut s.inner, f)
+        Self::unlocked_with(s, RawAdaptiveLock::unlock_fair, f)
     }
 
     /// Hands the lock to a parked thread if there is one, and takes it
-    /// again after it (at priority 0).
+    /// again after it, with the priority the guard was taken with (see
+    /// [`unlocked`](Self::unlocked)).
     ///
     /// # Examples
     ///
@@ -198,7 +236,8 @@ impl<'a, T: ?Sized, P: Policy> AdaptiveMutexGuard<'a, T, P> {
     /// *guard += 1;
     /// ```
     pub fn bump(s: &mut Self) {
-        lock_api::MutexGuard::bump(&mut s.inner);
+        // SAFETY: the guard holds the lock.
+        unsafe { s.mutex.raw_lock().bump_with_priority(s.priority) };
     }
 
     /// Keeps the lock held for ever and returns the data.

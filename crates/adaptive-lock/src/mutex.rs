@@ -176,7 +176,7 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// ```
     #[inline]
     pub fn lock(&self) -> AdaptiveMutexGuard<'_, T, P> {
-        AdaptiveMutexGuard::new(self, self.inner.lock())
+        AdaptiveMutexGuard::new(self, self.inner.lock(), 0)
     }
 
     /// Takes the lock if it is free now.
@@ -192,7 +192,7 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// ```
     #[inline]
     pub fn try_lock(&self) -> Option<AdaptiveMutexGuard<'_, T, P>> {
-        Some(AdaptiveMutexGuard::new(self, self.inner.try_lock()?))
+        Some(AdaptiveMutexGuard::new(self, self.inner.try_lock()?, 0))
     }
 
     /// Takes the lock, or gives up after `timeout`. The deadline is checked
@@ -216,6 +216,7 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
         Some(AdaptiveMutexGuard::new(
             self,
             self.inner.try_lock_for(timeout)?,
+            0,
         ))
     }
 
@@ -235,6 +236,7 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
         Some(AdaptiveMutexGuard::new(
             self,
             self.inner.try_lock_until(deadline)?,
+            0,
         ))
     }
 
@@ -242,9 +244,12 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// scheduler, a release wakes the parked waiter of highest priority
     /// first. Under other schedulers, the same as [`lock`](Self::lock).
     ///
-    /// The guard does not keep the priority: its `bump`, `unlocked` and
-    /// `unlocked_fair` retake the lock as [`lock`](Self::lock) does, at
-    /// priority 0, behind every parked waiter of a higher one.
+    /// The guard keeps the priority: its
+    /// [`bump`](AdaptiveMutexGuard::bump),
+    /// [`unlocked`](AdaptiveMutexGuard::unlocked) and
+    /// [`unlocked_fair`](AdaptiveMutexGuard::unlocked_fair) retake the lock
+    /// with it (a guard of [`lock`](Self::lock) and its other forms, with
+    /// priority 0).
     ///
     /// # Panics
     ///
@@ -263,7 +268,7 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     pub fn lock_with_priority(&self, priority: usize) -> AdaptiveMutexGuard<'_, T, P> {
         self.raw_lock().lock_with_priority(priority);
         // SAFETY: the lock is held by this thread, for the guard.
-        AdaptiveMutexGuard::new(self, unsafe { self.inner.make_guard_unchecked() })
+        AdaptiveMutexGuard::new(self, unsafe { self.inner.make_guard_unchecked() }, priority)
     }
 
     /// Takes the lock with `priority` (see
@@ -286,7 +291,7 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
         let locked = self
             .raw_lock()
             .try_lock_with_priority_for(priority, timeout);
-        self.guard_if(locked)
+        self.guard_if(locked, priority)
     }
 
     /// Takes the lock with `priority` (see
@@ -310,7 +315,7 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
         let locked = self
             .raw_lock()
             .try_lock_with_priority_until(priority, deadline);
-        self.guard_if(locked)
+        self.guard_if(locked, priority)
     }
 
     /// Takes the lock through an `Arc`: the guard owns a reference to the
@@ -406,11 +411,16 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
         self.arc_guard_if(locked)
     }
 
-    /// A guard if `locked` (the lock was just taken by this thread).
+    /// A guard if `locked` (the lock was just taken by this thread, with
+    /// `priority`).
     #[inline]
-    fn guard_if(&self, locked: bool) -> Option<AdaptiveMutexGuard<'_, T, P>> {
-        // SAFETY: `locked`: the lock is held by this thread, for the guard.
-        locked.then(|| AdaptiveMutexGuard::new(self, unsafe { self.inner.make_guard_unchecked() }))
+    fn guard_if(&self, locked: bool, priority: usize) -> Option<AdaptiveMutexGuard<'_, T, P>> {
+        locked.then(|| {
+            // SAFETY: `locked`: the lock is held by this thread, for the
+            // guard.
+            let inner = unsafe { self.inner.make_guard_unchecked() };
+            AdaptiveMutexGuard::new(self, inner, priority)
+        })
     }
 
     /// An owned guard if `locked` (the lock was just taken by this thread).
@@ -547,9 +557,10 @@ impl<T: ?Sized, P: Policy> AdaptiveMutex<T, P> {
     /// The raw lock (safe inside the crate: only its methods that keep the
     /// guards' invariant are called).
     #[inline]
-    fn raw_lock(&self) -> &RawAdaptiveLock<P> {
+    pub(crate) fn raw_lock(&self) -> &RawAdaptiveLock<P> {
         // SAFETY: the callers lock only to make a guard, and otherwise use
-        // the raw lock's methods that neither lock nor unlock it.
+        // the raw lock's methods that neither lock nor unlock it (a guard
+        // releases and retakes the lock it holds, as lock_api's do).
         unsafe { self.inner.raw() }
     }
 }

@@ -11,7 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use adaptive_lock::{
-    AdaptiveMutex, Config, Learned, Policy, RawAdaptiveLock, Scheduler, Static, WaitPolicy,
+    AdaptiveMutex, AdaptiveMutexGuard, Config, Learned, Policy, RawAdaptiveLock, Scheduler, Static,
+    WaitPolicy,
 };
 use sync_core::testing::parked_on;
 
@@ -322,4 +323,108 @@ fn a_woken_waiter_keeps_watching_through_a_reconfiguration() {
         reparked, 0,
         "{reparked} of {judged} woken waiters parked again at a reconfiguration"
     );
+}
+
+/// A lock whose waiters park at once and whose releases hand it to the
+/// parked waiter of highest priority; its data notes who took it, in order.
+fn priority_handoff_lock() -> Arc<AdaptiveMutex<Vec<&'static str>, Static>> {
+    let m = Arc::new(AdaptiveMutex::with_policy(
+        Vec::new(),
+        Static(WaitPolicy::block()),
+    ));
+    m.configure(
+        Config::new()
+            .wait(WaitPolicy::block())
+            .scheduler(Scheduler::PRIORITY.handoff(true)),
+    );
+    m
+}
+
+/// Under a priority scheduler with handoff (deterministic: each release
+/// hands the lock to the parked waiter of highest priority), the order in
+/// which a guard taken with priority 10 and a waiter of priority 5 get the
+/// lock back when both are parked. A guard's `unlocked` and `unlocked_fair`
+/// retake the lock at the priority the guard was taken with: they used to
+/// retake it at priority 0, behind the waiter of priority 5.
+#[test]
+fn unlocked_retakes_the_lock_at_the_guards_priority() {
+    for fair in [false, true] {
+        let m = priority_handoff_lock();
+        // A guard of the timed form keeps its priority too.
+        let mut g = if fair {
+            m.try_lock_with_priority_for(10, Duration::from_secs(1))
+                .expect("free")
+        } else {
+            m.lock_with_priority(10)
+        };
+        let mut others = Vec::new();
+        let relock = || {
+            // The lock is free: a holder takes it, and a waiter of priority
+            // 5 parks behind it; the holder lets go once this thread parks
+            // too, retaking the lock.
+            let holder = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || {
+                    let mut h = m.lock();
+                    h.push("holder");
+                    until_parked(&m, 2);
+                })
+            };
+            while !m.is_locked() {
+                thread::yield_now();
+            }
+            let waiter = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || m.lock_with_priority(5).push("priority 5"))
+            };
+            until_parked(&m, 1);
+            others.extend([holder, waiter]);
+        };
+        if fair {
+            AdaptiveMutexGuard::unlocked_fair(&mut g, relock);
+        } else {
+            AdaptiveMutexGuard::unlocked(&mut g, relock);
+        }
+        g.push("guard");
+        drop(g);
+        for t in others {
+            t.join().unwrap();
+        }
+        assert_eq!(
+            *m.lock(),
+            ["holder", "guard", "priority 5"],
+            "unlocked{}",
+            if fair { "_fair" } else { "" }
+        );
+    }
+}
+
+/// As above for `bump`: it hands the lock to the parked waiter of highest
+/// priority (5), and retakes it at the guard's priority (10), ahead of a
+/// waiter of priority 3; it used to retake it at 0, behind that waiter.
+#[test]
+fn bump_retakes_the_lock_at_the_guards_priority() {
+    let m = priority_handoff_lock();
+    let mut g = m.lock_with_priority(10);
+    let five = {
+        let m = Arc::clone(&m);
+        thread::spawn(move || {
+            let mut h = m.lock_with_priority(5);
+            h.push("priority 5");
+            // Until the waiter of priority 3 and the bumping guard park.
+            until_parked(&m, 2);
+        })
+    };
+    until_parked(&m, 1);
+    let three = {
+        let m = Arc::clone(&m);
+        thread::spawn(move || m.lock_with_priority(3).push("priority 3"))
+    };
+    until_parked(&m, 2);
+    AdaptiveMutexGuard::bump(&mut g);
+    g.push("guard");
+    drop(g);
+    five.join().unwrap();
+    three.join().unwrap();
+    assert_eq!(*m.lock(), ["priority 5", "guard", "priority 3"]);
 }

@@ -158,7 +158,9 @@ impl Config {
     /// spins, and on saturated CPUs (more runnable threads than CPUs, where
     /// a spinning thread can be preempted for a scheduling round) spins only
     /// a few dozen reads before it waits to be woken, so any value is safe
-    /// with [`AstMutex::try_enter_for`].
+    /// with [`AstMutex::try_enter_for`]. Past 64 reads, a waiter that has
+    /// watched for 2 ms waits to be woken however many spins are left (see
+    /// [`wait`](Self::wait)).
     ///
     /// # Examples
     ///
@@ -173,6 +175,8 @@ impl Config {
     /// How many times a waiter yields its core, reading the lock word after
     /// each yield, before it waits to be woken. With `spins(0)`, `yields(0)`
     /// waits at once. A timed wait checks its deadline after every yield.
+    /// A waiter that has yielded for 2 ms waits to be woken however many
+    /// yields are left (see [`wait`](Self::wait)).
     ///
     /// # Examples
     ///
@@ -189,9 +193,13 @@ impl Config {
     /// an adaptive lock's, can drive an `AstMutex` too. The default is
     /// [`DEFAULT_SPINS`] spins without back-off and [`DEFAULT_YIELDS`]
     /// yields, then park. A policy that never parks
-    /// ([`WaitPolicy::park`]`(false)`) makes a thread watch the word until
-    /// it enters (or its deadline passes) instead of waiting in the table;
-    /// a task always registers its waker after the watch.
+    /// ([`WaitPolicy::park`]`(false)`), or that spins, yields or watches for
+    /// long, makes a thread watch the word until it enters, its deadline
+    /// passes, or it has watched for 2 ms past its spins (past its 64th
+    /// read, with long spins) in this entry: then it waits in the table
+    /// whatever the policy, where exits serve it in turn (see
+    /// [`AstMutex`]'s `# Fairness`). A task registers its waker after one
+    /// look at the word, whatever the policy.
     ///
     /// # Examples
     ///

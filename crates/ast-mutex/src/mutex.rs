@@ -110,6 +110,18 @@ use crate::watchers::Watchers;
 /// it serves may not: the next one does), or within 32 exits once it has
 /// waited 100 ms for a CPU.
 ///
+/// A thread that watches the lock word before it queues (as its
+/// [`Config::wait`](crate::Config::wait) policy says) is not in line yet:
+/// it enters if it finds the lock free in one of its states. **However its
+/// policy watches (spins, yields, or never parks), a thread that has
+/// watched for 2 ms past its spins (or, with long spins, past its 64th
+/// read of the word) in one entry queues and waits to be served**, and the
+/// bounds above apply to it from then on; the 2 ms count across its
+/// wake-ups, so once they have passed, a woken thread looks once and
+/// queues again. Blocking and timed entries alike (a timed one waits in
+/// its queue until its deadline), so threads that exit and re-enter on
+/// their fast path cannot keep a watching thread out for longer than that.
+///
 /// A task woken to compete keeps its place until it is polled or dropped:
 /// while it is not polled, a waiter that queues may wake the next thread
 /// behind it (Compete mode), and once 32 exits have passed it and 100 ms
@@ -482,6 +494,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// is released in the state it was handed in, waking the next waiter
     /// for it); a future woken to compete passes the wake-up on.
     ///
+    /// # Deadlocks
+    ///
+    /// The task's waker is called by the exit (or the dropped future) that
+    /// serves the task, and that exit may have handed the task the lock
+    /// already (in [`WakeMode::Handoff`], or once a handoff is due: see
+    /// `# Fairness`). A waker that waits for this mutex before it wakes
+    /// the task waits for a lock held for a task it has not woken: for
+    /// ever with [`enter`](Self::enter), until its deadline with a timed
+    /// entry. Wake the task first.
+    ///
     /// # Panics
     ///
     /// If `set` is empty (when called, not when polled).
@@ -698,6 +720,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     ///
     /// As [`enter_async`](Self::enter_async): dropping the future never
     /// loses a handed-over lock or a wake-up.
+    ///
+    /// # Deadlocks
+    ///
+    /// As [`enter_async`](Self::enter_async): a waker must wake its task
+    /// before it waits for this mutex.
     ///
     /// # Panics
     ///

@@ -243,10 +243,13 @@ fn exits_before_the_first_in_line_enters(config: Config, due_after: usize) -> Se
         thread::sleep(Duration::from_millis(1));
     }
     let stop = Arc::new(AtomicBool::new(false));
+    let running = Arc::new(AtomicUsize::new(0));
     let hammers: Vec<_> = (0..2)
         .map(|_| {
             let (m, stop, sections) = (Arc::clone(&m), Arc::clone(&stop), Arc::clone(&sections));
+            let running = Arc::clone(&running);
             thread::spawn(move || {
+                running.fetch_add(1, Ordering::SeqCst);
                 let end = Instant::now() + HAMMER_FOR;
                 while !stop.load(Ordering::Relaxed) && Instant::now() < end {
                     let g = m.enter(St::B);
@@ -258,9 +261,14 @@ fn exits_before_the_first_in_line_enters(config: Config, due_after: usize) -> Se
             })
         })
         .collect();
-    // Let the hammers reach their watch (or park), so that the first exit
-    // finds them running: the first in line is then left parked for them.
-    thread::sleep(Duration::from_millis(10));
+    // Let the hammers reach their watch, so that the first exit finds them
+    // running: the first in line is then left parked for them. Not for
+    // long: a thread that has watched for 2 ms queues (behind the first in
+    // line) whatever its policy.
+    while running.load(Ordering::SeqCst) < 2 {
+        thread::yield_now();
+    }
+    thread::sleep(Duration::from_micros(200));
     holder.exit(St::B);
     let started = Instant::now();
     let seen = first.join().unwrap();

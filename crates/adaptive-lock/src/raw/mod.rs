@@ -488,6 +488,24 @@ impl<P: Policy> RawAdaptiveLock<P> {
         self.state.load(Ordering::Relaxed) & LOCKED_BIT != 0
     }
 
+    /// If threads are parked, hands the lock to one (as
+    /// [`unlock_fair`](Self::unlock_fair)) and takes it again with
+    /// `priority`: lock_api's `bump`, with a priority (an
+    /// `AdaptiveMutexGuard`'s).
+    ///
+    /// # Safety
+    ///
+    /// As [`unlock`](Self::unlock).
+    #[cfg(not(loom))]
+    #[inline]
+    pub(crate) unsafe fn bump_with_priority(&self, priority: usize) {
+        if self.has_parked() {
+            // SAFETY: the caller holds the lock.
+            unsafe { self.unlock_fair() };
+            self.lock_with_priority(priority);
+        }
+    }
+
     /// Whether threads are parked on the lock (a hint).
     ///
     /// # Examples
@@ -611,11 +629,8 @@ unsafe impl<P: Policy> lock_api::RawMutexFair for RawAdaptiveLock<P> {
 
     #[inline]
     unsafe fn bump(&self) {
-        if self.has_parked() {
-            // SAFETY: lock_api's caller holds the lock.
-            unsafe { RawAdaptiveLock::unlock_fair(self) };
-            RawAdaptiveLock::lock(self);
-        }
+        // SAFETY: lock_api's caller holds the lock.
+        unsafe { self.bump_with_priority(0) }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The slow paths: how a waiter watches the lock word and parks, and how a
 //! release picks whom to wake (the scheduler) and hands the lock over.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sync_core::parking_lot::{self, FilterOp, ParkResult, ParkToken, UnparkResult, UnparkToken};
 use sync_core::sync::atomic::Ordering;
@@ -16,19 +16,6 @@ use crate::policy::Policy;
 const TOKEN_NORMAL: UnparkToken = UnparkToken(0);
 /// The unpark token of a release that hands the lock to the woken thread.
 const TOKEN_HANDOFF: UnparkToken = UnparkToken(1);
-
-/// A waiter that has watched the word this long past its spins without
-/// taking the lock parks, whatever its policy, so that the release that
-/// wakes it, and the parking lot's eventual fairness (a handoff about every
-/// half millisecond), serve it. Watching on under a policy that never
-/// parks, it could be passed for ever by threads that free and retake the
-/// lock on its fast path; `parking_lot`'s own waiters park after a few
-/// spins.
-const WATCH_AT_MOST: Duration = Duration::from_millis(2);
-
-/// Past how many polls a watch starts the clock of `WATCH_AT_MOST` whatever
-/// its policy (long spins).
-const WATCH_CLOCK_AFTER: u32 = 64;
 
 /// Aging of the priority scheduler: after this many releases in a row that
 /// woke a waiter other than the longest-parked one, the next release hands
@@ -105,9 +92,6 @@ impl<P: Policy> RawAdaptiveLock<P> {
         // CPU time such watches took: the monitor's cost of waiting.
         let mut past_spins: Option<u64> = None;
         let mut watch_cpu = 0u64;
-        // When the watch first went past its spins (see `WATCH_AT_MOST`);
-        // kept across wake-ups: the bound is on the whole wait.
-        let mut watching_since: Option<Instant> = None;
         let mut parked_at = None;
         let mut handoff = false;
         let mut state = self.state.load(Ordering::Relaxed);
@@ -143,20 +127,18 @@ impl<P: Policy> RawAdaptiveLock<P> {
             // handoff scheduler serves it in turn; watching on, it could be
             // passed by at every release. Relaxed: a hint, as above.
             let passed = self.handoff_epoch.load(Ordering::Relaxed) != epoch;
+            // A waiter that has watched the word for `wait::WATCH_AT_MOST` past
+            // its spins without taking the lock parks, whatever its policy
+            // (the clock is kept across wake-ups: the bound is on the whole
+            // wait), so that the release that wakes it, and the parking
+            // lot's eventual fairness (a handoff about every half
+            // millisecond), serve it. Watching on under a policy that never
+            // parks, it could be passed for ever by threads that free and
+            // retake the lock on its fast path; `parking_lot`'s own waiters
+            // park after a few spins.
+            let overdue = watch.overdue();
             let p = watch.policy();
             let polls = watch.polls();
-            // Whether the watch goes on past the spins (yields, never parks,
-            // or watches until a timeout); one that parks after them needs
-            // no clock.
-            let watches_on = p.yield_count() > 0 || !p.parks() || p.watch_timeout().is_some();
-            // The clock starts past the spins of a watch that goes on (past
-            // 64 polls for long spins), and never under loom, which has none.
-            if watching_since.is_none()
-                && ((watches_on && polls >= p.spin_count()) || polls >= WATCH_CLOCK_AFTER)
-            {
-                watching_since = now();
-            }
-            let overdue = watching_since.is_some_and(|t| t.elapsed() >= WATCH_AT_MOST);
             if !passed && !overdue {
                 if past_spins.is_none()
                     && polls >= p.spin_count()

@@ -61,6 +61,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         // give-up passes the wake on.
         let mut woken = false;
         let limit = self.config.watchers as usize;
+        // One watch for the whole wait, reset at each round: the bound on
+        // how long it watches (`Watch::overdue`) is on the whole wait.
+        let mut watch = Watch::new(WaitPolicy::block());
         loop {
             // Concurrency restriction: a thread watches (as the policy
             // says) with a watcher slot, or when woken (it is first in line,
@@ -81,7 +84,8 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             } else {
                 WaitPolicy::block()
             };
-            let entered = self.watch(mask, deadline, &mut place, policy);
+            watch.reset(Self::loom_policy(policy));
+            let entered = self.watch(mask, deadline, &mut place, &mut watch);
             if let Some(i) = slot {
                 self.watchers.give_back(i);
             }
@@ -280,30 +284,38 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         drop(panics);
     }
 
+    /// Under loom every spin and yield is a scheduling point: one read
+    /// after one spin explores a waiter that finds its state while
+    /// watching, without multiplying the paths.
+    #[inline]
+    fn loom_policy(policy: WaitPolicy) -> WaitPolicy {
+        if cfg!(loom) {
+            WaitPolicy::spin_then_block(policy.spin_count().min(1))
+        } else {
+            policy
+        }
+    }
+
     /// Watches the lock word for a state of `mask`, taking the lock if one
-    /// comes, as the configuration's [`WaitPolicy`] says (by default
-    /// `spins` reads with a spin hint between them, then `yields` reads
-    /// each after a yield), checking `deadline` throughout (the
-    /// [`Watch`] reads the clock every 16 spins and before every yield).
-    /// A woken waiter also watches its slot, where an exit may hand it the
-    /// lock. Returns the state entered in, with the waiter's node gone.
+    /// comes, as `watch`'s [`WaitPolicy`] says (by default `spins` reads
+    /// with a spin hint between them, then `yields` reads each after a
+    /// yield), checking `deadline` throughout (the [`Watch`] reads the
+    /// clock every 16 spins and before every yield). A woken waiter also
+    /// watches its slot, where an exit may hand it the lock. Returns the
+    /// state entered in, with the waiter's node gone; `None` once the
+    /// watch is over, or has watched for `wait::WATCH_AT_MOST` past its
+    /// spins in this wait ([`Watch::overdue`]), whatever the policy: a
+    /// thread that watches on is not in line, and threads that exit and
+    /// re-enter on their fast path could keep it out for ever, where
+    /// queued, exits serve it in turn (see `AstMutex`'s `# Fairness`).
     #[inline]
     fn watch(
         &self,
         mask: u64,
         deadline: Option<Instant>,
         place: &mut Place,
-        policy: WaitPolicy,
+        watch: &mut Watch,
     ) -> Option<u32> {
-        // Under loom every spin and yield is a scheduling point: one read
-        // after one spin explores a waiter that finds its state while
-        // watching, without multiplying the paths.
-        let policy = if cfg!(loom) {
-            WaitPolicy::spin_then_block(policy.spin_count().min(1))
-        } else {
-            policy
-        };
-        let mut watch = Watch::new(policy);
         loop {
             if let Some(s) = place.take_handed() {
                 return Some(s);
@@ -311,6 +323,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
             if let Some(s) = self.try_lock_in(mask) {
                 self.leave(place);
                 return Some(s);
+            }
+            if watch.overdue() {
+                return None;
             }
             match watch.pause(deadline) {
                 Next::Poll => {}

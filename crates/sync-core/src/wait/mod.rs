@@ -93,6 +93,21 @@ pub const SNOOZE: Duration = Duration::from_micros(50);
 /// is not preempted.
 pub const SATURATED_SPINS: u32 = 32;
 
+/// The longest a waiter watches a state past its spins before it parks
+/// whatever its policy, where the primitive asks ([`Watch::overdue`]): for
+/// a lock whose fairness (its queue, its handoffs) serves only waiters that
+/// park. A waiter that watches on under a policy that never parks (or
+/// spins, yields or watches for long) can be passed for ever by threads
+/// that free the lock and take it again on their fast path, since it finds
+/// the lock free only by chance; parked, it is served in turn.
+pub const WATCH_AT_MOST: Duration = Duration::from_millis(2);
+
+/// Past how many polls [`Watch::overdue`] starts the clock of
+/// [`WATCH_AT_MOST`] whatever the policy (long spins): a watch that parks
+/// once its spins are spent and has no yields or timeout starts it only
+/// there.
+pub const WATCH_CLOCK_AFTER: u32 = 64;
+
 /// Gives the core to other threads once, the family's replacement for
 /// `yield_now`: without a deadline, a yield while yields are cheap; once
 /// they are slow ([`load::yields_are_slow`]), or whenever there is a

@@ -4,7 +4,9 @@ use std::time::Instant;
 
 #[cfg(doc)]
 use super::SNOOZE;
-use super::{MAX_BACKOFF_SHIFT, SATURATED_SPINS, WaitPolicy, give_way};
+use super::{
+    MAX_BACKOFF_SHIFT, SATURATED_SPINS, WATCH_AT_MOST, WATCH_CLOCK_AFTER, WaitPolicy, give_way,
+};
 use crate::load;
 use crate::sync::hint;
 
@@ -52,6 +54,9 @@ pub struct Watch {
     /// A yield of this watch took longer than [`load::SLOW_YIELD`] (kept
     /// only under [`YieldRule::UnlessCrowded`], whose yields end there).
     yielded_slowly: bool,
+    /// When [`overdue`](Watch::overdue) started the clock of
+    /// [`WATCH_AT_MOST`]; kept by [`reset`](Watch::reset).
+    watching_since: Option<Instant>,
 }
 
 /// How a [`Watch`] decides to yield past its spins (see
@@ -106,6 +111,7 @@ impl Watch {
             spins_cut: None,
             yields: YieldRule::Sampled,
             yielded_slowly: false,
+            watching_since: None,
         }
     }
 
@@ -209,7 +215,8 @@ impl Watch {
         self.polls
     }
 
-    /// Starts over (after a wake-up), with `policy`.
+    /// Starts over (after a wake-up), with `policy`. Keeps the clock of
+    /// [`overdue`](Self::overdue): its bound is on the whole wait.
     ///
     /// # Examples
     ///
@@ -221,9 +228,49 @@ impl Watch {
     /// assert_eq!(w.pause(None), Next::Poll);
     /// ```
     pub fn reset(&mut self, policy: WaitPolicy) {
-        let yields = self.yields;
+        let (yields, watching_since) = (self.yields, self.watching_since);
         *self = Self::new(policy);
-        self.yields = yields;
+        (self.yields, self.watching_since) = (yields, watching_since);
+    }
+
+    /// Whether this wait has watched for [`WATCH_AT_MOST`] past its spins
+    /// (or past [`WATCH_CLOCK_AFTER`] polls): a waiter that asks before
+    /// each [`pause`](Self::pause) parks once it is, whatever its policy, so
+    /// that the lock's fairness (its queue, its handoffs), which serves
+    /// only waiters that park, serves it too.
+    ///
+    /// The clock starts at the first call made past the spins of a watch
+    /// that goes on after them (it yields, never parks, or has a watch
+    /// timeout), or past [`WATCH_CLOCK_AFTER`] polls, and is kept by
+    /// [`reset`](Self::reset) and [`set_policy`](Self::set_policy): once
+    /// overdue, a wait stays overdue after each wake-up. Once it has
+    /// started, each call reads the clock. Under loom there is no clock:
+    /// never overdue.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use sync_core::wait::{WaitPolicy, Watch};
+    ///
+    /// let mut w = Watch::new(WaitPolicy::spin_then_block(4));
+    /// // Within its spins, and a watch that parks after them: no clock.
+    /// assert!(!w.overdue());
+    /// ```
+    pub fn overdue(&mut self) -> bool {
+        let p = self.policy;
+        if self.watching_since.is_none() {
+            // Whether the watch goes on past the spins (yields, never
+            // parks, or watches until a timeout); one that parks after
+            // them needs no clock unless its spins are long.
+            let watches_on = p.yields > 0 || !p.park || p.timeout.is_some();
+            if !cfg!(loom)
+                && ((watches_on && self.polls >= p.spins) || self.polls >= WATCH_CLOCK_AFTER)
+            {
+                self.watching_since = Some(Instant::now());
+            }
+        }
+        self.watching_since
+            .is_some_and(|t| t.elapsed() >= WATCH_AT_MOST)
     }
 
     /// Runs `policy` from now on, keeping the watch's progress (the polls
