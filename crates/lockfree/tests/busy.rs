@@ -111,3 +111,132 @@ fn arc_and_deadline_forms_return_on_time_with_50_busy_threads() {
     );
     assert!(r.iter().all(|r| *r == Err(mpsc::TryRecvError::Empty)));
 }
+
+/// The timed forms again, each where its wait is not alone: a lock behind
+/// a queue of threads and a task (both fairness modes), an acquire behind
+/// a head request that permits trickle to, a head request served in part,
+/// and an `Alt` whose senders make and withdraw timed offers meanwhile.
+/// Each returns within the bound, and nothing is lost on the way.
+#[test]
+fn timed_waits_behind_others_return_on_time_with_50_busy_threads() {
+    use lockfree_sync::Fairness;
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::task::{Context, Waker};
+
+    let _busy = BusyThreads::start(50);
+    for fairness in [Fairness::Barging, Fairness::Fifo] {
+        let m = Arc::new(Mutex::with_fairness(0u32, fairness));
+        let held = m.lock();
+        let queued: Vec<_> = (0..3)
+            .map(|_| {
+                let m = Arc::clone(&m);
+                std::thread::spawn(move || *m.lock() += 1)
+            })
+            .collect();
+        let mut task = Box::pin(m.lock_async());
+        assert!(
+            task.as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+                .is_pending()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+        let what = format!("{fairness:?} Mutex::try_lock_for(1 ms) behind a queue");
+        let r = timely(&what, TIMEOUT, BOUND, TRIES, || {
+            m.try_lock_for(TIMEOUT).is_none()
+        });
+        assert!(r.iter().all(|&timed_out| timed_out));
+        drop(held);
+        // The task may be the one woken (or handed the lock): it is never
+        // polled again, so it is dropped, which passes that on.
+        drop(task);
+        for t in queued {
+            t.join().unwrap();
+        }
+        assert_eq!(*m.lock(), 3);
+    }
+
+    let sem = Arc::new(Semaphore::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let head = {
+        let sem = Arc::clone(&sem);
+        std::thread::spawn(move || sem.acquire_many(1000).unwrap().forget())
+    };
+    let feeder = {
+        let (sem, stop) = (Arc::clone(&sem), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut fed = 0;
+            while !stop.load(Relaxed) {
+                sem.add_permits(1);
+                fed += 1;
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            fed
+        })
+    };
+    std::thread::sleep(Duration::from_millis(5));
+    let r = timely(
+        "Semaphore::try_acquire_many_for(3, 1 ms) behind a head",
+        TIMEOUT,
+        BOUND,
+        TRIES,
+        || sem.try_acquire_many_for(3, TIMEOUT).is_err(),
+    );
+    assert!(r.iter().all(|&timed_out| timed_out));
+    stop.store(true, Relaxed);
+    let fed = feeder.join().unwrap();
+    sem.add_permits(1000);
+    head.join().unwrap();
+    assert_eq!(sem.available_permits(), fed, "a permit was lost");
+
+    let sem = Semaphore::new(0);
+    let r = timely(
+        "Semaphore::try_acquire_many_for(5, 1 ms) served in part",
+        TIMEOUT,
+        BOUND,
+        TRIES,
+        || {
+            sem.add_permits(2);
+            let timed_out = sem.try_acquire_many_for(5, TIMEOUT).is_err();
+            // The two found come back: the next try starts from none.
+            assert_eq!(sem.forget_permits(2), 2);
+            timed_out
+        },
+    );
+    assert!(r.iter().all(|&timed_out| timed_out));
+
+    let (tx1, mut rx1) = csp::channel::<u64>();
+    let (tx2, mut rx2) = csp::channel::<u64>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let offer = |mut tx: csp::Sender<u64>| {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut sent = 0u64;
+            while !stop.load(Relaxed) {
+                if tx.try_send_for(sent, Duration::from_micros(300)).is_ok() {
+                    sent += 1;
+                }
+            }
+            (tx, sent)
+        })
+    };
+    let (a, b) = (offer(tx1), offer(tx2));
+    let mut alt = csp::Alt::new(vec![&mut rx1, &mut rx2]);
+    let r = timely(
+        "csp::Alt::try_select_for(1 ms) beside timed offers",
+        TIMEOUT,
+        BOUND,
+        TRIES,
+        || alt.try_select_for(TIMEOUT).map(|(_, v)| v.unwrap()),
+    );
+    drop(alt);
+    stop.store(true, Relaxed);
+    let ((_tx1, sent1), (_tx2, sent2)) = (a.join().unwrap(), b.join().unwrap());
+    let kept = [rx1.try_recv(), rx2.try_recv()]
+        .iter()
+        .filter(|r| r.is_ok())
+        .count();
+    let selected = r.iter().filter(|v| v.is_some()).count();
+    assert_eq!((selected + kept) as u64, sent1 + sent2, "a value was lost");
+}
