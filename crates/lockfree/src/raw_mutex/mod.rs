@@ -93,10 +93,13 @@
 //! A woken thread carries `WAKING` until it runs: while it does, unlocks wake
 //! nobody else (a thread that never got scheduled would hold back later
 //! wakeups). A woken task carries nothing: a future that its executor never
-//! polls again, or that is leaked, holds back no other waiter's wakeup; the
-//! next unlock wakes the next waiter. Until then the lock is free for
-//! newcomers. A woken future that is dropped without taking the lock wakes
-//! the next waiter in its place if the lock is free.
+//! polls again, or that is leaked, does not hold the lock, and the next
+//! unlock wakes the next waiter. Until then the lock is free for newcomers,
+//! but the waiters queued behind that task stay asleep: if nobody locks and
+//! unlocks again, they wait for ever (in a handoff lock such as
+//! `Fairness::Fifo` or tokio's, the task would hold the lock instead). A
+//! woken future that is dropped without taking the lock wakes the next
+//! waiter in its place if the lock is free.
 
 use std::time::{Duration, Instant};
 
