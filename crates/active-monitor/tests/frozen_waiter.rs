@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Waker};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use active_monitor::{__TestOrderWait, Monitor, Order};
 use sync_core::testing::freeze;
@@ -61,22 +61,7 @@ fn trials(
 ) {
     // Lets a frozen waiter go if a trial stalls (a hang would otherwise
     // keep the waker waiting for ever).
-    let watchdog_stop = Arc::new(AtomicBool::new(false));
-    let watchdog = {
-        let stop = watchdog_stop.clone();
-        thread::spawn(move || {
-            let mut seen = (u64::MAX, Instant::now());
-            while !stop.load(SeqCst) {
-                thread::sleep(Duration::from_millis(10));
-                let trial = TRIAL.load(SeqCst);
-                if trial != seen.0 {
-                    seen = (trial, Instant::now());
-                } else if seen.1.elapsed() > Duration::from_secs(3) {
-                    freeze::let_go();
-                }
-            }
-        })
-    };
+    let watchdog = freeze::Watchdog::start(&TRIAL, Duration::from_secs(3));
     // Trials until enough wake-ups waited for the frozen waiter.
     let mut waits = 0;
     let mut trials = 0;
@@ -113,8 +98,7 @@ fn trials(
     }
     eprintln!("{waits} of {trials} wake-ups waited for the frozen waiter");
     assert!(waits > 0, "no freeze landed inside a registration");
-    watchdog_stop.store(true, SeqCst);
-    watchdog.join().unwrap();
+    drop(watchdog);
 }
 
 /// A task's finisher notifies the waiters on its end (program order),

@@ -13,7 +13,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::task::{Context, Waker};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use lockfree_sync::mpsc::{self, TryRecvError};
@@ -52,22 +51,7 @@ fn receives_do_not_wait_for_a_frozen_producer() {
     };
     // Releases a frozen producer that a receive waits for (the old
     // behaviour), so that the test fails instead of hanging.
-    let watchdog_stop = std::sync::Arc::new(AtomicBool::new(false));
-    let watchdog = {
-        let stop = watchdog_stop.clone();
-        thread::spawn(move || {
-            let mut seen = (u64::MAX, Instant::now());
-            while !stop.load(SeqCst) {
-                thread::sleep(Duration::from_millis(10));
-                let trial = TRIAL.load(SeqCst);
-                if trial != seen.0 {
-                    seen = (trial, Instant::now());
-                } else if seen.1.elapsed() > Duration::from_secs(1) {
-                    freeze::let_go();
-                }
-            }
-        })
-    };
+    let watchdog = freeze::Watchdog::start(&TRIAL, Duration::from_secs(1));
     let mut next = 0u64;
     let mut take = |v: u64| {
         assert_eq!(v, next, "messages out of order");
@@ -114,10 +98,9 @@ fn receives_do_not_wait_for_a_frozen_producer() {
     }
     stop.store(true, SeqCst);
     producer.join();
-    watchdog_stop.store(true, SeqCst);
+    drop(watchdog);
     // Nothing lost: every message sent arrives, in order.
     for v in rx.iter() {
         take(v);
     }
-    watchdog.join().unwrap();
 }

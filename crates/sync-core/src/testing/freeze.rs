@@ -8,10 +8,11 @@
 //! statics), and `SIGUSR1` must not be used otherwise in a binary that
 //! uses this module.
 
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::mpsc;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Set before the thread is signalled: the handler spins while it is set.
 static HOLD: AtomicBool = AtomicBool::new(false);
@@ -123,5 +124,50 @@ pub fn release() {
     let_go();
     while HELD.load(SeqCst) {
         thread::yield_now();
+    }
+}
+
+/// Lets the frozen thread go once `progress` (a counter the test bumps at
+/// each trial) has not moved for `stall`: a test whose wait depends on a
+/// frozen thread then fails on its own assertions instead of hanging.
+/// Stops, and is joined, when dropped.
+#[derive(Debug)]
+pub struct Watchdog {
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    /// Starts watching `progress`.
+    pub fn start(progress: &'static AtomicU64, stall: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                let mut seen = (u64::MAX, Instant::now());
+                while !stop.load(SeqCst) {
+                    thread::sleep(Duration::from_millis(10));
+                    let now = progress.load(SeqCst);
+                    if now != seen.0 {
+                        seen = (now, Instant::now());
+                    } else if seen.1.elapsed() > stall {
+                        let_go();
+                    }
+                }
+            })
+        };
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop.store(true, SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
