@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use sync_core::sync::cell::MutPtr;
 
+use sync_core::unwind::Panics;
+
 use super::Mutex;
 
 /// The lock of a [`Mutex`], held: derefs to the data and unlocks on drop.
@@ -61,6 +63,84 @@ impl<'a, T: ?Sized> MutexGuard<'a, T> {
         // Unlocked: a waker's panic may go on now (see the Mutex's docs).
         if let Some(panics) = unsafe { guard.mutex.raw.release_fair() } {
             panics.resume();
+        }
+    }
+
+    /// Unlocks the mutex for as long as `f` runs, then locks it again
+    /// (blocking), also when `f` unwinds: the guard holds the lock again
+    /// when this returns. The unlock is the mutex's own
+    /// ([`Fairness`](crate::Fairness)).
+    ///
+    /// # Panics
+    ///
+    /// If the unlock wakes a waiting task whose waker panics, the lock is
+    /// taken back and the panic goes on before `f` runs (see the
+    /// [`Mutex`]'s docs). A panic of `f` goes on once the lock is taken
+    /// back.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::{Mutex, MutexGuard};
+    /// let m = Mutex::new(0);
+    /// let mut g = m.lock();
+    /// *g += 1;
+    /// MutexGuard::unlocked(&mut g, || assert!(!m.is_locked()));
+    /// *g += 1;
+    /// assert_eq!(*g, 2);
+    /// ```
+    pub fn unlocked<F, U>(guard: &mut Self, f: F) -> U
+    where
+        F: FnOnce() -> U,
+    {
+        unlocked(guard.mutex, &mut guard.data, Release::Own, f)
+    }
+
+    /// [`unlocked`](Self::unlocked), unlocking with
+    /// [`unlock_fair`](Self::unlock_fair): the oldest waiter, if there is
+    /// one, holds the lock while `f` runs.
+    ///
+    /// # Panics
+    ///
+    /// As [`unlocked`](Self::unlocked).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::{Mutex, MutexGuard};
+    /// let m = Mutex::new(0);
+    /// let mut g = m.lock();
+    /// MutexGuard::unlocked_fair(&mut g, || assert!(!m.is_locked()));
+    /// assert!(m.is_locked());
+    /// ```
+    pub fn unlocked_fair<F, U>(guard: &mut Self, f: F) -> U
+    where
+        F: FnOnce() -> U,
+    {
+        unlocked(guard.mutex, &mut guard.data, Release::Fair, f)
+    }
+
+    /// Hands the lock to the oldest waiter if there is one, as
+    /// [`unlock_fair`](Self::unlock_fair) does, and waits for it again
+    /// (behind the waiters queued then); with nobody waiting, it does
+    /// nothing.
+    ///
+    /// # Panics
+    ///
+    /// As [`unlocked`](Self::unlocked).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use lockfree_sync::{Mutex, MutexGuard};
+    /// let m = Mutex::new(0);
+    /// let mut g = m.lock();
+    /// MutexGuard::bump(&mut g);
+    /// *g += 1;
+    /// ```
+    pub fn bump(guard: &mut Self) {
+        if guard.mutex.raw.has_waiters() {
+            unlocked(guard.mutex, &mut guard.data, Release::Fair, || ());
         }
     }
 
@@ -162,12 +242,28 @@ pub struct ArcMutexGuard<T: ?Sized> {
 impl<T: ?Sized> Drop for ArcMutexGuard<T> {
     #[inline]
     fn drop(&mut self) {
+        // SAFETY: the guard's drop: it is not used again.
+        unsafe { Self::release(self, Release::Own) };
+    }
+}
+
+impl<T: ?Sized> ArcMutexGuard<T> {
+    /// Unlocks with `how`, then lets go of the guard's `Arc`: the guard's
+    /// drop and [`unlock_fair`](Self::unlock_fair). (An associated
+    /// function, as the public ones are: a method would hide the `T`'s
+    /// method of the same name.)
+    ///
+    /// # Safety
+    ///
+    /// The guard is not used or dropped afterwards.
+    #[inline]
+    unsafe fn release(guard: &mut Self, how: Release) {
         // SAFETY: dropped exactly once, here, and not used afterwards.
-        unsafe { ManuallyDrop::drop(&mut self.data) };
+        unsafe { ManuallyDrop::drop(&mut guard.data) };
         // SAFETY: the guard holds the lock.
-        let woken = unsafe { self.mutex.raw.release() };
+        let woken = unsafe { how.release(&guard.mutex) };
         // SAFETY: taken exactly once, here; the field is not used again.
-        let mutex = unsafe { ManuallyDrop::take(&mut self.mutex) };
+        let mutex = unsafe { ManuallyDrop::take(&mut guard.mutex) };
         match woken {
             None => drop(mutex),
             // Unlocked, and a waker panicked. Our handle goes first, as it
@@ -201,6 +297,97 @@ impl<T: ?Sized> ArcMutexGuard<T> {
         }
     }
 
+    /// Unlocks, handing the lock to the oldest waiter if there is one, as
+    /// [`MutexGuard::unlock_fair`] does.
+    ///
+    /// # Panics
+    ///
+    /// As the guard's drop (see the [`Mutex`]'s docs).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockfree_sync::{ArcMutexGuard, Mutex};
+    /// let m = Arc::new(Mutex::new(0));
+    /// ArcMutexGuard::unlock_fair(m.lock_arc());
+    /// assert!(!m.is_locked());
+    /// ```
+    pub fn unlock_fair(guard: Self) {
+        // SAFETY: the guard is in a `ManuallyDrop` that is not used again.
+        unsafe { Self::release(&mut ManuallyDrop::new(guard), Release::Fair) };
+    }
+
+    /// Unlocks the mutex for as long as `f` runs, then locks it again, as
+    /// [`MutexGuard::unlocked`] does.
+    ///
+    /// # Panics
+    ///
+    /// As [`MutexGuard::unlocked`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockfree_sync::{ArcMutexGuard, Mutex};
+    /// let m = Arc::new(Mutex::new(0));
+    /// let mut g = m.lock_arc();
+    /// ArcMutexGuard::unlocked(&mut g, || assert!(!m.is_locked()));
+    /// assert!(m.is_locked());
+    /// ```
+    pub fn unlocked<F, U>(guard: &mut Self, f: F) -> U
+    where
+        F: FnOnce() -> U,
+    {
+        unlocked(&guard.mutex, &mut guard.data, Release::Own, f)
+    }
+
+    /// [`unlocked`](Self::unlocked), unlocking with
+    /// [`unlock_fair`](Self::unlock_fair).
+    ///
+    /// # Panics
+    ///
+    /// As [`MutexGuard::unlocked`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockfree_sync::{ArcMutexGuard, Mutex};
+    /// let m = Arc::new(Mutex::new(0));
+    /// let mut g = m.lock_arc();
+    /// ArcMutexGuard::unlocked_fair(&mut g, || assert!(!m.is_locked()));
+    /// ```
+    pub fn unlocked_fair<F, U>(guard: &mut Self, f: F) -> U
+    where
+        F: FnOnce() -> U,
+    {
+        unlocked(&guard.mutex, &mut guard.data, Release::Fair, f)
+    }
+
+    /// Hands the lock to the oldest waiter if there is one and waits for
+    /// it again, as [`MutexGuard::bump`] does.
+    ///
+    /// # Panics
+    ///
+    /// As [`MutexGuard::unlocked`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use lockfree_sync::{ArcMutexGuard, Mutex};
+    /// let m = Arc::new(Mutex::new(0));
+    /// let mut g = m.lock_arc();
+    /// ArcMutexGuard::bump(&mut g);
+    /// *g += 1;
+    /// ```
+    pub fn bump(guard: &mut Self) {
+        if guard.mutex.raw.has_waiters() {
+            unlocked(&guard.mutex, &mut guard.data, Release::Fair, || ());
+        }
+    }
+
     /// The mutex this guard locks.
     ///
     /// # Examples
@@ -214,5 +401,79 @@ impl<T: ?Sized> ArcMutexGuard<T> {
     /// ```
     pub fn mutex(guard: &Self) -> &Arc<Mutex<T>> {
         &guard.mutex
+    }
+}
+
+/// Which unlock a guard method makes.
+#[derive(Clone, Copy)]
+enum Release {
+    /// The mutex's own ([`Fairness`](crate::Fairness)).
+    Own,
+    /// A handoff to the oldest waiter (`unlock_fair`).
+    Fair,
+}
+
+impl Release {
+    /// Unlocks `mutex`, returning what a woken task's waker panicked with.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the lock and gives it up.
+    #[inline]
+    unsafe fn release<T: ?Sized>(self, mutex: &Mutex<T>) -> Option<Panics> {
+        // SAFETY: forwarded.
+        unsafe {
+            match self {
+                Self::Own => mutex.raw.release(),
+                Self::Fair => mutex.raw.release_fair(),
+            }
+        }
+    }
+}
+
+/// The guards' `unlocked`: unlocks `mutex` (whose lock the caller's guard
+/// holds, with `data` its access to the value), runs `f`, and takes the
+/// lock back, also when `f` unwinds, so that the guard holds it again
+/// whatever happens. A waker's panic from the unlock goes on once the
+/// lock is taken back, before `f` runs.
+fn unlocked<T: ?Sized, U>(
+    mutex: &Mutex<T>,
+    data: &mut ManuallyDrop<MutPtr<T>>,
+    how: Release,
+    f: impl FnOnce() -> U,
+) -> U {
+    // SAFETY: dropped once, here; `Relock` makes it anew before the guard
+    // can use it (the guard is borrowed until then).
+    unsafe { ManuallyDrop::drop(data) };
+    // SAFETY: the caller's guard holds the lock; `Relock` takes it back
+    // for the guard.
+    let woken = unsafe { how.release(mutex) };
+    let relock = Relock { mutex, data };
+    // A waker's panic goes on unless this thread is already unwinding (a
+    // second panic would abort): then it is dropped, with any later ones,
+    // and `f` runs as asked.
+    if let Some(mut panics) = woken.filter(|_| !std::thread::panicking()) {
+        if let Some(payload) = panics.take() {
+            drop(panics);
+            drop(relock);
+            std::panic::resume_unwind(payload);
+        }
+    }
+    f()
+}
+
+/// Takes the lock back for a guard when dropped (after `unlocked`'s `f`
+/// returns or unwinds) and renews the guard's access to the value.
+struct Relock<'a, T: ?Sized> {
+    mutex: &'a Mutex<T>,
+    data: &'a mut ManuallyDrop<MutPtr<T>>,
+}
+
+impl<T: ?Sized> Drop for Relock<'_, T> {
+    fn drop(&mut self) {
+        self.mutex.raw.lock();
+        // The old access was dropped by `unlocked`: nothing is overwritten
+        // that needs a drop.
+        *self.data = ManuallyDrop::new(self.mutex.data.get_mut());
     }
 }

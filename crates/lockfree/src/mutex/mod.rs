@@ -74,10 +74,12 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 ///
 /// # Panics
 ///
-/// An unlock (a guard's drop, [`MutexGuard::unlock_fair`]) or a dropped
-/// [`LockAsync`] may wake a waiting task, whose waker is user code. If the
-/// waker panics, the lock (or the wakeup) is passed on first, so the other
-/// task holds its token, and then the panic goes on out of the drop, unless
+/// An unlock (a guard's drop, [`MutexGuard::unlock_fair`], and the unlock
+/// inside [`MutexGuard::unlocked`], `unlocked_fair` and `bump`) or a
+/// dropped [`LockAsync`] may wake a waiting task, whose waker is user code.
+/// If the waker panics, the lock (or the wakeup) is passed on first, so the
+/// other task holds its token, and then the panic goes on out of the drop
+/// (out of `unlocked` once its guard holds the lock again), unless
 /// the thread is already unwinding: then it is dropped, since a second
 /// panic would abort the process. ([`RawMutex::unlock`], which `lock_api`
 /// calls, never unwinds: it drops such a panic.) An [`ArcMutexGuard`] or a

@@ -52,6 +52,17 @@ unsafe impl lock_api::RawMutexFair for RawMutex {
         // SAFETY: lock_api's caller holds the lock.
         unsafe { RawMutex::unlock_fair(self) }
     }
+
+    unsafe fn bump(&self) {
+        // Only with a waiter queued, as parking_lot's: lock_api's default
+        // hands over and queues again even when nobody waits.
+        if self.has_waiters() {
+            // SAFETY: lock_api's caller holds the lock, and holds it again
+            // on return.
+            unsafe { RawMutex::unlock_fair(self) };
+            RawMutex::lock(self);
+        }
+    }
 }
 
 /// [`lock_api::Mutex`] over this crate's [`RawMutex`]: the familiar

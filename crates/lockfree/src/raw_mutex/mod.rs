@@ -281,6 +281,12 @@ impl RawMutex {
         self.word.load(Relaxed) & LOCKED != 0
     }
 
+    /// Whether a waiter is queued (counted) right now: a guard's `bump`
+    /// hands the lock over only then. A hint: it may change at once.
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.word.load(Relaxed) >= ONE
+    }
+
     /// Takes the lock if it is free (and no starving waiter is owed it).
     ///
     /// # Examples
