@@ -88,56 +88,29 @@ fn unlocked_lets_others_in_and_holds_the_lock_again() {
     }
 }
 
-/// `unlocked_fair` hands the lock to the queued task: the lock stays held
-/// (by the task) while `f` runs, and the task's future is ready. The
-/// guard's relock then waits for the task to unlock.
-#[test]
-fn unlocked_fair_hands_the_lock_to_the_oldest_waiter() {
-    for arc in [false, true] {
-        let m = Arc::new(Mutex::with_fairness(0, Fairness::Barging));
-        let (flag, w) = waker();
-        let (locked, wait) = mpsc::channel();
-        let (queued, go) = mpsc::channel::<()>();
-        let holder = {
-            let m = m.clone();
-            thread::spawn(move || {
-                if arc {
-                    let mut g = m.lock_arc();
-                    locked.send(()).unwrap();
-                    go.recv().unwrap();
-                    let held = ArcMutexGuard::unlocked_fair(&mut g, || m.is_locked());
-                    *g += 1;
-                    held
-                } else {
-                    let mut g = m.lock();
-                    locked.send(()).unwrap();
-                    go.recv().unwrap();
-                    let held = MutexGuard::unlocked_fair(&mut g, || m.is_locked());
-                    *g += 1;
-                    held
-                }
-            })
-        };
-        wait.recv_timeout(Duration::from_secs(20)).unwrap();
-        let mut task = Box::pin(m.lock_async());
-        assert!(poll(task.as_mut(), &w).is_pending());
-        queued.send(()).unwrap();
-        wait_until_woken(&flag);
-        let Poll::Ready(mut g) = poll(task.as_mut(), &w) else {
-            panic!("the task was not handed the lock");
-        };
-        *g += 10;
-        drop(g);
-        assert!(
-            holder.join().unwrap(),
-            "the lock was free while f ran: it was not handed over"
-        );
-        assert_eq!(*m.lock(), 11, "a lock was lost");
-    }
-}
-
-/// Waits (at most 20 s) until `flag`'s task is woken.
-fn wait_until_woken(flag: &Flag) {
+/// Runs `holder` on a thread of its own: it locks `m`, calls its argument,
+/// which returns once a task is queued behind it, and then uses its guard.
+/// The task (a `lock_async` polled once) is woken when the holder hands
+/// it the lock; it then runs `task` on the value and unlocks. Returns what
+/// `holder` returned.
+fn with_a_task_queued_behind<T: Send + 'static, R: Send + 'static>(
+    m: &Arc<Mutex<T>>,
+    holder: impl FnOnce(&dyn Fn()) -> R + Send + 'static,
+    task: impl FnOnce(&mut T),
+) -> R {
+    let (flag, w) = waker();
+    let (locked, wait) = mpsc::channel();
+    let (queued, go) = mpsc::channel::<()>();
+    let holder = thread::spawn(move || {
+        holder(&|| {
+            locked.send(()).unwrap();
+            go.recv().unwrap();
+        })
+    });
+    wait.recv_timeout(Duration::from_secs(20)).unwrap();
+    let mut lock = Box::pin(m.lock_async());
+    assert!(poll(lock.as_mut(), &w).is_pending());
+    queued.send(()).unwrap();
     let started = std::time::Instant::now();
     while !flag.woken.load(SeqCst) {
         assert!(
@@ -145,6 +118,48 @@ fn wait_until_woken(flag: &Flag) {
             "the queued task was not woken"
         );
         thread::sleep(Duration::from_millis(1));
+    }
+    let Poll::Ready(mut g) = poll(lock.as_mut(), &w) else {
+        panic!("the task was not handed the lock");
+    };
+    task(&mut g);
+    drop(g);
+    holder.join().unwrap()
+}
+
+/// `unlocked_fair` hands the lock to the queued task: the lock stays held
+/// (by the task) while `f` runs, and the task's future is ready. The
+/// guard's relock then waits for the task to unlock.
+#[test]
+fn unlocked_fair_hands_the_lock_to_the_oldest_waiter() {
+    for arc in [false, true] {
+        let m = Arc::new(Mutex::with_fairness(0, Fairness::Barging));
+        let held = with_a_task_queued_behind(
+            &m,
+            {
+                let m = m.clone();
+                move |queued| {
+                    let held_in = |m: &Mutex<i32>| m.is_locked();
+                    if arc {
+                        let mut g = m.lock_arc();
+                        queued();
+                        *g += 1;
+                        ArcMutexGuard::unlocked_fair(&mut g, || held_in(&m))
+                    } else {
+                        let mut g = m.lock();
+                        queued();
+                        *g += 1;
+                        MutexGuard::unlocked_fair(&mut g, || held_in(&m))
+                    }
+                }
+            },
+            |v| *v += 10,
+        );
+        assert!(
+            held,
+            "the lock was free while f ran: it was not handed over"
+        );
+        assert_eq!(*m.lock(), 11, "a lock was lost");
     }
 }
 
@@ -157,48 +172,29 @@ fn bump_lets_the_queued_waiter_go_first() {
         let m = Arc::new(Mutex::new(Vec::new()));
         // Nobody waits: the lock stays with the guard.
         if arc {
-            let mut g = m.lock_arc();
-            ArcMutexGuard::bump(&mut g);
-            g.push("alone");
+            ArcMutexGuard::bump(&mut m.lock_arc());
         } else {
-            let mut g = m.lock();
-            MutexGuard::bump(&mut g);
-            g.push("alone");
+            MutexGuard::bump(&mut m.lock());
         }
-        let (flag, w) = waker();
-        let (locked, wait) = mpsc::channel();
-        let (queued, go) = mpsc::channel::<()>();
-        let holder = {
+        let bumper = {
             let m = m.clone();
-            thread::spawn(move || {
+            move |queued: &dyn Fn()| {
                 if arc {
                     let mut g = m.lock_arc();
-                    locked.send(()).unwrap();
-                    go.recv().unwrap();
+                    queued();
                     ArcMutexGuard::bump(&mut g);
                     g.push("bumper");
                 } else {
                     let mut g = m.lock();
-                    locked.send(()).unwrap();
-                    go.recv().unwrap();
+                    queued();
                     MutexGuard::bump(&mut g);
                     g.push("bumper");
                 }
-            })
+            }
         };
-        wait.recv_timeout(Duration::from_secs(20)).unwrap();
-        let mut task = Box::pin(m.lock_async());
-        assert!(poll(task.as_mut(), &w).is_pending());
-        queued.send(()).unwrap();
-        // The bump hands the lock to the task and waits behind it.
-        wait_until_woken(&flag);
-        let Poll::Ready(mut g) = poll(task.as_mut(), &w) else {
-            panic!("the task was not handed the lock");
-        };
-        g.push("task");
-        drop(g);
-        holder.join().unwrap();
-        assert_eq!(*m.lock(), ["alone", "task", "bumper"]);
+        with_a_task_queued_behind(&m, bumper, |v| v.push("task"));
+        assert_eq!(*m.lock(), ["task", "bumper"]);
+        assert!(!m.is_locked());
     }
 }
 
@@ -309,39 +305,36 @@ fn guard_methods_keep_exclusion_while_others_queue() {
                     let enter = || assert_eq!(inside.fetch_add(1, SeqCst), 0, "two holders");
                     let leave = || inside.fetch_sub(1, SeqCst);
                     let mut locks = 0u64;
-                    let mut i = t;
-                    while !stop.load(Relaxed) {
-                        i += 1;
-                        if i % 2 == 0 {
-                            let Some(mut g) = m.try_lock_for(Duration::from_micros(i % 1500))
-                            else {
-                                continue;
-                            };
+                    // Locks through `$g`, then one method of `$Guard` picked
+                    // by `$k`, then an unlock that hands over.
+                    macro_rules! exercise {
+                        ($g:expr, $Guard:ident, $k:expr) => {{
+                            let mut g = $g;
                             enter();
                             *g += 1;
                             leave();
-                            match i % 6 {
-                                0 => MutexGuard::bump(&mut g),
-                                2 => MutexGuard::unlocked(&mut g, thread::yield_now),
-                                _ => MutexGuard::unlocked_fair(&mut g, || ()),
+                            match $k {
+                                0 => $Guard::bump(&mut g),
+                                1 => $Guard::unlocked(&mut g, thread::yield_now),
+                                _ => $Guard::unlocked_fair(&mut g, || ()),
                             }
                             // Held again after the method: still ours alone.
                             enter();
                             leave();
-                            MutexGuard::unlock_fair(g);
+                            $Guard::unlock_fair(g);
+                        }};
+                    }
+                    let mut i = t;
+                    while !stop.load(Relaxed) {
+                        i += 1;
+                        if i % 2 == 0 {
+                            let timeout = Duration::from_micros(i % 1500);
+                            let Some(g) = m.try_lock_for(timeout) else {
+                                continue;
+                            };
+                            exercise!(g, MutexGuard, i / 2 % 3);
                         } else {
-                            let mut g = m.lock_arc();
-                            enter();
-                            *g += 1;
-                            leave();
-                            match i % 6 {
-                                1 => ArcMutexGuard::bump(&mut g),
-                                3 => ArcMutexGuard::unlocked(&mut g, thread::yield_now),
-                                _ => ArcMutexGuard::unlocked_fair(&mut g, || ()),
-                            }
-                            enter();
-                            leave();
-                            ArcMutexGuard::unlock_fair(g);
+                            exercise!(m.lock_arc(), ArcMutexGuard, i / 2 % 3);
                         }
                         locks += 1;
                     }
