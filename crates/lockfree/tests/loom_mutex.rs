@@ -159,6 +159,30 @@ fn unlock_fair_hands_off_against_a_newcomer() {
     });
 }
 
+/// A guard's `unlocked` and `bump` let go and take the lock back inside
+/// one guard while another thread locks: exclusion holds across each
+/// relock (loom checks the cell's accesses: the guard's access ends before
+/// its unlock and starts anew after its relock), and no update is lost.
+#[test]
+fn guard_methods_let_go_and_take_back_against_a_locker() {
+    for fairness in MODES {
+        model::check_with_bound(2, move || {
+            let m = mutex(fairness);
+            let other = incrementer(&m);
+            let mut g = m.lock();
+            *g += 1;
+            lockfree_sync::MutexGuard::unlocked(&mut g, || ());
+            *g += 1;
+            lockfree_sync::MutexGuard::bump(&mut g);
+            *g += 1;
+            drop(g);
+            other.join().unwrap();
+            assert_eq!(*m.lock(), 4);
+            assert_idle(&m);
+        });
+    }
+}
+
 /// Starvation mode: under loom a waiter starves once it has lost one race
 /// (time is not modelled), so a waiter woken and beaten by the holder's
 /// relock queues again with `STARVE` set; unlocks then hand it the lock and
