@@ -2,17 +2,18 @@
 //! on a waiter queue's tail and its link) must not make the thread that
 //! wakes the waiters burn its CPU waiting for it: once yields are slow
 //! (the CPUs oversubscribed), that thread gives its core away (the family's
-//! wait) instead of spinning on it. Two such queues: the waiters on a
-//! task's end (program order), which its finisher notifies, and the
-//! producers waiting for room in a full task queue, which the monitor's
-//! holder wakes when it lets go.
+//! wait) instead of spinning on it. Such queues: the waiters on a task's
+//! end (program order), which its finisher notifies; the producers waiting
+//! for room in a full task queue, which the monitor's holder wakes when it
+//! lets go; and the task queue itself, whose first task a holder that
+//! queues its own into a full queue runs to make room.
 //!
-//! A real waiter thread is frozen at a random point of its loop (register,
-//! withdraw) by a signal whose handler spins until the test releases it;
-//! some of the freezes land inside a registration. Then another thread
-//! must wake the waiters, so it waits for the frozen one's link. Before the
-//! fix it spun meanwhile: its CPU time grew as fast as the frozen thread's
-//! (which spins in the signal handler).
+//! A real thread is frozen at a random point of its loop (register,
+//! withdraw; submit) by a signal whose handler spins
+//! until the test releases it; some of the freezes land inside a push.
+//! Then another thread waits for the frozen one's link. Before the fix it
+//! spun meanwhile: its CPU time grew as fast as the frozen thread's (which
+//! spins in the signal handler).
 #![cfg(all(not(loom), target_os = "linux"))]
 
 use std::cell::Cell;
@@ -22,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, mpsc};
 use std::task::{Context, Waker};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use active_monitor::{__TestOrderWait, Monitor, Order};
 use sync_core::testing::freeze;
@@ -43,6 +44,27 @@ const TRIALS: u64 = 4000;
 
 /// How long the test watches a waker that waits for the frozen waiter.
 const WATCH: Duration = Duration::from_millis(250);
+
+/// Watches `waker`, which waits for the frozen `waiter`, for [`WATCH`]:
+/// its CPU time must stay well below the frozen thread's. That one spins
+/// in the signal handler: it gets the CPU time a spinner gets on this
+/// machine now, which the waker got too while it spun. Returns the
+/// waker's CPU time.
+fn assert_gives_way(k: u64, waker: freeze::Target, waiter: freeze::Target) -> Duration {
+    // SAFETY: both threads run until the test has let the frozen one go
+    // (the waker waits for it), after this.
+    let cpu_times = || unsafe { (waker.cpu_time(), waiter.cpu_time()) };
+    let (cpu, spun) = cpu_times();
+    thread::sleep(WATCH);
+    let (cpu_now, spun_now) = cpu_times();
+    let (cpu, spun) = (cpu_now - cpu, spun_now - spun);
+    eprintln!("trial {k}: the waker used {cpu:?} of CPU, a spinner {spun:?}");
+    assert!(
+        cpu < spun * 3 / 5,
+        "the waker spun on a frozen waiter: {cpu:?} of CPU, a spinner {spun:?}"
+    );
+    cpu
+}
 
 /// Runs trials: `prepare(k)` sets trial `k` up (the waiter registers
 /// meanwhile), then `waiter` is frozen and `wake()` makes `waker` wake the
@@ -77,17 +99,7 @@ fn trials(
         wake();
         if done.recv_timeout(PROMPT).is_err() {
             waits += 1;
-            // The frozen waiter spins in the signal handler: it gets the
-            // CPU time a spinner gets on this machine now, which the waker
-            // got too while it spun.
-            let (cpu, spun) = (waker.cpu_time(), waiter.cpu_time());
-            thread::sleep(WATCH);
-            let (cpu, spun) = (waker.cpu_time() - cpu, waiter.cpu_time() - spun);
-            eprintln!("trial {k}: the waker used {cpu:?} of CPU, a spinner {spun:?}");
-            assert!(
-                cpu < spun * 3 / 5,
-                "the waker spun on a frozen waiter: {cpu:?} of CPU, a spinner {spun:?}"
-            );
+            let _ = assert_gives_way(k, waker.target(), waiter.target());
             freeze::release();
             done.recv_timeout(Duration::from_secs(10))
                 .expect("the waker went on once the waiter did");
@@ -266,4 +278,117 @@ fn a_releasing_holder_does_not_spin_on_a_frozen_producer() {
     drop(hold_tx);
     producer.join();
     holder.join();
+}
+
+/// How long a test looks for a freeze inside the window it needs before it
+/// gives up.
+const SEARCH: Duration = Duration::from_secs(30);
+
+/// The CPU time over [`WATCH`] below which a waker sleeps (parked), rather
+/// than waits as the family does (it wakes every [`SNOOZE`]).
+///
+/// [`SNOOZE`]: sync_core::wait::SNOOZE
+const ASLEEP: Duration = Duration::from_millis(1);
+
+/// Waits for `count` to move once the frozen thread is let go: the thread
+/// that waited for it went on.
+fn goes_on(count: &AtomicU64, what: &str) {
+    let before = count.load(SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count.load(SeqCst) == before {
+        assert!(Instant::now() < deadline, "{what} did not go on");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A caller takes the idle monitor and queues its task behind a producer
+/// frozen half-way through its push into the queue's one slot (the
+/// position claimed, the task not published): the queue is full and its
+/// first task cannot be run yet, so the caller, holding the monitor, waits
+/// for that producer (`push_held`).
+#[test]
+fn a_caller_does_not_spin_on_a_producer_frozen_in_the_first_position() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    freeze::install();
+    active_monitor::__test_set_saturation_override(Some(true));
+    let m = Arc::new(
+        Monitor::builder()
+            .order(Order::Relaxed)
+            .capacity(1)
+            .batch(1)
+            .build(0u64),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    // The producer: one submission after another, queued while the caller
+    // holds the monitor. It polls its submission until it is queued (a
+    // thread would sleep while the slot is taken): it claims the slot as
+    // soon as it is free, as often as the caller empties it.
+    let submitted = Arc::new(AtomicU64::new(0));
+    let producer = {
+        let (m, stop, submitted) = (m.clone(), stop.clone(), submitted.clone());
+        freeze::Freezable::spawn(move || {
+            let mut cx = Context::from_waker(Waker::noop());
+            while !stop.load(SeqCst) {
+                let mut queued = m.submit_async(|n| *n += 1).completion();
+                while !stop.load(SeqCst) {
+                    if Pin::new(&mut queued).poll(&mut cx).is_ready() {
+                        submitted.fetch_add(1, SeqCst);
+                        break;
+                    }
+                }
+            }
+        })
+    };
+    // The caller: one call after another.
+    let calls = Arc::new(AtomicU64::new(0));
+    let caller = {
+        let (m, stop, calls) = (m.clone(), stop.clone(), calls.clone());
+        freeze::Freezable::spawn(move || {
+            while !stop.load(SeqCst) {
+                m.call(|n| *n += 1);
+                calls.fetch_add(1, SeqCst);
+            }
+        })
+    };
+    let watchdog = freeze::Watchdog::start(&TRIAL, Duration::from_secs(3));
+    let (mut waits, mut k) = (0, 0);
+    let search = Instant::now() + SEARCH;
+    while waits < 3 && Instant::now() < search {
+        k += 1;
+        TRIAL.store(k, SeqCst);
+        thread::sleep(Duration::from_micros(50));
+        producer.freeze();
+        // Landed: the first position is in flight, and the caller is stuck
+        // with the monitor held: it took it idle and waits in `push_held`.
+        // Or the producer was frozen in its own `push_held` (it took the
+        // monitor idle too), holding it, and the caller waits for it
+        // asleep: no CPU time at all, not the wait this test is about (a
+        // wait that gives its core away still wakes every few dozen
+        // microseconds).
+        let landed = m.__test_front_in_flight().is_some() && {
+            let before = calls.load(SeqCst);
+            thread::sleep(PROMPT);
+            calls.load(SeqCst) == before && m.__test_front_in_flight() == Some(true)
+        };
+        if landed && assert_gives_way(k, caller.target(), producer.target()) > ASLEEP {
+            waits += 1;
+        }
+        freeze::release();
+        if landed {
+            goes_on(&calls, "the caller");
+        }
+    }
+    eprintln!("{waits} of {k} freezes landed inside a push of the first position");
+    assert!(
+        waits > 0,
+        "no freeze landed inside a push of the first position"
+    );
+    drop(watchdog);
+    active_monitor::__test_set_saturation_override(None);
+    stop.store(true, SeqCst);
+    caller.join();
+    producer.join();
+    // Nothing lost: the queued tasks run before this call's.
+    let (calls, submitted) = (calls.load(SeqCst), submitted.load(SeqCst));
+    assert_eq!(m.call(|n| *n), calls + submitted);
 }
