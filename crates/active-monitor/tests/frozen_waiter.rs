@@ -5,11 +5,12 @@
 //! wait) instead of spinning on it. Such queues: the waiters on a task's
 //! end (program order), which its finisher notifies; the producers waiting
 //! for room in a full task queue, which the monitor's holder wakes when it
-//! lets go; and the task queue itself, whose first task a holder that
-//! queues its own into a full queue runs to make room.
+//! lets go; the task queue itself, whose first task a holder that queues
+//! its own into a full queue runs to make room; and a served monitor's
+//! sleeping server, which a submitter wakes (handing it the monitor).
 //!
 //! A real thread is frozen at a random point of its loop (register,
-//! withdraw; submit) by a signal whose handler spins
+//! withdraw; submit; serve, go to sleep) by a signal whose handler spins
 //! until the test releases it; some of the freezes land inside a push.
 //! Then another thread waits for the frozen one's link. Before the fix it
 //! spun meanwhile: its CPU time grew as fast as the frozen thread's (which
@@ -391,4 +392,105 @@ fn a_caller_does_not_spin_on_a_producer_frozen_in_the_first_position() {
     // Nothing lost: the queued tasks run before this call's.
     let (calls, submitted) = (calls.load(SeqCst), submitted.load(SeqCst));
     assert_eq!(m.call(|n| *n), calls + submitted);
+}
+
+/// The served monitor's server thread (a submitted task runs there while
+/// the CPUs are not saturated).
+fn server_thread(m: &Monitor<u64>) -> freeze::Target {
+    let (on, server) = m
+        .submit(|_| (thread::current().id(), freeze::Target::current()))
+        .wait();
+    assert_ne!(on, thread::current().id(), "the task ran on the server");
+    server
+}
+
+/// A pause of 0 to 63 microseconds, from a xorshift state: a server
+/// watches an empty queue for 20 µs, then queues its waiter and sleeps, so
+/// it often goes to sleep between two submissions so paced.
+fn pause(x: &mut u32) {
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_micros(u64::from(*x % 64)) {
+        std::hint::spin_loop();
+    }
+}
+
+/// Gives the server of `m` a task, then freezes it somewhere on its way
+/// back to sleep (it watches the empty queue for 20 µs first), until a
+/// freeze lands inside the push of its waiter: returns with the server
+/// frozen there, and the monitor idle. `k` counts the trials (each
+/// submits one task), `x` is the pauses' xorshift state.
+fn freeze_server_in_its_push(m: &Monitor<u64>, server: freeze::Target, k: &mut u64, x: &mut u32) {
+    let search = Instant::now() + SEARCH;
+    loop {
+        assert!(
+            Instant::now() < search,
+            "no freeze landed inside the server's push of its waiter"
+        );
+        *k += 1;
+        TRIAL.store(*k, SeqCst);
+        drop(m.submit(|n| *n += 1));
+        pause(x);
+        // SAFETY: the server runs until the monitor's last handle goes,
+        // after the freeze.
+        unsafe { server.freeze() };
+        if m.__test_sleeper_in_flight() {
+            eprintln!("trial {k}: the server is frozen inside the push of its waiter");
+            return;
+        }
+        freeze::release();
+    }
+}
+
+/// A submitter wakes the server of a served monitor (which serves: the
+/// CPUs are not saturated) by handing it the monitor, held; the server is
+/// frozen half-way through queuing its waiter before it sleeps, so the
+/// submitter, holding the monitor, waits for that push (`hand_to_server`).
+#[test]
+fn a_submitter_does_not_spin_on_a_server_frozen_going_to_sleep() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    freeze::install();
+    let watchdog = freeze::Watchdog::start(&TRIAL, Duration::from_secs(3));
+    active_monitor::__test_set_saturation_override(Some(false));
+    let m = Monitor::builder().order(Order::Relaxed).build_served(0u64);
+    assert!(m.has_server(), "a server thread, under the cap");
+    let server = server_thread(&m);
+    // The submitter: one submission each time it is told.
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let submitter = {
+        let m = m.clone();
+        freeze::Freezable::spawn(move || {
+            for () in go_rx {
+                drop(m.submit(|n| *n += 1));
+                done_tx.send(()).unwrap();
+            }
+        })
+    };
+    let (mut k, mut x) = (0, 0x9e37_79b9);
+    for _ in 0..2 {
+        freeze_server_in_its_push(&m, server, &mut k, &mut x);
+        go_tx.send(()).unwrap();
+        assert!(
+            done_rx.recv_timeout(PROMPT).is_err(),
+            "the submission waits for the server's push"
+        );
+        // Yields are slow from now on (as beside busy threads): the
+        // family's wait then sleeps instead of yielding.
+        active_monitor::__test_set_saturation_override(Some(true));
+        let _ = assert_gives_way(k, submitter.target(), server);
+        active_monitor::__test_set_saturation_override(Some(false));
+        freeze::release();
+        done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the submitter went on once the server did");
+    }
+    drop(go_tx);
+    submitter.join();
+    // Nothing lost: the server runs the queued tasks before this call's.
+    assert_eq!(m.call(|n| *n), k + 2);
+    drop(watchdog);
+    active_monitor::__test_set_saturation_override(None);
 }

@@ -53,9 +53,9 @@ pub(super) const STATE: usize = 3;
 /// A holder waits for another thread half-way through its push into one
 /// of the monitor's queues (a producer that claimed the task queue's first
 /// position and has not published its task, a producer registering in
-/// `space` to wait for room): a few instructions, unless that thread was
-/// preempted there (then for as long as it waits for a CPU, a scheduling
-/// round beside busy threads).
+/// `space` to wait for room, the server queuing its waiter in `sleeper`):
+/// a few instructions, unless that thread was preempted there (then for as
+/// long as it waits for a CPU, a scheduling round beside busy threads).
 /// The family's wait: a short spin, then our core is given away (a sleep
 /// once yields are slow), never spun on.
 fn wait_for_push(backoff: &mut Backoff) {
