@@ -7,7 +7,8 @@
 //! for room in a full task queue, which the monitor's holder wakes when it
 //! lets go; the task queue itself, whose first task a holder that queues
 //! its own into a full queue runs to make room; and a served monitor's
-//! sleeping server, which a submitter wakes (handing it the monitor).
+//! sleeping server, which a submitter wakes (handing it the monitor) and
+//! the last handle's drop wakes to stop.
 //!
 //! A real thread is frozen at a random point of its loop (register,
 //! withdraw; submit; serve, go to sleep) by a signal whose handler spins
@@ -26,7 +27,7 @@ use std::task::{Context, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use active_monitor::{__TestOrderWait, Monitor, Order};
+use active_monitor::{__TestOrderWait, Monitor, Order, Served};
 use sync_core::testing::freeze;
 
 /// One frozen thread at a time per binary (the handler's flags are
@@ -491,6 +492,48 @@ fn a_submitter_does_not_spin_on_a_server_frozen_going_to_sleep() {
     submitter.join();
     // Nothing lost: the server runs the queued tasks before this call's.
     assert_eq!(m.call(|n| *n), k + 2);
+    drop(watchdog);
+    active_monitor::__test_set_saturation_override(None);
+}
+
+/// The last handle of a served monitor goes while its server is frozen
+/// half-way through queuing its waiter before it sleeps: the drop wakes
+/// the server to stop, and waits for that push (`wake_server_to_stop`),
+/// taking the monitor and letting it go each time it looks.
+#[test]
+fn the_last_handle_does_not_spin_on_a_server_frozen_going_to_sleep() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    freeze::install();
+    let watchdog = freeze::Watchdog::start(&TRIAL, Duration::from_secs(3));
+    let (mut k, mut x) = (0, 0x9e37_79b9);
+    for _ in 0..2 {
+        active_monitor::__test_set_saturation_override(Some(false));
+        let m = Monitor::builder().order(Order::Relaxed).build_served(0u64);
+        assert!(m.has_server(), "a server thread, under the cap");
+        let server = server_thread(&m);
+        freeze_server_in_its_push(&m, server, &mut k, &mut x);
+        // The last handle goes on another thread.
+        let dropped = Arc::new(AtomicBool::new(false));
+        let (handle_tx, handle_rx) = mpsc::channel::<Served<u64>>();
+        let dropper = {
+            let dropped = dropped.clone();
+            freeze::Freezable::spawn(move || {
+                drop(handle_rx.recv().unwrap());
+                dropped.store(true, SeqCst);
+            })
+        };
+        handle_tx.send(m).unwrap();
+        thread::sleep(PROMPT);
+        assert!(!dropped.load(SeqCst), "the drop waits for the server");
+        // Yields are slow from now on (as beside busy threads): the
+        // family's wait then sleeps instead of yielding.
+        active_monitor::__test_set_saturation_override(Some(true));
+        let _ = assert_gives_way(k, dropper.target(), server);
+        freeze::release();
+        // The server stops, and the drop joins it.
+        dropper.join();
+        assert!(dropped.load(SeqCst));
+    }
     drop(watchdog);
     active_monitor::__test_set_saturation_override(None);
 }

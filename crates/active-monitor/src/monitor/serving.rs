@@ -63,6 +63,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         let Some(srv) = &self.server else {
             return;
         };
+        let mut backoff = Backoff::new();
         while !srv.sleeper.is_empty() {
             if !self.take() {
                 sync_core::wait::give_way(None);
@@ -75,8 +76,12 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
             // Release: pairs with the Acquire CAS in `take`.
             self.lock.store(0, Release);
-            // Not empty yet: the server is half-way through its push.
-            sync_core::sync::hint::spin_loop();
+            if srv.sleeper.is_empty() {
+                return;
+            }
+            // Not empty yet: the server is half-way through its push (see
+            // `wait_for_push`; the monitor is let go of meanwhile).
+            wait_for_push(&mut backoff);
         }
     }
 
