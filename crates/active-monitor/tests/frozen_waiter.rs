@@ -22,7 +22,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::task::{Context, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -33,6 +33,25 @@ use sync_core::testing::freeze;
 /// One frozen thread at a time per binary (the handler's flags are
 /// statics): the tests take turns.
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Takes this binary's turn (see [`SERIAL`]) and installs the freeze
+/// handler.
+fn turn() -> MutexGuard<'static, ()> {
+    let turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    freeze::install();
+    turn
+}
+
+/// A monitor whose task queue has one slot, served one task a stint.
+fn one_slot() -> Arc<Monitor<u64>> {
+    Arc::new(
+        Monitor::builder()
+            .order(Order::Relaxed)
+            .capacity(1)
+            .batch(1)
+            .build(0u64),
+    )
+}
 
 /// Bumped by every trial, watched by the watchdog.
 static TRIAL: AtomicU64 = AtomicU64::new(0);
@@ -119,8 +138,7 @@ fn trials(
 /// one of them frozen half-way through its registration.
 #[test]
 fn a_finisher_does_not_spin_on_a_frozen_waiter() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    freeze::install();
+    let _turn = turn();
     // Yields are slow (as beside 50 busy threads on 2 CPUs): a wait for a
     // peer must then give its core away.
     active_monitor::__test_set_saturation_override(Some(true));
@@ -196,16 +214,9 @@ fn a_finisher_does_not_spin_on_a_frozen_waiter() {
 /// registration.
 #[test]
 fn a_releasing_holder_does_not_spin_on_a_frozen_producer() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    freeze::install();
+    let _turn = turn();
     active_monitor::__test_set_saturation_override(Some(true));
-    let m = Arc::new(
-        Monitor::builder()
-            .order(Order::Relaxed)
-            .capacity(1)
-            .batch(1)
-            .build(0u64),
-    );
+    let m = one_slot();
     // Raised while the queue is full and held: the producer registers for
     // room (an async submission polled once), and withdraws (dropped).
     // `idle`: the producer has seen `full` lowered (no poll under way).
@@ -310,16 +321,9 @@ fn goes_on(count: &AtomicU64, what: &str) {
 /// for that producer (`push_held`).
 #[test]
 fn a_caller_does_not_spin_on_a_producer_frozen_in_the_first_position() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    freeze::install();
+    let _turn = turn();
     active_monitor::__test_set_saturation_override(Some(true));
-    let m = Arc::new(
-        Monitor::builder()
-            .order(Order::Relaxed)
-            .capacity(1)
-            .batch(1)
-            .build(0u64),
-    );
+    let m = one_slot();
     let stop = Arc::new(AtomicBool::new(false));
     // The producer: one submission after another, queued while the caller
     // holds the monitor. It polls its submission until it is queued (a
@@ -451,8 +455,7 @@ fn freeze_server_in_its_push(m: &Monitor<u64>, server: freeze::Target, k: &mut u
 /// submitter, holding the monitor, waits for that push (`hand_to_server`).
 #[test]
 fn a_submitter_does_not_spin_on_a_server_frozen_going_to_sleep() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    freeze::install();
+    let _turn = turn();
     let watchdog = freeze::Watchdog::start(&TRIAL, Duration::from_secs(3));
     active_monitor::__test_set_saturation_override(Some(false));
     let m = Monitor::builder().order(Order::Relaxed).build_served(0u64);
@@ -502,8 +505,7 @@ fn a_submitter_does_not_spin_on_a_server_frozen_going_to_sleep() {
 /// taking the monitor and letting it go each time it looks.
 #[test]
 fn the_last_handle_does_not_spin_on_a_server_frozen_going_to_sleep() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    freeze::install();
+    let _turn = turn();
     let watchdog = freeze::Watchdog::start(&TRIAL, Duration::from_secs(3));
     let (mut k, mut x) = (0, 0x9e37_79b9);
     for _ in 0..2 {
