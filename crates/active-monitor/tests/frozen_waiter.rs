@@ -23,7 +23,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, mpsc};
-use std::task::{Context, Waker};
+use std::task::{Context, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -134,14 +134,22 @@ fn trials(
     drop(watchdog);
 }
 
-/// A task's finisher notifies the waiters on its end (program order),
-/// one of them frozen half-way through its registration.
+/// A waker that raises a flag.
+struct Flag(AtomicBool);
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, SeqCst);
+    }
+}
+
+/// A task's finisher notifies the waiters on its end (program order), one
+/// of them frozen half-way through its registration: the finisher does
+/// not wait for it (it stops there), and that waiter, let go, finds the
+/// task finished and notifies the waiter queued behind it.
 #[test]
-fn a_finisher_does_not_spin_on_a_frozen_waiter() {
+fn a_finisher_does_not_wait_for_a_frozen_waiter() {
     let _turn = turn();
-    // Yields are slow (as beside 50 busy threads on 2 CPUs): a wait for a
-    // peer must then give its core away.
-    active_monitor::__test_set_saturation_override(Some(true));
     let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u64));
     // The task the waiter registers on, replaced each trial.
     let task: Arc<Mutex<Option<__TestOrderWait<u64>>>> = Arc::new(Mutex::new(None));
@@ -172,41 +180,70 @@ fn a_finisher_does_not_spin_on_a_frozen_waiter() {
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let finisher = {
         let m = m.clone();
-        freeze::Freezable::spawn(move || {
+        std::thread::spawn(move || {
             for k in go_rx {
                 m.call(|n| *n = k);
                 done_tx.send(()).unwrap();
             }
         })
     };
-    let (task_k, k_sent) = (Cell::new(None), Cell::new(0));
-    // The finisher waits only for a registration half-way through (about
-    // one freeze in a hundred lands there): each wait is one.
-    trials(
-        3,
-        &waiter,
-        &finisher,
-        &done_rx,
-        |k| {
-            // A task queued on its precondition: the finisher's `call`
-            // enables and runs it.
-            let c = m.when(move |n| *n == k, |n| *n);
-            *task.lock().unwrap() = Some(c.__test_order_wait());
-            generation.fetch_add(1, SeqCst);
-            task_k.set(Some(c));
-            k_sent.set(k);
-        },
-        || go_tx.send(k_sent.get()).unwrap(),
-        |k| {
-            assert_eq!(task_k.take().unwrap().wait(), k);
-            *task.lock().unwrap() = None;
-        },
-    );
-    active_monitor::__test_set_saturation_override(None);
+    let watchdog = freeze::Watchdog::start(&TRIAL, Duration::from_secs(3));
+    let search = Instant::now() + SEARCH;
+    let (mut landed, mut k) = (0, 0);
+    while landed < 3 {
+        assert!(
+            Instant::now() < search,
+            "no freeze landed inside a registration"
+        );
+        k += 1;
+        TRIAL.store(k, SeqCst);
+        // A task queued on its precondition: the finisher's `call` enables
+        // and runs it.
+        let c = m.when(move |n| *n == k, |n| *n);
+        *task.lock().unwrap() = Some(c.__test_order_wait());
+        generation.fetch_add(1, SeqCst);
+        thread::sleep(Duration::from_micros(300));
+        waiter.freeze();
+        let in_flight = c.__test_order_in_flight();
+        // Another waiter, queued behind the frozen one if that one is
+        // half-way through.
+        let flag = Arc::new(Flag(AtomicBool::new(false)));
+        let behind_waker = Waker::from(flag.clone());
+        let mut behind = c.__test_order_wait();
+        let mut cx = Context::from_waker(&behind_waker);
+        assert!(Pin::new(&mut behind).poll(&mut cx).is_pending());
+        go_tx.send(k).unwrap();
+        let finish = done_rx.recv_timeout(PROMPT);
+        if in_flight {
+            landed += 1;
+            eprintln!("trial {k}: a finish with a waiter frozen half-way through its push");
+            finish.expect("the finisher waited for the frozen waiter");
+            // The finisher stopped at the frozen waiter.
+            assert!(
+                !flag.0.load(SeqCst),
+                "a waiter behind the frozen one was notified"
+            );
+        }
+        freeze::release();
+        if !in_flight {
+            finish.expect("the finish went on");
+        }
+        // The frozen waiter, let go, notifies the one behind it.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !flag.0.load(SeqCst) {
+            assert!(Instant::now() < deadline, "the waiter behind was not woken");
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert!(Pin::new(&mut behind).poll(&mut cx).is_ready());
+        assert_eq!(c.wait(), k);
+        *task.lock().unwrap() = None;
+    }
+    eprintln!("{landed} of {k} freezes landed inside a registration");
+    drop(watchdog);
     stop.store(true, SeqCst);
     drop(go_tx);
     waiter.join();
-    finisher.join();
+    finisher.join().unwrap();
 }
 
 /// The holder of a monitor with a full task queue lets go, and wakes the
