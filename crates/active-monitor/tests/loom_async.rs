@@ -492,3 +492,83 @@ fn a_completion_taken_from_a_polled_when_async_races_its_signal() {
         assert_eq!(runs.load(SeqCst), 1, "the body ran once");
     });
 }
+
+/// Waiters on a queued task's end register while it finishes (program
+/// order's waiters, through the test hook): the finisher notifies every
+/// waiter it reaches and stops at one half-way through its push (swapped,
+/// not linked); that waiter, once linked, finds the task finished and
+/// notifies the rest (or asks the consumer role's holder to). Once every
+/// thread is done, every waiter that registered has been woken.
+#[test]
+fn waiters_registering_while_a_task_finishes_are_all_woken() {
+    /// Registers `w` on its task: `None` if the task had finished, else
+    /// the flag its waker raises.
+    fn register(w: &mut active_monitor::__TestOrderWait<()>) -> Option<Arc<AtomicBool>> {
+        let (waker, woken) = flag_waker();
+        poll(w, &waker).is_pending().then_some(woken)
+    }
+    check_with_bound(2, || {
+        let m = Arc::new(relaxed(2, 1));
+        let go = Arc::new(AtomicBool::new(false));
+        let holder = hold(&m, &go);
+        let c = m.submit(|n| *n += 10); // queued behind the holder: its finisher
+        let mut first = c.__test_order_wait();
+        let other = thread::spawn(move || {
+            let woken = register(&mut first);
+            (first, woken)
+        });
+        go.store(true, SeqCst); // the holder lets go and runs `c`
+        let mut second = c.__test_order_wait();
+        let second_woken = register(&mut second);
+        let (mut first, first_woken) = other.join().unwrap();
+        holder.join().unwrap();
+        c.wait();
+        for (w, woken) in [(&mut first, first_woken), (&mut second, second_woken)] {
+            if let Some(woken) = woken {
+                assert!(
+                    woken.load(SeqCst),
+                    "a waiter on a finished task was not woken"
+                );
+                assert!(poll(w, Waker::noop()).is_ready());
+            }
+        }
+        assert_eq!(m.call(|n| *n), 11);
+    });
+}
+
+/// A newcomer's sweep of a task's waiters (due once a withdrawal is
+/// counted) races the task's finish: the finish may find the queue empty
+/// while the sweep has taken the live waiters out, and asks nobody; the
+/// sweeper then serves them once it lets go. Every waiter is woken.
+#[test]
+fn a_finish_racing_a_sweep_of_its_waiters_wakes_them() {
+    check_with_bound(2, || {
+        let m = Arc::new(relaxed(2, 1));
+        let go = Arc::new(AtomicBool::new(false));
+        let holder = hold(&m, &go);
+        let c = m.submit(|n| *n += 10); // queued behind the holder: its finisher
+        let (waker, woken) = flag_waker();
+        let mut live = c.__test_order_wait();
+        assert!(poll(&mut live, &waker).is_pending(), "the task is queued");
+        let mut gone = c.__test_order_wait();
+        assert!(poll(&mut gone, Waker::noop()).is_pending());
+        drop(gone); // withdrawn: the next registration sweeps
+        let mut newcomer = c.__test_order_wait();
+        let sweeper = thread::spawn(move || {
+            let (waker, woken) = flag_waker();
+            let pending = poll(&mut newcomer, &waker).is_pending();
+            (newcomer, pending.then_some(woken))
+        });
+        go.store(true, SeqCst); // the holder lets go and runs `c`
+        let (mut newcomer, newcomer_woken) = sweeper.join().unwrap();
+        holder.join().unwrap();
+        c.wait();
+        assert!(woken.load(SeqCst), "the live waiter was not woken");
+        assert!(poll(&mut live, Waker::noop()).is_ready());
+        if let Some(woken) = newcomer_woken {
+            assert!(woken.load(SeqCst), "the newcomer was not woken");
+            assert!(poll(&mut newcomer, Waker::noop()).is_ready());
+        }
+        assert_eq!(m.call(|n| *n), 11);
+    });
+}

@@ -3,8 +3,8 @@
 use core::task::{Context, Poll};
 
 use sync_core::sync::Arc as LoomArc;
-use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*, fence};
-use sync_core::wait::{Backoff, Next, WaitPolicy, Watch};
+use sync_core::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*, fence};
+use sync_core::wait::{Next, WaitPolicy, Watch};
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
 use crate::sweep::SweepCount;
@@ -24,6 +24,13 @@ const CANCELLED: usize = 3;
 /// The token an order waiter is notified with: the task has finished.
 const FINISHED: Token = 1;
 
+/// [`Finish::role`]: somebody holds the waiter queue's consumer role.
+const HELD: u8 = 1;
+/// [`Finish::role`], with [`HELD`]: somebody asked the holder to serve the
+/// waiters again (a finish, or a waiter that pushed itself and found the
+/// task finished) while it held the role.
+const AGAIN: u8 = 2;
+
 /// How a task ends, for everyone who waits for it to end without taking its
 /// result: the workers that must wait for it under strict program order
 /// (several may: async tasks sharing a thread's worker record, or a thread
@@ -38,17 +45,24 @@ const FINISHED: Token = 1;
 ///
 /// The waiters are a [`WaiterQueue`] of thread or task [`Waiter`]s, all
 /// notified once the task finishes (a broadcast, so their order does not
-/// matter). The queue's consumer role is the `consumer` flag: the finisher
-/// takes it to notify everybody, and a newcomer takes it to free the
-/// waiters that withdrew (futures dropped while waiting), so the queue
-/// holds the live waiters, not the history of cancelled waits. Whoever
-/// holds the role re-checks after letting go, so a finish that found the
-/// role taken is never left undelivered.
+/// matter). The queue's consumer role is `role`: the finisher takes it to
+/// notify everybody, and a newcomer takes it to free the waiters that
+/// withdrew (futures dropped while waiting), so the queue holds the live
+/// waiters, not the history of cancelled waits. A finish that finds the
+/// role taken asks its holder to serve again ([`AGAIN`]), so it is never
+/// left undelivered.
+///
+/// Nobody waits for a waiter half-way through its push (swapped the tail,
+/// not linked yet: preempted there, it stays so for a scheduling round):
+/// whoever notifies stops there, and that waiter, once it has linked, finds
+/// the task finished (the fences in `finished_serve` and `push_waiter`) and
+/// notifies the rest itself, or asks the holder of the role to.
 pub(crate) struct Finish {
     pub(super) state: AtomicUsize,
     waiters: WaiterQueue,
-    /// The waiter queue's consumer role: true while somebody pops.
-    consumer: AtomicBool,
+    /// The waiter queue's consumer role: 0, [`HELD`] while somebody pops,
+    /// [`HELD`]` | `[`AGAIN`] once somebody asked it to serve again.
+    role: AtomicU8,
     /// The withdrawn waiters still in `waiters`, and the live ones the
     /// last sweep kept: when a newcomer sweeps. Two 32-bit words: the slot
     /// sits in every task's allocation, which small tasks keep within 120
@@ -124,7 +138,7 @@ impl Finish {
         Self {
             state: AtomicUsize::new(PENDING),
             waiters: WaiterQueue::new(),
-            consumer: AtomicBool::new(false),
+            role: AtomicU8::new(0),
             count: SweepCount::new(),
         }
     }
@@ -189,59 +203,83 @@ impl Finish {
         // waiter sees the final state after pushing, or we see its node.
         fence(SeqCst);
         if !self.waiters.is_empty() {
-            self.serve_waiters();
+            self.serve_waiters(true);
         }
     }
 
-    /// Takes the consumer role, if free, and pops every waiter: notifies
-    /// them all if the task has finished, otherwise frees the withdrawn
-    /// ones and puts the others back. Re-checks after letting go of the
-    /// role, for a finisher that found it taken.
-    fn serve_waiters(&self) {
-        // Acquire: pairs with the Release that ended the previous holder's
-        // turn (its pops happen before ours).
-        while self
-            .consumer
-            .compare_exchange(false, true, Acquire, Relaxed)
-            .is_ok()
-        {
+    /// Takes the consumer role and pops every waiter: notifies them all if
+    /// the task has finished, otherwise frees the withdrawn ones and puts
+    /// the others back. If the role is taken: with `again` (a finish, or a
+    /// waiter that found the task finished after its push), asks its holder
+    /// to serve once more ([`AGAIN`]); otherwise (a sweep) leaves it.
+    fn serve_waiters(&self, again: bool) {
+        let mut s = self.role.load(Relaxed);
+        loop {
+            let next = if s & HELD == 0 {
+                HELD
+            } else if again {
+                s | AGAIN
+            } else {
+                return;
+            };
+            // AcqRel: taking the role (Acquire) pairs with the Release that
+            // ended the previous holder's turn (its pops happen before
+            // ours); asking again (Release) pairs with the holder's Acquire
+            // swap below (our link, or the final state, happen before its
+            // next turn).
+            match self.role.compare_exchange(s, next, AcqRel, Relaxed) {
+                Ok(_) if next == HELD => break,
+                Ok(_) => return,
+                Err(now) => s = now,
+            }
+        }
+        loop {
             if self.is_finished() {
-                let mut withdrawn = 0;
-                let mut backoff = Backoff::new();
-                while !self.waiters.is_empty() {
-                    // SAFETY: we hold the consumer role (one consumer at a
-                    // time; Acquire/Release on `consumer` orders the turns).
-                    match unsafe { self.waiters.pop() } {
-                        // A waker is user code: a panic in it is caught (see
-                        // `unwind`), so the role is always given back.
-                        Some(w) => withdrawn += usize::from(!notify_finished(&w)),
-                        // A producer is half-way through its push: a few
-                        // instructions, unless it was preempted there (then
-                        // for as long as it waits for a CPU). The family's
-                        // wait: a short spin, then our core is given away
-                        // (a sleep once yields are slow), never spun on.
-                        None => backoff.snooze(),
-                    }
-                }
-                self.count.left(withdrawn);
+                self.finished_serve();
             } else {
                 // A sweeper frees the withdrawn waiters and puts the live
                 // ones back (a node half-way through its push is left to
                 // the next sweep, and still counts).
-                // SAFETY: as above, we hold the consumer role.
+                // SAFETY: we hold the consumer role.
                 unsafe { self.count.sweep(&self.waiters) };
             }
-            // Release: pairs with the next holder's Acquire.
-            self.consumer.store(false, Release);
-            // SeqCst fence: pairs with the fence in `finished`. A finisher
-            // whose CAS on `consumer` failed (we held it) fenced before
-            // that; after our fence we see its final state, and serve
-            // again if a waiter is left.
-            fence(SeqCst);
-            if !self.is_finished() || self.waiters.is_empty() {
+            // Release: pairs with the next holder's Acquire. No look after
+            // it: a finish that found the role taken asked again, and one
+            // that found the queue empty while a sweep had its waiters out
+            // left them to the sweeper, a newcomer in `push_waiter`, which
+            // sees the task finished after its fence (the sweep's pushes
+            // come before it) and serves them.
+            if self
+                .role
+                .compare_exchange(HELD, 0, Release, Relaxed)
+                .is_ok()
+            {
                 return;
             }
+            // Asked again: Acquire (a swap reads the last request) pairs
+            // with the requests' Release.
+            self.role.swap(HELD, Acquire);
         }
+    }
+
+    /// Notifies every waiter of a finished task, up to a waiter half-way
+    /// through its push (if any): that one serves the rest once it has
+    /// linked (see `push_waiter`). The caller holds the consumer role.
+    fn finished_serve(&self) {
+        // SeqCst fence: pairs with the fence in `push_waiter`, as the one in
+        // `finished` (which a holder that is not the finisher has not
+        // made): a waiter whose link we do not see below sees the task
+        // finished after its own fence.
+        fence(SeqCst);
+        let mut withdrawn = 0;
+        // A waker is user code: a panic in it is caught (see `unwind`), so
+        // the role is always given back.
+        // SAFETY: we hold the consumer role (one consumer at a time;
+        // Acquire/Release on `role` orders the turns).
+        while let Some(w) = unsafe { self.waiters.pop() } {
+            withdrawn += usize::from(!notify_finished(&w));
+        }
+        self.count.left(withdrawn);
     }
 
     /// Adds `waiter` (not notified yet) and returns whether the task is
@@ -256,12 +294,17 @@ impl Finish {
         // cost O(N^2) to register). Skipping it is always safe: the
         // finisher pops every node, and the fence below decides the race.
         if self.count.due() {
-            self.serve_waiters();
+            self.serve_waiters(false);
         }
-        // SeqCst fence: pairs with the fence in `finished` (see there).
+        // SeqCst fence: pairs with the fence in `finished` (see there), and
+        // with the one in `finished_serve`: a notifier that stopped at our
+        // node (not linked yet) left the waiters from ours on to us.
         fence(SeqCst);
         if self.is_finished() {
             let _ = waiter.cancel();
+            // Ours and those behind it (and anyone's a notifier stopped
+            // at): served, or the role's holder is asked to.
+            self.serve_waiters(true);
             return false;
         }
         true
@@ -322,15 +365,43 @@ impl Finish {
     pub(crate) fn audit(&self) -> (usize, usize) {
         // Acquire: as in `serve_waiters`.
         let free = self
-            .consumer
-            .compare_exchange(false, true, Acquire, Relaxed)
+            .role
+            .compare_exchange(0, HELD, Acquire, Relaxed)
             .is_ok();
         assert!(free, "audit of a task's waiters while they are served");
         // SAFETY: we hold the consumer role.
         let audit = unsafe { self.count.audit(&self.waiters) };
         // Release: pairs with the next holder's Acquire.
-        self.consumer.store(false, Release);
+        self.role.store(0, Release);
         audit
+    }
+
+    /// Test hook (`Completion::__test_order_in_flight`): whether a waiter
+    /// is half-way through its push (swapped, not linked), seen as a
+    /// finisher sees it: takes the consumer role if it is free (else
+    /// `false`), pops every waiter it can and pushes them back, in order.
+    /// For a task nobody else serves meanwhile.
+    pub(crate) fn in_flight(&self) -> bool {
+        // Acquire: as in `serve_waiters`.
+        if self
+            .role
+            .compare_exchange(0, HELD, Acquire, Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        let mut popped = Vec::new();
+        // SAFETY: we hold the consumer role.
+        while let Some(w) = unsafe { self.waiters.pop() } {
+            popped.push(w);
+        }
+        let in_flight = !self.waiters.is_empty();
+        for w in popped {
+            self.waiters.push(w);
+        }
+        // Release: pairs with the next holder's Acquire.
+        self.role.store(0, Release);
+        in_flight
     }
 
     /// A waiting future goes away: its node is withdrawn (and freed by the

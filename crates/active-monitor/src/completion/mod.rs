@@ -629,6 +629,18 @@ impl<R> Completion<R> {
             Inner::Ready(_) | Inner::Boxed(_) => panic!("a task that ran inline has no waiters"),
         }
     }
+
+    /// Test hook: whether a waiter on the task's end is half-way through
+    /// its registration (swapped the queue's tail, not linked yet), seen
+    /// as a finisher sees it. `false` if somebody serves the waiters now,
+    /// or the task ran inline. For a task nobody else serves meanwhile.
+    #[doc(hidden)]
+    pub fn __test_order_in_flight(&self) -> bool {
+        match &self.inner {
+            Inner::Shared { task, .. } => task.slot().finish().in_flight(),
+            Inner::Ready(_) | Inner::Boxed(_) => false,
+        }
+    }
 }
 
 /// [`Completion::__test_order_wait`]'s future.

@@ -10,6 +10,7 @@ use ast_mutex::AbstractState;
 use sync_core::CachePadded;
 use sync_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
+use sync_core::wait::Backoff;
 use sync_core::waiter::WaiterQueue;
 
 use crate::order::Order;
@@ -48,6 +49,18 @@ pub(super) const LOCKED: usize = 1;
 pub(super) const HANDOVER: usize = 2;
 /// The low bits of [`Monitor::lock`]: 0, [`LOCKED`] or [`HANDOVER`].
 pub(super) const STATE: usize = 3;
+
+/// A holder waits for another thread half-way through its push into one
+/// of the monitor's queues (a producer that claimed the task queue's first
+/// position and has not published its task, a producer registering in
+/// `space` to wait for room, the server queuing its waiter in `sleeper`):
+/// a few instructions, unless that thread was preempted there (then for as
+/// long as it waits for a CPU, a scheduling round beside busy threads).
+/// The family's wait: a short spin, then our core is given away (a sleep
+/// once yields are slow), never spun on.
+fn wait_for_push(backoff: &mut Backoff) {
+    backoff.snooze();
+}
 
 /// A monitor whose critical sections are *tasks*, run by whoever holds it:
 /// the paper's ActiveMonitor.

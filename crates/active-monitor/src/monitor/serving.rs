@@ -4,7 +4,7 @@
 use ast_mutex::AbstractState;
 use sync_core::sync::Arc as LoomArc;
 use sync_core::sync::atomic::{Ordering::*, fence};
-use sync_core::sync::hint;
+use sync_core::wait::Backoff;
 use sync_core::waiter::Waiter;
 
 use crate::saturation;
@@ -35,6 +35,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         let Some(srv) = &self.server else {
             return false;
         };
+        let mut backoff = Backoff::new();
         loop {
             // SAFETY: we hold the monitor: the only consumer of `sleeper`,
             // after the previous holder (lock Acquire/Release).
@@ -47,9 +48,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     }
                 }
                 None if srv.sleeper.is_empty() => return false,
-                // The server is half-way through its push: a few
-                // instructions.
-                None => hint::spin_loop(),
+                // The server is half-way through its push (see
+                // `wait_for_push`).
+                None => wait_for_push(&mut backoff),
             }
         }
     }
@@ -62,6 +63,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         let Some(srv) = &self.server else {
             return;
         };
+        let mut backoff = Backoff::new();
         while !srv.sleeper.is_empty() {
             if !self.take() {
                 sync_core::wait::give_way(None);
@@ -74,9 +76,41 @@ impl<T, S: AbstractState> Monitor<T, S> {
             }
             // Release: pairs with the Acquire CAS in `take`.
             self.lock.store(0, Release);
-            // Not empty yet: the server is half-way through its push.
-            hint::spin_loop();
+            if srv.sleeper.is_empty() {
+                return;
+            }
+            // Not empty yet: the server is half-way through its push (see
+            // `wait_for_push`; the monitor is let go of meanwhile).
+            wait_for_push(&mut backoff);
         }
+    }
+
+    /// Test hook: whether the server is half-way through queuing its
+    /// waiter before it sleeps (`prepare_sleep`), seen as a holder sees it
+    /// (`hand_to_server`): takes the monitor if it is idle (else `false`),
+    /// pops `sleeper`, puts a waiter it popped back, and lets go. For a
+    /// monitor that nobody else uses meanwhile (the release does not look
+    /// for work).
+    #[doc(hidden)]
+    pub fn __test_sleeper_in_flight(&self) -> bool {
+        let Some(srv) = &self.server else {
+            return false;
+        };
+        if srv.sleeper.is_empty() || !self.take() {
+            return false;
+        }
+        // SAFETY: we hold the monitor: the `sleeper` queue's consumer.
+        let in_flight = match unsafe { srv.sleeper.pop() } {
+            Some(w) => {
+                // Still the server's to be woken by (or withdrawn: popped
+                // by its next stint).
+                srv.sleeper.push(w);
+                false
+            }
+            None => !srv.sleeper.is_empty(),
+        };
+        self.unlock_plain();
+        in_flight
     }
 
     /// Lets go of a monitor whose server serves (not saturated): a holder
@@ -188,7 +222,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
                     if self.work_for_server() {
                         return true;
                     }
-                    hint::spin_loop();
+                    sync_core::sync::hint::spin_loop();
                 }
                 if start.elapsed() >= crate::server::SPIN {
                     return false;

@@ -16,15 +16,6 @@ use crate::unwind;
 
 use super::*;
 
-/// A holder that wakes producers waits for one half-way through its push
-/// into `space`: a few instructions, unless it was preempted there (then
-/// for as long as it waits for a CPU). The family's wait: a short spin,
-/// then our core is given away (a sleep once yields are slow), never spun
-/// on.
-fn wait_for_push(backoff: &mut Backoff) {
-    backoff.snooze();
-}
-
 /// What [`Monitor::hand_to_producer`] did with the monitor.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Handover {

@@ -47,24 +47,86 @@ pub fn install() {
     }
 }
 
+/// A thread that can be frozen, named by its id: one that
+/// [`Freezable::spawn`] started, or one that named itself with
+/// [`Target::current`] (a thread a library starts, reached through code
+/// it runs: a served monitor's task).
+#[derive(Clone, Copy, Debug)]
+pub struct Target {
+    id: libc::pthread_t,
+}
+
+impl Target {
+    /// The calling thread.
+    pub fn current() -> Self {
+        // SAFETY: pthread_self has no preconditions.
+        let id = unsafe { libc::pthread_self() };
+        Target { id }
+    }
+
+    /// Stops the thread wherever it is, until [`release`] (or
+    /// [`let_go`]); returns once it is held.
+    ///
+    /// # Safety
+    ///
+    /// The id still names the thread: it has not ended, or it is a joinable
+    /// thread not joined yet (the id of a thread that has gone may name
+    /// another one, or none).
+    ///
+    /// # Panics
+    ///
+    /// If the signal cannot be sent.
+    pub unsafe fn freeze(&self) {
+        HOLD.store(true, SeqCst);
+        // SAFETY: the id names a thread (our caller's contract).
+        assert_eq!(unsafe { libc::pthread_kill(self.id, libc::SIGUSR1) }, 0);
+        while !HELD.load(SeqCst) {
+            thread::yield_now();
+        }
+    }
+
+    /// The CPU time the thread has run so far.
+    ///
+    /// # Safety
+    ///
+    /// As for [`freeze`](Self::freeze): the id still names the thread.
+    ///
+    /// # Panics
+    ///
+    /// If the thread's CPU clock cannot be read.
+    pub unsafe fn cpu_time(&self) -> Duration {
+        let mut clock: libc::clockid_t = 0;
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: plain FFI calls about a thread that the id still names
+        // (our caller's contract); `clock` and `t` are valid to write.
+        unsafe {
+            assert_eq!(libc::pthread_getcpuclockid(self.id, &mut clock), 0);
+            assert_eq!(libc::clock_gettime(clock, &mut t), 0);
+        }
+        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+    }
+}
+
 /// A thread that can be frozen.
 #[derive(Debug)]
 pub struct Freezable<R> {
-    id: libc::pthread_t,
+    target: Target,
     thread: thread::JoinHandle<R>,
 }
 
 impl<R: Send + 'static> Freezable<R> {
     /// Spawns `body` on a thread that [`freeze`](Self::freeze) can stop.
     pub fn spawn(body: impl FnOnce() -> R + Send + 'static) -> Self {
-        let (id_tx, id_rx) = mpsc::channel();
+        let (target_tx, target_rx) = mpsc::channel();
         let thread = thread::spawn(move || {
-            // SAFETY: pthread_self has no preconditions.
-            id_tx.send(unsafe { libc::pthread_self() }).unwrap();
+            target_tx.send(Target::current()).unwrap();
             body()
         });
-        let id = id_rx.recv().unwrap();
-        Freezable { id, thread }
+        let target = target_rx.recv().unwrap();
+        Freezable { target, thread }
     }
 
     /// Stops the thread wherever it is, until [`release`] (or
@@ -74,33 +136,25 @@ impl<R: Send + 'static> Freezable<R> {
     ///
     /// If the signal cannot be sent.
     pub fn freeze(&self) {
-        HOLD.store(true, SeqCst);
-        // SAFETY: the thread is alive: it ends only when its body does, and
-        // the tests' bodies run until told to stop, after the last freeze.
-        assert_eq!(unsafe { libc::pthread_kill(self.id, libc::SIGUSR1) }, 0);
-        while !HELD.load(SeqCst) {
-            thread::yield_now();
-        }
+        // SAFETY: we hold the thread's handle, not joined: its id still
+        // names it (the tests' bodies also run until told to stop, after
+        // the last freeze).
+        unsafe { self.target.freeze() }
     }
 
     /// The CPU time the thread has run so far.
     ///
     /// # Panics
     ///
-    /// If the thread's CPU clock cannot be read (it has ended).
+    /// If the thread's CPU clock cannot be read.
     pub fn cpu_time(&self) -> Duration {
-        let mut clock: libc::clockid_t = 0;
-        let mut t = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: plain FFI calls about a thread that is still running (as
-        // in `freeze`); `clock` and `t` are valid to write.
-        unsafe {
-            assert_eq!(libc::pthread_getcpuclockid(self.id, &mut clock), 0);
-            assert_eq!(libc::clock_gettime(clock, &mut t), 0);
-        }
-        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+        // SAFETY: as in `freeze`: not joined, its id still names it.
+        unsafe { self.target.cpu_time() }
+    }
+
+    /// The thread, for what takes a [`Target`].
+    pub fn target(&self) -> Target {
+        self.target
     }
 
     /// Joins the thread.
