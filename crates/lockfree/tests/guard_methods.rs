@@ -3,16 +3,15 @@
 //! and `ArcMutexGuard::unlock_fair`. A task queued with `lock_async`, polled
 //! once, is a waiter whose place in the queue is known without timing.
 
-use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, mpsc};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Poll, Wake, Waker};
 use std::thread;
 use std::time::Duration;
 
 use lockfree_sync::{ArcMutexGuard, Fairness, Mutex, MutexGuard};
+use sync_core::testing::poll_once;
 
 /// A waker that records that it was woken, and panics when armed.
 #[derive(Default)]
@@ -37,10 +36,6 @@ impl Wake for Flag {
 fn waker() -> (Arc<Flag>, Waker) {
     let flag = Arc::new(Flag::default());
     (flag.clone(), Waker::from(flag))
-}
-
-fn poll<F: Future + ?Sized>(f: Pin<&mut F>, waker: &Waker) -> Poll<F::Output> {
-    f.poll(&mut Context::from_waker(waker))
 }
 
 /// Runs `f` on a thread and fails if it has not returned within 20 s (a
@@ -109,7 +104,7 @@ fn with_a_task_queued_behind<T: Send + 'static, R: Send + 'static>(
     });
     wait.recv_timeout(Duration::from_secs(20)).unwrap();
     let mut lock = Box::pin(m.lock_async());
-    assert!(poll(lock.as_mut(), &w).is_pending());
+    assert!(poll_once(lock.as_mut(), &w).is_pending());
     queued.send(()).unwrap();
     let started = std::time::Instant::now();
     while !flag.woken.load(SeqCst) {
@@ -119,7 +114,7 @@ fn with_a_task_queued_behind<T: Send + 'static, R: Send + 'static>(
         );
         thread::sleep(Duration::from_millis(1));
     }
-    let Poll::Ready(mut g) = poll(lock.as_mut(), &w) else {
+    let Poll::Ready(mut g) = poll_once(lock.as_mut(), &w) else {
         panic!("the task was not handed the lock");
     };
     task(&mut g);
@@ -206,7 +201,7 @@ fn arc_unlock_fair_hands_the_lock_over() {
     let g = m.lock_arc();
     let (flag, w) = waker();
     let mut task = Box::pin(m.lock_async());
-    assert!(poll(task.as_mut(), &w).is_pending());
+    assert!(poll_once(task.as_mut(), &w).is_pending());
     ArcMutexGuard::unlock_fair(g);
     assert!(flag.woken.load(SeqCst));
     // Handed over: a newcomer cannot barge in before the task runs.
@@ -214,7 +209,7 @@ fn arc_unlock_fair_hands_the_lock_over() {
         m.try_lock().is_none(),
         "the lock was released, not handed over"
     );
-    let Poll::Ready(g) = poll(task.as_mut(), &w) else {
+    let Poll::Ready(g) = poll_once(task.as_mut(), &w) else {
         panic!("the task was not handed the lock");
     };
     drop(g);
@@ -258,7 +253,7 @@ fn a_wakers_panic_in_unlocked_goes_on_with_the_lock_held_again() {
     // `unlocked` on the guard `g`, with a task queued whose waker panics.
     let check = |unlocked: &mut dyn FnMut(&mut bool)| {
         let mut task = Box::pin(m.lock_async());
-        assert!(poll(task.as_mut(), &w).is_pending());
+        assert!(poll_once(task.as_mut(), &w).is_pending());
         flag.panics.store(true, SeqCst);
         let mut ran = false;
         let r = catch_unwind(AssertUnwindSafe(|| unlocked(&mut ran)));
@@ -273,7 +268,7 @@ fn a_wakers_panic_in_unlocked_goes_on_with_the_lock_held_again() {
     let mut g = m.lock();
     let mut task = check(&mut |ran| MutexGuard::unlocked(&mut g, || *ran = true));
     drop(g);
-    let Poll::Ready(g) = poll(task.as_mut(), &w) else {
+    let Poll::Ready(g) = poll_once(task.as_mut(), &w) else {
         panic!("the woken task did not get the free lock");
     };
     drop(g);
@@ -281,7 +276,7 @@ fn a_wakers_panic_in_unlocked_goes_on_with_the_lock_held_again() {
     let mut g = m.lock_arc();
     let mut task = check(&mut |ran| ArcMutexGuard::unlocked(&mut g, || *ran = true));
     drop(g);
-    let Poll::Ready(g) = poll(task.as_mut(), &w) else {
+    let Poll::Ready(g) = poll_once(task.as_mut(), &w) else {
         panic!("the woken task did not get the free lock");
     };
     drop(g);

@@ -7,7 +7,6 @@ use core::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use sync_core::sync::cell::MutPtr;
-
 use sync_core::unwind::Panics;
 
 use super::Mutex;
