@@ -244,14 +244,10 @@ fn a_waker_s_panic_on_the_deliver_thread_does_not_unwind_out_of_the_next_task() 
     assert_eq!((first, second), (Some(true), Some(true)));
     let task = task.lock().expect("not poisoned").take().expect("spawned");
     // Its last step (after the permit) may still run on the deliver thread.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !task.is_done() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the woken task ran to its end"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    assert!(
+        task.done_within(Duration::from_secs(10)),
+        "the woken task ran to its end"
+    );
     assert_eq!(y.call(|n| *n), 1);
     assert_eq!(x.call(|n| *n), 1);
 }

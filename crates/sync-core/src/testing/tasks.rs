@@ -236,6 +236,20 @@ impl InlineTask {
         self.done.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Whether the body returns within `limit`, for a task woken on
+    /// another thread: a primitive it released may hand on to a waiter
+    /// (which then returns) before the task's poll itself returns.
+    pub fn done_within(&self, limit: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while !self.is_done() {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        true
+    }
+
     fn run(self: &std::sync::Arc<Self>) {
         use std::sync::atomic::Ordering::SeqCst;
         // SeqCst throughout: a wake that finds the task being polled sets
