@@ -14,10 +14,11 @@
 //!   `/proc/loadavg` cannot be read, never saturated.
 //! * [`yields_are_slow`]: heavily oversubscribed ([`CROWDED`] runnable
 //!   threads per CPU), or a yield measured by [`measured_yield`] took
-//!   longer than [`SLOW_YIELD`] recently while the CPUs were saturated
-//!   (remembered for [`SLOW_YIELD_MEMORY`], longer while yields keep being
-//!   slow, and forgotten by the first sample that finds the CPUs no longer
-//!   saturated).
+//!   longer than [`SLOW_YIELD`] recently while the threads besides this
+//!   process's yielding waiters saturated the CPUs (remembered for
+//!   [`SLOW_YIELD_MEMORY`], longer while yields keep being slow, and
+//!   forgotten by the first sample that finds those threads no longer
+//!   saturating the CPUs).
 //!
 //! **Our own yielding waiters are not load.** A thread that yields in a
 //! wait loop is runnable, and a yield passes through every other yielder;
@@ -30,6 +31,17 @@
 //! measured yield is slow only beyond [`SLOW_YIELD`] plus
 //! [`OWN_YIELDER_TURN`] for each of them on its CPU. [`saturated`] counts
 //! every runnable thread, yielders included: they do share the CPUs.
+//!
+//! **Nor is a yield behind one working thread a CPU.** A measured yield
+//! counts as slow only while the runnable threads besides our yielders
+//! outnumber the CPUs. With at most one of them per CPU, a yield waits
+//! behind the one working there, however long it works, but nothing piles
+//! up behind it, and it is often the thread the yielder waits for or
+//! hands to: a pipeline of more stages than CPUs, passing values along by
+//! yielding, has about one working stage per CPU, which runs on for as
+//! long as its partners on the other CPU are ready. Parking there would
+//! turn every handoff into a wake-up, and the parked stages' wake-ups
+//! into more slow yields.
 //!
 //! A yielding waiter counts itself in a counter of the CPU it yields on,
 //! each on a cache line of its own: a pipeline of threads that hand values
@@ -91,9 +103,9 @@ pub const ROUND_YIELD: Duration = Duration::from_millis(4);
 pub const SLOW_YIELD_MEMORY_MAX: Duration = Duration::from_secs(4);
 
 /// The verdict: bits 0-1 the override ([`NO_OVERRIDE`], [`NEVER`],
-/// [`ALWAYS`]), bit 2 ([`SAMPLED`]) the sampler's own verdict, kept while
-/// an override hides it. One word, so that a sample and an override never
-/// overwrite each other.
+/// [`ALWAYS`]), bits 2-4 ([`SAMPLED`], [`HEAVY`], [`OTHERS_SATURATE`]) the
+/// sampler's own verdicts, kept while an override hides them. One word, so
+/// that a sample and an override never overwrite each other.
 static STATE: AtomicU8 = AtomicU8::new(0);
 const NO_OVERRIDE: u8 = 0;
 const NEVER: u8 = 1;
@@ -103,6 +115,10 @@ const SAMPLED: u8 = 4;
 /// The sampler's verdict that the CPUs are heavily oversubscribed (more
 /// than [`CROWDED`] runnable threads per CPU).
 const HEAVY: u8 = 8;
+/// The sampler's verdict that the runnable threads besides this process's
+/// yielding waiters outnumber the CPUs: only then does a slow measured
+/// yield count (see [`measured_yield`]).
+const OTHERS_SATURATE: u8 = 16;
 
 /// Runnable threads per CPU beyond which a yield is taken to be slow
 /// without measuring one. Between one and this many, yields are measured:
@@ -166,8 +182,8 @@ pub fn saturated() -> bool {
     sampled_verdict(SAMPLED)
 }
 
-/// The sampler's verdict `bit` of [`STATE`] (`SAMPLED` or `HEAVY`), unless
-/// an override hides it.
+/// The sampler's verdict `bit` of [`STATE`] (`SAMPLED`, `HEAVY` or
+/// `OTHERS_SATURATE`), unless an override hides it.
 #[inline]
 fn sampled_verdict(bit: u8) -> bool {
     let s = STATE.load(Relaxed);
@@ -182,7 +198,8 @@ fn sampled_verdict(bit: u8) -> bool {
 /// than [`CROWDED`] threads per CPU are runnable besides this process's
 /// yielding waiters (as last sampled), or a yield measured by
 /// [`measured_yield`] was slow within the last [`SLOW_YIELD_MEMORY`] and
-/// no sample since has found the CPUs unsaturated.
+/// no sample since has found the threads besides this process's yielding
+/// waiters no longer saturating the CPUs.
 ///
 /// # Examples
 ///
@@ -233,9 +250,12 @@ pub fn crowded() -> bool {
 /// waiters see [`yields_are_slow`]: a yield is slow if it took longer than
 /// [`SLOW_YIELD`] plus [`OWN_YIELDER_TURN`] for each other thread of this
 /// process that was yielding on its CPU when it began (a yield passes
-/// through them, and they give the core back at once), and the CPUs are
-/// [`saturated`] (sampled then with [`tick`]): with a CPU idle, a slow
-/// yield only met another thread placed on the same CPU for a moment.
+/// through them, and they give the core back at once), and the runnable
+/// threads besides this process's yielders outnumber the CPUs (sampled
+/// then with [`tick`]; see the module's doc): with a CPU idle, a slow
+/// yield only met another thread placed on the same CPU for a moment, and
+/// with one such thread a CPU it waited behind that thread's work, not
+/// behind a queue of threads.
 /// While it yields the caller counts in [`own_yielders`]. Under loom, a
 /// plain yield to the model.
 ///
@@ -328,7 +348,7 @@ fn measured_yield_took() -> Duration {
         let (beside, took) = yield_counted();
         let sampled_saturation = || {
             tick();
-            saturated()
+            sampled_verdict(OTHERS_SATURATE)
         };
         if counts_as_slow(took, beside, sampled_saturation) {
             let now = since_epoch();
@@ -461,9 +481,11 @@ fn memory(doublings: u8) -> u64 {
 /// Whether a yield that took `took`, begun beside `beside` of our yielders
 /// on its CPU, shows that yields are slow. Only past
 /// [`slow_yield_beside`], and only if `saturated` (asked only then, since
-/// it samples the load) says the CPUs are: a slow yield on a machine with
-/// an idle CPU was the scheduler's placement (two runnable threads on one
-/// CPU, which its balancing soon undoes), not a sign that yields are slow.
+/// it samples the load) says the threads besides our yielders saturate
+/// the CPUs: a slow yield on a machine with an idle CPU was the
+/// scheduler's placement (two runnable threads on one CPU, which its
+/// balancing soon undoes), and one beside a single working thread a CPU
+/// waited for that thread's work; neither is a sign that yields are slow.
 #[cfg_attr(loom, allow(dead_code))]
 fn counts_as_slow(took: Duration, beside: usize, saturated: impl FnOnce() -> bool) -> bool {
     took > slow_yield_beside(beside) && saturated()
@@ -549,7 +571,7 @@ fn others_running(running: u64, yielders: usize) -> u64 {
 #[cfg(not(loom))]
 fn sample() {
     let Some(running) = procs_running() else {
-        STATE.fetch_and(!(SAMPLED | HEAVY), Relaxed);
+        STATE.fetch_and(!(SAMPLED | HEAVY | OTHERS_SATURATE), Relaxed);
         forget_slow_yields();
         return;
     };
@@ -565,31 +587,47 @@ fn record(running: u64) {
     LOAD.store(load, Relaxed);
     let others = smooth(OTHERS.load(Relaxed), others);
     OTHERS.store(others, Relaxed);
-    let cpus = cpus() as u64 * 16;
-    // Runnable threads include the sampling one. Saturated above
-    // `cpus + 1/2`, no longer at `cpus` or below.
-    let sat = if STATE.load(Relaxed) & SAMPLED != 0 {
-        load > cpus
-    } else {
-        load > cpus + 8
-    };
-    if sat {
-        STATE.fetch_or(SAMPLED, Relaxed);
-    } else {
-        STATE.fetch_and(!SAMPLED, Relaxed);
-        forget_slow_yields();
+    let was = STATE.load(Relaxed);
+    let now = verdicts(was, load, others, cpus() as u64);
+    // Relaxed: a heuristic's state; each bit is set or cleared on its own,
+    // so an override stored meanwhile is kept.
+    for bit in [SAMPLED, HEAVY, OTHERS_SATURATE] {
+        if now & bit != 0 {
+            STATE.fetch_or(bit, Relaxed);
+        } else {
+            STATE.fetch_and(!bit, Relaxed);
+        }
     }
-    if others > cpus * CROWDED {
-        STATE.fetch_or(HEAVY, Relaxed);
-    } else {
-        STATE.fetch_and(!HEAVY, Relaxed);
+    if now & OTHERS_SATURATE == 0 {
+        forget_slow_yields();
     }
 }
 
-/// Forgets the slow yields measured so far, because the CPUs are no longer
-/// saturated: a yield counts as slow only on saturated CPUs (see
-/// [`measured_yield`]), since it gave the core to threads that held every
-/// CPU, and a sample with a CPU to spare says those threads have gone.
+/// The sampler's verdicts ([`SAMPLED`], [`HEAVY`], [`OTHERS_SATURATE`])
+/// for the smoothed runnable threads `load` and `others` (in sixteenths),
+/// on `cpus` CPUs, the last verdicts being `was`. Runnable threads include
+/// the sampling one: a count saturates the CPUs above `cpus + 1/2`, and no
+/// longer at `cpus` or below.
+#[cfg_attr(loom, allow(dead_code))]
+fn verdicts(was: u8, load: u64, others: u64, cpus: u64) -> u8 {
+    let cpus = cpus * 16;
+    let over = |count: u64, bit: u8| {
+        let saturates = if was & bit != 0 {
+            count > cpus
+        } else {
+            count > cpus + 8
+        };
+        if saturates { bit } else { 0 }
+    };
+    let heavy = if others > cpus * CROWDED { HEAVY } else { 0 };
+    over(load, SAMPLED) | over(others, OTHERS_SATURATE) | heavy
+}
+
+/// Forgets the slow yields measured so far, because the threads besides
+/// this process's yielders no longer saturate the CPUs: a yield counts as
+/// slow only while they do (see [`measured_yield`]), since it gave the
+/// core to threads that held every CPU, and a sample with a CPU to spare
+/// for each of them says those threads have gone.
 /// Without this, waiters that park because of the memory never measure a
 /// yield that would refute it, and a burst of load (a spin lock's
 /// yielding waiters, a build) would keep every waiter of the process
@@ -657,6 +695,34 @@ mod tests {
         assert!(!counts_as_slow(SLOW_YIELD / 2, 0, || {
             panic!("a fast yield sampled the load")
         }));
+    }
+
+    #[test]
+    fn our_yielders_saturate_the_cpus_but_do_not_make_yields_slow() {
+        let t = |n: u64| n * 16;
+        // Eight runnable threads on 2 CPUs, all but two of them our
+        // yielders (a pipeline): saturated, but a slow yield does not count.
+        assert_eq!(verdicts(0, t(8), t(2), 2), SAMPLED);
+        // Five besides our yielders: it counts, and is not yet crowded.
+        assert_eq!(verdicts(0, t(8), t(5), 2), SAMPLED | OTHERS_SATURATE);
+        // More than CROWDED a CPU besides them: crowded as well.
+        let crowded = t(2 * CROWDED + 1);
+        assert_eq!(
+            verdicts(0, crowded, crowded, 2),
+            SAMPLED | OTHERS_SATURATE | HEAVY
+        );
+    }
+
+    #[test]
+    fn a_verdict_of_saturation_has_half_a_thread_of_hysteresis() {
+        let all = SAMPLED | OTHERS_SATURATE;
+        // Two and a quarter threads on 2 CPUs: saturated only if it was.
+        assert_eq!(verdicts(0, 36, 36, 2), 0);
+        assert_eq!(verdicts(all, 36, 36, 2), all);
+        assert_eq!(verdicts(SAMPLED, 36, 36, 2), SAMPLED);
+        // Past two and a half: saturated either way; at two: neither.
+        assert_eq!(verdicts(0, 41, 41, 2), all);
+        assert_eq!(verdicts(all, 32, 32, 2), 0);
     }
 
     #[test]
