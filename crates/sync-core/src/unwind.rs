@@ -236,6 +236,18 @@ pub fn drop_resuming<X>(value: X) {
     run_resuming(move || drop(value));
 }
 
+/// [`drop_resuming`] for a value that may be absent: with `None` it does
+/// nothing at all, so that a hot path that usually has nothing to drop (a
+/// rendezvous whose partner is awake, with no wakeup to deliver) does not
+/// pay for catching a panic that cannot come.
+#[inline]
+#[track_caller]
+pub fn drop_resuming_some<X>(value: Option<X>) {
+    if let Some(value) = value {
+        drop_resuming(value);
+    }
+}
+
 /// Runs `f` (user code: a waker, a drop) in an operation whose state is
 /// already consistent: its panic goes on to the caller, unless this thread
 /// is already unwinding (rule 3), when it is dropped. `None` after a

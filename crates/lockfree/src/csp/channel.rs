@@ -179,7 +179,7 @@ impl<T> Sender<T> {
                 // unless this thread is already unwinding (a send in a
                 // `Drop` during a panic): then it is dropped, as a second
                 // panic would abort.
-                unwind::drop_resuming(wakeup);
+                unwind::drop_resuming_some(wakeup);
                 outcome
             }
             None => match slot.wait(

@@ -88,7 +88,7 @@ impl<T> Future for SendAsync<'_, T> {
                     this.phase = Phase::Over(outcome);
                     // Resumed unless this thread is already unwinding (a
                     // poll in a `Drop` during a panic): then dropped.
-                    unwind::drop_resuming(wakeup);
+                    unwind::drop_resuming_some(wakeup);
                     outcome
                 }
                 None => {

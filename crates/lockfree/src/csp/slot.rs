@@ -501,6 +501,6 @@ pub(super) fn take_from<T>(sender: *const Slot<T>, stash: &mut Option<T>) -> T {
     // on with the value still stashed, unless this thread is already
     // unwinding (a receive in a `Drop` during a panic): then the panic is
     // dropped (a second one would abort) and the value returned.
-    unwind::drop_resuming(wakeup);
+    unwind::drop_resuming_some(wakeup);
     stash.take().expect("a sender's slot holds its value")
 }
