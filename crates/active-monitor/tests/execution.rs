@@ -64,12 +64,15 @@ fn a_call_on_an_idle_served_monitor_runs_inline_and_queues_behind_work() {
     // Keep the server busy so that tasks queue behind it.
     let gate = Arc::new(AtomicBool::new(false));
     let g = Arc::clone(&gate);
+    let (started, is_started) = std::sync::mpsc::channel();
     let busy = m.submit(move |_| {
+        started.send(()).expect("the test waits");
         while !g.load(Ordering::Acquire) {
             thread::yield_now();
         }
         me()
     });
+    is_started.recv().expect("the server runs it");
     let queued = m.submit(|n| *n += 1);
     let m2 = m.clone();
     let call = thread::spawn(move || m2.call(|n| (me(), *n)));
