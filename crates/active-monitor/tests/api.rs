@@ -345,11 +345,15 @@ fn strict_order_completes_a_task_before_the_next_monitor_sees_the_worker() {
     let a = Arc::new(Monitor::new(Vec::<u32>::new()));
     let b = Monitor::new(0);
     let (tx, rx) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
     let busy = {
         let a = Arc::clone(&a);
         thread::spawn(move || {
             a.call(move |_| {
                 tx.send(()).unwrap();
+                // Busy until the worker's task is queued, and a while
+                // longer (its `call` on `b` waits meanwhile).
+                released.recv().unwrap();
                 thread::sleep(Duration::from_millis(30));
             })
         })
@@ -357,6 +361,7 @@ fn strict_order_completes_a_task_before_the_next_monitor_sees_the_worker() {
     rx.recv().unwrap();
     let first = a.submit(|v| v.push(1)); // queued behind the busy task
     assert!(!first.is_done());
+    release.send(()).unwrap();
     let a2 = Arc::clone(&a);
     let seen = b.call(move |_| a2.call(|v| v.len()));
     assert_eq!(

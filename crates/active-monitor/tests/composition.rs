@@ -90,7 +90,12 @@ fn a_thread_local_destructor_can_wait_for_a_busy_monitor() {
         BUSY.get().unwrap().submit(|n| *n += 0); // the crate's TLS first
         W.with(|w| *w.borrow_mut() = Some(Wait));
     });
-    std::thread::sleep(Duration::from_millis(50)); // let it park in the destructor
+    // Its submission, then the destructor's call, queue behind the holder
+    // (and the call parks).
+    assert!(
+        sync_core::testing::holds_within(Duration::from_secs(10), || m.__test_queued() >= 2),
+        "the destructor's call never queued: {m:?}"
+    );
     go_tx.send(()).unwrap();
     holder.join().unwrap();
     t.join()

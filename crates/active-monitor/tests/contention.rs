@@ -10,14 +10,6 @@ use std::time::Duration;
 
 use active_monitor::{Monitor, Order};
 
-/// Waits until `m` has `n` tasks queued.
-fn until_queued<T>(m: &Monitor<T>, n: usize) {
-    let want = format!("queued: {n},");
-    while !format!("{m:?}").contains(&want) {
-        thread::sleep(Duration::from_millis(1));
-    }
-}
-
 /// Callers asleep behind a combiner are served by it: it does not hand
 /// the monitor to a sleeping caller after every batch (nobody would serve
 /// during that caller's wake-up, every new caller would queue and fall
@@ -27,7 +19,9 @@ fn until_queued<T>(m: &Monitor<T>, n: usize) {
 /// on 1 + 40 / 5 threads, each a hand-over to a sleeping thread; now the
 /// combiner runs them all.
 #[test]
+#[cfg(target_os = "linux")]
 fn a_combiner_serves_sleeping_callers_instead_of_handing_over_to_them() {
+    use sync_core::testing::{KernelThread, holds_within};
     const CALLERS: usize = 40;
     let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(Vec::new()));
     let (entered, is_in) = mpsc::channel();
@@ -44,15 +38,27 @@ fn a_combiner_serves_sleeping_callers_instead_of_handing_over_to_them() {
         })
     };
     is_in.recv().unwrap();
+    let (named, names) = mpsc::channel();
     let callers: Vec<_> = (0..CALLERS)
         .map(|_| {
-            let m = Arc::clone(&m);
-            thread::spawn(move || m.call(|v| v.push(thread::current().id())))
+            let (m, named) = (Arc::clone(&m), named.clone());
+            thread::spawn(move || {
+                named.send(KernelThread::current()).unwrap();
+                m.call(|v| v.push(thread::current().id()))
+            })
         })
         .collect();
-    until_queued(&m, CALLERS);
-    // Long past their spin: the callers sleep.
-    thread::sleep(Duration::from_millis(200));
+    let queued = || m.__test_queued() == CALLERS;
+    assert!(holds_within(Duration::from_secs(10), queued), "{m:?}");
+    // Past their spin: the callers sleep. Asleep once after it queued, a
+    // caller has stopped spinning for good (a caller still spinning, or
+    // preempted before it stopped, is handed the monitor, rightly).
+    for caller in names.iter().take(CALLERS) {
+        assert!(
+            holds_within(Duration::from_secs(10), || caller.sleeps()),
+            "a caller never fell asleep"
+        );
+    }
     gate.wait();
     let combiner = combiner.join().unwrap();
     for c in callers {

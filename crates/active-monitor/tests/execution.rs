@@ -64,21 +64,30 @@ fn a_call_on_an_idle_served_monitor_runs_inline_and_queues_behind_work() {
     // Keep the server busy so that tasks queue behind it.
     let gate = Arc::new(AtomicBool::new(false));
     let g = Arc::clone(&gate);
+    let (started, is_started) = std::sync::mpsc::channel();
     let busy = m.submit(move |_| {
+        started.send(()).expect("the test waits");
         while !g.load(Ordering::Acquire) {
             thread::yield_now();
         }
+        me()
     });
+    is_started.recv().expect("the server runs it");
     let queued = m.submit(|n| *n += 1);
     let m2 = m.clone();
     let call = thread::spawn(move || m2.call(|n| (me(), *n)));
-    thread::sleep(Duration::from_millis(5));
+    // The call found a task queued, and queued behind it.
+    assert!(
+        sync_core::testing::holds_within(Duration::from_secs(10), || m.__test_queued() >= 2),
+        "the call never queued: {m:?}"
+    );
     gate.store(true, Ordering::Release);
-    busy.wait();
+    let server = busy.wait();
     queued.wait();
     let (who, seen) = call.join().unwrap();
     assert_eq!(seen, 1, "the call ran after the task queued before it");
-    assert_ne!(who, caller);
+    assert_ne!(server, caller, "the server ran the busy task");
+    assert_eq!(who, server, "the server ran the call queued behind work");
 }
 
 #[test]
@@ -305,13 +314,10 @@ fn the_last_handle_dropped_by_a_task_on_the_server_stops_it() {
     gate.store(true, Ordering::Release);
     c.wait();
     // The server ends on its own; the slot is given back by the drop.
-    for _ in 0..1000 {
-        if servers() == before {
-            return;
-        }
-        thread::sleep(Duration::from_millis(1));
-    }
-    panic!("the server's slot was not given back");
+    assert!(
+        sync_core::testing::holds_within(Duration::from_secs(10), || servers() == before),
+        "the server's slot was not given back"
+    );
 }
 
 // ------------------------------------------------------------------ cap --

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::time::Duration;
 
 use active_monitor::{Monitor, Order};
-use sync_core::testing::ended_within;
+use sync_core::testing::{ended_within, holds_within};
 
 /// A result whose `Drop` returns a lease in two steps: a call of the
 /// monitor that books it (`y`), then a permit of the pool it came from.
@@ -111,11 +111,13 @@ fn a_panic_on_the_deliver_thread_does_not_unwind_out_of_the_next_drop_s_call() {
     let first = {
         let (x, y, pool, bombs) = (x.clone(), y.clone(), pool.clone(), bombs.clone());
         std::thread::spawn(move || {
+            let held = Arc::clone(&x);
             x.call(move |_| {
                 keep_a_lease_then_a_bomb(&z, &y, &pool, &bombs);
                 go.send(()).expect("the second thread waits");
-                // Long enough for the second thread's call to queue.
-                std::thread::sleep(Duration::from_millis(200));
+                // Its serve runs the second thread's call.
+                let queued = || held.__test_queued() > 0;
+                assert!(holds_within(Duration::from_secs(10), queued), "queued");
             });
         })
     };
@@ -210,6 +212,7 @@ fn a_waker_s_panic_on_the_deliver_thread_does_not_unwind_out_of_the_next_task() 
         let (x, y, pool, task) = (x.clone(), y.clone(), pool.clone(), task.clone());
         std::thread::spawn(move || {
             let mut panicky = None;
+            let held = Arc::clone(&x);
             x.call(|_| {
                 let z2 = z.clone();
                 z.call(|_| {
@@ -229,8 +232,9 @@ fn a_waker_s_panic_on_the_deliver_thread_does_not_unwind_out_of_the_next_task() 
                     panicky = Some(c2);
                 });
                 go.send(()).expect("the second thread waits");
-                // Long enough for the second thread's task to queue.
-                std::thread::sleep(Duration::from_millis(200));
+                // Its serve runs the second thread's task.
+                let queued = || held.__test_queued() > 0;
+                assert!(holds_within(Duration::from_secs(10), queued), "queued");
             });
             drop(panicky);
         })

@@ -145,12 +145,18 @@ fn a_server_survives_the_waker_of_a_cancelled_completion() {
     // One server per test, whatever the CPU count (the tests run at once).
     set_server_limit(64);
     let m = Monitor::builder().order(Order::Relaxed).build_served(0u32);
-    let slow = m.submit(|_| thread::sleep(Duration::from_millis(50)));
+    assert!(m.has_server(), "under the cap: a server");
+    // Slow until the completion behind it is withdrawn.
+    let (withdrawn, is_withdrawn) = mpsc::channel::<()>();
+    let slow = m.submit(move |_| {
+        let _ = is_withdrawn.recv_timeout(Duration::from_secs(10));
+    });
     let mut c = m.submit(|n| *n);
     let waker = std::mem::ManuallyDrop::new(waker_whose_drop_panics());
     let mut cx = std::task::Context::from_waker(&waker);
     assert!(std::pin::Pin::new(&mut c).poll(&mut cx).is_pending());
     assert!(c.cancel().is_ok(), "queued behind the slow task: withdrawn");
+    withdrawn.send(()).expect("the slow task waits");
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| slow.wait()));
     let served = within(10, move || {
         let after = m.submit(|n| {

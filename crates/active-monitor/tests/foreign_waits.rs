@@ -79,9 +79,9 @@ fn task_after_switch(
 
 /// The first thread of the task-waker tests: in its body of `x` it turns
 /// `v` on (the task's waker is kept until this thread's next park), says
-/// so (`go`), waits for the second thread (`ready`), and then long enough
-/// for the second thread's call of `x` to queue; its serve of `x` runs
-/// that call after its own body.
+/// so (`go`), waits for the second thread (`ready`), and then for the
+/// second thread's call of `x` to queue; its serve of `x` runs that call
+/// after its own body.
 fn switch_in_x(
     x: &Arc<Monitor<u64>>,
     v: Arc<Monitor<bool>>,
@@ -90,11 +90,12 @@ fn switch_in_x(
 ) -> std::thread::JoinHandle<()> {
     let x = x.clone();
     std::thread::spawn(move || {
+        let held = Arc::clone(&x);
         x.call(move |_| {
             v.call(|on| *on = true);
             go.send(()).expect("the second thread waits");
             ready.recv().expect("the second thread goes on");
-            std::thread::sleep(Duration::from_millis(200));
+            until_queued(&held, 1);
         });
     })
 }
@@ -134,6 +135,17 @@ fn settled<V: PartialEq>(bound: Duration, read: impl Fn() -> V, want: V) -> V {
         }
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Waits, in a body of `m`, until `n` tasks of other threads are queued
+/// behind it (their `call`s have watched the held monitor and queued, or
+/// their submissions are in): the serve at this body's end runs them.
+/// Panics after 10 s.
+fn until_queued(m: &Monitor<u64>, n: usize) {
+    assert!(
+        sync_core::testing::holds_within(Duration::from_secs(10), || m.__test_queued() >= n),
+        "{n} tasks never queued behind the held monitor: {m:?}"
+    );
 }
 
 /// A second thread that, once `gone`, calls `q`, held by the first
@@ -538,14 +550,16 @@ fn a_park_in_a_nested_body_keeps_the_results_of_the_monitor_served_below() {
         *n += 1;
         Lease(lease)
     }));
-    // The inner monitor is held a while, so that the call below parks.
+    // The inner monitor is held until the call below has queued (and
+    // parks).
     let (inner_held, is_inner_held) = std::sync::mpsc::channel::<()>();
     let holder = {
         let inner = inner.clone();
         std::thread::spawn(move || {
+            let held = Arc::clone(&inner);
             inner.call(move |_| {
                 inner_held.send(()).expect("the test waits");
-                std::thread::sleep(Duration::from_millis(200));
+                until_queued(&held, 1);
             })
         })
     };
@@ -658,11 +672,11 @@ fn a_park_in_a_result_s_drop_does_not_drop_the_next_result_there() {
     impl Drop for LeaseX {
         fn drop(&mut self) {
             let (go, in_y) = self.1.lock().expect("once").take().expect("once");
+            let x = Arc::clone(&self.0);
             self.0.call(move |_| {
                 go.send(()).expect("the second thread waits");
                 in_y.recv().expect("the second thread holds y");
-                // Long enough for the second thread's call to queue.
-                std::thread::sleep(Duration::from_millis(100));
+                until_queued(&x, 1);
                 // A result kept in this body: the park hook has work.
                 let w = Arc::new(Monitor::new(0u64));
                 let w2 = Arc::clone(&w);
@@ -802,12 +816,17 @@ fn a_result_s_drop_waiting_for_an_older_result_s_permit(parks: ParksIn, served: 
         let z = Monitor::builder().order(Order::Relaxed).build_served(0u64);
         assert!(z.has_server());
         let (held, is_held) = std::sync::mpsc::channel::<()>();
+        let (submitted, are_submitted) = std::sync::mpsc::channel::<()>();
         let hold = z.submit(move |_| {
             held.send(()).expect("the test waits");
-            std::thread::sleep(Duration::from_millis(100));
+            // Both queue behind this task, for the same stint.
+            are_submitted
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the test submits both");
         });
         is_held.recv().expect("the server runs it");
         submit_both(&z);
+        submitted.send(()).expect("the server waits");
         hold.wait();
         active_monitor::__test_set_saturation_override(None);
         keep_alive = Some(z);
@@ -937,12 +956,12 @@ fn a_park_in_a_task_body_run_for_another_thread_keeps_this_thread_s_results() {
     let first = {
         let (x, y) = (x.clone(), y.clone());
         std::thread::spawn(move || {
+            let held = Arc::clone(&x);
             x.call(move |_| {
                 keep_a_lease(&y, &z);
                 go.send(()).expect("the second thread waits");
                 is_in_y.recv().expect("the second thread holds y");
-                // Long enough for the second thread's call to queue.
-                std::thread::sleep(Duration::from_millis(200));
+                until_queued(&held, 1);
             });
         })
     };
@@ -1173,14 +1192,14 @@ fn a_queued_body_waits_for_a_lease_its_serve_kept(enter: fn(&Monitor<u64>, Body)
     let first = {
         let (x, pool) = (x.clone(), pool.clone());
         std::thread::spawn(move || {
+            let held = Arc::clone(&x);
             x.call(move |_| {
                 let z2 = z.clone();
                 z.call(move |_| {
                     drop(z2.submit(move |_| pool.acquire_arc().expect("open")));
                 });
                 go.send(()).expect("the second thread waits");
-                // Long enough for the second thread's call to queue.
-                std::thread::sleep(Duration::from_millis(200));
+                until_queued(&held, 1);
             });
         })
     };
@@ -1218,6 +1237,7 @@ fn a_park_in_a_drop_on_a_deliver_thread_does_not_drop_the_next_result_there() {
     let first = {
         let (q, x) = (q.clone(), x.clone());
         std::thread::spawn(move || {
+            let held = Arc::clone(&q);
             q.call(move |_| {
                 let z2 = z.clone();
                 // Queued behind this body of `z`, run by its serve: both
@@ -1228,8 +1248,7 @@ fn a_park_in_a_drop_on_a_deliver_thread_does_not_drop_the_next_result_there() {
                     drop(z2.submit(move |_| Lease(b)));
                 });
                 go.send(()).expect("the second thread waits");
-                // Long enough for the second thread's call to queue.
-                std::thread::sleep(Duration::from_millis(200));
+                until_queued(&held, 1);
             });
         })
     };
@@ -1274,6 +1293,7 @@ fn a_call_in_a_drop_on_a_deliver_thread_leaves_the_next_result_to_the_thread() {
     let first = {
         let (q, x) = (q.clone(), x.clone());
         std::thread::spawn(move || {
+            let held = Arc::clone(&q);
             q.call(move |_| {
                 let z2 = z.clone();
                 // Queued behind this body of `z`, run by its serve: both
@@ -1285,8 +1305,7 @@ fn a_call_in_a_drop_on_a_deliver_thread_leaves_the_next_result_to_the_thread() {
                     drop(z2.submit(move |_| Returns(x, b)));
                 });
                 go.send(()).expect("the second thread waits");
-                // Long enough for the second thread's call to queue.
-                std::thread::sleep(Duration::from_millis(200));
+                until_queued(&held, 1);
             });
         })
     };
@@ -1387,6 +1406,7 @@ fn ping_pong(feed: Feed) -> (Vec<std::thread::JoinHandle<()>>, impl FnOnce() + S
     let first = {
         let (x, y, pool, dropped_on) = (x.clone(), y.clone(), pool.clone(), dropped_on.clone());
         std::thread::spawn(move || {
+            let held = Arc::clone(&x);
             x.call(move |_| {
                 let z2 = z.clone();
                 let lease = std::sync::Mutex::new(Some(PingPong {
@@ -1402,8 +1422,7 @@ fn ping_pong(feed: Feed) -> (Vec<std::thread::JoinHandle<()>>, impl FnOnce() + S
                     drop(z2.submit(move |_| lease.lock().expect("once").take()));
                 });
                 start.send(()).expect("the second thread waits");
-                // Long enough for the second thread's call to queue.
-                std::thread::sleep(Duration::from_millis(200));
+                until_queued(&held, 1);
             });
         })
     };
@@ -1496,11 +1515,11 @@ fn a_deliver_thread_that_parks_in_another_thread_s_body_hands_its_rest_on() {
             let name = me.name().unwrap_or("?").to_owned();
             self.on.lock().expect("not poisoned").push((name, me.id()));
             let in_q = self.in_q.lock().expect("once").take().expect("once");
+            let held = Arc::clone(&self.q);
             self.q.call(move |n| {
                 *n += 1;
                 in_q.send(()).expect("the third thread waits");
-                // Long enough for the third thread's call to queue.
-                std::thread::sleep(Duration::from_millis(200));
+                until_queued(&held, 1);
             });
         }
     }
@@ -1548,6 +1567,7 @@ fn a_deliver_thread_that_parks_in_another_thread_s_body_hands_its_rest_on() {
     let first = {
         let (x, q, pool, on) = (x.clone(), q.clone(), pool.clone(), on.clone());
         std::thread::spawn(move || {
+            let held = Arc::clone(&x);
             x.call(move |_| {
                 let z2 = z.clone();
                 let give = Give {
@@ -1565,7 +1585,7 @@ fn a_deliver_thread_that_parks_in_another_thread_s_body_hands_its_rest_on() {
                     drop(z2.submit(move |_| hold));
                 });
                 start.send(()).expect("the second thread waits");
-                std::thread::sleep(Duration::from_millis(200));
+                until_queued(&held, 1);
             });
         })
     };
@@ -1677,14 +1697,18 @@ fn a_body_waiting_for_a_caller_its_holder_ran<M>(
             .wait();
         })
     };
+    let held = x.clone();
     let first = first(
         &x,
         Box::new(move || {
             go.send(()).expect("the caller waits");
-            // Long enough for the caller to queue and fall asleep.
+            // The caller's task first (the second thread's body, run
+            // before it, would wait for it for ever), and the caller
+            // asleep (its wait parks soon after it queues).
+            until_queued(&held, 1);
             std::thread::sleep(Duration::from_millis(150));
             go2.send(()).expect("the second thread waits");
-            std::thread::sleep(Duration::from_millis(150));
+            until_queued(&held, 2);
         }),
     );
     let ended: Vec<_> = [first, caller, second]
@@ -1742,6 +1766,7 @@ fn a_timed_wait_that_hands_kept_results_on_returns_on_time_beside_busy_threads()
             let (x, z, dropped, elsewhere) =
                 (x.clone(), z.clone(), dropped.clone(), elsewhere.clone());
             std::thread::spawn(move || {
+                let held = Arc::clone(&x);
                 x.call(move |_| {
                     let z2 = z.clone();
                     z.call(move |_| {
@@ -1751,7 +1776,7 @@ fn a_timed_wait_that_hands_kept_results_on_returns_on_time_beside_busy_threads()
                         }
                     });
                     go.send(()).expect("the second thread waits");
-                    std::thread::sleep(Duration::from_millis(30));
+                    until_queued(&held, 1);
                 });
             })
         };
@@ -1837,12 +1862,12 @@ fn a_queued_body_waiting_on_a_lock_a_woken_task_holds(lock: Lock) {
     let first = {
         let x = x.clone();
         std::thread::spawn(move || {
+            let held = Arc::clone(&x);
             x.call(move |_| {
                 // The task's waker is kept until this thread's next park.
                 v.call(|on| *on = true);
                 go.send(()).expect("the second thread waits");
-                // Long enough for the second thread's task to queue.
-                std::thread::sleep(Duration::from_millis(200));
+                until_queued(&held, 1);
             });
         })
     };
@@ -1927,9 +1952,14 @@ fn a_relayed_body_waiting_for_a_caller_its_serve_ran_returns() {
     let first = {
         let x = x.clone();
         std::thread::spawn(move || {
+            let held = Arc::clone(&x);
             x.call(move |_| {
                 go.send(()).expect("the caller waits");
-                // Long enough for the caller to queue and fall asleep.
+                // The caller's task is queued (else the caller runs it, and
+                // the relayed body, on its thread, waits for its next step
+                // for ever), and the caller asleep (its wait parks soon
+                // after it queues).
+                until_queued(&held, 1);
                 std::thread::sleep(Duration::from_millis(200));
             });
         })
@@ -1990,11 +2020,12 @@ fn a_queued_body_waiting_for_a_current_thread_runtime_task_its_serve_woke_return
     let first = {
         let x = x.clone();
         std::thread::spawn(move || {
+            let held = Arc::clone(&x);
             x.call(move |_| {
                 // The task's waker is kept until this thread's next park.
                 v.call(|on| *on = true);
                 go.send(()).expect("the second thread waits");
-                std::thread::sleep(Duration::from_millis(200));
+                until_queued(&held, 1);
             });
         })
     };

@@ -60,6 +60,13 @@ static TRIAL: AtomicU64 = AtomicU64::new(0);
 /// waits for the frozen waiter (one that does not wait takes microseconds).
 const PROMPT: Duration = Duration::from_millis(100);
 
+/// How long a finisher that does not wait for the frozen waiter may take
+/// to finish: a scheduling round or a preemption (tens to hundreds of
+/// milliseconds on a loaded machine), well below the watchdog's 3 s, after
+/// which it lets the frozen waiter go and a finisher that waited for it
+/// finishes too.
+const FINISH: Duration = Duration::from_secs(2);
+
 /// The most trials.
 const TRIALS: u64 = 4000;
 
@@ -213,7 +220,7 @@ fn a_finisher_does_not_wait_for_a_frozen_waiter() {
         let mut cx = Context::from_waker(&behind_waker);
         assert!(Pin::new(&mut behind).poll(&mut cx).is_pending());
         go_tx.send(k).unwrap();
-        let finish = done_rx.recv_timeout(PROMPT);
+        let finish = done_rx.recv_timeout(FINISH);
         if in_flight {
             landed += 1;
             eprintln!("trial {k}: a finish with a waiter frozen half-way through its push");

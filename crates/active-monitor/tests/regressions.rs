@@ -33,22 +33,25 @@ impl Drop for PanicOnDrop {
     }
 }
 
-/// Holds `m` on another thread (a long `call`) while `queue` queues tasks
-/// behind it; returns whether the holder's call panicked.
+/// Holds `m` on another thread (a `call`) while `queue` queues tasks
+/// behind it, and until it has; returns whether the holder's call
+/// panicked.
 fn behind_a_holder(m: &Arc<Monitor<u32>>, queue: impl FnOnce(&Monitor<u32>)) -> bool {
     let (started_tx, started_rx) = mpsc::channel();
+    let (queued_tx, queued_rx) = mpsc::channel::<()>();
     let m1 = Arc::clone(m);
     let holder = thread::spawn(move || {
         catch_unwind(AssertUnwindSafe(|| {
-            m1.call(|_| {
+            m1.call(move |_| {
                 started_tx.send(()).unwrap();
-                thread::sleep(Duration::from_millis(100));
+                queued_rx.recv().unwrap();
             })
         }))
         .is_err()
     });
     started_rx.recv().unwrap();
     queue(m);
+    queued_tx.send(()).unwrap();
     holder.join().unwrap()
 }
 

@@ -203,9 +203,11 @@ fn flipping_saturation_strands_no_task() {
             .collect();
         let cs: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
         for c in cs {
-            // Give the server (or a combiner) ample time.
+            // Give the server (or a combiner) ample time: a stranded task
+            // stays pending for ever, one that a preempted server or
+            // combiner runs is only late.
             let mut ok = false;
-            for _ in 0..2000 {
+            for _ in 0..20_000 {
                 if c.is_done() {
                     ok = true;
                     break;
@@ -213,7 +215,7 @@ fn flipping_saturation_strands_no_task() {
                 thread::sleep(Duration::from_micros(500));
             }
             if !ok {
-                // Still pending after 1 s: freeze saturation at "no" so
+                // Still pending after 10 s: freeze saturation at "no" so
                 // only the server may run it; if it was asleep it stays so.
                 stop.store(true, Relaxed);
                 stuck = Some(round);

@@ -157,6 +157,15 @@ impl<T, S: AbstractState> Monitor<T, S> {
         (!self.queue.is_empty() && !self.queue.front_ready()).then_some(held)
     }
 
+    /// Test hook: how many tasks are queued, their producers' pushes in
+    /// flight included (the count `Debug` shows). A hint, exact while
+    /// nobody pops the queue: a test that holds the monitor in a body
+    /// waits for another thread's task to queue behind it.
+    #[doc(hidden)]
+    pub fn __test_queued(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Takes the first queued task.
     pub(super) fn pop(&self) -> Option<Task<T, S>> {
         // SAFETY: the caller holds the monitor: the only consumer, after

@@ -389,6 +389,58 @@ pub fn ended_within(bound: Duration, thread: std::thread::JoinHandle<()>) -> Opt
     ended.recv_timeout(bound).ok()
 }
 
+/// Whether `cond` holds within `limit`, looking every millisecond: for
+/// what another thread does with no signal of its own to wait on (a task
+/// it queues, a count it bumps after the step the test ordered). A test of
+/// a hang asserts it; `cond` is first looked at before any sleep.
+pub fn holds_within(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A thread whose scheduling state a test can look at (Linux: its entry
+/// in `/proc`), named on the thread itself by [`current`](Self::current):
+/// for a test whose point needs another thread asleep (parked, as opposed
+/// to running or waiting for a CPU), where a sleep of the test's own would
+/// only make that likely.
+#[cfg(all(not(loom), target_os = "linux"))]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelThread {
+    tid: libc::pid_t,
+}
+
+#[cfg(all(not(loom), target_os = "linux"))]
+impl KernelThread {
+    /// The calling thread.
+    pub fn current() -> Self {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        Self { tid }
+    }
+
+    /// Whether it sleeps now: blocked in the kernel (state `S`: a park, a
+    /// futex or a timed sleep), not running nor runnable. `false` once it
+    /// has ended.
+    pub fn sleeps(&self) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{}/stat", self.tid));
+        // "tid (name) S ...": the state follows the name's last ')'.
+        stat.ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with('S'))
+            })
+            .unwrap_or(false)
+    }
+}
+
 /// Checks a timed wait against the machine: runs `f` (a wait that should
 /// return `nominal` after it starts) `tries` times, each beside a plain
 /// `thread::sleep(nominal)` started at the same moment on a thread of its
@@ -543,6 +595,58 @@ mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+    #[test]
+    fn holds_within_waits_for_another_thread_and_gives_up_at_its_limit() {
+        let set = Arc::new(AtomicBool::new(false));
+        let setter = {
+            let set = Arc::clone(&set);
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(20));
+                set.store(true, SeqCst);
+            })
+        };
+        assert!(holds_within(Duration::from_secs(10), || set.load(SeqCst)));
+        setter.join().expect("the setter");
+        let began = Instant::now();
+        assert!(!holds_within(Duration::from_millis(20), || false));
+        assert!(began.elapsed() >= Duration::from_millis(20));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_parked_thread_sleeps_and_a_spinning_one_does_not() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (named, name) = std::sync::mpsc::channel();
+        let parked = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                named.send(KernelThread::current()).expect("the test waits");
+                while !stop.load(SeqCst) {
+                    std::thread::park();
+                }
+            })
+        };
+        let parked_id = name.recv().expect("named");
+        assert!(holds_within(Duration::from_secs(10), || parked_id.sleeps()));
+        let (named, name) = std::sync::mpsc::channel();
+        let spinner = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                named.send(KernelThread::current()).expect("the test waits");
+                while !stop.load(SeqCst) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        let spinning = name.recv().expect("named");
+        // Running or runnable, never asleep, however often it is looked at.
+        assert!(!holds_within(Duration::from_millis(50), || spinning.sleeps()));
+        stop.store(true, SeqCst);
+        spinner.join().expect("the spinner");
+        parked.thread().unpark();
+        parked.join().expect("the parked thread");
+    }
 
     #[test]
     fn a_second_set_of_busy_threads_starts_only_once_the_first_is_dropped() {

@@ -240,14 +240,7 @@ impl InlineTask {
     /// another thread: a primitive it released may hand on to a waiter
     /// (which then returns) before the task's poll itself returns.
     pub fn done_within(&self, limit: std::time::Duration) -> bool {
-        let deadline = std::time::Instant::now() + limit;
-        while !self.is_done() {
-            if std::time::Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        true
+        super::holds_within(limit, || self.is_done())
     }
 
     fn run(self: &std::sync::Arc<Self>) {
