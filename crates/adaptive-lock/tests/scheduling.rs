@@ -63,11 +63,12 @@ impl Loopers {
         }
     }
 
-    /// Waits (two seconds at most: generous, the bounds tested are a few
-    /// releases) for `t` to finish; then stops the loopers. Whether `t`
-    /// finished, and the loopers' acquisitions.
+    /// Waits (20 seconds at most: the bounds tested are a few releases,
+    /// and a waiter passed over for ever never finishes) for `t` to
+    /// finish; then stops the loopers. Whether `t` finished, and the
+    /// loopers' acquisitions.
     fn stop_once_finished<R>(self, t: &thread::JoinHandle<R>) -> (bool, u64) {
-        let deadline = Instant::now() + Duration::from_secs(2);
+        let deadline = Instant::now() + Duration::from_secs(20);
         while !t.is_finished() && Instant::now() < deadline {
             thread::sleep(Duration::from_millis(5));
         }

@@ -122,7 +122,7 @@ fn timed_waits_behind_others_return_on_time_with_50_busy_threads() {
     use lockfree_sync::Fairness;
     use std::future::Future;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
     use std::task::{Context, Waker};
 
     let _busy = BusyThreads::start(50);
@@ -157,25 +157,45 @@ fn timed_waits_behind_others_return_on_time_with_50_busy_threads() {
         assert_eq!(*m.lock(), 3);
     }
 
-    let sem = Arc::new(Semaphore::new(0));
+    // The head asks for more than the feeder gives in the tries' time (a
+    // head served during the tries would leave the permits fed after it
+    // free for them), and is queued before the feeder starts (one that
+    // queued later would find them free too): it keeps the one permit
+    // there is once it is counted.
+    const HEAD: usize = 1 << 20;
+    let sem = Arc::new(Semaphore::new(1));
     let stop = Arc::new(AtomicBool::new(false));
     let head = {
         let sem = Arc::clone(&sem);
-        std::thread::spawn(move || sem.acquire_many(1000).unwrap().forget())
+        std::thread::spawn(move || sem.acquire_many(HEAD).unwrap().forget())
     };
+    let queued = std::time::Instant::now();
+    while sem.available_permits() != 0 {
+        assert!(
+            queued.elapsed() < Duration::from_secs(10),
+            "the head never queued"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let fed = Arc::new(AtomicUsize::new(0));
     let feeder = {
-        let (sem, stop) = (Arc::clone(&sem), Arc::clone(&stop));
+        let (sem, stop, fed) = (Arc::clone(&sem), Arc::clone(&stop), Arc::clone(&fed));
         std::thread::spawn(move || {
-            let mut fed = 0;
             while !stop.load(Relaxed) {
                 sem.add_permits(1);
-                fed += 1;
+                fed.fetch_add(1, Relaxed);
                 std::thread::sleep(Duration::from_micros(100));
             }
-            fed
         })
     };
-    std::thread::sleep(Duration::from_millis(5));
+    // Trickling before the tries.
+    while fed.load(Relaxed) == 0 {
+        assert!(
+            queued.elapsed() < Duration::from_secs(10),
+            "the feeder never ran"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let r = timely(
         "Semaphore::try_acquire_many_for(3, 1 ms) behind a head",
         TIMEOUT,
@@ -185,10 +205,12 @@ fn timed_waits_behind_others_return_on_time_with_50_busy_threads() {
     );
     assert!(r.iter().all(|&timed_out| timed_out));
     stop.store(true, Relaxed);
-    let fed = feeder.join().unwrap();
-    sem.add_permits(1000);
+    feeder.join().unwrap();
+    let fed = fed.load(Relaxed);
+    assert!(!head.is_finished(), "the head was served early");
+    sem.add_permits(HEAD);
     head.join().unwrap();
-    assert_eq!(sem.available_permits(), fed, "a permit was lost");
+    assert_eq!(sem.available_permits(), 1 + fed, "a permit was lost");
 
     let sem = Semaphore::new(0);
     let r = timely(

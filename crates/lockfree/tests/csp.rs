@@ -531,8 +531,9 @@ fn a_sender_dropped_as_its_leaked_offer_is_taken_still_closes_the_channel() {
                 }
                 let mut rx = handoff.lock().unwrap().take().expect("a receiver");
                 turn.store(false, SeqCst);
-                let first = rx.try_recv_for(Duration::from_secs(5));
-                let second = rx.try_recv_for(Duration::from_secs(5));
+                // Far longer than the sender may be kept from its drop.
+                let first = rx.try_recv_for(Duration::from_secs(30));
+                let second = rx.try_recv_for(Duration::from_secs(30));
                 assert!(
                     !(first.is_ok() && second == Err(csp::TryRecvError::Empty)),
                     "the sender's drop was lost: {first:?}, then {second:?}, closed: {}",

@@ -101,25 +101,27 @@ fn every_blocking_wait_works_in_a_thread_local_destructor_that_runs_last() {
             let (m, sem) = (Arc::clone(&m), Arc::clone(&sem));
             thread::spawn(move || {
                 at_exit_first(move || {
+                    // Each timed wait runs before the step is reported:
+                    // the partner comes only after the report.
                     reached.send("lock").unwrap();
                     *m.lock() += 1;
-                    reached.send("acquire").unwrap();
                     assert!(
                         sem.try_acquire_many_for(2, Duration::from_millis(2))
                             .is_err()
                     );
+                    reached.send("acquire").unwrap();
                     sem.acquire_many(2).unwrap().forget();
                     reached.send("recv").unwrap();
                     assert_eq!(rx.recv(), Ok(1));
-                    reached.send("select").unwrap();
                     let mut alt = csp::Alt::new(vec![&mut alt_rx]);
                     assert_eq!(alt.try_select_for(Duration::from_millis(2)), None);
+                    reached.send("select").unwrap();
                     assert_eq!(alt.select(), (0, Ok(2)));
-                    reached.send("mpsc").unwrap();
                     assert_eq!(
                         mrx.try_recv_for(Duration::from_millis(2)),
                         Err(mpsc::TryRecvError::Empty)
                     );
+                    reached.send("mpsc").unwrap();
                     assert_eq!(mrx.recv(), Ok(3));
                 });
                 use_every_wait();

@@ -98,18 +98,25 @@ fn a_woken_task_that_never_runs_does_not_hold_back_a_queued_thread() {
         };
         drop(held);
         let held = m.try_lock().expect("the woken task holds nothing");
+        let (got, got_it) = std::sync::mpsc::channel();
         let waiter = {
             let m = Arc::clone(&m);
-            thread::spawn(move || m.try_lock_for(Duration::from_secs(2)).is_some())
+            // A deadline far past the wait below: a thread left asleep
+            // waits it out, and the test fails first.
+            thread::spawn(move || {
+                let _ = got.send(m.try_lock_for(Duration::from_secs(600)).is_some());
+            })
         };
         // Let the thread queue behind the held lock (if it has not yet, it
         // finds the lock free: the test passes without checking anything).
         thread::sleep(Duration::from_millis(100));
         drop(held); // must wake the queued thread
-        assert!(
-            waiter.join().unwrap(),
+        assert_eq!(
+            got_it.recv_timeout(Duration::from_secs(10)),
+            Ok(true),
             "the queued thread was not woken while the lock was free (leak: {leak})"
         );
+        waiter.join().unwrap();
         drop(unpolled);
         assert!(m.try_lock().is_some(), "the lock was left held");
     }

@@ -1149,42 +1149,66 @@ fn mpsc_poll_recv_yield_resumes_the_wakers_panic() {
 /// task queued behind it, whose waker panics. That panic goes on out of
 /// the timed acquire (its documented `# Panics`), with no permit held: the
 /// task holds the permit, and once it is done every permit is back.
+///
+/// The task queues and its waker is armed before the head's deadline; an
+/// attempt in which this thread was kept from running until past it (the
+/// head may have given up before either) tells nothing, and is made again.
 #[test]
 fn a_timed_acquire_that_gives_up_resumes_the_panic_of_the_waker_it_serves() {
+    use std::time::{Duration, Instant};
+    const GIVE_UP: Duration = Duration::from_millis(300);
     HostileWaker::quiet_panics();
-    let sem = Semaphore::new(1);
-    std::thread::scope(|s| {
-        let head = s.spawn(|| {
-            catch_unwind(AssertUnwindSafe(|| {
-                sem.try_acquire_many_for(2, std::time::Duration::from_millis(300))
-                    .map(|p| p.permits())
-            }))
+    let mut judged = false;
+    for _ in 0..10 {
+        let sem = Semaphore::new(1);
+        let in_time = std::thread::scope(|s| {
+            let (began_tx, began) = std::sync::mpsc::channel();
+            let sem = &sem;
+            let head = s.spawn(move || {
+                // Before the acquire reads the clock: its deadline is later.
+                began_tx.send(Instant::now()).unwrap();
+                catch_unwind(AssertUnwindSafe(|| {
+                    sem.try_acquire_many_for(2, GIVE_UP).map(|p| p.permits())
+                }))
+            });
+            let deadline = began.recv().unwrap() + GIVE_UP;
+            // The head is counted and keeps the free permit (or has given
+            // up already, past its deadline).
+            while sem.available_permits() != 0 && !head.is_finished() {
+                std::thread::yield_now();
+            }
+            let hostile = HostileWaker::new();
+            let waker = hostile.waker();
+            let mut fut = Box::pin(sem.acquire_async());
+            let first = fut.as_mut().poll(&mut Context::from_waker(&waker));
+            // The wake by value releases the waker: it panics there.
+            hostile.panic_on_drops(1);
+            if Instant::now() >= deadline {
+                hostile.panic_on_drops(0);
+                let _ = head.join();
+                return false;
+            }
+            assert!(first.is_pending(), "queued behind the head");
+            let r = head.join().unwrap();
+            let payload = r.expect_err("the served task's panic goes on out of the timed acquire");
+            assert_eq!(
+                payload.downcast_ref::<&str>(),
+                Some(&"HostileWaker: drop panics")
+            );
+            match fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+                Poll::Ready(Ok(p)) => assert_eq!(p.permits(), 1),
+                other => panic!("the task was not served: {other:?}"),
+            }
+            true
         });
-        // The head is counted and keeps the free permit.
-        while sem.available_permits() != 0 {
-            std::thread::yield_now();
+        assert_eq!(sem.available_permits(), 1);
+        if in_time {
+            judged = true;
+            break;
         }
-        let hostile = HostileWaker::new();
-        let waker = hostile.waker();
-        let mut fut = Box::pin(sem.acquire_async());
-        assert!(
-            fut.as_mut()
-                .poll(&mut Context::from_waker(&waker))
-                .is_pending(),
-            "queued behind the head"
-        );
-        // The wake by value releases the waker: it panics there.
-        hostile.panic_on_drops(1);
-        let r = head.join().unwrap();
-        let payload = r.expect_err("the served task's panic goes on out of the timed acquire");
-        assert_eq!(
-            payload.downcast_ref::<&str>(),
-            Some(&"HostileWaker: drop panics")
-        );
-        match fut.as_mut().poll(&mut Context::from_waker(&waker)) {
-            Poll::Ready(Ok(p)) => assert_eq!(p.permits(), 1),
-            other => panic!("the task was not served: {other:?}"),
-        }
-    });
-    assert_eq!(sem.available_permits(), 1);
+    }
+    assert!(
+        judged,
+        "every attempt was kept from running until past the head's deadline"
+    );
 }

@@ -470,7 +470,8 @@ impl std::task::Wake for Acquires {
         self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        if let Ok(permit) = self.sem.try_acquire_for(Duration::from_secs(2)) {
+        // Far longer than the releaser's delay, however late it runs.
+        if let Ok(permit) = self.sem.try_acquire_for(Duration::from_secs(30)) {
             permit.forget();
             self.got.store(true, SeqCst);
         }
