@@ -476,9 +476,11 @@ impl<T> Receiver<T> {
                     // The message is ours: a panic of our own waker's drop
                     // (withdrawn here) must not lose it, so it is dropped
                     // (`sync_core::unwind`, rule 4).
-                    let mut panics = Panics::new();
-                    self.stop_waiting_catching(&mut panics);
-                    drop(panics);
+                    if let Some(waiter) = self.task.get_mut().take() {
+                        let mut panics = Panics::new();
+                        self.withdraw_catching(waiter, &mut panics);
+                        drop(panics);
+                    }
                     self.task_yields.set(0);
                     return Poll::Ready(Some(v));
                 }
@@ -532,18 +534,28 @@ impl<T> Receiver<T> {
     /// the caller to resume once its own work is done.
     fn stop_waiting_catching(&self, panics: &mut Panics) {
         if let Some(waiter) = self.task.take() {
-            self.shared.withdraw();
-            // A sender that took it finds it cancelled (or has woken it).
-            let _ = waiter.cancel_catching(panics);
+            self.withdraw_catching(waiter, panics);
         }
+    }
+
+    /// Withdraws `waiter`, the task's waiter just taken out of `task`.
+    fn withdraw_catching(&self, waiter: Arc<Waiter>, panics: &mut Panics) {
+        self.shared.withdraw();
+        // A sender that took it finds it cancelled (or has woken it).
+        let _ = waiter.cancel_catching(panics);
     }
 
     /// [`stop_waiting_catching`](Self::stop_waiting_catching), resuming
     /// the waker's panic at once: for callers with nothing left to do.
+    /// With no waiter published (a receive that found its message at
+    /// once, the common case) there is no user code to run, and nothing
+    /// to catch.
     fn stop_waiting(&self) {
-        let mut panics = Panics::new();
-        self.stop_waiting_catching(&mut panics);
-        panics.resume();
+        if let Some(waiter) = self.task.take() {
+            let mut panics = Panics::new();
+            self.withdraw_catching(waiter, &mut panics);
+            panics.resume();
+        }
     }
 
     /// A blocking iterator: [`recv`](Self::recv) until disconnection.
