@@ -119,6 +119,9 @@ const HEAVY: u8 = 8;
 /// yielding waiters outnumber the CPUs: only then does a slow measured
 /// yield count (see [`measured_yield`]).
 const OTHERS_SATURATE: u8 = 16;
+/// The sampler's verdicts, every bit of [`STATE`] besides the override.
+#[cfg_attr(loom, allow(dead_code))]
+const SAMPLED_BITS: u8 = SAMPLED | HEAVY | OTHERS_SATURATE;
 
 /// Runnable threads per CPU beyond which a yield is taken to be slow
 /// without measuring one. Between one and this many, yields are measured:
@@ -571,7 +574,7 @@ fn others_running(running: u64, yielders: usize) -> u64 {
 #[cfg(not(loom))]
 fn sample() {
     let Some(running) = procs_running() else {
-        STATE.fetch_and(!(SAMPLED | HEAVY | OTHERS_SATURATE), Relaxed);
+        STATE.fetch_and(!SAMPLED_BITS, Relaxed);
         forget_slow_yields();
         return;
     };
@@ -587,18 +590,12 @@ fn record(running: u64) {
     LOAD.store(load, Relaxed);
     let others = smooth(OTHERS.load(Relaxed), others);
     OTHERS.store(others, Relaxed);
-    let was = STATE.load(Relaxed);
-    let now = verdicts(was, load, others, cpus() as u64);
-    // Relaxed: a heuristic's state; each bit is set or cleared on its own,
-    // so an override stored meanwhile is kept.
-    for bit in [SAMPLED, HEAVY, OTHERS_SATURATE] {
-        if now & bit != 0 {
-            STATE.fetch_or(bit, Relaxed);
-        } else {
-            STATE.fetch_and(!bit, Relaxed);
-        }
-    }
-    if now & OTHERS_SATURATE == 0 {
+    let cpus = cpus() as u64;
+    let next = |s: u8| (s & !SAMPLED_BITS) | verdicts(s, load, others, cpus);
+    // Relaxed: a heuristic's state. One update of the word, which keeps an
+    // override stored meanwhile.
+    let (Ok(was) | Err(was)) = STATE.fetch_update(Relaxed, Relaxed, |s| Some(next(s)));
+    if next(was) & OTHERS_SATURATE == 0 {
         forget_slow_yields();
     }
 }

@@ -613,33 +613,30 @@ mod tests {
         assert!(began.elapsed() >= Duration::from_millis(20));
     }
 
+    /// A thread that names itself and then runs `idle` until `stop`.
+    #[cfg(target_os = "linux")]
+    fn named_thread(
+        stop: &Arc<AtomicBool>,
+        idle: fn(),
+    ) -> (KernelThread, std::thread::JoinHandle<()>) {
+        let (named, name) = std::sync::mpsc::channel();
+        let stop = Arc::clone(stop);
+        let thread = std::thread::spawn(move || {
+            named.send(KernelThread::current()).expect("the test waits");
+            while !stop.load(SeqCst) {
+                idle();
+            }
+        });
+        (name.recv().expect("named"), thread)
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn a_parked_thread_sleeps_and_a_spinning_one_does_not() {
         let stop = Arc::new(AtomicBool::new(false));
-        let (named, name) = std::sync::mpsc::channel();
-        let parked = {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                named.send(KernelThread::current()).expect("the test waits");
-                while !stop.load(SeqCst) {
-                    std::thread::park();
-                }
-            })
-        };
-        let parked_id = name.recv().expect("named");
+        let (parked_id, parked) = named_thread(&stop, std::thread::park);
         assert!(holds_within(Duration::from_secs(10), || parked_id.sleeps()));
-        let (named, name) = std::sync::mpsc::channel();
-        let spinner = {
-            let stop = Arc::clone(&stop);
-            std::thread::spawn(move || {
-                named.send(KernelThread::current()).expect("the test waits");
-                while !stop.load(SeqCst) {
-                    std::hint::spin_loop();
-                }
-            })
-        };
-        let spinning = name.recv().expect("named");
+        let (spinning, spinner) = named_thread(&stop, std::hint::spin_loop);
         // Running or runnable, never asleep, however often it is looked at.
         assert!(!holds_within(Duration::from_millis(50), || spinning.sleeps()));
         stop.store(true, SeqCst);
