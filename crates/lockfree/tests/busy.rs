@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use lockfree_sync::{Mutex, Semaphore, csp, mpsc};
-use sync_core::testing::{BusyThreads, timely};
+use sync_core::testing::{BusyThreads, holds_within, timely};
 
 const TIMEOUT: Duration = Duration::from_millis(1);
 const BOUND: Duration = Duration::from_millis(50);
@@ -169,14 +169,10 @@ fn timed_waits_behind_others_return_on_time_with_50_busy_threads() {
         let sem = Arc::clone(&sem);
         std::thread::spawn(move || sem.acquire_many(HEAD).unwrap().forget())
     };
-    let queued = std::time::Instant::now();
-    while sem.available_permits() != 0 {
-        assert!(
-            queued.elapsed() < Duration::from_secs(10),
-            "the head never queued"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    assert!(
+        holds_within(Duration::from_secs(10), || sem.available_permits() == 0),
+        "the head never queued"
+    );
     let fed = Arc::new(AtomicUsize::new(0));
     let feeder = {
         let (sem, stop, fed) = (Arc::clone(&sem), Arc::clone(&stop), Arc::clone(&fed));
@@ -189,13 +185,10 @@ fn timed_waits_behind_others_return_on_time_with_50_busy_threads() {
         })
     };
     // Trickling before the tries.
-    while fed.load(Relaxed) == 0 {
-        assert!(
-            queued.elapsed() < Duration::from_secs(10),
-            "the feeder never ran"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    assert!(
+        holds_within(Duration::from_secs(10), || fed.load(Relaxed) != 0),
+        "the feeder never ran"
+    );
     let r = timely(
         "Semaphore::try_acquire_many_for(3, 1 ms) behind a head",
         TIMEOUT,
