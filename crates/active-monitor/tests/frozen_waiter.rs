@@ -28,7 +28,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use active_monitor::{__TestOrderWait, Monitor, Order, Served};
-use sync_core::testing::freeze;
+use sync_core::testing::{freeze, machine_crowded};
 
 /// One frozen thread at a time per binary (the handler's flags are
 /// statics): the tests take turns.
@@ -82,13 +82,13 @@ fn assert_gives_way(k: u64, waker: freeze::Target, waiter: freeze::Target) -> Du
     // SAFETY: both threads run until the test has let the frozen one go
     // (the waker waits for it), after this.
     let cpu_times = || unsafe { (waker.cpu_time(), waiter.cpu_time()) };
-    let crowded = crowded_machine();
+    let crowded = machine_crowded();
     let (cpu, spun) = cpu_times();
     thread::sleep(WATCH);
     let (cpu_now, spun_now) = cpu_times();
     let (cpu, spun) = (cpu_now - cpu, spun_now - spun);
     eprintln!("trial {k}: the waker used {cpu:?} of CPU, a spinner {spun:?}");
-    if crowded || crowded_machine() {
+    if crowded || machine_crowded() {
         // Beside other jobs' threads, a waiter that gives its core away
         // is handed it back about as often as a spinner gets it.
         eprintln!("trial {k}: the machine is crowded: no comparison");
@@ -349,14 +349,6 @@ const SEARCH: Duration = Duration::from_secs(30);
 /// How long a test looks for a freeze in all, crowded or not.
 const SEARCH_MAX: Duration = Duration::from_secs(120);
 
-/// Whether the machine has more runnable threads than `load::CROWDED` per
-/// CPU (other jobs beside the test): then trials land rarely, and a waiter
-/// that gives its core away gets it back about as often as a spinner.
-fn crowded_machine() -> bool {
-    let crowded = sync_core::load::cpus() as u64 * sync_core::load::CROWDED;
-    sync_core::testing::runnable_threads().is_some_and(|running| running > crowded)
-}
-
 /// A test's search for a freeze inside the window it needs: [`SEARCH`] of
 /// time on a machine that is not crowded, and at most [`SEARCH_MAX`].
 struct Search {
@@ -378,7 +370,7 @@ impl Search {
     /// Whether the search goes on: called once a trial.
     fn goes_on(&mut self) -> bool {
         let now = Instant::now();
-        if !crowded_machine() {
+        if !machine_crowded() {
             self.quiet += now - self.last;
         }
         self.last = now;

@@ -238,6 +238,19 @@ pub fn runnable_threads() -> Option<u64> {
     crate::load::procs_running()
 }
 
+/// Whether the machine itself is crowded now: more runnable threads
+/// ([`runnable_threads`]) than [`CROWDED`](crate::load::CROWDED) per CPU,
+/// as beside other jobs. For a test whose check means nothing then (a
+/// verdict of crowded CPUs that is right, a waiter that gives its core
+/// away getting it back about as often as a spinner). Unlike
+/// [`load::crowded`](crate::load::crowded), it counts this process's own
+/// threads and ignores a saturation override.
+#[cfg(not(loom))]
+pub fn machine_crowded() -> bool {
+    let crowded = crate::load::cpus() as u64 * crate::load::CROWDED;
+    runnable_threads().is_some_and(|running| running > crowded)
+}
+
 /// Runs the tests of one test binary that hold the returned guard one at a
 /// time: for tests whose threads spin on every core, or whose assertion
 /// needs the CPUs (a bound on when a woken thread runs, a count of live
