@@ -316,8 +316,10 @@ impl<T> Receiver<T> {
 
     fn recv_deadline(&self, deadline: Option<Instant>) -> Result<T, TryRecvError> {
         // The family's watch: a message that comes meanwhile costs no sleep
-        // and no wakeup.
-        let mut watch = new_watch();
+        // and no wakeup. Made when the queue is first found empty: a
+        // receive that finds a message at once (a receiver keeping up with
+        // a stream) would pay for building it on every message.
+        let mut watch: Option<Watch> = None;
         // A timed park that ended without a wakeup: the deadline passed (or,
         // under loom, where time is not modelled, its timer fired).
         let mut timed_out = false;
@@ -351,10 +353,11 @@ impl<T> Receiver<T> {
             // whose line every send swaps. (A disconnection is found when
             // `park_prepare` fails, below, and `take` runs again.)
             let spaced = !load::yields_are_slow();
+            let w = watch.get_or_insert_with(new_watch);
             let linked = loop {
-                match watch.pause(deadline) {
+                match w.pause(deadline) {
                     Next::Poll => {
-                        space_poll(&watch, spaced);
+                        space_poll(w, spaced);
                         if self.shared.linked() {
                             break true;
                         }
@@ -387,7 +390,7 @@ impl<T> Receiver<T> {
                 Some(d) => timed_out = waiter.wait_until(false, d).is_none(),
             }
             self.shared.withdraw();
-            watch = new_watch();
+            watch = None;
         }
     }
 
