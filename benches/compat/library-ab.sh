@@ -19,6 +19,12 @@ set -eu
 rev=${1:?usage: benches/compat/library-ab.sh REV [sync-bench options]}
 shift
 root=$(git rev-parse --show-toplevel)
+# Both builds must run the same harness: the old one is built from HEAD's
+# committed benches, the new one from the working tree.
+if ! git -C "$root" diff --quiet HEAD -- benches; then
+    echo "benches/ differs from HEAD: commit it first, so that both builds run the same harness" >&2
+    exit 1
+fi
 sha=$(git -C "$root" rev-parse --verify "$rev^{commit}")
 short=$(printf '%s' "$sha" | cut -c1-10)
 base=${CARGO_TARGET_DIR:-$root/target}/compare
