@@ -73,19 +73,25 @@ pub type Payload = Box<dyn Any + Send + 'static>;
 /// the [module docs](self)); call [`resume`](Self::resume) to pass it on.
 #[derive(Default)]
 #[must_use = "a caught panic is lost unless it is resumed"]
-pub struct Panics {
+pub struct Panics(
+    /// `None` until a panic is caught: one word, which the operations that
+    /// pass a `Panics` along their fast paths move and test for nothing
+    /// else. Boxed on the first catch (a panic's payload is already boxed).
+    Option<Box<Caught>>,
+);
+
+/// What a [`Panics`] holds once it has caught a panic.
+struct Caught {
+    /// The panic to resume (`None` once taken).
     first: Option<Payload>,
-    /// The later panics, dropped with `self`.
+    /// The later panics, dropped with the `Panics`.
     later: Vec<Payload>,
 }
 
 impl Panics {
     /// No panic caught yet.
     pub const fn new() -> Self {
-        Self {
-            first: None,
-            later: Vec::new(),
-        }
+        Self(None)
     }
 
     /// Runs `f` (user code), catching its panic: `Some(result)`, or `None`
@@ -109,12 +115,24 @@ impl Panics {
 
     /// Keeps `payload`: to be resumed if it is the first panic, to be
     /// dropped with `self` otherwise.
+    #[cold]
     pub fn keep(&mut self, payload: Payload) {
-        if self.first.is_none() {
-            self.first = Some(payload);
+        let caught = self.caught();
+        if caught.first.is_none() {
+            caught.first = Some(payload);
         } else {
-            self.later.push(payload);
+            caught.later.push(payload);
         }
+    }
+
+    /// The caught panics, made on the first catch.
+    fn caught(&mut self) -> &mut Caught {
+        self.0.get_or_insert_with(|| {
+            Box::new(Caught {
+                first: None,
+                later: Vec::new(),
+            })
+        })
     }
 
     /// Keeps the first panic `other` caught, as if caught here: for an
@@ -132,22 +150,35 @@ impl Panics {
     /// assert!(!all.is_empty());
     /// drop(all.take());
     /// ```
+    #[inline]
     pub fn absorb(&mut self, mut other: Panics) {
-        if let Some(payload) = other.first.take() {
+        if let Some(theirs) = other.0.take() {
+            self.absorb_caught(*theirs);
+        }
+    }
+
+    #[cold]
+    fn absorb_caught(&mut self, theirs: Caught) {
+        let Caught { first, mut later } = theirs;
+        if let Some(payload) = first {
             self.keep(payload);
         }
-        self.later.append(&mut other.later);
+        if !later.is_empty() {
+            self.caught().later.append(&mut later);
+        }
     }
 
     /// Whether a panic was caught (and its first one not taken).
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.first.is_none()
+        self.0.as_ref().is_none_or(|c| c.first.is_none())
     }
 
     /// Takes the first panic caught (for an operation that must not unwind);
     /// the later ones are dropped with `self`.
+    #[inline]
     pub fn take(&mut self) -> Option<Payload> {
-        self.first.take()
+        self.0.as_mut().and_then(|c| c.first.take())
     }
 
     /// Resumes the first panic caught, if any, unless this thread is already
@@ -156,9 +187,8 @@ impl Panics {
     #[inline]
     #[track_caller]
     pub fn resume(mut self) {
-        if let Some(payload) = self.first.take() {
-            self.discard_later();
-            resume_or_discard(payload);
+        if let Some(caught) = self.0.take() {
+            resume_caught(*caught);
         }
     }
 
@@ -180,33 +210,55 @@ impl Panics {
             self.resume();
         }
     }
+}
 
-    /// Drops the later panics.
-    #[cold]
-    fn discard_later(&mut self) {
-        for payload in self.later.drain(..) {
-            discard(payload);
-        }
+/// [`Panics::resume`] once a panic was caught: the later panics are
+/// dropped, then the first (if not taken) goes on.
+#[cold]
+#[track_caller]
+fn resume_caught(caught: Caught) {
+    let Caught { first, later } = caught;
+    discard_all(later);
+    if let Some(payload) = first {
+        resume_or_discard(payload);
+    }
+}
+
+/// Drops caught payloads, each drop's own panic caught and discarded.
+fn discard_all(payloads: Vec<Payload>) {
+    for payload in payloads {
+        discard(payload);
     }
 }
 
 impl Drop for Panics {
     #[inline]
     fn drop(&mut self) {
-        if let Some(payload) = self.first.take() {
-            discard(payload);
-        }
-        if !self.later.is_empty() {
-            self.discard_later();
+        if let Some(caught) = self.0.take() {
+            drop_caught(*caught);
         }
     }
 }
 
+/// [`Panics`]'s drop once a panic was caught: every payload is dropped.
+#[cold]
+fn drop_caught(caught: Caught) {
+    let Caught { first, later } = caught;
+    if let Some(payload) = first {
+        discard(payload);
+    }
+    discard_all(later);
+}
+
 impl core::fmt::Debug for Panics {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let (caught, later) = self
+            .0
+            .as_ref()
+            .map_or((false, 0), |c| (c.first.is_some(), c.later.len()));
         f.debug_struct("Panics")
-            .field("caught", &self.first.is_some())
-            .field("later", &self.later.len())
+            .field("caught", &caught)
+            .field("later", &later)
             .finish()
     }
 }
@@ -346,6 +398,45 @@ mod tests {
         assert_eq!(DROPPED.load(Ordering::Relaxed), 2);
         drop(first);
         assert_eq!(DROPPED.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn an_absorbed_panics_keeps_its_later_panics_until_dropped() {
+        use core::sync::atomic::{AtomicUsize, Ordering};
+        static DROPPED: AtomicUsize = AtomicUsize::new(0);
+        struct Counted;
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                DROPPED.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let mut all = Panics::new();
+        all.catch(|| std::panic::panic_any(1i32));
+        let mut step = Panics::new();
+        for _ in 0..2 {
+            step.catch(|| std::panic::panic_any(Counted));
+        }
+        all.absorb(step);
+        // Both of the step's panics are later ones here: none dropped yet.
+        assert_eq!(DROPPED.load(Ordering::Relaxed), 0);
+        let first = all.take().expect("the first panic");
+        assert_eq!(*first.downcast::<i32>().unwrap(), 1);
+        assert!(all.is_empty());
+        drop(all);
+        assert_eq!(DROPPED.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn an_empty_panics_is_one_word() {
+        // Operations pass a `Panics` along their fast paths by value.
+        assert_eq!(
+            core::mem::size_of::<Panics>(),
+            core::mem::size_of::<usize>()
+        );
+        let mut p = Panics::new();
+        assert!(p.is_empty());
+        assert!(p.take().is_none());
+        p.resume();
     }
 
     #[test]
