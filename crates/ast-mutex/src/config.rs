@@ -58,8 +58,8 @@ pub enum WakeMode {
     /// the next thread waiting for that state, so that a woken thread
     /// waiting for a CPU does not leave the lock idle. Once 32 exits have
     /// passed it, the next one hands it the lock if it is running or parked
-    /// again, and one of the 32 exits after it has waited 100 ms for a CPU
-    /// does in any case (see [`AstMutex`]'s `# Fairness`).
+    /// again, and one of the 32 exits after it has waited 100 ms more for a
+    /// CPU does in any case (see [`AstMutex`]'s `# Fairness`).
     ///
     /// The default: a woken thread takes a while to run, and letting
     /// running threads take the lock meanwhile keeps the lock busy.
@@ -240,7 +240,7 @@ impl Config {
     /// serves it wakes it, and from then on the bounds of
     /// [`AstMutex`]'s `# Fairness` hold: once 32 exits have passed it, it
     /// enters at the first exit after it runs, or after it has waited
-    /// 100 ms for a CPU.
+    /// 100 ms more for a CPU.
     ///
     /// # Panics
     ///

@@ -93,7 +93,8 @@ use crate::watchers::Watchers;
 /// passed a waiter that is first in line, the next exit that serves it
 /// hands it the lock if its thread is running or parked again; if it was
 /// woken and has not run yet, one of the 32 exits after it has waited
-/// 100 ms does (exits read the clock every 32 passes), and so does the
+/// 100 ms more does (exits read the clock every 32 passes: the first read
+/// since its wake-up starts the 100 ms), and so does the
 /// 1,048,576th exit that passes it.** Until then exits pass a woken waiter
 /// that has not run yet without holding the lock for it: the lock would
 /// idle until the scheduler runs it, which takes up to a scheduling round
@@ -108,7 +109,7 @@ use crate::watchers::Watchers;
 /// Handoff mode, once one has woken it), at the first exit to its states
 /// after it runs that serves it (an exit that finds the lock taken before
 /// it serves may not: the next one does), or within 32 exits once it has
-/// waited 100 ms for a CPU.
+/// waited 100 ms more for a CPU.
 ///
 /// A thread that watches the lock word before it queues (as its
 /// [`Config::wait`](crate::Config::wait) policy says) is not in line yet:
@@ -125,7 +126,7 @@ use crate::watchers::Watchers;
 /// A task woken to compete keeps its place until it is polled or dropped:
 /// while it is not polled, a waiter that queues may wake the next thread
 /// behind it (Compete mode), and once 32 exits have passed it and 100 ms
-/// have passed since its wake-up, the lock is held for it. Keep polling an
+/// more have passed, the lock is held for it. Keep polling an
 /// [`EnterAsync`] you
 /// created, or drop it (which passes the wake-up or the lock on).
 ///
@@ -481,7 +482,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// compete keeps its place in line until it is polled or dropped; while
     /// it is not polled, a waiter that queues may wake the next thread
     /// behind it, and once 32 exits to its states have passed it and
-    /// 100 ms have passed since its wake-up, the lock is held for it: keep
+    /// 100 ms more have passed, the lock is held for it: keep
     /// polling an
     /// `EnterAsync` you created, as with tokio's mutex, or drop it (which
     /// passes the wake-up or the lock on).

@@ -407,10 +407,12 @@ fn a_woken_task_not_polled_is_handed_the_lock_after_32_passes_and_100_ms() {
 /// Two woken tasks not polled, one first in line for Full and one for Mid,
 /// while exits alternate between the two states (each followed by a
 /// barging thread that takes the free lock and leaves it Empty): exits
-/// that skip the table count their passes per state, so once both have
-/// waited 100 ms, each is handed the lock within 32 exits to its state.
-/// With one count for all states, every 32nd skipping exit was a Mid exit,
-/// and the Full task was never counted, so never handed the lock.
+/// that skip the table count their passes per state, so once 32 exits to
+/// its state have passed each and it has waited 100 ms more, each is
+/// handed the lock within 32 more exits to its state (one of the 32 reads
+/// the clock). With one count for all states, every 32nd skipping exit was
+/// a Mid exit, and the Full task was never counted, so never handed the
+/// lock.
 #[test]
 fn woken_tasks_of_alternating_states_are_each_handed_the_lock() {
     let m = AstMutex::new(Buf::Empty, 0u32);
@@ -426,9 +428,14 @@ fn woken_tasks_of_alternating_states_are_each_handed_the_lock() {
             .expect("released to compete")
             .exit(Buf::Empty);
     }
-    thread::sleep(Duration::from_millis(120));
+    // Rounds of exits to pass each task 32 times (the exit that counts
+    // the 32nd pass starts its patience), then its 100 ms, then 32 more.
+    const PASSED: usize = 34;
     let (mut full_in, mut mid_in) = (None, None);
-    for round in 0..40 {
+    for round in 0..PASSED + 34 {
+        if round == PASSED {
+            thread::sleep(Duration::from_millis(120));
+        }
         for (state, f, entered) in [
             (Buf::Full, &mut full, &mut full_in),
             (Buf::Mid, &mut mid, &mut mid_in),
@@ -452,7 +459,8 @@ fn woken_tasks_of_alternating_states_are_each_handed_the_lock() {
     }
     assert!(
         full_in.is_some() && mid_in.is_some(),
-        "handed the lock within 40 exits to its state: Full {full_in:?}, Mid {mid_in:?}"
+        "handed the lock within 34 exits to its state after its patience: \
+         Full {full_in:?}, Mid {mid_in:?}"
     );
 }
 

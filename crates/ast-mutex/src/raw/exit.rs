@@ -31,7 +31,9 @@ use super::{LOCKED, STATE_BITS, TOKEN_HANDOFF, TOKEN_WAKE};
 const HANDOFF_AFTER_PASSES: u32 = if cfg!(loom) { 2 } else { 32 };
 
 /// A pending waiter that `HANDOFF_AFTER_PASSES` exits have passed is handed
-/// the lock anyway once it has been pending this long: the scheduler is
+/// the lock anyway once it has been pending this long since the first
+/// clock read of `count_pass` after its wake-up (at its
+/// `CLOCK_EVERY_PASSES`-th pass): the scheduler is
 /// keeping its thread from running while others run, and holding the lock
 /// for it is then what makes them wait their turn. It is meant to be
 /// longer than a scheduling round on a loaded machine: a patience shorter
@@ -404,7 +406,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 
     /// Whether pending node `i` has waited long enough to be handed the
-    /// lock: `PENDING_PATIENCE` since it was woken (as `count_pass` found),
+    /// lock: `PENDING_PATIENCE` since its patience began (as `count_pass` found),
     /// or `HANDOFF_PENDING_AFTER_PASSES` passes (loom, which does not model
     /// time, only counts passes).
     fn pending_too_long(t: &Table, i: u32) -> bool {
@@ -412,15 +414,16 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 
     /// Counts `exits` exits that served woken node `i` without the lock.
-    /// Every `CLOCK_EVERY_PASSES`-th pass reads the clock, to note whether
-    /// the node has been woken for `PENDING_PATIENCE`: a clock read on
-    /// every exit would lengthen every hold of the table lock, which the
-    /// exits of a busy lock queue behind.
+    /// Every `CLOCK_EVERY_PASSES`-th pass reads the clock: the first such
+    /// read since the node was woken starts its patience, a later one notes
+    /// whether it has been pending for `PENDING_PATIENCE` since. A clock
+    /// read on every exit (or every wake-up) would lengthen every hold of
+    /// the table lock, which the exits of a busy lock queue behind.
     fn count_pass(t: &mut Table, i: u32, exits: u32) {
         let after = t.pass(i, exits);
         let before = after.saturating_sub(exits);
         if before / CLOCK_EVERY_PASSES != after / CLOCK_EVERY_PASSES
-            && t.woken_for(i).is_some_and(|d| d >= PENDING_PATIENCE)
+            && t.pending_for(i).is_some_and(|d| d >= PENDING_PATIENCE)
         {
             t.set_overdue(i);
         }

@@ -68,9 +68,10 @@ struct Node {
     skips: u32,
     /// `Some` while queued; `None` while woken (and while free).
     waiter: Option<Arc<Waiter>>,
-    /// When an exit last woke it (not read under loom, where time is not
-    /// modelled).
-    woken_at: Option<Instant>,
+    /// When an exit that counted a pass against it first read the clock
+    /// since it was last woken (see [`Table::pending_for`]; never under
+    /// loom, where time is not modelled).
+    seen_pending_at: Option<Instant>,
     /// Found woken for long (see `AstMutex::count_pass`) since it was last
     /// woken.
     overdue: bool,
@@ -132,7 +133,7 @@ impl Table {
             passes: 0,
             skips: 0,
             waiter: Some(waiter),
-            woken_at: None,
+            seen_pending_at: None,
             overdue: false,
             slot: Some(slot),
         };
@@ -369,16 +370,29 @@ impl Table {
             .as_ref()
             .expect("a live node has a slot")
             .mark_pending();
-        n.woken_at = (!cfg!(loom)).then(Instant::now);
+        // No clock read here: a wake-up is on every contended exit's path
+        // (under the table lock), while the patience it starts matters only
+        // to a waiter that many exits pass (see `pending_for`).
+        n.seen_pending_at = None;
         n.overdue = false;
         Some(waiter)
     }
 
-    /// How long live node `i` has been woken, if it is and that is known
-    /// (`None` under loom).
-    pub fn woken_for(&self, i: u32) -> Option<Duration> {
-        let n = &self.nodes[i as usize];
-        n.waiter.is_none().then_some(n.woken_at?.elapsed())
+    /// For woken live node `i`: how long since the first call of this
+    /// since it was woken, which notes the time and returns `None` (as
+    /// for a queued node, and always under loom).
+    pub fn pending_for(&mut self, i: u32) -> Option<Duration> {
+        let n = &mut self.nodes[i as usize];
+        if n.waiter.is_some() || cfg!(loom) {
+            return None;
+        }
+        match n.seen_pending_at {
+            Some(at) => Some(at.elapsed()),
+            None => {
+                n.seen_pending_at = Some(Instant::now());
+                None
+            }
+        }
     }
 
     /// Whether live node `i` is queued by a thread (not a task).
