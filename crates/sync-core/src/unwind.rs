@@ -153,13 +153,14 @@ impl Panics {
     #[inline]
     pub fn absorb(&mut self, mut other: Panics) {
         if let Some(theirs) = other.0.take() {
-            self.absorb_caught(*theirs);
+            self.absorb_caught(theirs);
         }
     }
 
     #[cold]
-    fn absorb_caught(&mut self, theirs: Caught) {
-        let Caught { first, mut later } = theirs;
+    #[inline(never)]
+    fn absorb_caught(&mut self, theirs: Box<Caught>) {
+        let Caught { first, mut later } = *theirs;
         if let Some(payload) = first {
             self.keep(payload);
         }
@@ -188,7 +189,7 @@ impl Panics {
     #[track_caller]
     pub fn resume(mut self) {
         if let Some(caught) = self.0.take() {
-            resume_caught(*caught);
+            resume_caught(caught);
         }
     }
 
@@ -215,9 +216,9 @@ impl Panics {
 /// [`Panics::resume`] once a panic was caught: the later panics are
 /// dropped, then the first (if not taken) goes on.
 #[cold]
-#[track_caller]
-fn resume_caught(caught: Caught) {
-    let Caught { first, later } = caught;
+#[inline(never)]
+fn resume_caught(caught: Box<Caught>) {
+    let Caught { first, later } = *caught;
     discard_all(later);
     if let Some(payload) = first {
         resume_or_discard(payload);
@@ -235,15 +236,16 @@ impl Drop for Panics {
     #[inline]
     fn drop(&mut self) {
         if let Some(caught) = self.0.take() {
-            drop_caught(*caught);
+            drop_caught(caught);
         }
     }
 }
 
 /// [`Panics`]'s drop once a panic was caught: every payload is dropped.
 #[cold]
-fn drop_caught(caught: Caught) {
-    let Caught { first, later } = caught;
+#[inline(never)]
+fn drop_caught(caught: Box<Caught>) {
+    let Caught { first, later } = *caught;
     if let Some(payload) = first {
         discard(payload);
     }
