@@ -153,19 +153,7 @@ impl Panics {
     #[inline]
     pub fn absorb(&mut self, mut other: Panics) {
         if let Some(theirs) = other.0.take() {
-            self.absorb_caught(theirs);
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn absorb_caught(&mut self, theirs: Box<Caught>) {
-        let Caught { first, mut later } = *theirs;
-        if let Some(payload) = first {
-            self.keep(payload);
-        }
-        if !later.is_empty() {
-            self.caught().later.append(&mut later);
+            theirs.absorb_into(self);
         }
     }
 
@@ -189,7 +177,7 @@ impl Panics {
     #[track_caller]
     pub fn resume(mut self) {
         if let Some(caught) = self.0.take() {
-            resume_caught(caught);
+            caught.resume();
         }
     }
 
@@ -213,15 +201,48 @@ impl Panics {
     }
 }
 
-/// [`Panics::resume`] once a panic was caught: the later panics are
-/// dropped, then the first (if not taken) goes on.
-#[cold]
-#[inline(never)]
-fn resume_caught(caught: Box<Caught>) {
-    let Caught { first, later } = *caught;
-    discard_all(later);
-    if let Some(payload) = first {
-        resume_or_discard(payload);
+// The cold halves of `Panics`' inline methods take the box itself: moving
+// the panics out of it inline would put that copy and the box's free on
+// every caller's fast path.
+#[allow(
+    clippy::boxed_local,
+    reason = "the box is moved, not its contents, so the inline callers stay a null test"
+)]
+impl Caught {
+    /// [`Panics::resume`] once a panic was caught: the later panics are
+    /// dropped, then the first (if not taken) goes on.
+    #[cold]
+    #[inline(never)]
+    fn resume(self: Box<Self>) {
+        let Caught { first, later } = *self;
+        discard_all(later);
+        if let Some(payload) = first {
+            resume_or_discard(payload);
+        }
+    }
+
+    /// [`Panics`]'s drop once a panic was caught: every payload is dropped.
+    #[cold]
+    #[inline(never)]
+    fn discard(self: Box<Self>) {
+        let Caught { first, later } = *self;
+        if let Some(payload) = first {
+            discard(payload);
+        }
+        discard_all(later);
+    }
+
+    /// [`Panics::absorb`] of a `Panics` that caught a panic.
+    #[cold]
+    #[inline(never)]
+    fn absorb_into(self: Box<Self>, panics: &mut Panics) {
+        let Caught { first, mut later } = *self;
+        if let Some(payload) = first {
+            panics.keep(payload);
+        }
+        if !later.is_empty() {
+            panics.caught().later.append(&mut later);
+        }
     }
 }
 
@@ -236,20 +257,9 @@ impl Drop for Panics {
     #[inline]
     fn drop(&mut self) {
         if let Some(caught) = self.0.take() {
-            drop_caught(caught);
+            caught.discard();
         }
     }
-}
-
-/// [`Panics`]'s drop once a panic was caught: every payload is dropped.
-#[cold]
-#[inline(never)]
-fn drop_caught(caught: Box<Caught>) {
-    let Caught { first, later } = *caught;
-    if let Some(payload) = first {
-        discard(payload);
-    }
-    discard_all(later);
 }
 
 impl core::fmt::Debug for Panics {
