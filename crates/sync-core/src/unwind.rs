@@ -387,19 +387,23 @@ mod tests {
         assert_eq!(*payload.downcast::<i32>().unwrap(), 1);
     }
 
+    use core::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A panic payload that counts its drops in the test's own counter.
+    struct Counted(&'static AtomicUsize);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     #[test]
     fn later_panics_are_dropped_with_the_panics_not_when_caught() {
-        use core::sync::atomic::{AtomicUsize, Ordering};
         static DROPPED: AtomicUsize = AtomicUsize::new(0);
-        struct Counted;
-        impl Drop for Counted {
-            fn drop(&mut self) {
-                DROPPED.fetch_add(1, Ordering::Relaxed);
-            }
-        }
         let mut panics = Panics::new();
         for _ in 0..3 {
-            panics.catch(|| std::panic::panic_any(Counted));
+            panics.catch(|| std::panic::panic_any(Counted(&DROPPED)));
         }
         // Caught under the primitive's lock, say: nothing dropped yet.
         assert_eq!(DROPPED.load(Ordering::Relaxed), 0);
@@ -414,19 +418,12 @@ mod tests {
 
     #[test]
     fn an_absorbed_panics_keeps_its_later_panics_until_dropped() {
-        use core::sync::atomic::{AtomicUsize, Ordering};
         static DROPPED: AtomicUsize = AtomicUsize::new(0);
-        struct Counted;
-        impl Drop for Counted {
-            fn drop(&mut self) {
-                DROPPED.fetch_add(1, Ordering::Relaxed);
-            }
-        }
         let mut all = Panics::new();
         all.catch(|| std::panic::panic_any(1i32));
         let mut step = Panics::new();
         for _ in 0..2 {
-            step.catch(|| std::panic::panic_any(Counted));
+            step.catch(|| std::panic::panic_any(Counted(&DROPPED)));
         }
         all.absorb(step);
         // Both of the step's panics are later ones here: none dropped yet.
