@@ -359,6 +359,16 @@ pub fn discard(payload: Payload) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use core::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A panic payload that counts its drops in the test's own counter.
+    struct Counted(&'static AtomicUsize);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 
     struct PanicOnDrop;
     impl Drop for PanicOnDrop {
@@ -385,17 +395,6 @@ mod tests {
         assert!(!panics.is_empty());
         let payload = catch_unwind(AssertUnwindSafe(|| panics.resume())).unwrap_err();
         assert_eq!(*payload.downcast::<i32>().unwrap(), 1);
-    }
-
-    use core::sync::atomic::{AtomicUsize, Ordering};
-
-    /// A panic payload that counts its drops in the test's own counter.
-    struct Counted(&'static AtomicUsize);
-
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
     }
 
     #[test]
@@ -478,18 +477,11 @@ mod tests {
 
     #[test]
     fn the_payload_of_a_payloads_panicking_drop_is_dropped_too() {
-        use core::sync::atomic::{AtomicUsize, Ordering};
         static DROPPED: AtomicUsize = AtomicUsize::new(0);
-        struct Counted;
-        impl Drop for Counted {
-            fn drop(&mut self) {
-                DROPPED.fetch_add(1, Ordering::Relaxed);
-            }
-        }
         struct PanicsWithCounted;
         impl Drop for PanicsWithCounted {
             fn drop(&mut self) {
-                std::panic::panic_any(Counted);
+                std::panic::panic_any(Counted(&DROPPED));
             }
         }
         discard(Box::new(PanicsWithCounted));

@@ -378,9 +378,9 @@ impl Table {
         Some(waiter)
     }
 
-    /// For woken live node `i`: how long since the first call of this
-    /// since it was woken, which notes the time and returns `None` (as
-    /// for a queued node, and always under loom).
+    /// For woken live node `i`: how long since this was first called after
+    /// its wake-up. That first call notes the time and returns `None`, as
+    /// does any call for a queued node, and every call under loom.
     pub fn pending_for(&mut self, i: u32) -> Option<Duration> {
         let n = &mut self.nodes[i as usize];
         if n.waiter.is_some() || cfg!(loom) {
