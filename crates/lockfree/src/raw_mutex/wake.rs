@@ -13,7 +13,14 @@ use crate::patience::pop_counted;
 impl RawMutex {
     /// After a barging unlock that found waiters or `STARVE` (`old`, the
     /// word before it).
-    #[cold]
+    ///
+    /// This and the other steps from an unlock to a waiter's wake-up are
+    /// `#[inline]` into the unlock's one cold entry (`woke_after_unlock`,
+    /// `handed_after_unlock`): a thread that unlocks after a long hold runs
+    /// the path with cold caches, and one stretch of code reaches the
+    /// wake-up's system call sooner than a chain of calls spread over the
+    /// binary.
+    #[inline]
     pub(super) fn unlocked_with_waiters(&self, old: usize, panics: &mut Panics) {
         if old & WAKING != 0 {
             // A woken thread is on its way and will find the lock free (and
@@ -64,8 +71,8 @@ impl RawMutex {
     }
 
     /// The unlock of a lock somebody is counted on (or that a woken thread
-    /// is on its way to).
-    #[cold]
+    /// is on its way to). Inline: see `unlocked_with_waiters`.
+    #[inline]
     pub(super) fn unlock_slow(&self, panics: &mut Panics) {
         let mut w = self.word.load(Relaxed);
         loop {
@@ -95,7 +102,8 @@ impl RawMutex {
     }
 
     /// Dequeues and notifies a waiter. The caller holds `WAKING`, and holds
-    /// the lock if `holding`.
+    /// the lock if `holding`. Inline: see `unlocked_with_waiters`.
+    #[inline]
     pub(super) fn wake_next(&self, mut holding: bool, panics: &mut Panics) {
         loop {
             let w = self.word.load(Relaxed);

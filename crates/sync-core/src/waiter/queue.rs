@@ -105,6 +105,7 @@ impl WaiterQueue {
     /// happen after the previous one (the primitive's protocol gives the
     /// consumer role to one thread at a time, with a Release/Acquire edge
     /// from one consumer to the next).
+    #[inline]
     pub unsafe fn pop(&self) -> Option<Arc<Waiter>> {
         // Acquire: pairs with the Release store of `first` in `push`.
         let first = self.first.load(Acquire);
@@ -151,6 +152,7 @@ impl WaiterQueue {
     /// `node` comes from `Arc::into_raw` in `push`, no producer will write
     /// its `next` any more, and the queue's reference to it is the
     /// caller's to take.
+    #[inline]
     unsafe fn hand_out(node: *mut Waiter) -> Arc<Waiter> {
         // SAFETY: the queue's reference keeps `node` alive until `from_raw`.
         // Release: pairs with the Acquire swap of the next `push`.
