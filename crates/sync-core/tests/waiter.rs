@@ -462,3 +462,28 @@ fn a_sweep_ends_while_producers_keep_pushing_withdrawn_waiters() {
         );
     }
 }
+
+/// A notify wakes the waiter's node, not its thread (Linux, where a
+/// thread's waiter sleeps on a word in its node): a wake-up delivered
+/// before the thread waits leaves no unpark behind to cut short a
+/// `thread::park` of the caller's own.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_notify_wakes_the_node_not_the_thread() {
+    use std::time::{Duration, Instant};
+    thread::spawn(|| {
+        let w = Waiter::for_thread(0);
+        let wakeup = Waiter::notify_deferred(&w, 5).expect("not cancelled");
+        wakeup.wake();
+        assert_eq!(w.wait(false), 5, "the wait finds the token at once");
+        drop(w);
+        let parked = Instant::now();
+        thread::park_timeout(Duration::from_millis(50));
+        assert!(
+            parked.elapsed() >= Duration::from_millis(40),
+            "a notify left an unpark token for the thread"
+        );
+    })
+    .join()
+    .unwrap();
+}

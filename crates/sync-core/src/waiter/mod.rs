@@ -24,6 +24,12 @@
 //! Exactly one of the two wins, which is what makes cancellation at any point
 //! lose neither a wakeup nor a handed-over lock or permit.
 //!
+//! A thread's waiter sleeps on a word in its own node on Linux (a futex:
+//! see the `park` module), elsewhere with `thread::park`. On Linux a
+//! notify therefore wakes the node, never the thread: a wake-up delivered
+//! late, after the waiter found its token and moved on, cannot cut short a
+//! `thread::park` of the caller's own.
+//!
 //! # Reclamation
 //!
 //! Nodes are reference counted ([`Arc`]): the waiter holds one reference and
@@ -53,6 +59,12 @@ use crate::unwind::Panics;
 use crate::wait::{Next, Watch};
 use crate::waker::AtomicWaker;
 
+#[cfg(not(loom))]
+mod park;
+/// The futex parker, public to its loom model.
+#[cfg(loom)]
+#[doc(hidden)]
+pub mod park;
 mod queue;
 
 pub use queue::{Swept, WaiterQueue};
@@ -91,6 +103,8 @@ pub struct Waiter {
     /// function, so it refuses such a node (see there). Not a loom atomic:
     /// it guards against misuse, and no protocol reads it.
     queued: core::sync::atomic::AtomicBool,
+    /// Where a thread's waiter sleeps (the `park` module), beside `state`.
+    parker: park::ThreadParker,
     state: AtomicUsize,
     wake: Wake,
     data: usize,
@@ -160,6 +174,7 @@ impl Waiter {
         // Exclusive access: plain stores suffice, and `push` publishes them.
         self.next.store(ptr::null_mut(), Relaxed);
         self.state.store(WAITING, Relaxed);
+        self.parker.reset();
         self.data = data;
     }
 
@@ -174,6 +189,7 @@ impl Waiter {
         Arc::new(Self {
             next: AtomicPtr::new(ptr::null_mut()),
             queued: core::sync::atomic::AtomicBool::new(false),
+            parker: park::ThreadParker::new(),
             state: AtomicUsize::new(WAITING),
             wake,
             data,
@@ -181,6 +197,7 @@ impl Waiter {
     }
 
     /// The primitive's word about this waiter, given at creation.
+    #[inline]
     pub fn data(&self) -> usize {
         self.data
     }
@@ -190,6 +207,7 @@ impl Waiter {
     /// task runs only when its executor polls it, so a primitive that hands
     /// a role to a woken waiter and walks away may rely on a thread coming
     /// back, not on a task.
+    #[inline]
     pub fn is_thread(&self) -> bool {
         matches!(self.wake, Wake::Thread(_))
     }
@@ -206,6 +224,7 @@ impl Waiter {
     ///
     /// If `token` is 0 or `usize::MAX` (reserved), or if the waiter was
     /// already notified: a waiter is notified once.
+    #[inline]
     pub fn notify(&self, token: Token) -> bool {
         let granted = self.set_token(token);
         if granted {
@@ -225,6 +244,7 @@ impl Waiter {
     /// # Panics
     ///
     /// As [`notify`](Self::notify).
+    #[inline]
     pub fn notify_later(this: &Arc<Self>, token: Token) -> Option<Wakeup> {
         if !this.set_token(token) {
             return None;
@@ -242,18 +262,20 @@ impl Waiter {
         }
     }
 
-    /// [`notify_later`](Self::notify_later) that defers a thread's unpark
+    /// [`notify_later`](Self::notify_later) that defers a thread's wake-up
     /// too, for a notifier that holds a lock other threads spin on: the
-    /// unpark (a system call when the thread sleeps) then runs when the
-    /// [`Wakeup`] is delivered, after the lock is released. The thread may
-    /// be unparked after it has found its token and moved on; `park` allows
-    /// such spurious returns, so every correct park loop tolerates it.
-    /// Under `--cfg loom`, whose `JoinHandle::join` does not tolerate them,
-    /// a thread is unparked at once, as by `notify_later`.
+    /// wake-up (a system call when the thread sleeps) then runs when the
+    /// [`Wakeup`] is delivered, after the lock is released. It may come
+    /// after the waiter has found its token and moved on: on Linux it then
+    /// reaches only the waiter's node; elsewhere it unparks the thread, and
+    /// `park` allows such spurious returns, so every correct park loop
+    /// tolerates it. Under `--cfg loom`, whose `JoinHandle::join` does not
+    /// tolerate them, a thread is woken at once, as by `notify_later`.
     ///
     /// # Panics
     ///
     /// As [`notify`](Self::notify).
+    #[inline]
     pub fn notify_deferred(this: &Arc<Self>, token: Token) -> Option<Wakeup> {
         if cfg!(loom) {
             return Self::notify_later(this, token);
@@ -281,9 +303,10 @@ impl Waiter {
     ///
     /// let waiter = Waiter::for_thread(0);
     /// let wakeup = Waiter::notify_deferred_owned(waiter.clone(), 7);
-    /// drop(wakeup); // unparks this thread (a spurious unpark is allowed)
+    /// drop(wakeup); // wakes this thread's waiter, which has not parked yet
     /// assert_eq!(waiter.wait(false), 7);
     /// ```
+    #[inline]
     pub fn notify_deferred_owned(this: Arc<Self>, token: Token) -> Option<Wakeup> {
         if cfg!(loom) {
             return Self::notify_later(&this, token);
@@ -294,6 +317,7 @@ impl Waiter {
         Some(Wakeup(Some(this)))
     }
 
+    #[inline]
     fn set_token(&self, token: Token) -> bool {
         assert!(
             token != WAITING && token != CANCELLED,
@@ -311,7 +335,7 @@ impl Waiter {
     #[inline]
     pub(crate) fn wake_now(&self) {
         match &self.wake {
-            Wake::Thread(t) => t.unpark(),
+            Wake::Thread(t) => self.parker.unpark(t),
             Wake::Task(w) => w.wake(),
         }
     }
@@ -379,11 +403,13 @@ impl Waiter {
     }
 
     /// Whether the waiter has been cancelled (it then stays cancelled).
+    #[inline]
     pub fn is_cancelled(&self) -> bool {
         self.state.load(Acquire) == CANCELLED
     }
 
     /// The token, once notified.
+    #[inline]
     pub fn token(&self) -> Option<Token> {
         // Acquire: pairs with notify's Release.
         match self.state.load(Acquire) {
@@ -419,9 +445,9 @@ impl Waiter {
                 return token;
             }
             assert!(!self.is_cancelled(), "Waiter::wait on a cancelled waiter");
-            // A notify between the check and the park leaves the thread's
-            // unpark token set, so the park returns at once.
-            thread::park();
+            // A notify between the check and the park leaves the parker
+            // notified, so the park returns at once.
+            self.parker.park(None);
         }
     }
 
@@ -467,9 +493,9 @@ impl Waiter {
                 if now >= deadline {
                     return self.cancel().err();
                 }
-                // As in `wait`: a notify before the park leaves the unpark
-                // token set. Spurious returns only loop.
-                thread::park_timeout(deadline - now);
+                // As in `wait`: a notify before the park leaves the parker
+                // notified. Spurious returns only loop.
+                self.parker.park(Some(deadline - now));
             }
         }
     }
