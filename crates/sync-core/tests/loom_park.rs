@@ -14,21 +14,25 @@ use sync_core::waiter::park::{Futex, ModelFutex, Parker};
 /// before the unpark.
 #[test]
 fn an_unpark_is_never_lost() {
-    model::check(|| {
-        let shared = Arc::new((Parker::new(ModelFutex::default()), AtomicBool::new(false)));
-        let unparker = {
-            let shared = Arc::clone(&shared);
-            thread::spawn(move || {
-                shared.1.store(true, Relaxed);
-                shared.0.unpark();
-            })
-        };
-        // Relaxed: the park's Acquire pairs with the unpark's Release.
-        while !shared.1.load(Relaxed) {
-            shared.0.park(None);
-        }
-        unparker.join().unwrap();
-    });
+    model::check(park_until_unparked::<ModelFutex>);
+}
+
+/// One model: a thread parks until a flag another thread sets before its
+/// unpark, over the futex `F`.
+fn park_until_unparked<F: Futex + Default + Send + Sync + 'static>() {
+    let shared = Arc::new((Parker::new(F::default()), AtomicBool::new(false)));
+    let unparker = {
+        let shared = Arc::clone(&shared);
+        thread::spawn(move || {
+            shared.1.store(true, Relaxed);
+            shared.0.unpark();
+        })
+    };
+    // Relaxed: the park's Acquire pairs with the unpark's Release.
+    while !shared.1.load(Relaxed) {
+        shared.0.park(None);
+    }
+    unparker.join().unwrap();
 }
 
 /// One parker serves park after park (a node's successive waits): each
@@ -77,19 +81,6 @@ impl Futex for Deaf {
 #[test]
 fn a_lost_wake_up_is_caught() {
     model::check_fails("a_lost_wake_up_is_caught", "deadlock", || {
-        model::check(|| {
-            let shared = Arc::new((Parker::new(Deaf::default()), AtomicBool::new(false)));
-            let unparker = {
-                let shared = Arc::clone(&shared);
-                thread::spawn(move || {
-                    shared.1.store(true, Relaxed);
-                    shared.0.unpark();
-                })
-            };
-            while !shared.1.load(Relaxed) {
-                shared.0.park(None);
-            }
-            unparker.join().unwrap();
-        });
+        model::check(park_until_unparked::<Deaf>);
     });
 }
