@@ -15,11 +15,11 @@ impl RawMutex {
     /// word before it).
     ///
     /// This and the other steps from an unlock to a waiter's wake-up are
-    /// `#[inline]` into the unlock's one cold entry (`woke_after_unlock`,
-    /// `handed_after_unlock`): a thread that unlocks after a long hold runs
-    /// the path with cold caches, and one stretch of code reaches the
-    /// wake-up's system call sooner than a chain of calls spread over the
-    /// binary.
+    /// `#[inline]` into the unlock's cold entry (`woke_after_unlock` for a
+    /// barging unlock, `handed_after_unlock` for a FIFO one): a thread that
+    /// unlocks after a long hold runs the path with cold caches, and one
+    /// stretch of code reaches the wake-up's system call sooner than a
+    /// chain of calls spread over the binary.
     #[inline]
     pub(super) fn unlocked_with_waiters(&self, old: usize, panics: &mut Panics) {
         if old & WAKING != 0 {

@@ -65,14 +65,10 @@ impl<F: Futex> Parker<F> {
     }
 
     /// Forgets an unpark that no park consumed (a node made new).
+    #[cfg(not(loom))]
     #[inline]
     pub fn reset(&mut self) {
-        #[cfg(not(loom))]
-        {
-            *self.word.get_mut() = EMPTY;
-        }
-        #[cfg(loom)]
-        self.word.with_mut(|w| *w = EMPTY);
+        *self.word.get_mut() = EMPTY;
     }
 
     /// Parks the calling thread, for at most `timeout`. Only one thread
@@ -118,10 +114,10 @@ impl Futex for Os {
         let ts_ptr = ts
             .as_ref()
             .map_or(core::ptr::null(), |ts| ts as *const libc::timespec);
+        // Every outcome (woken, EAGAIN, EINTR, ETIMEDOUT) is a return: the
+        // caller looks at its word again. The kernel only reads the word.
         // SAFETY: `word` is a live, aligned u32 for the whole call (the
-        // parker outlives its park); FUTEX_WAIT takes a relative timeout, a
-        // valid `timespec` or null. The kernel only reads the word. Every
-        // outcome (woken, EAGAIN, EINTR, ETIMEDOUT) is a return.
+        // parker outlives its park); the timeout is a valid `timespec` or null.
         unsafe {
             libc::syscall(
                 libc::SYS_futex,
