@@ -351,13 +351,21 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// it is running or parked again (or pending for too long). Handoff
     /// mode does not hand the lock to a node never woken: the lock would
     /// idle through its wake-up, while running threads could use it.
+    #[inline]
     fn handoff_due(mode: WakeMode, t: &Table, i: u32) -> bool {
+        Self::handoff_due_if(mode, t, i, t.is_pending_at(i))
+    }
+
+    /// [`handoff_due`](Self::handoff_due), with live node `i`'s
+    /// `pending` already read.
+    #[inline]
+    fn handoff_due_if(mode: WakeMode, t: &Table, i: u32, pending: bool) -> bool {
         let after = if mode == WakeMode::Handoff {
             1
         } else {
             HANDOFF_AFTER_PASSES
         };
-        t.passes(i) >= after && (!t.is_pending_at(i) || Self::pending_too_long(t, i))
+        t.passes(i) >= after && (!pending || Self::pending_too_long(t, i))
     }
 
     /// Publishes the waiting states, the due states and the skip states;
@@ -388,9 +396,11 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         // groups, is such a head.
         let (mut due, mut candidates) = (0, 0);
         for (mask, i) in t.heads() {
-            if Self::handoff_due(mode, t, i) {
+            // One read of the hint per head, as `only_passes` below.
+            let pending = t.is_pending_at(i);
+            if Self::handoff_due_if(mode, t, i, pending) {
                 due |= mask;
-            } else if mode != WakeMode::Broadcast && t.is_pending_at(i) {
+            } else if mode != WakeMode::Broadcast && pending {
                 candidates |= mask;
             }
         }
@@ -409,6 +419,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// lock: `PENDING_PATIENCE` since its patience began (as `count_pass` found),
     /// or `HANDOFF_PENDING_AFTER_PASSES` passes (loom, which does not model
     /// time, only counts passes).
+    #[inline]
     fn pending_too_long(t: &Table, i: u32) -> bool {
         t.passes(i) >= HANDOFF_PENDING_AFTER_PASSES || t.is_overdue(i)
     }
@@ -432,8 +443,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// Whether an exit that serves live node `i` as first in line would
     /// only count a pass against it (Compete and Handoff modes): it is
     /// woken, has not run since (pending), and is not due a handoff.
+    #[inline]
     fn only_passes(mode: WakeMode, t: &Table, i: u32) -> bool {
-        t.is_pending_at(i) && !Self::handoff_due(mode, t, i)
+        t.is_pending_at(i) && !Self::handoff_due_if(mode, t, i, true)
     }
 
     /// Frees the word in state `next`, under the table lock (`_held` is the

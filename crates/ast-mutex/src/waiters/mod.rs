@@ -93,6 +93,7 @@ pub(crate) struct Waiters {
 
 /// Stores `now` in `atomic` with `order` unless it is what was last stored
 /// (`published`, kept under the table lock), and notes it there.
+#[inline]
 fn store_changed(atomic: &AtomicU64, published: &mut u64, now: u64, order: Ordering) {
     if *published != now {
         *published = now;
@@ -154,6 +155,7 @@ impl Waiters {
     }
 
     /// A woken waiter of `mask` runs again: exits to its states serve it.
+    #[inline]
     pub fn unskip(&self, mask: u64) {
         if self.skip_states.load(Ordering::Relaxed) & mask != 0 {
             // Relaxed: a hint, as `Slot::mark_back`. A publication computed
@@ -174,6 +176,7 @@ impl Waiters {
     /// Publishes the table's summary and its due and skip states if they
     /// changed since the last publication; call under the table lock after
     /// changing the table.
+    #[inline]
     pub fn publish(&self, t: &mut Table) {
         // Release, and before the caller's RMW on the lock word (if it
         // makes one): see `AstMutex::unlock`.
@@ -263,6 +266,7 @@ impl Waiters {
     }
 
     /// Under the table lock: takes the owed serve, if one is owed.
+    #[inline]
     pub fn take_owed(&self) -> bool {
         // Acquire: pairs with the Release store in `leave_owing`.
         self.owed.load(Ordering::Relaxed) && self.owed.swap(false, Ordering::Acquire)

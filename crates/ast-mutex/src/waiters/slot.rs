@@ -43,6 +43,7 @@ impl Slot {
 
     /// Hands the lock over, unless the waiter has abandoned the slot:
     /// `false` then, and the lock is still the caller's.
+    #[inline]
     pub(super) fn hand(&self, token: Token) -> bool {
         debug_assert!(token != 0 && token != ABANDONED);
         // Release: publishes the lock word store and the critical section of
@@ -56,6 +57,7 @@ impl Slot {
     /// The woken waiter gives up without the table lock: from now on no exit
     /// hands it the lock. `Err(token)` if one did first: the lock is the
     /// waiter's.
+    #[inline]
     pub fn abandon(&self) -> Result<(), Token> {
         // Acquire on failure: pairs with the Release in `hand`, as `token`.
         // Relaxed on success: the table's next holder learns of it through
@@ -65,6 +67,7 @@ impl Slot {
             .map(drop)
     }
 
+    #[inline]
     pub(super) fn is_abandoned(&self) -> bool {
         // Relaxed: read under the table lock after the Acquire in
         // `Waiters::sweep_slow`, which pairs with `leave_owing`.
@@ -79,11 +82,13 @@ impl Slot {
     }
 
     /// An exit wakes the waiter: it is pending until it runs again.
+    #[inline]
     pub(super) fn mark_pending(&self) {
         // Relaxed: as in `mark_back`.
         self.back.store(false, Ordering::Relaxed);
     }
 
+    #[inline]
     pub(super) fn is_back(&self) -> bool {
         // Relaxed: as in `mark_back`.
         self.back.load(Ordering::Relaxed)

@@ -116,6 +116,7 @@ impl Table {
         }
     }
 
+    #[inline]
     fn group_index(&self, mask: u64) -> Option<usize> {
         self.groups.iter().position(|g| g.mask == mask)
     }
@@ -169,6 +170,7 @@ impl Table {
     }
 
     /// The live node `h` names, or `None` if it was removed meanwhile.
+    #[inline]
     fn node(&mut self, h: Handle) -> Option<&mut Node> {
         self.nodes
             .get_mut(h.index as usize)
@@ -176,16 +178,19 @@ impl Table {
     }
 
     /// Whether `h` still names a live node.
+    #[inline]
     pub fn contains(&mut self, h: Handle) -> bool {
         self.node(h).is_some()
     }
 
     /// Whether the node `h` names is woken (live and not queued).
+    #[inline]
     pub fn is_woken(&mut self, h: Handle) -> bool {
         self.node(h).is_some_and(|n| n.waiter.is_none())
     }
 
     /// Queues the woken node `h` again, with a new `waiter`, in its place.
+    #[inline]
     pub fn requeue(&mut self, h: Handle, waiter: Arc<Waiter>) {
         let n = self.node(h).expect("requeue of a node that left");
         debug_assert!(n.waiter.is_none(), "requeue of a queued node");
@@ -194,6 +199,7 @@ impl Table {
 
     /// Marks the queued node `h` woken again (its waiter found the lock
     /// enterable instead of waiting); returns the waiter it held.
+    #[inline]
     pub fn unqueue(&mut self, h: Handle) -> Option<Arc<Waiter>> {
         self.node(h).and_then(|n| n.waiter.take())
     }
@@ -201,6 +207,7 @@ impl Table {
     /// Unlinks and frees the node `h`, if it is still live; returns whether
     /// it was. Constant time, plus the number of groups when its group is
     /// emptied.
+    #[inline]
     pub fn remove(&mut self, h: Handle) -> bool {
         if !self.contains(h) {
             return false;
@@ -290,12 +297,14 @@ impl Table {
     }
 
     /// Each group's entry set and its oldest node.
+    #[inline]
     pub fn heads(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
         self.groups.iter().map(|g| (g.mask, g.head))
     }
 
     /// The node that has waited longest among those whose entry set
     /// contains `state_bit`.
+    #[inline]
     pub fn oldest(&self, state_bit: u64) -> Option<u32> {
         self.groups
             .iter()
@@ -319,12 +328,14 @@ impl Table {
     }
 
     /// The passes of live node `i`.
+    #[inline]
     pub fn passes(&self, i: u32) -> u32 {
         self.nodes[i as usize].passes
     }
 
     /// Counts `exits` more exits that served live node `i` without the
     /// lock; returns the count.
+    #[inline]
     pub fn pass(&mut self, i: u32, exits: u32) -> u32 {
         let n = &mut self.nodes[i as usize];
         n.passes = n.passes.saturating_add(exits);
@@ -333,22 +344,26 @@ impl Table {
 
     /// Notes that live node `i` has been woken for long; until it is woken
     /// again.
+    #[inline]
     pub fn set_overdue(&mut self, i: u32) {
         self.nodes[i as usize].overdue = true;
     }
 
     /// Whether live node `i` was found woken for long since it was last
     /// woken.
+    #[inline]
     pub fn is_overdue(&self, i: u32) -> bool {
         self.nodes[i as usize].overdue
     }
 
     /// The skips of live node `i`.
+    #[inline]
     pub fn skips(&self, i: u32) -> u32 {
         self.nodes[i as usize].skips
     }
 
     /// Counts one more exit that left live node `i` parked for a watcher.
+    #[inline]
     pub fn skip(&mut self, i: u32) {
         let n = &mut self.nodes[i as usize];
         n.skips = n.skips.saturating_add(1);
@@ -356,6 +371,7 @@ impl Table {
 
     /// Whether live node `i` is queued (its waiter parked or its task
     /// waiting for a wake), not woken.
+    #[inline]
     pub fn is_queued_at(&self, i: u32) -> bool {
         self.nodes[i as usize].waiter.is_some()
     }
@@ -363,6 +379,7 @@ impl Table {
     /// Takes live node `i`'s waiter: `Some` if it was queued (it is then
     /// woken, and pending until its waiter is back), `None` if it was woken
     /// already.
+    #[inline]
     pub fn take_waiter(&mut self, i: u32) -> Option<Arc<Waiter>> {
         let n = &mut self.nodes[i as usize];
         let waiter = n.waiter.take()?;
@@ -381,6 +398,7 @@ impl Table {
     /// For woken live node `i`: how long since this was first called after
     /// its wake-up. That first call notes the time and returns `None`, as
     /// does any call for a queued node, and every call under loom.
+    #[inline]
     pub fn pending_for(&mut self, i: u32) -> Option<Duration> {
         let n = &mut self.nodes[i as usize];
         if n.waiter.is_some() || cfg!(loom) {
@@ -396,6 +414,7 @@ impl Table {
     }
 
     /// Whether live node `i` is queued by a thread (not a task).
+    #[inline]
     pub fn is_thread_at(&self, i: u32) -> bool {
         self.nodes[i as usize]
             .waiter
@@ -404,6 +423,7 @@ impl Table {
     }
 
     /// Whether live node `i` is woken and its waiter not back yet.
+    #[inline]
     pub fn is_pending_at(&self, i: u32) -> bool {
         let n = &self.nodes[i as usize];
         n.waiter.is_none() && !n.slot.as_ref().expect("a live node has a slot").is_back()
@@ -415,6 +435,7 @@ impl Table {
     /// group, or more than [`WALK_PAST`] woken nodes do: `None` then. Walks
     /// only the woken nodes at the heads of the matching groups, and at
     /// most `WALK_PAST` of them.
+    #[inline]
     pub fn next_to_wake(&self, state_bit: u64, pending: usize) -> Option<u32> {
         let mut first: Option<u32> = None;
         let (mut ahead, mut walked) = (0, 0);
@@ -443,6 +464,7 @@ impl Table {
     /// it: its waiter finds the token and owns the lock. `false` if the
     /// waiter had abandoned the slot (it gave up): the lock is still the
     /// caller's.
+    #[inline]
     pub fn hand_to_woken(&mut self, i: u32, token: Token) -> bool {
         let n = &self.nodes[i as usize];
         debug_assert!(n.waiter.is_none(), "hand_to_woken on a queued node");
@@ -452,6 +474,7 @@ impl Table {
     }
 
     /// Removes live node `i` (served, or found cancelled).
+    #[inline]
     pub fn remove_at(&mut self, i: u32) {
         self.unlink(i);
     }
@@ -478,11 +501,13 @@ impl Table {
     }
 
     /// How many groups (distinct entry sets with waiters) there are.
+    #[inline]
     pub fn groups(&self) -> usize {
         self.groups.len()
     }
 
     /// How many waiters have a node (queued or woken).
+    #[inline]
     pub fn waiters(&self) -> usize {
         self.live
     }
