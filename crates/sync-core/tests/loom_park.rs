@@ -1,6 +1,6 @@
-//! Loom models of the futex parker a thread's `Waiter` sleeps on (Linux),
-//! over `ModelFutex`, which checks the word and sleeps under one lock, as
-//! the kernel does. Run with `cargo xtask loom -p sync-core`.
+//! Loom models of the futex parker a thread's `Waiter` sleeps on (64-bit
+//! Linux), over `ModelFutex`, which checks the word and sleeps under one
+//! lock, as the kernel does. Run with `cargo xtask loom -p sync-core`.
 #![cfg(loom)]
 
 use sync_core::model;

@@ -463,11 +463,11 @@ fn a_sweep_ends_while_producers_keep_pushing_withdrawn_waiters() {
     }
 }
 
-/// A notify wakes the waiter's node, not its thread (Linux, where a
+/// A notify wakes the waiter's node, not its thread (64-bit Linux, where a
 /// thread's waiter sleeps on a word in its node): a wake-up delivered
 /// before the thread waits leaves no unpark behind to cut short a
 /// `thread::park` of the caller's own.
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 #[test]
 fn a_notify_wakes_the_node_not_the_thread() {
     use std::time::{Duration, Instant};

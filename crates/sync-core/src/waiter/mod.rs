@@ -24,8 +24,8 @@
 //! Exactly one of the two wins, which is what makes cancellation at any point
 //! lose neither a wakeup nor a handed-over lock or permit.
 //!
-//! A thread's waiter sleeps on a word in its own node on Linux (a futex:
-//! see the `park` module), elsewhere with `thread::park`. On Linux a
+//! A thread's waiter sleeps on a word in its own node on 64-bit Linux (a
+//! futex: see the `park` module), elsewhere with `thread::park`. There a
 //! notify therefore wakes the node, never the thread: a wake-up delivered
 //! late, after the waiter found its token and moved on, cannot cut short a
 //! `thread::park` of the caller's own.
@@ -266,8 +266,8 @@ impl Waiter {
     /// too, for a notifier that holds a lock other threads spin on: the
     /// wake-up (a system call when the thread sleeps) then runs when the
     /// [`Wakeup`] is delivered, after the lock is released. It may come
-    /// after the waiter has found its token and moved on: on Linux it then
-    /// reaches only the waiter's node; elsewhere it unparks the thread, and
+    /// after the waiter has found its token and moved on: on 64-bit Linux it
+    /// then reaches only the waiter's node; elsewhere it unparks the thread, and
     /// `park` allows such spurious returns, so every correct park loop
     /// tolerates it. Under `--cfg loom`, whose `JoinHandle::join` does not
     /// tolerate them, a thread is woken at once, as by `notify_later`.

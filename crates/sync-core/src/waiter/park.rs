@@ -1,6 +1,8 @@
-//! How a thread's [`Waiter`](super::Waiter) sleeps: on Linux, on a futex
-//! word inside the waiter's own node ([`Parker`]); elsewhere, and under
-//! loom, with `thread::park`.
+//! How a thread's [`Waiter`](super::Waiter) sleeps: on 64-bit Linux, on a
+//! futex word inside the waiter's own node ([`Parker`]); elsewhere, and
+//! under loom, with `thread::park`. (On 32-bit Linux the `timespec` the
+//! futex call takes depends on the C library's time ABI, which std sorts
+//! out per target: `thread::park` is the portable choice there.)
 //!
 //! Why not `thread::park` everywhere: a notify is the last step of an
 //! unlock (or a send, a release) that usually runs with cold caches, after
@@ -18,23 +20,23 @@
 
 use core::time::Duration;
 
-#[cfg(any(target_os = "linux", loom))]
+#[cfg(any(all(target_os = "linux", target_pointer_width = "64"), loom))]
 use crate::sync::atomic::AtomicU32;
-#[cfg(any(target_os = "linux", loom))]
+#[cfg(any(all(target_os = "linux", target_pointer_width = "64"), loom))]
 use crate::sync::atomic::Ordering::{Acquire, Release};
 
 /// Nobody is parked and no unpark is pending.
-#[cfg(any(target_os = "linux", loom))]
+#[cfg(any(all(target_os = "linux", target_pointer_width = "64"), loom))]
 const EMPTY: u32 = 0;
 /// An unpark came first: the next park returns at once.
-#[cfg(any(target_os = "linux", loom))]
+#[cfg(any(all(target_os = "linux", target_pointer_width = "64"), loom))]
 const NOTIFIED: u32 = 1;
 /// The owner is parked, or about to be, in [`Futex::wait`].
-#[cfg(any(target_os = "linux", loom))]
+#[cfg(any(all(target_os = "linux", target_pointer_width = "64"), loom))]
 const PARKED: u32 = u32::MAX;
 
 /// The system's sleep on a word.
-#[cfg(any(target_os = "linux", loom))]
+#[cfg(any(all(target_os = "linux", target_pointer_width = "64"), loom))]
 pub trait Futex {
     /// Sleeps while `word` holds `expected` (compared atomically with going
     /// to sleep), for at most `timeout`; may return early for any reason.
@@ -47,14 +49,14 @@ pub trait Futex {
 /// A word with `thread::park`'s contract for the one thread that parks on
 /// it: a park returns after an unpark made before or during it, on its
 /// timeout, or spuriously.
-#[cfg(any(target_os = "linux", loom))]
+#[cfg(any(all(target_os = "linux", target_pointer_width = "64"), loom))]
 #[derive(Debug)]
 pub struct Parker<F> {
     word: AtomicU32,
     futex: F,
 }
 
-#[cfg(any(target_os = "linux", loom))]
+#[cfg(any(all(target_os = "linux", target_pointer_width = "64"), loom))]
 impl<F: Futex> Parker<F> {
     /// A parker with no unpark pending.
     pub fn new(futex: F) -> Self {
@@ -97,12 +99,12 @@ impl<F: Futex> Parker<F> {
     }
 }
 
-/// Linux's futex, private to the process.
-#[cfg(all(target_os = "linux", not(loom)))]
+/// Linux's futex, private to the process (64-bit targets: see the module).
+#[cfg(all(target_os = "linux", target_pointer_width = "64", not(loom)))]
 #[derive(Debug)]
 pub(super) struct Os;
 
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(all(target_os = "linux", target_pointer_width = "64", not(loom)))]
 impl Futex for Os {
     fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
         let ts = timeout.map(|d| libc::timespec {
@@ -181,11 +183,11 @@ impl Futex for ModelFutex {
 }
 
 /// What a thread's waiter parks on.
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(all(target_os = "linux", target_pointer_width = "64", not(loom)))]
 #[derive(Debug)]
 pub(super) struct ThreadParker(Parker<Os>);
 
-#[cfg(all(target_os = "linux", not(loom)))]
+#[cfg(all(target_os = "linux", target_pointer_width = "64", not(loom)))]
 impl ThreadParker {
     pub(super) fn new() -> Self {
         Self(Parker::new(Os))
@@ -208,11 +210,11 @@ impl ThreadParker {
 }
 
 /// What a thread's waiter parks on: the thread's own parker.
-#[cfg(not(all(target_os = "linux", not(loom))))]
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64", not(loom))))]
 #[derive(Debug)]
 pub(super) struct ThreadParker;
 
-#[cfg(not(all(target_os = "linux", not(loom))))]
+#[cfg(not(all(target_os = "linux", target_pointer_width = "64", not(loom))))]
 impl ThreadParker {
     pub(super) fn new() -> Self {
         Self
