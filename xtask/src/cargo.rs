@@ -67,6 +67,19 @@ impl Cargo {
             .to_owned()
     }
 
+    /// Whether the standard library for `target` is installed (`rustup
+    /// target add`), so that `cargo check --target` can build for it.
+    pub fn has_target(&self, target: &str) -> bool {
+        Command::new("rustc")
+            .args(["--print", "target-libdir", "--target", target])
+            .output()
+            .ok()
+            .filter(|out| out.status.success())
+            .map(|out| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+            .and_then(|dir| std::fs::read_dir(dir).ok())
+            .is_some_and(|mut entries| entries.next().is_some())
+    }
+
     fn metadata(&self) -> Value {
         let out = Command::new(&self.program)
             .args(["metadata", "--format-version", "1", "--no-deps"])

@@ -31,7 +31,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Everything CI checks: fmt, clippy, tests, loom models, docs.
+    /// Everything CI checks: fmt, clippy, tests, loom models, docs, a 32-bit build.
     Test {
         /// Loom's preemption bound for models that set none of their own.
         #[arg(long, default_value_t = 2)]
@@ -104,6 +104,10 @@ fn main() -> ExitCode {
     tally.finish()
 }
 
+/// The 32-bit target `cargo xtask test` checks the libraries on, when it
+/// is installed.
+const TARGET_32: &str = "i686-unknown-linux-gnu";
+
 fn test(cargo: &Cargo, preemptions: usize) -> Tally {
     let mut t = Tally::default();
     t.check("fmt", cargo.cmd(["fmt", "--all", "--", "--check"]));
@@ -170,6 +174,18 @@ fn test(cargo: &Cargo, preemptions: usize) -> Tally {
             .cmd(["doc", "--workspace", "--no-deps"])
             .env("RUSTDOCFLAGS", "-D warnings"),
     );
+    // A 32-bit target compiles other paths (`c_long` is 32 bits there, and
+    // sync-core's futex parker is 64-bit only): the libraries must build.
+    if cargo.has_target(TARGET_32) {
+        t.check(
+            "check (32-bit)",
+            cargo
+                .cmd(["check", "--workspace", "--lib", "--target", TARGET_32])
+                .env("CARGO_TARGET_DIR", cargo.root().join("target/check-32")),
+        );
+    } else {
+        eprintln!("skipped: check (32-bit); `rustup target add {TARGET_32}` runs it");
+    }
     t.check(
         "fuzz targets build",
         cargo
