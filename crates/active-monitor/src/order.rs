@@ -215,6 +215,7 @@ type Graveyard = Vec<Arc<dyn Pending>>;
 
 /// Whether `task` may still be unfinished; an upgraded temporary goes to
 /// `graveyard` rather than being dropped here.
+#[inline]
 fn unfinished(task: &Weak<dyn Pending>, graveyard: &mut Graveyard) -> bool {
     if task.strong_count() == 0 {
         return false;

@@ -144,6 +144,7 @@ impl Finish {
     }
 
     /// Whether the task has finished (ran, was discarded, or cancelled).
+    #[inline]
     pub(crate) fn is_finished(&self) -> bool {
         // Acquire: pairs with the Release store (or CAS) that finished it.
         self.state.load(Acquire) >= READY
@@ -153,6 +154,7 @@ impl Finish {
     /// `false` if it was cancelled first, or has finished (a second
     /// reference to a task already run: see `SubmitAsync::completion`):
     /// then it must not run.
+    #[inline]
     pub(crate) fn claim(&self) -> bool {
         // AcqRel: the CAS races `cancel`'s on the same word; whoever wins
         // owns the task's body (Acquire on failure pairs with `cancel`'s
@@ -169,6 +171,7 @@ impl Finish {
 
     /// Withdraws a task that has not started. `false` if the executor
     /// claimed it first.
+    #[inline]
     pub(crate) fn cancel(&self) -> bool {
         // AcqRel: pairs with `claim`'s CAS (exactly one wins) and publishes
         // the cancellation to the order waiters' Acquire loads.
@@ -183,6 +186,7 @@ impl Finish {
     }
 
     /// An OR whose taken flag its owner won: it finishes cancelled.
+    #[inline]
     pub(crate) fn set_cancelled(&self) {
         // Release: pairs with the order waiters' Acquire loads.
         self.state.store(CANCELLED, Release);
@@ -190,6 +194,7 @@ impl Finish {
     }
 
     /// Publishes READY (the outcome is written) and notifies the waiters.
+    #[inline]
     pub(super) fn set_ready(&self) {
         // Release: pairs with the Acquire loads in `is_finished` and
         // `ResultSlot::is_done` (the outcome was written before).
@@ -198,6 +203,7 @@ impl Finish {
     }
 
     /// After the state became final: notify every waiter.
+    #[inline]
     fn finished(&self) {
         // SeqCst fence: pairs with the fence in `push_waiter`. Either the
         // waiter sees the final state after pushing, or we see its node.
