@@ -39,9 +39,10 @@ pub(super) fn wake_row(kind: &str, event: &str, busy: usize, peer: &str) -> Row 
 
 /// A wake-up row's waits per set of threads: a set draws one of the
 /// scheduler's two wake-up modes for all its waits (see the `turns`
-/// module), so a run's median is taken over several sets (5 in a quick
-/// run of 20 waits).
-const WAITS_PER_THREAD_SET: usize = 4;
+/// module), so a run's median is taken over several sets (10 in a quick
+/// run of 20 waits: with 5, a row's median compared about as many draws
+/// of the mode as a coin's, and moved by the mode's 2x between runs).
+const WAITS_PER_THREAD_SET: usize = 2;
 
 /// One waiter thread, woken once per call of the returned [`Wait`] (the
 /// waiter stops when it is dropped). Each round the waker calls `prepare`
