@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::task::{Context, Poll, Waker};
 use std::thread;
 
-use sync_core::waiter::{Waiter, WaiterQueue};
+use sync_core::waiter::{ThreadSleep, Waiter, WaiterQueue};
 
 #[test]
 fn four_producers_one_consumer_keep_order_and_lose_nothing() {
@@ -486,4 +486,68 @@ fn a_notify_wakes_the_node_not_the_thread() {
     })
     .join()
     .unwrap();
+}
+
+/// A wake made before the sleep is kept for it: the sleep returns at once,
+/// and the next sleep waits for the next wake.
+#[test]
+fn a_thread_sleep_keeps_one_wake_for_its_next_sleep() {
+    use std::time::{Duration, Instant};
+    let sleep = Arc::new(ThreadSleep::new());
+    sleep.wake();
+    sleep.wake();
+    let started = Instant::now();
+    sleep.sleep();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "a wake made before the sleep was lost"
+    );
+    let waker = Arc::clone(&sleep);
+    let woke = thread::spawn(move || {
+        thread::sleep(Duration::from_millis(50));
+        waker.wake();
+    });
+    let started = Instant::now();
+    sleep.sleep();
+    // Spurious returns are allowed, but not a second kept wake: two wakes
+    // before a sleep are one.
+    assert!(
+        started.elapsed() >= Duration::from_millis(40),
+        "two wakes before a sleep ended two sleeps"
+    );
+    woke.join().unwrap();
+}
+
+/// A wake that comes after the sleeper moved on ends its next sleep, not a
+/// `thread::park` of the caller's own (64-bit Linux, where it sleeps on a
+/// word of its own).
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+#[test]
+fn a_thread_sleep_wake_leaves_no_unpark_token() {
+    use std::time::{Duration, Instant};
+    thread::spawn(|| {
+        let sleep = ThreadSleep::new();
+        sleep.wake();
+        let parked = Instant::now();
+        thread::park_timeout(Duration::from_millis(50));
+        assert!(
+            parked.elapsed() >= Duration::from_millis(40),
+            "a wake left an unpark token for the thread"
+        );
+        // The wake is kept for the sleep.
+        sleep.sleep();
+    })
+    .join()
+    .unwrap();
+}
+
+/// Only the thread that made a sleep sleeps on it (checked in debug builds).
+#[cfg(debug_assertions)]
+#[test]
+#[should_panic(expected = "slept on only by the thread that made it")]
+fn a_thread_sleep_slept_on_by_another_thread_panics() {
+    let sleep = Arc::new(ThreadSleep::new());
+    let other = Arc::clone(&sleep);
+    let r = thread::spawn(move || other.sleep()).join();
+    std::panic::resume_unwind(r.expect_err("the other thread's sleep panicked"));
 }

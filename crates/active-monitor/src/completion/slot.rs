@@ -7,9 +7,10 @@ use core::task::{RawWaker, RawWakerVTable, Waker};
 use std::panic::resume_unwind;
 
 use core::ptr::addr_of_mut;
+use std::sync::Arc;
 use sync_core::sync::atomic::Ordering::*;
 use sync_core::sync::cell::UnsafeCell;
-use sync_core::sync::thread;
+use sync_core::waiter::ThreadSleep;
 use sync_core::waker::AtomicWaker;
 
 use crate::error::Discarded;
@@ -347,46 +348,47 @@ impl<R> ResultSlot<R> {
         // its last wait (see `kept`), off its way back to its caller.
         super::kept::release_kept();
         unwind::before_park();
-        let waker = thread_waker();
+        let sleep = own_sleep();
+        let waker = thread_waker(&sleep);
         while !self.poll_done(&waker) {
-            // A wake between the register and the park leaves the thread's
-            // unpark token set: the park returns at once.
-            thread::park();
+            // A wake between the register and the sleep leaves the sleep's
+            // wake pending: the sleep returns at once.
+            sleep.sleep();
         }
     }
 }
 
-/// A `Waker` that unparks the calling thread: a clone of the thread's
-/// own ([`OWN_WAKER`]), made at its first blocking wait, so that a wait
-/// neither allocates nor, once woken, frees one (a fresh waker's last
-/// reference was dropped after the wake-up, on the woken thread's way
-/// out). A thread whose thread-locals are being destroyed (a wait from a
-/// thread-local's `Drop`) gets a fresh one.
-fn thread_waker() -> Waker {
-    OWN_WAKER
-        .try_with(Waker::clone)
-        .unwrap_or_else(|_| fresh_thread_waker())
+/// The calling thread's sleep: its own ([`OWN_SLEEP`]), made at its first
+/// blocking wait, so that a wait neither allocates nor, once woken, frees
+/// one (a fresh sleep's last reference may be dropped after the wake-up,
+/// on the woken thread's way out). A thread whose thread-locals are being
+/// destroyed (a wait from a thread-local's `Drop`) gets a fresh one.
+fn own_sleep() -> Arc<ThreadSleep> {
+    OWN_SLEEP
+        .try_with(Arc::clone)
+        .unwrap_or_else(|_| Arc::new(ThreadSleep::new()))
 }
 
-/// A new `Waker` that unparks the calling thread: a `Thread` behind an
-/// `Arc`, with [`THREAD_WAKER`] as its vtable.
-fn fresh_thread_waker() -> Waker {
-    let thread = std::sync::Arc::into_raw(std::sync::Arc::new(thread::current()));
+/// A `Waker` that ends `sleep`'s sleep (its thread's): a count of the
+/// `Arc`, with [`THREAD_WAKER`] as its vtable. Waking it makes a system
+/// call at most, from sync-core's parker, not through `Thread::unpark`.
+fn thread_waker(sleep: &Arc<ThreadSleep>) -> Waker {
+    let sleep = Arc::into_raw(Arc::clone(sleep));
     // SAFETY: `THREAD_WAKER`'s functions take a pointer from
-    // `Arc::<Thread>::into_raw` that owns one count, which this is.
-    unsafe { Waker::from_raw(RawWaker::new(thread.cast(), &THREAD_WAKER)) }
+    // `Arc::<ThreadSleep>::into_raw` that owns one count, which this is.
+    unsafe { Waker::from_raw(RawWaker::new(sleep.cast(), &THREAD_WAKER)) }
 }
 
-/// Whether `waker` is a blocked thread's (made by [`fresh_thread_waker`]),
-/// not a task's: waking it runs no user code. A `static`'s address is
-/// unique, so the vtable tells.
+/// Whether `waker` is a blocked thread's (made by [`thread_waker`]), not a
+/// task's: waking it runs no user code. A `static`'s address is unique, so
+/// the vtable tells.
 fn is_thread_waker(waker: &Waker) -> bool {
     core::ptr::eq(waker.vtable(), &THREAD_WAKER)
 }
 
-/// The vtable of the wakers [`fresh_thread_waker`] makes. Each function
-/// takes the data pointer of such a waker: from
-/// `Arc::<Thread>::into_raw`, owning one count of the `Arc`.
+/// The vtable of the wakers [`thread_waker`] makes. Each function takes
+/// the data pointer of such a waker: from `Arc::<ThreadSleep>::into_raw`,
+/// owning one count of the `Arc`.
 static THREAD_WAKER: RawWakerVTable = RawWakerVTable::new(
     thread_waker_clone,
     thread_waker_wake,
@@ -398,9 +400,9 @@ static THREAD_WAKER: RawWakerVTable = RawWakerVTable::new(
 ///
 /// `p` is a live thread waker's data pointer (see [`THREAD_WAKER`]).
 unsafe fn thread_waker_clone(p: *const ()) -> RawWaker {
-    // SAFETY: our caller's contract: a live `Arc<Thread>`; the new count
-    // is the clone's.
-    unsafe { std::sync::Arc::increment_strong_count(p.cast::<thread::Thread>()) };
+    // SAFETY: our caller's contract: a live `Arc<ThreadSleep>`; the new
+    // count is the clone's.
+    unsafe { Arc::increment_strong_count(p.cast::<ThreadSleep>()) };
     RawWaker::new(p, &THREAD_WAKER)
 }
 
@@ -409,16 +411,16 @@ unsafe fn thread_waker_clone(p: *const ()) -> RawWaker {
 /// As [`thread_waker_clone`]; consumes the waker's count.
 unsafe fn thread_waker_wake(p: *const ()) {
     // SAFETY: our caller's contract: the waker's own count, given back once.
-    let thread = unsafe { std::sync::Arc::from_raw(p.cast::<thread::Thread>()) };
-    thread.unpark();
+    let sleep = unsafe { Arc::from_raw(p.cast::<ThreadSleep>()) };
+    sleep.wake();
 }
 
 /// # Safety
 ///
 /// As [`thread_waker_clone`].
 unsafe fn thread_waker_wake_by_ref(p: *const ()) {
-    // SAFETY: our caller's contract: a live `Arc<Thread>`, borrowed.
-    unsafe { &*p.cast::<thread::Thread>() }.unpark();
+    // SAFETY: our caller's contract: a live `Arc<ThreadSleep>`, borrowed.
+    unsafe { &*p.cast::<ThreadSleep>() }.wake();
 }
 
 /// # Safety
@@ -426,18 +428,18 @@ unsafe fn thread_waker_wake_by_ref(p: *const ()) {
 /// As [`thread_waker_clone`]; consumes the waker's count.
 unsafe fn thread_waker_drop(p: *const ()) {
     // SAFETY: our caller's contract: the waker's own count, given back once.
-    drop(unsafe { std::sync::Arc::from_raw(p.cast::<thread::Thread>()) });
+    drop(unsafe { Arc::from_raw(p.cast::<ThreadSleep>()) });
 }
 
 // Per thread; under loom, per model thread (loom's threads share one OS
-// thread, whose own thread-local would unpark another model thread).
+// thread, whose own thread-local would wake another model thread).
 #[cfg(not(loom))]
 std::thread_local! {
-    static OWN_WAKER: Waker = fresh_thread_waker();
+    static OWN_SLEEP: Arc<ThreadSleep> = Arc::new(ThreadSleep::new());
 }
 #[cfg(loom)]
 sync_core::loom::thread_local! {
-    static OWN_WAKER: Waker = fresh_thread_waker();
+    static OWN_SLEEP: Arc<ThreadSleep> = Arc::new(ThreadSleep::new());
 }
 
 /// Whatever holds a [`ResultSlot`]: the task itself, so that a submitted

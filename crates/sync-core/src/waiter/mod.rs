@@ -28,7 +28,8 @@
 //! futex: see the `park` module), elsewhere with `thread::park`. There a
 //! notify therefore wakes the node, never the thread: a wake-up delivered
 //! late, after the waiter found its token and moved on, cannot cut short a
-//! `thread::park` of the caller's own.
+//! `thread::park` of the caller's own. [`ThreadSleep`] is the same sleep
+//! for a primitive that wakes a blocked thread through a `Waker`.
 //!
 //! # Reclamation
 //!
@@ -66,8 +67,10 @@ mod park;
 #[doc(hidden)]
 pub mod park;
 mod queue;
+mod sleep;
 
 pub use queue::{Swept, WaiterQueue};
+pub use sleep::ThreadSleep;
 
 /// What a notify carries: any value but 0 and `usize::MAX` (reserved for
 /// "waiting" and "cancelled").
