@@ -370,8 +370,9 @@ fn own_sleep() -> Arc<ThreadSleep> {
 }
 
 /// A `Waker` that ends `sleep`'s sleep (its thread's): a count of the
-/// `Arc`, with [`THREAD_WAKER`] as its vtable. Waking it makes a system
-/// call at most, from sync-core's parker, not through `Thread::unpark`.
+/// `Arc`, with [`THREAD_WAKER`] as its vtable. Waking it runs sync-core's
+/// parker (on 64-bit Linux a futex word of the thread's own, not
+/// `Thread::unpark`).
 fn thread_waker(sleep: &Arc<ThreadSleep>) -> Waker {
     let sleep = Arc::into_raw(Arc::clone(sleep));
     // SAFETY: `THREAD_WAKER`'s functions take a pointer from
