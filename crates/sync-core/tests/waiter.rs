@@ -488,6 +488,16 @@ fn a_notify_wakes_the_node_not_the_thread() {
     .unwrap();
 }
 
+/// Wakes `sleep` after 5 s, so that a sleep whose wake was lost returns
+/// (late) and its test fails on the time instead of hanging.
+fn backstop(sleep: &Arc<ThreadSleep>) {
+    let sleep = Arc::clone(sleep);
+    thread::spawn(move || {
+        thread::sleep(std::time::Duration::from_secs(5));
+        sleep.wake();
+    });
+}
+
 /// A wake made before the sleep is kept for it: the sleep returns at once,
 /// and the next sleep waits for the next wake.
 #[test]
@@ -497,9 +507,10 @@ fn a_thread_sleep_keeps_one_wake_for_its_next_sleep() {
     sleep.wake();
     sleep.wake();
     let started = Instant::now();
+    backstop(&sleep);
     sleep.sleep();
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(4),
         "a wake made before the sleep was lost"
     );
     let waker = Arc::clone(&sleep);
@@ -526,7 +537,7 @@ fn a_thread_sleep_keeps_one_wake_for_its_next_sleep() {
 fn a_thread_sleep_wake_leaves_no_unpark_token() {
     use std::time::{Duration, Instant};
     thread::spawn(|| {
-        let sleep = ThreadSleep::new();
+        let sleep = Arc::new(ThreadSleep::new());
         sleep.wake();
         let parked = Instant::now();
         thread::park_timeout(Duration::from_millis(50));
@@ -535,7 +546,13 @@ fn a_thread_sleep_wake_leaves_no_unpark_token() {
             "a wake left an unpark token for the thread"
         );
         // The wake is kept for the sleep.
+        let started = Instant::now();
+        backstop(&sleep);
         sleep.sleep();
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "the wake was not kept for the sleep"
+        );
     })
     .join()
     .unwrap();
