@@ -166,37 +166,42 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
 
     /// After an exit that freed the lock in state `next`, by a holder that
     /// entered as a woken waiter and left its node (`hold_node`): removes
-    /// the node (unless an exit that tried to hand it the lock did), then,
-    /// as a woken waiter that gives up (`abandon`), serves the free lock's
-    /// state: exits and pass-ons that met the node as first in line woke no
-    /// one else. Publish and read the word: an exit whose swap follows
-    /// reads the new table; one whose swap came before left the lock free,
-    /// and we serve its state. If that is still `next`, the serve is our
-    /// exit's: it counts as one, and its wakers' panics go to `panics`. A
-    /// serve of another state (others' exits came between) is owed to its
-    /// waiters, not made for our exit: its wakers' panics are dropped (rule
-    /// 4 of the panic policy, as in `give_up`).
+    /// the node (unless an exit that tried to hand it the lock did), then
+    /// makes the exit's pass-on, and, as a woken waiter that gives up
+    /// (`abandon`), serves the free lock's state: exits and pass-ons that
+    /// met the node as first in line woke no one else.
+    ///
+    /// Publish and read the word: an exit whose swap follows reads the new
+    /// table; one whose swap came before left the lock free, and we serve
+    /// its state. If the lock is still free in `next`, that serve is our
+    /// exit's pass-on (it counts as one exit). Otherwise a thread took the
+    /// lock since our swap, and our pass-on is `serve_retaken`'s, as in
+    /// `wake_pass`; a serve of the other state the lock is free in is owed
+    /// to its waiters, not made for our exit, and its wakers' panics are
+    /// dropped (rule 4 of the panic policy, as in `give_up`). The pass-on's
+    /// go to `panics`.
     fn exit_leaving(&self, node: Handle, next: u32, panics: &mut Panics) {
-        let mut wakeups = WakeList::new();
-        let mut ours = true;
+        let mut ours = WakeList::new();
+        let mut others = WakeList::new();
         {
             let mut t = self.table();
             t.remove(node);
             let w = self.publish_and_read_word(&mut t);
-            if w & (LOCKED | UNRESOLVED) == 0 {
-                let state = w & STATE_BITS;
-                ours = state == next;
-                self.serve(&mut t, state, false, u32::from(ours), &mut wakeups);
+            let free = w & (LOCKED | UNRESOLVED) == 0;
+            if free && w & STATE_BITS == next {
+                self.serve(&mut t, next, false, 1, &mut ours);
+            } else {
+                if free {
+                    self.serve(&mut t, w & STATE_BITS, false, 0, &mut others);
+                }
+                self.serve_retaken(&mut t, next, 1, &mut ours);
             }
             self.publish(&mut t);
         }
-        if ours {
-            wakeups.wake_all(panics);
-        } else {
-            let mut others = Panics::new();
-            wakeups.wake_all(&mut others);
-            drop(others);
-        }
+        ours.wake_all(panics);
+        let mut dropped = Panics::new();
+        others.wake_all(&mut dropped);
+        drop(dropped);
     }
 
     /// The pass-on of an exit that freed the lock in the state of `bit`
