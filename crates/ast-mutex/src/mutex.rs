@@ -16,7 +16,7 @@ use crate::future::{EnterArcAsync, EnterAsync};
 use crate::guard::{ArcAstGuard, AstGuard};
 use crate::raw::{LOCKED, STATE_BITS, UNRESOLVED};
 use crate::state::{AbstractState, StateSet};
-use crate::waiters::{Handle, Waiters};
+use crate::waiters::Waiters;
 use crate::watchers::Watchers;
 
 /// A mutex whose entry waits for the guarded object to be in one of a *set*
@@ -180,11 +180,6 @@ pub struct AstMutex<S, T: ?Sized> {
     /// woken waiter. Who waits, and for which states, is in the waiter
     /// table and its published summary, not here.
     pub(crate) word: AtomicU32,
-    /// The node of a woken waiter that took the lock by itself, left in the
-    /// waiter table for the waiter's exit to remove (`AstMutex::unlock`),
-    /// so that its entry returns without taking the table lock. Only the
-    /// lock's holder reads or writes it, between its entry and its exit.
-    pub(crate) leaving: UnsafeCell<Option<Handle>>,
     pub(crate) waiters: Waiters,
     /// The watcher slots of concurrency restriction.
     pub(crate) watchers: Watchers,
@@ -244,7 +239,6 @@ impl<S: AbstractState, T> AstMutex<S, T> {
         pub fn with_config(initial: S, data: T, config: Config) -> Self {
             Self {
                 word: AtomicU32::new(UNRESOLVED),
-                leaving: UnsafeCell::new(None),
                 waiters: Waiters::new(),
                 watchers: Watchers::new(),
                 config,

@@ -295,9 +295,8 @@ fn a_woken_waiter_that_loses_the_race_strands_no_one() {
     });
 }
 
-/// A waiter woken to compete that takes the lock by itself leaves its node
-/// in the table for its exit, which must remove it before the lock is free,
-/// whatever state it exits to: here it exits
+/// A waiter woken to compete that takes the lock by itself must take its
+/// node out of the table, whatever state it then exits to: here it exits
 /// to C, the C waiter gets in and exits to B, and that exit must reach the
 /// B waiter queued behind the woken one's node (a node left in the table
 /// would take that exit's pass and strand it). Each gets in once, in

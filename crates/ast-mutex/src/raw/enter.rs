@@ -302,8 +302,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     /// yield), checking `deadline` throughout (the [`Watch`] reads the
     /// clock every 16 spins and before every yield). A woken waiter also
     /// watches its slot, where an exit may hand it the lock. Returns the
-    /// state entered in, with the waiter's node gone (handed the lock) or
-    /// left for its exit to remove (`hold_node`); `None` once the
+    /// state entered in, with the waiter's node gone; `None` once the
     /// watch is over, or has watched for `wait::WATCH_AT_MOST` past its
     /// spins in this wait ([`Watch::overdue`]), whatever the policy: a
     /// thread that watches on is not in line, and threads that exit and
@@ -322,7 +321,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 return Some(s);
             }
             if let Some(s) = self.try_lock_in(mask) {
-                self.hold_node(place);
+                self.leave(place);
                 return Some(s);
             }
             if watch.overdue() {
@@ -482,29 +481,20 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         }
     }
 
-    /// A woken waiter that has just taken the lock by itself leaves its
-    /// node in the table for its exit to remove, so that its entry returns
-    /// without the table lock and its hold holds no table lock at all: the
-    /// exit frees the lock first and removes the node after (`unlock`).
-    ///
-    /// It abandons the node's slot first, so that no exit hands the lock to
-    /// the node from now on (one that tries unlinks it and serves the next,
-    /// as for a waiter that gave up, see `abandon`). No exit has handed it
-    /// the lock already: a handoff holds the lock, and our CAS took it free.
-    /// Meanwhile the node stays woken and back (not pending): exits and
-    /// pass-ons that meet it as first in line count a pass against it and
-    /// wake no one else, and the exit's removal then serves the free lock's
-    /// state (`exit_leaving`), as a woken waiter that gives up does.
-    fn hold_node(&self, place: &mut Place) {
+    /// Removes the node of a woken waiter that has just taken the lock.
+    fn leave(&self, place: &mut Place) {
         let Some(h) = place.node.take() else {
             return;
         };
-        let slot = place.slot.take().expect("a node has a slot");
-        let abandoned = slot.abandon();
-        debug_assert!(abandoned.is_ok(), "a lock taken free was handed over");
-        // SAFETY: we hold the lock (our CAS took it), and only the lock's
-        // holder touches `leaving`; the exit before ours left it `None`.
-        self.leaving.with_mut(|p| unsafe { *p = Some(h) });
+        let mut t = self.table();
+        // Nobody hands the lock to a waiter that took it by itself: the word
+        // has been held by us since.
+        let removed = t.remove(h);
+        debug_assert!(
+            removed,
+            "a woken node is removed only by its waiter or a handoff"
+        );
+        self.publish(&mut t);
     }
 
     /// A thread's timed wait gives up (see `abandon`). The serve it makes
@@ -613,7 +603,7 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
                 return Poll::Ready(s);
             }
             if let Some(s) = self.try_lock_in(wait.mask) {
-                self.hold_node(&mut wait.place);
+                self.leave(&mut wait.place);
                 return Poll::Ready(s);
             }
             let waiter = Waiter::for_task(cx.waker(), 0);

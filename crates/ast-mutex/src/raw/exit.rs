@@ -13,9 +13,9 @@ use sync_core::wake_list::WakeList;
 use crate::config::WakeMode;
 use crate::mutex::AstMutex;
 use crate::state::AbstractState;
-use crate::waiters::{Handle, Table};
+use crate::waiters::Table;
 
-use super::{LOCKED, STATE_BITS, TOKEN_HANDOFF, TOKEN_WAKE, UNRESOLVED};
+use super::{LOCKED, STATE_BITS, TOKEN_HANDOFF, TOKEN_WAKE};
 
 /// A waiter that this many exits served without the lock (woken to compete,
 /// or passed while it was woken and had not taken the lock yet) is handed
@@ -126,8 +126,6 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         if self.waiters.due_states(Ordering::Relaxed) & bit != 0 {
             return self.unlock_slow_resume(next);
         }
-        // Before the lock is free, while `leaving` is ours.
-        let node = self.take_leaving();
         // An RMW, not a store, so that it reads from `enqueue`'s RMWs.
         // AcqRel: Release publishes the critical section (pairs with the
         // Acquire CAS in `try_lock_in` and RMW in `enqueue`); Acquire pairs
@@ -135,73 +133,9 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         // re-check.
         let held = self.word.swap(next, Ordering::AcqRel);
         debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
-        if let Some(h) = node {
-            self.exit_leaving_resume(h, next);
-        } else if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
             self.exit_pass_resume(next);
         }
-    }
-
-    /// Takes the node the holder (the caller) left in the table when it
-    /// entered as a woken waiter (`hold_node`), if it did.
-    #[inline]
-    fn take_leaving(&self) -> Option<Handle> {
-        // SAFETY: the caller holds the lock, and only the lock's holder
-        // touches `leaving`.
-        if self.leaving.with(|p| unsafe { (*p).is_none() }) {
-            return None;
-        }
-        // SAFETY: as above.
-        self.leaving.with_mut(|p| unsafe { (*p).take() })
-    }
-
-    /// [`exit_leaving`](Self::exit_leaving), then the wakers' panics; out
-    /// of line, as `exit_pass_resume`.
-    #[cold]
-    fn exit_leaving_resume(&self, node: Handle, next: u32) {
-        let mut panics = Panics::new();
-        self.exit_leaving(node, next, &mut panics);
-        panics.resume();
-    }
-
-    /// After an exit that freed the lock in state `next`, by a holder that
-    /// entered as a woken waiter and left its node (`hold_node`): removes
-    /// the node (unless an exit that tried to hand it the lock did), then
-    /// makes the exit's pass-on, and, as a woken waiter that gives up
-    /// (`abandon`), serves the free lock's state: exits and pass-ons that
-    /// met the node as first in line woke no one else.
-    ///
-    /// Publish and read the word: an exit whose swap follows reads the new
-    /// table; one whose swap came before left the lock free, and we serve
-    /// its state. If the lock is still free in `next`, that serve is our
-    /// exit's pass-on (it counts as one exit). Otherwise a thread took the
-    /// lock since our swap, and our pass-on is `serve_retaken`'s, as in
-    /// `wake_pass`; a serve of the other state the lock is free in is owed
-    /// to its waiters, not made for our exit, and its wakers' panics are
-    /// dropped (rule 4 of the panic policy, as in `give_up`). The pass-on's
-    /// go to `panics`.
-    fn exit_leaving(&self, node: Handle, next: u32, panics: &mut Panics) {
-        let mut ours = WakeList::new();
-        let mut others = WakeList::new();
-        {
-            let mut t = self.table();
-            t.remove(node);
-            let w = self.publish_and_read_word(&mut t);
-            let free = w & (LOCKED | UNRESOLVED) == 0;
-            if free && w & STATE_BITS == next {
-                self.serve(&mut t, next, false, 1, &mut ours);
-            } else {
-                if free {
-                    self.serve(&mut t, w & STATE_BITS, false, 0, &mut others);
-                }
-                self.serve_retaken(&mut t, next, 1, &mut ours);
-            }
-            self.publish(&mut t);
-        }
-        ours.wake_all(panics);
-        let mut dropped = Panics::new();
-        others.wake_all(&mut dropped);
-        drop(dropped);
     }
 
     /// The pass-on of an exit that freed the lock in the state of `bit`
@@ -245,29 +179,21 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
         if self.waiters.due_states(Ordering::Relaxed) & bit != 0 {
             return self.unlock_slow(next, panics);
         }
-        let node = self.take_leaving();
         // As in `unlock`.
         let held = self.word.swap(next, Ordering::AcqRel);
         debug_assert_eq!(held, LOCKED | entered, "exit from a lock not held");
-        if let Some(h) = node {
-            self.exit_leaving(h, next, panics);
-        } else if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
+        if self.waiters.parked_states(Ordering::Acquire) & bit != 0 {
             self.exit_pass(next, panics);
         }
     }
 
-    /// An exit with waiters for `next` due a handoff: serve them (see
-    /// `serve`), then wake the tasks, with the table lock released. A node
-    /// the holder left in the table (`hold_node`) is removed first.
+    /// An exit with waiters for `next`: serve them (see `serve`), then wake
+    /// the tasks, with the table lock released.
     #[cold]
     fn unlock_slow(&self, next: u32, panics: &mut Panics) {
         let mut wakeups = WakeList::new();
         {
             let mut t = self.table();
-            if let Some(h) = self.take_leaving() {
-                // Unless a sweep removed it (its slot is abandoned).
-                t.remove(h);
-            }
             self.serve(&mut t, next, true, 1, &mut wakeups);
             self.publish(&mut t);
         }

@@ -2,9 +2,7 @@
 //!
 //! Every distinct entry set with at least one waiter has a *group*: a FIFO
 //! list of *nodes*, one per waiting thread or task. A node lives from the
-//! waiter's first wait until it enters or gives up (a woken waiter that
-//! takes the lock by itself leaves its node to its exit, which removes it
-//! before it frees the lock), and is either *queued*
+//! waiter's first wait until it enters or gives up, and is either *queued*
 //! (it holds a [`Waiter`] from `sync_core::waiter`: a parked thread or a
 //! task's waker, so threads and tasks wait in the same lists) or *woken*
 //! (woken to compete for the lock, and not queued again yet: running, or
