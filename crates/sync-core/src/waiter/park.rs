@@ -1,6 +1,6 @@
 //! How a thread's [`Waiter`](super::Waiter) sleeps: on 64-bit Linux, on a
-//! futex word inside the waiter's own node ([`Parker`](futex::Parker)); elsewhere, and
-//! under loom, with `thread::park`. (On 32-bit Linux the `timespec` the
+//! futex word inside the waiter's own node (`Parker`, in `park/futex.rs`);
+//! elsewhere, and under loom, with `thread::park`. (On 32-bit Linux the `timespec` the
 //! futex call takes depends on the C library's time ABI, which std sorts
 //! out per target: `thread::park` is the portable choice there.)
 //!
