@@ -482,6 +482,14 @@ impl<S: AbstractState, T: ?Sized> AstMutex<S, T> {
     }
 
     /// Removes the node of a woken waiter that has just taken the lock.
+    ///
+    /// Here, inside the hold, rather than in the waiter's exit after the
+    /// lock is free: there the section overlaps every other thread's use
+    /// of the table lock, so more threads can be preempted holding it, and
+    /// exits that take the table lock without patience (`wake_pass`,
+    /// `unlock_slow`) then wait for them. Moving it out made timed entries
+    /// on a churned lock return a scheduling round late (the report's
+    /// `busy/overshoot-p99/lock-churned` rows).
     fn leave(&self, place: &mut Place) {
         let Some(h) = place.node.take() else {
             return;
