@@ -488,14 +488,19 @@ fn a_notify_wakes_the_node_not_the_thread() {
     .unwrap();
 }
 
-/// Wakes `sleep` after 5 s, so that a sleep whose wake was lost returns
-/// (late) and its test fails on the time instead of hanging.
-fn backstop(sleep: &Arc<ThreadSleep>) {
-    let sleep = Arc::clone(sleep);
+/// Whether `sleep.sleep()` returns well before a backstop wake made 5 s
+/// later: a sleep whose kept wake was lost then returns late, and its test
+/// fails on the time instead of hanging.
+fn sleeps_briefly(sleep: &Arc<ThreadSleep>) -> bool {
+    use std::time::{Duration, Instant};
+    let backstop = Arc::clone(sleep);
     thread::spawn(move || {
-        thread::sleep(std::time::Duration::from_secs(5));
-        sleep.wake();
+        thread::sleep(Duration::from_secs(5));
+        backstop.wake();
     });
+    let started = Instant::now();
+    sleep.sleep();
+    started.elapsed() < Duration::from_secs(4)
 }
 
 /// A wake made before the sleep is kept for it: the sleep returns at once,
@@ -506,11 +511,8 @@ fn a_thread_sleep_keeps_one_wake_for_its_next_sleep() {
     let sleep = Arc::new(ThreadSleep::new());
     sleep.wake();
     sleep.wake();
-    let started = Instant::now();
-    backstop(&sleep);
-    sleep.sleep();
     assert!(
-        started.elapsed() < Duration::from_secs(4),
+        sleeps_briefly(&sleep),
         "a wake made before the sleep was lost"
     );
     let waker = Arc::clone(&sleep);
@@ -546,11 +548,8 @@ fn a_thread_sleep_wake_leaves_no_unpark_token() {
             "a wake left an unpark token for the thread"
         );
         // The wake is kept for the sleep.
-        let started = Instant::now();
-        backstop(&sleep);
-        sleep.sleep();
         assert!(
-            started.elapsed() < Duration::from_secs(4),
+            sleeps_briefly(&sleep),
             "the wake was not kept for the sleep"
         );
     })
