@@ -74,6 +74,11 @@ use std::time::Duration;
 #[cfg(not(loom))]
 use std::time::Instant;
 
+#[cfg(not(loom))]
+mod procfs;
+#[cfg(not(loom))]
+pub(crate) use procfs::procs_running;
+
 /// The shortest time between two samples of the load.
 pub const INTERVAL: Duration = Duration::from_millis(5);
 
@@ -640,105 +645,9 @@ fn forget_slow_yields() {
     }
 }
 
-/// The runnable threads, from `/proc/loadavg`'s fourth field
-/// (`running/total`, the same count as `procs_running` in `/proc/stat`), if
-/// readable. Read into a stack buffer: the sampler allocates nothing, so it
-/// never shows in a count of live bytes taken by another thread.
-///
-/// The file is opened once per process and kept open: each sample is then
-/// one `pread` at offset 0, which has the kernel generate the text anew. An
-/// open, a read and a close cost the sampling thread several times as
-/// much, and that thread is a waiter on its way to park (see [`tick`]). A
-/// kept descriptor that stops reading as the file (a program that closed
-/// descriptors it does not own, and perhaps reused the number) falls back
-/// to opening the file for this sample. A reused descriptor is not
-/// disturbed: `pread` moves no offset, and fails on pipes, sockets and
-/// event descriptors.
-#[cfg(not(loom))]
-pub(crate) fn procs_running() -> Option<u64> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::fs::File;
-        use std::os::unix::fs::FileExt;
-        static KEPT: OnceLock<Option<File>> = OnceLock::new();
-        let kept = KEPT.get_or_init(|| File::open(LOADAVG).ok()).as_ref();
-        kept.and_then(|f| running_field(|buf, at| f.read_at(buf, at)))
-            .or_else(|| {
-                let f = File::open(LOADAVG).ok()?;
-                running_field(|buf, at| f.read_at(buf, at))
-            })
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        None
-    }
-}
-
-/// Where [`procs_running`] reads the count.
-#[cfg(all(not(loom), target_os = "linux"))]
-const LOADAVG: &str = "/proc/loadavg";
-
-/// `/proc/loadavg`'s running count, from the text `read_at(buf, offset)`
-/// reads (at most 128 bytes): `None` if it fails, or if the text does not
-/// have the file's shape.
-#[cfg(all(not(loom), target_os = "linux"))]
-fn running_field(read_at: impl Fn(&mut [u8], u64) -> std::io::Result<usize>) -> Option<u64> {
-    let mut buf = [0u8; 128];
-    let mut len = 0;
-    while len < buf.len() {
-        match read_at(&mut buf[len..], len as u64) {
-            Ok(0) => break,
-            Ok(n) => len += n,
-            Err(_) => return None,
-        }
-    }
-    let text = core::str::from_utf8(&buf[..len]).ok()?;
-    let field = text.split_ascii_whitespace().nth(3)?;
-    field.split('/').next()?.parse().ok()
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    /// A reader of `text`, as `pread` reads a file.
-    #[cfg(target_os = "linux")]
-    fn reads(text: &'static str) -> impl Fn(&mut [u8], u64) -> std::io::Result<usize> {
-        move |buf, at| {
-            let rest = text.as_bytes().get(at as usize..).unwrap_or_default();
-            let n = rest.len().min(buf.len());
-            buf[..n].copy_from_slice(&rest[..n]);
-            Ok(n)
-        }
-    }
-
-    #[test]
-    #[cfg(target_os = "linux")]
-    fn the_running_count_is_the_fourth_fields_numerator() {
-        assert_eq!(
-            running_field(reads("0.52 0.58 0.59 3/517 28127\n")),
-            Some(3)
-        );
-        // What a reused descriptor could read instead: not a count.
-        assert_eq!(running_field(reads("fn main() {}\n")), None);
-        assert_eq!(running_field(reads("")), None);
-        assert_eq!(
-            running_field(|_, _| Err(std::io::Error::from_raw_os_error(9))),
-            None
-        );
-    }
-
-    #[test]
-    #[cfg(target_os = "linux")]
-    fn each_sample_reads_the_count_anew_through_the_kept_descriptor() {
-        // The first sample opens the file and keeps it.
-        assert!(procs_running().is_some_and(|n| n >= 1));
-        let _busy = crate::testing::BusyThreads::start(8);
-        std::thread::sleep(Duration::from_millis(20));
-        // A text generated when the file was opened would not count them.
-        let n = procs_running().expect("/proc/loadavg is readable");
-        assert!(n >= 8, "8 busy threads, and {n} runnable");
-    }
 
     #[test]
     fn own_yielders_are_not_counted_as_crowding() {
