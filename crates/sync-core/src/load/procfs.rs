@@ -54,8 +54,19 @@ fn running_field(read_at: impl Fn(&mut [u8], u64) -> std::io::Result<usize>) -> 
         }
     }
     let text = core::str::from_utf8(&buf[..len]).ok()?;
-    let field = text.split_ascii_whitespace().nth(3)?;
-    field.split('/').next()?.parse().ok()
+    // The file's whole shape (`0.52 0.58 0.59 3/517 28127`), so that a
+    // descriptor reused for another file is not read as a count.
+    let mut fields = text.split_ascii_whitespace();
+    let averages = fields.by_ref().take(3).filter(|a| a.parse::<f64>().is_ok());
+    if averages.count() != 3 {
+        return None;
+    }
+    let (running, total) = fields.next()?.split_once('/')?;
+    let last = fields.next()?;
+    if fields.next().is_some() || total.parse::<u64>().is_err() || last.parse::<u64>().is_err() {
+        return None;
+    }
+    running.parse().ok()
 }
 
 #[cfg(test)]
@@ -81,8 +92,12 @@ mod tests {
             running_field(reads("0.52 0.58 0.59 3/517 28127\n")),
             Some(3)
         );
-        // What a reused descriptor could read instead: not a count.
+        // What a reused descriptor could read instead: not a count, even
+        // where a fourth field starts with one.
         assert_eq!(running_field(reads("fn main() {}\n")), None);
+        assert_eq!(running_field(reads("a b c 3/4 5\n")), None);
+        assert_eq!(running_field(reads("1.0 2.0 3.0 3/4 5 6\n")), None);
+        assert_eq!(running_field(reads("1.0 2.0 3.0 3 5\n")), None);
         assert_eq!(running_field(reads("")), None);
         assert_eq!(
             running_field(|_, _| Err(std::io::Error::from_raw_os_error(9))),
