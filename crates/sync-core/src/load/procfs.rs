@@ -14,7 +14,8 @@
 /// file (a program that closed descriptors it does not own, and perhaps
 /// reused the number) falls back to opening the file for this sample. A
 /// reused descriptor is not disturbed: `pread` moves no offset, and fails
-/// on pipes, sockets and event descriptors.
+/// on pipes, sockets and event descriptors. If the first open fails (no
+/// descriptor free), every sample opens the file, as before.
 pub(crate) fn procs_running() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
