@@ -18,7 +18,10 @@ fn descriptors_on(path: &Path) -> Vec<RawFd> {
         .expect("/proc/self/fd is readable")
         .filter_map(|e| {
             let e = e.ok()?;
-            (fs::read_link(e.path()).ok()? == path).then(|| e.file_name().to_str()?.parse().ok())?
+            if fs::read_link(e.path()).ok()? != path {
+                return None;
+            }
+            e.file_name().to_str()?.parse().ok()
         })
         .collect()
 }

@@ -70,13 +70,12 @@ fn running_field(read_at: impl Fn(&mut [u8], u64) -> std::io::Result<usize>) -> 
     running.parse().ok()
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
     use std::time::Duration;
 
     /// A reader of `text`, as `pread` reads a file.
-    #[cfg(target_os = "linux")]
     fn reads(text: &'static str) -> impl Fn(&mut [u8], u64) -> std::io::Result<usize> {
         move |buf, at| {
             let rest = text.as_bytes().get(at as usize..).unwrap_or_default();
@@ -87,7 +86,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(target_os = "linux")]
     fn the_running_count_is_the_fourth_fields_numerator() {
         assert_eq!(
             running_field(reads("0.52 0.58 0.59 3/517 28127\n")),
@@ -107,7 +105,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(target_os = "linux")]
     fn each_sample_reads_the_count_anew_through_the_kept_descriptor() {
         // The first sample opens the file and keeps it.
         assert!(procs_running().is_some_and(|n| n >= 1));

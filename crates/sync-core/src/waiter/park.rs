@@ -1,8 +1,9 @@
 //! How a thread's [`Waiter`](super::Waiter) sleeps: on 64-bit Linux, on a
 //! futex word inside the waiter's own node (`Parker`, in `park/futex.rs`);
-//! elsewhere, and under loom, with `thread::park`. (On 32-bit Linux the `timespec` the
-//! futex call takes depends on the C library's time ABI, which std sorts
-//! out per target: `thread::park` is the portable choice there.)
+//! elsewhere, and under loom, with `thread::park`. (On 32-bit Linux the
+//! `timespec` the futex call takes depends on the C library's time ABI,
+//! which std sorts out per target: `thread::park` is the portable choice
+//! there.)
 //!
 //! Why not `thread::park` everywhere: a notify is the last step of an
 //! unlock (or a send, a release) that usually runs with cold caches, after
