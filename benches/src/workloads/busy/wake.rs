@@ -2,8 +2,8 @@
 //! the woken waiter's return, each implementation's waiter and waker on
 //! threads of their own (see the parent module).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,49 @@ pub(super) fn wake_row(kind: &str, event: &str, busy: usize, peer: &str) -> Row 
 /// of the mode as a coin's, and moved by the mode's 2x between runs).
 const WAITS_PER_THREAD_SET: usize = 2;
 
+/// How a harness thread waits for another (a waiter between rounds, a
+/// lock's helper, a waker waiting for its waiter's return): blocked on a
+/// condition variable, rung by the thread that makes what it waits for
+/// happen. These threads once slept 20 µs at a time instead: with every
+/// implementation of a row keeping its idle threads, that put a thread's
+/// wake-up on the CPUs every few microseconds, inside the windows the
+/// rows measure, and paths with more steps between the event and the
+/// waiter's return paid for it more often. Not the threads' park tokens:
+/// the primitives under test (and std's and crossbeam's channels) park
+/// through them, and a token left over would end their next park.
+#[derive(Default)]
+struct Bell {
+    lock: Mutex<()>,
+    rung: Condvar,
+}
+
+impl Bell {
+    /// How long a wait looks again unrung: only to notice a waiter that
+    /// panicked (it rings nobody), and a helper's unlock (it rings nobody
+    /// then, see `wake_lock`).
+    const LOOK_AGAIN: Duration = Duration::from_millis(1);
+
+    /// Wakes the threads waiting on the bell. Called after making their
+    /// condition true: the lock orders it after a waiter's last look.
+    fn ring(&self) {
+        drop(self.lock.lock().unwrap_or_else(PoisonError::into_inner));
+        self.rung.notify_all();
+    }
+
+    /// Waits until `done` holds, calling `check` before each wait.
+    fn wait_until(&self, mut done: impl FnMut() -> bool, mut check: impl FnMut()) {
+        let mut held = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while !done() {
+            check();
+            held = self
+                .rung
+                .wait_timeout(held, Self::LOOK_AGAIN)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+}
+
 /// One waiter thread, woken once per call of the returned [`Wait`] (the
 /// waiter stops when it is dropped). Each round the waker calls `prepare`
 /// (so that the wait will block), lets the waiter go; the waiter announces
@@ -62,6 +105,8 @@ pub(super) fn wake_turn<S: Send + Sync + 'static>(shared: S, ops: WakeOps<S>) ->
         woke: AtomicU64,
         stop: AtomicBool,
         base: Instant,
+        /// Rung by the waker at `go`, by the waiter at `ready` and `woke`.
+        bell: Bell,
     }
     /// The waker's side: stops and joins the waiter when dropped.
     struct Waker<S> {
@@ -82,6 +127,7 @@ pub(super) fn wake_turn<S: Send + Sync + 'static>(shared: S, ops: WakeOps<S>) ->
         fn drop(&mut self) {
             self.r.stop.store(true, Ordering::Release);
             self.r.go.store(self.round + 1, Ordering::Release);
+            self.r.bell.ring();
             if let Some(waiter) = self.waiter.take() {
                 let ended = waiter.join();
                 assert!(ended.is_ok() || thread::panicking(), "the waiter panicked");
@@ -95,6 +141,7 @@ pub(super) fn wake_turn<S: Send + Sync + 'static>(shared: S, ops: WakeOps<S>) ->
         woke: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         base: Instant::now(),
+        bell: Bell::default(),
     });
     let waiter = {
         let r = Arc::clone(&r);
@@ -103,18 +150,20 @@ pub(super) fn wake_turn<S: Send + Sync + 'static>(shared: S, ops: WakeOps<S>) ->
             loop {
                 round += 1;
                 // Acquire: pairs with the waker's Release store of `go`.
-                while r.go.load(Ordering::Acquire) < round {
-                    thread::sleep(Duration::from_micros(20));
-                }
+                r.bell
+                    .wait_until(|| r.go.load(Ordering::Acquire) >= round, || ());
                 if r.stop.load(Ordering::Acquire) {
                     return;
                 }
                 // Release: pairs with the waker's Acquire load of `ready`.
                 r.ready.store(round, Ordering::Release);
+                r.bell.ring();
                 (ops.wait)(&r.shared);
                 let ns = r.base.elapsed().as_nanos() as u64;
                 // Release: pairs with the waker's Acquire load of `woke`.
                 r.woke.store(ns, Ordering::Release);
+                // After the time is taken: the ring is not measured.
+                r.bell.ring();
             }
         })
     };
@@ -129,21 +178,16 @@ pub(super) fn wake_turn<S: Send + Sync + 'static>(shared: S, ops: WakeOps<S>) ->
         (ops.prepare)(&r.shared);
         r.woke.store(0, Ordering::Relaxed);
         r.go.store(round, Ordering::Release);
-        while r.ready.load(Ordering::Acquire) < round {
-            w.check_waiter();
-            thread::sleep(Duration::from_micros(20));
-        }
+        r.bell.ring();
+        r.bell.wait_until(
+            || r.ready.load(Ordering::Acquire) >= round,
+            || w.check_waiter(),
+        );
         thread::sleep(SETTLE);
         let at = (ops.wake)(&r.shared).duration_since(r.base).as_nanos() as u64;
-        let woke = loop {
-            match r.woke.load(Ordering::Acquire) {
-                0 => {
-                    w.check_waiter();
-                    thread::sleep(Duration::from_micros(20));
-                }
-                ns => break ns,
-            }
-        };
+        r.bell
+            .wait_until(|| r.woke.load(Ordering::Acquire) != 0, || w.check_waiter());
+        let woke = r.woke.load(Ordering::Acquire);
         woke.saturating_sub(at) as f64 / 1e6
     })
 }
@@ -229,6 +273,9 @@ pub(super) fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload
             released_at: std::sync::Mutex<Option<Instant>>,
             /// Set when the row's `Wait` is dropped: the helper ends.
             stop: AtomicBool,
+            /// Rung by the waker at `hold` and `release`, by the helper at
+            /// `holding`.
+            bell: Bell,
         }
         /// The helper's loop: each round, take the lock, hold it until told
         /// to let go, note the time and let go.
@@ -237,17 +284,18 @@ pub(super) fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload
             loop {
                 round += 1;
                 // Acquire: pairs with `hold`'s Release increment.
-                while h.hold.load(Ordering::Acquire) < round {
-                    if h.stop.load(Ordering::Acquire) {
-                        return;
-                    }
-                    thread::sleep(Duration::from_micros(20));
+                h.bell.wait_until(
+                    || h.hold.load(Ordering::Acquire) >= round || h.stop.load(Ordering::Acquire),
+                    || (),
+                );
+                if h.hold.load(Ordering::Acquire) < round {
+                    return;
                 }
                 h.lock.with(|_| {
                     h.holding.store(true, Ordering::Release);
-                    while !h.release.swap(false, Ordering::AcqRel) {
-                        thread::sleep(Duration::from_micros(20));
-                    }
+                    h.bell.ring();
+                    h.bell
+                        .wait_until(|| h.release.swap(false, Ordering::AcqRel), || ());
                     // The unlock follows at once, as `with` returns.
                     *h.released_at.lock().expect("not poisoned") = Some(Instant::now());
                 });
@@ -264,6 +312,7 @@ pub(super) fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload
                 // A round that ended early (its waiter panicked) may have
                 // left the helper holding the lock: it lets go, then stops.
                 self.held.release.store(true, Ordering::Release);
+                self.held.bell.ring();
                 if let Some(t) = self.thread.take() {
                     let ended = t.join();
                     assert!(ended.is_ok() || thread::panicking(), "the helper panicked");
@@ -273,9 +322,10 @@ pub(super) fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload
         fn hold<M: BenchMutex<()>>(h: &Helper<M>) {
             // Release: pairs with the helper's Acquire load.
             h.held.hold.fetch_add(1, Ordering::Release);
-            while !h.held.holding.swap(false, Ordering::AcqRel) {
-                thread::sleep(Duration::from_micros(20));
-            }
+            h.held.bell.ring();
+            h.held
+                .bell
+                .wait_until(|| h.held.holding.swap(false, Ordering::AcqRel), || ());
         }
         let held = Arc::new(Held {
             lock: M::new(()),
@@ -284,6 +334,7 @@ pub(super) fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload
             release: AtomicBool::new(false),
             released_at: std::sync::Mutex::new(None),
             stop: AtomicBool::new(false),
+            bell: Bell::default(),
         });
         let thread = {
             let held = Arc::clone(&held);
@@ -296,15 +347,22 @@ pub(super) fn wake_lock(busy: usize, waits: usize, budget: Duration) -> Workload
                 prepare: hold,
                 wait: |h| h.held.lock.with(|_| ()),
                 // The helper lets go: the waiter, blocked, is woken. The
-                // event is the helper's unlock, not this signal to it.
+                // event is the helper's unlock, not this signal to it. The
+                // helper does not ring after its unlock (a system call
+                // beside the woken waiter): the bell's wait looks again
+                // after `Bell::LOOK_AGAIN`.
                 wake: |h| {
                     h.held.release.store(true, Ordering::Release);
-                    loop {
-                        if let Some(at) = h.held.released_at.lock().expect("not poisoned").take() {
-                            break at;
-                        }
-                        thread::sleep(Duration::from_micros(20));
-                    }
+                    h.held.bell.ring();
+                    let mut at = None;
+                    h.held.bell.wait_until(
+                        || {
+                            at = h.held.released_at.lock().expect("not poisoned").take();
+                            at.is_some()
+                        },
+                        || (),
+                    );
+                    at.expect("the helper let go")
                 },
             },
         )
