@@ -41,8 +41,10 @@ pub(crate) fn procs_running() -> Option<u64> {
 const LOADAVG: &str = "/proc/loadavg";
 
 /// `/proc/loadavg`'s running count, from the text `read_at(buf, offset)`
-/// reads (at most 128 bytes): `None` if it fails, or if the text does not
-/// have the file's shape.
+/// reads (at most 128 bytes, up to the end of its first read that ends a
+/// line: the file is one line, which one read returns, so no second read
+/// looks for its end): `None` if it fails, or if the text does not have
+/// the file's shape.
 #[cfg(target_os = "linux")]
 fn running_field(read_at: impl Fn(&mut [u8], u64) -> std::io::Result<usize>) -> Option<u64> {
     let mut buf = [0u8; 128];
@@ -50,7 +52,12 @@ fn running_field(read_at: impl Fn(&mut [u8], u64) -> std::io::Result<usize>) -> 
     while len < buf.len() {
         match read_at(&mut buf[len..], len as u64) {
             Ok(0) => break,
-            Ok(n) => len += n,
+            Ok(n) => {
+                len += n;
+                if buf[len - 1] == b'\n' {
+                    break;
+                }
+            }
             Err(_) => return None,
         }
     }
@@ -102,6 +109,23 @@ mod tests {
             running_field(|_, _| Err(std::io::Error::from_raw_os_error(9))),
             None
         );
+    }
+
+    #[test]
+    fn a_read_that_ends_the_line_is_the_last() {
+        // One read returns the whole line; a second one, past it, fails.
+        let line = reads("0.52 0.58 0.59 3/517 28127\n");
+        let once = |buf: &mut [u8], at: u64| {
+            assert_eq!(at, 0, "a second read after the line's end");
+            line(buf, at)
+        };
+        assert_eq!(running_field(once), Some(3));
+        // A line split over two reads is still read whole.
+        let halves = |buf: &mut [u8], at: u64| {
+            let n = buf.len().min(if at == 0 { 10 } else { 128 });
+            reads("0.52 0.58 0.59 3/517 28127\n")(&mut buf[..n], at)
+        };
+        assert_eq!(running_field(halves), Some(3));
     }
 
     #[test]
