@@ -316,16 +316,28 @@ fn a_panic_deferred_in_an_inline_call_with_a_large_result_goes_on_at_the_next_op
     );
 }
 
+/// How a test takes a completion's result.
+#[derive(Clone, Copy)]
+enum Take {
+    Wait,
+    WaitResult,
+    Await,
+}
+
 /// A `when` whose precondition's captures panic when dropped, enabled by
 /// another submission: once it has run, its waiter holds the task's last
-/// reference. `wait` read the result straight into its caller's place and
-/// then dropped the task, precondition and all: the precondition's panic
-/// unwound out of `wait` after the result was written, which Rust does not
-/// drop then, so the result (a lockfree-sync permit) was leaked; and when
-/// the task's own panic was being resumed, that drop panicked during the
-/// unwind and aborted the process. The task's drop there is caught now,
-/// and its panic goes on at the thread's next operation.
-fn a_completion_s_wait_drops_a_precondition_that_panics(body_panics: bool, awaited: bool) {
+/// reference, and lets go of it once the result is out.
+///
+/// Found before: `wait` read the result straight into its caller's place
+/// and then dropped the task, so the precondition's panic unwound after the
+/// result was written, which Rust does not drop then, and the result (a
+/// lockfree-sync permit) was leaked; when the task's own panic was being
+/// resumed, that drop panicked during the unwind and aborted the process.
+/// Then (found by review): the drop's panic was deferred, and went on in
+/// the thread's next operation, on any monitor, or was lost. Now it
+/// resumes from the wait that made the drop, the result dropped first, and
+/// a waiter that unwinds already discards it.
+fn a_completion_s_wait_drops_a_precondition_that_panics(body_panics: bool, take: Take) {
     use active_monitor::Order;
     use sync_core::testing::DropBomb;
     let sem = Arc::new(lockfree_sync::Semaphore::new(1));
@@ -345,40 +357,44 @@ fn a_completion_s_wait_drops_a_precondition_that_panics(body_panics: bool, await
     );
     // Runs the `when`; the executor lets go of the task at the call's end.
     m.call(|e| *e = true);
-    let r = catch_unwind(AssertUnwindSafe(|| {
-        if awaited {
-            futures::executor::block_on(c).expect("it ran")
-        } else {
-            c.wait()
-        }
+    let r = catch_unwind(AssertUnwindSafe(|| match take {
+        Take::Wait => c.wait(),
+        Take::WaitResult => c.wait_result().expect("it ran"),
+        Take::Await => futures::executor::block_on(c).expect("it ran"),
     }));
     assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let p = r.expect_err("the wait that dropped the precondition panics");
     if body_panics {
-        let p = r.expect_err("the task's own panic resumes in its waiter");
+        // The task's own panic; the precondition's is discarded.
         assert_eq!(p.downcast_ref::<&str>(), Some(&"the task's own panic"));
     } else {
-        let permit = r.expect("the result comes out");
-        assert_eq!(sem.available_permits(), 0);
-        drop(permit);
+        assert_eq!(
+            p.downcast_ref::<String>().map(String::as_str),
+            Some(DropBomb::PANIC)
+        );
     }
     assert_eq!(sem.available_permits(), 1, "the result was leaked");
-    // The precondition's panic goes on at the thread's next operation.
-    let p = catch_unwind(AssertUnwindSafe(|| m.call(|_| ())))
-        .expect_err("the precondition's panic goes on at the next operation");
-    assert_eq!(
-        p.downcast_ref::<String>().map(String::as_str),
-        Some(DropBomb::PANIC)
-    );
+    // Nothing goes on at the thread's next operations, on this monitor or
+    // another.
+    let other = Monitor::new(0u64);
+    assert_eq!(other.call(|n| std::mem::replace(n, 1)), 0);
+    m.call(|_| ());
+    assert_eq!(other.call(|n| *n), 1);
 }
 
 #[test]
 fn a_completion_s_wait_drops_a_panicking_precondition_after_taking_the_result() {
-    a_completion_s_wait_drops_a_precondition_that_panics(false, false);
+    a_completion_s_wait_drops_a_precondition_that_panics(false, Take::Wait);
+}
+
+#[test]
+fn a_completion_s_wait_result_drops_a_panicking_precondition_after_taking_the_result() {
+    a_completion_s_wait_drops_a_precondition_that_panics(false, Take::WaitResult);
 }
 
 #[test]
 fn an_awaited_completion_drops_a_panicking_precondition_after_taking_the_result() {
-    a_completion_s_wait_drops_a_precondition_that_panics(false, true);
+    a_completion_s_wait_drops_a_precondition_that_panics(false, Take::Await);
 }
 
 #[test]
@@ -386,8 +402,45 @@ fn a_completion_s_wait_drops_a_panicking_precondition_while_the_task_s_panic_res
     sync_core::testing::in_child(
         "ACTIVE_MONITOR_PRECONDITION_CHILD",
         "a_completion_s_wait_drops_a_panicking_precondition_while_the_task_s_panic_resumes",
-        || a_completion_s_wait_drops_a_precondition_that_panics(true, false),
+        || a_completion_s_wait_drops_a_precondition_that_panics(true, Take::Wait),
     );
+}
+
+/// A `when` discarded with its monitor, whose precondition panics when
+/// dropped: the waiter that finds it discarded holds its last reference,
+/// and the panic is that wait's, not the thread's next operation's (found
+/// by review: `drop(monitor)` and the wait returned, and an unrelated call
+/// on another monitor panicked).
+#[test]
+fn a_discarded_task_s_panicking_precondition_goes_on_in_the_wait_that_drops_it() {
+    use active_monitor::Order;
+    use sync_core::testing::DropBomb;
+    for take in [Take::WaitResult, Take::Await] {
+        let m = Monitor::builder().order(Order::Relaxed).build(false);
+        let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let bomb = DropBomb(Arc::clone(&dropped));
+        let c = m.when(
+            move |e: &bool| {
+                let _held = &bomb;
+                *e
+            },
+            |_| 1u32,
+        );
+        drop(m);
+        assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let r = catch_unwind(AssertUnwindSafe(|| match take {
+            Take::Await => futures::executor::block_on(c),
+            _ => c.wait_result(),
+        }));
+        assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let p = r.expect_err("the wait that dropped the precondition panics");
+        assert_eq!(
+            p.downcast_ref::<String>().map(String::as_str),
+            Some(DropBomb::PANIC)
+        );
+        let other = Monitor::new(0u64);
+        assert_eq!(other.call(|n| std::mem::replace(n, 1)), 0);
+    }
 }
 
 /// A lease whose `Drop` returns it with a call of `x`, then counts it.

@@ -156,6 +156,13 @@ enum Inner<R> {
 /// [`wait_result`](Self::wait_result); [`wait`](Self::wait) panics.
 /// Polling again after the result was taken panics.
 ///
+/// A waiter may hold the task's last reference once it has the result
+/// (the monitor let go of the task first): it then drops the task's
+/// precondition, user code, when it takes the result. If that drop panics,
+/// the panic resumes from that `wait`, `wait_result` or poll, the result
+/// dropped first (nothing of it is leaked); a waiter that unwinds already
+/// (the task's own panic, or [`Discarded`] from `wait`) drops that panic.
+///
 /// # Examples
 ///
 /// ```
@@ -278,7 +285,8 @@ impl<R> Completion<R> {
     /// # Panics
     ///
     /// Resumes the task's panic; panics if the task was discarded (see
-    /// [`Discarded`]).
+    /// [`Discarded`]), or with the panic of a precondition whose drop this
+    /// wait makes (see [`Completion`]'s `# Panics`).
     ///
     /// # Examples
     ///
@@ -301,11 +309,12 @@ impl<R> Completion<R> {
         let Inner::Shared { task, keep } = self.inner else {
             unreachable!("wait_shared on a completion that ran inline")
         };
-        let (slot, _task) = Self::block_then_keep(task, keep);
+        let (slot, task) = Self::block_then_keep(task, keep);
         // SAFETY: done, and `self` was the single owner (consumed); the
-        // task is alive until we return (`_task` holds it, or the thread
-        // keeps it). Read straight into our caller's place.
-        unsafe { (*slot).take_or_panic() }
+        // task is alive until it is released below (`task` holds it, or
+        // the thread keeps it).
+        let r = unsafe { (*slot).take_or_panic() };
+        task.release(r)
     }
 
     /// Blocks until `task` has finished, then leaves it to the thread if
@@ -441,7 +450,8 @@ impl<R> Completion<R> {
     ///
     /// # Panics
     ///
-    /// Resumes the task's panic.
+    /// Resumes the task's panic, or the panic of a precondition whose drop
+    /// this wait makes (see [`Completion`]'s `# Panics`).
     ///
     /// # Examples
     ///
@@ -469,11 +479,12 @@ impl<R> Completion<R> {
                 else {
                     unreachable!()
                 };
-                let (slot, _task) = Self::block_then_keep(task, keep);
+                let (slot, task) = Self::block_then_keep(task, keep);
                 // SAFETY: done, and `self` is the single owner (consumed);
-                // the task is alive until we return (`_task` holds it, or
-                // the thread keeps it).
-                unsafe { (*slot).take_result() }
+                // the task is alive until it is released below (`task`
+                // holds it, or the thread keeps it).
+                let r = unsafe { (*slot).take_result() };
+                task.release(r)
             }
         }
     }
@@ -481,21 +492,37 @@ impl<R> Completion<R> {
 
 /// The task a waiter holds while it reads the result out of its slot,
 /// maybe its last reference: a task that is not kept (see `kept`) has a
-/// precondition whose drop is user code. That drop is caught and its
-/// panic deferred (`unwind::drop_catching`): unwinding out of `wait` once
-/// the result is in the caller's place, it leaked the result (Rust does
-/// not drop a return value when a later local's drop unwinds), and during
-/// the resume of the task's own panic it aborted the process.
+/// precondition whose drop is user code. The waiter lets go of it once
+/// the result is out ([`release`](Self::release)), and a panic of that
+/// drop resumes from the wait (or poll) that made it, the result dropped
+/// first: left to unwind from a local's drop once the result was in the
+/// caller's place, it leaked the result (Rust does not drop a return value
+/// when a later local's drop unwinds); deferred, it resumed in the
+/// thread's next operation, on any monitor, or was lost. A waiter that
+/// unwinds instead (the task's own panic resumes, or it was discarded)
+/// drops the task as it goes, and a panic of that drop is discarded (it
+/// aborted the process during the unwind).
 struct HeldTask<R>(Option<Arc<dyn HasSlot<R>>>);
+
+impl<R> HeldTask<R> {
+    /// Lets go of the task, then returns `value` (what was read out of its
+    /// slot), or resumes the panic of the task's drop (see above).
+    #[inline]
+    fn release<V>(mut self, value: V) -> V {
+        match self.0.take() {
+            Some(task) => unwind::drop_own_then(task, value),
+            None => value,
+        }
+    }
+}
 
 impl<R> Drop for HeldTask<R> {
     #[inline]
     fn drop(&mut self) {
+        // Only while the waiter unwinds: every return goes through
+        // `release`.
         if let Some(task) = self.0.take() {
-            // As the waiter's own drop, as before (not a submitter of its
-            // own: the thread drops its own value), its panic caught: free
-            // when nothing panics.
-            unwind::drop_catching(task);
+            unwind::drop_own_unwinding(task);
         }
     }
 }
@@ -540,9 +567,14 @@ impl<R> Completion<R> {
             else {
                 unreachable!()
             };
+            let slot: *const ResultSlot<R> = s.slot();
+            // Maybe the last reference, let go of as a waiter's (see
+            // `HeldTask`).
+            let task = HeldTask(Some(s));
             // SAFETY: done, and we are the single owner; `self.inner` no
-            // longer holds the slot.
-            return Poll::Ready(unsafe { s.slot().take_or_panic() });
+            // longer holds the slot, `task` holds it until it is released.
+            let r = unsafe { (*slot).take_or_panic() };
+            return Poll::Ready(task.release(r));
         }
         match Pin::new(self).poll(cx) {
             Poll::Ready(r) => Poll::Ready(r.unwrap_or_else(|e| panic!("{e}"))),
@@ -577,13 +609,14 @@ impl<R> Future for Completion<R> {
                     unreachable!()
                 };
                 let slot: *const ResultSlot<R> = task.slot();
-                // Maybe the last reference, dropped as a waiter's (see
-                // `HeldTask`), also if the task's own panic resumes.
-                let _task = HeldTask(Some(task));
+                // Maybe the last reference, let go of as a waiter's (see
+                // `HeldTask`).
+                let task = HeldTask(Some(task));
                 // SAFETY: done, and we were the single owner (`this.inner`
-                // was replaced, so the slot is never taken again); `_task`
-                // holds it until we return.
-                Poll::Ready(unsafe { (*slot).take_result() })
+                // was replaced, so the slot is never taken again); `task`
+                // holds it until it is released.
+                let r = unsafe { (*slot).take_result() };
+                Poll::Ready(task.release(r))
             }
         }
     }

@@ -234,7 +234,10 @@ fn wait_for_push(backoff: &mut Backoff) {
 /// server thread nobody waits for the server, so such a panic is dropped
 /// there (a task's own panic still resumes in its waiter), and so is one a
 /// thread still keeps when it exits (with the panics of its payload's
-/// drop).
+/// drop). A completion's waiter that holds the task's last reference once
+/// it has the result drops the precondition itself: a panic of that drop
+/// resumes from its wait (see [`Completion`](crate::Completion)'s
+/// `# Panics`).
 ///
 /// # Examples
 ///

@@ -647,14 +647,41 @@ pub(crate) fn drop_caught<X>(x: X) {
 /// Drops `x` at once, a panic of its drop deferred as [`caught`]'s, but
 /// without making the drop a submitter of its own: for what runs no user
 /// code but, rarely, a panic's payload nobody took (a task whose
-/// completion was dropped; see `Task::drop_later`), and for a value the
-/// thread drops as its own (a waiter's last reference to its task, see
-/// `completion::HeldTask`). Costs nothing when the drop does not unwind.
+/// completion was dropped; see `Task::drop_later`). Costs nothing when the
+/// drop does not unwind.
 #[inline]
 pub(crate) fn drop_catching<X>(x: X) {
     if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(x))) {
         defer(p);
     }
+}
+
+/// Ends an operation that returns `value` with the drop of `x`, a value
+/// of the thread's own (a waiter's last reference to its task, whose
+/// precondition is user code: see `completion::HeldTask`). If that drop
+/// panics, the panic is the operation's: `value` is dropped first (its
+/// drop's panic discarded), so that nothing of it is leaked or dropped
+/// during the unwind, and the panic resumes here, in the operation that
+/// made the drop, not in the thread's next one. Not a submitter of its
+/// own (the thread drops its own value). Costs nothing when the drop does
+/// not unwind.
+#[inline]
+pub(crate) fn drop_own_then<X, V>(x: X, value: V) -> V {
+    match catch_unwind(AssertUnwindSafe(move || drop(x))) {
+        Ok(()) => value,
+        Err(p) => {
+            run_discarding(move || drop(value));
+            resume_unwind(p)
+        }
+    }
+}
+
+/// Drops `x`, a value of the thread's own, while the thread unwinds (a
+/// waiter whose task panicked, or was discarded): a panic of its drop is
+/// discarded, as any that happens while the thread already unwinds.
+#[cold]
+pub(crate) fn drop_own_unwinding<X>(x: X) {
+    run_discarding(move || drop(x));
 }
 
 /// Delivers the deferred wakeups (see [`wake_later`]), then resumes the
