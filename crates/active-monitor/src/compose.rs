@@ -366,8 +366,16 @@ where
 /// # Panics
 ///
 /// A panic in an operand's precondition or body resumes in the
-/// completion's waiter once all operands are finished. If a monitor is dropped with its operand
-/// still waiting, the AND resolves to [`Discarded`](crate::Discarded).
+/// completion's waiter once all operands are finished. If a monitor is
+/// dropped with its operand still waiting, the AND resolves to
+/// [`Discarded`](crate::Discarded).
+///
+/// An AND is not a transaction: the operands that ran when another panics
+/// or is discarded have run, their changes to their monitors stay, and
+/// their results are dropped (they are not handed back). An operand whose
+/// body moves a value out of its monitor loses that value then; to keep
+/// it, the body can put it where the caller finds it (a channel, or an
+/// `Arc<Mutex<_>>` it captures) rather than return it.
 ///
 /// # Examples
 ///

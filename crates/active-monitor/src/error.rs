@@ -4,7 +4,9 @@ use core::fmt;
 
 /// A task that never ran: its [`Monitor`](crate::Monitor) was dropped while
 /// the task's precondition was false (or, for an [`or`](crate::or), while no
-/// operand could run), so nothing could ever run it.
+/// operand could run), so nothing could ever run it. For an
+/// [`and`](crate::and), one operand never ran; the others may have, and
+/// their results were dropped (see [`and`](crate::and)'s `# Panics`).
 ///
 /// # Examples
 ///

@@ -358,3 +358,37 @@ fn async_ors_take_every_item_once() {
     });
     assert_eq!(sum.load(Ordering::Relaxed), ITEMS * (ITEMS + 1) / 2);
 }
+
+/// An item that counts its drops.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// An AND whose other operand is discarded with its monitor: the operand
+/// that ran has run (its monitor changed), and its result is dropped once,
+/// with the AND's completion (as `and`'s docs say; found by review, when
+/// they said nothing and `Discarded` read "a task that never ran").
+#[test]
+fn an_and_discarded_keeps_what_ran_and_drops_its_results_once() {
+    use active_monitor::{Discarded, and};
+    let drops = Arc::new(AtomicUsize::new(0));
+    // Relaxed: under strict order this thread's next submission elsewhere
+    // would wait for the AND first (rule 3).
+    let a: Monitor<Vec<Counted>> = Monitor::builder().order(Order::Relaxed).build(Vec::new());
+    let b: Monitor<Vec<Counted>> = Monitor::builder().order(Order::Relaxed).build(Vec::new());
+    let both = and((
+        a.op(|v| !v.is_empty(), |v| v.pop().expect("not empty")),
+        b.op(|v| !v.is_empty(), |v| v.pop().expect("not empty")),
+    ))
+    .unwrap_or_else(|_| unreachable!("two monitors"));
+    b.call(|v| v.push(Counted(Arc::clone(&drops))));
+    assert!(b.call(|v| v.is_empty()), "b's operand ran");
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    drop(a);
+    assert_eq!(both.wait_result().err(), Some(Discarded));
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "b's result, dropped once");
+}
