@@ -406,6 +406,37 @@ fn a_completion_s_wait_drops_a_panicking_precondition_while_the_task_s_panic_res
     );
 }
 
+/// A result larger than 4 KiB is read straight into the waiter's place:
+/// the panic of the precondition that the wait drops then cannot go on
+/// from the wait without leaking the result, and is kept for the thread's
+/// next operation, as documented (as a `call`'s on an idle monitor).
+#[test]
+fn after_a_large_result_a_precondition_s_drop_panic_goes_on_at_the_next_operation() {
+    use active_monitor::Order;
+    use sync_core::testing::DropBomb;
+    let m = Monitor::builder().order(Order::Relaxed).build(false);
+    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let bomb = DropBomb(Arc::clone(&dropped));
+    let c = m.when(
+        move |e: &bool| {
+            let _held = &bomb;
+            *e
+        },
+        |_| [7u8; 8192],
+    );
+    m.call(|e| *e = true);
+    let r = c.wait();
+    assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!((r[0], r[8191]), (7, 7));
+    let p = catch_unwind(AssertUnwindSafe(|| m.call(|_| ())))
+        .expect_err("the precondition's panic goes on at the next operation");
+    assert_eq!(
+        p.downcast_ref::<String>().map(String::as_str),
+        Some(DropBomb::PANIC)
+    );
+    m.call(|_| ());
+}
+
 /// A `when` discarded with its monitor, whose precondition panics when
 /// dropped: the waiter that finds it discarded holds its last reference,
 /// and the panic is that wait's, not the thread's next operation's (found

@@ -14,6 +14,13 @@ use std::panic::resume_unwind;
 use crate::error::Discarded;
 use crate::unwind;
 
+/// The largest result (in bytes) that an operation holds in its own frame
+/// before returning it, so that a panic it must resume can drop it first
+/// (`Monitor::call_inline`, a completion's wait); a larger one is written
+/// straight into the caller's place, and such a panic is kept for the
+/// thread's next operation.
+pub(crate) const RESULT_COPY_MAX: usize = 4096;
+
 // `std::sync::Arc`, not loom's: tasks are shared as trait objects, and
 // loom's `Arc` cannot be coerced to one (the reference count is std's own,
 // the protocol's atomics are all loom's).
@@ -162,6 +169,10 @@ enum Inner<R> {
 /// the panic resumes from that `wait`, `wait_result` or poll, the result
 /// dropped first (nothing of it is leaked); a waiter that unwinds already
 /// (the task's own panic, or [`Discarded`] from `wait`) drops that panic.
+/// A result larger than 4 KiB is read straight into the caller's place
+/// (it costs no stack twice), so the panic cannot go on without leaking
+/// it: then it is kept for the thread's next operation, as a `call`'s on
+/// an idle monitor is.
 ///
 /// # Examples
 ///
@@ -313,8 +324,7 @@ impl<R> Completion<R> {
         // SAFETY: done, and `self` was the single owner (consumed); the
         // task is alive until it is released below (`task` holds it, or
         // the thread keeps it).
-        let r = unsafe { (*slot).take_or_panic() };
-        task.release(r)
+        task.take(|| unsafe { (*slot).take_or_panic() })
     }
 
     /// Blocks until `task` has finished, then leaves it to the thread if
@@ -483,8 +493,7 @@ impl<R> Completion<R> {
                 // SAFETY: done, and `self` is the single owner (consumed);
                 // the task is alive until it is released below (`task`
                 // holds it, or the thread keeps it).
-                let r = unsafe { (*slot).take_result() };
-                task.release(r)
+                task.take(|| unsafe { (*slot).take_result() })
             }
         }
     }
@@ -493,8 +502,8 @@ impl<R> Completion<R> {
 /// The task a waiter holds while it reads the result out of its slot,
 /// maybe its last reference: a task that is not kept (see `kept`) has a
 /// precondition whose drop is user code. The waiter lets go of it once
-/// the result is out ([`release`](Self::release)), and a panic of that
-/// drop resumes from the wait (or poll) that made it, the result dropped
+/// the result is out ([`take`](Self::take)), and a panic of that drop
+/// resumes from the wait (or poll) that made it, the result dropped
 /// first: left to unwind from a local's drop once the result was in the
 /// caller's place, it leaked the result (Rust does not drop a return value
 /// when a later local's drop unwinds); deferred, it resumed in the
@@ -505,24 +514,51 @@ impl<R> Completion<R> {
 struct HeldTask<R>(Option<Arc<dyn HasSlot<R>>>);
 
 impl<R> HeldTask<R> {
-    /// Lets go of the task, then returns `value` (what was read out of its
-    /// slot), or resumes the panic of the task's drop (see above).
-    #[inline]
-    fn release<V>(mut self, value: V) -> V {
+    /// Reads the result out of the task's slot with `read`, then lets go
+    /// of the task (see above). A result larger than [`RESULT_COPY_MAX`]
+    /// is read straight into the caller's place instead, and the task let
+    /// go of after it, a panic of that drop kept for the thread's next
+    /// operation (as `call`'s on an idle monitor): held in this frame
+    /// first, such a result would cost its size in stack once more.
+    #[inline(always)]
+    fn take<V>(self, read: impl FnOnce() -> V) -> V {
+        if const { size_of::<V>() > RESULT_COPY_MAX } {
+            self.take_in_place(read)
+        } else {
+            self.take_then_release(read)
+        }
+    }
+
+    /// [`take`](Self::take) for a small result.
+    #[inline(always)]
+    fn take_then_release<V>(mut self, read: impl FnOnce() -> V) -> V {
+        let value = read();
         match self.0.take() {
             Some(task) => unwind::drop_own_then(task, value),
             None => value,
         }
+    }
+
+    /// [`take`](Self::take) for a large result: `self` is dropped once the
+    /// result is in the caller's place.
+    #[inline(always)]
+    fn take_in_place<V>(self, read: impl FnOnce() -> V) -> V {
+        let _task = self;
+        read()
     }
 }
 
 impl<R> Drop for HeldTask<R> {
     #[inline]
     fn drop(&mut self) {
-        // Only while the waiter unwinds: every return goes through
-        // `release`.
         if let Some(task) = self.0.take() {
-            unwind::drop_own_unwinding(task);
+            if std::thread::panicking() {
+                // The waiter unwinds (the task's own panic, or Discarded).
+                unwind::drop_own_unwinding(task);
+            } else {
+                // After a large result (`take_in_place`).
+                unwind::drop_catching(task);
+            }
         }
     }
 }
@@ -573,8 +609,7 @@ impl<R> Completion<R> {
             let task = HeldTask(Some(s));
             // SAFETY: done, and we are the single owner; `self.inner` no
             // longer holds the slot, `task` holds it until it is released.
-            let r = unsafe { (*slot).take_or_panic() };
-            return Poll::Ready(task.release(r));
+            return Poll::Ready(task.take(|| unsafe { (*slot).take_or_panic() }));
         }
         match Pin::new(self).poll(cx) {
             Poll::Ready(r) => Poll::Ready(r.unwrap_or_else(|e| panic!("{e}"))),
@@ -615,8 +650,7 @@ impl<R> Future for Completion<R> {
                 // SAFETY: done, and we were the single owner (`this.inner`
                 // was replaced, so the slot is never taken again); `task`
                 // holds it until it is released.
-                let r = unsafe { (*slot).take_result() };
-                Poll::Ready(task.release(r))
+                Poll::Ready(task.take(|| unsafe { (*slot).take_result() }))
             }
         }
     }

@@ -13,18 +13,13 @@ use std::sync::Arc;
 use sync_core::sync::atomic::Ordering::*;
 use sync_core::sync::hint;
 
-use crate::completion::{Completion, Outcome, fits_inline};
+use crate::completion::{Completion, Outcome, RESULT_COPY_MAX, fits_inline};
 use crate::order;
 use crate::task::{
     AWAITER_HOLDS, Always, AsyncTask, BY_AWAITER, Body, CallJob, DONE, HANDOFF, InSet, Plain, Pre,
     Pred, Runner, Stated, Task,
 };
 use crate::unwind;
-
-/// The largest result (in bytes) that [`Monitor::call_inline`] holds in
-/// its own frame before returning it, so that a deferred panic can drop it
-/// first; a larger one is written straight into the caller's place.
-const CALL_RESULT_COPY_MAX: usize = 4096;
 
 use super::*;
 
@@ -149,7 +144,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     /// local after the body's result was written into the caller's place,
     /// it leaked that result (Rust does not drop a function's return value
     /// when a later local's drop unwinds), and a permit or lease in it was
-    /// never given back. A result larger than [`CALL_RESULT_COPY_MAX`] is
+    /// never given back. A result larger than [`RESULT_COPY_MAX`] is
     /// not copied at all: it is written once, in the caller's place, and
     /// costs no more stack than the body itself; a panic deferred then is
     /// kept for this thread's next operation's end (only what the serve
@@ -158,7 +153,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
     where
         F: FnOnce(&mut T) -> R,
     {
-        let in_place = const { size_of::<R>() > CALL_RESULT_COPY_MAX };
+        let in_place = const { size_of::<R>() > RESULT_COPY_MAX };
         let after = InlineCallEnd { m: self, in_place };
         // Apart, so that the in-place frame has no room for a copy.
         if in_place {

@@ -236,7 +236,8 @@ fn wait_for_push(backoff: &mut Backoff) {
 /// thread still keeps when it exits (with the panics of its payload's
 /// drop). A completion's waiter that holds the task's last reference once
 /// it has the result drops the precondition itself: a panic of that drop
-/// resumes from its wait (see [`Completion`](crate::Completion)'s
+/// resumes from its wait, or, after a result larger than 4 KiB, at the
+/// thread's next operation (see [`Completion`](crate::Completion)'s
 /// `# Panics`).
 ///
 /// # Examples
