@@ -324,6 +324,39 @@ enum Take {
     Await,
 }
 
+/// A relaxed monitor (so that this thread's next submissions elsewhere do
+/// not wait for it) and a `when` on it, still waiting, whose precondition
+/// holds a `DropBomb`; with the bomb's drop count.
+fn a_when_with_a_bombed_precondition<R: Send + 'static>(
+    body: impl FnOnce(&mut bool) -> R + Send + 'static,
+) -> (
+    Monitor<bool>,
+    active_monitor::Completion<R>,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
+    let m = Monitor::builder()
+        .order(active_monitor::Order::Relaxed)
+        .build(false);
+    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let bomb = sync_core::testing::DropBomb(Arc::clone(&dropped));
+    let c = m.when(
+        move |e: &bool| {
+            let _held = &bomb;
+            *e
+        },
+        body,
+    );
+    (m, c, dropped)
+}
+
+/// Asserts that `p` is a `DropBomb`'s panic.
+fn assert_the_bomb_s(p: &Box<dyn std::any::Any + Send>) {
+    assert_eq!(
+        p.downcast_ref::<String>().map(String::as_str),
+        Some(sync_core::testing::DropBomb::PANIC)
+    );
+}
+
 /// A `when` whose precondition's captures panic when dropped, enabled by
 /// another submission: once it has run, its waiter holds the task's last
 /// reference, and lets go of it once the result is out.
@@ -338,23 +371,12 @@ enum Take {
 /// resumes from the wait that made the drop, the result dropped first, and
 /// a waiter that unwinds already discards it.
 fn a_completion_s_wait_drops_a_precondition_that_panics(body_panics: bool, take: Take) {
-    use active_monitor::Order;
-    use sync_core::testing::DropBomb;
     let sem = Arc::new(lockfree_sync::Semaphore::new(1));
-    let m = Monitor::builder().order(Order::Relaxed).build(false);
-    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let bomb = DropBomb(Arc::clone(&dropped));
     let s = Arc::clone(&sem);
-    let c = m.when(
-        move |e: &bool| {
-            let _held = &bomb;
-            *e
-        },
-        move |_| {
-            assert!(!body_panics, "the task's own panic");
-            s.try_acquire_arc().expect("a permit is free")
-        },
-    );
+    let (m, c, dropped) = a_when_with_a_bombed_precondition(move |_| {
+        assert!(!body_panics, "the task's own panic");
+        s.try_acquire_arc().expect("a permit is free")
+    });
     // Runs the `when`; the executor lets go of the task at the call's end.
     m.call(|e| *e = true);
     let r = catch_unwind(AssertUnwindSafe(|| match take {
@@ -368,10 +390,7 @@ fn a_completion_s_wait_drops_a_precondition_that_panics(body_panics: bool, take:
         // The task's own panic; the precondition's is discarded.
         assert_eq!(p.downcast_ref::<&str>(), Some(&"the task's own panic"));
     } else {
-        assert_eq!(
-            p.downcast_ref::<String>().map(String::as_str),
-            Some(DropBomb::PANIC)
-        );
+        assert_the_bomb_s(&p);
     }
     assert_eq!(sem.available_permits(), 1, "the result was leaked");
     // Nothing goes on at the thread's next operations, on this monitor or
@@ -412,28 +431,14 @@ fn a_completion_s_wait_drops_a_panicking_precondition_while_the_task_s_panic_res
 /// next operation, as documented (as a `call`'s on an idle monitor).
 #[test]
 fn after_a_large_result_a_precondition_s_drop_panic_goes_on_at_the_next_operation() {
-    use active_monitor::Order;
-    use sync_core::testing::DropBomb;
-    let m = Monitor::builder().order(Order::Relaxed).build(false);
-    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let bomb = DropBomb(Arc::clone(&dropped));
-    let c = m.when(
-        move |e: &bool| {
-            let _held = &bomb;
-            *e
-        },
-        |_| [7u8; 8192],
-    );
+    let (m, c, dropped) = a_when_with_a_bombed_precondition(|_| [7u8; 8192]);
     m.call(|e| *e = true);
     let r = c.wait();
     assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!((r[0], r[8191]), (7, 7));
     let p = catch_unwind(AssertUnwindSafe(|| m.call(|_| ())))
         .expect_err("the precondition's panic goes on at the next operation");
-    assert_eq!(
-        p.downcast_ref::<String>().map(String::as_str),
-        Some(DropBomb::PANIC)
-    );
+    assert_the_bomb_s(&p);
     m.call(|_| ());
 }
 
@@ -444,19 +449,8 @@ fn after_a_large_result_a_precondition_s_drop_panic_goes_on_at_the_next_operatio
 /// on another monitor panicked).
 #[test]
 fn a_discarded_task_s_panicking_precondition_goes_on_in_the_wait_that_drops_it() {
-    use active_monitor::Order;
-    use sync_core::testing::DropBomb;
     for take in [Take::WaitResult, Take::Await] {
-        let m = Monitor::builder().order(Order::Relaxed).build(false);
-        let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let bomb = DropBomb(Arc::clone(&dropped));
-        let c = m.when(
-            move |e: &bool| {
-                let _held = &bomb;
-                *e
-            },
-            |_| 1u32,
-        );
+        let (m, c, dropped) = a_when_with_a_bombed_precondition(|_| 1u32);
         drop(m);
         assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 0);
         let r = catch_unwind(AssertUnwindSafe(|| match take {
@@ -465,10 +459,7 @@ fn a_discarded_task_s_panicking_precondition_goes_on_in_the_wait_that_drops_it()
         }));
         assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 1);
         let p = r.expect_err("the wait that dropped the precondition panics");
-        assert_eq!(
-            p.downcast_ref::<String>().map(String::as_str),
-            Some(DropBomb::PANIC)
-        );
+        assert_the_bomb_s(&p);
         let other = Monitor::new(0u64);
         assert_eq!(other.call(|n| std::mem::replace(n, 1)), 0);
     }

@@ -647,8 +647,10 @@ pub(crate) fn drop_caught<X>(x: X) {
 /// Drops `x` at once, a panic of its drop deferred as [`caught`]'s, but
 /// without making the drop a submitter of its own: for what runs no user
 /// code but, rarely, a panic's payload nobody took (a task whose
-/// completion was dropped; see `Task::drop_later`). Costs nothing when the
-/// drop does not unwind.
+/// completion was dropped; see `Task::drop_later`), and for a waiter's last
+/// reference to its task after a result read straight into the caller's
+/// place (see `completion::HeldTask`). Costs nothing when the drop does not
+/// unwind.
 #[inline]
 pub(crate) fn drop_catching<X>(x: X) {
     if let Err(p) = catch_unwind(AssertUnwindSafe(move || drop(x))) {
