@@ -430,7 +430,7 @@ fn composed_completion<T, S>(shared: Arc<S>, order: Order) -> Completion<T>
 where
     S: HasSlot<T> + Pending + 'static,
 {
-    let completion = Completion::shared(Arc::clone(&shared) as Arc<dyn HasSlot<T>>);
+    let completion = Completion::shared(Arc::clone(&shared) as Arc<dyn HasSlot<T>>, 0);
     if !completion.is_done() {
         order::submitted(0, true, &(shared as Arc<dyn Pending>), order);
     }

@@ -117,7 +117,7 @@ impl<'a, T, S: AbstractState, R> SubmitAsync<'a, T, S, R> {
         R: Send + 'static,
         T: 'static,
     {
-        let (task, completion, pending) = task.handles(monitor.order(), conditional);
+        let (task, completion, pending) = task.handles(monitor.id(), monitor.order(), conditional);
         // A task with a precondition runs in this future's poll (until
         // `completion` hands its completion out): a holder on another
         // thread only signals it. Set before the task is published.

@@ -585,3 +585,83 @@ fn a_submission_to_a_full_queue_from_a_nested_task_of_the_same_monitor_panics() 
     called.join().expect("caught");
     assert_eq!(outer.call(|n| *n), 1, "the first submission ran once");
 }
+
+/// A task body that waits (blocking) for a task queued on its own monitor,
+/// or on a monitor whose task runs below it on the thread: only this
+/// thread could run that task, once the body returns. The wait panics, as
+/// a call would; it parked for ever. The task runs once the monitor is
+/// free, and nothing is lost: for `wait` and `wait_result`, for a task
+/// queued by the body and for one that was waiting before the body began,
+/// from the monitor's own task and from a nested one.
+#[test]
+fn a_wait_for_a_task_of_a_monitor_this_thread_runs_panics() {
+    for (nested, queued_before, with_result) in (0..8).map(|i| (i & 1 != 0, i & 2 != 0, i & 4 != 0))
+    {
+        let m = Arc::new(Monitor::builder().order(Order::Relaxed).build(0u32));
+        let other = Monitor::new(());
+        let before = queued_before.then(|| m.when(|n| *n > 0, |n| *n += 10));
+        let (m2, done) = (Arc::clone(&m), std::sync::mpsc::channel::<bool>());
+        let waiter = thread::spawn(move || {
+            let wait = |n: &mut u32| {
+                *n += 1;
+                let c = before.unwrap_or_else(|| m2.submit(|n| *n += 10));
+                if with_result {
+                    c.wait_result().expect("not discarded");
+                } else {
+                    c.wait();
+                }
+            };
+            let panicked = catch_unwind(AssertUnwindSafe(|| {
+                if nested {
+                    m2.call(|n| other.call(|()| wait(n)));
+                } else {
+                    m2.call(wait);
+                }
+            }))
+            .expect_err("the wait returned");
+            let message = panicked
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panicked.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            done.0
+                .send(message.contains("the wait would be for ever"))
+                .expect("the test waits");
+        });
+        match done.1.recv_timeout(Duration::from_secs(10)) {
+            Ok(told) => assert!(told, "the wait panicked with another message"),
+            Err(_) => {
+                std::mem::forget(m);
+                panic!("the wait hung (nested {nested}, queued before {queued_before})");
+            }
+        }
+        waiter.join().expect("caught");
+        assert_eq!(
+            m.call(|n| *n),
+            11,
+            "the body's change kept, the task ran once"
+        );
+    }
+}
+
+/// The check is on the task's monitor, not on the thread's being in a
+/// task: a body that waits for a task another thread's monitor runs, or
+/// for one of its own monitor that has already run, returns.
+#[test]
+fn a_task_body_may_wait_for_a_finished_task_of_its_own_monitor_and_for_other_monitors() {
+    let m = Arc::new(Monitor::new(0u32));
+    let served = Monitor::builder().build_served(5u32);
+    let (m2, s2) = (Arc::clone(&m), served.clone());
+    let done = m2.submit(|n| {
+        *n += 1;
+        *n
+    }); // ran at once: the monitor was idle
+    let r = m.call(move |n| {
+        let finished = done.wait();
+        let elsewhere = s2.submit(|v| *v * 2).wait();
+        *n += 1;
+        (finished, elsewhere)
+    });
+    assert_eq!(r, (1, 10));
+    assert_eq!(m.call(|n| *n), 2);
+}

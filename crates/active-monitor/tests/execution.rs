@@ -241,6 +241,27 @@ fn a_task_on_the_server_may_submit_to_its_own_monitor_but_not_call_it() {
     assert_eq!(m.call(|n| *n), 11);
 }
 
+/// On a served monitor, a task's blocking wait for another task of the
+/// monitor is a wait for the server itself: it panics, as a call does
+/// (the panic resumes in the task's waiter), and the server goes on to
+/// run the awaited task.
+#[test]
+fn a_task_on_the_server_that_waits_for_its_own_monitor_s_task_panics() {
+    let _g = serial();
+    let m = served(Order::Relaxed, 0u32);
+    let inner = m.clone();
+    let c = m.submit(move |n| {
+        *n += 1;
+        let queued = inner.submit(|n| *n += 10);
+        catch_unwind(AssertUnwindSafe(|| queued.wait())).is_err()
+    });
+    assert!(
+        c.wait(),
+        "a wait from the server's own task must panic, not hang"
+    );
+    assert_eq!(m.call(|n| *n), 11);
+}
+
 // ------------------------------------------------------------ sleeping --
 
 #[test]

@@ -102,10 +102,13 @@ enum Inner<R> {
     /// may come here); `None` once taken.
     Boxed(Option<Box<Outcome<R>>>),
     /// Queued: the slot the executor fills; `keep`: a blocking wait
-    /// leaves the task to its thread to drop (see `kept`).
+    /// leaves the task to its thread to drop (see `kept`); `monitor`: the
+    /// task's monitor (`Monitor::id`), or 0 for an OR or AND, which a
+    /// blocking wait checks it can get (see `wait`'s `# Panics`).
     Shared {
         task: Arc<dyn HasSlot<R>>,
         keep: bool,
+        monitor: usize,
     },
 }
 
@@ -234,11 +237,14 @@ impl<R> Completion<R> {
         }
     }
 
-    pub(crate) fn shared(slot: Arc<dyn HasSlot<R>>) -> Self {
+    /// The completion of a queued task of `monitor` (`Monitor::id`; 0 for
+    /// an OR or AND).
+    pub(crate) fn shared(slot: Arc<dyn HasSlot<R>>, monitor: usize) -> Self {
         Self {
             inner: Inner::Shared {
                 task: slot,
                 keep: false,
+                monitor,
             },
         }
     }
@@ -252,9 +258,13 @@ impl<R> Completion<R> {
     /// touches nothing that may be gone by then: `R` and the task are
     /// `'static`, and the task's other user values (a precondition) need no
     /// drop.
-    pub(crate) unsafe fn shared_kept(task: Arc<dyn HasSlot<R>>) -> Self {
+    pub(crate) unsafe fn shared_kept(task: Arc<dyn HasSlot<R>>, monitor: usize) -> Self {
         Self {
-            inner: Inner::Shared { task, keep: true },
+            inner: Inner::Shared {
+                task,
+                keep: true,
+                monitor,
+            },
         }
     }
 
@@ -297,7 +307,12 @@ impl<R> Completion<R> {
     ///
     /// Resumes the task's panic; panics if the task was discarded (see
     /// [`Discarded`]), or with the panic of a precondition whose drop this
-    /// wait makes (see [`Completion`]'s `# Panics`).
+    /// wait makes (see [`Completion`]'s `# Panics`). Panics, instead of
+    /// waiting for ever, if the task is unfinished and its monitor is one
+    /// whose task this thread is running, innermost or below (a task body
+    /// waiting for a task it queued on its own monitor): only this thread
+    /// could run it, after the body returns. The completion is dropped as
+    /// the panic unwinds; the task runs when the monitor is free.
     ///
     /// # Examples
     ///
@@ -317,29 +332,40 @@ impl<R> Completion<R> {
     /// may be kept (see `kept`).
     #[inline]
     fn wait_shared(self) -> R {
-        let Inner::Shared { task, keep } = self.inner else {
+        let Inner::Shared {
+            task,
+            keep,
+            monitor,
+        } = self.inner
+        else {
             unreachable!("wait_shared on a completion that ran inline")
         };
-        let (slot, task) = Self::block_then_keep(task, keep);
+        let (slot, task) = Self::block_then_keep(task, keep, monitor);
         // SAFETY: done, and `self` was the single owner (consumed); the
         // task is alive until it is released below (`task` holds it, or
         // the thread keeps it).
         task.take(|| unsafe { (*slot).take_or_panic() })
     }
 
-    /// Blocks until `task` has finished, then leaves it to the thread if
-    /// `keep` (see `kept`). Returns its slot, and the task unless the
-    /// thread keeps it: whichever holds the task keeps the slot alive.
+    /// Blocks until `task`, of `monitor` (0: of several), has finished,
+    /// then leaves it to the thread if `keep` (see `kept`). Returns its
+    /// slot, and the task unless the thread keeps it: whichever holds the
+    /// task keeps the slot alive.
+    ///
+    /// Panics instead of parking if `monitor` is one whose task this thread
+    /// is running (see `wait`'s `# Panics`); `task` is dropped as that
+    /// unwinds, as the completion would be.
     #[inline(always)]
     fn block_then_keep(
         task: Arc<dyn HasSlot<R>>,
         keep: bool,
+        monitor: usize,
     ) -> (*const ResultSlot<R>, HeldTask<R>) {
         // One call through the task's vtable: after the park its code may
         // have gone cold.
         let slot: *const ResultSlot<R> = task.slot();
         // SAFETY: `task` holds the slot.
-        unsafe { (*slot).block() };
+        unsafe { (*slot).block(|| monitor != 0 && unwind::runs_here(monitor)) };
         let task = if keep {
             // SAFETY: `shared_kept`'s contract.
             unsafe { kept::keep(task) }
@@ -461,7 +487,9 @@ impl<R> Completion<R> {
     /// # Panics
     ///
     /// Resumes the task's panic, or the panic of a precondition whose drop
-    /// this wait makes (see [`Completion`]'s `# Panics`).
+    /// this wait makes (see [`Completion`]'s `# Panics`); panics for a
+    /// task of a monitor whose task this thread is running, as
+    /// [`wait`](Self::wait) does.
     ///
     /// # Examples
     ///
@@ -484,12 +512,15 @@ impl<R> Completion<R> {
                 unwrap_outcome(*o.take().expect("a completion's outcome is taken once"))
             }
             Inner::Shared { .. } => {
-                let Inner::Shared { task, keep } =
-                    core::mem::replace(&mut self.inner, Inner::Ready(None))
+                let Inner::Shared {
+                    task,
+                    keep,
+                    monitor,
+                } = core::mem::replace(&mut self.inner, Inner::Ready(None))
                 else {
                     unreachable!()
                 };
-                let (slot, task) = Self::block_then_keep(task, keep);
+                let (slot, task) = Self::block_then_keep(task, keep, monitor);
                 // SAFETY: done, and `self` is the single owner (consumed);
                 // the task is alive until it is released below (`task`
                 // holds it, or the thread keeps it).

@@ -338,12 +338,30 @@ impl<R> ResultSlot<R> {
     }
 
     /// Parks the calling thread until the outcome is ready.
-    pub(super) fn block(&self) {
+    ///
+    /// # Panics
+    ///
+    /// Before it parks, if `for_ever()`: the outcome can only come from
+    /// a monitor that this thread holds below the wait (see
+    /// `Completion::wait`'s `# Panics`).
+    pub(super) fn block(&self, for_ever: impl FnOnce() -> bool) {
         // The completion's watch (see `finish::watch` for why it is not
         // the family's).
         if super::finish::watch(|| self.is_done()) {
             return;
         }
+        // Looked at only once the watch has failed: a wait that is served
+        // in time never reads the thread's frames. Nothing has changed yet
+        // (the kept task, the deferred drops), so the panic leaves the
+        // thread as it found it, and the completion, dropped as it unwinds,
+        // lets the task run when the monitor is free.
+        assert!(
+            self.is_done() || !for_ever(),
+            "a wait for a task of a monitor whose task this thread is running (or runs below, \
+             or a waker or task it polls): the monitor is not free until that task returns, so \
+             the wait would be for ever (take the result after the task returns, or .await it \
+             in an async task)"
+        );
         // The thread is about to park: time to drop the task it kept from
         // its last wait (see `kept`), off its way back to its caller.
         super::kept::release_kept();

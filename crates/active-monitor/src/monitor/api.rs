@@ -596,7 +596,7 @@ impl<T, S: AbstractState> Monitor<T, S> {
         R: Send + 'static,
         T: 'static,
     {
-        let (task, completion, pending) = task.handles(self.order, conditional);
+        let (task, completion, pending) = task.handles(self.id(), self.order, conditional);
         self.submit_job(task, locked);
         if let Some(pending) = pending {
             if !completion.is_done() {

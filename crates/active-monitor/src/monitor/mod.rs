@@ -165,11 +165,13 @@ fn wait_for_push(backoff: &mut Backoff) {
 /// task runs only while someone holds the
 /// monitor, so a task must not block on the monitor it runs on: a `call`
 /// on its own monitor from inside one of its tasks panics, and so does a
-/// `submit`, `when` or `when_in` that finds the queue full (both would
-/// wait for ever); a result's `wait` on its own monitor deadlocks. The
-/// same holds below the innermost task: a task of `a` that calls into `b`,
-/// whose task then calls `a` (or finds `a`'s queue full), panics, and a
-/// `wait` there for a result of `a` deadlocks. A task's waker (a
+/// `submit`, `when` or `when_in` that finds the queue full, and so does
+/// a blocking `wait` (or `wait_result`) for an unfinished task of the
+/// monitor (each would wait for ever). The same holds below the innermost
+/// task: a task of `a` that calls into `b`, whose task then calls `a`,
+/// finds `a`'s queue full or waits for a task of `a`, panics. (A wait
+/// for an [`or`](crate::or) or [`and`](crate::and) with an operand on
+/// such a monitor is not checked: it deadlocks.) A task's waker (a
 /// completion's, an awaiting future's, a producer's woken for queue space)
 /// runs once the thread that woke it has let go of the monitor, so that an
 /// executor that polls the task inside `wake` finds the monitor free; on a
@@ -177,8 +179,8 @@ fn wait_for_push(backoff: &mut Backoff) {
 /// off there: a task polled there is held to the rules above. A `call`
 /// it makes on the monitor while another thread holds it panics (the panic
 /// is dropped with the server's others), as does an async submission
-/// (`submit_async`...) that finds the queue full; a `wait` for a result of
-/// the monitor deadlocks the server, as it would a task of it. A task body
+/// (`submit_async`...) that finds the queue full, and a `wait` for an
+/// unfinished task of the monitor. A task body
 /// that blocks (on this crate, or on a lockfree-sync channel, semaphore or
 /// mutex, an ast-mutex entry or an adaptive-lock lock) first wakes the
 /// task wakers its thread keeps, so that it may wait for those tasks' next

@@ -148,16 +148,21 @@ where
     const KEPT_BY_WAITER: bool =
         !core::mem::needs_drop::<P>() && size_of::<Self>() <= KEPT_TASK_MAX_BYTES;
 
-    /// The task's [`Handles`] for a monitor of `order`.
-    pub(crate) fn handles(self: Arc<Self>, order: Order, conditional: bool) -> Handles<T, S, R> {
+    /// The task's [`Handles`] for `monitor` (`Monitor::id`), of `order`.
+    pub(crate) fn handles(
+        self: Arc<Self>,
+        monitor: usize,
+        order: Order,
+        conditional: bool,
+    ) -> Handles<T, S, R> {
         let task = Arc::clone(&self) as Arc<dyn HasSlot<R>>;
         let completion = if Self::KEPT_BY_WAITER {
             // SAFETY: `KEPT_BY_WAITER`: once the result is taken, nothing
             // of the task's needs a drop but the crate's own fields; R and
             // the task are 'static (this impl's bounds).
-            unsafe { Completion::shared_kept(task) }
+            unsafe { Completion::shared_kept(task, monitor) }
         } else {
-            Completion::shared(task)
+            Completion::shared(task, monitor)
         };
         let pending =
             (order == Order::Strict || conditional).then(|| Arc::clone(&self) as Arc<dyn Pending>);
