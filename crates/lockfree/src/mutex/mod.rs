@@ -62,10 +62,17 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 ///
 /// # Progress
 ///
-/// The queue of waiters is lock-free: no thread ever holds an internal lock,
-/// so a preempted waiter or unlocker never blocks another thread's progress
-/// except through the user's lock itself. An uncontended `lock`/`unlock` pair
-/// is one CAS each way.
+/// No thread ever holds an internal lock. There is one wait inside the
+/// primitive besides the user's lock itself: an unlock that finds a
+/// waiter counted in the lock word but not yet linked into the queue (its
+/// enqueue is a swap, then a store; the waiter allocates before it counts
+/// itself) waits for that store, as the paper's algorithm does. A waiter
+/// preempted (or stopped) between the two holds up that unlock until it
+/// runs again, and under [`Fairness::Fifo`](crate::Fairness::Fifo),
+/// whose unlock hands the lock over, every other locker with it; under
+/// barging, other lockers may take the lock meanwhile. The
+/// [`Semaphore`](crate::Semaphore)'s releases have the same window. An
+/// uncontended `lock`/`unlock` pair is one CAS each way.
 ///
 /// # Poisoning
 ///
