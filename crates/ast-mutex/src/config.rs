@@ -160,7 +160,11 @@ impl Config {
     /// a few dozen reads before it waits to be woken, so any value is safe
     /// with [`AstMutex::try_enter_for`]. Past 64 reads, a waiter that has
     /// watched for 2 ms waits to be woken however many spins are left (see
-    /// [`wait`](Self::wait)).
+    /// [`wait`](Self::wait)). An untimed entry is not cut short on
+    /// saturated CPUs: with a large count, each blocked [`enter`](AstMutex::enter)
+    /// may spin for those 2 ms while the thread that would let it in waits
+    /// for a CPU, so when threads outnumber cores a large count costs
+    /// throughput many times over ([`DEFAULT_SPINS`] is 16).
     ///
     /// # Examples
     ///
