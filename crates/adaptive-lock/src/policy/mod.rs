@@ -156,7 +156,13 @@ impl Policy for Static {
 /// ```
 ///
 /// Between those, the lock spins `no-of-spins` times and then blocks (a
-/// combined lock).
+/// combined lock). `no-of-spins` stops growing at
+/// [`MAX_SPINS`](Self::MAX_SPINS), which the paper's rule does not have:
+/// while few threads wait, every sample adds `step`, so the count grows
+/// with the rate of acquisitions. On CPUs that more threads share than
+/// they have, a waiter that spins that long keeps a core from the thread
+/// the lock was handed to, and the lock would stay in a convoy of
+/// handoffs, too slow to sample its way back down.
 ///
 /// "No waiting threads" is sampled at an unlock, but threads may arrive
 /// while the lock is held (for long, perhaps): so pure spin comes with a
@@ -183,15 +189,28 @@ pub struct SimpleAdapt {
 }
 
 impl SimpleAdapt {
+    /// The most spins before blocking that the policy configures (see
+    /// [`SimpleAdapt`]).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptive_lock::SimpleAdapt;
+    /// assert!(SimpleAdapt::MAX_SPINS >= SimpleAdapt::INIT.step);
+    /// ```
+    pub const MAX_SPINS: u32 = 4096;
+
     /// The spins after one sample with `waiting` threads, from `spins`;
     /// `None` is pure spin.
     fn next(&self, spins: Option<u32>, waiting: u32) -> Option<u32> {
         if waiting == 0 {
             return None;
         }
-        let spins = spins.unwrap_or(0);
+        // A count set from outside (`configure`) above the cap is taken
+        // as the cap.
+        let spins = spins.unwrap_or(0).min(Self::MAX_SPINS);
         Some(if waiting <= self.threshold {
-            spins.saturating_add(self.step)
+            spins.saturating_add(self.step).min(Self::MAX_SPINS)
         } else {
             spins.saturating_sub(self.step.saturating_mul(2))
         })
@@ -266,5 +285,23 @@ mod tests {
         // Many wait: twenty fewer, down to pure blocking.
         assert_eq!(p.next(Some(30), 3), Some(10));
         assert_eq!(p.next(Some(10), 3), Some(0));
+    }
+
+    /// However many samples find few waiters, the count stops at
+    /// `MAX_SPINS`; a count configured from outside above it comes down
+    /// from the cap, not from where it was.
+    #[test]
+    fn simple_adapt_stops_growing_at_max_spins() {
+        let p = SimpleAdapt {
+            threshold: 1,
+            step: 10,
+        };
+        let mut spins = Some(0);
+        for _ in 0..100_000 {
+            spins = p.next(spins, 1);
+        }
+        assert_eq!(spins, Some(SimpleAdapt::MAX_SPINS));
+        assert_eq!(p.next(Some(500_000), 1), Some(SimpleAdapt::MAX_SPINS));
+        assert_eq!(p.next(Some(500_000), 2), Some(SimpleAdapt::MAX_SPINS - 20));
     }
 }

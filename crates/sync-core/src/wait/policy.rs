@@ -162,6 +162,14 @@ impl WaitPolicy {
 
     /// Sets the number of spins (polls with a spin hint between them).
     ///
+    /// A timed watch spins at most [`SATURATED_SPINS`](super::SATURATED_SPINS)
+    /// times on saturated CPUs, whatever the count; an untimed one spins
+    /// them all (bounded where the primitive asks by
+    /// [`WATCH_AT_MOST`](super::WATCH_AT_MOST)). On CPUs that more threads
+    /// share than they have, a large count then keeps a core from the thread
+    /// the waiter waits for, and a lock whose unlock hands it to a parked
+    /// waiter can stay in a convoy of handoffs.
+    ///
     /// # Examples
     ///
     /// ```
