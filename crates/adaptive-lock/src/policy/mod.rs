@@ -195,7 +195,7 @@ impl SimpleAdapt {
     /// # Examples
     ///
     /// ```
-    /// use adaptive_lock::SimpleAdapt;
+    /// use adaptive_lock::{Policy, SimpleAdapt};
     /// assert!(SimpleAdapt::MAX_SPINS >= SimpleAdapt::INIT.step);
     /// ```
     pub const MAX_SPINS: u32 = 4096;
