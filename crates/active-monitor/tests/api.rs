@@ -619,14 +619,9 @@ fn a_wait_for_a_task_of_a_monitor_this_thread_runs_panics() {
                 }
             }))
             .expect_err("the wait returned");
-            let message = panicked
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panicked.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            done.0
-                .send(message.contains("the wait would be for ever"))
-                .expect("the test waits");
+            let told =
+                sync_core::testing::panic_text(&*panicked).contains("the wait would be for ever");
+            done.0.send(told).expect("the test waits");
         });
         match done.1.recv_timeout(Duration::from_secs(10)) {
             Ok(told) => assert!(told, "the wait panicked with another message"),

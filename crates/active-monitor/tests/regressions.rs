@@ -197,10 +197,7 @@ fn losing_or_operands_do_not_pile_up_on_an_idle_monitor() {
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_default()
+    sync_core::testing::panic_text(p).to_string()
 }
 
 // LOW 9: a task submitting to its own monitor with the queue full waited

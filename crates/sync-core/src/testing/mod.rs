@@ -309,12 +309,7 @@ pub fn quiet_panics_starting_with(prefix: &'static str) {
     quiet.push(prefix);
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let payload = info.payload();
-        let message = payload
-            .downcast_ref::<&str>()
-            .copied()
-            .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
-        if !message.is_some_and(|m| m.starts_with(prefix)) {
+        if !panic_text(info.payload()).starts_with(prefix) {
             report(info);
         }
     }));
@@ -358,6 +353,23 @@ impl Drop for DropBomb {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         panic!("{}", Self::PANIC);
     }
+}
+
+/// A panic payload's message: a `&str` or `String` payload's text, or `""`
+/// for any other payload.
+///
+/// # Examples
+///
+/// ```
+/// let p = std::panic::catch_unwind(|| panic!("boom {}", 1)).unwrap_err();
+/// assert_eq!(sync_core::testing::panic_text(&*p), "boom 1");
+/// ```
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or_default()
 }
 
 /// Runs `f`, which must panic with the `&str` payload `first` (a waker's
