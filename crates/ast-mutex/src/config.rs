@@ -155,16 +155,14 @@ impl Config {
 
     /// How many times a waiter reads the lock word, with a spin hint in
     /// between, before it yields. A timed wait checks its deadline while it
-    /// spins, and on saturated CPUs (more runnable threads than CPUs, where
-    /// a spinning thread can be preempted for a scheduling round) spins only
-    /// a few dozen reads before it waits to be woken, so any value is safe
-    /// with [`AstMutex::try_enter_for`]. Past 64 reads, a waiter that has
-    /// watched for 2 ms waits to be woken however many spins are left (see
-    /// [`wait`](Self::wait)). An untimed entry is not cut short on
-    /// saturated CPUs: with a large count, each blocked [`enter`](AstMutex::enter)
-    /// may spin for those 2 ms while the thread that would let it in waits
-    /// for a CPU, so when threads outnumber cores a large count costs
-    /// throughput many times over ([`DEFAULT_SPINS`] is 16).
+    /// spins. On saturated CPUs (more runnable threads than CPUs, where a
+    /// spinning thread can be preempted for a scheduling round, and keeps a
+    /// core from the thread that would let it in), a timed entry spins only
+    /// a few dozen reads, and an untimed one whose policy waits to be woken
+    /// after its watch (the default) spins for a fraction of a millisecond
+    /// at most, before it goes on to its yields or waits; so any value is
+    /// safe there. Past 64 reads, a waiter that has watched for 2 ms waits
+    /// to be woken however many spins are left (see [`wait`](Self::wait)).
     ///
     /// # Examples
     ///

@@ -1,6 +1,8 @@
-//! A timed watch on saturated CPUs spins only briefly, whatever its
-//! policy's spin count: a spinning thread can be preempted for a whole
-//! scheduling round, past its deadline. The saturation verdict is forced
+//! A watch that can end (timed, or parking after its spins) spins only
+//! briefly on saturated CPUs, whatever its policy's spin count: a spinning
+//! thread can be preempted for a whole scheduling round, past its deadline,
+//! and keeps a core from the thread it waits for (`SATURATED_SPINS` polls
+//! when timed, `SATURATED_SPIN_TIME` when not). The saturation verdict is forced
 //! (`load::set_saturation_override`), process-wide, so this file is a test
 //! binary of its own with one test.
 #![cfg(not(loom))]
@@ -8,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use sync_core::load::set_saturation_override;
-use sync_core::wait::{Next, SATURATED_SPINS, WaitPolicy, Watch};
+use sync_core::wait::{Next, SATURATED_SPIN_TIME, SATURATED_SPINS, WaitPolicy, Watch};
 
 /// Pauses `watch` until it says something other than `Poll`, or `most`
 /// times: what it said last, and the polls it made.
@@ -24,7 +26,7 @@ fn run(watch: &mut Watch, deadline: Option<Instant>, most: u32) -> (Next, u32) {
 }
 
 #[test]
-fn a_timed_watch_on_saturated_cpus_spins_only_briefly() {
+fn a_watch_that_can_end_spins_only_briefly_on_saturated_cpus() {
     let far = || Some(Instant::now() + Duration::from_secs(60));
     let huge_spins = [
         ("spins(u32::MAX)", WaitPolicy::new().spins(u32::MAX)),
@@ -47,10 +49,27 @@ fn a_timed_watch_on_saturated_cpus_spins_only_briefly() {
             (Next::Park, SATURATED_SPINS),
             "{name}, timed, saturated"
         );
-        // Untimed: spins as the policy says.
-        let (next, polls) = run(&mut Watch::new(policy), None, 1_000);
-        assert_eq!((next, polls), (Next::Poll, 1_000), "{name}, untimed");
+        // Untimed, under a policy that parks: parks once it has spun
+        // SATURATED_SPIN_TIME (not the policy's billions of spins, nor
+        // WATCH_AT_MOST, which only primitives that ask apply).
+        let began = Instant::now();
+        let (next, polls) = run(&mut Watch::new(policy), None, u32::MAX);
+        let took = began.elapsed();
+        assert_eq!(next, Next::Park, "{name}, untimed, saturated");
+        assert!(
+            took >= SATURATED_SPIN_TIME && polls > SATURATED_SPINS,
+            "{name}, untimed, saturated: parked after {polls} polls in {took:?}"
+        );
+        assert!(
+            took < Duration::from_secs(1),
+            "{name}, untimed, saturated: spun for {took:?}"
+        );
     }
+    // Untimed under a policy that never parks (a spin lock chosen as such):
+    // spins as the policy says.
+    let spin_lock = WaitPolicy::spin().spins(u32::MAX);
+    let (next, polls) = run(&mut Watch::new(spin_lock), None, 1_000);
+    assert_eq!((next, polls), (Next::Poll, 1_000), "spin(), untimed");
     // A policy that never parks sleeps (at most SNOOZE) between polls past
     // SATURATED_SPINS, instead of spinning to the deadline: a few dozen
     // polls in 5 ms, not millions. A try whose thread is preempted past the
@@ -87,16 +106,19 @@ fn a_timed_watch_on_saturated_cpus_spins_only_briefly() {
     watch.reset(WaitPolicy::new().spins(u32::MAX));
     assert_eq!(run(&mut watch, far(), 1_000), (Next::Park, SATURATED_SPINS));
 
-    // With a free CPU a spinning thread is not preempted: a timed watch
-    // spins as the policy says.
+    // With a free CPU a spinning thread is not preempted: a watch spins as
+    // the policy says, timed or not.
     set_saturation_override(Some(false));
     for (name, policy) in huge_spins {
-        let (next, polls) = run(&mut Watch::new(policy), far(), 1_000);
-        assert_eq!(
-            (next, polls),
-            (Next::Poll, 1_000),
-            "{name}, timed, free CPU"
-        );
+        for deadline in [far(), None] {
+            let (next, polls) = run(&mut Watch::new(policy), deadline, 1_000);
+            assert_eq!(
+                (next, polls),
+                (Next::Poll, 1_000),
+                "{name}, timed: {}, free CPU",
+                deadline.is_some()
+            );
+        }
     }
     set_saturation_override(None);
 }

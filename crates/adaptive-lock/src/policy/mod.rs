@@ -159,10 +159,11 @@ impl Policy for Static {
 /// combined lock). `no-of-spins` stops growing at
 /// [`MAX_SPINS`](Self::MAX_SPINS), which the paper's rule does not have:
 /// while few threads wait, every sample adds `step`, so the count grows
-/// with the rate of acquisitions. On CPUs that more threads share than
-/// they have, a waiter that spins that long keeps a core from the thread
-/// the lock was handed to, and the lock would stay in a convoy of
-/// handoffs, too slow to sample its way back down.
+/// with the rate of acquisitions, and a count grown that far would take
+/// minutes to sample its way back down once waiters crowd in. (On
+/// saturated CPUs a waiter spins a fraction of a millisecond at most
+/// whatever the count, so that it does not keep a core from the thread
+/// the lock was handed to for long.)
 ///
 /// "No waiting threads" is sampled at an unlock, but threads may arrive
 /// while the lock is held (for long, perhaps): so pure spin comes with a

@@ -17,9 +17,11 @@
 //! once the CPUs are saturated or a yield was measured slow): then a waiter
 //! that may park parks at once, and one that never parks sleeps for
 //! [`SNOOZE`] instead of yielding, which brings it back within a fraction of
-//! a millisecond. A waiter with a deadline never sleeps past it, never
+//! a millisecond. A waiter with a deadline never sleeps past it and never
 //! yields, and on saturated CPUs spins at most [`SATURATED_SPINS`] polls
-//! (a spinning thread can be preempted for a scheduling round too).
+//! (a spinning thread can be preempted for a scheduling round too); an
+//! untimed waiter that may park spins there at most
+//! [`SATURATED_SPIN_TIME`] (it keeps a core from the thread it waits for).
 //! [`give_way`] and [`Backoff`] apply the same rule to waits that cannot
 //! park (a peer in the middle of a push). Two waiters whose park costs the
 //! thread they wait for a wake-up judge yields by a narrower signal:
@@ -79,6 +81,7 @@ pub const SNOOZE: Duration = Duration::from_micros(50);
 /// ([`load::saturated`]), whatever its policy's spin count: past them it
 /// goes on as past its spins (it parks with its deadline, or, under a
 /// policy that never parks, sleeps at most [`SNOOZE`] between polls).
+/// Untimed watches are bounded by [`SATURATED_SPIN_TIME`] instead.
 ///
 /// A spinning thread on saturated CPUs can be preempted at any moment, and
 /// then waits for a whole scheduling round (tens of milliseconds with a
@@ -88,10 +91,26 @@ pub const SNOOZE: Duration = Duration::from_micros(50);
 /// scheduling round late there (the report's `busy/overshoot-*` rows). A
 /// few dozen polls take microseconds, so such a wait is preempted about as
 /// rarely as a sleep is delayed. The same order as the family's default
-/// spin counts, which it leaves as they are. Untimed watches and watches
-/// on CPUs with one free are not bounded: a spinning thread with a free CPU
-/// is not preempted.
+/// spin counts, which it leaves as they are. Watches on CPUs with one free
+/// are not bounded: a spinning thread with a free CPU is not preempted.
 pub const SATURATED_SPINS: u32 = 32;
+
+/// The longest an *untimed* watch whose policy parks spins while the CPUs
+/// are saturated ([`load::saturated`]), counted from the first of its
+/// samples that found them so, whatever its policy's spin count: then it
+/// goes on as past its spins (yields while yields are cheap, or parks).
+///
+/// A waiter that spins keeps a core from the thread it waits for (the
+/// holder, or the waiter a lock was just handed to), and on saturated CPUs
+/// that thread may be waiting for a core. A spin that lasts a good part of
+/// a scheduler's time slice (milliseconds) then turns into a convoy: each
+/// waiter spins its count out while the thread that would let it in waits
+/// for a CPU, and the lock moves a few dozen times a second. A spin well
+/// under a slice still catches a state that changes soon, which is what a
+/// long spin count is for (the report's `ast/spins/*` rows). Untimed
+/// watches of a policy that never parks (a spin lock, chosen as such) are
+/// not bounded.
+pub const SATURATED_SPIN_TIME: Duration = Duration::from_micros(200);
 
 /// The longest a waiter watches a state past its spins before it parks
 /// whatever its policy, where the primitive asks ([`Watch::overdue`]): for

@@ -11,7 +11,8 @@ use crate::load;
 /// attributes.
 ///
 /// * `spins` (spin-time): polls of the state with a spin hint between them
-///   (a timed wait on saturated CPUs makes at most [`SATURATED_SPINS`]: see
+///   (on saturated CPUs a timed wait makes at most [`SATURATED_SPINS`],
+///   and a watch that parks spins at most a fraction of a millisecond: see
 ///   [`Watch::pause`]);
 /// * `backoff` (delay-time): the pause after the i-th spin grows as 2^i
 ///   hints, up to 2^6;
@@ -162,13 +163,13 @@ impl WaitPolicy {
 
     /// Sets the number of spins (polls with a spin hint between them).
     ///
-    /// A timed watch spins at most [`SATURATED_SPINS`](super::SATURATED_SPINS)
-    /// times on saturated CPUs, whatever the count; an untimed one spins
-    /// them all (bounded where the primitive asks by
-    /// [`WATCH_AT_MOST`](super::WATCH_AT_MOST)). On CPUs that more threads
-    /// share than they have, a large count then keeps a core from the thread
-    /// the waiter waits for, and a lock whose unlock hands it to a parked
-    /// waiter can stay in a convoy of handoffs.
+    /// On saturated CPUs, whatever the count, a timed watch spins at most
+    /// [`SATURATED_SPINS`](super::SATURATED_SPINS) times, and an untimed
+    /// one under a policy that parks at most
+    /// [`SATURATED_SPIN_TIME`](super::SATURATED_SPIN_TIME): a spinning
+    /// waiter there keeps a core from the thread it waits for. A policy
+    /// that never parks spins them all when untimed (bounded where the
+    /// primitive asks by [`WATCH_AT_MOST`](super::WATCH_AT_MOST)).
     ///
     /// # Examples
     ///

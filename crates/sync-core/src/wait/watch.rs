@@ -5,7 +5,8 @@ use std::time::Instant;
 #[cfg(doc)]
 use super::SNOOZE;
 use super::{
-    MAX_BACKOFF_SHIFT, SATURATED_SPINS, WATCH_AT_MOST, WATCH_CLOCK_AFTER, WaitPolicy, give_way,
+    MAX_BACKOFF_SHIFT, SATURATED_SPIN_TIME, SATURATED_SPINS, WATCH_AT_MOST, WATCH_CLOCK_AFTER,
+    WaitPolicy, give_way,
 };
 use crate::load;
 use crate::sync::hint;
@@ -45,9 +46,13 @@ pub struct Watch {
     policy: WaitPolicy,
     polls: u32,
     began: Option<Instant>,
-    /// The poll at which a timed watch found the CPUs saturated past
-    /// [`SATURATED_SPINS`]: its spins end there, whatever the policy.
+    /// The poll at which a watch that can end (timed, or parking after its
+    /// spins) ended its spins on saturated CPUs (see [`SATURATED_SPINS`]
+    /// and [`SATURATED_SPIN_TIME`]), whatever the policy.
     spins_cut: Option<u32>,
+    /// When an untimed watch first found the CPUs saturated while it spun:
+    /// the start of its [`SATURATED_SPIN_TIME`].
+    saturated_since: Option<Instant>,
     /// What decides whether a pause past the spins yields, and which
     /// yield it makes.
     yields: YieldRule,
@@ -109,6 +114,7 @@ impl Watch {
             polls: 0,
             began: None,
             spins_cut: None,
+            saturated_since: None,
             yields: YieldRule::Sampled,
             yielded_slowly: false,
             watching_since: None,
@@ -292,6 +298,14 @@ impl Watch {
         self.policy = policy;
     }
 
+    /// Whether this untimed watch has spun for [`SATURATED_SPIN_TIME`]
+    /// since it first found the CPUs saturated (called on each sample that
+    /// finds them so).
+    fn spun_saturated_for_long(&mut self) -> bool {
+        let now = Instant::now();
+        now.duration_since(*self.saturated_since.get_or_insert(now)) >= SATURATED_SPIN_TIME
+    }
+
     /// [`pause`](Self::pause) without a deadline, as parking_lot's
     /// `SpinWait::spin`: `true` if the caller should poll the state again,
     /// `false` once it should park (or register its waker).
@@ -325,15 +339,20 @@ impl Watch {
     /// anyone notices that yields became slow; so it overshoots its deadline
     /// by a timer's latency, not by a scheduling round.
     ///
-    /// **A timed wait on saturated CPUs spins only briefly.** With a
-    /// deadline, once the CPUs are [saturated](load::saturated) (sampled
-    /// from the [`SATURATED_SPINS`]-th poll on, every 16 polls), the watch
-    /// ends its spins after at most [`SATURATED_SPINS`] polls, whatever the
-    /// policy's spin count or `timeout`, and goes on as past its spins
-    /// (parks, or sleeps briefly under a policy that never parks): a thread
-    /// preempted while it spins waits a whole scheduling round, past any
-    /// deadline. Untimed watches, and timed ones while a CPU is free, spin
-    /// as the policy says. Under loom nothing is sampled: never saturated.
+    /// **On saturated CPUs a watch that can end spins only briefly.** Once
+    /// the CPUs are [saturated](load::saturated) (sampled from the
+    /// [`SATURATED_SPINS`]-th poll on, every 16 polls), a watch with a
+    /// deadline ends its spins after at most [`SATURATED_SPINS`] polls, and
+    /// an untimed one under a policy that parks ends them once it has spun
+    /// [`SATURATED_SPIN_TIME`] on them, whatever the policy's spin count or
+    /// `timeout`. Then it goes on as past its spins (yields while they are
+    /// cheap, parks, or sleeps briefly under a policy that never parks): a
+    /// thread preempted while it spins waits a whole scheduling round, past
+    /// any deadline, and a waiter that spins for long keeps a core from
+    /// the thread it waits for. Untimed watches of a policy that never
+    /// parks (a spin lock the user chose), and any watch while a CPU is
+    /// free, spin as the policy says. Under loom nothing is sampled: never
+    /// saturated.
     ///
     /// # Examples
     ///
@@ -347,19 +366,21 @@ impl Watch {
     pub fn pause(&mut self, deadline: Option<Instant>) -> Next {
         let p = self.policy;
         let i = self.polls;
-        // A timed watch on saturated CPUs spins only briefly: from
-        // SATURATED_SPINS polls on it samples the load (at most every few
-        // ms process-wide) every 16 polls, and once the CPUs are saturated
-        // its spins end (see SATURATED_SPINS).
+        // A watch that can end (a deadline, or a park after its spins) spins
+        // only briefly on saturated CPUs: from SATURATED_SPINS polls on it
+        // samples the load (at most every few ms process-wide) every 16
+        // polls, and once the CPUs are saturated its spins end, at once if
+        // it is timed (see SATURATED_SPINS), after SATURATED_SPIN_TIME if
+        // not.
         if !cfg!(loom)
-            && deadline.is_some()
+            && (deadline.is_some() || p.park)
             && self.spins_cut.is_none()
             && i < p.spins
             && i >= SATURATED_SPINS
             && (i - SATURATED_SPINS) % 16 == 0
         {
             load::tick();
-            if load::saturated() {
+            if load::saturated() && (deadline.is_some() || self.spun_saturated_for_long()) {
                 self.spins_cut = Some(i);
             }
         }
