@@ -194,7 +194,10 @@ struct Last {
 /// alive: a result nobody took (its completion was dropped) is dropped as
 /// soon as the task has run, not at the submitter's next submission. A
 /// task nobody holds any more has finished: the queue, the waiting list
-/// and the completion all hold it until then. A `Weak` upgraded to look at
+/// and the completion all hold it until then. A `Weak` still keeps the
+/// task's memory (the place of its result, which may be large), so each
+/// look at the record, and a blocking wait before it parks, lets go of
+/// such tasks wherever they are in it (`forget_dropped`). A `Weak` upgraded to look at
 /// a task may become the last reference meanwhile (the executor drops its
 /// own): such a temporary is never dropped inside the record's borrow but
 /// handed out (`Graveyard`) and dropped after it, since its drop may run a
@@ -251,6 +254,19 @@ impl Record {
         self.last.is_none() && self.waiting.is_empty()
     }
 
+    /// Lets go of the tasks nobody else holds any more (they have finished,
+    /// and their completions are gone): a `Weak` keeps its task's memory,
+    /// the result's place included, so that one left behind an older task
+    /// that still waits would keep it until the record reached
+    /// [`WAITING_LIMIT`]. Reads counts only: no upgrade, and a `Weak`'s
+    /// drop runs no user code.
+    fn forget_dropped(&mut self) {
+        if self.last.as_ref().is_some_and(|l| l.task.strong_count() == 0) {
+            self.last = None;
+        }
+        self.waiting.retain(|(_, t)| t.strong_count() != 0);
+    }
+
     /// What a submission to `monitor` must wait for first, if anything:
     /// under strict order the submitter's last task if it was on another
     /// monitor and may be unfinished (rule 3); under either order, for a
@@ -267,6 +283,7 @@ impl Record {
         take: bool,
         graveyard: &mut Graveyard,
     ) -> Option<(usize, Weak<dyn Pending>)> {
+        self.forget_dropped();
         if order == Order::Strict {
             if let Some(last) = &self.last {
                 // A finished task leaves the record. So does one on the same
@@ -423,6 +440,15 @@ fn with_record<X>(f: impl FnOnce(&mut Record) -> X) -> Option<X> {
             x
         })
         .ok()
+}
+
+/// Lets go of the tasks in the current submitter's record that nobody else
+/// holds any more (see [`Record::forget_dropped`]): for a thread about to
+/// park, whose next submission may be far off.
+pub(crate) fn forget_dropped() {
+    if may_wait() {
+        with_record(Record::forget_dropped);
+    }
 }
 
 /// Runs `f`, a task body (or user code the executor runs for a task: a

@@ -203,3 +203,45 @@ fn after_blocking_waits(rounds: usize) -> isize {
 fn blocking_waits_keep_one_task_per_thread_whatever_the_history() {
     assert_history_not_kept("blocking waits", after_blocking_waits, 10, 5_000, 1024);
 }
+
+/// Bytes still live after `rounds` `when` tasks with a 64 KiB result, each
+/// waited for and its result dropped, behind an older `when` that stays
+/// waiting. The submitter's record of program order points to its waiting
+/// tasks; it used to let go of finished ones only from its front, so the
+/// waiting one kept the memory of every task after it (a `Weak` keeps the
+/// place of the result), up to `WAITING_LIMIT` of them.
+fn after_finished_whens_behind_a_waiting_one(order: Order, rounds: usize) -> isize {
+    assert!(rounds < active_monitor::WAITING_LIMIT);
+    let m = Monitor::builder().order(order).build(0u64);
+    m.call(|_| ()); // warm: the thread-locals
+    let waiting = m.when(|n| *n == u64::MAX, |_| ());
+    let before = live_bytes();
+    for i in 0..rounds as u64 {
+        let c = m.when(move |n| *n > i, |_| [7u8; 64 * 1024]);
+        m.submit(|n| *n += 1);
+        assert_eq!(c.wait()[0], 7);
+    }
+    let kept = live_bytes() - before;
+    assert!(waiting.cancel().is_ok());
+    kept
+}
+
+#[test]
+fn finished_whens_behind_a_waiting_one_are_not_kept() {
+    let _one = sync_core::testing::one_at_a_time();
+    for order in [Order::Strict, Order::Relaxed] {
+        let least = |rounds| {
+            (0..3)
+                .map(|_| after_finished_whens_behind_a_waiting_one(order, rounds))
+                .min()
+                .expect("three tries")
+        };
+        let (few, many) = (least(2), least(60));
+        // The last task or two (until the next look at the record, or the
+        // thread's next park), not one per round: 60 would be 3.75 MiB.
+        assert!(
+            many - few < 4 * 64 * 1024,
+            "{order:?}: 2 finished whens kept {few} bytes, 60 kept {many}"
+        );
+    }
+}

@@ -293,7 +293,12 @@ impl<R> Completion<R> {
     /// at most) and frees it before its next blocking wait for a task parks, or when
     /// it exits, so that a woken thread returns to its caller without
     /// freeing it first. The result is the caller's, and a task whose
-    /// precondition holds values with a `Drop` is never kept.
+    /// precondition holds values with a `Drop` is never kept. A task with a
+    /// precondition is also pointed to by its submitter's record of program
+    /// order (see [`Order`](crate::Order)), which keeps its allocation, the
+    /// result's place included, until the submitter's next submission with
+    /// a precondition (or, under strict order, any submission), its next
+    /// blocking wait for a task that parks, or its exit.
     ///
     /// # Deadlocks
     ///

@@ -365,6 +365,9 @@ impl<R> ResultSlot<R> {
         // The thread is about to park: time to drop the task it kept from
         // its last wait (see `kept`), off its way back to its caller.
         super::kept::release_kept();
+        // And the finished tasks its record of program order still points
+        // to, whose memory it would keep until its next submission.
+        crate::order::forget_dropped();
         unwind::before_park();
         let sleep = own_sleep();
         let waker = thread_waker(&sleep);
