@@ -261,7 +261,11 @@ impl Record {
     /// [`WAITING_LIMIT`]. Reads counts only: no upgrade, and a `Weak`'s
     /// drop runs no user code.
     fn forget_dropped(&mut self) {
-        if self.last.as_ref().is_some_and(|l| l.task.strong_count() == 0) {
+        if self
+            .last
+            .as_ref()
+            .is_some_and(|l| l.task.strong_count() == 0)
+        {
             self.last = None;
         }
         self.waiting.retain(|(_, t)| t.strong_count() != 0);
