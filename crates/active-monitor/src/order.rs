@@ -197,11 +197,11 @@ struct Last {
 /// and the completion all hold it until then. A `Weak` still keeps the
 /// task's memory (the place of its result, which may be large), so each
 /// look at the record, and a blocking wait before it parks, lets go of
-/// such tasks wherever they are in it (`forget_dropped`). A `Weak` upgraded to look at
-/// a task may become the last reference meanwhile (the executor drops its
-/// own): such a temporary is never dropped inside the record's borrow but
-/// handed out (`Graveyard`) and dropped after it, since its drop may run a
-/// result's user `Drop`, which may submit again.
+/// such tasks wherever they are in it (`forget_dropped`). A `Weak`
+/// upgraded to look at a task may become the last reference meanwhile (the
+/// executor drops its own): such a temporary is never dropped inside the
+/// record's borrow but handed out (`Graveyard`) and dropped after it,
+/// since its drop may run a result's user `Drop`, which may submit again.
 #[derive(Default)]
 pub(crate) struct Record {
     /// Strict (rule 3): the last asynchronous task, if it may still be

@@ -37,7 +37,7 @@ fn long_spins_and_watch_timeouts_are_bounded_too() {
     // On saturated CPUs these watches end their spins after
     // `SATURATED_SPINS` polls (`wait_saturated.rs`): take the CPUs as free,
     // where they spin on and only this bound ends them. Process-wide; the
-    // other tests of this file do not read the verdict.
+    // other tests of this file assert nothing that the verdict decides.
     sync_core::load::set_saturation_override(Some(false));
     for policy in [
         WaitPolicy::spin_then_block(u32::MAX),
