@@ -382,7 +382,7 @@ fn fifo_order_holds_while_a_withdrawing_waiter_holds_the_role() {
             let m = Arc::clone(&m);
             thread::spawn(move || *m.lock() += 1)
         };
-        while m.raw().loom_word() < 8 {
+        while m.raw().loom_counted() == 0 {
             thread::yield_now();
         }
         let t = {
@@ -470,10 +470,13 @@ fn withdrawn_waiter_behind_a_live_one_is_swept() {
                 };
                 timed.join().unwrap();
                 if let Some(held) = held {
-                    let w = m.raw().loom_word();
+                    let (w, counted) = (m.raw().loom_word(), m.raw().loom_counted());
+                    let flags = m.raw().loom_flags();
                     // LOCKED and one count (the live waiter): the withdrawn
-                    // node is freed and uncounted, no role left taken.
-                    assert_eq!(w, 0b1001, "withdrawn node left counted: word {w:#x}");
+                    // node is freed and uncounted, no role left taken, and
+                    // no wake-up owed (both waiters had linked).
+                    assert_eq!(counted, 1, "withdrawn node left counted: word {w:#x}");
+                    assert_eq!(flags, 1, "state left in the word: {w:#x}");
                     drop(held);
                 }
                 // The unlock (main's, or the timed thread's if it got the

@@ -62,17 +62,18 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 ///
 /// # Progress
 ///
-/// No thread ever holds an internal lock. There is one wait inside the
-/// primitive besides the user's lock itself: an unlock that finds a
-/// waiter counted in the lock word but not yet linked into the queue (its
-/// enqueue is a swap, then a store; the waiter allocates before it counts
-/// itself) waits for that store, as the paper's algorithm does. A waiter
-/// preempted (or stopped) between the two holds up that unlock until it
-/// runs again, and under [`Fairness::Fifo`](crate::Fairness::Fifo),
-/// whose unlock hands the lock over, every other locker with it; under
-/// barging, other lockers may take the lock meanwhile. The
-/// [`Semaphore`](crate::Semaphore)'s releases have the same window. An
-/// uncontended `lock`/`unlock` pair is one CAS each way.
+/// No thread ever holds an internal lock, and no unlock waits for another
+/// thread. An unlock that finds a waiter counted in the lock word but not
+/// yet linked into the queue (its enqueue is a swap, then a store) does not
+/// wait for that store, as the paper's algorithm does: it leaves the
+/// wake-up to that waiter, which makes it once it has linked. A waiter
+/// preempted (or stopped) between the two steps delays only what is owed
+/// to it: under [`Fairness::Fifo`](crate::Fairness::Fifo), where the lock
+/// goes to the oldest waiter, the lock waits for it (and every later
+/// locker with it); under barging, other lockers take the lock meanwhile.
+/// The [`Semaphore`](crate::Semaphore)'s releases still wait for such a
+/// waiter (see its `# Progress`). An uncontended `lock`/`unlock` pair is one
+/// CAS each way.
 ///
 /// # Poisoning
 ///

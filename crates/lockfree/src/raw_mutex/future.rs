@@ -117,6 +117,10 @@ impl Future for RawLockAsync<'_> {
                     this.woken = false;
                     mutex.queue.push(Arc::clone(waiter));
                     this.node = node;
+                    // The wake-up a dequeuer may have left to us (it may
+                    // be ours: our waker then runs here, and the next poll
+                    // finds the token).
+                    mutex.after_push();
                     return Poll::Pending;
                 }
                 Err(actual) => w = actual,

@@ -4,7 +4,11 @@
 //! # The word
 //!
 //! ```text
-//!  bits 3..  count    waiters counted (registered) and not yet dequeued
+//!  bits 5..  count    waiters counted (registered) and not yet dequeued
+//!  bit 4     LINKED   a waiter finished its push while `OWED` was set and a
+//!                     dequeuer held `WAKING`: that dequeuer looks again
+//!  bit 3     OWED     a dequeuer found the queue's front half-way through a
+//!                     push and left the wake-up to that waiter (see below)
 //!  bit 2     STARVE   a waiter has waited too long: hand the lock over
 //!  bit 1     WAKING   the one thread allowed to dequeue right now (see below)
 //!  bit 0     LOCKED   the lock is held
@@ -46,6 +50,22 @@
 //! that set it may dequeue, and it passes the role on with a Release/Acquire
 //! RMW on the word.
 //!
+//! **A waiter half-way through its push.** A waiter counts itself, then
+//! pushes its node (a swap, then a store that links it). A dequeuer that
+//! sees the count but finds the front of the queue not linked yet does not
+//! wait for that store (the waiter may be preempted there for a scheduling
+//! round): it sets `OWED`, looks at the queue once more, and if the link is
+//! still missing it gives the role up (and, if it was handing the lock
+//! over, the lock too), leaving `OWED` set. Every waiter, once linked,
+//! looks at the word: if `OWED` is set and nobody holds `WAKING`, it takes
+//! the role and dequeues in the unlocker's place, which wakes (or hands
+//! the lock to) the oldest waiter, usually itself; if a dequeuer still
+//! holds the role, it sets `LINKED`, and that dequeuer looks again before
+//! it gives the role up. The two looks are ordered by `SeqCst` fences (the
+//! dequeuer's announcement, then its second look at the queue; the
+//! waiter's link, then its look at the word), so at least one side sees the
+//! other: the wake-up is never lost, and no thread waits for another.
+//!
 //! # Fairness
 //!
 //! [`Fairness::Fifo`] is the paper's algorithm: a lock that has waiters is
@@ -85,10 +105,12 @@
 //! # Progress
 //!
 //! `try_lock` and the uncontended paths are one atomic operation. No thread
-//! ever waits for a lock *inside* the primitive: the only wait besides the
-//! lock itself is an unlocker waiting for a counted waiter to finish its
-//! enqueue (a swap and a store; the waiter allocates before it counts
-//! itself), the window the paper's algorithm has too.
+//! ever waits for another inside the primitive: besides the lock itself,
+//! nothing waits. The paper's algorithm has one such wait (an unlocker that
+//! finds a waiter counted but not yet linked waits for its link); here the
+//! wake-up passes to that waiter instead (`OWED`, above). The lock itself
+//! can still wait for such a waiter: in FIFO mode (and in starvation mode)
+//! a lock owed to the oldest waiter stays owed to it until it has linked.
 //!
 //! A woken thread carries `WAKING` until it runs: while it does, unlocks wake
 //! nobody else (a thread that never got scheduled would hold back later
@@ -123,8 +145,12 @@ pub use self::lock_api_impls::{LockApiMutex, LockApiMutexGuard};
 const LOCKED: usize = 0b001;
 const WAKING: usize = 0b010;
 const STARVE: usize = 0b100;
+/// A dequeuer left the wake-up to the waiter half-way through its push.
+const OWED: usize = 0b1000;
+/// A waiter linked itself while `OWED` was set and the role held.
+const LINKED: usize = 0b1_0000;
 /// One counted waiter.
-const ONE: usize = 0b1000;
+const ONE: usize = 0b10_0000;
 
 /// The lock is now yours.
 const HANDOFF: Token = 1;
@@ -267,6 +293,20 @@ impl RawMutex {
     #[doc(hidden)]
     pub fn loom_word(&self) -> usize {
         self.word.load(Relaxed)
+    }
+
+    /// The waiters counted in the word, for loom models.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_counted(&self) -> usize {
+        self.word.load(Relaxed) / ONE
+    }
+
+    /// The word's bits below the count, for loom models.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_flags(&self) -> usize {
+        self.word.load(Relaxed) % ONE
     }
 
     /// Whether the lock is held (a hint: it may change at once).
@@ -444,8 +484,9 @@ impl RawMutex {
             // writing would cost a second cache-line transfer.
             // Release: pairs with the Acquire of the next lock.
             let old = self.word.fetch_sub(LOCKED, Release);
-            // Waiters counted, or a starvation mode to end (`STARVE` sorts
-            // just below `ONE`, so this is the same single comparison).
+            // Waiters counted, or a starvation mode to end (`STARVE`,
+            // `OWED` and `LINKED` sort below `ONE`, so this is the same
+            // single comparison; `OWED` comes with a count).
             // A woken thread on its way (`WAKING`) will find the lock free:
             // nothing more to do, and no call.
             if old >= STARVE && old & WAKING == 0 {
@@ -663,6 +704,7 @@ impl RawMutex {
                 continue;
             }
             self.queue.push(Arc::clone(waiter));
+            self.after_push();
             // Spin before parking only when the lock will be handed over
             // (FIFO, or starvation mode): a handoff to a spinning thread
             // costs no wakeup. A barging waiter parks at once: it already
@@ -696,6 +738,17 @@ impl RawMutex {
             spin = Watch::default();
             w = self.word.load(Relaxed);
         }
+    }
+
+    /// After a waiter's push: makes the wake-up a dequeuer left to it, if
+    /// one did ([`pushed`](Self::pushed)). That wake-up is owed by the
+    /// unlock that left it, not by this lock call: a waker's panic there
+    /// (another waiting task's) is dropped (rule 4 of `sync_core::unwind`),
+    /// as the unlock that skipped it could not have passed it on either.
+    pub(super) fn after_push(&self) {
+        let mut panics = Panics::new();
+        self.pushed(&mut panics);
+        drop(panics);
     }
 
     /// The word after a waiter counts itself: one more, `WAKING` handed on

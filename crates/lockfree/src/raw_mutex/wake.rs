@@ -7,8 +7,7 @@ use sync_core::sync::atomic::{Ordering::*, fence};
 use sync_core::unwind::Panics;
 use sync_core::waiter::Waiter;
 
-use super::{COMPETE, Fairness, HANDOFF, LOCKED, ONE, RawMutex, STARVE, WAKING};
-use crate::patience::pop_counted;
+use super::{COMPETE, Fairness, HANDOFF, LINKED, LOCKED, ONE, OWED, RawMutex, STARVE, WAKING};
 
 impl RawMutex {
     /// After a barging unlock that found waiters or `STARVE` (`old`, the
@@ -103,16 +102,27 @@ impl RawMutex {
 
     /// Dequeues and notifies a waiter. The caller holds `WAKING`, and holds
     /// the lock if `holding`. Inline: see `unlocked_with_waiters`.
+    ///
+    /// A waiter counted but half-way through its push (the queue's front
+    /// not linked yet) is not waited for: the wake-up is left to it
+    /// (`OWED`, see [`pushed`](Self::pushed)), with the role, and the lock
+    /// if we were handing it over.
     #[inline]
     pub(super) fn wake_next(&self, mut holding: bool, panics: &mut Panics) {
+        // Whether we announced `OWED` (then looked at the queue again).
+        let mut announced = false;
         loop {
             let w = self.word.load(Relaxed);
             if w < ONE || (!holding && w & LOCKED != 0) {
                 // Nobody counted (so no starvation mode either: the last
                 // node may have been a withdrawn one); or another thread
-                // holds the lock, and its unlock will find the count and wake.
-                let drop_bits =
-                    WAKING | if holding { LOCKED } else { 0 } | if w < ONE { STARVE } else { 0 };
+                // holds the lock, and its unlock will find the count and
+                // wake (so nothing is owed any more).
+                let drop_bits = WAKING
+                    | OWED
+                    | LINKED
+                    | if holding { LOCKED } else { 0 }
+                    | if w < ONE { STARVE } else { 0 };
                 // Release: ends our dequeuer role (and our lock).
                 if self
                     .word
@@ -125,7 +135,30 @@ impl RawMutex {
             }
             // SAFETY: we hold `WAKING`, the dequeuer's role; the previous
             // holder released it (Release) before we acquired it (Acquire).
-            let waiter = pop_counted(|| unsafe { self.queue.pop() });
+            let Some(waiter) = (unsafe { self.queue.pop() }) else {
+                // A counted waiter is half-way through its push.
+                if !announced {
+                    // Relaxed: the fence orders it before our second look
+                    // at the queue (the next turn's pop); pairs with the
+                    // fence in `pushed`, between the waiter's link and its
+                    // look at the word.
+                    self.word.fetch_or(OWED, Relaxed);
+                    fence(SeqCst);
+                    announced = true;
+                } else if self.leave_to_pusher(holding) {
+                    return;
+                }
+                continue;
+            };
+            if w & (OWED | LINKED) != 0 || announced {
+                // We dequeue: nothing is owed. Only the role's holder sets
+                // or clears `OWED` (a waiter clears it only as it takes the
+                // role, which we hold), and `LINKED` is set only while
+                // `OWED` is. Relaxed: our next RMW on the word publishes
+                // what we did (and a waiter that reads `OWED` clear parks,
+                // to be woken by the next unlock, like any other).
+                self.word.fetch_and(!(OWED | LINKED), Relaxed);
+            }
             if waiter.is_cancelled() {
                 // A dropped future's node: uncount it and look again.
                 self.word.fetch_sub(ONE, Relaxed);
@@ -184,6 +217,69 @@ impl RawMutex {
             // wake).
             if !keep_role && !self.retake_waking() {
                 return;
+            }
+        }
+    }
+
+    /// After a second look at the queue that still found its front half-way
+    /// through a push: gives up the role (and the lock, if `holding`),
+    /// leaving `OWED` set for that waiter, which takes the role once it has
+    /// linked (see [`pushed`](Self::pushed)). `false` if a waiter linked
+    /// meanwhile (`LINKED`): look at the queue again instead.
+    fn leave_to_pusher(&self, holding: bool) -> bool {
+        let mut w = self.word.load(Relaxed);
+        loop {
+            if w & LINKED != 0 {
+                // Acquire: pairs with the Release CAS that set `LINKED`
+                // after the waiter's link, so our next pop sees the link.
+                self.word.fetch_and(!LINKED, Acquire);
+                return false;
+            }
+            let new = w & !(WAKING | if holding { LOCKED } else { 0 });
+            // Release: ends our dequeuer role (pairs with the Acquire CAS
+            // of the waiter that takes it in `pushed`) and our lock (the
+            // critical section happens before the next holder's).
+            match self.word.compare_exchange_weak(w, new, Release, Relaxed) {
+                Ok(_) => return true,
+                Err(actual) => w = actual,
+            }
+        }
+    }
+
+    /// Called by every waiter right after its push: if a dequeuer left the
+    /// wake-up to a waiter half-way through its push (`OWED`), takes the
+    /// role if nobody holds it and dequeues (wakes or hands the lock to the
+    /// oldest waiter, perhaps the caller), or, if a dequeuer holds it, tells
+    /// it to look at the queue again (`LINKED`). Wakers' panics go to
+    /// `panics`.
+    pub(super) fn pushed(&self, panics: &mut Panics) {
+        // SeqCst: between our link (the push) and our look at the word;
+        // pairs with the fence in `wake_next` between a dequeuer's
+        // announcement of `OWED` and its second look at the queue. Of the
+        // two looks, at least one sees the other side's write.
+        fence(SeqCst);
+        let mut w = self.word.load(Relaxed);
+        while w & OWED != 0 {
+            let (new, take) = if w & WAKING == 0 {
+                ((w & !(OWED | LINKED)) | WAKING, true)
+            } else {
+                // A CAS even if `LINKED` is set already: the dequeuer that
+                // clears it then reads from our write, so its next pop
+                // sees our link.
+                (w | LINKED, false)
+            };
+            // AcqRel: Release publishes our link to the dequeuer that reads
+            // `LINKED`; Acquire, if we take the role, pairs with the
+            // Release of `leave_to_pusher`, so we see the queue as it left
+            // it.
+            match self.word.compare_exchange_weak(w, new, AcqRel, Relaxed) {
+                Ok(_) => {
+                    if take {
+                        self.wake_next(false, panics);
+                    }
+                    return;
+                }
+                Err(actual) => w = actual,
             }
         }
     }

@@ -1,0 +1,93 @@
+//! A waiter preempted between counting itself in the lock word and linking
+//! its node into the queue must not make an unlock wait for it: the unlock
+//! leaves the wake-up to that waiter, which makes it once it has linked.
+//!
+//! A real waiter is frozen at a random point of a loop that queues and
+//! withdraws (a `lock_async` polled once, then dropped), by a signal whose
+//! handler spins until the test releases it; some of the freezes land
+//! between the count and the link. Before the fix, an unlock made then
+//! spun, then yielded, until the waiter ran again (here: until the watchdog
+//! released it, a second later). After each trial, the lock still works
+//! and ends idle.
+#![cfg(all(not(loom), target_os = "linux"))]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
+
+use lockfree_sync::{Fairness, Mutex};
+use sync_core::testing::freeze;
+
+/// Bumped by every trial, watched by the watchdog.
+static TRIAL: AtomicU64 = AtomicU64::new(0);
+
+/// Longer than an unlock may take while the waiter is frozen, and shorter
+/// than the watchdog's release.
+const PROMPT: Duration = Duration::from_millis(500);
+
+fn unlock_does_not_wait_for_a_frozen_waiter(fairness: Fairness) {
+    freeze::install();
+    let m = Arc::new(Mutex::with_fairness(0u64, fairness));
+    let stop = Arc::new(AtomicBool::new(false));
+    let queued = Arc::new(AtomicU64::new(0));
+    let waiter = {
+        let (m, stop, queued) = (m.clone(), stop.clone(), queued.clone());
+        freeze::Freezable::spawn(move || {
+            let mut cx = Context::from_waker(Waker::noop());
+            while !stop.load(SeqCst) {
+                // Counts itself and queues while the lock is held; the drop
+                // withdraws it (or passes on what it was handed).
+                let mut lock = Box::pin(m.lock_async());
+                if let std::task::Poll::Ready(mut g) = lock.as_mut().poll(&mut cx) {
+                    *g += 1;
+                } else {
+                    queued.fetch_add(1, SeqCst);
+                }
+            }
+        })
+    };
+    // Releases a frozen waiter that an unlock waits for (the old
+    // behaviour), so that the test fails instead of hanging.
+    let watchdog = freeze::Watchdog::start(&TRIAL, Duration::from_secs(1));
+    let mut slowest = Duration::ZERO;
+    for trial in 0..400 {
+        TRIAL.store(trial, SeqCst);
+        let mut g = m.lock();
+        *g += 1;
+        // Let the waiter queue and withdraw a while against the held lock.
+        let before = queued.load(SeqCst);
+        let until = Instant::now() + Duration::from_micros(100);
+        while Instant::now() < until || queued.load(SeqCst) == before {
+            std::hint::spin_loop();
+        }
+        waiter.freeze();
+        let start = Instant::now();
+        drop(g);
+        slowest = slowest.max(start.elapsed());
+        assert!(
+            start.elapsed() < PROMPT,
+            "{fairness:?}: the unlock waited for a frozen waiter"
+        );
+        freeze::release();
+    }
+    stop.store(true, SeqCst);
+    waiter.join();
+    drop(watchdog);
+    // The lock still works, and every withdrawn node has left the count.
+    let mut g = m.lock();
+    *g += 1;
+    drop(g);
+    assert!(m.try_lock().is_some(), "{fairness:?}: the lock stayed held");
+    eprintln!("{fairness:?}: slowest unlock {slowest:?}");
+}
+
+/// One test for both modes: the freeze's handler state is per binary (one
+/// frozen thread at a time).
+#[test]
+fn unlocks_do_not_wait_for_a_frozen_waiter() {
+    for fairness in [Fairness::Barging, Fairness::Fifo] {
+        unlock_does_not_wait_for_a_frozen_waiter(fairness);
+    }
+}
