@@ -62,9 +62,13 @@ fn lock_unlock_three_threads() {
 }
 
 /// The paper's lost-wakeup window: a waiter has counted itself but not yet
-/// enqueued when the holder unlocks. The unlocker must wait for the node
-/// rather than release past it; a second waiter makes the holder's unlock
-/// and the first waiter's unlock both see a counted, half-queued waiter.
+/// enqueued when the holder unlocks. The unlocker does not wait for the
+/// node: it leaves the wake-up (or, FIFO, the lock) to the waiter (`OWED`),
+/// which makes it once linked, or tells a dequeuer still holding the role
+/// to look again (`LINKED`); the wake-up is never lost. A second waiter
+/// makes the holder's unlock and the first waiter's unlock both see a
+/// counted, half-queued waiter. (With this model, the async and sweep
+/// models below reach every branch of that hand-over, in both modes.)
 #[test]
 fn waiter_counted_but_not_yet_enqueued() {
     for fairness in MODES {
