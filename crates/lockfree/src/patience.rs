@@ -1,12 +1,6 @@
-//! Pieces the mutex and the semaphore share: how long a waiter may wait
-//! before it asks for a handoff, and the dequeue of a waiter that is known to
-//! be on its way.
+//! How long a waiter may wait before it asks for a handoff.
 
 use core::time::Duration;
-
-use sync_core::sync::Arc;
-use sync_core::wait::Backoff;
-use sync_core::waiter::Waiter;
 
 /// How long a waiter of a [`Fairness::Barging`](crate::Fairness::Barging)
 /// mutex competes with newcomers before it switches the mutex to handoffs
@@ -67,18 +61,5 @@ impl Patience {
     pub(crate) fn starving(&mut self) -> bool {
         self.registrations += 1;
         self.registrations > 1
-    }
-}
-
-/// Dequeues a waiter that a counter says is there or on its way: `pop` may
-/// come back empty while the waiter finishes its push, so spin briefly, then
-/// yield to let it run.
-pub(crate) fn pop_counted(mut pop: impl FnMut() -> Option<Arc<Waiter>>) -> Arc<Waiter> {
-    let mut backoff = Backoff::new();
-    loop {
-        if let Some(waiter) = pop() {
-            return waiter;
-        }
-        backoff.snooze();
     }
 }

@@ -71,9 +71,8 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// to it: under [`Fairness::Fifo`](crate::Fairness::Fifo), where the lock
 /// goes to the oldest waiter, the lock waits for it (and every later
 /// locker with it); under barging, other lockers take the lock meanwhile.
-/// The [`Semaphore`](crate::Semaphore)'s releases still wait for such a
-/// waiter (see its `# Progress`). An uncontended `lock`/`unlock` pair is one
-/// CAS each way.
+/// The [`Semaphore`](crate::Semaphore)'s releases do the same. An
+/// uncontended `lock`/`unlock` pair is one CAS each way.
 ///
 /// # Poisoning
 ///

@@ -10,10 +10,10 @@
 //!   waiters still lack, whether or not they have finished enqueueing: the
 //!   paper's lost-wakeup window is closed by the counter, as in the mutex.
 //! * `pending`: permits that releases have taken out of the deficit but not
-//!   yet handed to waiters, shifted left by three, with three flags:
+//!   yet handed to waiters, shifted left by four, with four flags:
 //!   `ACTIVE` (one thread is delivering), `RECHECK` (a waiter cancelled: look
-//!   at the head again) and `CLOSED` (set once by [`Semaphore::close`], never
-//!   cleared). A release that finds `count` negative adds what it covers to
+//!   at the head again), `CLOSED` (set once by [`Semaphore::close`], never
+//!   cleared) and `OWED` (see below). A release that finds `count` negative adds what it covers to
 //!   `pending`; if nobody is delivering, it becomes the deliverer, and hands
 //!   permits to the waiters in queue order until the oldest needs more than
 //!   `pending` holds. A deliverer retires with a CAS on the exact `pending`
@@ -24,6 +24,22 @@
 //! one consumer at a time (the `ACTIVE` holder), which is what lets the
 //! queue be the simple wait-free-push MPSC queue and lets a request of many
 //! permits wait at the head while releases accumulate for it.
+//!
+//! # A waiter half-way through its push
+//!
+//! A counted waiter pushes its node (a swap, then a store that links it)
+//! right after counting itself. A deliverer that finds the queue's front
+//! not linked yet (with permits to deliver, or demand to drain after a
+//! close) does not wait for that store (the waiter may be preempted there
+//! for a scheduling round): it sets `OWED`, looks at the queue once more,
+//! and if the link is still missing it retires, leaving `OWED` set. Every
+//! waiter looks at `pending` right after its link, and if `OWED` is set it
+//! runs the delivery (or, if a deliverer is active, sets `RECHECK`, which
+//! fails that deliverer's retirement, so it looks again). `SeqCst` fences
+//! order the two looks (the deliverer's announcement, then its second look
+//! at the queue; the waiter's link, then its look at `pending`), so at
+//! least one side sees the other: no delivery is stranded, and no thread
+//! waits for another.
 //!
 //! # No partial holds
 //!
@@ -61,8 +77,8 @@
 //! [`Semaphore::close`] sets `CLOSED` and `RECHECK` and runs (or makes the
 //! running deliverer run) a *drain*: every queued waiter's demand is folded
 //! and the waiter is handed the `CLOSED` token, until no demand is left in
-//! `count` or `pending`. A waiter counted while the drain runs is waited
-//! for (its demand is in `count`); one counted after the drain's last look
+//! `count` or `pending`. A waiter counted while the drain runs and not
+//! linked yet is left the drain (`OWED`, above); one counted after the drain's last look
 //! at `count` (an RMW) sees `CLOSED` when it checks after its push (its
 //! counting RMW comes later in `count`'s order, so it sees everything the
 //! drain saw), and runs a drain itself.
@@ -183,11 +199,14 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 ///
 /// # Progress
 ///
-/// No internal lock. An uncontended acquire is one CAS, a release one
-/// `fetch_add`. A release that finds waiters adds to the delivery and
-/// returns; only one releaser at a time delivers, and it never waits for
-/// another releaser, only for a counted waiter to finish its enqueue (a swap
-/// and a store: waiters allocate before they are counted).
+/// No internal lock, and no thread waits for another. An uncontended
+/// acquire is one CAS, a release one `fetch_add`. A release that finds
+/// waiters adds to the delivery and returns; only one releaser at a time
+/// delivers, and it never waits for another releaser, nor for a counted
+/// waiter to finish its enqueue (a swap, then a store): it leaves the
+/// delivery to that waiter, which makes it once linked. A waiter preempted
+/// between the two steps delays only the permits owed to it (and, since
+/// permits go in queue order, those of the waiters behind it).
 ///
 /// # Examples
 ///

@@ -5,8 +5,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use sync_core::sync::Arc;
-use sync_core::sync::atomic::Ordering::*;
-use sync_core::sync::hint;
+use sync_core::sync::atomic::{Ordering::*, fence};
 use sync_core::unwind::Panics;
 use sync_core::wait::{self, WaitPolicy, Watch};
 use sync_core::waiter::{Token, Waiter};
@@ -14,7 +13,6 @@ use sync_core::wake_list::WakeList;
 
 use super::Semaphore;
 use crate::error::{AcquireError, TryAcquireError};
-use crate::patience::pop_counted;
 
 /// `pending`'s deliverer bit.
 pub(super) const ACTIVE: usize = 0b001;
@@ -23,8 +21,12 @@ pub(super) const ACTIVE: usize = 0b001;
 pub(super) const RECHECK: usize = 0b010;
 /// `pending`'s closed bit: set once by `close`, never cleared.
 pub(super) const CLOSED: usize = 0b100;
+/// `pending`'s "delivery owed" bit: a deliverer found the queue's front
+/// half-way through a push and retired; the waiter, once linked, runs the
+/// delivery (see `run_delivery` and `enqueue`).
+pub(super) const OWED: usize = 0b1000;
 /// Where `pending`'s amount starts.
-pub(super) const SHIFT: u32 = 3;
+pub(super) const SHIFT: u32 = 4;
 /// The token of a waiter whose permits have all been delivered.
 pub(super) const GRANTED: Token = 1;
 /// The token of a waiter that a close sent away without permits.
@@ -161,18 +163,37 @@ impl Semaphore {
     /// waiter (a future) or withdraws it (a thread), so that no counted
     /// request is left that nobody waits for or withdraws, and then
     /// resumes them (`sync_core::unwind`, rule 2).
+    ///
+    /// A deliverer that found the queue's front half-way through a push
+    /// (this one's, or one ahead of it) retired and left the delivery owed
+    /// (`OWED`): the push is followed by a look at `pending`, and the
+    /// waiter then runs the delivery, or makes the running deliverer look
+    /// again.
     #[must_use = "the panics of the wakers the delivery woke go on once the caller's request is settled"]
     pub(super) fn enqueue(&self, waiter: Arc<Waiter>, found: usize) -> Panics {
         let mut panics = Panics::new();
         self.queue.push(waiter);
+        // SeqCst: between our link (the push) and our look at `pending`;
+        // pairs with the fence in `run_delivery` between a deliverer's
+        // announcement of `OWED` and its second look at the queue. Of the
+        // two looks, at least one sees the other side's write.
+        fence(SeqCst);
         if found > 0 {
             // Like a release that finds `count` negative: `found` of the
             // deficit is now covered. The delivery resumes a waker's panic
-            // only once it has retired (the semaphore is consistent).
+            // only once it has retired (the semaphore is consistent). Its
+            // RMW on `pending` also makes a running deliverer look again,
+            // or runs the delivery owed.
             panics.catch(|| self.deliver(found));
-        }
-        if self.is_closed() {
-            // The drain may have finished before our push: run it again.
+            if self.is_closed() {
+                // The drain may have finished before our push: run it again.
+                panics.catch(|| self.recheck());
+            }
+        } else if self.pending.load(Acquire) & (OWED | CLOSED) != 0 {
+            // The delivery owed to a waiter half-way through its push, or a
+            // drain that may have finished before our push: run it (again),
+            // or make the running deliverer look at the queue again.
+            // Acquire: as `is_closed`'s.
             panics.catch(|| self.recheck());
         }
         panics
@@ -315,8 +336,12 @@ impl Semaphore {
         // deliver (after a cancel), so that their demand and nodes do not
         // linger until the next release.
         let mut sweep = false;
-        let mut waits = 0u32;
-        loop {
+        // Whether we announced `OWED` since we last found a head (then
+        // looked at the queue again), and whether the last look found its
+        // front still half-way through a push: we then retire leaving the
+        // delivery owed to that waiter.
+        let mut announced = false;
+        'pass: loop {
             // Acquire: pairs with releasers' Release additions.
             let mut w = self.pending.load(Acquire);
             if w & RECHECK != 0 {
@@ -326,8 +351,10 @@ impl Semaphore {
                 sweep = true;
             }
             let amount = (w as isize) >> SHIFT;
+            let mut leave_owed = false;
             if w & CLOSED != 0 {
                 if let Some(head) = role.take_head().or_else(|| role.pop()) {
+                    self.found_head(w, &mut announced);
                     // Fold first (a waiter sent away finds its demand gone),
                     // then send it away unless it cancelled meanwhile (its
                     // canceller leaves the fold to us either way).
@@ -342,9 +369,12 @@ impl Semaphore {
                 // notes), one counted before it shows here.
                 let c = self.count.fetch_add(0, AcqRel);
                 if c < 0 || amount > 0 {
-                    // A counted waiter has not finished its push.
-                    backoff(&mut waits);
-                    continue;
+                    // A counted waiter has not finished its push: leave the
+                    // drain to it rather than wait for it.
+                    if self.announce_owed(&mut announced) {
+                        continue;
+                    }
+                    leave_owed = true;
                 }
             } else {
                 if sweep && role.compact() {
@@ -366,44 +396,57 @@ impl Semaphore {
                     }
                 }
                 if amount > 0 {
-                    // `pending` covers demand, so a counted waiter is queued
-                    // or about to be.
-                    let head = role
-                        .take_head()
-                        .unwrap_or_else(|| pop_counted(|| role.pop()));
-                    if head.is_cancelled() {
-                        self.fold(head.data());
-                        continue;
-                    }
-                    let need = head.data();
-                    if amount as usize >= need {
-                        // AcqRel: Acquire is already ours; Release for the
-                        // next deliverer.
-                        self.pending.fetch_sub(need << SHIFT, AcqRel);
-                        // The token now, the wakeup after we retire: the role
-                        // is held for less time (a wakeup may schedule a
-                        // task), and a panicking waker cannot leave it held.
-                        match Waiter::notify_later(&head, GRANTED) {
-                            Some(wakeup) => wakeups.push(wakeup),
-                            None => {
-                                // Cancelled meanwhile: take the permits back
-                                // and fold its demand.
-                                self.pending.fetch_add(need << SHIFT, AcqRel);
-                                self.fold(need);
+                    'deliver: {
+                        // `pending` covers demand, so a counted waiter is queued
+                        // or about to be.
+                        let Some(head) = role.take_head().or_else(|| role.pop()) else {
+                            // Half-way through its push: leave the delivery to
+                            // it rather than wait for it.
+                            if self.announce_owed(&mut announced) {
+                                continue 'pass;
                             }
+                            leave_owed = true;
+                            break 'deliver;
+                        };
+                        self.found_head(w, &mut announced);
+                        if head.is_cancelled() {
+                            self.fold(head.data());
+                            continue 'pass;
                         }
-                        continue;
+                        let need = head.data();
+                        if amount as usize >= need {
+                            // AcqRel: Acquire is already ours; Release for the
+                            // next deliverer.
+                            self.pending.fetch_sub(need << SHIFT, AcqRel);
+                            // The token now, the wakeup after we retire: the role
+                            // is held for less time (a wakeup may schedule a
+                            // task), and a panicking waker cannot leave it held.
+                            match Waiter::notify_later(&head, GRANTED) {
+                                Some(wakeup) => wakeups.push(wakeup),
+                                None => {
+                                    // Cancelled meanwhile: take the permits back
+                                    // and fold its demand.
+                                    self.pending.fetch_add(need << SHIFT, AcqRel);
+                                    self.fold(need);
+                                }
+                            }
+                            continue 'pass;
+                        }
+                        // The oldest waiter needs more than we hold: it waits at
+                        // the head for later releases.
+                        role.put_head(head);
                     }
-                    // The oldest waiter needs more than we hold: it waits at
-                    // the head for later releases.
-                    role.put_head(head);
                 }
             }
-            // Retire, unless somebody added permits (or closed) since we
-            // looked. Release: pairs with the next deliverer's Acquire.
+            // Retire, unless somebody added permits (or closed, or linked a
+            // waiter the delivery is owed to) since we looked. Nothing is
+            // owed any more unless we leave it so. Release: pairs with the
+            // next deliverer's Acquire (and with that of the waiter that
+            // takes the role for a delivery owed to it, see `enqueue`).
+            let keep = if leave_owed { OWED } else { 0 };
             if self
                 .pending
-                .compare_exchange(w, w & !ACTIVE, Release, Relaxed)
+                .compare_exchange(w, w & !(ACTIVE | OWED) | keep, Release, Relaxed)
                 .is_ok()
             {
                 // A task's wakeup nests only a few deep in this thread's
@@ -418,6 +461,34 @@ impl Semaphore {
                 panics.resume();
                 return;
             }
+        }
+    }
+
+    /// Under the role, with a counted waiter half-way through its push (the
+    /// queue's front not linked yet): the first time, announces `OWED` and
+    /// returns `true` (look at the queue again: a waiter that linked before
+    /// the announcement is seen now); after that, `false` (retire leaving
+    /// `OWED`: the waiter sees it once linked, see `enqueue`).
+    fn announce_owed(&self, announced: &mut bool) -> bool {
+        if *announced {
+            return false;
+        }
+        // Relaxed: the fence orders it before our next look at the queue;
+        // pairs with the fence in `enqueue`, between a waiter's link and its
+        // look at `pending`.
+        self.pending.fetch_or(OWED, Relaxed);
+        fence(SeqCst);
+        *announced = true;
+        true
+    }
+
+    /// Under the role, on finding a head: nothing is owed any more (only
+    /// the role's holder sets `OWED`; the retirement clears it too).
+    fn found_head(&self, w: usize, announced: &mut bool) {
+        if *announced || w & OWED != 0 {
+            // Relaxed: our retirement's Release publishes what we did.
+            self.pending.fetch_and(!OWED, Relaxed);
+            *announced = false;
         }
     }
 
@@ -449,17 +520,6 @@ pub(super) fn token_result(token: Token) -> Result<(), AcquireError> {
 /// Whether `deadline` has passed: see [`crate::clock::passed`].
 fn expired(deadline: Option<Instant>) -> bool {
     crate::clock::passed(deadline)
-}
-
-/// The drain's wait for a counted waiter to finish its push: spin briefly,
-/// then let it run.
-fn backoff(waits: &mut u32) {
-    if *waits < 16 {
-        *waits += 1;
-        hint::spin_loop();
-    } else {
-        wait::give_way(None);
-    }
 }
 
 /// The deliverer's role: made only by `run_delivery`, whose callers have

@@ -1,14 +1,15 @@
-//! A waiter preempted between counting itself in the lock word and linking
-//! its node into the queue must not make an unlock wait for it: the unlock
-//! leaves the wake-up to that waiter, which makes it once it has linked.
+//! A waiter preempted between counting itself (in the mutex's lock word, in
+//! the semaphore's `count`) and linking its node into the queue must not
+//! make an unlock or a release wait for it: they leave the wake-up (or the
+//! delivery) to that waiter, which makes it once it has linked.
 //!
 //! A real waiter is frozen at a random point of a loop that queues and
-//! withdraws (a `lock_async` polled once, then dropped), by a signal whose
-//! handler spins until the test releases it; some of the freezes land
-//! between the count and the link. Before the fix, an unlock made then
-//! spun, then yielded, until the waiter ran again (here: until the watchdog
-//! released it, a second later). After each trial, the lock still works
-//! and ends idle.
+//! withdraws (a `lock_async` or `acquire_async` polled once, then
+//! dropped), by a signal whose handler spins until the test releases it;
+//! some of the freezes land between the count and the link. Before the fix,
+//! an unlock or release made then spun, then yielded, until the waiter ran
+//! again (here: until the watchdog released it, a second later). After the
+//! trials, the primitive still works: nothing is left held.
 #![cfg(all(not(loom), target_os = "linux"))]
 
 use std::future::Future;
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
-use lockfree_sync::{Fairness, Mutex};
+use lockfree_sync::{Fairness, Mutex, Semaphore};
 use sync_core::testing::freeze;
 
 /// Bumped by every trial, watched by the watchdog.
@@ -83,11 +84,60 @@ fn unlock_does_not_wait_for_a_frozen_waiter(fairness: Fairness) {
     eprintln!("{fairness:?}: slowest unlock {slowest:?}");
 }
 
-/// One test for both modes: the freeze's handler state is per binary (one
-/// frozen thread at a time).
+fn release_does_not_wait_for_a_frozen_waiter() {
+    let sem = Arc::new(Semaphore::new(1));
+    let stop = Arc::new(AtomicBool::new(false));
+    let queued = Arc::new(AtomicU64::new(0));
+    let waiter = {
+        let (sem, stop, queued) = (sem.clone(), stop.clone(), queued.clone());
+        freeze::Freezable::spawn(move || {
+            let mut cx = Context::from_waker(Waker::noop());
+            while !stop.load(SeqCst) {
+                // Counted and queued while the permit is held; the drop
+                // withdraws it (or gives back what was delivered to it).
+                let mut acquire = Box::pin(sem.acquire_async());
+                // A permit got at once is dropped at once.
+                if acquire.as_mut().poll(&mut cx).is_pending() {
+                    queued.fetch_add(1, SeqCst);
+                }
+            }
+        })
+    };
+    let watchdog = freeze::Watchdog::start(&TRIAL, Duration::from_secs(1));
+    for trial in 0..400 {
+        TRIAL.store(1_000 + trial, SeqCst);
+        let permit = sem.acquire().unwrap();
+        let before = queued.load(SeqCst);
+        let until = Instant::now() + Duration::from_micros(100);
+        while Instant::now() < until || queued.load(SeqCst) == before {
+            std::hint::spin_loop();
+        }
+        waiter.freeze();
+        let start = Instant::now();
+        drop(permit);
+        assert!(
+            start.elapsed() < PROMPT,
+            "the release waited for a frozen waiter"
+        );
+        freeze::release();
+    }
+    stop.store(true, SeqCst);
+    waiter.join();
+    drop(watchdog);
+    // Every permit came back: withdrawn demand folded, deliveries to
+    // withdrawn waiters returned.
+    let permit = sem.acquire().unwrap();
+    assert!(sem.try_acquire().is_err(), "a permit too many");
+    drop(permit);
+    assert_eq!(sem.available_permits(), 1, "a permit lost");
+}
+
+/// One test for every primitive and mode: the freeze's handler state is
+/// per binary (one frozen thread at a time).
 #[test]
-fn unlocks_do_not_wait_for_a_frozen_waiter() {
+fn unlocks_and_releases_do_not_wait_for_a_frozen_waiter() {
     for fairness in [Fairness::Barging, Fairness::Fifo] {
         unlock_does_not_wait_for_a_frozen_waiter(fairness);
     }
+    release_does_not_wait_for_a_frozen_waiter();
 }
