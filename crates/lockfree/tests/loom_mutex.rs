@@ -537,3 +537,36 @@ fn a_waiter_queued_during_a_withdrawals_sweep_is_still_woken() {
         }
     }
 }
+
+/// An unlock that finds the queue's front half-way through a push
+/// announces `OWED`; that waiter links, times out (as every timed wait does
+/// under loom) and withdraws; the dequeuer's next pop takes its withdrawn
+/// node, and the one after finds a second waiter half-way through its
+/// push. Having dequeued, the dequeuer owes nothing, so it must announce
+/// afresh before it leaves the wake-up to that waiter: left without `OWED`,
+/// the second waiter parks with nobody to wake it (found by round 66's
+/// review with delays injected into the protocol; this model needs three
+/// preemptions).
+#[test]
+fn a_withdrawn_node_between_two_half_pushed_waiters_loses_no_wakeup() {
+    for fairness in MODES {
+        model::check_with_bound(3, move || {
+            let m = mutex(fairness);
+            let held = m.lock();
+            let timed = {
+                let m = Arc::clone(&m);
+                thread::spawn(move || {
+                    if let Some(mut g) = m.try_lock_until(far_deadline()) {
+                        *g += 100;
+                    }
+                })
+            };
+            let locker = incrementer(&m);
+            drop(held);
+            timed.join().unwrap();
+            locker.join().unwrap();
+            assert_eq!(*m.lock() % 100, 1, "the locker did not get the lock");
+            assert_idle(&m);
+        });
+    }
+}

@@ -158,6 +158,10 @@ impl RawMutex {
                 // what we did (and a waiter that reads `OWED` clear parks,
                 // to be woken by the next unlock, like any other).
                 self.word.fetch_and(!(OWED | LINKED), Relaxed);
+                // A later pop that finds a push half-way (after this node,
+                // if it was withdrawn) announces afresh: leaving the role
+                // without `OWED` set would lose that waiter's wake-up.
+                announced = false;
             }
             if waiter.is_cancelled() {
                 // A dropped future's node: uncount it and look again.
