@@ -1,4 +1,6 @@
-//! How long a waiter may wait before it asks for a handoff.
+//! Pieces the mutex and the semaphore share: how long a waiter may wait
+//! before it asks for a handoff, and how long a dequeuer looks for a waiter
+//! that is half-way through its push.
 
 use core::time::Duration;
 
@@ -63,3 +65,16 @@ impl Patience {
         self.registrations > 1
     }
 }
+
+/// How many more looks, a spin hint apart, a dequeuer (an unlock's, a
+/// release's) gives the queue when its front is a counted waiter half-way
+/// through its push, before it leaves the wake-up (or the delivery) to that
+/// waiter: a waiter that is running links within nanoseconds, and a
+/// wake-up left to it costs it a delivery of its own; one that was
+/// preempted there is not waited for beyond these spins.
+#[cfg(not(loom))]
+pub(crate) const IN_FLIGHT_SPINS: u32 = 32;
+/// Under loom a spin is a yield: none, so that the models stay small (the
+/// looks they would make are the same as the one after the announcement).
+#[cfg(loom)]
+pub(crate) const IN_FLIGHT_SPINS: u32 = 0;

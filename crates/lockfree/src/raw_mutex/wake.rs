@@ -4,10 +4,12 @@
 //! withdrew. See the protocol in [`raw_mutex`](super).
 
 use sync_core::sync::atomic::{Ordering::*, fence};
+use sync_core::sync::hint;
 use sync_core::unwind::Panics;
 use sync_core::waiter::Waiter;
 
 use super::{COMPETE, Fairness, HANDOFF, LINKED, LOCKED, ONE, OWED, RawMutex, STARVE, WAKING};
+use crate::patience::IN_FLIGHT_SPINS;
 
 impl RawMutex {
     /// After a barging unlock that found waiters or `STARVE` (`old`, the
@@ -104,13 +106,15 @@ impl RawMutex {
     /// the lock if `holding`. Inline: see `unlocked_with_waiters`.
     ///
     /// A waiter counted but half-way through its push (the queue's front
-    /// not linked yet) is not waited for: the wake-up is left to it
-    /// (`OWED`, see [`pushed`](Self::pushed)), with the role, and the lock
-    /// if we were handing it over.
+    /// not linked yet) is given [`IN_FLIGHT_SPINS`] more looks, then the
+    /// wake-up is left to it (`OWED`, see [`pushed`](Self::pushed)), with
+    /// the role, and the lock if we were handing it over.
     #[inline]
     pub(super) fn wake_next(&self, mut holding: bool, panics: &mut Panics) {
-        // Whether we announced `OWED` (then looked at the queue again).
+        // Whether we announced `OWED` (then looked at the queue again), and
+        // the looks given to the waiter half-way through its push.
         let mut announced = false;
+        let mut spins = 0;
         loop {
             let w = self.word.load(Relaxed);
             if w < ONE || (!holding && w & LOCKED != 0) {
@@ -136,8 +140,12 @@ impl RawMutex {
             // SAFETY: we hold `WAKING`, the dequeuer's role; the previous
             // holder released it (Release) before we acquired it (Acquire).
             let Some(waiter) = (unsafe { self.queue.pop() }) else {
-                // A counted waiter is half-way through its push.
-                if !announced {
+                // A counted waiter is half-way through its push: running, it
+                // links within nanoseconds.
+                if spins < IN_FLIGHT_SPINS {
+                    spins += 1;
+                    hint::spin_loop();
+                } else if !announced {
                     // Relaxed: the fence orders it before our second look
                     // at the queue (the next turn's pop); pairs with the
                     // fence in `pushed`, between the waiter's link and its
@@ -163,6 +171,7 @@ impl RawMutex {
                 // without `OWED` set would lose that waiter's wake-up.
                 announced = false;
             }
+            spins = 0;
             if waiter.is_cancelled() {
                 // A dropped future's node: uncount it and look again.
                 self.word.fetch_sub(ONE, Relaxed);

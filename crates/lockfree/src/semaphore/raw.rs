@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{Ordering::*, fence};
+use sync_core::sync::hint;
 use sync_core::unwind::Panics;
 use sync_core::wait::{self, WaitPolicy, Watch};
 use sync_core::waiter::{Token, Waiter};
@@ -13,6 +14,7 @@ use sync_core::wake_list::WakeList;
 
 use super::Semaphore;
 use crate::error::{AcquireError, TryAcquireError};
+use crate::patience::IN_FLIGHT_SPINS;
 
 /// `pending`'s deliverer bit.
 pub(super) const ACTIVE: usize = 0b001;
@@ -189,12 +191,17 @@ impl Semaphore {
                 // The drain may have finished before our push: run it again.
                 panics.catch(|| self.recheck());
             }
-        } else if self.pending.load(Acquire) & (OWED | CLOSED) != 0 {
-            // The delivery owed to a waiter half-way through its push, or a
-            // drain that may have finished before our push: run it (again),
-            // or make the running deliverer look at the queue again.
+        } else {
             // Acquire: as `is_closed`'s.
-            panics.catch(|| self.recheck());
+            let w = self.pending.load(Acquire);
+            if w & CLOSED != 0 {
+                // The drain may have finished before our push: run it
+                // again.
+                panics.catch(|| self.recheck());
+            } else if w & OWED != 0 {
+                // The delivery owed to a waiter half-way through its push.
+                panics.catch(|| self.run_owed());
+            }
         }
         panics
     }
@@ -314,6 +321,36 @@ impl Semaphore {
         }
     }
 
+    /// Called by a waiter after its push, with `OWED` seen set: runs the
+    /// delivery left to a waiter half-way through its push if nobody is
+    /// delivering, or makes the running deliverer look at the queue again
+    /// (`RECHECK` fails its retirement), unless it is no longer owed.
+    fn run_owed(&self) {
+        let mut w = self.pending.load(Relaxed);
+        while w & OWED != 0 {
+            // A CAS that changes the word either way: setting `RECHECK`
+            // (even if set already, the deliverer cleared it before the
+            // value it will retire from) fails the retirement.
+            let new = if w & ACTIVE == 0 {
+                w | ACTIVE
+            } else {
+                w | RECHECK
+            };
+            // AcqRel: Release orders our push before the deliverer's next
+            // look; Acquire, if we take the role, pairs with the Release of
+            // the retirement that left the delivery owed.
+            match self.pending.compare_exchange_weak(w, new, AcqRel, Relaxed) {
+                Ok(_) => {
+                    if w & ACTIVE == 0 {
+                        self.run_delivery();
+                    }
+                    return;
+                }
+                Err(actual) => w = actual,
+            }
+        }
+    }
+
     /// Called by a waiter that cancelled: counts it for the line's
     /// compaction, and rechecks.
     pub(super) fn withdrawn(&self) {
@@ -341,6 +378,7 @@ impl Semaphore {
         // front still half-way through a push: we then retire leaving the
         // delivery owed to that waiter.
         let mut announced = false;
+        let mut spins = 0;
         'pass: loop {
             // Acquire: pairs with releasers' Release additions.
             let mut w = self.pending.load(Acquire);
@@ -354,7 +392,7 @@ impl Semaphore {
             let mut leave_owed = false;
             if w & CLOSED != 0 {
                 if let Some(head) = role.take_head().or_else(|| role.pop()) {
-                    self.found_head(w, &mut announced);
+                    self.found_head(w, &mut spins, &mut announced);
                     // Fold first (a waiter sent away finds its demand gone),
                     // then send it away unless it cancelled meanwhile (its
                     // canceller leaves the fold to us either way).
@@ -371,7 +409,7 @@ impl Semaphore {
                 if c < 0 || amount > 0 {
                     // A counted waiter has not finished its push: leave the
                     // drain to it rather than wait for it.
-                    if self.announce_owed(&mut announced) {
+                    if self.in_flight(&mut spins, &mut announced) {
                         continue;
                     }
                     leave_owed = true;
@@ -402,13 +440,13 @@ impl Semaphore {
                         let Some(head) = role.take_head().or_else(|| role.pop()) else {
                             // Half-way through its push: leave the delivery to
                             // it rather than wait for it.
-                            if self.announce_owed(&mut announced) {
+                            if self.in_flight(&mut spins, &mut announced) {
                                 continue 'pass;
                             }
                             leave_owed = true;
                             break 'deliver;
                         };
-                        self.found_head(w, &mut announced);
+                        self.found_head(w, &mut spins, &mut announced);
                         if head.is_cancelled() {
                             self.fold(head.data());
                             continue 'pass;
@@ -465,11 +503,18 @@ impl Semaphore {
     }
 
     /// Under the role, with a counted waiter half-way through its push (the
-    /// queue's front not linked yet): the first time, announces `OWED` and
-    /// returns `true` (look at the queue again: a waiter that linked before
-    /// the announcement is seen now); after that, `false` (retire leaving
-    /// `OWED`: the waiter sees it once linked, see `enqueue`).
-    fn announce_owed(&self, announced: &mut bool) -> bool {
+    /// queue's front not linked yet): `true` to look at the queue again,
+    /// after a spin hint, the first [`IN_FLIGHT_SPINS`] times (a running
+    /// waiter links within nanoseconds); then announces `OWED` and returns
+    /// `true` once more (a waiter that linked before the announcement is
+    /// seen now); after that, `false` (retire leaving `OWED`: the waiter
+    /// sees it once linked, see `enqueue`).
+    fn in_flight(&self, spins: &mut u32, announced: &mut bool) -> bool {
+        if *spins < IN_FLIGHT_SPINS {
+            *spins += 1;
+            hint::spin_loop();
+            return true;
+        }
         if *announced {
             return false;
         }
@@ -484,7 +529,8 @@ impl Semaphore {
 
     /// Under the role, on finding a head: nothing is owed any more (only
     /// the role's holder sets `OWED`; the retirement clears it too).
-    fn found_head(&self, w: usize, announced: &mut bool) {
+    fn found_head(&self, w: usize, spins: &mut u32, announced: &mut bool) {
+        *spins = 0;
         if *announced || w & OWED != 0 {
             // Relaxed: our retirement's Release publishes what we did.
             self.pending.fetch_and(!OWED, Relaxed);
