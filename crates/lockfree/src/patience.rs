@@ -78,3 +78,17 @@ pub(crate) const IN_FLIGHT_SPINS: u32 = 32;
 /// looks they would make are the same as the one after the announcement).
 #[cfg(loom)]
 pub(crate) const IN_FLIGHT_SPINS: u32 = 0;
+
+/// One of a dequeuer's looks for a waiter half-way through its push: with
+/// looks left, spends one (a spin hint) and returns `true`, to look again;
+/// `false` once the [`IN_FLIGHT_SPINS`] looks are spent.
+#[inline]
+#[cfg_attr(loom, allow(clippy::absurd_extreme_comparisons))]
+pub(crate) fn spin_in_flight(spins: &mut u32) -> bool {
+    if *spins < IN_FLIGHT_SPINS {
+        *spins += 1;
+        sync_core::sync::hint::spin_loop();
+        return true;
+    }
+    false
+}

@@ -4,12 +4,13 @@
 //! withdrew. See the protocol in [`raw_mutex`](super).
 
 use sync_core::sync::atomic::{Ordering::*, fence};
-use sync_core::sync::hint;
 use sync_core::unwind::Panics;
 use sync_core::waiter::Waiter;
 
 use super::{COMPETE, Fairness, HANDOFF, LINKED, LOCKED, ONE, OWED, RawMutex, STARVE, WAKING};
+#[cfg(doc)]
 use crate::patience::IN_FLIGHT_SPINS;
+use crate::patience::spin_in_flight;
 
 impl RawMutex {
     /// After a barging unlock that found waiters or `STARVE` (`old`, the
@@ -142,10 +143,10 @@ impl RawMutex {
             let Some(waiter) = (unsafe { self.queue.pop() }) else {
                 // A counted waiter is half-way through its push: running, it
                 // links within nanoseconds.
-                if spins < IN_FLIGHT_SPINS {
-                    spins += 1;
-                    hint::spin_loop();
-                } else if !announced {
+                if spin_in_flight(&mut spins) {
+                    continue;
+                }
+                if !announced {
                     // Relaxed: the fence orders it before our second look
                     // at the queue (the next turn's pop); pairs with the
                     // fence in `pushed`, between the waiter's link and its

@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use sync_core::sync::Arc;
 use sync_core::sync::atomic::{Ordering::*, fence};
-use sync_core::sync::hint;
 use sync_core::unwind::Panics;
 use sync_core::wait::{self, WaitPolicy, Watch};
 use sync_core::waiter::{Token, Waiter};
@@ -14,7 +13,9 @@ use sync_core::wake_list::WakeList;
 
 use super::Semaphore;
 use crate::error::{AcquireError, TryAcquireError};
+#[cfg(doc)]
 use crate::patience::IN_FLIGHT_SPINS;
+use crate::patience::spin_in_flight;
 
 /// `pending`'s deliverer bit.
 pub(super) const ACTIVE: usize = 0b001;
@@ -510,9 +511,7 @@ impl Semaphore {
     /// seen now); after that, `false` (retire leaving `OWED`: the waiter
     /// sees it once linked, see `enqueue`).
     fn in_flight(&self, spins: &mut u32, announced: &mut bool) -> bool {
-        if *spins < IN_FLIGHT_SPINS {
-            *spins += 1;
-            hint::spin_loop();
+        if spin_in_flight(spins) {
             return true;
         }
         if *announced {
