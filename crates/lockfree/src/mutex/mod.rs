@@ -101,6 +101,12 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// out of the timed lock the same way, once the wakeup is passed on. The
 /// lock is not held then (no guard is returned).
 ///
+/// A lock that queues may make a wake-up that an unlock left to it (the
+/// unlock found it half-way through queueing, see `# Progress`); that
+/// wake-up is usually its own, but may be another waiting task's. If that
+/// task's waker panics, the panic is dropped: it belongs to the unlock,
+/// which has returned, and the lock call goes on waiting.
+///
 /// A waker may itself release the lock (an executor that polls its task on
 /// the spot): the wakeups that release owes then run after that waker
 /// returns, once this thread's wakeups nest a few dozen deep, so that one

@@ -180,8 +180,9 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 /// release reaching every queued task does not grow the stack with the
 /// queue. Their panics go on out of the outermost release.
 ///
-/// An acquire that queues can find permits being released and deliver them
-/// itself, to older waiters first; a panic of their wakers then goes on out
+/// An acquire that queues can find permits being released (or a delivery
+/// left to it by a release that found it half-way through queueing, see
+/// `# Progress`) and deliver them itself, to older waiters first; a panic of their wakers then goes on out
 /// of that acquire, once its own request is settled. A blocking acquire
 /// withdraws its request first (giving back permits already handed to it),
 /// so it unwinds holding nothing. An async acquire keeps its request: a
