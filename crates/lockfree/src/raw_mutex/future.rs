@@ -120,7 +120,7 @@ impl Future for RawLockAsync<'_> {
                     // The wake-up a dequeuer may have left to us (it may
                     // be ours: our waker then runs here, and the next poll
                     // finds the token).
-                    mutex.after_push();
+                    mutex.pushed();
                     return Poll::Pending;
                 }
                 Err(actual) => w = actual,

@@ -54,7 +54,8 @@
 //! pushes its node (a swap, then a store that links it). A dequeuer that
 //! sees the count but finds the front of the queue not linked yet does not
 //! wait for that store (the waiter may be preempted there for a scheduling
-//! round): it sets `OWED`, looks at the queue once more, and if the link is
+//! round): after a few more looks a spin hint apart (a running waiter links
+//! within nanoseconds), it sets `OWED`, looks once more, and if the link is
 //! still missing it gives the role up (and, if it was handing the lock
 //! over, the lock too), leaving `OWED` set. Every waiter, once linked,
 //! looks at the word: if `OWED` is set and nobody holds `WAKING`, it takes
@@ -704,7 +705,7 @@ impl RawMutex {
                 continue;
             }
             self.queue.push(Arc::clone(waiter));
-            self.after_push();
+            self.pushed();
             // Spin before parking only when the lock will be handed over
             // (FIFO, or starvation mode): a handoff to a spinning thread
             // costs no wakeup. A barging waiter parks at once: it already
@@ -738,17 +739,6 @@ impl RawMutex {
             spin = Watch::default();
             w = self.word.load(Relaxed);
         }
-    }
-
-    /// After a waiter's push: makes the wake-up a dequeuer left to it, if
-    /// one did ([`pushed`](Self::pushed)). That wake-up is owed by the
-    /// unlock that left it, not by this lock call: a waker's panic there
-    /// (another waiting task's) is dropped (rule 4 of `sync_core::unwind`),
-    /// as the unlock that skipped it could not have passed it on either.
-    pub(super) fn after_push(&self) {
-        let mut panics = Panics::new();
-        self.pushed(&mut panics);
-        drop(panics);
     }
 
     /// The word after a waiter counts itself: one more, `WAKING` handed on

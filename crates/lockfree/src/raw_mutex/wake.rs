@@ -264,9 +264,13 @@ impl RawMutex {
     /// wake-up to a waiter half-way through its push (`OWED`), takes the
     /// role if nobody holds it and dequeues (wakes or hands the lock to the
     /// oldest waiter, perhaps the caller), or, if a dequeuer holds it, tells
-    /// it to look at the queue again (`LINKED`). Wakers' panics go to
-    /// `panics`.
-    pub(super) fn pushed(&self, panics: &mut Panics) {
+    /// it to look at the queue again (`LINKED`).
+    ///
+    /// That wake-up is owed by the unlock that left it, not by this lock
+    /// call: a waker's panic there (another waiting task's) is dropped
+    /// (rule 4 of `sync_core::unwind`), as the unlock that left it could not
+    /// have passed it on either.
+    pub(super) fn pushed(&self) {
         // SeqCst: between our link (the push) and our look at the word;
         // pairs with the fence in `wake_next` between a dequeuer's
         // announcement of `OWED` and its second look at the queue. Of the
@@ -289,7 +293,9 @@ impl RawMutex {
             match self.word.compare_exchange_weak(w, new, AcqRel, Relaxed) {
                 Ok(_) => {
                     if take {
-                        self.wake_next(false, panics);
+                        let mut panics = Panics::new();
+                        self.wake_next(false, &mut panics);
+                        drop(panics);
                     }
                     return;
                 }

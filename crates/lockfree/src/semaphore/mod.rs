@@ -13,8 +13,8 @@
 //!   yet handed to waiters, shifted left by four, with four flags:
 //!   `ACTIVE` (one thread is delivering), `RECHECK` (a waiter cancelled: look
 //!   at the head again), `CLOSED` (set once by [`Semaphore::close`], never
-//!   cleared) and `OWED` (see below). A release that finds `count` negative adds what it covers to
-//!   `pending`; if nobody is delivering, it becomes the deliverer, and hands
+//!   cleared) and `OWED` (see below). A release that finds `count` negative
+//!   adds what it covers to `pending`; if nobody is delivering, it becomes the deliverer, and hands
 //!   permits to the waiters in queue order until the oldest needs more than
 //!   `pending` holds. A deliverer retires with a CAS on the exact `pending`
 //!   it last saw, so permits added meanwhile are never stranded; other
@@ -31,7 +31,8 @@
 //! right after counting itself. A deliverer that finds the queue's front
 //! not linked yet (with permits to deliver, or demand to drain after a
 //! close) does not wait for that store (the waiter may be preempted there
-//! for a scheduling round): it sets `OWED`, looks at the queue once more,
+//! for a scheduling round): after a few more looks a spin hint apart (a
+//! running waiter links within nanoseconds), it sets `OWED`, looks once more,
 //! and if the link is still missing it retires, leaving `OWED` set. Every
 //! waiter looks at `pending` right after its link, and if `OWED` is set it
 //! runs the delivery (or, if a deliverer is active, sets `RECHECK`, which
@@ -78,8 +79,8 @@
 //! running deliverer run) a *drain*: every queued waiter's demand is folded
 //! and the waiter is handed the `CLOSED` token, until no demand is left in
 //! `count` or `pending`. A waiter counted while the drain runs and not
-//! linked yet is left the drain (`OWED`, above); one counted after the drain's last look
-//! at `count` (an RMW) sees `CLOSED` when it checks after its push (its
+//! linked yet is left the drain (`OWED`, above); one counted after the
+//! drain's last look at `count` (an RMW) sees `CLOSED` when it checks after its push (its
 //! counting RMW comes later in `count`'s order, so it sees everything the
 //! drain saw), and runs a drain itself.
 
@@ -182,8 +183,8 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 ///
 /// An acquire that queues can find permits being released (or a delivery
 /// left to it by a release that found it half-way through queueing, see
-/// `# Progress`) and deliver them itself, to older waiters first; a panic of their wakers then goes on out
-/// of that acquire, once its own request is settled. A blocking acquire
+/// `# Progress`) and deliver them itself, to older waiters first; a panic
+/// of their wakers then goes on out of that acquire, once its own request is settled. A blocking acquire
 /// withdraws its request first (giving back permits already handed to it),
 /// so it unwinds holding nothing. An async acquire keeps its request: a
 /// later poll gets the permits, and dropping the future gives them back.
