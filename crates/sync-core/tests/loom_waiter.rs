@@ -292,9 +292,9 @@ fn counting_waker(count: &Arc<AtomicUsize>) -> Waker {
 }
 
 /// A consumer sweeps the queue while another thread withdraws a waiter in
-/// it and then pushes a new one: every live waiter stays queued exactly once, and the
-/// withdrawn one is either freed by the sweep or still queued (withdrawn
-/// too late for it), never both.
+/// it and then pushes a new one: every live waiter stays queued exactly
+/// once and in its place, and the withdrawn one is either freed by the
+/// sweep or still queued (withdrawn too late for it), never both.
 #[test]
 fn sweep_races_push_and_cancel() {
     model::check_with_bound(3, || {
@@ -317,7 +317,6 @@ fn sweep_races_push_and_cancel() {
         while let Some(w) = unsafe { q.pop() } {
             left.push(w.data());
         }
-        left.sort_unstable();
         let expected: &[usize] = if swept.freed == 1 {
             &[2, 3]
         } else {
@@ -325,6 +324,42 @@ fn sweep_races_push_and_cancel() {
         };
         assert_eq!(left, expected, "{swept:?}");
         assert!(swept.kept <= 3);
+    });
+}
+
+/// A sweep unlinks a withdrawn waiter at the tail, behind a live one, while
+/// a producer appends after it: either the sweep swings the tail back to
+/// the live waiter before the push (which then links behind it), or the
+/// push comes first and the withdrawn waiter stays for the next sweep. The
+/// order holds either way, and nothing is lost or freed twice.
+#[test]
+fn sweep_unlinks_a_withdrawn_tail_racing_a_push() {
+    model::check_with_bound(3, || {
+        let q = Arc::new(WaiterQueue::new());
+        q.push(Waiter::for_thread(1));
+        let gone = Waiter::for_thread(2);
+        q.push(Arc::clone(&gone));
+        gone.cancel().unwrap();
+        let producer = {
+            let q = Arc::clone(&q);
+            thread::spawn(move || q.push(Waiter::for_thread(3)))
+        };
+        // SAFETY: this thread is the only consumer.
+        let swept = unsafe { q.sweep() };
+        producer.join().unwrap();
+        let mut left = Vec::new();
+        // SAFETY: as above; every push has completed.
+        while let Some(w) = unsafe { q.pop() } {
+            left.push(w.data());
+        }
+        let expected: &[usize] = if swept.freed == 1 {
+            &[1, 3]
+        } else {
+            &[1, 2, 3]
+        };
+        assert_eq!(left, expected, "{swept:?}");
+        // The live waiter, and the new one if it came before the sweep.
+        assert!((1..=2).contains(&swept.kept), "{swept:?}");
     });
 }
 

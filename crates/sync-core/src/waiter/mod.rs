@@ -45,8 +45,8 @@
 //! freed when the thread exits.
 //!
 //! Intrusive nodes owned by a pinned future were the other candidate; they
-//! save the allocation, but a lock-free queue cannot unlink a node from its
-//! middle, so a future dropped while queued would have to wait for the
+//! save the allocation, but only the lock-free queue's consumer may unlink
+//! a node, so a future dropped while queued would have to wait for the
 //! consumer to pass, which turns a cancellation into a block.
 
 use core::ptr;

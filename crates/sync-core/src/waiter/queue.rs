@@ -222,6 +222,34 @@ impl WaiterQueue {
         }
     }
 
+    /// Takes up to `max` of the waiters that were in the queue when it
+    /// began, oldest first, and hands each to `each`: it stops after the one
+    /// that was last then, so that producers that keep pushing cannot keep
+    /// the consumer here for as long as they go on, and where a producer is
+    /// half-way through a push (as [`pop`](Self::pop) returns `None`
+    /// there). Returns how many it took.
+    ///
+    /// # Safety
+    ///
+    /// As for [`pop`](Self::pop): only the consumer may call it.
+    pub unsafe fn pop_arrived(&self, max: usize, mut each: impl FnMut(Arc<Waiter>)) -> usize {
+        let last = self.last();
+        let mut taken = 0;
+        while !last.is_null() && taken < max {
+            // SAFETY: our caller is the consumer.
+            let Some(waiter) = (unsafe { self.pop() }) else {
+                break;
+            };
+            taken += 1;
+            let was_last = ptr::eq(Arc::as_ptr(&waiter), last);
+            each(waiter);
+            if was_last {
+                break;
+            }
+        }
+        taken
+    }
+
     /// The last waiter in the queue now (null if it is empty), for a sweep
     /// to stop after: only compared with the waiters it pops, never read.
     /// It stays in the queue until the consumer (the caller) pops it, so no
@@ -236,25 +264,18 @@ impl WaiterQueue {
     }
 
     /// Frees every withdrawn ([cancelled](Waiter::cancel)) waiter in the
-    /// queue: takes the waiters out, drops the withdrawn ones, and pushes the
-    /// live ones back in their order, behind any pushed meanwhile. Where a
-    /// producer is half-way through a push it stops, and what stands behind
-    /// that producer is left for the next sweep; so are the waiters pushed
-    /// after it began (it stops after the one that was last then), so that
-    /// producers that keep pushing (and withdrawing) cannot keep the
-    /// consumer sweeping for as long as they go on.
+    /// queue, in place: each is unlinked from between its neighbours, and
+    /// the live waiters keep their places and their order. It stops after
+    /// the waiter that was last when it began, so that producers that keep
+    /// pushing (and withdrawing) cannot keep the consumer sweeping for as
+    /// long as they go on; and where a producer is half-way through a push,
+    /// the waiter it links after stays (withdrawn or not), with what stands
+    /// behind it, for the next sweep.
     ///
     /// Memory then follows the live waiters, whatever the number of waits
     /// withdrawn. The sweep costs the queue's length; a primitive calls it
     /// once the withdrawals it has counted are as many as the waiters it
     /// kept last time, so that each withdrawal pays a constant share.
-    ///
-    /// A live waiter is never lost or duplicated, but it may end up behind
-    /// waiters that were queued after it: those that arrived during the
-    /// sweep and, where the sweep stopped at a push half-way through, that
-    /// waiter and every one behind it, whose pushes began before the sweep
-    /// (they stay in the queue, and the live waiters taken out are pushed
-    /// back behind them).
     ///
     /// # Safety
     ///
@@ -262,27 +283,89 @@ impl WaiterQueue {
     pub unsafe fn sweep(&self) -> Swept {
         let mut swept = Swept::default();
         let last = self.last();
-        let mut live = Vec::new();
-        while !last.is_null() {
-            // SAFETY: our caller is the consumer.
-            let Some(waiter) = (unsafe { self.pop() }) else {
-                break;
-            };
-            let was_last = ptr::eq(Arc::as_ptr(&waiter), last);
-            if waiter.is_cancelled() {
+        // The last waiter kept, whose `next` we rewrite to unlink the one
+        // after it (null while every waiter so far was freed: then `first`
+        // is rewritten, as `pop` does).
+        let mut kept: *mut Waiter = ptr::null_mut();
+        // Acquire: pairs with the Release store of `first` in `push`.
+        let mut node = self.first.load(Acquire);
+        while !last.is_null() && !node.is_null() {
+            // SAFETY: `node` was reached from `first` through linked
+            // `next`s; the queue holds a reference to it that only the
+            // consumer (our caller) releases, and we have not.
+            let waiter = unsafe { &*node };
+            let was_last = ptr::eq(node, last);
+            // Acquire: pairs with the Release store of `next` in `push`.
+            let next = waiter.next.load(Acquire);
+            let cancelled = waiter.is_cancelled();
+            let freed = cancelled
+                && if next.is_null() {
+                    // SAFETY: `kept` and `node` are queue nodes, as above.
+                    unsafe { self.unlink_last(kept, node) }
+                } else {
+                    // Linked: no producer writes `node.next` (nor, for the
+                    // same reason, `kept.next`) again, and only the
+                    // consumer reads them. Relaxed: the consumer role's
+                    // Release/Acquire edge orders it before the next pop.
+                    match kept.is_null() {
+                        true => self.first.store(next, Relaxed),
+                        // SAFETY: as above.
+                        false => unsafe { (*kept).next.store(next, Relaxed) },
+                    }
+                    true
+                };
+            if freed {
+                // SAFETY: unlinked, and no producer writes its `next` any
+                // more (it was linked, or `unlink_last` swung `head` away
+                // from it); the queue's reference is ours to drop.
+                drop(unsafe { Self::hand_out(node) });
                 swept.freed += 1;
             } else {
-                live.push(waiter);
+                kept = node;
+                swept.kept += usize::from(!cancelled);
             }
-            if was_last {
+            if was_last || next.is_null() {
                 break;
             }
-        }
-        swept.kept = live.len();
-        for waiter in live {
-            self.push(waiter);
+            node = next;
         }
         swept
+    }
+
+    /// Unlinks `node`, which looks last (its `next` is null), from behind
+    /// `kept` (null: `node` is first): `true` if it is out of the queue,
+    /// `false` if a producer is appending after it (it stays).
+    ///
+    /// # Safety
+    ///
+    /// Only the consumer may call it; `node` is in the queue, and so is
+    /// `kept` if not null, linked to `node`.
+    unsafe fn unlink_last(&self, kept: *mut Waiter, node: *mut Waiter) -> bool {
+        // The link to `node` is cleared before `head` swings back from it,
+        // as in `pop`: a producer that swaps `head` afterwards writes that
+        // link (or `first`), and must not be overwritten by our clearing.
+        let link = match kept.is_null() {
+            true => &self.first,
+            // SAFETY: `kept` is a queue node (our caller's contract).
+            false => unsafe { &(*kept).next },
+        };
+        link.store(ptr::null_mut(), Relaxed);
+        let back = if kept.is_null() {
+            ptr::null_mut()
+        } else {
+            kept
+        };
+        // AcqRel: Release orders the clearing before the next producer's
+        // swap, which then finds `kept` (or null) in `head`; Acquire (on
+        // failure) is for symmetry with `push`'s swap.
+        match self.head.compare_exchange(node, back, AcqRel, Acquire) {
+            Ok(_) => true,
+            Err(_) => {
+                // A producer appended after `node` and is about to link it.
+                link.store(node, Relaxed);
+                false
+            }
+        }
     }
 
     /// Whether the queue looks empty (a hint: it may change at once).
@@ -299,7 +382,7 @@ impl WaiterQueue {
 pub struct Swept {
     /// Withdrawn waiters freed.
     pub freed: usize,
-    /// Live waiters put back.
+    /// Live waiters passed, left in their places.
     pub kept: usize,
 }
 
