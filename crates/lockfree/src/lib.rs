@@ -73,6 +73,7 @@
 mod clock;
 pub mod csp;
 mod error;
+mod handover;
 pub mod mpsc;
 mod mutex;
 mod patience;

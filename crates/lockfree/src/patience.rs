@@ -1,6 +1,7 @@
 //! Pieces the mutex and the semaphore share: how long a waiter may wait
-//! before it asks for a handoff, and how long a dequeuer looks for a waiter
-//! that is half-way through its push.
+//! before it asks for a handoff, and how long a thread looks for another's
+//! next step (a waiter half-way through its push, a dequeuer's answer to
+//! an offer of help).
 
 use core::time::Duration;
 
@@ -71,7 +72,9 @@ impl Patience {
 /// through its push, before it leaves the wake-up (or the delivery) to that
 /// waiter: a waiter that is running links within nanoseconds, and a
 /// wake-up left to it costs it a delivery of its own; one that was
-/// preempted there is not waited for beyond these spins.
+/// preempted there is not waited for beyond these spins. A withdrawing
+/// waiter gives a tired dequeuer as many looks to accept its help (see
+/// `handover`).
 #[cfg(not(loom))]
 pub(crate) const IN_FLIGHT_SPINS: u32 = 32;
 /// Under loom a spin is a yield: none, so that the models stay small (the
@@ -83,9 +86,17 @@ pub(crate) const IN_FLIGHT_SPINS: u32 = 0;
 /// looks left, spends one (a spin hint) and returns `true`, to look again;
 /// `false` once the [`IN_FLIGHT_SPINS`] looks are spent.
 #[inline]
-#[cfg_attr(loom, allow(clippy::absurd_extreme_comparisons))]
 pub(crate) fn spin_in_flight(spins: &mut u32) -> bool {
-    if *spins < IN_FLIGHT_SPINS {
+    spin_look(spins, IN_FLIGHT_SPINS)
+}
+
+/// One of `looks` looks for another thread's next step (a waiter linking
+/// its node, a dequeuer answering an offer): with looks left, spends one
+/// (a spin hint) and returns `true`, to look again; `false` once they are
+/// spent.
+#[inline]
+pub(crate) fn spin_look(spins: &mut u32, looks: u32) -> bool {
+    if *spins < looks {
         *spins += 1;
         sync_core::sync::hint::spin_loop();
         return true;

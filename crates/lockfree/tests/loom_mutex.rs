@@ -24,6 +24,7 @@ fn mutex(fairness: Fairness) -> Arc<Mutex<usize>> {
 /// `WAKING`, no `STARVE` left behind), and the lock must still work.
 fn assert_idle(m: &Mutex<usize>) {
     assert_eq!(m.raw().loom_word(), 0, "state left behind in the lock word");
+    assert_eq!(m.raw().loom_handover(), 0, "a handover left half-way");
     assert!(m.try_lock().is_some());
 }
 
@@ -422,6 +423,40 @@ fn fifo_order_holds_while_a_withdrawing_waiter_holds_the_role() {
         n.join().unwrap();
         assert_eq!(m.raw().loom_word(), 0);
     });
+}
+
+/// Two async waiters are queued, and two threads drop their futures while
+/// the lock is released: the unlock pops the first one's withdrawn node
+/// (left to it, as its withdrawal found the role taken), is tired after
+/// that one under loom, and the second withdrawal, finding it so, may take
+/// the role over (with the lock, in FIFO mode, to hand over). Whoever ends
+/// up with it, the blocking waiter gets the lock, and nothing stays
+/// counted, locked or half handed over.
+#[test]
+fn tired_dequeuer_hands_its_role_to_a_withdrawing_waiter() {
+    for fairness in MODES {
+        model::check_with_bound(2, move || {
+            // Leaked, so that the futures can move to other threads (the
+            // owned `lock_arc_async` takes a std `Arc`).
+            let m: &'static Mutex<usize> = Box::leak(Box::new(Mutex::with_fairness(0, fairness)));
+            let held = m.lock();
+            let mut cx = Context::from_waker(Waker::noop());
+            let mut dropper = || {
+                let mut fut = Box::pin(m.lock_async());
+                assert!(fut.as_mut().poll(&mut cx).is_pending());
+                thread::spawn(move || drop(fut))
+            };
+            let d1 = dropper();
+            let d2 = dropper();
+            let blocker = thread::spawn(move || *m.lock() += 1);
+            drop(held);
+            d1.join().unwrap();
+            d2.join().unwrap();
+            blocker.join().unwrap();
+            assert_eq!(*m.lock(), 1);
+            assert_idle(m);
+        });
+    }
 }
 
 /// Two timed waiters time out together while the lock is held throughout:

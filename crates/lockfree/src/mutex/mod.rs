@@ -36,13 +36,12 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// paper's strict order: every unlock with waiters hands the lock to the
 /// oldest. [`MutexGuard::unlock_fair`] hands off once, in either mode.
 ///
-/// "Oldest" is exact while no waiter withdraws. Timed-out waits and dropped
-/// futures free their queue nodes themselves, and to free those queued
-/// behind a live waiter a withdrawal now and then sweeps the queue: it takes
-/// the waiters out and puts the live ones back in their order, but behind
-/// any waiter that queued meanwhile. So with withdrawals a waiter may also
-/// wait for waiters that queued during such a sweep. A sweep comes at most
-/// once per as many withdrawals as the live waiters the previous one kept.
+/// Timed-out waits and dropped futures free their queue nodes themselves:
+/// those at the front at once, and, to free those queued behind a live
+/// waiter, a withdrawal now and then sweeps the whole queue, unlinking the
+/// withdrawn nodes in place (at most once per as many withdrawals as the
+/// live waiters the previous sweep kept). Live waiters keep their places,
+/// so "oldest" stays exact.
 ///
 /// # Concurrency restriction
 ///
@@ -71,8 +70,12 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// to it: under [`Fairness::Fifo`](crate::Fairness::Fifo), where the lock
 /// goes to the oldest waiter, the lock waits for it (and every later
 /// locker with it); under barging, other lockers take the lock meanwhile.
-/// The [`Semaphore`](crate::Semaphore)'s releases do the same. An
-/// uncontended `lock`/`unlock` pair is one CAS each way.
+/// The [`Semaphore`](crate::Semaphore)'s releases do the same. Nor does an
+/// unlock run for as long as other waiters keep withdrawing (futures
+/// polled once and dropped, as in a `select!` loop): after a few dozen
+/// withdrawn waiters in a row, the next waiter that withdraws takes the
+/// rest of the wake-up over. An uncontended `lock`/`unlock` pair is one
+/// CAS each way.
 ///
 /// # Poisoning
 ///

@@ -87,21 +87,25 @@
 //! itself, or if nobody else waits. A starving waiter that reaches the head
 //! while the lock is free is handed it directly. A starving waiter queues
 //! again at the tail (the queue has no front door), so its wait is bounded
-//! by the handoffs to the waiters ahead of it (counting those a sweep puts
-//! ahead of it, see below), which the mode keeps going while any of them
-//! has waited too long.
+//! by the handoffs to the waiters ahead of it, which the mode keeps going
+//! while any of them has waited too long.
 //!
-//! In both modes, "the oldest" is exact only while nobody withdraws. A
-//! withdrawn waiter (a timed-out thread, a dropped future) is freed by the
-//! withdrawals themselves, and a lock-free queue cannot unlink a node from
-//! its middle: to free those queued behind a live waiter, a withdrawal now
-//! and then sweeps the whole queue, taking the waiters out and putting the
-//! live ones back in their order. Waiters that queue while a sweep has them
-//! out end up ahead of them (as do, where a push is half-way, that waiter
-//! and those queued after it). So with withdrawals, a waiter waits for the
-//! waiters ahead of it plus those that queued during a sweep that moved it.
-//! A sweep comes at most once per as many withdrawals as the live waiters
-//! the previous sweep kept.
+//! A withdrawn waiter (a timed-out thread, a dropped future) is freed by
+//! the withdrawals themselves: those at the front of the queue at once, and
+//! those queued behind a live waiter by a sweep of the whole queue, which a
+//! withdrawal makes now and then (at most once per as many withdrawals as
+//! the live waiters the previous sweep kept) and which unlinks withdrawn
+//! nodes in place: live waiters keep their places, so "the oldest" stays
+//! exact in both modes.
+//!
+//! A dequeuer that pops only withdrawn nodes (waiters that keep queueing
+//! and withdrawing, such as tasks that poll `lock_async` in a `select!`
+//! loop and drop it, can push them as fast as it pops) asks for help once
+//! it has popped a few dozen in a row: the next waiter that withdraws
+//! while it holds `WAKING` takes the role over, with the lock if it was
+//! being handed over, and the dequeuer returns (see `crate::handover`). So
+//! an unlock pops at most a few dozen withdrawn nodes, and then as many as
+//! come before the next withdrawal, however long others keep withdrawing.
 //!
 //! # Progress
 //!
@@ -132,6 +136,7 @@ use sync_core::unwind::Panics;
 use sync_core::wait::{Next, Watch};
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
+use crate::handover::Handover;
 use crate::patience::Patience;
 
 mod future;
@@ -228,6 +233,9 @@ pub struct RawMutex {
     /// it orders the queue's pops). See [`reclaim`](Self::reclaim).
     swept_at: AtomicUsize,
     kept: AtomicUsize,
+    /// A dequeuer that pops only withdrawn nodes hands its role to a
+    /// withdrawing waiter (see [`crate::handover`]).
+    handover: Handover,
     fairness: Fairness,
 }
 
@@ -262,6 +270,7 @@ impl RawMutex {
                 withdrawals: AtomicUsize::new(0),
                 swept_at: AtomicUsize::new(0),
                 kept: AtomicUsize::new(0),
+                handover: Handover::new(),
                 fairness,
             }
         }
@@ -308,6 +317,14 @@ impl RawMutex {
     #[doc(hidden)]
     pub fn loom_flags(&self) -> usize {
         self.word.load(Relaxed) % ONE
+    }
+
+    /// The state of the dequeuer's handover to a withdrawing waiter, for
+    /// loom models: 0 once every thread is done.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_handover(&self) -> usize {
+        self.handover.loom_state()
     }
 
     /// Whether the lock is held (a hint: it may change at once).

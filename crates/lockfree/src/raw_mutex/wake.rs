@@ -9,6 +9,9 @@ use sync_core::waiter::Waiter;
 
 use super::{COMPETE, Fairness, HANDOFF, LINKED, LOCKED, ONE, OWED, RawMutex, STARVE, WAKING};
 #[cfg(doc)]
+use crate::handover::TIRED_AFTER;
+use crate::handover::Tiredness;
+#[cfg(doc)]
 use crate::patience::IN_FLIGHT_SPINS;
 use crate::patience::spin_in_flight;
 
@@ -111,14 +114,26 @@ impl RawMutex {
     /// wake-up is left to it (`OWED`, see [`pushed`](Self::pushed)), with
     /// the role, and the lock if we were handing it over.
     #[inline]
-    pub(super) fn wake_next(&self, mut holding: bool, panics: &mut Panics) {
+    pub(super) fn wake_next(&self, holding: bool, panics: &mut Panics) {
+        self.dequeue(holding, panics);
+    }
+
+    /// [`wake_next`](Self::wake_next): `true` if it handed the role (and
+    /// the lock, if `holding`) to a withdrawing waiter after popping
+    /// [`TIRED_AFTER`] withdrawn nodes in a row (see [`crate::handover`]);
+    /// the helper then deals with what is left, withdrawals that came
+    /// meanwhile included.
+    #[inline]
+    fn dequeue(&self, mut holding: bool, panics: &mut Panics) -> bool {
         // Whether we announced `OWED` (then looked at the queue again), and
         // the looks given to the waiter half-way through its push.
         let mut announced = false;
         let mut spins = 0;
+        let mut tired = Tiredness::new();
         loop {
             let w = self.word.load(Relaxed);
             if w < ONE || (!holding && w & LOCKED != 0) {
+                self.handover.rest(&mut tired);
                 // Nobody counted (so no starvation mode either: the last
                 // node may have been a withdrawn one); or another thread
                 // holds the lock, and its unlock will find the count and
@@ -134,13 +149,14 @@ impl RawMutex {
                     .compare_exchange_weak(w, w & !drop_bits, Release, Relaxed)
                     .is_ok()
                 {
-                    return;
+                    return false;
                 }
                 continue;
             }
             // SAFETY: we hold `WAKING`, the dequeuer's role; the previous
             // holder released it (Release) before we acquired it (Acquire).
             let Some(waiter) = (unsafe { self.queue.pop() }) else {
+                self.handover.rest(&mut tired);
                 // A counted waiter is half-way through its push: running, it
                 // links within nanoseconds.
                 if spin_in_flight(&mut spins) {
@@ -155,7 +171,7 @@ impl RawMutex {
                     fence(SeqCst);
                     announced = true;
                 } else if self.leave_to_pusher(holding) {
-                    return;
+                    return false;
                 }
                 continue;
             };
@@ -174,10 +190,16 @@ impl RawMutex {
             }
             spins = 0;
             if waiter.is_cancelled() {
-                // A dropped future's node: uncount it and look again.
+                // A dropped future's node: uncount it and look again,
+                // unless a withdrawing waiter takes the role over.
                 self.word.fetch_sub(ONE, Relaxed);
+                if self.handover.fruitless(&mut tired) && self.handover.accept(&mut tired, holding)
+                {
+                    return true;
+                }
                 continue;
             }
+            self.handover.rest(&mut tired);
             if !holding && (waiter.data() != 0 || self.fairness == Fairness::Fifo) {
                 // A starving waiter (or any waiter, in FIFO mode) reached the
                 // head while the lock is free: take the lock for it rather
@@ -216,21 +238,22 @@ impl RawMutex {
                 // other wakeups (a waker that takes the lock and releases
                 // it): see `Wakeup::wake`.
                 panics.catch(|| wakeup.wake());
-                return;
+                return false;
             }
             // Cancelled between our check and the notify: what the token
             // carried is still ours.
             if holding {
                 // We hold the lock (but no longer `WAKING`): unlock it again
                 // from the start.
-                return self.unlock_slow(panics);
+                self.unlock_slow(panics);
+                return false;
             }
             // A thread's wakeup: we still hold `WAKING` (nobody was woken to
             // clear it). A task's: we gave the role up, so take it again,
             // unless somebody else took it or the lock meanwhile (and will
             // wake).
             if !keep_role && !self.retake_waking() {
-                return;
+                return false;
             }
         }
     }
@@ -387,11 +410,21 @@ impl RawMutex {
         fence(SeqCst);
         loop {
             let mut w = self.word.load(Relaxed);
-            loop {
-                if w < ONE || w & WAKING != 0 {
-                    // Nothing queued, or the role's holder will reclaim (or
-                    // pass) our node.
+            // Whether the role came with the lock to hand over (from a
+            // dequeuer that was handing it over, see `handover`).
+            let holding = loop {
+                if w < ONE {
+                    // Nothing queued.
                     return;
+                }
+                if w & WAKING != 0 {
+                    // The role's holder will reclaim (or pass) our node;
+                    // unless it is tired of popping withdrawn nodes and
+                    // hands the role to us.
+                    match self.handover.offer() {
+                        Some(holding) => break holding,
+                        None => return,
+                    }
                 }
                 // Acquire: pairs with the Release that ended the previous
                 // dequeuer's role, so we see the queue as it left it.
@@ -399,10 +432,10 @@ impl RawMutex {
                     .word
                     .compare_exchange_weak(w, w | WAKING, Acquire, Relaxed)
                 {
-                    Ok(_) => break,
+                    Ok(_) => break false,
                     Err(actual) => w = actual,
                 }
-            }
+            };
             // Acquire: pairs with the Release increments, so every
             // withdrawal counted in `seen` shows its node as cancelled.
             let seen = self.withdrawals.load(Acquire);
@@ -415,10 +448,7 @@ impl RawMutex {
                 // waiters it kept: sweep the whole queue, so that withdrawn
                 // nodes behind a live waiter are freed too. It costs the
                 // queue's length, which those withdrawals pay for (O(1)
-                // each, amortized). Live waiters are taken out and pushed
-                // back in order; they stay counted meanwhile, which nobody
-                // minds: only we (`WAKING`) pop, and an unlocker that finds
-                // the role taken leaves the waking to us (`pass_wake` below).
+                // each, amortized). Live waiters keep their places.
                 // SAFETY: we hold `WAKING`, the dequeuer's role; the previous
                 // dequeuer released it (Release) before we acquired it
                 // (Acquire).
@@ -435,11 +465,16 @@ impl RawMutex {
             };
             if freed != 0 {
                 // Relaxed: the count of queued-not-dequeued waiters drops by
-                // the nodes we dequeued; the role's Release (in `pass_wake`)
+                // the nodes we dequeued; the role's Release (in `dequeue`)
                 // publishes the queue as we leave it.
                 self.word.fetch_sub(ONE * freed, Relaxed);
             }
-            self.pass_wake(panics);
+            // Pass the role on (as `pass_wake`), or hand the lock over.
+            if self.dequeue(holding, panics) {
+                // A helper took the role over from us: the withdrawals that
+                // came meanwhile left their nodes to it.
+                return;
+            }
             // A waiter that withdrew while we held the role left its node to
             // us: pairs with the fence in its `reclaim`.
             fence(SeqCst);
