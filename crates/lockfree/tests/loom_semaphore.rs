@@ -26,6 +26,7 @@ fn assert_idle(sem: &Semaphore, free: usize) {
         (0, 0),
         "(count, pending) left behind"
     );
+    assert_eq!(sem.__test_loom_handover(), 0, "a handover left half-way");
 }
 
 fn releaser(sem: &Arc<Semaphore>, n: usize) -> thread::JoinHandle<()> {
@@ -109,6 +110,42 @@ fn async_acquire_dropped_while_queued_or_after_delivery() {
         blocker.join().unwrap();
         assert_eq!(sem.available_permits(), 2);
         assert_idle(&sem, 2);
+    });
+}
+
+/// Two async acquires are queued, and two threads drop them while the
+/// permit is released: the deliverer's passes find nothing to deliver to
+/// them, so under loom it asks for help after one, and the second
+/// cancelling thread may take the deliverer's role over. Whoever ends up
+/// with it, the request queued behind theirs gets the permit, and nothing
+/// stays owed, pending or half handed over.
+#[test]
+fn tired_deliverer_hands_its_role_to_a_cancelling_waiter() {
+    model::check_with_bound(2, || {
+        // Leaked, so that the futures can move to other threads.
+        let sem: &'static Semaphore = Box::leak(Box::new(Semaphore::new(1)));
+        let held = sem.acquire().unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut dropper = || {
+            let mut fut = Box::pin(sem.acquire_async());
+            assert!(fut.as_mut().poll(&mut cx).is_pending());
+            thread::spawn(move || drop(fut))
+        };
+        let d1 = dropper();
+        let d2 = dropper();
+        // Queued behind the two, and kept: the permit must reach it.
+        let mut live = Box::pin(sem.acquire_async());
+        assert!(live.as_mut().poll(&mut cx).is_pending());
+        drop(held);
+        d1.join().unwrap();
+        d2.join().unwrap();
+        // Woken or not (the waker is a no-op), a poll finds the permit.
+        match live.as_mut().poll(&mut cx) {
+            Poll::Ready(Ok(permit)) => drop(permit),
+            other => panic!("the live request was not served: {other:?}"),
+        }
+        assert_eq!(sem.available_permits(), 1);
+        assert_idle(sem, 1);
     });
 }
 

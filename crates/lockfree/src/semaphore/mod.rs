@@ -64,14 +64,22 @@
 //! that is gone. `pending` may dip below zero for a moment while a releaser
 //! is between its two steps; the sums stay exact.
 //!
-//! A lock-free queue cannot unlink a node from its middle, so a withdrawn
-//! waiter behind a live head would keep its node until the head is served.
+//! Only the queue's consumer may unlink a node, so a withdrawn waiter
+//! behind a live head would keep its node until the head is served.
 //! The deliverer therefore keeps a private *line* (the queue's front, which
-//! only it touches): after a cancel it moves what has arrived into the line
+//! only it touches): after a cancel it moves what had arrived into the line
 //! and, once the withdrawn waiters may be half of it, folds and drops them
 //! in one pass. Memory stays under twice the waiters present, whatever the
 //! number of cancels (see `Line`). A cancelled task's waker is dropped at
 //! the cancel itself (`sync_core::waiter`).
+//!
+//! Waiters that keep queueing and cancelling (tasks that poll
+//! `acquire_async` once in a `select!` loop and drop it) set `RECHECK` as
+//! often as the deliverer tries to retire. So a deliverer whose passes
+//! have served nobody a few dozen times in a row asks for help, and the
+//! next canceller that finds it delivering takes the role over from it
+//! (`crate::handover`): a release never runs for as long as others keep
+//! cancelling.
 //!
 //! # Close
 //!
@@ -94,6 +102,7 @@ use sync_core::sync::cell::UnsafeCell;
 use sync_core::waiter::WaiterQueue;
 
 use crate::error::{AcquireError, TryAcquireError};
+use crate::handover::Handover;
 
 mod arc;
 mod future;
@@ -208,7 +217,10 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 /// waiter to finish its enqueue (a swap, then a store): it leaves the
 /// delivery to that waiter, which makes it once linked. A waiter preempted
 /// between the two steps delays only the permits owed to it (and, since
-/// permits go in queue order, those of the waiters behind it).
+/// permits go in queue order, those of the waiters behind it). Nor does it
+/// deliver for as long as other waiters keep cancelling: after a few dozen
+/// passes that served nobody, the next cancelling waiter takes the
+/// delivery over.
 ///
 /// # Examples
 ///
@@ -260,6 +272,9 @@ pub struct Semaphore {
     /// The deliverer's private front of the queue. Only the `ACTIVE` holder
     /// touches it.
     line: UnsafeCell<Line>,
+    /// A deliverer that keeps finding nothing to deliver hands `ACTIVE` to
+    /// a cancelling waiter (see [`crate::handover`]).
+    handover: Handover,
 }
 
 // SAFETY: every field but `line` is an atomic or the (Send + Sync) queue;
@@ -321,6 +336,7 @@ impl Semaphore {
                     nodes: VecDeque::new(),
                     dead: 0,
                 }),
+                handover: Handover::new(),
             }
         }
     }
@@ -332,6 +348,14 @@ impl Semaphore {
     #[doc(hidden)]
     pub fn __test_loom_state(&self) -> (isize, usize) {
         (self.count.load(Relaxed), self.pending.load(Relaxed))
+    }
+
+    /// The state of the deliverer's handover to a cancelling waiter, for
+    /// loom models: 0 once every thread is done.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __test_loom_handover(&self) -> usize {
+        self.handover.loom_state()
     }
 
     /// The permits free right now (a hint: it may change at once). Permits

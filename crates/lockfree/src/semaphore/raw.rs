@@ -13,6 +13,9 @@ use sync_core::wake_list::WakeList;
 
 use super::Semaphore;
 use crate::error::{AcquireError, TryAcquireError};
+#[cfg(not(loom))]
+use crate::handover::TIRED_AFTER;
+use crate::handover::Tiredness;
 #[cfg(doc)]
 use crate::patience::IN_FLIGHT_SPINS;
 use crate::patience::spin_in_flight;
@@ -39,7 +42,7 @@ pub(super) const CLOSED_TOKEN: Token = 2;
 /// of permits) and, after a cancel, those it pulled from the queue behind
 /// it to drop the withdrawn ones.
 ///
-/// A lock-free queue cannot unlink a node from its middle, so withdrawn
+/// Only the queue's consumer may unlink a node, so withdrawn
 /// waiters stuck behind a live head would otherwise keep their nodes until
 /// the head is served: memory that grows with the history of cancels. A
 /// cancel makes the deliverer move what has arrived in the queue into the
@@ -54,6 +57,22 @@ pub(super) struct Line {
     /// are counted, whichever path folds them).
     pub(super) dead: usize,
 }
+
+/// How many delivery passes in a row that served nobody (after the first)
+/// make a deliverer ask for help (see [`crate::handover`]).
+#[cfg(not(loom))]
+const TIRED_PASSES: u32 = TIRED_AFTER;
+/// Under loom, two: after one, every model with a cancel or a race at
+/// retirement explores the handover, and they took many times as long (the
+/// handover's own model still reaches it).
+#[cfg(loom)]
+const TIRED_PASSES: u32 = 2;
+
+/// The most waiters a delivery pass takes from the queue, or folds at the
+/// head, in one go: a pass ends (and counts towards asking for help, see
+/// `TIRED_PASSES`) after a bounded amount of work, however many withdrawn
+/// waiters cancels that keep coming have queued.
+const STEP: usize = 64;
 
 /// Why a blocking wait ended without permits.
 pub(super) type Fail = TryAcquireError;
@@ -353,11 +372,18 @@ impl Semaphore {
     }
 
     /// Called by a waiter that cancelled: counts it for the line's
-    /// compaction, and rechecks.
+    /// compaction, and rechecks; if a deliverer that keeps finding nothing
+    /// to deliver asks for help, takes the role over from it (see
+    /// [`crate::handover`]).
     pub(super) fn withdrawn(&self) {
         // Relaxed: an estimate; the recheck's RMW orders what matters.
         self.cancels.fetch_add(1, Relaxed);
-        self.recheck();
+        // AcqRel: as in `recheck`.
+        if self.pending.fetch_or(ACTIVE | RECHECK, AcqRel) & ACTIVE == 0
+            || self.handover.offer().is_some()
+        {
+            self.run_delivery();
+        }
     }
 
     /// Hands `pending` permits to waiters in order, or, once closed, sends
@@ -380,7 +406,28 @@ impl Semaphore {
         // delivery owed to that waiter.
         let mut announced = false;
         let mut spins = 0;
+        // Passes since our last grant, after the first: cancels that keep
+        // setting `RECHECK` fail our retirement as often as we try it.
+        let mut tired = Tiredness::after(TIRED_PASSES);
+        let mut first = true;
+        // Whether the last pass compacted the line (the next one delivers).
+        let mut compacted = false;
         'pass: loop {
+            if !first && self.handover.fruitless(&mut tired) {
+                if sweep {
+                    // A pass of ours was to fold cancelled waiters at the
+                    // head: the helper's first pass does it instead.
+                    // Relaxed: the handover's Release publishes it.
+                    self.pending.fetch_or(RECHECK, Relaxed);
+                }
+                if self.handover.accept(&mut tired, false) {
+                    // The helper holds ACTIVE now, and delivers from here.
+                    wakeups.wake_all(&mut panics);
+                    panics.resume();
+                    return;
+                }
+            }
+            first = false;
             // Acquire: pairs with releasers' Release additions.
             let mut w = self.pending.load(Acquire);
             if w & RECHECK != 0 {
@@ -416,29 +463,41 @@ impl Semaphore {
                     leave_owed = true;
                 }
             } else {
-                if sweep && role.compact() {
-                    // Demand was folded: look at the words again.
+                if sweep && !compacted && role.compact() {
+                    // Demand was folded: look at the words again. The next
+                    // pass delivers before it compacts again: cancels that
+                    // keep coming would otherwise keep us compacting while
+                    // the head waits.
+                    compacted = true;
                     continue;
                 }
+                compacted = false;
                 if amount <= 0 && sweep {
                     sweep = false;
-                    // A `None` from `pop` (a push half-done) just ends the
-                    // sweep.
-                    let head = role.take_head().or_else(|| role.pop());
+                    // A `None` (a push half-done) just ends the sweep.
+                    let (head, folded) = role.live_head();
                     if let Some(head) = head {
-                        if head.is_cancelled() {
-                            self.fold(head.data());
-                            sweep = true;
-                            continue;
-                        }
                         role.put_head(head);
+                    }
+                    if folded {
+                        continue;
                     }
                 }
                 if amount > 0 {
                     'deliver: {
                         // `pending` covers demand, so a counted waiter is queued
                         // or about to be.
-                        let Some(head) = role.take_head().or_else(|| role.pop()) else {
+                        let (head, folded) = role.live_head();
+                        if folded {
+                            // Withdrawn heads gone, their demand folded: look
+                            // at the words again.
+                            self.found_head(w, &mut spins, &mut announced);
+                            if let Some(head) = head {
+                                role.put_head(head);
+                            }
+                            continue 'pass;
+                        }
+                        let Some(head) = head else {
                             // Half-way through its push: leave the delivery to
                             // it rather than wait for it.
                             if self.in_flight(&mut spins, &mut announced) {
@@ -448,10 +507,6 @@ impl Semaphore {
                             break 'deliver;
                         };
                         self.found_head(w, &mut spins, &mut announced);
-                        if head.is_cancelled() {
-                            self.fold(head.data());
-                            continue 'pass;
-                        }
                         let need = head.data();
                         if amount as usize >= need {
                             // AcqRel: Acquire is already ours; Release for the
@@ -488,6 +543,11 @@ impl Semaphore {
                 .compare_exchange(w, w & !(ACTIVE | OWED) | keep, Release, Relaxed)
                 .is_ok()
             {
+                // Retired: stop asking for help. (Only after the CAS: a
+                // failed retirement is one more fruitless pass. The TIRED
+                // this clears may already be the next deliverer's, which
+                // then asks again at its next fruitless pass.)
+                self.handover.rest(&mut tired);
                 // A task's wakeup nests only a few deep in this thread's
                 // other wakeups (a waker that takes permits and releases
                 // them): see `Wakeup::wake`.
@@ -592,30 +652,62 @@ impl Role<'_> {
         self.line(|l| l.nodes.push_front(waiter));
     }
 
+    /// Takes the oldest live waiter (`None` if there is none, or the
+    /// queue's front is half-way through a push), folding the withdrawn
+    /// ones in front of it in one go (one fold for their summed demand,
+    /// the same as a fold each); and whether it folded any.
+    fn live_head(&self) -> (Option<Arc<Waiter>>, bool) {
+        let mut withdrawn = 0;
+        let mut looked = 0;
+        let head = loop {
+            match self.take_head().or_else(|| self.pop()) {
+                // At most `STEP` in one go: each pass stays short.
+                Some(waiter) if waiter.is_cancelled() && looked < STEP => {
+                    looked += 1;
+                    withdrawn += waiter.data();
+                }
+                other => break other,
+            }
+        };
+        if withdrawn != 0 {
+            self.0.fold(withdrawn);
+        }
+        (head, withdrawn != 0)
+    }
+
     /// After a cancel: moves what has arrived in the queue to the line and,
     /// if the withdrawn waiters may be half of it, folds and drops them
     /// all. Returns whether it folded any.
     fn compact(&self) -> bool {
         let sem = self.0;
         self.line(|l| {
-            while let Some(waiter) = self.pop() {
-                l.nodes.push_back(waiter);
-            }
+            // SAFETY: the ACTIVE holder is the queue's only consumer (see
+            // `pop`). What arrives meanwhile, and what is past the first
+            // `STEP`, waits for the next compaction: each pass stays short.
+            unsafe {
+                sem.queue
+                    .pop_arrived(STEP, |waiter| l.nodes.push_back(waiter))
+            };
             l.dead += sem.cancels.swap(0, Relaxed);
             if l.dead == 0 || l.dead * 2 < l.nodes.len() {
                 return false;
             }
             l.dead = 0;
             let before = l.nodes.len();
+            let mut withdrawn = 0;
             l.nodes.retain(|w| {
-                let withdrawn = w.is_cancelled();
-                if withdrawn {
-                    // Demand behind the head is uncovered (`pending` covers
-                    // the oldest demand first), so this only raises `count`.
-                    sem.fold(w.data());
+                let gone = w.is_cancelled();
+                if gone {
+                    withdrawn += w.data();
                 }
-                !withdrawn
+                !gone
             });
+            if withdrawn != 0 {
+                // Demand behind the head is uncovered (`pending` covers the
+                // oldest demand first), so this only raises `count`; one
+                // fold for the sum is the same as a fold each.
+                sem.fold(withdrawn);
+            }
             // Memory follows the waiters present, not the largest line
             // there ever was.
             if l.nodes.capacity() > 4 * l.nodes.len().max(4) {
