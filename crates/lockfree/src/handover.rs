@@ -9,7 +9,7 @@
 //! stop, and the dequeuer (an unlock, a release) would then never return.
 //!
 //! So a dequeuer that has made [`TIRED_AFTER`] fruitless steps in a row (a
-//! withdrawn node popped, a delivery pass that served nobody) says so
+//! withdrawn node popped, a delivery pass that could not retire) says so
 //! (`TIRED`), and the next waiter that withdraws while it holds the role
 //! offers to take it over (`OFFERED`), then looks a few times, a spin hint
 //! apart, for the answer. At its next fruitless step the dequeuer accepts
@@ -108,7 +108,7 @@ impl Handover {
     }
 
     /// Called by the dequeuer after a fruitless step (it popped and
-    /// uncounted a withdrawn node; a delivery pass served nobody), with
+    /// uncounted a withdrawn node; a delivery pass could not retire), with
     /// nothing else half-done: `true` if a helper offers to take the role
     /// over, which the dequeuer then [accepts](Self::accept). Asks for help
     /// after [`TIRED_AFTER`] such steps in a row (or as many as `tired` was

@@ -75,9 +75,10 @@
 //!
 //! Waiters that keep queueing and cancelling (tasks that poll
 //! `acquire_async` once in a `select!` loop and drop it) set `RECHECK` as
-//! often as the deliverer tries to retire. So a deliverer whose passes
-//! have served nobody a few dozen times in a row asks for help, and the
-//! next canceller that finds it delivering takes the role over from it
+//! often as the deliverer tries to retire, and it would never retire (nor
+//! wake the waiters it granted, which it wakes once it retires). So a
+//! deliverer that has made a few dozen passes without retiring asks for
+//! help, and the next canceller that finds it delivering takes the role over from it
 //! (`crate::handover`): a release never runs for as long as others keep
 //! cancelling.
 //!
@@ -219,8 +220,8 @@ use raw::{ACTIVE, CLOSED, Line, RECHECK};
 /// between the two steps delays only the permits owed to it (and, since
 /// permits go in queue order, those of the waiters behind it). Nor does it
 /// deliver for as long as other waiters keep cancelling: after a few dozen
-/// passes that served nobody, the next cancelling waiter takes the
-/// delivery over.
+/// passes without retiring, the next cancelling waiter takes the delivery
+/// over.
 ///
 /// # Examples
 ///

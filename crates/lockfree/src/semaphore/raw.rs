@@ -58,8 +58,10 @@ pub(super) struct Line {
     pub(super) dead: usize,
 }
 
-/// How many delivery passes in a row that served nobody (after the first)
-/// make a deliverer ask for help (see [`crate::handover`]).
+/// How many delivery passes after the first (each ends in a retirement
+/// that failed) make a deliverer ask for help (see [`crate::handover`]).
+/// Grants do not reset the count: the wakeups of the waiters granted wait
+/// for the deliverer to leave.
 #[cfg(not(loom))]
 const TIRED_PASSES: u32 = TIRED_AFTER;
 /// Under loom, two: after one, every model with a cancel or a race at
@@ -406,8 +408,8 @@ impl Semaphore {
         // delivery owed to that waiter.
         let mut announced = false;
         let mut spins = 0;
-        // Passes since our last grant, after the first: cancels that keep
-        // setting `RECHECK` fail our retirement as often as we try it.
+        // Passes after the first: cancels that keep setting `RECHECK` fail
+        // our retirement as often as we try it.
         let mut tired = Tiredness::after(TIRED_PASSES);
         let mut first = true;
         // Whether the last pass compacted the line (the next one delivers).
