@@ -121,26 +121,16 @@ impl WaiterQueue {
             // `first` again; the queue's reference passes to the caller.
             return Some(unsafe { Self::hand_out(first) });
         }
-        // `first` looks last. Clear `first` before `head`: a producer that
-        // finds `head` null afterwards stores `first`, and must not be
-        // overwritten by our clearing.
-        self.first.store(ptr::null_mut(), Relaxed);
-        // AcqRel: Release orders the clearing of `first` before the next
-        // producer's swap sees null; Acquire (on failure) is for symmetry
-        // with `push`'s swap.
-        match self
-            .head
-            .compare_exchange(first, ptr::null_mut(), AcqRel, Acquire)
-        {
+        // `first` looks last: swing `head` from it to null, unless a
+        // producer is appending after it (then it stays, and we return
+        // `None`).
+        // SAFETY: we are the consumer, and `first` is in the queue.
+        if unsafe { self.unlink_last(ptr::null_mut(), first) } {
             // SAFETY: `head` was still `first`, so no producer had appended
             // after it and none ever will: the reference is ours.
-            Ok(_) => Some(unsafe { Self::hand_out(first) }),
-            Err(_) => {
-                // A producer appended after `first` and is about to link it
-                // (`head` is not null, so no producer writes `first`).
-                self.first.store(first, Relaxed);
-                None
-            }
+            Some(unsafe { Self::hand_out(first) })
+        } else {
+            None
         }
     }
 
@@ -340,28 +330,26 @@ impl WaiterQueue {
     ///
     /// Only the consumer may call it; `node` is in the queue, and so is
     /// `kept` if not null, linked to `node`.
+    #[inline]
     unsafe fn unlink_last(&self, kept: *mut Waiter, node: *mut Waiter) -> bool {
-        // The link to `node` is cleared before `head` swings back from it,
-        // as in `pop`: a producer that swaps `head` afterwards writes that
-        // link (or `first`), and must not be overwritten by our clearing.
+        // The link to `node` (`kept.next`, or `first`) is cleared before
+        // `head` swings back from it: a producer that swaps `head`
+        // afterwards writes that link, and must not be overwritten by our
+        // clearing.
         let link = match kept.is_null() {
             true => &self.first,
             // SAFETY: `kept` is a queue node (our caller's contract).
             false => unsafe { &(*kept).next },
         };
         link.store(ptr::null_mut(), Relaxed);
-        let back = if kept.is_null() {
-            ptr::null_mut()
-        } else {
-            kept
-        };
         // AcqRel: Release orders the clearing before the next producer's
-        // swap, which then finds `kept` (or null) in `head`; Acquire (on
-        // failure) is for symmetry with `push`'s swap.
-        match self.head.compare_exchange(node, back, AcqRel, Acquire) {
+        // swap, which then finds `kept` (or null: empty) in `head`; Acquire
+        // (on failure) is for symmetry with `push`'s swap.
+        match self.head.compare_exchange(node, kept, AcqRel, Acquire) {
             Ok(_) => true,
             Err(_) => {
-                // A producer appended after `node` and is about to link it.
+                // A producer appended after `node` and is about to link it
+                // (`head` is not `node`, so no producer writes our link).
                 link.store(node, Relaxed);
                 false
             }
