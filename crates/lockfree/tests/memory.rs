@@ -299,3 +299,41 @@ fn lock_futures_whose_waker_drop_panics_leave_nothing_behind() {
         assert_eq!(*m.lock(), 0);
     }
 }
+
+/// Threads that poll `acquire_async` once and drop it, faster than the
+/// deliverer folds their nodes, while the only permit is held throughout:
+/// once they have stopped, their nodes are freed, not left queued until
+/// the next release (a deliverer that stopped after a bounded step, with
+/// more to do, once left hundreds of megabytes there).
+#[test]
+fn withdrawn_acquires_are_freed_once_the_churn_stops_while_the_permit_is_held() {
+    let _one = sync_core::testing::one_at_a_time();
+    let sem = Arc::new(Semaphore::new(1));
+    let held = sem.acquire().unwrap();
+    let before = sync_core::testing::live_bytes();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pollers: Vec<_> = (0..3)
+        .map(|_| {
+            let (sem, stop) = (Arc::clone(&sem), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let waker = Waker::noop();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut fut = pin!(sem.acquire_async());
+                    let _ = fut.as_mut().poll(&mut Context::from_waker(waker));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for p in pollers {
+        p.join().unwrap();
+    }
+    let left = sync_core::testing::live_bytes() - before;
+    assert!(
+        left < 64 * 1024,
+        "{left} bytes still live after the withdrawals, with the permit held"
+    );
+    drop(held);
+    assert_eq!(sem.available_permits(), 1);
+}

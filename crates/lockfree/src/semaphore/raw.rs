@@ -414,6 +414,10 @@ impl Semaphore {
         let mut first = true;
         // Whether the last pass compacted the line (the next one delivers).
         let mut compacted = false;
+        // Whether a bounded step (a compaction, a run of withdrawn heads)
+        // stopped with more to do: we pass again rather than retire, so
+        // that withdrawn waiters do not stay queued until the next release.
+        let mut backlog = false;
         'pass: loop {
             if !first && self.handover.fruitless(&mut tired) {
                 if sweep {
@@ -465,19 +469,25 @@ impl Semaphore {
                     leave_owed = true;
                 }
             } else {
-                if sweep && !compacted && role.compact() {
-                    // Demand was folded: look at the words again. The next
-                    // pass delivers before it compacts again: cancels that
-                    // keep coming would otherwise keep us compacting while
-                    // the head waits.
-                    compacted = true;
-                    continue;
+                if (sweep || backlog) && !compacted {
+                    let (folded, more) = role.compact();
+                    backlog = more;
+                    if folded || more {
+                        // Demand was folded (look at the words again), or
+                        // more has arrived than one step takes. The next
+                        // pass delivers before it compacts again: cancels
+                        // that keep coming would otherwise keep us
+                        // compacting while the head waits.
+                        compacted = true;
+                        continue;
+                    }
                 }
                 compacted = false;
-                if amount <= 0 && sweep {
+                if amount <= 0 && (sweep || backlog) {
                     sweep = false;
                     // A `None` (a push half-done) just ends the sweep.
-                    let (head, folded) = role.live_head();
+                    let (head, folded, more) = role.live_head();
+                    backlog |= more;
                     if let Some(head) = head {
                         role.put_head(head);
                     }
@@ -489,7 +499,8 @@ impl Semaphore {
                     'deliver: {
                         // `pending` covers demand, so a counted waiter is queued
                         // or about to be.
-                        let (head, folded) = role.live_head();
+                        let (head, folded, more) = role.live_head();
+                        backlog |= more;
                         if folded {
                             // Withdrawn heads gone, their demand folded: look
                             // at the words again.
@@ -539,7 +550,19 @@ impl Semaphore {
             // owed any more unless we leave it so. Release: pairs with the
             // next deliverer's Acquire (and with that of the waiter that
             // takes the role for a delivery owed to it, see `enqueue`).
-            let keep = if leave_owed { OWED } else { 0 };
+            if backlog && !leave_owed {
+                // More withdrawn waiters than our steps took: on with the
+                // next pass (a waiter that keeps cancelling takes over from
+                // a deliverer tired of them).
+                continue;
+            }
+            // Leaving the delivery owed with work left: the waiter that
+            // takes it over finds `RECHECK`, and sweeps.
+            let keep = match (leave_owed, backlog) {
+                (false, _) => 0,
+                (true, false) => OWED,
+                (true, true) => OWED | RECHECK,
+            };
             if self
                 .pending
                 .compare_exchange(w, w & !(ACTIVE | OWED) | keep, Release, Relaxed)
@@ -657,8 +680,10 @@ impl Role<'_> {
     /// Takes the oldest live waiter (`None` if there is none, or the
     /// queue's front is half-way through a push), folding the withdrawn
     /// ones in front of it in one go (one fold for their summed demand,
-    /// the same as a fold each); and whether it folded any.
-    fn live_head(&self) -> (Option<Arc<Waiter>>, bool) {
+    /// the same as a fold each); whether it folded any; and whether it
+    /// stopped at [`STEP`] of them (the waiter returned may be withdrawn
+    /// too, and more may follow).
+    fn live_head(&self) -> (Option<Arc<Waiter>>, bool, bool) {
         let mut withdrawn = 0;
         let mut looked = 0;
         let head = loop {
@@ -674,25 +699,27 @@ impl Role<'_> {
         if withdrawn != 0 {
             self.0.fold(withdrawn);
         }
-        (head, withdrawn != 0)
+        (head, withdrawn != 0, looked == STEP)
     }
 
-    /// After a cancel: moves what has arrived in the queue to the line and,
-    /// if the withdrawn waiters may be half of it, folds and drops them
-    /// all. Returns whether it folded any.
-    fn compact(&self) -> bool {
+    /// After a cancel: moves what has arrived in the queue (up to [`STEP`]
+    /// waiters) to the line and, if the withdrawn waiters may be half of
+    /// it, folds and drops them all. Returns whether it folded any, and
+    /// whether it stopped at `STEP` (more may have arrived).
+    fn compact(&self) -> (bool, bool) {
         let sem = self.0;
         self.line(|l| {
             // SAFETY: the ACTIVE holder is the queue's only consumer (see
             // `pop`). What arrives meanwhile, and what is past the first
             // `STEP`, waits for the next compaction: each pass stays short.
-            unsafe {
+            let taken = unsafe {
                 sem.queue
                     .pop_arrived(STEP, |waiter| l.nodes.push_back(waiter))
             };
+            let more = taken == STEP;
             l.dead += sem.cancels.swap(0, Relaxed);
             if l.dead == 0 || l.dead * 2 < l.nodes.len() {
-                return false;
+                return (false, more);
             }
             l.dead = 0;
             let before = l.nodes.len();
@@ -715,7 +742,7 @@ impl Role<'_> {
             if l.nodes.capacity() > 4 * l.nodes.len().max(4) {
                 l.nodes.shrink_to(2 * l.nodes.len());
             }
-            l.nodes.len() < before
+            (l.nodes.len() < before, more)
         })
     }
 
