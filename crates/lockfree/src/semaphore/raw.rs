@@ -336,11 +336,18 @@ impl Semaphore {
     /// must not wait for the next release. Runs a delivery, or makes the
     /// running deliverer look again.
     pub(super) fn recheck(&self) {
-        // AcqRel: Release orders our cancel (or push) before the deliverer's
-        // next look; Acquire as in `deliver`, if we become the deliverer.
-        if self.pending.fetch_or(ACTIVE | RECHECK, AcqRel) & ACTIVE == 0 {
+        if self.mark_recheck() {
             self.run_delivery();
         }
+    }
+
+    /// Sets `RECHECK`, and `ACTIVE`: `true` if nobody was delivering (we
+    /// hold the role now and must deliver), `false` if the running
+    /// deliverer will look again.
+    fn mark_recheck(&self) -> bool {
+        // AcqRel: Release orders our cancel (or push) before the deliverer's
+        // next look; Acquire as in `deliver`, if we become the deliverer.
+        self.pending.fetch_or(ACTIVE | RECHECK, AcqRel) & ACTIVE == 0
     }
 
     /// Called by a waiter after its push, with `OWED` seen set: runs the
@@ -380,10 +387,7 @@ impl Semaphore {
     pub(super) fn withdrawn(&self) {
         // Relaxed: an estimate; the recheck's RMW orders what matters.
         self.cancels.fetch_add(1, Relaxed);
-        // AcqRel: as in `recheck`.
-        if self.pending.fetch_or(ACTIVE | RECHECK, AcqRel) & ACTIVE == 0
-            || self.handover.offer().is_some()
-        {
+        if self.mark_recheck() || self.handover.offer().is_some() {
             self.run_delivery();
         }
     }
