@@ -70,6 +70,7 @@
 //! ```
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod backlog;
 mod clock;
 pub mod csp;
 mod error;

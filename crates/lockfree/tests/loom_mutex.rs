@@ -25,6 +25,7 @@ fn mutex(fairness: Fairness) -> Arc<Mutex<usize>> {
 fn assert_idle(m: &Mutex<usize>) {
     assert_eq!(m.raw().loom_word(), 0, "state left behind in the lock word");
     assert_eq!(m.raw().loom_handover(), 0, "a handover left half-way");
+    assert_eq!(m.raw().loom_backlog(), 0, "withdrawals and frees disagree");
     assert!(m.try_lock().is_some());
 }
 
@@ -454,6 +455,33 @@ fn tired_dequeuer_hands_its_role_to_a_withdrawing_waiter() {
             d2.join().unwrap();
             blocker.join().unwrap();
             assert_eq!(*m.lock(), 1);
+            assert_idle(m);
+        });
+    }
+}
+
+/// As above, but every withdrawal that finds the dequeuer's role taken
+/// waits for it to free the nodes withdrawn up to its own (the backlog's
+/// limit lowered to nothing): the wait ends, whoever holds the role and
+/// whenever it gives it up or hands it over, and every node is freed.
+#[test]
+fn withdrawals_wait_for_a_dequeuer_that_is_behind() {
+    for fairness in MODES {
+        model::check_with_bound(2, move || {
+            let m: &'static Mutex<usize> = Box::leak(Box::new(Mutex::with_fairness(0, fairness)));
+            m.raw().loom_backlog_limit(0);
+            let held = m.lock();
+            let mut cx = Context::from_waker(Waker::noop());
+            let mut dropper = || {
+                let mut fut = Box::pin(m.lock_async());
+                assert!(fut.as_mut().poll(&mut cx).is_pending());
+                thread::spawn(move || drop(fut))
+            };
+            let d1 = dropper();
+            let d2 = dropper();
+            drop(held);
+            d1.join().unwrap();
+            d2.join().unwrap();
             assert_idle(m);
         });
     }

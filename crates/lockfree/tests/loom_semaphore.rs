@@ -27,6 +27,11 @@ fn assert_idle(sem: &Semaphore, free: usize) {
         "(count, pending) left behind"
     );
     assert_eq!(sem.__test_loom_handover(), 0, "a handover left half-way");
+    assert_eq!(
+        sem.__test_loom_backlog(),
+        0,
+        "withdrawals and frees disagree"
+    );
 }
 
 fn releaser(sem: &Arc<Semaphore>, n: usize) -> thread::JoinHandle<()> {
@@ -144,6 +149,33 @@ fn tired_deliverer_hands_its_role_to_a_cancelling_waiter() {
             Poll::Ready(Ok(permit)) => drop(permit),
             other => panic!("the live request was not served: {other:?}"),
         }
+        assert_eq!(sem.available_permits(), 1);
+        assert_idle(sem, 1);
+    });
+}
+
+/// Two threads drop queued requests while the permit is released, and
+/// every cancel that finds the deliverer running waits for it to free the
+/// nodes withdrawn up to its own (the backlog's limit lowered to nothing):
+/// the wait ends, whoever delivers and whenever it retires or hands its
+/// role over, and every node is freed.
+#[test]
+fn cancels_wait_for_a_deliverer_that_is_behind() {
+    model::check_with_bound(2, || {
+        let sem: &'static Semaphore = Box::leak(Box::new(Semaphore::new(1)));
+        sem.__test_loom_backlog_limit(0);
+        let held = sem.acquire().unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut dropper = || {
+            let mut fut = Box::pin(sem.acquire_async());
+            assert!(fut.as_mut().poll(&mut cx).is_pending());
+            thread::spawn(move || drop(fut))
+        };
+        let d1 = dropper();
+        let d2 = dropper();
+        drop(held);
+        d1.join().unwrap();
+        d2.join().unwrap();
         assert_eq!(sem.available_permits(), 1);
         assert_idle(sem, 1);
     });

@@ -337,3 +337,96 @@ fn withdrawn_acquires_are_freed_once_the_churn_stops_while_the_permit_is_held() 
     drop(held);
     assert_eq!(sem.available_permits(), 1);
 }
+
+/// Runs `poll_once` on four threads, in a loop, for `run`, while this
+/// thread samples the bytes live in the process: returns the most it saw
+/// beyond what was live before. Four pollers outnumber this machine's
+/// cores, so they can queue withdrawn nodes faster than the one dequeuer
+/// (the semaphore's deliverer, the mutex's `WAKING` holder) frees them.
+fn peak_live_while_polled_and_dropped(
+    run: Duration,
+    poll_once: impl Fn() + Send + Sync + 'static,
+) -> isize {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let before = sync_core::testing::live_bytes();
+    let stop = Arc::new(AtomicBool::new(false));
+    let poll_once = Arc::new(poll_once);
+    let pollers: Vec<_> = (0..4)
+        .map(|_| {
+            let (stop, poll_once) = (Arc::clone(&stop), Arc::clone(&poll_once));
+            std::thread::spawn(move || {
+                while !stop.load(Relaxed) {
+                    poll_once();
+                }
+            })
+        })
+        .collect();
+    let end = std::time::Instant::now() + run;
+    let mut peak = 0;
+    while std::time::Instant::now() < end {
+        peak = peak.max(sync_core::testing::live_bytes() - before);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    stop.store(true, Relaxed);
+    for p in pollers {
+        p.join().unwrap();
+    }
+    peak
+}
+
+/// A generous bound on the bytes live at the peak of a churn: the
+/// withdrawn nodes that may wait for their dequeuer (about a thousand,
+/// `lockfree_sync`'s backlog limit, plus one per poller and as many as the
+/// live waiters, none here) take a few hundred kilobytes, and the peaks
+/// measured were 1.5-3 MB. Without the limit, 600 ms of churn left 50-70 MB
+/// live, growing for as long as it lasted.
+const CHURN_PEAK: isize = 16 << 20;
+
+/// Threads that poll `acquire_async` once and drop it, without pause,
+/// while the only permit is held throughout: the nodes the deliverer has
+/// not freed yet stay bounded for as long as they go on (a cancel that
+/// finds it far behind waits for it), rather than growing with the
+/// length of the churn.
+#[test]
+fn withdrawn_acquires_stay_bounded_while_the_churn_lasts() {
+    let _one = sync_core::testing::one_at_a_time();
+    let sem = Arc::new(Semaphore::new(1));
+    let held = sem.acquire().unwrap();
+    let peak = peak_live_while_polled_and_dropped(Duration::from_millis(600), {
+        let sem = Arc::clone(&sem);
+        move || {
+            let mut fut = pin!(sem.acquire_async());
+            let _ = fut.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+        }
+    });
+    assert!(
+        peak < CHURN_PEAK,
+        "{peak} bytes live at the peak of the churn, with the permit held"
+    );
+    drop(held);
+    assert_eq!(sem.available_permits(), 1);
+}
+
+/// The same for `lock_async`, in both modes, with the lock held
+/// throughout.
+#[test]
+fn withdrawn_locks_stay_bounded_while_the_churn_lasts() {
+    let _one = sync_core::testing::one_at_a_time();
+    for fairness in [Fairness::Fifo, Fairness::Barging] {
+        let m = Arc::new(Mutex::with_fairness(0u64, fairness));
+        let held = m.lock();
+        let peak = peak_live_while_polled_and_dropped(Duration::from_millis(600), {
+            let m = Arc::clone(&m);
+            move || {
+                let mut fut = pin!(m.lock_async());
+                let _ = fut.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+            }
+        });
+        assert!(
+            peak < CHURN_PEAK,
+            "{fairness:?}: {peak} bytes live at the peak of the churn, with the lock held"
+        );
+        drop(held);
+        assert!(m.try_lock().is_some());
+    }
+}

@@ -41,7 +41,11 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// waiter, a withdrawal now and then sweeps the whole queue, unlinking the
 /// withdrawn nodes in place (at most once per as many withdrawals as the
 /// live waiters the previous sweep kept). Live waiters keep their places,
-/// so "oldest" stays exact.
+/// so "oldest" stays exact. One thread at a time frees nodes, so a
+/// withdrawal that finds it more than about a thousand nodes behind waits
+/// for it (see [`lock_async`](Self::lock_async)'s cancel safety): the
+/// nodes left behind stay bounded, however fast waiters on other threads
+/// withdraw.
 ///
 /// # Concurrency restriction
 ///
@@ -259,6 +263,13 @@ impl<T: ?Sized> Mutex<T> {
     /// queued it is withdrawn; if the lock had already been handed to it, the
     /// lock is released to the next waiter; if it had been woken to compete,
     /// the wakeup passes to another waiter.
+    ///
+    /// A drop does not park, but it may wait: when the thread that frees
+    /// withdrawn waiters' queue nodes is more than about a thousand of them
+    /// behind (tasks that poll and drop futures on more threads than there
+    /// are cores), the drop waits for it to catch up, or takes its role
+    /// over, so that those nodes stay bounded however long such a churn
+    /// lasts.
     ///
     /// Leaking the future instead (`mem::forget`, or a task that its
     /// executor neither polls nor drops) is not a cancellation: a queued

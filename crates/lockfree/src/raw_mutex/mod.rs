@@ -136,6 +136,7 @@ use sync_core::unwind::Panics;
 use sync_core::wait::{Next, Watch};
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
+use crate::backlog::Backlog;
 use crate::handover::Handover;
 use crate::patience::Patience;
 
@@ -222,11 +223,13 @@ pub enum Fairness {
 pub struct RawMutex {
     word: AtomicUsize,
     queue: WaiterQueue,
-    /// How many waiters have withdrawn (ever; it wraps). A withdrawing
-    /// waiter that finds the dequeuer's role taken leaves its node to the
-    /// role's holder, which re-reads this after giving the role up and
-    /// reclaims again if it moved (see [`reclaim`](Self::reclaim)).
-    withdrawals: AtomicUsize,
+    /// How many waiters have withdrawn, and how many withdrawn nodes the
+    /// dequeuers have freed. A withdrawing waiter that finds the dequeuer's
+    /// role taken leaves its node to the role's holder, which re-reads the
+    /// withdrawals after giving the role up and reclaims again if they
+    /// moved (see [`reclaim`](Self::reclaim)); if the holder is far behind,
+    /// the waiter waits for it (see [`crate::backlog`]).
+    backlog: Backlog,
     /// `withdrawals` as the last full sweep of the queue read it, and the
     /// live waiters that sweep kept. Read and written only by the holder of
     /// `WAKING` (Relaxed: the role's Release/Acquire handoff orders them, as
@@ -267,7 +270,7 @@ impl RawMutex {
             Self {
                 word: AtomicUsize::new(0),
                 queue: WaiterQueue::new(),
-                withdrawals: AtomicUsize::new(0),
+                backlog: Backlog::new(),
                 swept_at: AtomicUsize::new(0),
                 kept: AtomicUsize::new(0),
                 handover: Handover::new(),
@@ -325,6 +328,23 @@ impl RawMutex {
     #[doc(hidden)]
     pub fn loom_handover(&self) -> usize {
         self.handover.loom_state()
+    }
+
+    /// Withdrawn waiters whose nodes no dequeuer has freed yet, for loom
+    /// models: 0 once every thread is done.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_backlog(&self) -> usize {
+        self.backlog.loom_backlog()
+    }
+
+    /// Makes every withdrawal that finds the dequeuer's role taken wait
+    /// until `limit` or fewer withdrawn nodes are left to free, for loom
+    /// models of that wait (see `crate::backlog`).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_backlog_limit(&self, limit: usize) {
+        self.backlog.set_loom_limit(limit);
     }
 
     /// Whether the lock is held (a hint: it may change at once).

@@ -193,6 +193,7 @@ impl RawMutex {
                 // A dropped future's node: uncount it and look again,
                 // unless a withdrawing waiter takes the role over.
                 self.word.fetch_sub(ONE, Relaxed);
+                self.backlog.freed(1);
                 if self.handover.fruitless(&mut tired) && self.handover.accept(&mut tired, holding)
                 {
                     return true;
@@ -241,7 +242,8 @@ impl RawMutex {
                 return false;
             }
             // Cancelled between our check and the notify: what the token
-            // carried is still ours.
+            // carried is still ours, and the node goes now.
+            self.backlog.freed(1);
             if holding {
                 // We hold the lock (but no longer `WAKING`): unlock it again
                 // from the start.
@@ -404,9 +406,9 @@ impl RawMutex {
         // `WAKING` free, or its holder finds our announcement when it re-reads
         // `withdrawals` after giving the role up (Dekker: each side writes,
         // fences, then reads what the other wrote).
-        // Release: the reclaimer that reads the new count (Acquire, below)
-        // sees our node as cancelled.
-        self.withdrawals.fetch_add(1, Release);
+        // The reclaimer that reads the new count (Acquire, below) sees our
+        // node as cancelled (see `Backlog::withdraw`).
+        let ticket = self.backlog.withdraw();
         fence(SeqCst);
         loop {
             let mut w = self.word.load(Relaxed);
@@ -421,8 +423,26 @@ impl RawMutex {
                     // The role's holder will reclaim (or pass) our node;
                     // unless it is tired of popping withdrawn nodes and
                     // hands the role to us.
-                    match self.handover.offer() {
+                    if let Some(holding) = self.handover.offer() {
+                        break holding;
+                    }
+                    // If it is far behind the withdrawals, we wait for it
+                    // to catch up, or for its role, free or handed over.
+                    let mut handed = None;
+                    let look_again = self.backlog.let_the_dequeuer_catch_up(ticket, || {
+                        let w = self.word.load(Relaxed);
+                        if w < ONE || w & WAKING == 0 {
+                            return true;
+                        }
+                        handed = self.handover.offer();
+                        handed.is_some()
+                    });
+                    match handed {
                         Some(holding) => break holding,
+                        None if look_again => {
+                            w = self.word.load(Relaxed);
+                            continue;
+                        }
                         None => return,
                     }
                 }
@@ -438,7 +458,7 @@ impl RawMutex {
             };
             // Acquire: pairs with the Release increments, so every
             // withdrawal counted in `seen` shows its node as cancelled.
-            let seen = self.withdrawals.load(Acquire);
+            let seen = self.backlog.withdrawals();
             // Relaxed: only the `WAKING` holder touches these two, and the
             // role's Release/Acquire handoff (the same edge that orders the
             // queue's pops) orders one holder's writes before the next's.
@@ -455,6 +475,9 @@ impl RawMutex {
                 let swept = unsafe { self.queue.sweep() };
                 self.swept_at.store(seen, Relaxed);
                 self.kept.store(swept.kept, Relaxed);
+                // As many withdrawn nodes as live waiters may stay queued
+                // until the next full sweep: not a backlog.
+                self.backlog.set_slack(swept.kept);
                 swept.freed
             } else {
                 // Frees the withdrawn nodes at the front (stopping at a live
@@ -463,6 +486,7 @@ impl RawMutex {
                 // SAFETY: as above.
                 unsafe { self.queue.sweep_front() }
             };
+            self.backlog.freed(freed);
             if freed != 0 {
                 // Relaxed: the count of queued-not-dequeued waiters drops by
                 // the nodes we dequeued; the role's Release (in `dequeue`)
@@ -478,7 +502,7 @@ impl RawMutex {
             // A waiter that withdrew while we held the role left its node to
             // us: pairs with the fence in its `reclaim`.
             fence(SeqCst);
-            if self.withdrawals.load(Relaxed) == seen {
+            if self.backlog.withdrawals() == seen {
                 return;
             }
         }

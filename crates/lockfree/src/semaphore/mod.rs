@@ -82,6 +82,13 @@
 //! (`crate::handover`): a release never runs for as long as others keep
 //! cancelling.
 //!
+//! The deliverer is one thread, and the cancellers may be many: with more
+//! of them than cores they can queue nodes faster than it frees them. A
+//! canceller that finds it running and more than a thousand withdrawn
+//! nodes not yet freed waits for it to catch up (`crate::backlog`), so
+//! that memory, and the wait of a live waiter queued behind those nodes,
+//! stay bounded however long the churn lasts.
+//!
 //! # Close
 //!
 //! [`Semaphore::close`] sets `CLOSED` and `RECHECK` and runs (or makes the
@@ -102,6 +109,7 @@ use sync_core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
 use sync_core::waiter::WaiterQueue;
 
+use crate::backlog::Backlog;
 use crate::error::{AcquireError, TryAcquireError};
 use crate::handover::Handover;
 
@@ -266,10 +274,12 @@ pub struct Semaphore {
     /// adds or forgets permits, for no protocol to check).
     total: core::sync::atomic::AtomicUsize,
     queue: WaiterQueue,
-    /// Requests withdrawn (cancelled futures, timed-out waits) since the
-    /// deliverer last compacted its line: when they reach half the line, it
-    /// compacts.
-    cancels: AtomicUsize,
+    /// Requests withdrawn (cancelled futures, timed-out waits), and the
+    /// withdrawn nodes the deliverer has freed: the line compacts once the
+    /// withdrawals since its last compaction may be half of it, and a
+    /// waiter that withdraws while the deliverer is far behind waits for it
+    /// (see [`crate::backlog`]).
+    backlog: Backlog,
     /// The deliverer's private front of the queue. Only the `ACTIVE` holder
     /// touches it.
     line: UnsafeCell<Line>,
@@ -332,10 +342,11 @@ impl Semaphore {
                 pending: AtomicUsize::new(0),
                 total: core::sync::atomic::AtomicUsize::new(permits),
                 queue: WaiterQueue::new(),
-                cancels: AtomicUsize::new(0),
+                backlog: Backlog::new(),
                 line: UnsafeCell::new(Line {
                     nodes: VecDeque::new(),
                     dead: 0,
+                    seen: 0,
                 }),
                 handover: Handover::new(),
             }
@@ -357,6 +368,23 @@ impl Semaphore {
     #[doc(hidden)]
     pub fn __test_loom_handover(&self) -> usize {
         self.handover.loom_state()
+    }
+
+    /// Withdrawn waiters whose nodes the deliverer has not freed yet, for
+    /// loom models: 0 once every thread is done.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __test_loom_backlog(&self) -> usize {
+        self.backlog.loom_backlog()
+    }
+
+    /// Makes every withdrawal that finds the deliverer running wait until
+    /// it has freed `limit` or fewer withdrawn nodes, for loom models of
+    /// that wait (see `crate::backlog`).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn __test_loom_backlog_limit(&self, limit: usize) {
+        self.backlog.set_loom_limit(limit);
     }
 
     /// The permits free right now (a hint: it may change at once). Permits
@@ -574,6 +602,13 @@ impl Semaphore {
     /// waker's `drop` panics, the withdrawal is completed first (the permits
     /// kept for the request are freed all the same), then the panic goes on,
     /// unless the thread is already unwinding.
+    ///
+    /// A drop does not park, but it may wait: when the running deliverer is
+    /// more than about a thousand withdrawn requests behind (tasks that
+    /// poll and drop futures on more threads than there are cores), the
+    /// drop waits for it to catch up, or takes its role over, so that the
+    /// nodes withdrawn requests leave behind stay bounded however long such
+    /// a churn lasts.
     ///
     /// Leaking the future instead (`mem::forget`, or a task that its
     /// executor neither polls nor drops) is not a cancellation: a queued

@@ -56,6 +56,8 @@ pub(super) struct Line {
     /// Withdrawn waiters that may be in `nodes` (an over-estimate: cancels
     /// are counted, whichever path folds them).
     pub(super) dead: usize,
+    /// The semaphore's count of withdrawals when the line last compacted.
+    pub(super) seen: usize,
 }
 
 /// How many delivery passes after the first (each ends in a retirement
@@ -383,11 +385,21 @@ impl Semaphore {
     /// Called by a waiter that cancelled: counts it for the line's
     /// compaction, and rechecks; if a deliverer that keeps finding nothing
     /// to deliver asks for help, takes the role over from it (see
-    /// [`crate::handover`]).
+    /// [`crate::handover`]). If the running deliverer is far behind the
+    /// withdrawals, waits for it to catch up, or for its role (see
+    /// [`crate::backlog`]).
     pub(super) fn withdrawn(&self) {
-        // Relaxed: an estimate; the recheck's RMW orders what matters.
-        self.cancels.fetch_add(1, Relaxed);
+        let ticket = self.backlog.withdraw();
         if self.mark_recheck() || self.handover.offer().is_some() {
+            return self.run_delivery();
+        }
+        let took_the_role = self.backlog.let_the_dequeuer_catch_up(ticket, || {
+            // Relaxed: a look before the RMW, which decides (and sets
+            // `RECHECK` only when the role may be ours).
+            (self.pending.load(Relaxed) & ACTIVE == 0 && self.mark_recheck())
+                || self.handover.offer().is_some()
+        });
+        if took_the_role {
             self.run_delivery();
         }
     }
@@ -455,8 +467,10 @@ impl Semaphore {
                     // then send it away unless it cancelled meanwhile (its
                     // canceller leaves the fold to us either way).
                     self.fold(head.data());
-                    if let Some(wakeup) = Waiter::notify_later(&head, CLOSED_TOKEN) {
-                        wakeups.push(wakeup);
+                    match Waiter::notify_later(&head, CLOSED_TOKEN) {
+                        Some(wakeup) => wakeups.push(wakeup),
+                        // Withdrawn: its node goes now.
+                        None => self.backlog.freed(1),
                     }
                     continue;
                 }
@@ -539,6 +553,7 @@ impl Semaphore {
                                     // and fold its demand.
                                     self.pending.fetch_add(need << SHIFT, AcqRel);
                                     self.fold(need);
+                                    self.backlog.freed(1);
                                 }
                             }
                             continue 'pass;
@@ -703,6 +718,7 @@ impl Role<'_> {
         if withdrawn != 0 {
             self.0.fold(withdrawn);
         }
+        self.0.backlog.freed(looked);
         (head, withdrawn != 0, looked == STEP)
     }
 
@@ -721,7 +737,12 @@ impl Role<'_> {
                     .pop_arrived(STEP, |waiter| l.nodes.push_back(waiter))
             };
             let more = taken == STEP;
-            l.dead += sem.cancels.swap(0, Relaxed);
+            let seen = sem.backlog.withdrawals();
+            l.dead += seen.wrapping_sub(l.seen);
+            l.seen = seen;
+            // The withdrawn nodes the line may keep (as many as its live
+            // waiters) do not count as a backlog.
+            sem.backlog.set_slack(l.nodes.len());
             if l.dead == 0 || l.dead * 2 < l.nodes.len() {
                 return (false, more);
             }
@@ -741,6 +762,8 @@ impl Role<'_> {
                 // fold for the sum is the same as a fold each.
                 sem.fold(withdrawn);
             }
+            sem.backlog.freed(before - l.nodes.len());
+            sem.backlog.set_slack(l.nodes.len());
             // Memory follows the waiters present, not the largest line
             // there ever was.
             if l.nodes.capacity() > 4 * l.nodes.len().max(4) {
