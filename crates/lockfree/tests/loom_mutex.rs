@@ -441,14 +441,8 @@ fn tired_dequeuer_hands_its_role_to_a_withdrawing_waiter() {
             // owned `lock_arc_async` takes a std `Arc`).
             let m: &'static Mutex<usize> = Box::leak(Box::new(Mutex::with_fairness(0, fairness)));
             let held = m.lock();
-            let mut cx = Context::from_waker(Waker::noop());
-            let mut dropper = || {
-                let mut fut = Box::pin(m.lock_async());
-                assert!(fut.as_mut().poll(&mut cx).is_pending());
-                thread::spawn(move || drop(fut))
-            };
-            let d1 = dropper();
-            let d2 = dropper();
+            let d1 = model::queued_then_dropped_elsewhere(m.lock_async());
+            let d2 = model::queued_then_dropped_elsewhere(m.lock_async());
             let blocker = thread::spawn(move || *m.lock() += 1);
             drop(held);
             d1.join().unwrap();
@@ -471,14 +465,8 @@ fn withdrawals_wait_for_a_dequeuer_that_is_behind() {
             let m: &'static Mutex<usize> = Box::leak(Box::new(Mutex::with_fairness(0, fairness)));
             m.raw().loom_backlog_limit(0);
             let held = m.lock();
-            let mut cx = Context::from_waker(Waker::noop());
-            let mut dropper = || {
-                let mut fut = Box::pin(m.lock_async());
-                assert!(fut.as_mut().poll(&mut cx).is_pending());
-                thread::spawn(move || drop(fut))
-            };
-            let d1 = dropper();
-            let d2 = dropper();
+            let d1 = model::queued_then_dropped_elsewhere(m.lock_async());
+            let d2 = model::queued_then_dropped_elsewhere(m.lock_async());
             drop(held);
             d1.join().unwrap();
             d2.join().unwrap();

@@ -130,15 +130,10 @@ fn tired_deliverer_hands_its_role_to_a_cancelling_waiter() {
         // Leaked, so that the futures can move to other threads.
         let sem: &'static Semaphore = Box::leak(Box::new(Semaphore::new(1)));
         let held = sem.acquire().unwrap();
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut dropper = || {
-            let mut fut = Box::pin(sem.acquire_async());
-            assert!(fut.as_mut().poll(&mut cx).is_pending());
-            thread::spawn(move || drop(fut))
-        };
-        let d1 = dropper();
-        let d2 = dropper();
+        let d1 = model::queued_then_dropped_elsewhere(sem.acquire_async());
+        let d2 = model::queued_then_dropped_elsewhere(sem.acquire_async());
         // Queued behind the two, and kept: the permit must reach it.
+        let mut cx = Context::from_waker(Waker::noop());
         let mut live = Box::pin(sem.acquire_async());
         assert!(live.as_mut().poll(&mut cx).is_pending());
         drop(held);
@@ -165,14 +160,8 @@ fn cancels_wait_for_a_deliverer_that_is_behind() {
         let sem: &'static Semaphore = Box::leak(Box::new(Semaphore::new(1)));
         sem.__test_loom_backlog_limit(0);
         let held = sem.acquire().unwrap();
-        let mut cx = Context::from_waker(Waker::noop());
-        let mut dropper = || {
-            let mut fut = Box::pin(sem.acquire_async());
-            assert!(fut.as_mut().poll(&mut cx).is_pending());
-            thread::spawn(move || drop(fut))
-        };
-        let d1 = dropper();
-        let d2 = dropper();
+        let d1 = model::queued_then_dropped_elsewhere(sem.acquire_async());
+        let d2 = model::queued_then_dropped_elsewhere(sem.acquire_async());
         drop(held);
         d1.join().unwrap();
         d2.join().unwrap();

@@ -64,3 +64,24 @@ pub fn check_fails(test_name: &str, expected: &str, run: impl FnOnce()) {
         "`{test_name}` failed without saying {expected:?}:\n{said}"
     );
 }
+
+/// Polls `fut` once on this thread, which must queue it (it must return
+/// `Pending`), then drops it on a new model thread: a task that withdraws
+/// a queued wait while the model's other threads run. Join the handle
+/// before the model's final checks.
+///
+/// # Panics
+///
+/// If the poll completes the future.
+pub fn queued_then_dropped_elsewhere<F>(fut: F) -> crate::sync::thread::JoinHandle<()>
+where
+    F: std::future::Future + Send + 'static,
+{
+    let mut fut = Box::pin(fut);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(
+        fut.as_mut().poll(&mut cx).is_pending(),
+        "the future completed instead of queueing"
+    );
+    crate::sync::thread::spawn(move || drop(fut))
+}

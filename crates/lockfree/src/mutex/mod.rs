@@ -327,7 +327,11 @@ impl<T: ?Sized> Mutex<T> {
     /// timed-out waiter leaves the queue at once (its
     /// node, a few words, is freed by that timeout or a later one, or by
     /// the unlock that reaches it), so timed attempts in a loop do not pile
-    /// up memory or wakeups, even behind a waiter that stays queued.
+    /// up memory or wakeups, even behind a waiter that stays queued. One
+    /// exception to the bound: a waiter that times out while other
+    /// threads, more of them than cores, queue and withdraw faster than
+    /// their nodes are freed may wait for that to catch up (see
+    /// [`lock_async`](Self::lock_async)'s *Cancel safety*).
     ///
     /// # Examples
     ///
