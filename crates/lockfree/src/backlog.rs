@@ -12,8 +12,8 @@
 //!
 //! So a withdrawing waiter that leaves its node to a running dequeuer
 //! counts itself, and while more than [`LIMIT`] nodes withdrawn up to its
-//! own are not freed yet (beyond those the dequeuer keeps on purpose, its
-//! `slack`), it waits for the dequeuer to catch up, as tokio's dropped
+//! own are not freed yet (beyond those the dequeuer keeps on purpose: its
+//! slack), it waits for the dequeuer to catch up, as tokio's dropped
 //! `Acquire` waits for its semaphore's lock. Nobody would wake it, so it
 //! does not park: it backs off, then gives its core away
 //! ([`Backoff`]), and it takes the dequeuer's role itself as soon as the
@@ -24,10 +24,10 @@
 //! The counts are exact (each withdrawal is counted once, and so is each
 //! withdrawn node the dequeuer frees), so the backlog reads zero whenever
 //! every withdrawn node is freed. Only the count of withdrawals orders
-//! anything (it is the queue's own word for them); the dequeuer's two
-//! counts are hints, which order nothing, so they are plain atomics even
-//! under loom: a stale read only makes a waiter wait one more back-off, or
-//! one less.
+//! anything (it is the queue's own word for them); the count of nodes
+//! freed is exact for the dequeuer's role, which alone writes it, and a
+//! hint for the waiters, so it is a plain atomic even under loom: a stale
+//! read only makes a waiter wait one more back-off, or one less.
 
 use core::sync::atomic::AtomicUsize as HintUsize;
 
@@ -54,10 +54,6 @@ pub(crate) struct Backlog {
     /// Withdrawn nodes the dequeuer has freed (wrapping). Written only by
     /// the dequeuer's role.
     freed: HintUsize,
-    /// Withdrawn nodes the dequeuer may keep on purpose (the semaphore's
-    /// line keeps up to as many as its live waiters). Written only by the
-    /// dequeuer's role.
-    slack: HintUsize,
     /// [`LIMIT`], which a loom model may lower to reach the wait.
     #[cfg(loom)]
     limit: HintUsize,
@@ -69,7 +65,6 @@ impl Backlog {
             Self {
                 withdrawn: AtomicUsize::new(0),
                 freed: HintUsize::new(0),
-                slack: HintUsize::new(0),
                 #[cfg(loom)]
                 limit: HintUsize::new(LIMIT),
             }
@@ -104,39 +99,45 @@ impl Backlog {
         }
     }
 
-    /// Called by the dequeuer's role: it keeps up to `n` withdrawn nodes on
-    /// purpose, which do not count towards [`LIMIT`].
-    pub(crate) fn set_slack(&self, n: usize) {
-        // Relaxed: a hint.
-        self.slack.store(n, Relaxed);
+    /// Called by the dequeuer's role, with `seen` read from
+    /// [`withdrawals`](Self::withdrawals): the withdrawn nodes it has not
+    /// freed yet (still queued, or half-way through their withdrawal).
+    pub(crate) fn unfreed(&self, seen: usize) -> usize {
+        // A node freed before its waiter counted the withdrawal makes the
+        // difference negative for a moment: none.
+        (seen.wrapping_sub(self.freed.load(Relaxed)) as isize).max(0) as usize
     }
 
-    /// Whether more than [`LIMIT`] (plus the slack) withdrawn nodes, up to
-    /// the one of `ticket`, are not freed yet.
-    fn is_behind(&self, ticket: usize) -> bool {
-        // Relaxed: hints. A dequeuer that freed a node before its waiter
+    /// Whether more than [`LIMIT`] plus `slack` withdrawn nodes, up to the
+    /// one of `ticket`, are not freed yet.
+    fn is_behind(&self, ticket: usize, slack: usize) -> bool {
+        // Relaxed: a hint. A dequeuer that freed a node before its waiter
         // counted the withdrawal makes the difference negative: not behind.
         let behind = ticket.wrapping_sub(self.freed.load(Relaxed)) as isize;
-        let allowed = self.limit().saturating_add(self.slack.load(Relaxed));
+        let allowed = self.limit().saturating_add(slack);
         behind > allowed.min(isize::MAX as usize) as isize
     }
 
     /// Called by a withdrawing waiter that left its node (counted as
     /// `ticket`) to a running dequeuer: while the dequeuer is behind by
-    /// more than [`LIMIT`], backs off and calls `take_role`, which looks
+    /// more than [`LIMIT`] plus what `slack` returns (the withdrawn nodes
+    /// it keeps on purpose: as many as its live waiters, which it frees
+    /// only once that many have withdrawn), backs off and calls
+    /// `take_role`, which looks
     /// for the dequeuer's role: `true` once the caller has it (handed over,
     /// or taken while free), or should go and take it. Returns `true` as
     /// soon as `take_role` does; `false` once the dequeuer has caught up.
     pub(crate) fn let_the_dequeuer_catch_up(
         &self,
         ticket: usize,
+        slack: impl Fn() -> usize,
         mut take_role: impl FnMut() -> bool,
     ) -> bool {
         #[cfg(not(loom))]
         let mut backoff = Backoff::new();
         #[cfg(loom)]
         let mut waits = 0;
-        while self.is_behind(ticket) {
+        while self.is_behind(ticket, slack()) {
             #[cfg(loom)]
             {
                 // A few waits, one yield to the model each: a load may

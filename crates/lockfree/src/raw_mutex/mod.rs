@@ -93,8 +93,8 @@
 //! A withdrawn waiter (a timed-out thread, a dropped future) is freed by
 //! the withdrawals themselves: those at the front of the queue at once, and
 //! those queued behind a live waiter by a sweep of the whole queue, which a
-//! withdrawal makes now and then (at most once per as many withdrawals as
-//! the live waiters the previous sweep kept) and which unlinks withdrawn
+//! withdrawal makes now and then (once as many withdrawn nodes are left
+//! queued as the live waiters the previous sweep kept) and which unlinks withdrawn
 //! nodes in place: live waiters keep their places, so "the oldest" stays
 //! exact in both modes.
 //!
@@ -230,11 +230,11 @@ pub struct RawMutex {
     /// moved (see [`reclaim`](Self::reclaim)); if the holder is far behind,
     /// the waiter waits for it (see [`crate::backlog`]).
     backlog: Backlog,
-    /// `withdrawals` as the last full sweep of the queue read it, and the
-    /// live waiters that sweep kept. Read and written only by the holder of
-    /// `WAKING` (Relaxed: the role's Release/Acquire handoff orders them, as
-    /// it orders the queue's pops). See [`reclaim`](Self::reclaim).
-    swept_at: AtomicUsize,
+    /// The live waiters the last full sweep of the queue kept. Written only
+    /// by the holder of `WAKING` (Relaxed: the role's Release/Acquire
+    /// handoff orders its writes, as it orders the queue's pops); read by
+    /// withdrawing waiters as a hint (as many withdrawn nodes may stay
+    /// queued, see [`crate::backlog`]). See [`reclaim`](Self::reclaim).
     kept: AtomicUsize,
     /// A dequeuer that pops only withdrawn nodes hands its role to a
     /// withdrawing waiter (see [`crate::handover`]).
@@ -271,7 +271,6 @@ impl RawMutex {
                 word: AtomicUsize::new(0),
                 queue: WaiterQueue::new(),
                 backlog: Backlog::new(),
-                swept_at: AtomicUsize::new(0),
                 kept: AtomicUsize::new(0),
                 handover: Handover::new(),
                 fairness,

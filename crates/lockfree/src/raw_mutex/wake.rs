@@ -390,9 +390,9 @@ impl RawMutex {
     /// (`WAKING`) if nobody has it, frees withdrawn nodes, and passes the
     /// role on as a woken waiter that gives up would (an unlock that came
     /// meanwhile left the waking to us). It frees those at the front of the
-    /// queue, up to the first live waiter; and once the withdrawals since
-    /// the last full sweep are as many as the live waiters that sweep kept,
-    /// it sweeps the whole queue (`WaiterQueue::sweep`), freeing those
+    /// queue, up to the first live waiter; and once the withdrawn nodes left
+    /// queued are as many as the live waiters the last full sweep kept, it
+    /// sweeps the whole queue (`WaiterQueue::sweep`), freeing those
     /// behind live waiters too, so that each withdrawal pays O(1) amortized.
     /// If the role is taken, its holder either is a reclaimer, which sees
     /// the withdrawal and sweeps again, or will dequeue (wake or hand off)
@@ -429,14 +429,20 @@ impl RawMutex {
                     // If it is far behind the withdrawals, we wait for it
                     // to catch up, or for its role, free or handed over.
                     let mut handed = None;
-                    let look_again = self.backlog.let_the_dequeuer_catch_up(ticket, || {
-                        let w = self.word.load(Relaxed);
-                        if w < ONE || w & WAKING == 0 {
-                            return true;
-                        }
-                        handed = self.handover.offer();
-                        handed.is_some()
-                    });
+                    let look_again = self.backlog.let_the_dequeuer_catch_up(
+                        ticket,
+                        // Relaxed: a hint; the withdrawn nodes the last
+                        // full sweep's live waiters excuse.
+                        || self.kept.load(Relaxed),
+                        || {
+                            let w = self.word.load(Relaxed);
+                            if w < ONE || w & WAKING == 0 {
+                                return true;
+                            }
+                            handed = self.handover.offer();
+                            handed.is_some()
+                        },
+                    );
                     match handed {
                         Some(holding) => break holding,
                         None if look_again => {
@@ -459,25 +465,21 @@ impl RawMutex {
             // Acquire: pairs with the Release increments, so every
             // withdrawal counted in `seen` shows its node as cancelled.
             let seen = self.backlog.withdrawals();
-            // Relaxed: only the `WAKING` holder touches these two, and the
-            // role's Release/Acquire handoff (the same edge that orders the
-            // queue's pops) orders one holder's writes before the next's.
-            let since = seen.wrapping_sub(self.swept_at.load(Relaxed));
-            let freed = if since >= self.kept.load(Relaxed) {
-                // As many withdrawals since the last full sweep as live
-                // waiters it kept: sweep the whole queue, so that withdrawn
-                // nodes behind a live waiter are freed too. It costs the
-                // queue's length, which those withdrawals pay for (O(1)
-                // each, amortized). Live waiters keep their places.
+            // Relaxed: only the `WAKING` holder writes `kept` (and the count
+            // of nodes freed), and the role's Release/Acquire handoff (the
+            // same edge that orders the queue's pops) orders one holder's
+            // writes before the next's.
+            let freed = if self.backlog.unfreed(seen) >= self.kept.load(Relaxed) {
+                // As many withdrawn nodes left queued as live waiters the
+                // last full sweep kept: sweep the whole queue, so that those
+                // behind a live waiter are freed too. It costs the queue's
+                // length, which those withdrawals pay for (O(1) each,
+                // amortized). Live waiters keep their places.
                 // SAFETY: we hold `WAKING`, the dequeuer's role; the previous
                 // dequeuer released it (Release) before we acquired it
                 // (Acquire).
                 let swept = unsafe { self.queue.sweep() };
-                self.swept_at.store(seen, Relaxed);
                 self.kept.store(swept.kept, Relaxed);
-                // As many withdrawn nodes as live waiters may stay queued
-                // until the next full sweep: not a backlog.
-                self.backlog.set_slack(swept.kept);
                 swept.freed
             } else {
                 // Frees the withdrawn nodes at the front (stopping at a live

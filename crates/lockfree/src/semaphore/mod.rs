@@ -283,6 +283,12 @@ pub struct Semaphore {
     /// The deliverer's private front of the queue. Only the `ACTIVE` holder
     /// touches it.
     line: UnsafeCell<Line>,
+    /// The line's length at its last compaction, for cancellers: the line
+    /// may keep as many withdrawn waiters as live ones, which do not count
+    /// towards the backlog they wait on. A hint written by the `ACTIVE`
+    /// holder, which orders nothing, so the core atomic even under loom
+    /// (as `total`).
+    line_len: core::sync::atomic::AtomicUsize,
     /// A deliverer that keeps finding nothing to deliver hands `ACTIVE` to
     /// a cancelling waiter (see [`crate::handover`]).
     handover: Handover,
@@ -348,6 +354,7 @@ impl Semaphore {
                     dead: 0,
                     seen: 0,
                 }),
+                line_len: core::sync::atomic::AtomicUsize::new(0),
                 handover: Handover::new(),
             }
         }

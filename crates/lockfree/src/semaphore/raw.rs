@@ -393,12 +393,17 @@ impl Semaphore {
         if self.mark_recheck() || self.handover.offer().is_some() {
             return self.run_delivery();
         }
-        let took_the_role = self.backlog.let_the_dequeuer_catch_up(ticket, || {
-            // Relaxed: a look before the RMW, which decides (and sets
-            // `RECHECK` only when the role may be ours).
-            (self.pending.load(Relaxed) & ACTIVE == 0 && self.mark_recheck())
-                || self.handover.offer().is_some()
-        });
+        let took_the_role = self.backlog.let_the_dequeuer_catch_up(
+            ticket,
+            // Relaxed: a hint (see `line_len`).
+            || self.line_len.load(Relaxed),
+            || {
+                // Relaxed: a look before the RMW, which decides (and sets
+                // `RECHECK` only when the role may be ours).
+                (self.pending.load(Relaxed) & ACTIVE == 0 && self.mark_recheck())
+                    || self.handover.offer().is_some()
+            },
+        );
         if took_the_role {
             self.run_delivery();
         }
@@ -741,8 +746,8 @@ impl Role<'_> {
             l.dead += seen.wrapping_sub(l.seen);
             l.seen = seen;
             // The withdrawn nodes the line may keep (as many as its live
-            // waiters) do not count as a backlog.
-            sem.backlog.set_slack(l.nodes.len());
+            // waiters) do not count as a backlog. Relaxed: a hint.
+            sem.line_len.store(l.nodes.len(), Relaxed);
             if l.dead == 0 || l.dead * 2 < l.nodes.len() {
                 return (false, more);
             }
@@ -763,7 +768,7 @@ impl Role<'_> {
                 sem.fold(withdrawn);
             }
             sem.backlog.freed(before - l.nodes.len());
-            sem.backlog.set_slack(l.nodes.len());
+            sem.line_len.store(l.nodes.len(), Relaxed);
             // Memory follows the waiters present, not the largest line
             // there ever was.
             if l.nodes.capacity() > 4 * l.nodes.len().max(4) {
