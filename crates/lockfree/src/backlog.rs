@@ -21,6 +21,10 @@
 //! Withdrawn nodes not yet freed then stay under `LIMIT` plus the slack,
 //! plus one per withdrawing thread.
 //!
+//! Only dropped futures wait ([`Withdrawer`]): a thread whose timed wait
+//! ended withdraws once per timed park, far slower than a dequeuer frees
+//! nodes, and must return near its deadline.
+//!
 //! The counts are exact (each withdrawal is counted once, and so is each
 //! withdrawn node the dequeuer frees), so the backlog reads zero whenever
 //! every withdrawn node is freed. Only the count of withdrawals orders
@@ -44,6 +48,19 @@ pub(crate) const LIMIT: usize = 1024;
 /// `let_the_dequeuer_catch_up`).
 #[cfg(loom)]
 const LOOM_WAITS: u32 = 2;
+
+/// Who withdraws, which decides whether it waits for a dequeuer that is
+/// behind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Withdrawer {
+    /// A dropped future: it may wait, since a task can queue and withdraw
+    /// again at once, and so outrun the dequeuer.
+    Future,
+    /// A thread whose timed wait ended (or whose enqueue caught another
+    /// waiter's panic): never waits. Its deadline has passed, and each of
+    /// its withdrawals follows a timed park: it cannot outrun the dequeuer.
+    Thread,
+}
 
 /// The withdrawals of one queue's waiters, and the withdrawn nodes its
 /// dequeuer has freed.
@@ -119,7 +136,8 @@ impl Backlog {
     }
 
     /// Called by a withdrawing waiter that left its node (counted as
-    /// `ticket`) to a running dequeuer: while the dequeuer is behind by
+    /// `ticket`) to a running dequeuer: if it is a [`Withdrawer::Future`],
+    /// while the dequeuer is behind by
     /// more than [`LIMIT`] plus what `slack` returns (the withdrawn nodes
     /// it keeps on purpose: as many as its live waiters, which it frees
     /// only once that many have withdrawn), backs off and calls
@@ -129,10 +147,14 @@ impl Backlog {
     /// soon as `take_role` does; `false` once the dequeuer has caught up.
     pub(crate) fn let_the_dequeuer_catch_up(
         &self,
+        who: Withdrawer,
         ticket: usize,
         slack: impl Fn() -> usize,
         mut take_role: impl FnMut() -> bool,
     ) -> bool {
+        if who == Withdrawer::Thread {
+            return false;
+        }
         #[cfg(not(loom))]
         let mut backoff = Backoff::new();
         #[cfg(loom)]

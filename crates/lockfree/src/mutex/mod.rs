@@ -42,9 +42,9 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// withdrawn nodes in place (once as many withdrawn nodes are left queued
 /// as the live waiters the previous sweep kept). Live waiters keep their places,
 /// so "oldest" stays exact. One thread at a time frees nodes, so a
-/// withdrawal that finds it more than about a thousand nodes behind waits
-/// for it (see [`lock_async`](Self::lock_async)'s cancel safety): the
-/// nodes left behind stay bounded, however fast waiters on other threads
+/// dropped future that finds it more than about a thousand nodes behind
+/// waits for it (see [`lock_async`](Self::lock_async)'s cancel safety):
+/// the nodes left behind stay bounded, however fast tasks on other threads
 /// withdraw.
 ///
 /// # Concurrency restriction
@@ -327,11 +327,7 @@ impl<T: ?Sized> Mutex<T> {
     /// timed-out waiter leaves the queue at once (its
     /// node, a few words, is freed by that timeout or a later one, or by
     /// the unlock that reaches it), so timed attempts in a loop do not pile
-    /// up memory or wakeups, even behind a waiter that stays queued. One
-    /// exception to the bound: a waiter that times out while other
-    /// threads, more of them than cores, queue and withdraw faster than
-    /// their nodes are freed may wait for that to catch up (see
-    /// [`lock_async`](Self::lock_async)'s *Cancel safety*).
+    /// up memory or wakeups, even behind a waiter that stays queued.
     ///
     /// # Examples
     ///

@@ -10,6 +10,7 @@ use sync_core::unwind::{self, Panics};
 use sync_core::waiter::Waiter;
 
 use super::{COMPETE, HANDOFF, RawMutex, taken};
+use crate::backlog::Withdrawer;
 use crate::patience::Patience;
 
 /// The future of [`RawMutex::lock_async`]: resolves once the lock is held.
@@ -151,7 +152,7 @@ impl RawLockAsync<'_> {
             // the withdrawal is complete.
             match node.cancel_catching(panics) {
                 // Withdrawn: a dequeuer uncounts and frees the node.
-                Ok(()) => self.mutex.reclaim(panics),
+                Ok(()) => self.mutex.reclaim(Withdrawer::Future, panics),
                 Err(HANDOFF) => {
                     // SAFETY: the lock was handed to us, so we hold it.
                     if let Some(woken) = unsafe { self.mutex.release() } {

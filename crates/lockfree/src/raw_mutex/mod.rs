@@ -136,7 +136,7 @@ use sync_core::unwind::Panics;
 use sync_core::wait::{Next, Watch};
 use sync_core::waiter::{Token, Waiter, WaiterQueue};
 
-use crate::backlog::Backlog;
+use crate::backlog::{Backlog, Withdrawer};
 use crate::handover::Handover;
 use crate::patience::Patience;
 
@@ -759,7 +759,7 @@ impl RawMutex {
                         // Withdrawn: the node stays queued, counted, until
                         // a dequeuer skips and uncounts it.
                         let mut panics = Panics::new();
-                        self.reclaim(&mut panics);
+                        self.reclaim(Withdrawer::Thread, &mut panics);
                         panics.resume();
                         return false;
                     }

@@ -8,6 +8,7 @@ use sync_core::unwind::Panics;
 use sync_core::waiter::Waiter;
 
 use super::{COMPETE, Fairness, HANDOFF, LINKED, LOCKED, ONE, OWED, RawMutex, STARVE, WAKING};
+use crate::backlog::Withdrawer;
 #[cfg(doc)]
 use crate::handover::TIRED_AFTER;
 use crate::handover::Tiredness;
@@ -401,7 +402,7 @@ impl RawMutex {
     /// sweep kept (plus those behind a push in flight), and those withdrawn
     /// while a waker held the role (until the next withdrawal or unlock).
     #[cold]
-    pub(super) fn reclaim(&self, panics: &mut Panics) {
+    pub(super) fn reclaim(&self, who: Withdrawer, panics: &mut Panics) {
         // Announce the withdrawal before looking at the role: either we find
         // `WAKING` free, or its holder finds our announcement when it re-reads
         // `withdrawals` after giving the role up (Dekker: each side writes,
@@ -426,10 +427,12 @@ impl RawMutex {
                     if let Some(holding) = self.handover.offer() {
                         break holding;
                     }
-                    // If it is far behind the withdrawals, we wait for it
-                    // to catch up, or for its role, free or handed over.
+                    // If it is far behind the withdrawals, a dropped
+                    // future waits for it to catch up, or for its role,
+                    // free or handed over.
                     let mut handed = None;
                     let look_again = self.backlog.let_the_dequeuer_catch_up(
+                        who,
                         ticket,
                         // Relaxed: a hint; the withdrawn nodes the last
                         // full sweep's live waiters excuse.

@@ -11,6 +11,7 @@ use sync_core::waiter::Waiter;
 
 use super::raw::{GRANTED, token_result};
 use super::{ArcSemaphorePermit, Semaphore, SemaphorePermit};
+use crate::backlog::Withdrawer;
 use crate::error::{AcquireError, TryAcquireError};
 
 /// An async request's state, shared by [`AcquireAsync`] and [`AcquireArcAsync`].
@@ -111,7 +112,7 @@ impl Request {
             // Withdrawn: the deliverer folds our demand when it reaches the
             // node (and frees what `pending` kept for it).
             Ok(waker) => {
-                panics.catch(|| sem.withdrawn());
+                panics.catch(|| sem.withdrawn(Withdrawer::Future));
                 waker
             }
             // Everything was delivered: give it all back.

@@ -12,6 +12,7 @@ use sync_core::waiter::{Token, Waiter};
 use sync_core::wake_list::WakeList;
 
 use super::Semaphore;
+use crate::backlog::Withdrawer;
 use crate::error::{AcquireError, TryAcquireError};
 #[cfg(not(loom))]
 use crate::handover::TIRED_AFTER;
@@ -272,7 +273,7 @@ impl Semaphore {
             // permits given back if they were already delivered to us (the
             // deliveries these run may catch more panics: the first goes on).
             match waiter.cancel() {
-                Ok(()) => panics.catch(|| self.withdrawn()),
+                Ok(()) => panics.catch(|| self.withdrawn(Withdrawer::Thread)),
                 Err(GRANTED) => panics.catch(|| self.put_back(n)),
                 // Sent away by a close: our demand is folded already.
                 Err(_) => None,
@@ -302,7 +303,7 @@ impl Semaphore {
                 Some(token) => token,
                 None => {
                     // The deliverer folds our demand.
-                    self.withdrawn();
+                    self.withdrawn(Withdrawer::Thread);
                     return Err(Fail::NoPermits);
                 }
             },
@@ -386,14 +387,15 @@ impl Semaphore {
     /// compaction, and rechecks; if a deliverer that keeps finding nothing
     /// to deliver asks for help, takes the role over from it (see
     /// [`crate::handover`]). If the running deliverer is far behind the
-    /// withdrawals, waits for it to catch up, or for its role (see
-    /// [`crate::backlog`]).
-    pub(super) fn withdrawn(&self) {
+    /// withdrawals, a dropped future waits for it to catch up, or for its
+    /// role (see [`crate::backlog`]).
+    pub(super) fn withdrawn(&self, who: Withdrawer) {
         let ticket = self.backlog.withdraw();
         if self.mark_recheck() || self.handover.offer().is_some() {
             return self.run_delivery();
         }
         let took_the_role = self.backlog.let_the_dequeuer_catch_up(
+            who,
             ticket,
             // Relaxed: a hint (see `line_len`).
             || self.line_len.load(Relaxed),

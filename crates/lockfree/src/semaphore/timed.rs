@@ -25,10 +25,7 @@ impl Semaphore {
     /// find it must deliver them to the waiters behind it (the semaphore has
     /// no lock, so whoever holds the deliverer's role does the delivering),
     /// and it returns once the releases stop arriving faster than it hands
-    /// them out. Another: a request that times out while other threads,
-    /// more of them than cores, queue and withdraw requests faster than the
-    /// deliverer frees them may wait for it to catch up (see
-    /// [`acquire_async`](Self::acquire_async)'s *Cancel safety*).
+    /// them out.
     ///
     /// # Panics
     ///
