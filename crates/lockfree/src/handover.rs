@@ -115,7 +115,9 @@ impl Handover {
     /// made with).
     #[inline]
     pub(crate) fn fruitless(&self, tired: &mut Tiredness) -> bool {
-        tired.in_a_row += 1;
+        // Saturating: a dequeuer may go on for billions of steps while
+        // nobody withdraws to take the role over.
+        tired.in_a_row = tired.in_a_row.saturating_add(1);
         if tired.in_a_row < tired.after {
             return false;
         }

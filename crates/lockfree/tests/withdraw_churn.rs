@@ -170,3 +170,62 @@ fn releases_stay_prompt_and_acquires_end_while_futures_are_polled_and_dropped() 
     );
     assert_eq!(s.available_permits(), 1, "a permit went missing");
 }
+
+/// A close while threads poll and drop `acquire_many_async` (and threads
+/// block in `acquire`): every blocked acquirer is sent away, and every
+/// delivery ends, so the pollers stop when told to. A deliverer that had
+/// stopped a compaction with arrivals left (more than one step takes)
+/// when the close came used to pass again and again once the drain had
+/// found nothing left, never retiring: its poller never returned (and a
+/// debug build's count of its passes overflowed after billions of them).
+#[test]
+fn a_close_during_the_churn_ends_every_delivery() {
+    let s = Arc::new(Semaphore::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicU64::new(0));
+    let pollers: Vec<_> = (0..POLLERS)
+        .map(|i| {
+            let (s, stop, finished) = (s.clone(), stop.clone(), finished.clone());
+            std::thread::spawn(move || {
+                let mut n = i;
+                while !stop.load(SeqCst) {
+                    n += 1;
+                    poll_and_drop(s.acquire_many_async(1 + n % 3));
+                }
+                finished.fetch_add(1, SeqCst);
+            })
+        })
+        .collect();
+    let blocked: Vec<_> = (0..4)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || s.acquire().is_err())
+        })
+        .collect();
+    std::thread::sleep(RUN);
+    s.close();
+    for b in blocked {
+        assert!(
+            b.join().unwrap(),
+            "a blocked acquire got a permit nobody added"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    stop.store(true, SeqCst);
+    let deadline = Instant::now() + STALL;
+    while finished.load(SeqCst) < POLLERS as u64 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        finished.load(SeqCst),
+        POLLERS as u64,
+        "a poller's delivery did not end within {STALL:?} of the close"
+    );
+    for p in pollers {
+        p.join().unwrap();
+    }
+    assert!(
+        s.try_acquire().is_err(),
+        "the closed semaphore gave a permit"
+    );
+}

@@ -468,6 +468,11 @@ impl Semaphore {
             let amount = (w as isize) >> SHIFT;
             let mut leave_owed = false;
             if w & CLOSED != 0 {
+                // The drain takes every node, withdrawn or not, and ends
+                // when none is left: what a compaction stopped at before the
+                // close is the drain's now. (Left set, it made a deliverer
+                // that found nothing left to drain pass again for ever.)
+                backlog = false;
                 if let Some(head) = role.take_head().or_else(|| role.pop()) {
                     self.found_head(w, &mut spins, &mut announced);
                     // Fold first (a waiter sent away finds its demand gone),
