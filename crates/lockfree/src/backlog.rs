@@ -1,8 +1,8 @@
 //! Backpressure on waiters that withdraw faster than the dequeuer frees
 //! their nodes.
 //!
-//! Only a queue's dequeuer (the semaphore's deliverer) frees the node of a
-//! waiter that withdrew. Threads that keep queueing and withdrawing (tasks
+//! Only a queue's dequeuer (the mutex's `WAKING` holder, the semaphore's
+//! deliverer) frees the node of a waiter that withdrew. Threads that keep queueing and withdrawing (tasks
 //! that poll `acquire_async` once in a `select!` loop and drop it) run on
 //! every core, while the dequeuer is one thread: with more such threads
 //! than cores, the scheduler gives the dequeuer its share of a core, and

@@ -154,7 +154,9 @@ impl<T, S: AbstractState> Monitor<T, S> {
     pub(super) fn pop_space(&self) {
         let mut spins = 0u32;
         while !self.try_pop_space() {
-            spins += 1;
+            // Wrapping: only its residue counts, and a long wait must not
+            // overflow it (a debug build would panic).
+            spins = spins.wrapping_add(1);
             if spins % 64 == 0 {
                 // The sweeper may wait for a CPU.
                 sync_core::wait::give_way(None);

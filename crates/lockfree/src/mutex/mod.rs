@@ -40,8 +40,8 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// those at the front at once, and, to free those queued behind a live
 /// waiter, a withdrawal now and then sweeps the whole queue, unlinking the
 /// withdrawn nodes in place (once as many withdrawn nodes are left queued
-/// as the live waiters the previous sweep kept). Live waiters keep their places,
-/// so "oldest" stays exact. One thread at a time frees nodes, so a
+/// as the live waiters the previous sweep kept). Live waiters keep their
+/// places, so "oldest" stays exact. One thread at a time frees nodes, so a
 /// dropped future that finds it more than about a thousand nodes behind
 /// waits for it (see [`lock_async`](Self::lock_async)'s cancel safety):
 /// the nodes left behind stay bounded, however fast tasks on other threads

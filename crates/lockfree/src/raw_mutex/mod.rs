@@ -94,9 +94,9 @@
 //! the withdrawals themselves: those at the front of the queue at once, and
 //! those queued behind a live waiter by a sweep of the whole queue, which a
 //! withdrawal makes now and then (once as many withdrawn nodes are left
-//! queued as the live waiters the previous sweep kept) and which unlinks withdrawn
-//! nodes in place: live waiters keep their places, so "the oldest" stays
-//! exact in both modes.
+//! queued as the live waiters the previous sweep kept) and which unlinks
+//! withdrawn nodes in place: live waiters keep their places, so "the
+//! oldest" stays exact in both modes.
 //!
 //! A dequeuer that pops only withdrawn nodes (waiters that keep queueing
 //! and withdrawing, such as tasks that poll `lock_async` in a `select!`
@@ -228,7 +228,7 @@ pub struct RawMutex {
     /// role taken leaves its node to the role's holder, which re-reads the
     /// withdrawals after giving the role up and reclaims again if they
     /// moved (see [`reclaim`](Self::reclaim)); if the holder is far behind,
-    /// the waiter waits for it (see [`crate::backlog`]).
+    /// a dropped future waits for it (see [`crate::backlog`]).
     backlog: Backlog,
     /// The live waiters the last full sweep of the queue kept. Written only
     /// by the holder of `WAKING` (Relaxed: the role's Release/Acquire

@@ -84,8 +84,9 @@
 //!
 //! The deliverer is one thread, and the cancellers may be many: with more
 //! of them than cores they can queue nodes faster than it frees them. A
-//! canceller that finds it running and more than a thousand withdrawn
-//! nodes not yet freed waits for it to catch up (`crate::backlog`), so
+//! dropped future that finds it running and more than a thousand withdrawn
+//! nodes not yet freed waits for it to catch up (`crate::backlog`; a
+//! timed-out thread, which cannot outrun it, never waits there), so
 //! that memory, and the wait of a live waiter queued behind those nodes,
 //! stay bounded however long the churn lasts.
 //!
@@ -277,8 +278,8 @@ pub struct Semaphore {
     /// Requests withdrawn (cancelled futures, timed-out waits), and the
     /// withdrawn nodes the deliverer has freed: the line compacts once the
     /// withdrawals since its last compaction may be half of it, and a
-    /// waiter that withdraws while the deliverer is far behind waits for it
-    /// (see [`crate::backlog`]).
+    /// dropped future that withdraws while the deliverer is far behind
+    /// waits for it (see [`crate::backlog`]).
     backlog: Backlog,
     /// The deliverer's private front of the queue. Only the `ACTIVE` holder
     /// touches it.
