@@ -440,7 +440,7 @@ impl Semaphore {
         // Whether a bounded step (a compaction, a run of withdrawn heads)
         // stopped with more to do: we pass again rather than retire, so
         // that withdrawn waiters do not stay queued until the next release.
-        let mut backlog = false;
+        let mut unfinished = false;
         'pass: loop {
             if !first && self.handover.fruitless(&mut tired) {
                 if sweep {
@@ -472,7 +472,7 @@ impl Semaphore {
                 // when none is left: what a compaction stopped at before the
                 // close is the drain's now. (Left set, it made a deliverer
                 // that found nothing left to drain pass again for ever.)
-                backlog = false;
+                unfinished = false;
                 if let Some(head) = role.take_head().or_else(|| role.pop()) {
                     self.found_head(w, &mut spins, &mut announced);
                     // Fold first (a waiter sent away finds its demand gone),
@@ -499,9 +499,9 @@ impl Semaphore {
                     leave_owed = true;
                 }
             } else {
-                if (sweep || backlog) && !compacted {
+                if (sweep || unfinished) && !compacted {
                     let (folded, more) = role.compact();
-                    backlog = more;
+                    unfinished = more;
                     if folded || more {
                         // Demand was folded (look at the words again), or
                         // more has arrived than one step takes. The next
@@ -513,11 +513,11 @@ impl Semaphore {
                     }
                 }
                 compacted = false;
-                if amount <= 0 && (sweep || backlog) {
+                if amount <= 0 && (sweep || unfinished) {
                     sweep = false;
                     // A `None` (a push half-done) just ends the sweep.
                     let (head, folded, more) = role.live_head();
-                    backlog |= more;
+                    unfinished |= more;
                     if let Some(head) = head {
                         role.put_head(head);
                     }
@@ -530,7 +530,7 @@ impl Semaphore {
                         // `pending` covers demand, so a counted waiter is queued
                         // or about to be.
                         let (head, folded, more) = role.live_head();
-                        backlog |= more;
+                        unfinished |= more;
                         if folded {
                             // Withdrawn heads gone, their demand folded: look
                             // at the words again.
@@ -581,7 +581,7 @@ impl Semaphore {
             // owed any more unless we leave it so. Release: pairs with the
             // next deliverer's Acquire (and with that of the waiter that
             // takes the role for a delivery owed to it, see `enqueue`).
-            if backlog && !leave_owed {
+            if unfinished && !leave_owed {
                 // More withdrawn waiters than our steps took: on with the
                 // next pass (a waiter that keeps cancelling takes over from
                 // a deliverer tired of them).
@@ -589,7 +589,7 @@ impl Semaphore {
             }
             // Leaving the delivery owed with work left: the waiter that
             // takes it over finds `RECHECK`, and sweeps.
-            let keep = match (leave_owed, backlog) {
+            let keep = match (leave_owed, unfinished) {
                 (false, _) => 0,
                 (true, false) => OWED,
                 (true, true) => OWED | RECHECK,
