@@ -127,6 +127,30 @@ fn sweep_keeps_exactly_the_live_waiters_in_order() {
 }
 
 #[test]
+fn sweep_with_hands_over_exactly_the_waiters_it_frees() {
+    let q = WaiterQueue::new();
+    let waiters: Vec<_> = (0..10).map(Waiter::for_thread).collect();
+    for w in &waiters {
+        q.push(Arc::clone(w));
+    }
+    for w in waiters.iter().filter(|w| w.data() % 4 != 1) {
+        w.cancel().unwrap();
+    }
+    let mut freed = Vec::new();
+    // SAFETY: this thread is the only consumer.
+    let swept = unsafe { q.sweep_with(|w| freed.push(w.data())) };
+    assert_eq!((swept.freed, swept.kept), (7, 3));
+    // In queue order, and only the withdrawn ones.
+    assert_eq!(freed, [0, 2, 3, 4, 6, 7, 8]);
+    let mut left = Vec::new();
+    // SAFETY: as above.
+    while let Some(w) = unsafe { q.pop() } {
+        left.push(w.data());
+    }
+    assert_eq!(left, [1, 5, 9]);
+}
+
+#[test]
 fn sweep_front_frees_only_up_to_the_first_live_waiter() {
     let q = WaiterQueue::new();
     let waiters: Vec<_> = (0..5).map(Waiter::for_thread).collect();

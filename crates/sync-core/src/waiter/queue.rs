@@ -212,34 +212,6 @@ impl WaiterQueue {
         }
     }
 
-    /// Takes up to `max` of the waiters that were in the queue when it
-    /// began, oldest first, and hands each to `each`: it stops after the one
-    /// that was last then, so that producers that keep pushing cannot keep
-    /// the consumer here for as long as they go on, and where a producer is
-    /// half-way through a push (as [`pop`](Self::pop) returns `None`
-    /// there). Returns how many it took.
-    ///
-    /// # Safety
-    ///
-    /// As for [`pop`](Self::pop): only the consumer may call it.
-    pub unsafe fn pop_arrived(&self, max: usize, mut each: impl FnMut(Arc<Waiter>)) -> usize {
-        let last = self.last();
-        let mut taken = 0;
-        while !last.is_null() && taken < max {
-            // SAFETY: our caller is the consumer.
-            let Some(waiter) = (unsafe { self.pop() }) else {
-                break;
-            };
-            taken += 1;
-            let was_last = ptr::eq(Arc::as_ptr(&waiter), last);
-            each(waiter);
-            if was_last {
-                break;
-            }
-        }
-        taken
-    }
-
     /// The last waiter in the queue now (null if it is empty), for a sweep
     /// to stop after: only compared with the waiters it pops, never read.
     /// It stays in the queue until the consumer (the caller) pops it, so no
@@ -271,6 +243,22 @@ impl WaiterQueue {
     ///
     /// As for [`pop`](Self::pop): only the consumer may call it.
     pub unsafe fn sweep(&self) -> Swept {
+        // SAFETY: our caller's contract.
+        unsafe { self.sweep_with(|_| {}) }
+    }
+
+    /// [`sweep`](Self::sweep), handing each withdrawn waiter to `freed`
+    /// just before its node is freed: a primitive that counts a demand in
+    /// the waiter's [`data`](Waiter::data) (the semaphore's permits) takes
+    /// it back there.
+    ///
+    /// `freed` runs while the caller holds the consumer role; it must not
+    /// reach this queue.
+    ///
+    /// # Safety
+    ///
+    /// As for [`pop`](Self::pop): only the consumer may call it.
+    pub unsafe fn sweep_with(&self, mut freed: impl FnMut(&Waiter)) -> Swept {
         let mut swept = Swept::default();
         let last = self.last();
         // The last waiter kept, whose `next` we rewrite to unlink the one
@@ -288,7 +276,7 @@ impl WaiterQueue {
             // Acquire: pairs with the Release store of `next` in `push`.
             let next = waiter.next.load(Acquire);
             let cancelled = waiter.is_cancelled();
-            let freed = cancelled
+            let unlinked = cancelled
                 && if next.is_null() {
                     // SAFETY: `kept` and `node` are queue nodes, as above.
                     unsafe { self.unlink_last(kept, node) }
@@ -304,7 +292,8 @@ impl WaiterQueue {
                     }
                     true
                 };
-            if freed {
+            if unlinked {
+                freed(waiter);
                 // SAFETY: unlinked, and no producer writes its `next` any
                 // more (it was linked, or `unlink_last` swung `head` away
                 // from it); the queue's reference is ours to drop.
