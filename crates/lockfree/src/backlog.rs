@@ -98,8 +98,8 @@ impl Backlog {
     }
 
     /// Withdrawals so far, for the dequeuer's own accounting (the mutex
-    /// sweeps its whole queue, and the semaphore compacts its line, once
-    /// those since the last time may be as many as the live waiters).
+    /// and the semaphore sweep their whole queue once the withdrawn nodes
+    /// not freed are as many as the live waiters the last sweep kept).
     pub(crate) fn withdrawals(&self) -> usize {
         // Acquire: pairs with the Release of `withdraw`, so every
         // withdrawal counted shows its node as cancelled.

@@ -411,11 +411,11 @@ fn close_races_a_queueing_thread_and_task() {
 }
 
 /// Issue 12, bug 2: a withdrawn request behind a waiting head is folded and
-/// dropped by the compaction its cancel triggers (not when the head is
-/// served), racing the releases that serve the head: no demand or permit is
-/// lost, the head is served, and the line is left consistent.
+/// freed by the sweep its cancel triggers (not when the head is served),
+/// racing the releases that serve the head: no demand or permit is lost,
+/// the head is served, and the queue is left consistent.
 #[test]
-fn cancel_behind_a_waiting_head_is_compacted() {
+fn cancel_behind_a_waiting_head_is_swept() {
     model::check_with_bound(2, || {
         let sem = Arc::new(Semaphore::new(0));
         let big = {

@@ -77,7 +77,7 @@ fn cancelled_acquires_behind_a_waiting_head_hold_bounded_memory() {
             .poll(&mut Context::from_waker(noop))
             .is_pending()
     );
-    // Warm up (the line's buffer, thread handles), then measure growth.
+    // Warm up (thread handles), then measure growth.
     let _ = cancel_behind_a_waiting_head(&sem, 1_000);
     let grown_small = cancel_behind_a_waiting_head(&sem, 1_000);
     let grown_large = cancel_behind_a_waiting_head(&sem, 40_000);

@@ -174,8 +174,8 @@ fn releases_stay_prompt_and_acquires_end_while_futures_are_polled_and_dropped() 
 /// A close while threads poll and drop `acquire_many_async` (and threads
 /// block in `acquire`): every blocked acquirer is sent away, and every
 /// delivery ends, so the pollers stop when told to. A deliverer that had
-/// stopped a compaction with arrivals left (more than one step takes)
-/// when the close came used to pass again and again once the drain had
+/// stopped a bounded step with work left when the close came used to pass
+/// again and again once the drain had
 /// found nothing left, never retiring: its poller never returned (and a
 /// debug build's count of its passes overflowed after billions of them).
 #[test]

@@ -65,12 +65,13 @@
 //! is between its two steps; the sums stay exact.
 //!
 //! Only the queue's consumer may unlink a node, so a withdrawn waiter
-//! behind a live head would keep its node until the head is served.
-//! The deliverer therefore keeps a private *line* (the queue's front, which
-//! only it touches): after a cancel it moves what had arrived into the line
-//! and, once the withdrawn waiters may be half of it, folds and drops them
-//! in one pass. Memory stays under twice the waiters present, whatever the
-//! number of cancels (see `Line`). A cancelled task's waker is dropped at
+//! behind a live head would keep its node until the head is served. So,
+//! after a cancel, once the withdrawn waiters not yet freed are as many as
+//! the live ones its last sweep kept, the deliverer sweeps the queue
+//! (`WaiterQueue::sweep_with`, the family's one sweep): it frees the
+//! withdrawn waiters in place and folds their demand, and the live ones
+//! keep their places. Memory stays near twice the waiters present,
+//! whatever the number of cancels. A cancelled task's waker is dropped at
 //! the cancel itself (`sync_core::waiter`).
 //!
 //! Waiters that keep queueing and cancelling (tasks that poll
@@ -103,12 +104,13 @@
 
 use core::fmt;
 use core::time::Duration;
-use std::collections::VecDeque;
+
 use std::time::Instant;
 
+use sync_core::sync::Arc;
 use sync_core::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::*};
 use sync_core::sync::cell::UnsafeCell;
-use sync_core::waiter::WaiterQueue;
+use sync_core::waiter::{Waiter, WaiterQueue};
 
 use crate::backlog::Backlog;
 use crate::error::{AcquireError, TryAcquireError};
@@ -123,7 +125,7 @@ mod timed;
 use future::Request;
 pub use future::{AcquireArcAsync, AcquireAsync};
 pub use permit::{ArcSemaphorePermit, SemaphorePermit};
-use raw::{ACTIVE, CLOSED, Line, RECHECK};
+use raw::{ACTIVE, CLOSED, RECHECK};
 
 /// A counting semaphore whose waiters wait in a lock-free FIFO queue, and
 /// which both threads and async tasks can acquire.
@@ -276,29 +278,29 @@ pub struct Semaphore {
     total: core::sync::atomic::AtomicUsize,
     queue: WaiterQueue,
     /// Requests withdrawn (cancelled futures, timed-out waits), and the
-    /// withdrawn nodes the deliverer has freed: the line compacts once the
-    /// withdrawals since its last compaction may be half of it, and a
+    /// withdrawn nodes the deliverer has freed: the deliverer sweeps the
+    /// queue once the withdrawn nodes not freed are as many as `kept`, and a
     /// dropped future that withdraws while the deliverer is far behind
     /// waits for it (see [`crate::backlog`]).
     backlog: Backlog,
-    /// The deliverer's private front of the queue. Only the `ACTIVE` holder
-    /// touches it.
-    line: UnsafeCell<Line>,
-    /// The line's length at its last compaction, for cancellers: the line
-    /// may keep as many withdrawn waiters as live ones, which do not count
-    /// towards the backlog they wait on. A hint written by the `ACTIVE`
-    /// holder, which orders nothing, so the core atomic even under loom
-    /// (as `total`).
-    line_len: core::sync::atomic::AtomicUsize,
+    /// The oldest waiter, which the deliverer took from the queue and keeps
+    /// while it waits for more permits. Only the `ACTIVE` holder touches it.
+    head: UnsafeCell<Option<Arc<Waiter>>>,
+    /// The live waiters the deliverer's last sweep kept: the queue may keep
+    /// as many withdrawn ones, which do not count towards the backlog
+    /// cancellers wait on. Written by the `ACTIVE` holder only, and ordered
+    /// by that role's handoff; for cancellers a hint, so the core atomic
+    /// even under loom (as `total`).
+    kept: core::sync::atomic::AtomicUsize,
     /// A deliverer that keeps finding nothing to deliver hands `ACTIVE` to
     /// a cancelling waiter (see [`crate::handover`]).
     handover: Handover,
 }
 
-// SAFETY: every field but `line` is an atomic or the (Send + Sync) queue;
-// `line` is only accessed by the thread holding `pending`'s ACTIVE bit,
+// SAFETY: every field but `head` is an atomic or the (Send + Sync) queue;
+// `head` is only accessed by the thread holding `pending`'s ACTIVE bit,
 // which is passed from one holder to the next with Release/Acquire RMWs.
-// The nodes it holds are `Arc<Waiter>`s (Send + Sync).
+// The node it holds is an `Arc<Waiter>` (Send + Sync).
 unsafe impl Send for Semaphore {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for Semaphore {}
@@ -350,12 +352,8 @@ impl Semaphore {
                 total: core::sync::atomic::AtomicUsize::new(permits),
                 queue: WaiterQueue::new(),
                 backlog: Backlog::new(),
-                line: UnsafeCell::new(Line {
-                    nodes: VecDeque::new(),
-                    dead: 0,
-                    seen: 0,
-                }),
-                line_len: core::sync::atomic::AtomicUsize::new(0),
+                head: UnsafeCell::new(None),
+                kept: core::sync::atomic::AtomicUsize::new(0),
                 handover: Handover::new(),
             }
         }

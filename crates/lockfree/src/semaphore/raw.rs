@@ -1,7 +1,6 @@
 //! The semaphore's protocol: the two words, the deliverer's role and
-//! its line, the wait of a counted thread (see the module's notes).
+//! the head it keeps, the wait of a counted thread (see the module's notes).
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use sync_core::sync::Arc;
@@ -39,28 +38,6 @@ pub(super) const GRANTED: Token = 1;
 /// The token of a waiter that a close sent away without permits.
 pub(super) const CLOSED_TOKEN: Token = 2;
 
-/// Waiters the deliverer has dequeued, oldest first: the head (still short
-/// of permits) and, after a cancel, those it pulled from the queue behind
-/// it to drop the withdrawn ones.
-///
-/// Only the queue's consumer may unlink a node, so withdrawn
-/// waiters stuck behind a live head would otherwise keep their nodes until
-/// the head is served: memory that grows with the history of cancels. A
-/// cancel makes the deliverer move what has arrived in the queue into the
-/// line (each node moves once) and, once the withdrawn ones may be half of
-/// it, drop them all (one pass): nodes kept stay under twice the live
-/// waiters (plus those still arriving), at a cost per cancel that is O(1)
-/// amortised.
-#[derive(Debug, Default)]
-pub(super) struct Line {
-    pub(super) nodes: VecDeque<Arc<Waiter>>,
-    /// Withdrawn waiters that may be in `nodes` (an over-estimate: cancels
-    /// are counted, whichever path folds them).
-    pub(super) dead: usize,
-    /// The semaphore's count of withdrawals when the line last compacted.
-    pub(super) seen: usize,
-}
-
 /// How many delivery passes after the first (each ends in a retirement
 /// that failed) make a deliverer ask for help (see [`crate::handover`]).
 /// Grants do not reset the count: the wakeups of the waiters granted wait
@@ -73,8 +50,8 @@ const TIRED_PASSES: u32 = TIRED_AFTER;
 #[cfg(loom)]
 const TIRED_PASSES: u32 = 2;
 
-/// The most waiters a delivery pass takes from the queue, or folds at the
-/// head, in one go: a pass ends (and counts towards asking for help, see
+/// The most withdrawn waiters a delivery pass folds at the head in one
+/// go: a pass ends (and counts towards asking for help, see
 /// `TIRED_PASSES`) after a bounded amount of work, however many withdrawn
 /// waiters cancels that keep coming have queued.
 const STEP: usize = 64;
@@ -322,7 +299,7 @@ impl Semaphore {
             // AcqRel: Release hands our permits (and `count`'s change) to
             // the deliverer, which loads `pending` with Acquire; Acquire, if
             // we become the deliverer, pairs with the Release of the previous
-            // one's retirement, so we see the queue and `line` as it left
+            // one's retirement, so we see the queue and `head` as it left
             // them.
             match self.pending.compare_exchange_weak(w, new, AcqRel, Relaxed) {
                 // Somebody is delivering: it cannot retire without seeing
@@ -383,8 +360,8 @@ impl Semaphore {
         }
     }
 
-    /// Called by a waiter that cancelled: counts it for the line's
-    /// compaction, and rechecks; if a deliverer that keeps finding nothing
+    /// Called by a waiter that cancelled: counts it for the queue's
+    /// sweep, and rechecks; if a deliverer that keeps finding nothing
     /// to deliver asks for help, takes the role over from it (see
     /// [`crate::handover`]). If the running deliverer is far behind the
     /// withdrawals, a dropped future waits for it to catch up, or for its
@@ -397,8 +374,8 @@ impl Semaphore {
         let took_the_role = self.backlog.let_the_dequeuer_catch_up(
             who,
             ticket,
-            // Relaxed: a hint (see `line_len`).
-            || self.line_len.load(Relaxed),
+            // Relaxed: a hint (see `kept`).
+            || self.kept.load(Relaxed),
             || {
                 // Relaxed: a look before the RMW, which decides (and sets
                 // `RECHECK` only when the role may be ours).
@@ -435,11 +412,11 @@ impl Semaphore {
         // our retirement as often as we try it.
         let mut tired = Tiredness::after(TIRED_PASSES);
         let mut first = true;
-        // Whether the last pass compacted the line (the next one delivers).
-        let mut compacted = false;
-        // Whether a bounded step (a compaction, a run of withdrawn heads)
-        // stopped with more to do: we pass again rather than retire, so
-        // that withdrawn waiters do not stay queued until the next release.
+        // Whether the last pass swept the queue (the next one delivers).
+        let mut swept = false;
+        // Whether the last run of withdrawn heads stopped at `STEP` with
+        // more to do: we pass again rather than retire, so that withdrawn
+        // waiters do not stay queued until the next release.
         let mut unfinished = false;
         'pass: loop {
             if !first && self.handover.fruitless(&mut tired) {
@@ -469,9 +446,10 @@ impl Semaphore {
             let mut leave_owed = false;
             if w & CLOSED != 0 {
                 // The drain takes every node, withdrawn or not, and ends
-                // when none is left: what a compaction stopped at before the
-                // close is the drain's now. (Left set, it made a deliverer
-                // that found nothing left to drain pass again for ever.)
+                // when none is left: what a run of withdrawn heads stopped
+                // at before the close is the drain's now. (Left set, it made
+                // a deliverer that found nothing left to drain pass again
+                // for ever.)
                 unfinished = false;
                 if let Some(head) = role.take_head().or_else(|| role.pop()) {
                     self.found_head(w, &mut spins, &mut announced);
@@ -499,25 +477,20 @@ impl Semaphore {
                     leave_owed = true;
                 }
             } else {
-                if (sweep || unfinished) && !compacted {
-                    let (folded, more) = role.compact();
-                    unfinished = more;
-                    if folded || more {
-                        // Demand was folded (look at the words again), or
-                        // more has arrived than one step takes. The next
-                        // pass delivers before it compacts again: cancels
-                        // that keep coming would otherwise keep us
-                        // compacting while the head waits.
-                        compacted = true;
-                        continue;
-                    }
+                if (sweep || unfinished) && !swept && role.sweep() {
+                    // Demand was folded: look at the words again. The next
+                    // pass delivers before it sweeps again: cancels that
+                    // keep coming would otherwise keep us sweeping while
+                    // the head waits.
+                    swept = true;
+                    continue;
                 }
-                compacted = false;
+                swept = false;
                 if amount <= 0 && (sweep || unfinished) {
                     sweep = false;
                     // A `None` (a push half-done) just ends the sweep.
                     let (head, folded, more) = role.live_head();
-                    unfinished |= more;
+                    unfinished = more;
                     if let Some(head) = head {
                         role.put_head(head);
                     }
@@ -530,7 +503,7 @@ impl Semaphore {
                         // `pending` covers demand, so a counted waiter is queued
                         // or about to be.
                         let (head, folded, more) = role.live_head();
-                        unfinished |= more;
+                        unfinished = more;
                         if folded {
                             // Withdrawn heads gone, their demand folded: look
                             // at the words again.
@@ -685,27 +658,30 @@ fn expired(deadline: Option<Instant>) -> bool {
 
 /// The deliverer's role: made only by `run_delivery`, whose callers have
 /// just set `pending`'s ACTIVE bit, and gone before it retires. Holding it
-/// means the `line` and the queue's consumer side are this thread's.
+/// means the `head` and the queue's consumer side are this thread's.
 struct Role<'a>(&'a Semaphore);
 
 impl Role<'_> {
-    /// Runs `f` on the line.
-    fn line<R>(&self, f: impl FnOnce(&mut Line) -> R) -> R {
-        // `f` does not reach `line` again (it pops the queue and folds,
-        // which touch only atomics).
-        // SAFETY: only the ACTIVE holder touches `line`, and ACTIVE passes
-        // from one holder to the next with Release/Acquire RMWs.
-        self.0.line.with_mut(|l| f(unsafe { &mut *l }))
+    /// Runs `f` on the head the deliverer took from the queue and keeps
+    /// for later releases (`None`: the queue's front is the head).
+    fn head<R>(&self, f: impl FnOnce(&mut Option<Arc<Waiter>>) -> R) -> R {
+        // SAFETY: only the ACTIVE holder touches `head`, and ACTIVE passes
+        // from one holder to the next with Release/Acquire RMWs; `f` does
+        // not reach `head` again.
+        self.0.head.with_mut(|h| f(unsafe { &mut *h }))
     }
 
     /// The oldest waiter the deliverer has dequeued.
     fn take_head(&self) -> Option<Arc<Waiter>> {
-        self.line(|l| l.nodes.pop_front())
+        self.head(Option::take)
     }
 
     /// Puts the oldest waiter back in front.
     fn put_head(&self, waiter: Arc<Waiter>) {
-        self.line(|l| l.nodes.push_front(waiter));
+        self.head(|h| {
+            debug_assert!(h.is_none(), "two heads");
+            *h = Some(waiter);
+        });
     }
 
     /// Takes the oldest live waiter (`None` if there is none, or the
@@ -734,55 +710,44 @@ impl Role<'_> {
         (head, withdrawn != 0, looked == STEP)
     }
 
-    /// After a cancel: moves what has arrived in the queue (up to [`STEP`]
-    /// waiters) to the line and, if the withdrawn waiters may be half of
-    /// it, folds and drops them all. Returns whether it folded any, and
-    /// whether it stopped at `STEP` (more may have arrived).
-    fn compact(&self) -> (bool, bool) {
+    /// After a cancel: once the withdrawn waiters not yet freed are as many
+    /// as the live ones the last sweep kept, sweeps the queue
+    /// ([`WaiterQueue::sweep_with`]), freeing the withdrawn waiters behind
+    /// live ones in place and folding their demand. Each sweep costs the
+    /// queue's length, which as many withdrawals pay for (O(1) each,
+    /// amortized), and memory follows the live waiters, whatever the number
+    /// of cancels. Returns whether it freed any.
+    ///
+    /// [`WaiterQueue::sweep_with`]: sync_core::waiter::WaiterQueue::sweep_with
+    fn sweep(&self) -> bool {
         let sem = self.0;
-        self.line(|l| {
-            // SAFETY: the ACTIVE holder is the queue's only consumer (see
-            // `pop`). What arrives meanwhile, and what is past the first
-            // `STEP`, waits for the next compaction: each pass stays short.
-            let taken = unsafe {
-                sem.queue
-                    .pop_arrived(STEP, |waiter| l.nodes.push_back(waiter))
-            };
-            let more = taken == STEP;
-            let seen = sem.backlog.withdrawals();
-            l.dead += seen.wrapping_sub(l.seen);
-            l.seen = seen;
-            // The withdrawn nodes the line may keep (as many as its live
-            // waiters) do not count as a backlog. Relaxed: a hint.
-            sem.line_len.store(l.nodes.len(), Relaxed);
-            if l.dead == 0 || l.dead * 2 < l.nodes.len() {
-                return (false, more);
-            }
-            l.dead = 0;
-            let before = l.nodes.len();
-            let mut withdrawn = 0;
-            l.nodes.retain(|w| {
-                let gone = w.is_cancelled();
-                if gone {
-                    withdrawn += w.data();
-                }
-                !gone
-            });
-            if withdrawn != 0 {
-                // Demand behind the head is uncovered (`pending` covers the
-                // oldest demand first), so this only raises `count`; one
-                // fold for the sum is the same as a fold each.
-                sem.fold(withdrawn);
-            }
-            sem.backlog.freed(before - l.nodes.len());
-            sem.line_len.store(l.nodes.len(), Relaxed);
-            // Memory follows the waiters present, not the largest line
-            // there ever was.
-            if l.nodes.capacity() > 4 * l.nodes.len().max(4) {
-                l.nodes.shrink_to(2 * l.nodes.len());
-            }
-            (l.nodes.len() < before, more)
-        })
+        // Acquire: pairs with the Release increments, so every withdrawal
+        // counted shows its node as cancelled.
+        let seen = sem.backlog.withdrawals();
+        // Relaxed: only the ACTIVE holder writes `kept`, and the role's
+        // Release/Acquire handoff orders one holder's writes before the
+        // next's.
+        let unfreed = sem.backlog.unfreed(seen);
+        if unfreed == 0 || unfreed < sem.kept.load(Relaxed) {
+            return false;
+        }
+        let mut withdrawn = 0;
+        // SAFETY: the ACTIVE holder is the queue's only consumer (see
+        // `pop`). The sweep stops after the waiter that was last when it
+        // began: cancels that keep coming wait for the next one.
+        let swept = unsafe { sem.queue.sweep_with(|w| withdrawn += w.data()) };
+        if withdrawn != 0 {
+            // One fold for the sum is the same as a fold each: `fold`
+            // frees whatever part of the demand `pending` had covered
+            // (only the queue's front can have any, when no head is kept).
+            sem.fold(withdrawn);
+        }
+        sem.backlog.freed(swept.freed);
+        // The withdrawn nodes the queue may keep (as many as its live
+        // waiters) do not count as a backlog. Relaxed: as above (and a hint
+        // for cancellers).
+        sem.kept.store(swept.kept, Relaxed);
+        swept.freed != 0
     }
 
     fn pop(&self) -> Option<Arc<Waiter>> {
