@@ -12,13 +12,14 @@
 //!
 //! So a withdrawing waiter that leaves its node to a running dequeuer
 //! counts itself, and while more than [`LIMIT`] nodes withdrawn up to its
-//! own are not freed yet (beyond those the dequeuer keeps on purpose: its
-//! slack), it waits for the dequeuer to catch up, as tokio's dropped
+//! own are not freed yet (beyond those the dequeuer leaves on purpose: as
+//! many as the live waiters its last sweep kept, see
+//! [`sweep_due`](Backlog::sweep_due)), it waits for the dequeuer to catch up, as tokio's dropped
 //! `Acquire` waits for its semaphore's lock. Nobody would wake it, so it
 //! does not park: it backs off, then gives its core away
 //! ([`Backoff`]), and it takes the dequeuer's role itself as soon as the
 //! role comes free (or its holder hands it over, see [`crate::handover`]).
-//! Withdrawn nodes not yet freed then stay under `LIMIT` plus the slack,
+//! Withdrawn nodes not yet freed then stay under `LIMIT` plus those kept,
 //! plus one per withdrawing thread.
 //!
 //! Only dropped futures wait ([`Withdrawer`]): a thread whose timed wait
@@ -39,7 +40,8 @@ use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
 #[cfg(not(loom))]
 use sync_core::wait::Backoff;
 
-/// How many withdrawn nodes may wait for the dequeuer, beyond its slack,
+/// How many withdrawn nodes may wait for the dequeuer, beyond those it
+/// leaves on purpose,
 /// before a withdrawing waiter waits for it: a few hundred kilobytes, which
 /// a running dequeuer frees within a fraction of a millisecond.
 pub(crate) const LIMIT: usize = 1024;
@@ -71,6 +73,11 @@ pub(crate) struct Backlog {
     /// Withdrawn nodes the dequeuer has freed (wrapping). Written only by
     /// the dequeuer's role.
     freed: HintUsize,
+    /// The live waiters the dequeuer's last sweep kept, less the nodes it
+    /// has taken from the queue's front since (the oldest, so those kept
+    /// first): the kept waiters still queued, or fewer. Written only by the
+    /// dequeuer's role.
+    kept: HintUsize,
     /// [`LIMIT`], which a loom model may lower to reach the wait.
     #[cfg(loom)]
     limit: HintUsize,
@@ -82,6 +89,7 @@ impl Backlog {
             Self {
                 withdrawn: AtomicUsize::new(0),
                 freed: HintUsize::new(0),
+                kept: HintUsize::new(0),
                 #[cfg(loom)]
                 limit: HintUsize::new(LIMIT),
             }
@@ -97,9 +105,8 @@ impl Backlog {
         self.withdrawn.fetch_add(1, Release).wrapping_add(1)
     }
 
-    /// Withdrawals so far, for the dequeuer's own accounting (the mutex
-    /// and the semaphore sweep their whole queue once the withdrawn nodes
-    /// not freed are as many as the live waiters the last sweep kept).
+    /// Withdrawals so far, for the dequeuer's own accounting (see
+    /// [`sweep_due`](Self::sweep_due)).
     pub(crate) fn withdrawals(&self) -> usize {
         // Acquire: pairs with the Release of `withdraw`, so every
         // withdrawal counted shows its node as cancelled.
@@ -119,28 +126,66 @@ impl Backlog {
     /// Called by the dequeuer's role, with `seen` read from
     /// [`withdrawals`](Self::withdrawals): the withdrawn nodes it has not
     /// freed yet (still queued, or half-way through their withdrawal).
-    pub(crate) fn unfreed(&self, seen: usize) -> usize {
+    fn unfreed(&self, seen: usize) -> usize {
         // A node freed before its waiter counted the withdrawal makes the
         // difference negative for a moment: none.
         (seen.wrapping_sub(self.freed.load(Relaxed)) as isize).max(0) as usize
     }
 
-    /// Whether more than [`LIMIT`] plus `slack` withdrawn nodes, up to the
-    /// one of `ticket`, are not freed yet.
-    fn is_behind(&self, ticket: usize, slack: usize) -> bool {
+    /// Called by the dequeuer's role, with `seen` read from
+    /// [`withdrawals`](Self::withdrawals): whether to sweep the whole queue
+    /// (`WaiterQueue::sweep`). It is due once the withdrawn nodes not freed
+    /// are as many as the live waiters the last sweep kept and that are
+    /// still queued: a sweep costs the queue's length, which as many
+    /// withdrawals then pay for (O(1) each, amortized), and the queue holds
+    /// about twice its live waiters at most, whatever the number of waits
+    /// withdrawn.
+    pub(crate) fn sweep_due(&self, seen: usize) -> bool {
+        let unfreed = self.unfreed(seen);
+        // Relaxed: only the role writes `kept` (see `freed`).
+        unfreed != 0 && unfreed >= self.kept.load(Relaxed)
+    }
+
+    /// Called by the dequeuer's role after a sweep, with the live waiters it
+    /// kept.
+    pub(crate) fn swept(&self, kept: usize) {
+        // Relaxed: as in `sweep_due`.
+        self.kept.store(kept, Relaxed);
+    }
+
+    /// Called by the dequeuer's role: it took `n` nodes from the queue's
+    /// front (live or withdrawn). The queue is FIFO, so the waiters the last
+    /// sweep kept leave it first: once they have, a sweep is due at the
+    /// next withdrawal. (Without this, a sweep that kept many waiters,
+    /// served since, let as many withdrawn nodes pile up behind a new head
+    /// before the next.)
+    #[inline]
+    pub(crate) fn popped(&self, n: usize) {
+        // Relaxed: as in `sweep_due`. Only the role writes, so a load and
+        // a store count exactly; the store is skipped when nothing is kept
+        // (a contended lock's every dequeue comes here).
+        let kept = self.kept.load(Relaxed);
+        if kept != 0 {
+            self.kept.store(kept.saturating_sub(n), Relaxed);
+        }
+    }
+
+    /// Whether more than [`LIMIT`] withdrawn nodes, up to the one of
+    /// `ticket`, beyond those kept (see [`sweep_due`](Self::sweep_due)),
+    /// are not freed yet.
+    fn is_behind(&self, ticket: usize) -> bool {
         // Relaxed: a hint. A dequeuer that freed a node before its waiter
         // counted the withdrawal makes the difference negative: not behind.
         let behind = ticket.wrapping_sub(self.freed.load(Relaxed)) as isize;
-        let allowed = self.limit().saturating_add(slack);
+        let allowed = self.limit().saturating_add(self.kept.load(Relaxed));
         behind > allowed.min(isize::MAX as usize) as isize
     }
 
     /// Called by a withdrawing waiter that left its node (counted as
     /// `ticket`) to a running dequeuer: if it is a [`Withdrawer::Future`],
-    /// while the dequeuer is behind by
-    /// more than [`LIMIT`] plus what `slack` returns (the withdrawn nodes
-    /// it keeps on purpose: as many as its live waiters, which it frees
-    /// only once that many have withdrawn), backs off and calls
+    /// while the dequeuer is behind by more than [`LIMIT`] plus the nodes
+    /// it leaves on purpose (as many as the live waiters its last sweep
+    /// kept, see [`sweep_due`](Self::sweep_due)), backs off and calls
     /// `take_role`, which looks
     /// for the dequeuer's role: `true` once the caller has it (handed over,
     /// or taken while free), or should go and take it. Returns `true` as
@@ -149,7 +194,6 @@ impl Backlog {
         &self,
         who: Withdrawer,
         ticket: usize,
-        slack: impl Fn() -> usize,
         mut take_role: impl FnMut() -> bool,
     ) -> bool {
         if who == Withdrawer::Thread {
@@ -159,7 +203,7 @@ impl Backlog {
         let mut backoff = Backoff::new();
         #[cfg(loom)]
         let mut waits = 0;
-        while self.is_behind(ticket, slack()) {
+        while self.is_behind(ticket) {
             #[cfg(loom)]
             {
                 // A few waits, one yield to the model each: a load may

@@ -109,7 +109,104 @@ fn cancelled_acquires_on_an_empty_queue_hold_nothing() {
     assert_eq!(sem.available_permits(), 1, "no demand left behind");
 }
 
+/// How many live waiters the "served queue" tests sweep and then serve,
+/// and how many withdrawals they make behind the next head.
+const SERVED: usize = 20_000;
+const WITHDRAWN_AFTER: usize = 15_000;
+
+/// Polls and drops a future that queues behind a live head.
+fn poll_and_drop<F: Future>(fut: F) {
+    let mut fut = pin!(fut);
+    assert!(
+        fut.as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+    );
+}
+
+/// A sweep that kept many live waiters sets how many withdrawn ones may
+/// wait behind live ones before the next sweep. Once those waiters are
+/// served, the count must follow: it used to stay, and withdrawals behind
+/// the next head then kept their nodes (about 80 bytes each) until as many
+/// had piled up as the sweep had once kept.
+#[test]
+fn withdrawn_acquires_are_swept_after_a_large_queue_was_served() {
+    let _one = sync_core::testing::one_at_a_time();
+    let sem = Semaphore::new(0);
+    let mut live: Vec<_> = (0..SERVED).map(|_| Box::pin(sem.acquire_async())).collect();
+    let mut cx = Context::from_waker(Waker::noop());
+    for f in &mut live {
+        assert!(f.as_mut().poll(&mut cx).is_pending());
+    }
+    // A withdrawal behind them: a sweep that keeps them all.
+    poll_and_drop(sem.acquire_async());
+    sem.add_permits(SERVED);
+    let held: Vec<_> = live
+        .iter_mut()
+        .map(|f| match f.as_mut().poll(&mut cx) {
+            Poll::Ready(permit) => permit.unwrap(),
+            Poll::Pending => panic!("a waiter was not served"),
+        })
+        .collect();
+    drop(live);
+    let mut head = pin!(sem.acquire_async());
+    assert!(head.as_mut().poll(&mut cx).is_pending());
+    let before = thread_live_bytes();
+    for _ in 0..WITHDRAWN_AFTER {
+        poll_and_drop(sem.acquire_async());
+    }
+    let grown = thread_live_bytes() - before;
+    assert!(
+        grown < 64 * 1024,
+        "{WITHDRAWN_AFTER} withdrawals behind one head keep {grown} bytes"
+    );
+    drop(held);
+    assert!(matches!(head.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+    assert_eq!(sem.available_permits(), SERVED, "a permit went missing");
+}
+
 // ---- Mutex ----------------------------------------------------------------
+
+/// The mutex's sweep, as `withdrawn_acquires_are_swept_after_a_large_queue_was_served`.
+#[test]
+fn withdrawn_locks_are_swept_after_a_large_queue_was_served() {
+    let _one = sync_core::testing::one_at_a_time();
+    for fairness in [Fairness::Barging, Fairness::Fifo] {
+        let m = Mutex::with_fairness(0u64, fairness);
+        let mut guard = m.lock();
+        let mut live: Vec<_> = (0..SERVED).map(|_| Box::pin(m.lock_async())).collect();
+        let mut cx = Context::from_waker(Waker::noop());
+        for f in &mut live {
+            assert!(f.as_mut().poll(&mut cx).is_pending());
+        }
+        // A withdrawal behind them: a sweep that keeps them all.
+        poll_and_drop(m.lock_async());
+        for f in &mut live {
+            drop(guard);
+            guard = match f.as_mut().poll(&mut cx) {
+                Poll::Ready(g) => g,
+                Poll::Pending => panic!("{fairness:?}: a waiter was not served"),
+            };
+            *guard += 1;
+        }
+        let mut head = pin!(m.lock_async());
+        assert!(head.as_mut().poll(&mut cx).is_pending());
+        let before = thread_live_bytes();
+        for _ in 0..WITHDRAWN_AFTER {
+            poll_and_drop(m.lock_async());
+        }
+        let grown = thread_live_bytes() - before;
+        assert!(
+            grown < 64 * 1024,
+            "{fairness:?}: {WITHDRAWN_AFTER} withdrawals behind one head keep {grown} bytes"
+        );
+        drop(guard);
+        let Poll::Ready(g) = head.as_mut().poll(&mut cx) else {
+            panic!("{fairness:?}: the head was not served");
+        };
+        assert_eq!(*g, SERVED as u64);
+    }
+}
 
 const ATTEMPTS: usize = 20_000;
 

@@ -100,74 +100,62 @@ fn a_deferred_thread_wakeup_reaches_the_sleeping_thread() {
     assert_eq!(sleeper.join().unwrap(), 3);
 }
 
-#[test]
-fn sweep_keeps_exactly_the_live_waiters_in_order() {
+/// A queue of waiters `0..n` (their data), those that `withdrawn` names
+/// cancelled, and the waiters.
+fn queue_of(n: usize, withdrawn: impl Fn(usize) -> bool) -> (WaiterQueue, Vec<Arc<Waiter>>) {
     let q = WaiterQueue::new();
-    let waiters: Vec<_> = (0..10).map(Waiter::for_thread).collect();
-    // Besides ours, the thread keeps a reference to its last waiter.
-    let before: Vec<_> = waiters.iter().map(Arc::strong_count).collect();
+    let waiters: Vec<_> = (0..n).map(Waiter::for_thread).collect();
     for w in &waiters {
         q.push(Arc::clone(w));
     }
-    for w in waiters.iter().filter(|w| w.data() % 3 == 0) {
+    for w in waiters.iter().filter(|w| withdrawn(w.data())) {
         w.cancel().unwrap();
     }
-    // SAFETY: this thread is the only consumer.
-    let swept = unsafe { q.sweep() };
-    assert_eq!((swept.freed, swept.kept), (4, 6));
+    (q, waiters)
+}
+
+/// Pops every waiter left in `q` and returns their data, in order.
+fn drain(q: &WaiterQueue) -> Vec<usize> {
     let mut left = Vec::new();
-    // SAFETY: as above.
+    // SAFETY: the test's thread is the only consumer.
     while let Some(w) = unsafe { q.pop() } {
         left.push(w.data());
     }
-    assert_eq!(left, [1, 2, 4, 5, 7, 8]);
+    left
+}
+
+#[test]
+fn sweep_keeps_exactly_the_live_waiters_in_order() {
+    let (q, waiters) = queue_of(10, |i| i % 3 == 0);
+    // Besides the queue's, ours and the thread's (its last waiter) remain.
+    let expected: Vec<_> = waiters.iter().map(|w| Arc::strong_count(w) - 1).collect();
+    // SAFETY: this thread is the only consumer.
+    let swept = unsafe { q.sweep() };
+    assert_eq!((swept.freed, swept.kept), (4, 6));
+    assert_eq!(drain(&q), [1, 2, 4, 5, 7, 8]);
     // Freed nodes released the queue's references.
     let after: Vec<_> = waiters.iter().map(Arc::strong_count).collect();
-    assert_eq!(after, before);
+    assert_eq!(after, expected);
 }
 
 #[test]
 fn sweep_with_hands_over_exactly_the_waiters_it_frees() {
-    let q = WaiterQueue::new();
-    let waiters: Vec<_> = (0..10).map(Waiter::for_thread).collect();
-    for w in &waiters {
-        q.push(Arc::clone(w));
-    }
-    for w in waiters.iter().filter(|w| w.data() % 4 != 1) {
-        w.cancel().unwrap();
-    }
+    let (q, _waiters) = queue_of(10, |i| i % 4 != 1);
     let mut freed = Vec::new();
     // SAFETY: this thread is the only consumer.
     let swept = unsafe { q.sweep_with(|w| freed.push(w.data())) };
     assert_eq!((swept.freed, swept.kept), (7, 3));
     // In queue order, and only the withdrawn ones.
     assert_eq!(freed, [0, 2, 3, 4, 6, 7, 8]);
-    let mut left = Vec::new();
-    // SAFETY: as above.
-    while let Some(w) = unsafe { q.pop() } {
-        left.push(w.data());
-    }
-    assert_eq!(left, [1, 5, 9]);
+    assert_eq!(drain(&q), [1, 5, 9]);
 }
 
 #[test]
 fn sweep_front_frees_only_up_to_the_first_live_waiter() {
-    let q = WaiterQueue::new();
-    let waiters: Vec<_> = (0..5).map(Waiter::for_thread).collect();
-    for w in &waiters {
-        q.push(Arc::clone(w));
-    }
-    for i in [0, 1, 3] {
-        waiters[i].cancel().unwrap();
-    }
+    let (q, _waiters) = queue_of(5, |i| [0, 1, 3].contains(&i));
     // SAFETY: this thread is the only consumer.
     assert_eq!(unsafe { q.sweep_front() }, 2);
-    let mut left = Vec::new();
-    // SAFETY: as above.
-    while let Some(w) = unsafe { q.pop() } {
-        left.push(w.data());
-    }
-    assert_eq!(left, [2, 3, 4]);
+    assert_eq!(drain(&q), [2, 3, 4]);
 }
 
 /// Memory follows the live waiters: a long history of withdrawn waits,

@@ -94,7 +94,8 @@
 //! the withdrawals themselves: those at the front of the queue at once, and
 //! those queued behind a live waiter by a sweep of the whole queue, which a
 //! withdrawal makes now and then (once as many withdrawn nodes are left
-//! queued as the live waiters the previous sweep kept) and which unlinks
+//! queued as the live waiters the previous sweep kept that are still
+//! queued, see `Backlog::sweep_due`) and which unlinks
 //! withdrawn nodes in place: live waiters keep their places, so "the
 //! oldest" stays exact in both modes.
 //!
@@ -230,12 +231,6 @@ pub struct RawMutex {
     /// moved (see [`reclaim`](Self::reclaim)); if the holder is far behind,
     /// a dropped future waits for it (see [`crate::backlog`]).
     backlog: Backlog,
-    /// The live waiters the last full sweep of the queue kept. Written only
-    /// by the holder of `WAKING` (Relaxed: the role's Release/Acquire
-    /// handoff orders its writes, as it orders the queue's pops); read by
-    /// withdrawing waiters as a hint (as many withdrawn nodes may stay
-    /// queued, see [`crate::backlog`]). See [`reclaim`](Self::reclaim).
-    kept: AtomicUsize,
     /// A dequeuer that pops only withdrawn nodes hands its role to a
     /// withdrawing waiter (see [`crate::handover`]).
     handover: Handover,
@@ -271,7 +266,6 @@ impl RawMutex {
                 word: AtomicUsize::new(0),
                 queue: WaiterQueue::new(),
                 backlog: Backlog::new(),
-                kept: AtomicUsize::new(0),
                 handover: Handover::new(),
                 fairness,
             }

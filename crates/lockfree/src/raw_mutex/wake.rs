@@ -190,6 +190,7 @@ impl RawMutex {
                 announced = false;
             }
             spins = 0;
+            self.backlog.popped(1);
             if waiter.is_cancelled() {
                 // A dropped future's node: uncount it and look again,
                 // unless a withdrawing waiter takes the role over.
@@ -392,14 +393,15 @@ impl RawMutex {
     /// role on as a woken waiter that gives up would (an unlock that came
     /// meanwhile left the waking to us). It frees those at the front of the
     /// queue, up to the first live waiter; and once the withdrawn nodes left
-    /// queued are as many as the live waiters the last full sweep kept, it
-    /// sweeps the whole queue (`WaiterQueue::sweep`), freeing those
+    /// queued are as many as the live waiters the last full sweep kept that
+    /// are still queued (`Backlog::sweep_due`), it sweeps the whole queue (`WaiterQueue::sweep`), freeing those
     /// behind live waiters too, so that each withdrawal pays O(1) amortized.
     /// If the role is taken, its holder either is a reclaimer, which sees
     /// the withdrawal and sweeps again, or will dequeue (wake or hand off)
     /// soon; the node is left to it. What stays queued is then the live
     /// waiters, fewer withdrawn ones than the live waiters the last full
-    /// sweep kept (plus those behind a push in flight), and those withdrawn
+    /// sweep kept and still queued (plus those behind a push in flight),
+    /// and those withdrawn
     /// while a waker held the role (until the next withdrawal or unlock).
     #[cold]
     pub(super) fn reclaim(&self, who: Withdrawer, panics: &mut Panics) {
@@ -431,21 +433,14 @@ impl RawMutex {
                     // future waits for it to catch up, or for its role,
                     // free or handed over.
                     let mut handed = None;
-                    let look_again = self.backlog.let_the_dequeuer_catch_up(
-                        who,
-                        ticket,
-                        // Relaxed: a hint; the withdrawn nodes the last
-                        // full sweep's live waiters excuse.
-                        || self.kept.load(Relaxed),
-                        || {
-                            let w = self.word.load(Relaxed);
-                            if w < ONE || w & WAKING == 0 {
-                                return true;
-                            }
-                            handed = self.handover.offer();
-                            handed.is_some()
-                        },
-                    );
+                    let look_again = self.backlog.let_the_dequeuer_catch_up(who, ticket, || {
+                        let w = self.word.load(Relaxed);
+                        if w < ONE || w & WAKING == 0 {
+                            return true;
+                        }
+                        handed = self.handover.offer();
+                        handed.is_some()
+                    });
                     match handed {
                         Some(holding) => break holding,
                         None if look_again => {
@@ -468,13 +463,13 @@ impl RawMutex {
             // Acquire: pairs with the Release increments, so every
             // withdrawal counted in `seen` shows its node as cancelled.
             let seen = self.backlog.withdrawals();
-            // Relaxed: only the `WAKING` holder writes `kept` (and the count
-            // of nodes freed), and the role's Release/Acquire handoff (the
+            // Only the `WAKING` holder writes the backlog's counts of nodes
+            // freed and kept, and the role's Release/Acquire handoff (the
             // same edge that orders the queue's pops) orders one holder's
             // writes before the next's.
-            let freed = if self.backlog.unfreed(seen) >= self.kept.load(Relaxed) {
+            let freed = if self.backlog.sweep_due(seen) {
                 // As many withdrawn nodes left queued as live waiters the
-                // last full sweep kept: sweep the whole queue, so that those
+                // last full sweep kept (and still queued): sweep the whole queue, so that those
                 // behind a live waiter are freed too. It costs the queue's
                 // length, which those withdrawals pay for (O(1) each,
                 // amortized). Live waiters keep their places.
@@ -482,14 +477,16 @@ impl RawMutex {
                 // dequeuer released it (Release) before we acquired it
                 // (Acquire).
                 let swept = unsafe { self.queue.sweep() };
-                self.kept.store(swept.kept, Relaxed);
+                self.backlog.swept(swept.kept);
                 swept.freed
             } else {
                 // Frees the withdrawn nodes at the front (stopping at a live
                 // one, or behind a push in flight, which the next dequeuer
                 // passes).
                 // SAFETY: as above.
-                unsafe { self.queue.sweep_front() }
+                let freed = unsafe { self.queue.sweep_front() };
+                self.backlog.popped(freed);
+                freed
             };
             self.backlog.freed(freed);
             if freed != 0 {

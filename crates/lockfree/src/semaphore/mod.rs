@@ -67,7 +67,8 @@
 //! Only the queue's consumer may unlink a node, so a withdrawn waiter
 //! behind a live head would keep its node until the head is served. So,
 //! after a cancel, once the withdrawn waiters not yet freed are as many as
-//! the live ones its last sweep kept, the deliverer sweeps the queue
+//! the live ones its last sweep kept that are still queued, the deliverer
+//! sweeps the queue
 //! (`WaiterQueue::sweep_with`, the family's one sweep): it frees the
 //! withdrawn waiters in place and folds their demand, and the live ones
 //! keep their places. Memory stays near twice the waiters present,
@@ -279,19 +280,14 @@ pub struct Semaphore {
     queue: WaiterQueue,
     /// Requests withdrawn (cancelled futures, timed-out waits), and the
     /// withdrawn nodes the deliverer has freed: the deliverer sweeps the
-    /// queue once the withdrawn nodes not freed are as many as `kept`, and a
+    /// queue once the withdrawn nodes not freed are as many as the live
+    /// waiters its last sweep kept that are still queued, and a
     /// dropped future that withdraws while the deliverer is far behind
     /// waits for it (see [`crate::backlog`]).
     backlog: Backlog,
     /// The oldest waiter, which the deliverer took from the queue and keeps
     /// while it waits for more permits. Only the `ACTIVE` holder touches it.
     head: UnsafeCell<Option<Arc<Waiter>>>,
-    /// The live waiters the deliverer's last sweep kept: the queue may keep
-    /// as many withdrawn ones, which do not count towards the backlog
-    /// cancellers wait on. Written by the `ACTIVE` holder only, and ordered
-    /// by that role's handoff; for cancellers a hint, so the core atomic
-    /// even under loom (as `total`).
-    kept: core::sync::atomic::AtomicUsize,
     /// A deliverer that keeps finding nothing to deliver hands `ACTIVE` to
     /// a cancelling waiter (see [`crate::handover`]).
     handover: Handover,
@@ -353,7 +349,6 @@ impl Semaphore {
                 queue: WaiterQueue::new(),
                 backlog: Backlog::new(),
                 head: UnsafeCell::new(None),
-                kept: core::sync::atomic::AtomicUsize::new(0),
                 handover: Handover::new(),
             }
         }

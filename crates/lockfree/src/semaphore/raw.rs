@@ -371,18 +371,12 @@ impl Semaphore {
         if self.mark_recheck() || self.handover.offer().is_some() {
             return self.run_delivery();
         }
-        let took_the_role = self.backlog.let_the_dequeuer_catch_up(
-            who,
-            ticket,
-            // Relaxed: a hint (see `kept`).
-            || self.kept.load(Relaxed),
-            || {
-                // Relaxed: a look before the RMW, which decides (and sets
-                // `RECHECK` only when the role may be ours).
-                (self.pending.load(Relaxed) & ACTIVE == 0 && self.mark_recheck())
-                    || self.handover.offer().is_some()
-            },
-        );
+        let took_the_role = self.backlog.let_the_dequeuer_catch_up(who, ticket, || {
+            // Relaxed: a look before the RMW, which decides (and sets
+            // `RECHECK` only when the role may be ours).
+            (self.pending.load(Relaxed) & ACTIVE == 0 && self.mark_recheck())
+                || self.handover.offer().is_some()
+        });
         if took_the_role {
             self.run_delivery();
         }
@@ -711,7 +705,8 @@ impl Role<'_> {
     }
 
     /// After a cancel: once the withdrawn waiters not yet freed are as many
-    /// as the live ones the last sweep kept, sweeps the queue
+    /// as the live ones the last sweep kept that are still queued
+    /// ([`Backlog::sweep_due`]), sweeps the queue
     /// ([`WaiterQueue::sweep_with`]), freeing the withdrawn waiters behind
     /// live ones in place and folding their demand. Each sweep costs the
     /// queue's length, which as many withdrawals pay for (O(1) each,
@@ -719,16 +714,13 @@ impl Role<'_> {
     /// of cancels. Returns whether it freed any.
     ///
     /// [`WaiterQueue::sweep_with`]: sync_core::waiter::WaiterQueue::sweep_with
+    /// [`Backlog::sweep_due`]: crate::backlog::Backlog::sweep_due
     fn sweep(&self) -> bool {
         let sem = self.0;
-        // Acquire: pairs with the Release increments, so every withdrawal
-        // counted shows its node as cancelled.
-        let seen = sem.backlog.withdrawals();
-        // Relaxed: only the ACTIVE holder writes `kept`, and the role's
-        // Release/Acquire handoff orders one holder's writes before the
-        // next's.
-        let unfreed = sem.backlog.unfreed(seen);
-        if unfreed == 0 || unfreed < sem.kept.load(Relaxed) {
+        // Only the ACTIVE holder writes the backlog's counts of nodes freed
+        // and kept, and the role's Release/Acquire handoff orders one
+        // holder's writes before the next's.
+        if !sem.backlog.sweep_due(sem.backlog.withdrawals()) {
             return false;
         }
         let mut withdrawn = 0;
@@ -743,16 +735,17 @@ impl Role<'_> {
             sem.fold(withdrawn);
         }
         sem.backlog.freed(swept.freed);
-        // The withdrawn nodes the queue may keep (as many as its live
-        // waiters) do not count as a backlog. Relaxed: as above (and a hint
-        // for cancellers).
-        sem.kept.store(swept.kept, Relaxed);
+        sem.backlog.swept(swept.kept);
         swept.freed != 0
     }
 
     fn pop(&self) -> Option<Arc<Waiter>> {
         // SAFETY: the ACTIVE holder is the queue's only consumer, and each
         // holder's pops happen after the previous holder's (see above).
-        unsafe { self.0.queue.pop() }
+        let popped = unsafe { self.0.queue.pop() };
+        if popped.is_some() {
+            self.0.backlog.popped(1);
+        }
+        popped
     }
 }
