@@ -14,8 +14,8 @@
 //! counts itself, and while more than [`LIMIT`] nodes withdrawn up to its
 //! own are not freed yet (beyond those the dequeuer leaves on purpose: as
 //! many as the live waiters its last sweep kept, see
-//! [`sweep_due`](Backlog::sweep_due)), it waits for the dequeuer to catch up, as tokio's dropped
-//! `Acquire` waits for its semaphore's lock. Nobody would wake it, so it
+//! [`sweep_due`](Backlog::sweep_due)), it waits for the dequeuer to catch
+//! up, as tokio's dropped `Acquire` waits for its semaphore's lock. Nobody would wake it, so it
 //! does not park: it backs off, then gives its core away
 //! ([`Backoff`]), and it takes the dequeuer's role itself as soon as the
 //! role comes free (or its holder hands it over, see [`crate::handover`]).
@@ -41,9 +41,9 @@ use sync_core::sync::atomic::{AtomicUsize, Ordering::*};
 use sync_core::wait::Backoff;
 
 /// How many withdrawn nodes may wait for the dequeuer, beyond those it
-/// leaves on purpose,
-/// before a withdrawing waiter waits for it: a few hundred kilobytes, which
-/// a running dequeuer frees within a fraction of a millisecond.
+/// leaves on purpose, before a withdrawing waiter waits for it: a few
+/// hundred kilobytes, which a running dequeuer frees within a fraction of a
+/// millisecond.
 pub(crate) const LIMIT: usize = 1024;
 
 /// Under loom, how many times a withdrawal waits at most (see
@@ -156,9 +156,8 @@ impl Backlog {
     /// Called by the dequeuer's role: it took `n` nodes from the queue's
     /// front (live or withdrawn). The queue is FIFO, so the waiters the last
     /// sweep kept leave it first: once they have, a sweep is due at the
-    /// next withdrawal. (Without this, a sweep that kept many waiters,
-    /// served since, let as many withdrawn nodes pile up behind a new head
-    /// before the next.)
+    /// next withdrawal, and a sweep that kept many waiters, served since,
+    /// does not let as many withdrawn nodes pile up behind the next head.
     #[inline]
     pub(crate) fn popped(&self, n: usize) {
         // Relaxed: as in `sweep_due`. Only the role writes, so a load and

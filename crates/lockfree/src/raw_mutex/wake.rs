@@ -394,15 +394,15 @@ impl RawMutex {
     /// meanwhile left the waking to us). It frees those at the front of the
     /// queue, up to the first live waiter; and once the withdrawn nodes left
     /// queued are as many as the live waiters the last full sweep kept that
-    /// are still queued (`Backlog::sweep_due`), it sweeps the whole queue (`WaiterQueue::sweep`), freeing those
-    /// behind live waiters too, so that each withdrawal pays O(1) amortized.
-    /// If the role is taken, its holder either is a reclaimer, which sees
-    /// the withdrawal and sweeps again, or will dequeue (wake or hand off)
-    /// soon; the node is left to it. What stays queued is then the live
-    /// waiters, fewer withdrawn ones than the live waiters the last full
-    /// sweep kept and still queued (plus those behind a push in flight),
-    /// and those withdrawn
-    /// while a waker held the role (until the next withdrawal or unlock).
+    /// are still queued (`Backlog::sweep_due`), it sweeps the whole queue
+    /// (`WaiterQueue::sweep`), freeing those behind live waiters too, so
+    /// that each withdrawal pays O(1) amortized. If the role is taken, its
+    /// holder either is a reclaimer, which sees the withdrawal and sweeps
+    /// again, or will dequeue (wake or hand off) soon; the node is left to
+    /// it. What stays queued is then the live waiters, fewer withdrawn ones
+    /// than the live waiters the last full sweep kept and still queued
+    /// (plus those behind a push in flight), and those withdrawn while a
+    /// waker held the role (until the next withdrawal or unlock).
     #[cold]
     pub(super) fn reclaim(&self, who: Withdrawer, panics: &mut Panics) {
         // Announce the withdrawal before looking at the role: either we find
@@ -469,8 +469,8 @@ impl RawMutex {
             // writes before the next's.
             let freed = if self.backlog.sweep_due(seen) {
                 // As many withdrawn nodes left queued as live waiters the
-                // last full sweep kept (and still queued): sweep the whole queue, so that those
-                // behind a live waiter are freed too. It costs the queue's
+                // last full sweep kept (and still queued): sweep the whole
+                // queue, so that those behind a live waiter are freed too. It costs the queue's
                 // length, which those withdrawals pay for (O(1) each,
                 // amortized). Live waiters keep their places.
                 // SAFETY: we hold `WAKING`, the dequeuer's role; the previous

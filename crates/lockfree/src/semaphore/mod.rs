@@ -68,10 +68,9 @@
 //! behind a live head would keep its node until the head is served. So,
 //! after a cancel, once the withdrawn waiters not yet freed are as many as
 //! the live ones its last sweep kept that are still queued, the deliverer
-//! sweeps the queue
-//! (`WaiterQueue::sweep_with`, the family's one sweep): it frees the
-//! withdrawn waiters in place and folds their demand, and the live ones
-//! keep their places. Memory stays near twice the waiters present,
+//! sweeps the queue (`WaiterQueue::sweep_with`, the family's one sweep): it
+//! frees the withdrawn waiters in place and folds their demand, and the
+//! live ones keep their places. Memory stays near twice the waiters present,
 //! whatever the number of cancels. A cancelled task's waker is dropped at
 //! the cancel itself (`sync_core::waiter`).
 //!
@@ -105,7 +104,6 @@
 
 use core::fmt;
 use core::time::Duration;
-
 use std::time::Instant;
 
 use sync_core::sync::Arc;
