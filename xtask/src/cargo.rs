@@ -181,6 +181,11 @@ impl Step {
         self
     }
 
+    /// The command itself, for a caller that reads its output another way.
+    pub fn into_command(self) -> Command {
+        self.0
+    }
+
     /// Runs with inherited output; whether it succeeded.
     pub fn ok(mut self) -> bool {
         eprintln!("$ {}", describe(&self.0));
@@ -229,7 +234,7 @@ impl Step {
     }
 }
 
-fn describe(cmd: &Command) -> String {
+pub fn describe(cmd: &Command) -> String {
     let envs: Vec<String> = cmd
         .get_envs()
         .filter_map(|(k, v)| Some(format!("{}={}", k.to_string_lossy(), v?.to_string_lossy())))
@@ -251,7 +256,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, other: Counts) {
+    pub fn add(&mut self, other: Counts) {
         self.passed += other.passed;
         self.failed += other.failed;
     }
@@ -300,7 +305,12 @@ impl Tally {
     /// more if the step failed without a failing test (a build error, or a
     /// test binary that aborted).
     pub fn tests(&mut self, name: &str, step: Step) {
-        let (ok, mut counts) = step.run();
+        let (ok, counts) = step.run();
+        self.record_tests(name, ok, counts);
+    }
+
+    /// A step that ran tests another way (see [`tests`](Self::tests)).
+    pub fn record_tests(&mut self, name: &str, ok: bool, mut counts: Counts) {
         if !ok && counts.failed == 0 {
             counts.failed = 1;
         }

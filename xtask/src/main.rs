@@ -2,7 +2,9 @@
 //!
 //! * `test`: fmt, clippy (also under `--cfg loom`), every test (unit, integration, doc, proptest), every
 //!   loom model and the docs; ends with one line `N passed, N failed`.
-//! * `loom [-p CRATE] [--preemptions N]`: the loom models (`tests/loom_*.rs`).
+//! * `loom [-p CRATE] [--preemptions N]`: the loom models (`tests/loom_*.rs`),
+//!   built in one cargo call and run as many binaries at a time as there are
+//!   CPUs.
 //! * `soak [-p CRATE] [--minutes N]`: the `#[ignore]` soak tests, release.
 //! * `asan [-p CRATE]`: tests and soak tests under AddressSanitizer.
 //! * `fuzz TARGET [--seconds N]`: one cargo-fuzz target.
@@ -15,12 +17,14 @@
 
 mod cargo;
 mod compare;
+mod loom;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 use crate::cargo::{Cargo, Tally};
+use crate::loom::loom;
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "The sync family's workspace commands")]
@@ -193,28 +197,6 @@ fn test(cargo: &Cargo, preemptions: usize) -> Tally {
             .env("CARGO_TARGET_DIR", cargo.root().join("target/fuzz-check")),
     );
     t
-}
-
-fn loom(cargo: &Cargo, package: Option<&str>, preemptions: usize, t: &mut Tally) {
-    for (pkg, models) in cargo.test_targets(package, "loom_") {
-        let mut args = vec![
-            "test".to_owned(),
-            "--release".into(),
-            "-p".into(),
-            pkg.clone(),
-        ];
-        for m in &models {
-            args.extend(["--test".to_owned(), m.clone()]);
-        }
-        t.tests(
-            &format!("loom {pkg}"),
-            cargo
-                .cmd(&args)
-                .env("RUSTFLAGS", cargo.rustflags("--cfg loom"))
-                .env("LOOM_MAX_PREEMPTIONS", preemptions.to_string())
-                .env("CARGO_TARGET_DIR", cargo.root().join("target/loom")),
-        );
-    }
 }
 
 fn soak(cargo: &Cargo, package: Option<&str>, minutes: f64) -> Tally {
