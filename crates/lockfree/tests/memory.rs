@@ -124,6 +124,21 @@ fn poll_and_drop<F: Future>(fut: F) {
     );
 }
 
+/// [`WITHDRAWN_AFTER`] futures made by `withdraw`, each polled and dropped
+/// behind a live head, must leave at most 64 KiB behind: `what` names the
+/// primitive in the failure message.
+fn assert_withdrawals_swept<F: Future>(what: &str, mut withdraw: impl FnMut() -> F) {
+    let before = thread_live_bytes();
+    for _ in 0..WITHDRAWN_AFTER {
+        poll_and_drop(withdraw());
+    }
+    let grown = thread_live_bytes() - before;
+    assert!(
+        grown < 64 * 1024,
+        "{what}: {WITHDRAWN_AFTER} withdrawals behind one head keep {grown} bytes"
+    );
+}
+
 /// A sweep that kept many live waiters sets how many withdrawn ones may
 /// wait behind live ones before the next sweep. Once those waiters are
 /// served, the count must follow: it used to stay, and withdrawals behind
@@ -151,15 +166,7 @@ fn withdrawn_acquires_are_swept_after_a_large_queue_was_served() {
     drop(live);
     let mut head = pin!(sem.acquire_async());
     assert!(head.as_mut().poll(&mut cx).is_pending());
-    let before = thread_live_bytes();
-    for _ in 0..WITHDRAWN_AFTER {
-        poll_and_drop(sem.acquire_async());
-    }
-    let grown = thread_live_bytes() - before;
-    assert!(
-        grown < 64 * 1024,
-        "{WITHDRAWN_AFTER} withdrawals behind one head keep {grown} bytes"
-    );
+    assert_withdrawals_swept("Semaphore", || sem.acquire_async());
     drop(held);
     assert!(matches!(head.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
     assert_eq!(sem.available_permits(), SERVED, "a permit went missing");
@@ -191,15 +198,7 @@ fn withdrawn_locks_are_swept_after_a_large_queue_was_served() {
         }
         let mut head = pin!(m.lock_async());
         assert!(head.as_mut().poll(&mut cx).is_pending());
-        let before = thread_live_bytes();
-        for _ in 0..WITHDRAWN_AFTER {
-            poll_and_drop(m.lock_async());
-        }
-        let grown = thread_live_bytes() - before;
-        assert!(
-            grown < 64 * 1024,
-            "{fairness:?}: {WITHDRAWN_AFTER} withdrawals behind one head keep {grown} bytes"
-        );
+        assert_withdrawals_swept(&format!("{fairness:?}"), || m.lock_async());
         drop(guard);
         let Poll::Ready(g) = head.as_mut().poll(&mut cx) else {
             panic!("{fairness:?}: the head was not served");
