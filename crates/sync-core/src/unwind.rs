@@ -11,9 +11,12 @@
 //!    callback runs under [`Panics::catch`]; the operation completes its state
 //!    change (releases what it must, hands over what it owes) and only then
 //!    calls [`Panics::resume`], so the panic reaches the caller of the
-//!    operation that ran the callback, with the primitive consistent. When
-//!    several callbacks panic, the first panic is resumed and the later ones
-//!    are dropped, with the `Panics`, once the operation is done (a
+//!    operation that ran the callback, with the primitive consistent. (A
+//!    waiter that makes a wake-up another operation left to it, such as an
+//!    unlock that found it half-way through queueing, is that operation:
+//!    the panic goes on out of its wait once its own request is settled.)
+//!    When several callbacks panic, the first panic is resumed and the later
+//!    ones are dropped, with the `Panics`, once the operation is done (a
 //!    payload's `drop` is user code too, which rule 1 keeps out of the
 //!    primitive's locks).
 //! 3. **Never a second panic.** If the thread is already unwinding when the

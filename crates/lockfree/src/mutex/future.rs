@@ -26,7 +26,9 @@ use crate::raw_mutex::RawLockAsync;
 /// waiter's waker (a task's: user code). If it panics, the drop finishes
 /// passing on, then resumes the panic, unless the thread is already
 /// unwinding: then the panic is dropped, never a second panic (which would
-/// abort).
+/// abort). A poll that queues may run another waiting task's waker too
+/// (see the [`Mutex`]'s docs): its panic goes on out of the poll, with the
+/// request kept.
 #[must_use = "futures do nothing unless polled"]
 pub struct LockAsync<'a, T: ?Sized> {
     pub(super) mutex: &'a Mutex<T>,

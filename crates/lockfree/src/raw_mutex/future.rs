@@ -33,6 +33,12 @@ use crate::patience::Patience;
 /// unless the thread is already unwinding (a future dropped during a
 /// panic): then the waker's panic is dropped, since a second panic would
 /// abort the process.
+///
+/// A poll that queues may make the wake-up an unlock left to it (see
+/// [`RawMutex::lock`]'s `# Panics`), and so run another waiting task's
+/// waker. If it panics, the panic goes on out of that poll with the
+/// request kept: a later poll gets the lock, and dropping the future
+/// withdraws it.
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct RawLockAsync<'a> {
@@ -120,8 +126,11 @@ impl Future for RawLockAsync<'_> {
                     this.node = node;
                     // The wake-up a dequeuer may have left to us (it may
                     // be ours: our waker then runs here, and the next poll
-                    // finds the token).
-                    mutex.pushed();
+                    // finds the token). Another task's waker that panics
+                    // there: our request is recorded, so the panic goes on
+                    // now (a later poll finds our token, the drop
+                    // withdraws us).
+                    mutex.pushed().resume();
                     return Poll::Pending;
                 }
                 Err(actual) => w = actual,
@@ -150,17 +159,8 @@ impl RawLockAsync<'_> {
         if let Some(node) = self.node.take() {
             // A panic of our waker, dropped on withdrawal, waits until
             // the withdrawal is complete.
-            match node.cancel_catching(panics) {
-                // Withdrawn: a dequeuer uncounts and frees the node.
-                Ok(()) => self.mutex.reclaim(Withdrawer::Future, panics),
-                Err(HANDOFF) => {
-                    // SAFETY: the lock was handed to us, so we hold it.
-                    if let Some(woken) = unsafe { self.mutex.release() } {
-                        panics.absorb(woken);
-                    }
-                }
-                Err(_) => self.mutex.rewake(panics),
-            }
+            self.mutex
+                .withdraw_waiter(&node, Withdrawer::Future, panics);
         } else if self.woken {
             self.woken = false;
             self.mutex.rewake(panics);

@@ -393,6 +393,16 @@ impl RawMutex {
     /// the lock, it blocks that executor for ever: in async code use
     /// [`lock_async`](Self::lock_async).
     ///
+    /// # Panics
+    ///
+    /// A lock that queues may make the wake-up an unlock left to it (the
+    /// unlock found it half-way through queueing), which may wake another
+    /// waiting task. If that task's waker panics, this lock withdraws its
+    /// own request first (releasing a lock, or passing on a wakeup, handed
+    /// to it meanwhile), then the panic goes on, with the lock not held;
+    /// unless the thread is already unwinding: then the panic is dropped,
+    /// and the lock goes on waiting.
+    ///
     /// # Examples
     ///
     /// ```
@@ -453,6 +463,11 @@ impl RawMutex {
     /// withdrawn, and a lock (or a wakeup) already handed to it is passed on.
     /// Leaking it is not a cancellation: a leaked future that is handed the
     /// lock keeps it for ever (see [`Mutex::lock_async`](crate::Mutex::lock_async)).
+    ///
+    /// # Panics
+    ///
+    /// See [`RawLockAsync`]: a poll or a drop may run another waiting task's
+    /// waker.
     pub fn lock_async(&self) -> RawLockAsync<'_> {
         RawLockAsync {
             mutex: self,
@@ -611,9 +626,10 @@ impl RawMutex {
     /// it holds, which may wake a waiting task: if that task's waker
     /// panics, the panic goes on out of this call once the wakeup is passed
     /// on, with the lock not held, unless the thread is already unwinding
-    /// (then it is dropped). Unlike [`unlock`](Self::unlock), which must
-    /// not unwind for `lock_api`, a lock attempt that unwinds leaves nothing
-    /// held.
+    /// (then it is dropped). A wait that queues may also run another task's
+    /// waker, as [`lock`](Self::lock) does, with the same outcome. Unlike
+    /// [`unlock`](Self::unlock), which must not unwind for `lock_api`, a
+    /// lock attempt that unwinds leaves nothing held.
     ///
     /// # Examples
     ///

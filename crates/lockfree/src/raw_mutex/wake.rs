@@ -293,11 +293,14 @@ impl RawMutex {
     /// oldest waiter, perhaps the caller), or, if a dequeuer holds it, tells
     /// it to look at the queue again (`LINKED`).
     ///
-    /// That wake-up is owed by the unlock that left it, not by this lock
-    /// call: a waker's panic there (another waiting task's) is dropped
-    /// (rule 4 of `sync_core::unwind`), as the unlock that left it could not
-    /// have passed it on either.
-    pub(super) fn pushed(&self) {
+    /// That wake-up may run another waiting task's waker, and this lock
+    /// call is the operation that ran it: the waker's panic is returned, and
+    /// the caller resumes it once its own request is settled (rule 2 of
+    /// `sync_core::unwind`, as the semaphore's queueing acquire does), see
+    /// [`withdraw_waiter`](Self::withdraw_waiter).
+    #[must_use = "a waker's panic goes on once the caller's request is settled"]
+    pub(super) fn pushed(&self) -> Panics {
+        let mut panics = Panics::new();
         // SeqCst: between our link (the push) and our look at the word;
         // pairs with the fence in `wake_next` between a dequeuer's
         // announcement of `OWED` and its second look at the queue. Of the
@@ -320,15 +323,14 @@ impl RawMutex {
             match self.word.compare_exchange_weak(w, new, AcqRel, Relaxed) {
                 Ok(_) => {
                     if take {
-                        let mut panics = Panics::new();
                         self.wake_next(false, &mut panics);
-                        drop(panics);
                     }
-                    return;
+                    return panics;
                 }
                 Err(actual) => w = actual,
             }
         }
+        panics
     }
 
     /// Takes the dequeuer's role (`WAKING`) if the lock is free, nobody has
@@ -383,6 +385,29 @@ impl RawMutex {
     /// another waiter if the lock is free.
     pub(super) fn pass_wake(&self, panics: &mut Panics) {
         self.wake_next(false, panics);
+    }
+
+    /// Gives up the request of `node`, a waiter that was queued (a dropped
+    /// future, or a thread whose lock unwinds with a waker's panic, see
+    /// [`pushed`](Self::pushed)): the node is withdrawn (freed by this
+    /// thread or the dequeuer, see [`reclaim`](Self::reclaim)); or the lock
+    /// was handed to it, and is released; or it was woken to compete, and
+    /// the wakeup goes to another waiter (a thread carries `WAKING`, which
+    /// it passes on; a task does not, see [`rewake`](Self::rewake)). The
+    /// wakers this runs may panic: their panics, and that of the task's own
+    /// waker (dropped on withdrawal), are kept in `panics`.
+    pub(super) fn withdraw_waiter(&self, node: &Waiter, who: Withdrawer, panics: &mut Panics) {
+        match node.cancel_catching(panics) {
+            Ok(()) => self.reclaim(who, panics),
+            Err(HANDOFF) => {
+                // SAFETY: the lock was handed to this waiter, so we hold it.
+                if let Some(woken) = unsafe { self.release() } {
+                    panics.absorb(woken);
+                }
+            }
+            Err(_) if node.is_thread() => self.pass_wake(panics),
+            Err(_) => self.rewake(panics),
+        }
     }
 
     /// Called after a waiter withdrew (a dropped future, a timed-out
