@@ -14,7 +14,8 @@
 //!    operation that ran the callback, with the primitive consistent. (A
 //!    waiter that makes a wake-up another operation left to it, such as an
 //!    unlock that found it half-way through queueing, is that operation:
-//!    the panic goes on out of its wait once its own request is settled.)
+//!    the panic goes on out of its wait once its own request is settled,
+//!    unless that wait must not unwind, rule 4.)
 //!    When several callbacks panic, the first panic is resumed and the later
 //!    ones are dropped, with the `Panics`, once the operation is done (a
 //!    payload's `drop` is user code too, which rule 1 keeps out of the
@@ -32,10 +33,12 @@
 //!    is the crate's own choice rather than the caller's (a lock's policy)
 //!    therefore follow rule 4 instead.
 //! 4. **An operation that must not unwind does not.** A raw unlock (lock_api
-//!    assumes that an unlock which panics left the lock held), and anything
-//!    else that has already given up what it owned, keeps the panic with
-//!    [`Panics::take`] and records or reports it as its docs say, instead of
-//!    resuming it.
+//!    assumes that an unlock which panics left the lock held), a raw
+//!    blocking lock (lock_api takes the lock back with it while a guard
+//!    lives on, in `unlocked` and `bump`), and anything else that has
+//!    already given up what it owned, keeps the panic with
+//!    [`Panics::take`] (or drops it) and records or reports it as its docs
+//!    say, instead of resuming it.
 //!
 //! # Examples
 //!

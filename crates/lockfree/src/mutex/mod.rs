@@ -111,14 +111,13 @@ pub use self::guard::{ArcMutexGuard, MutexGuard};
 /// A lock that queues may make a wake-up that an unlock left to it (the
 /// unlock found it half-way through queueing, see `# Progress`); that
 /// wake-up is usually its own, but may be another waiting task's. If that
-/// task's waker panics, the panic goes on out of that lock once its own
-/// request is settled, as a queueing [`Semaphore`](crate::Semaphore)
-/// acquire's does. A blocking lock (any form, timed or not) withdraws its
-/// request first (releasing the lock, or passing on a wakeup, if one was
-/// handed to it meanwhile), so it unwinds holding nothing. An async lock
-/// keeps its request: a later poll gets the lock, and dropping the future
-/// withdraws it. If the thread is already unwinding, the panic is dropped
-/// and the lock goes on waiting.
+/// task's waker panics, an async lock's poll lets the panic go on with its
+/// request kept (a later poll gets the lock, and dropping the future
+/// withdraws it), as a queueing [`Semaphore`](crate::Semaphore) acquire
+/// does. A blocking lock drops the panic and goes on waiting: the guards
+/// take the lock back with it in [`MutexGuard::unlocked`] and `bump` (as
+/// `lock_api`'s do with [`RawMutex::lock`]), where a lock that unwound
+/// would leave the guard to unlock a lock it does not hold.
 ///
 /// A waker may itself release the lock (an executor that polls its task on
 /// the spot): the wakeups that release owes then run after that waker
@@ -226,11 +225,6 @@ impl<T: ?Sized> Mutex<T> {
     /// single-threaded executor while another task of that executor holds
     /// the lock (across an `.await`), it blocks that executor for ever: in
     /// async code use [`lock_async`](Self::lock_async).
-    ///
-    /// # Panics
-    ///
-    /// Only with another waiting task's waker panic, which goes on out of
-    /// this call with the lock not held: see the [type's docs](Mutex#panics).
     ///
     /// # Examples
     ///
@@ -460,10 +454,6 @@ impl<T: ?Sized> Mutex<T> {
     /// single-threaded executor while another task of that executor holds
     /// the lock (across an `.await`), it blocks that executor for ever: in
     /// async code use [`lock_arc_async`](Self::lock_arc_async).
-    ///
-    /// # Panics
-    ///
-    /// As [`lock`](Self::lock).
     ///
     /// # Examples
     ///

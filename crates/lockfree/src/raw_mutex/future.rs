@@ -38,7 +38,7 @@ use crate::patience::Patience;
 /// [`RawMutex::lock`]'s `# Panics`), and so run another waiting task's
 /// waker. If it panics, the panic goes on out of that poll with the
 /// request kept: a later poll gets the lock, and dropping the future
-/// withdraws it.
+/// withdraws it. (A blocking lock drops such a panic instead.)
 #[must_use = "futures do nothing unless polled"]
 #[derive(Debug)]
 pub struct RawLockAsync<'a> {
@@ -159,8 +159,17 @@ impl RawLockAsync<'_> {
         if let Some(node) = self.node.take() {
             // A panic of our waker, dropped on withdrawal, waits until
             // the withdrawal is complete.
-            self.mutex
-                .withdraw_waiter(&node, Withdrawer::Future, panics);
+            match node.cancel_catching(panics) {
+                // Withdrawn: a dequeuer uncounts and frees the node.
+                Ok(()) => self.mutex.reclaim(Withdrawer::Future, panics),
+                Err(HANDOFF) => {
+                    // SAFETY: the lock was handed to us, so we hold it.
+                    if let Some(woken) = unsafe { self.mutex.release() } {
+                        panics.absorb(woken);
+                    }
+                }
+                Err(_) => self.mutex.rewake(panics),
+            }
         } else if self.woken {
             self.woken = false;
             self.mutex.rewake(panics);

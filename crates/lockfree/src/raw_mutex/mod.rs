@@ -395,13 +395,14 @@ impl RawMutex {
     ///
     /// # Panics
     ///
-    /// A lock that queues may make the wake-up an unlock left to it (the
-    /// unlock found it half-way through queueing), which may wake another
-    /// waiting task. If that task's waker panics, this lock withdraws its
-    /// own request first (releasing a lock, or passing on a wakeup, handed
-    /// to it meanwhile), then the panic goes on, with the lock not held;
-    /// unless the thread is already unwinding: then the panic is dropped,
-    /// and the lock goes on waiting.
+    /// Never. A lock that queues may make the wake-up an unlock left to it
+    /// (the unlock found it half-way through queueing), which may wake
+    /// another waiting task; if that task's waker panics, the panic is
+    /// dropped and the lock goes on waiting. `lock_api` takes the lock back
+    /// with this call where a guard lives on (its guards' `unlocked` and
+    /// `bump`): a lock that unwound there would leave the guard to unlock a
+    /// lock it does not hold. ([`lock_async`](Self::lock_async)'s poll lets
+    /// such a panic go on instead, see [`RawLockAsync`].)
     ///
     /// # Examples
     ///
@@ -626,10 +627,9 @@ impl RawMutex {
     /// it holds, which may wake a waiting task: if that task's waker
     /// panics, the panic goes on out of this call once the wakeup is passed
     /// on, with the lock not held, unless the thread is already unwinding
-    /// (then it is dropped). A wait that queues may also run another task's
-    /// waker, as [`lock`](Self::lock) does, with the same outcome. Unlike
-    /// [`unlock`](Self::unlock), which must not unwind for `lock_api`, a
-    /// lock attempt that unwinds leaves nothing held.
+    /// (then it is dropped). Unlike [`unlock`](Self::unlock), which must
+    /// not unwind for `lock_api`, a lock attempt that unwinds leaves nothing
+    /// held.
     ///
     /// # Examples
     ///

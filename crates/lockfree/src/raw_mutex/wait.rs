@@ -93,21 +93,10 @@ impl RawMutex {
                 continue;
             }
             self.queue.push(Arc::clone(waiter));
-            let mut panics = self.pushed();
-            if !panics.is_empty() {
-                // The wake-up an unlock left to us ran another waiting
-                // task's waker, which panicked. Our request is settled
-                // before the panic goes on: we unwind holding nothing.
-                self.withdraw_waiter(waiter, Withdrawer::Thread, &mut panics);
-                panics.resume();
-                // Not resumed (this thread is already unwinding): wait
-                // afresh, carrying nothing (a `WAKING` we carried went with
-                // our count).
-                node = None;
-                woken = false;
-                w = self.word.load(Relaxed);
-                continue;
-            }
+            // A waker's panic in the wake-up an unlock left to us (another
+            // waiting task's) is dropped: this lock must not unwind (see
+            // `pushed`).
+            drop(self.pushed());
             // Spin before parking only when the lock will be handed over
             // (FIFO, or starvation mode): a handoff to a spinning thread
             // costs no wakeup. A barging waiter parks at once: it already

@@ -294,10 +294,14 @@ impl RawMutex {
     /// it to look at the queue again (`LINKED`).
     ///
     /// That wake-up may run another waiting task's waker, and this lock
-    /// call is the operation that ran it: the waker's panic is returned, and
-    /// the caller resumes it once its own request is settled (rule 2 of
-    /// `sync_core::unwind`, as the semaphore's queueing acquire does), see
-    /// [`withdraw_waiter`](Self::withdraw_waiter).
+    /// call is the operation that ran it: the waker's panic is returned. A
+    /// task's poll resumes it, its request recorded (rule 2 of
+    /// `sync_core::unwind`, as the semaphore's queueing acquire does). A
+    /// thread's blocking lock drops it (rule 4): `lock_api` takes the lock
+    /// back with [`lock`](Self::lock) where the guard lives on (its
+    /// `unlocked`, `bump`, as do this crate's guards), so a lock that
+    /// unwound there would leave that guard to unlock a lock it does not
+    /// hold.
     #[must_use = "a waker's panic goes on once the caller's request is settled"]
     pub(super) fn pushed(&self) -> Panics {
         let mut panics = Panics::new();
@@ -385,29 +389,6 @@ impl RawMutex {
     /// another waiter if the lock is free.
     pub(super) fn pass_wake(&self, panics: &mut Panics) {
         self.wake_next(false, panics);
-    }
-
-    /// Gives up the request of `node`, a waiter that was queued (a dropped
-    /// future, or a thread whose lock unwinds with a waker's panic, see
-    /// [`pushed`](Self::pushed)): the node is withdrawn (freed by this
-    /// thread or the dequeuer, see [`reclaim`](Self::reclaim)); or the lock
-    /// was handed to it, and is released; or it was woken to compete, and
-    /// the wakeup goes to another waiter (a thread carries `WAKING`, which
-    /// it passes on; a task does not, see [`rewake`](Self::rewake)). The
-    /// wakers this runs may panic: their panics, and that of the task's own
-    /// waker (dropped on withdrawal), are kept in `panics`.
-    pub(super) fn withdraw_waiter(&self, node: &Waiter, who: Withdrawer, panics: &mut Panics) {
-        match node.cancel_catching(panics) {
-            Ok(()) => self.reclaim(who, panics),
-            Err(HANDOFF) => {
-                // SAFETY: the lock was handed to this waiter, so we hold it.
-                if let Some(woken) = unsafe { self.release() } {
-                    panics.absorb(woken);
-                }
-            }
-            Err(_) if node.is_thread() => self.pass_wake(panics),
-            Err(_) => self.rewake(panics),
-        }
     }
 
     /// Called after a waiter withdrew (a dropped future, a timed-out
