@@ -597,18 +597,6 @@ fn a_waiter_queued_during_a_withdrawals_sweep_is_still_woken() {
     }
 }
 
-/// A waker that panics when woken: a waiting task's user code, run by
-/// whichever thread dequeues that task.
-fn panicking_waker() -> Waker {
-    struct Panics;
-    impl std::task::Wake for Panics {
-        fn wake(self: std::sync::Arc<Self>) {
-            panic!("a task's waker panicked");
-        }
-    }
-    Waker::from(std::sync::Arc::new(Panics))
-}
-
 /// Whether some execution of the model below had B's poll unwind with A's
 /// panic (a plain atomic: it outlives the model's executions).
 static QUEUEING_POLL_UNWOUND: std::sync::atomic::AtomicBool =
@@ -629,7 +617,6 @@ static QUEUEING_POLL_UNWOUND: std::sync::atomic::AtomicBool =
 fn a_waker_panic_out_of_a_queueing_poll_keeps_its_request() {
     use std::panic::{AssertUnwindSafe, catch_unwind};
     use std::sync::atomic::Ordering::Relaxed;
-    sync_core::testing::quiet_panics_starting_with("a task's waker panicked");
     for fairness in MODES {
         QUEUEING_POLL_UNWOUND.store(false, Relaxed);
         model::check_with_bound(3, move || {
@@ -660,7 +647,7 @@ fn a_waker_panic_out_of_a_queueing_poll_keeps_its_request() {
                     }
                 })
             };
-            let a = poll_once(panicking_waker(), 100, false);
+            let a = poll_once(model::panicking_waker(), 100, false);
             let b = poll_once(Waker::noop().clone(), 1, true);
             let _ = catch_unwind(AssertUnwindSafe(move || drop(held)));
             let a = a.join().unwrap();

@@ -440,18 +440,6 @@ fn cancel_behind_a_waiting_head_is_swept() {
     });
 }
 
-/// A waker that panics when woken: another waiter's user code, run by
-/// whichever thread delivers to it.
-fn panicking_waker() -> Waker {
-    struct Panics;
-    impl std::task::Wake for Panics {
-        fn wake(self: std::sync::Arc<Self>) {
-            panic!("a task's waker panicked");
-        }
-    }
-    Waker::from(std::sync::Arc::new(Panics))
-}
-
 /// Task A's acquire of one permit, queued with a waker that panics when
 /// woken, and a thread that releases two permits (A's panic may go on out
 /// of that release instead, once it is done: caught there).
@@ -464,7 +452,7 @@ fn panicking_task_and_a_release_of_two(
     let mut a = Box::pin(sem.acquire_async());
     assert!(
         a.as_mut()
-            .poll(&mut Context::from_waker(&panicking_waker()))
+            .poll(&mut Context::from_waker(&model::panicking_waker()))
             .is_pending()
     );
     let sem = Arc::clone(sem);

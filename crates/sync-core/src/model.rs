@@ -85,3 +85,23 @@ where
     );
     crate::sync::thread::spawn(move || drop(fut))
 }
+
+/// The message of [`panicking_waker`]'s panics.
+pub const WAKER_PANIC: &str = "a task's waker panicked";
+
+/// A waker that panics with [`WAKER_PANIC`] when woken: a waiting task's
+/// user code, run by whichever thread wakes that task. Its panics are kept
+/// out of the test's output ([`quiet_panics_starting_with`]), since loom
+/// runs a model many times; any other panic is reported as usual.
+///
+/// [`quiet_panics_starting_with`]: crate::testing::quiet_panics_starting_with
+pub fn panicking_waker() -> std::task::Waker {
+    struct Panics;
+    impl std::task::Wake for Panics {
+        fn wake(self: std::sync::Arc<Self>) {
+            panic!("{WAKER_PANIC}");
+        }
+    }
+    crate::testing::quiet_panics_starting_with(WAKER_PANIC);
+    std::task::Waker::from(std::sync::Arc::new(Panics))
+}
