@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::task::{Context, Poll, Waker};
 
 use lockfree_sync::{Fairness, Mutex};
@@ -597,10 +598,27 @@ fn a_waiter_queued_during_a_withdrawals_sweep_is_still_woken() {
     }
 }
 
+/// Runs `run` (preemption bound 3) in both fairness modes on a fresh
+/// mutex (in a std `Arc`: `lock_arc_async` takes one), and asserts that in
+/// each mode some execution set `reached`: the interleaving the model is
+/// for was explored.
+fn check_in_both_modes_reaching(
+    reached: &'static AtomicBool,
+    what: &str,
+    run: fn(std::sync::Arc<Mutex<usize>>),
+) {
+    for fairness in MODES {
+        reached.store(false, Relaxed);
+        model::check_with_bound(3, move || {
+            run(std::sync::Arc::new(Mutex::with_fairness(0, fairness)))
+        });
+        assert!(reached.load(Relaxed), "{fairness:?}: no execution {what}");
+    }
+}
+
 /// Whether some execution of the model below had B's poll unwind with A's
 /// panic (a plain atomic: it outlives the model's executions).
-static QUEUEING_POLL_UNWOUND: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
+static QUEUEING_POLL_UNWOUND: AtomicBool = AtomicBool::new(false);
 
 /// A lock that queues may make the wake-up an unlock left to it (the unlock
 /// found the queue's front half-way through a push), and that wake-up may
@@ -616,12 +634,10 @@ static QUEUEING_POLL_UNWOUND: std::sync::atomic::AtomicBool =
 #[test]
 fn a_waker_panic_out_of_a_queueing_poll_keeps_its_request() {
     use std::panic::{AssertUnwindSafe, catch_unwind};
-    use std::sync::atomic::Ordering::Relaxed;
-    for fairness in MODES {
-        QUEUEING_POLL_UNWOUND.store(false, Relaxed);
-        model::check_with_bound(3, move || {
-            // A std `Arc`: `lock_arc_async` takes one.
-            let m = std::sync::Arc::new(Mutex::with_fairness(0, fairness));
+    check_in_both_modes_reaching(
+        &QUEUEING_POLL_UNWOUND,
+        "had the queueing poll run A's waker",
+        |m| {
             let held = m.lock();
             // A task's first poll, on a thread of its own: its future, unless
             // it took the lock (then it adds `add`; its unlock may wake A,
@@ -662,10 +678,79 @@ fn a_waker_panic_out_of_a_queueing_poll_keeps_its_request() {
             let n = *m.lock();
             assert!(n == 1 || n == 101, "count {n}");
             assert_idle(&m);
-        });
-        assert!(
-            QUEUEING_POLL_UNWOUND.load(Relaxed),
-            "{fairness:?}: no execution had the queueing poll run A's waker"
-        );
+        },
+    );
+}
+
+sync_core::loom::thread_local! {
+    /// Set on a model thread while its blocking `lock` runs.
+    static IN_BLOCKING_LOCK: std::cell::Cell<bool> = std::cell::Cell::new(false);
+}
+
+/// Whether some execution of the model below had B's blocking lock run A's
+/// waker (a plain atomic: it outlives the model's executions).
+static BLOCKING_LOCK_RAN_A: AtomicBool = AtomicBool::new(false);
+
+/// A's waker: notes whether a blocking lock runs it, then panics as
+/// `model::panicking_waker`'s does.
+fn noting_panicking_waker() -> Waker {
+    struct NotesThenPanics;
+    impl std::task::Wake for NotesThenPanics {
+        fn wake(self: std::sync::Arc<Self>) {
+            if IN_BLOCKING_LOCK.with(|b| b.get()) {
+                BLOCKING_LOCK_RAN_A.store(true, Relaxed);
+            }
+            panic!("{}", model::WAKER_PANIC);
+        }
     }
+    sync_core::testing::quiet_panics_starting_with(model::WAKER_PANIC);
+    Waker::from(std::sync::Arc::new(NotesThenPanics))
+}
+
+/// The blocking form of the model above: thread B's `lock` may make the
+/// wake-up an unlock left to it and run task A's waker, which panics. The
+/// blocking lock must not unwind (guards take the lock back with it while
+/// they live on: `unlocked`, `bump`): it drops the panic and goes on
+/// waiting, and gets the lock once A's future is gone. Some execution must
+/// have B's lock run A's waker.
+#[test]
+fn a_waker_panic_met_by_a_blocking_lock_is_dropped() {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    check_in_both_modes_reaching(
+        &BLOCKING_LOCK_RAN_A,
+        "had the blocking lock run A's waker",
+        |m| {
+            let held = m.lock();
+            let a = {
+                let m = std::sync::Arc::clone(&m);
+                thread::spawn(move || {
+                    let mut fut = Box::pin(m.lock_arc_async());
+                    let waker = noting_panicking_waker();
+                    let mut cx = Context::from_waker(&waker);
+                    match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
+                        Ok(Poll::Ready(g)) => {
+                            let _ = catch_unwind(AssertUnwindSafe(move || drop(g)));
+                            None
+                        }
+                        _ => Some(fut),
+                    }
+                })
+            };
+            let b = {
+                let m = std::sync::Arc::clone(&m);
+                thread::spawn(move || {
+                    IN_BLOCKING_LOCK.with(|b| b.set(true));
+                    let mut g = m.lock();
+                    IN_BLOCKING_LOCK.with(|b| b.set(false));
+                    *g += 1;
+                    let _ = catch_unwind(AssertUnwindSafe(move || drop(g)));
+                })
+            };
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(held)));
+            drop(a.join().unwrap());
+            b.join().expect("the blocking lock unwound");
+            assert_eq!(*m.lock(), 1);
+            assert_idle(&m);
+        },
+    );
 }
