@@ -302,7 +302,7 @@ impl RawMutex {
     /// `unlocked`, `bump`, as do this crate's guards), so a lock that
     /// unwound there would leave that guard to unlock a lock it does not
     /// hold.
-    #[must_use = "a waker's panic goes on once the caller's request is settled"]
+    #[must_use = "the caller resumes or drops a waker's panic (see `pushed`)"]
     pub(super) fn pushed(&self) -> Panics {
         let mut panics = Panics::new();
         // SeqCst: between our link (the push) and our look at the word;
