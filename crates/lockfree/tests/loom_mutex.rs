@@ -616,6 +616,38 @@ fn check_in_both_modes_reaching(
     }
 }
 
+/// A task's first `lock_arc_async` poll, with `waker`, on a thread of its
+/// own: the future, unless the poll took the lock (then it adds `add`, and
+/// its unlock, which may wake a panicking waker, is caught). A poll that
+/// unwinds keeps its future and sets `unwound`, if given.
+fn first_poll_elsewhere(
+    m: &std::sync::Arc<Mutex<usize>>,
+    waker: Waker,
+    add: usize,
+    unwound: Option<&'static AtomicBool>,
+) -> thread::JoinHandle<Option<std::pin::Pin<Box<lockfree_sync::LockArcAsync<usize>>>>> {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let m = std::sync::Arc::clone(m);
+    thread::spawn(move || {
+        let mut fut = Box::pin(m.lock_arc_async());
+        let mut cx = Context::from_waker(&waker);
+        match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
+            Ok(Poll::Ready(mut g)) => {
+                *g += add;
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(g)));
+                None
+            }
+            Ok(Poll::Pending) => Some(fut),
+            Err(_) => {
+                if let Some(unwound) = unwound {
+                    unwound.store(true, Relaxed);
+                }
+                Some(fut)
+            }
+        }
+    })
+}
+
 /// Whether some execution of the model below had B's poll unwind with A's
 /// panic (a plain atomic: it outlives the model's executions).
 static QUEUEING_POLL_UNWOUND: AtomicBool = AtomicBool::new(false);
@@ -639,32 +671,9 @@ fn a_waker_panic_out_of_a_queueing_poll_keeps_its_request() {
         "had the queueing poll run A's waker",
         |m| {
             let held = m.lock();
-            // A task's first poll, on a thread of its own: its future, unless
-            // it took the lock (then it adds `add`; its unlock may wake A,
-            // whose panic goes on out of the guard's drop).
-            let poll_once = |waker: Waker, add: usize, b: bool| {
-                let m = std::sync::Arc::clone(&m);
-                thread::spawn(move || {
-                    let mut fut = Box::pin(m.lock_arc_async());
-                    let mut cx = Context::from_waker(&waker);
-                    match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
-                        Ok(Poll::Ready(mut g)) => {
-                            *g += add;
-                            let _ = catch_unwind(AssertUnwindSafe(move || drop(g)));
-                            None
-                        }
-                        Ok(Poll::Pending) => Some(fut),
-                        Err(_) => {
-                            if b {
-                                QUEUEING_POLL_UNWOUND.store(true, Relaxed);
-                            }
-                            Some(fut)
-                        }
-                    }
-                })
-            };
-            let a = poll_once(model::panicking_waker(), 100, false);
-            let b = poll_once(Waker::noop().clone(), 1, true);
+            let a = first_poll_elsewhere(&m, model::panicking_waker(), 100, None);
+            let b =
+                first_poll_elsewhere(&m, Waker::noop().clone(), 1, Some(&QUEUEING_POLL_UNWOUND));
             let _ = catch_unwind(AssertUnwindSafe(move || drop(held)));
             let a = a.join().unwrap();
             let b = b.join().unwrap();
@@ -721,21 +730,7 @@ fn a_waker_panic_met_by_a_blocking_lock_is_dropped() {
         "had the blocking lock run A's waker",
         |m| {
             let held = m.lock();
-            let a = {
-                let m = std::sync::Arc::clone(&m);
-                thread::spawn(move || {
-                    let mut fut = Box::pin(m.lock_arc_async());
-                    let waker = noting_panicking_waker();
-                    let mut cx = Context::from_waker(&waker);
-                    match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
-                        Ok(Poll::Ready(g)) => {
-                            let _ = catch_unwind(AssertUnwindSafe(move || drop(g)));
-                            None
-                        }
-                        _ => Some(fut),
-                    }
-                })
-            };
+            let a = first_poll_elsewhere(&m, noting_panicking_waker(), 0, None);
             let b = {
                 let m = std::sync::Arc::clone(&m);
                 thread::spawn(move || {
