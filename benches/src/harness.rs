@@ -125,6 +125,9 @@ pub struct Meta {
     /// A second workload measured by the same runs (id, title): a p99 beside
     /// a p50, so that one run of the experiment gives both rows.
     pub companion: Option<(String, String)>,
+    /// The companion's unit, where it is not this workload's (the CPU time
+    /// beside a throughput, see [`Workload::in_background`]).
+    pub companion_unit: Option<Unit>,
 }
 
 impl Meta {
@@ -136,7 +139,9 @@ impl Meta {
             id: id.clone(),
             title: title.clone(),
             description: String::new(),
+            unit: self.companion_unit.or(self.unit),
             companion: None,
+            companion_unit: None,
             ..self.clone()
         })
     }
@@ -392,11 +397,32 @@ impl Workload {
     /// The same experiment with `busy` threads spinning on the CPUs during
     /// every run (started before the run, stopped after it, neither timed):
     /// the id becomes `busy/{busy}/{id}` and the parameter `busy` is set.
+    ///
+    /// A workload without a companion gets one, `busy/{busy}/cpu/{id}`: the
+    /// CPU time the run's own threads used (the process's, less the
+    /// spinning threads'), in ms. Beside spinning threads a primitive's
+    /// throughput depends on how many of its threads it keeps running, since
+    /// each runnable thread takes its share of the CPUs from the spinning
+    /// ones; the companion shows that share, so that a primitive that
+    /// passivates its surplus waiters (and leaves the CPUs to the other
+    /// work) can be told from one that is slow.
     pub fn in_background(mut self, busy: usize) -> Self {
-        self.meta.id = format!("busy/{busy}/{}", self.meta.id);
-        if let Some((id, _)) = &mut self.meta.companion {
+        let cpu = self.meta.companion.is_none();
+        if cpu {
+            self.meta.companion = Some((
+                format!("busy/{busy}/cpu/{}", self.meta.id),
+                format!(
+                    "CPU time the run's own threads used (ms; the process's, less the \
+                     spinning threads'), beside {busy} threads spinning on the CPUs: what {} \
+                     took from them. Read it beside the throughput row.",
+                    self.meta.id
+                ),
+            ));
+            self.meta.companion_unit = Some(Unit::Ms);
+        } else if let Some((id, _)) = &mut self.meta.companion {
             *id = format!("busy/{busy}/{id}");
         }
+        self.meta.id = format!("busy/{busy}/{}", self.meta.id);
         self.meta.title = format!(
             "{} Run beside {busy} threads spinning on the CPUs.",
             self.meta.title
@@ -407,8 +433,14 @@ impl Workload {
         for imp in &mut self.impls {
             let mut inner = std::mem::replace(&mut imp.sample, Box::new(|| (0.0, None)));
             imp.sample = Box::new(move || {
-                let _busy = sync_core::testing::BusyThreads::start(busy);
-                inner()
+                let began = sync_core::testing::process_cpu_time();
+                let spinning = sync_core::testing::BusyThreads::start(busy);
+                let (value, companion) = inner();
+                let theirs = spinning.stop();
+                let ours = sync_core::testing::process_cpu_time()
+                    .saturating_sub(began)
+                    .saturating_sub(theirs);
+                (value, if cpu { Some(ms(ours)) } else { companion })
             });
         }
         self
@@ -525,7 +557,8 @@ pub fn measure(
         }
     }
     let unit = w.meta.unit();
-    let record = |id: &str, imp: &Impl, v: &[f64]| {
+    let companion_unit = w.meta.companion_unit.unwrap_or(unit);
+    let record = |id: &str, imp: &Impl, v: &[f64], unit: Unit| {
         let (median, min, max) = summarize(v);
         Record {
             workload: id.to_owned(),
@@ -543,7 +576,7 @@ pub fn measure(
         .impls
         .iter()
         .zip(&values)
-        .map(|(imp, v)| record(&w.meta.id, imp, v))
+        .map(|(imp, v)| record(&w.meta.id, imp, v, unit))
         .collect();
     if let Some((id, _)) = &w.meta.companion {
         records.extend(
@@ -551,7 +584,7 @@ pub fn measure(
                 .iter()
                 .zip(&companions)
                 .filter(|(_, v)| !v.is_empty())
-                .map(|(imp, v)| record(id, imp, v)),
+                .map(|(imp, v)| record(id, imp, v, companion_unit)),
         );
     }
     records
@@ -722,6 +755,41 @@ mod tests {
             ("busy/0/test/p99", "the tail")
         );
         assert_eq!(companion.params["busy"], 0);
+    }
+
+    #[test]
+    fn a_run_beside_spinning_threads_reports_its_own_cpu_time() {
+        // The run uses 20 ms of CPU on its own thread; the spinning thread
+        // beside it uses its own, which the companion leaves out.
+        const OWN: Duration = Duration::from_millis(20);
+        let mut w = Workload::new("test/x", Unit::MopsPerSec)
+            .implementation("a", || {
+                let began = sync_core::testing::thread_cpu_time();
+                while sync_core::testing::thread_cpu_time() - began < OWN {
+                    std::hint::spin_loop();
+                }
+                1.0
+            })
+            .in_background(1);
+        let cpu = w.meta.companion().expect("declared by in_background");
+        assert_eq!(cpu.id, "busy/1/cpu/test/x");
+        assert_eq!((cpu.unit(), w.meta.unit()), (Unit::Ms, Unit::MopsPerSec));
+        let records = measure(&mut w, 0, 1, |_| {});
+        let rows: Vec<(&str, Unit, Better)> = records
+            .iter()
+            .map(|r| (r.workload.as_str(), r.unit, r.better))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("busy/1/test/x", Unit::MopsPerSec, Better::Higher),
+                ("busy/1/cpu/test/x", Unit::Ms, Better::Lower)
+            ]
+        );
+        assert_eq!(records[0].median, 1.0);
+        // At least the run's own CPU (other tests of this process run
+        // beside it, so no upper bound).
+        assert!(records[1].median >= ms(OWN), "{}", records[1].median);
     }
 
     #[test]

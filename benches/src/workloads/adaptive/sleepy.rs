@@ -26,13 +26,7 @@ const HOLD: Duration = Duration::from_millis(1);
 
 /// The calling thread's CPU time (user plus system) in nanoseconds.
 fn thread_cpu_ns() -> u64 {
-    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a valid, writable `rusage`; the call only writes it.
-    let r = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    assert_eq!(r, 0, "getrusage(RUSAGE_THREAD) failed");
-    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-    ns(ru.ru_utime) + ns(ru.ru_stime)
+    sync_core::testing::thread_cpu_time().as_nanos() as u64
 }
 
 /// One sample: every thread makes `per_thread` acquisitions, each holding

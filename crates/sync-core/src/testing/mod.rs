@@ -164,9 +164,10 @@ unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
     }
 }
 
-/// `n` threads spinning on the CPUs until dropped: the oversubscribed
-/// regime a service runs in (more runnable threads than cores), for tests
-/// that check a bound under it ("a 1 ms timed wait returns within 50 ms").
+/// `n` threads spinning on the CPUs until dropped (or [stopped](Self::stop)):
+/// the oversubscribed regime a service runs in (more runnable threads than
+/// cores), for tests that check a bound under it ("a 1 ms timed wait
+/// returns within 50 ms").
 ///
 /// One set runs at a time in a process: [`start`](Self::start) waits until
 /// the set before it is dropped. The test harness runs a binary's tests in
@@ -176,7 +177,8 @@ unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
 #[derive(Debug)]
 pub struct BusyThreads {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    /// Each returns the CPU time it used.
+    threads: Vec<std::thread::JoinHandle<Duration>>,
     // Dropped after the threads are joined (fields drop after `drop`).
     _one_at_a_time: std::sync::MutexGuard<'static, ()>,
 }
@@ -206,6 +208,11 @@ impl BusyThreads {
                     while !stop.load(Relaxed) {
                         x = std::hint::black_box(x.wrapping_add(1));
                     }
+                    #[cfg(target_os = "linux")]
+                    let used = thread_cpu_time();
+                    #[cfg(not(target_os = "linux"))]
+                    let used = Duration::ZERO;
+                    used
                 })
             })
             .collect();
@@ -218,6 +225,21 @@ impl BusyThreads {
             _one_at_a_time: one_at_a_time,
         }
     }
+
+    /// Stops and joins the threads, and returns the CPU time they used in
+    /// all (zero outside Linux): subtracted from the process's
+    /// (`process_cpu_time`), what the rest of the process used beside them.
+    ///
+    /// # Panics
+    ///
+    /// If a spinning thread panicked (they do not).
+    pub fn stop(mut self) -> Duration {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.threads
+            .drain(..)
+            .map(|t| t.join().expect("a spinning thread panicked"))
+            .sum()
+    }
 }
 
 #[cfg(not(loom))]
@@ -228,6 +250,39 @@ impl Drop for BusyThreads {
             let _ = t.join();
         }
     }
+}
+
+/// The CPU time (user plus system) the calling thread has used so far
+/// (`getrusage(RUSAGE_THREAD)`).
+///
+/// # Panics
+///
+/// If the system refuses the call (it does not for the calling thread).
+#[cfg(all(not(loom), target_os = "linux"))]
+pub fn thread_cpu_time() -> Duration {
+    rusage(libc::RUSAGE_THREAD)
+}
+
+/// The CPU time (user plus system) of this process so far, its ended
+/// threads' included (`getrusage(RUSAGE_SELF)`).
+///
+/// # Panics
+///
+/// If the system refuses the call (it does not for the calling process).
+#[cfg(all(not(loom), target_os = "linux"))]
+pub fn process_cpu_time() -> Duration {
+    rusage(libc::RUSAGE_SELF)
+}
+
+#[cfg(all(not(loom), target_os = "linux"))]
+fn rusage(who: libc::c_int) -> Duration {
+    // SAFETY: an all-zero `rusage` is a valid value of the plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable `rusage`; the call only writes it.
+    let r = unsafe { libc::getrusage(who, &mut ru) };
+    assert_eq!(r, 0, "getrusage({who}) failed");
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1_000);
+    time(ru.ru_utime) + time(ru.ru_stime)
 }
 
 /// The machine's runnable threads now (`/proc/loadavg`'s count, as the
